@@ -1,0 +1,49 @@
+#pragma once
+
+// Argument checks shared by every codec, so each Encode/DecodeAdd starts the same way.
+
+#include <cstddef>
+#include <span>
+
+#include "edgesgd/core/codec.h"
+
+namespace edgesgd::internal {
+
+// Checks an Encode call against the expected shape: input length, output spans and scratch.
+inline Status CheckEncodeArgs(const TensorLayout& layout, std::span<const float> input,
+                              const PayloadSpans& out, const PayloadShape& shape,
+                              std::span<std::byte> scratch, std::size_t scratch_needed) {
+  if (layout.tensor_count() == 0 || input.size() != layout.dimension()) {
+    return Status::InvalidArgument();
+  }
+  if (out.indices.size() < shape.indices || out.values.size() < shape.values ||
+      out.words.size() < shape.words || out.scales.size() < shape.scales ||
+      scratch.size() < scratch_needed) {
+    return Status::ResourceExhausted();
+  }
+  return Status::Ok();
+}
+
+// Checks a DecodeAdd call: accumulator length and scratch are the caller's responsibility
+// (kInvalidArgument / kResourceExhausted); payload field sizes come from outside (kDataLoss).
+inline Status CheckDecodeArgs(const TensorLayout& layout, const PayloadView& payload,
+                              const PayloadShape& shape, std::span<float> accumulator,
+                              std::span<std::byte> scratch, std::size_t scratch_needed) {
+  if (layout.tensor_count() == 0 || accumulator.size() != layout.dimension()) {
+    return Status::InvalidArgument();
+  }
+  if (scratch.size() < scratch_needed) return Status::ResourceExhausted();
+  if (payload.indices.size() != shape.indices || payload.values.size() != shape.values ||
+      payload.words.size() != shape.words || payload.scales.size() != shape.scales) {
+    return Status::DataLoss();
+  }
+  return Status::Ok();
+}
+
+// Scratch as an aligned array of T (scratch comes from an Arena or alignas storage).
+template <typename T>
+std::span<T> ScratchAs(std::span<std::byte> scratch, std::size_t count) {
+  return std::span<T>(reinterpret_cast<T*>(scratch.data()), count);
+}
+
+}  // namespace edgesgd::internal

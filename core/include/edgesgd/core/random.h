@@ -1,0 +1,118 @@
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+namespace edgesgd {
+
+// Counter-based randomness. Workers agree on random choices (rand_k indices, block starts)
+// without exchanging them: every draw is a pure function of (seed, round, tensor, stream, index),
+// computed with integer arithmetic only, so it is identical on x86-64, ARM and Cortex-M.
+
+using PhiloxCounter = std::array<std::uint32_t, 4>;
+using PhiloxKey = std::array<std::uint32_t, 2>;
+using PhiloxBlock = std::array<std::uint32_t, 4>;
+
+// Philox4x32 with 10 rounds (Salmon et al., SC'11), matching the Random123 reference.
+constexpr PhiloxBlock Philox4x32_10(PhiloxCounter counter, PhiloxKey key) {
+  constexpr std::uint32_t kMul0 = 0xD2511F53u;
+  constexpr std::uint32_t kMul1 = 0xCD9E8D57u;
+  constexpr std::uint32_t kWeyl0 = 0x9E3779B9u;
+  constexpr std::uint32_t kWeyl1 = 0xBB67AE85u;
+  for (int round = 0; round < 10; ++round) {
+    if (round > 0) {
+      key[0] += kWeyl0;
+      key[1] += kWeyl1;
+    }
+    const std::uint64_t product0 = std::uint64_t{kMul0} * counter[0];
+    const std::uint64_t product1 = std::uint64_t{kMul1} * counter[2];
+    const auto hi0 = static_cast<std::uint32_t>(product0 >> 32);
+    const auto lo0 = static_cast<std::uint32_t>(product0);
+    const auto hi1 = static_cast<std::uint32_t>(product1 >> 32);
+    const auto lo1 = static_cast<std::uint32_t>(product1);
+    counter = {hi1 ^ counter[1] ^ key[0], lo1, hi0 ^ counter[3] ^ key[1], lo0};
+  }
+  return counter;
+}
+
+// SplitMix64 (Steele et al.): advances `state` and returns the next 64-bit value. Used to derive
+// independent seeds (per worker, per data shard) from one user seed.
+constexpr std::uint64_t SplitMix64(std::uint64_t& state) {
+  state += 0x9E3779B97F4A7C15ull;
+  std::uint64_t z = state;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// Uniform float in [0, 1) from the top 24 bits: exact (every result is a multiple of 2^-24), so
+// no rounding mode or FPU difference can change it.
+constexpr float UniformFloat(std::uint32_t bits) {
+  return static_cast<float>(bits >> 8) * 0x1.0p-24f;
+}
+
+// What a random stream is for. Combined with a worker id into the counter's stream word so that
+// shared streams (same on all workers) and private streams never overlap.
+enum class RandomPurpose : std::uint32_t {
+  kSparsifySelection = 1,  // rand_k indices: shared by all workers
+  kBlockStart = 2,         // random_block starts: shared
+  kQuantizationDither = 3, // qsgd stochastic rounding: private per worker
+  kDataSampling = 4,       // mini-batch sampling: private per worker
+  kModelInit = 5,
+  kUser = 6,
+};
+
+// The counter's stream word: purpose in the top 8 bits, worker id in the low 24.
+constexpr std::uint32_t StreamId(RandomPurpose purpose, std::uint32_t worker = 0) {
+  return (static_cast<std::uint32_t>(purpose) << 24) | (worker & 0x00FFFFFFu);
+}
+
+constexpr PhiloxKey KeyFromSeed(std::uint64_t seed) {
+  return {static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)};
+}
+
+// A sequential reader over one Philox stream: counter = (round, tensor, stream, block index).
+// Cheap to construct; holds 28 bytes of state.
+class CounterRng {
+ public:
+  constexpr CounterRng(std::uint64_t seed, std::uint32_t round, std::uint32_t tensor,
+                       std::uint32_t stream)
+      : key_(KeyFromSeed(seed)), round_(round), tensor_(tensor), stream_(stream) {}
+
+  // Next 32 random bits.
+  constexpr std::uint32_t NextU32() {
+    if (used_ == 4) {
+      block_ = Philox4x32_10({round_, tensor_, stream_, next_block_++}, key_);
+      used_ = 0;
+    }
+    return block_[used_++];
+  }
+
+  // Uniform integer in [0, bound), bound >= 1, exactly (Lemire's multiply-shift with rejection).
+  constexpr std::uint32_t NextBelow(std::uint32_t bound) {
+    std::uint64_t product = std::uint64_t{NextU32()} * bound;
+    auto low = static_cast<std::uint32_t>(product);
+    if (low < bound) {
+      const std::uint32_t threshold = (0u - bound) % bound;
+      while (low < threshold) {
+        product = std::uint64_t{NextU32()} * bound;
+        low = static_cast<std::uint32_t>(product);
+      }
+    }
+    return static_cast<std::uint32_t>(product >> 32);
+  }
+
+  // Uniform float in [0, 1), see UniformFloat.
+  constexpr float NextFloat() { return UniformFloat(NextU32()); }
+
+ private:
+  PhiloxKey key_;
+  std::uint32_t round_;
+  std::uint32_t tensor_;
+  std::uint32_t stream_;
+  std::uint32_t next_block_ = 0;
+  std::uint32_t used_ = 4;
+  PhiloxBlock block_{};
+};
+
+}  // namespace edgesgd
