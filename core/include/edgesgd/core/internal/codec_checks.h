@@ -3,6 +3,7 @@
 // Argument checks shared by every codec, so each Encode/DecodeAdd starts the same way.
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 
 #include "edgesgd/core/codec.h"
@@ -38,6 +39,15 @@ inline Status CheckDecodeArgs(const TensorLayout& layout, const PayloadView& pay
     return Status::DataLoss();
   }
   return Status::Ok();
+}
+
+// True when no element is NaN or infinite. Decoders reject payloads with non-finite floats
+// (kDataLoss): one poisoned value from a faulty or hostile peer would otherwise spread through
+// the aggregate into every model.
+inline bool AllFinite(std::span<const float> values) {
+  bool finite = true;
+  for (const float v : values) finite &= (v - v) == 0.0f;  // NaN and +-inf give NaN
+  return finite;
 }
 
 // Scratch as an aligned array of T (scratch comes from an Arena or alignas storage).
