@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages edgesgd needs, by group, skipping those already installed so
+# that repeated runs are quick and need no network. Run as root.
+#   cmake/install-debian-deps.sh host          build + test on this machine
+#   cmake/install-debian-deps.sh host cross    also ARM Linux and Cortex-M cross builds
+set -euo pipefail
+
+declare -A groups=(
+  [host]="cmake ninja-build g++ make libeigen3-dev googletest libcli11-dev zlib1g-dev
+          libflatbuffers-dev flatbuffers-compiler libasio-dev libmbedtls-dev
+          dataset-fashion-mnist python3-matplotlib binutils"
+  [cross]="g++-aarch64-linux-gnu g++-arm-linux-gnueabihf qemu-user gcc-arm-none-eabi
+           libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib qemu-system-arm"
+)
+
+wanted=()
+for group in "${@:-host}"; do
+  if [[ -z "${groups[$group]+set}" ]]; then
+    echo "install-debian-deps: unknown group '$group' (known: ${!groups[*]})" >&2
+    exit 2
+  fi
+  wanted+=(${groups[$group]})
+done
+
+missing=()
+for package in "${wanted[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$package")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+if [[ $(id -u) -ne 0 ]]; then
+  echo "install-debian-deps: need root to install: ${missing[*]}" >&2
+  exit 1
+fi
+echo "install-debian-deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# --no-install-recommends keeps qemu-system-arm to a few packages instead of a desktop stack.
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

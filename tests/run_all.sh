@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Builds and runs every test of edgesgd, installing the Debian packages it needs first:
+#   1. host Release: unit, property, golden-vector, convergence and allocation tests, plus the
+#      find_package(edgesgd) consumer
+#   2. host AddressSanitizer + UndefinedBehaviorSanitizer: the same suites
+#   3. ARM Linux (aarch64, armhf): the suites cross-compiled and run under qemu-user
+#   4. Cortex-M4: core and platform built bare-metal, checked with nm for heap/exception
+#      symbols, and a smoke image run under qemu-system-arm
+# Set EDGESGD_JOBS to change the build parallelism (default 2) and EDGESGD_STAGES to a subset
+# (e.g. "release asan") to run only some stages.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+jobs="${EDGESGD_JOBS:-2}"
+stages="${EDGESGD_STAGES:-release asan aarch64 armhf cortex-m4}"
+log_dir="build/test-logs"
+
+cmake/install-debian-deps.sh host cross
+mkdir -p "$log_dir"
+
+passed=0
+failed=0
+# Runs ctest for a preset and adds its counts to the totals.
+run_ctest() {
+  local preset="$1"
+  local log="$log_dir/$preset.log"
+  local status=0
+  ctest --preset "$preset" -j "$jobs" 2>&1 | tee "$log" || status=$?
+  local line
+  line=$(grep -E "tests passed, [0-9]+ tests? failed out of [0-9]+" "$log" | tail -1 || true)
+  if [[ -n "$line" ]]; then
+    local fails total
+    fails=$(sed -E 's/.* ([0-9]+) tests? failed out of ([0-9]+).*/\1/' <<<"$line")
+    total=$(sed -E 's/.* failed out of ([0-9]+).*/\1/' <<<"$line")
+    passed=$((passed + total - fails))
+    failed=$((failed + fails))
+  elif ((status != 0)); then
+    failed=$((failed + 1))
+  fi
+  return "$status"
+}
+
+overall=0
+for stage in $stages; do
+  echo "=== edgesgd tests: $stage ==="
+  case "$stage" in
+    cortex-m4)
+      if cmake --preset cortex-m4 && cmake --build --preset cortex-m4 -j "$jobs" &&
+         tests/embedded/check_symbols.sh build/cortex-m4/core/libedgesgd_core.a \
+           build/cortex-m4/platform/libedgesgd_platform.a &&
+         tests/embedded/run_mcu.sh build/cortex-m4/tests/embedded/edgesgd_mcu_smoke.elf; then
+        passed=$((passed + 1))
+      else
+        failed=$((failed + 1)); overall=1
+      fi
+      ;;
+    *)
+      if ! { cmake --preset "$stage" && cmake --build --preset "$stage" -j "$jobs"; }; then
+        echo "edgesgd tests: $stage failed to build" >&2
+        failed=$((failed + 1)); overall=1
+        continue
+      fi
+      run_ctest "$stage" || overall=1
+      ;;
+  esac
+done
+
+echo "edgesgd tests: $passed passed, $failed failed"
+exit "$overall"
