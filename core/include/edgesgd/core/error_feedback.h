@@ -1,0 +1,226 @@
+#pragma once
+
+// The error-feedback family of ALGORITHMS.md §2 (EF, DEF, DEF-A, SAEF) as one worker-side
+// component. A worker keeps an error (residual) e, a heavy-ball momentum m and, when it takes
+// several local steps per round, its drifting local model. Each round it compresses
+// p = delta + e, where delta is what its local steps moved the model by (eta * m for H = 1),
+// sends C(p) and keeps e = p - C(p). The server (or every worker after an all-reduce) applies
+//
+//   x_{t+1} = x_t - mean_i C(p_i)
+//
+// which MeanAggregator does: Add() every received payload with weight 1, then
+// AddScaledMean(-1.0f, x). With H = 1 the whole round is exactly §2's DEF update.
+//
+// The detach coefficient c chooses where the gradient is taken: at x - c * e. c = 0 is classic
+// EF (the synced model), c = 1 is SAEF (the virtual model x - e), DEF sits in between. DEF-A
+// trains exactly like DEF and only reads the model out differently: see DeAveragedReadout.
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+
+#include "edgesgd/core/arena.h"
+#include "edgesgd/core/codec.h"
+#include "edgesgd/core/codec_dispatch.h"
+#include "edgesgd/core/payload.h"
+#include "edgesgd/core/result.h"
+#include "edgesgd/core/status.h"
+#include "edgesgd/core/tensor_layout.h"
+
+namespace edgesgd {
+
+enum class FeedbackKind : std::uint8_t {
+  kNone,  // send C(delta) and forget what C dropped; no residual is stored
+  kEf,    // classic error feedback: gradient at the synced model (c forced to 0)
+  kDef,   // detached error feedback: gradient at x - c * e with c = FeedbackParams::detach
+  kSaef,  // step-ahead error feedback: gradient at the virtual model x - e (c forced to 1)
+};
+
+// Worker hyper-parameters. Defaults are the DEF authors' (ratio-64 block codec, ResNet scale).
+struct FeedbackParams {
+  FeedbackKind kind = FeedbackKind::kDef;
+  // c in [0, 1]. Read only by kDef: kEf always uses 0 and kSaef always 1, so a configuration that
+  // names the algorithm cannot silently run another one.
+  float detach = 0.3f;
+  float learning_rate = 0.05f;  // eta > 0, finite
+  float momentum = 0.9f;        // beta in [0, 1); heavy ball without dampening
+  float weight_decay = 0.0f;    // wd >= 0, finite; added to the gradient at the gradient point
+  // H >= 1: at most this many LocalStep calls per round (a round normally takes exactly H).
+  std::uint32_t local_steps = 1;
+
+  friend constexpr bool operator==(const FeedbackParams&, const FeedbackParams&) = default;
+};
+
+// Checks the fields `params.kind` reads. Errors: kInvalidArgument. NaN fails every range check.
+constexpr Status ValidateFeedbackParams(const FeedbackParams& params) {
+  constexpr float kMaxFloat = std::numeric_limits<float>::max();
+  switch (params.kind) {
+    case FeedbackKind::kNone:
+    case FeedbackKind::kEf:
+    case FeedbackKind::kSaef:
+      break;
+    case FeedbackKind::kDef:
+      if (!(params.detach >= 0.0f && params.detach <= 1.0f)) return Status::InvalidArgument();
+      break;
+    default:
+      return Status::InvalidArgument();
+  }
+  if (!(params.learning_rate > 0.0f && params.learning_rate <= kMaxFloat)) {
+    return Status::InvalidArgument();
+  }
+  if (!(params.momentum >= 0.0f && params.momentum < 1.0f)) return Status::InvalidArgument();
+  if (!(params.weight_decay >= 0.0f && params.weight_decay <= kMaxFloat)) {
+    return Status::InvalidArgument();
+  }
+  if (params.local_steps < 1) return Status::InvalidArgument();
+  return Status::Ok();
+}
+
+// The c a configuration actually uses (see FeedbackParams::detach); 0 for kNone, which has no
+// error to detach from.
+constexpr float EffectiveDetach(const FeedbackParams& params) {
+  switch (params.kind) {
+    case FeedbackKind::kDef:
+      return params.detach;
+    case FeedbackKind::kSaef:
+      return 1.0f;
+    case FeedbackKind::kNone:
+    case FeedbackKind::kEf:
+    default:
+      return 0.0f;
+  }
+}
+
+// One worker of EF / DEF / SAEF (or plain compressed local SGD with kNone). Per round:
+//
+//   BeginRound(x)                 local model := x, delta := 0
+//   repeat H times:
+//     g = gradient of the loss at GradientPoint()       (= local - c * e, computed by the caller)
+//     LocalStep(g)                m = beta*m + (g + wd*point); local -= eta*m; delta += eta*m
+//   Compress(context, out)        p = delta + e; out = C(p); e = p - C(p)
+//
+// Memory (all from the arena at Init, nothing afterwards), in d-float buffers: gradient point
+// and momentum always; the residual unless kNone; a separate local model only when H > 1 and
+// c > 0 (otherwise the local model is the gradient point); a separate delta when H > 1 or kNone
+// (for H = 1, eta*m is added straight into the residual, which then holds p bit-exactly). So
+// EF, DEF and SAEF with H = 1 cost 3d floats plus the codec's scratch.
+class ErrorFeedbackWorker {
+ public:
+  // Exact arena bytes Init takes (Arena::used_bytes grows by this much), including the codec's
+  // scratch; 0 when a parameter is invalid.
+  static constexpr std::size_t StateBytes(const TensorLayout& layout, const CodecParams& codec,
+                                          const FeedbackParams& feedback) {
+    if (layout.tensor_count() == 0 || !ValidateFeedbackParams(feedback).ok() ||
+        !EncodedShape(codec, layout).ok()) {
+      return 0;
+    }
+    const Buffers buffers = BuffersFor(feedback);
+    const std::size_t vector_bytes = ArenaBytesFor<float>(layout.dimension());
+    return vector_bytes * buffers.count() + ArenaBytes(CodecScratchBytes(codec, layout));
+  }
+
+  // Takes this worker's buffers from `arena` (zeroed: e = 0, m = 0) and remembers the
+  // configuration. Reads only the parameters. Allocates from the arena only, never the heap.
+  // Errors: kInvalidArgument (empty layout, bad codec or feedback parameters),
+  // kFailedPrecondition (arena sealed), kResourceExhausted (arena too small; checked before
+  // anything is taken, so a failed Init leaves the arena as it was).
+  Status Init(Arena& arena, const TensorLayout& layout, const CodecParams& codec,
+              const FeedbackParams& feedback);
+
+  // Starts a round from the synced model `synced_model` (d floats, read only, may be reused by
+  // the caller right after the call): local model := x, delta := 0, gradient point := x - c*e.
+  // Calling it before the previous round was compressed abandons that round: its progress is
+  // folded into the residual (as if it had been compressed to nothing), so error feedback still
+  // delivers it later; kNone simply drops it. Does not allocate.
+  // Errors: kFailedPrecondition before Init, kInvalidArgument for a wrong size.
+  Status BeginRound(std::span<const float> synced_model);
+
+  // The point at which the caller computes the next gradient: local - c * e (d floats). Valid
+  // from BeginRound until the round's last LocalStep; for H = 1 it is not advanced by the step.
+  std::span<const float> GradientPoint() const { return point_; }
+
+  // One local heavy-ball step with `gradient` (d floats, the loss gradient at GradientPoint(),
+  // without weight decay): g = gradient + wd * point; m = beta * m + g; local -= eta * m;
+  // delta += eta * m; then advances the gradient point. Does not allocate.
+  // Errors: kInvalidArgument for a wrong size; kFailedPrecondition outside a round or after H
+  // steps in this round.
+  Status LocalStep(std::span<const float> gradient);
+
+  // Compresses p = delta + e into `out` (each span at least payload_shape() long) and keeps
+  // e = p - C(p), computed by decoding the payload just written into e with weight -1 (the same
+  // decode the receivers do, so sender and receivers agree on C(p) bit for bit). kNone sends
+  // C(delta) and keeps no residual. Returns the payload's shape. Does not allocate.
+  // Errors: kFailedPrecondition outside a round (before BeginRound or after this round's
+  // Compress); kResourceExhausted when an output span is too small (nothing changes, retry
+  // with larger spans); the codec's error when p is not finite (training diverged: qsgd's
+  // Encode says kInvalidArgument, the decoders kDataLoss) — then e holds p.
+  Result<PayloadShape> Compress(const CodecContext& context, const PayloadSpans& out);
+
+  // The residual e (d floats); empty for kNone, whose residual is identically zero.
+  std::span<const float> residual() const { return error_; }
+  // The momentum m (d floats).
+  std::span<const float> momentum() const { return momentum_; }
+  // Element counts of every payload Compress writes.
+  const PayloadShape& payload_shape() const { return shape_; }
+  // LocalStep calls so far in the current round.
+  std::uint32_t steps_taken() const { return steps_; }
+  // The c this worker uses (EffectiveDetach of its parameters).
+  float detach() const { return detach_; }
+  const FeedbackParams& params() const { return feedback_; }
+  const TensorLayout& layout() const { return layout_; }
+
+ private:
+  // Which d-float buffers a configuration needs besides the gradient point and the momentum.
+  struct Buffers {
+    bool separate_local = false;  // local model differs from the gradient point (H > 1, c > 0)
+    bool error = false;           // a residual is kept (not kNone)
+    bool separate_delta = false;  // delta cannot accumulate into the residual (H > 1 or kNone)
+    constexpr std::size_t count() const {
+      return 2u + (separate_local ? 1u : 0u) + (error ? 1u : 0u) + (separate_delta ? 1u : 0u);
+    }
+  };
+  static constexpr Buffers BuffersFor(const FeedbackParams& feedback) {
+    Buffers buffers;
+    buffers.separate_local = feedback.local_steps > 1 && EffectiveDetach(feedback) > 0.0f;
+    buffers.error = feedback.kind != FeedbackKind::kNone;
+    buffers.separate_delta = feedback.local_steps > 1 || !buffers.error;
+    return buffers;
+  }
+
+  enum class Phase : std::uint8_t { kUninitialized, kIdle, kInRound, kSent };
+
+  // Adds a separate delta into the residual and clears it, so p lives in the residual.
+  void FoldDeltaIntoResidual();
+
+  TensorLayout layout_;
+  CodecParams codec_;
+  FeedbackParams feedback_;
+  PayloadShape shape_;
+  Buffers buffers_;
+  float detach_ = 0.0f;
+  std::span<float> point_;  // local - c * e
+  std::span<float> local_;  // aliases point_ unless buffers_.separate_local; static if H = 1
+  std::span<float> momentum_;
+  std::span<float> error_;  // empty for kNone
+  std::span<float> delta_;  // aliases error_ unless buffers_.separate_delta
+  std::span<std::byte> scratch_;
+  std::uint32_t steps_ = 0;
+  Phase phase_ = Phase::kUninitialized;
+};
+
+// DEF-A read-out: out = x - mean_i e_i over the residuals of all workers (each d floats), the
+// de-averaged model that the SGD-IA view says tracks plain SGD. Training is unaffected; call it
+// only when the model is read (evaluation, export). The mean is summed in worker order, then
+// divided by n. `out` may be `synced_model` itself. Does not allocate.
+// Errors: kInvalidArgument when there are no residuals or any size differs from x's.
+Status DeAveragedReadout(std::span<const float> synced_model,
+                         std::span<const std::span<const float>> residuals, std::span<float> out);
+
+// The same read-out from a mean the caller already formed (e.g. with MeanAggregator::AddDense
+// on residuals gathered from the workers): out = x - mean_residual. `out` may be
+// `synced_model`. Does not allocate. Errors: kInvalidArgument for size mismatches.
+Status DeAveragedReadoutFromMean(std::span<const float> synced_model,
+                                 std::span<const float> mean_residual, std::span<float> out);
+
+}  // namespace edgesgd

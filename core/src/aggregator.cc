@@ -1,0 +1,143 @@
+#include "edgesgd/core/aggregator.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "edgesgd/core/internal/codec_checks.h"
+
+namespace edgesgd {
+namespace {
+
+constexpr bool IsPositiveFinite(float weight) {
+  return weight > 0.0f && weight <= std::numeric_limits<float>::max();
+}
+
+}  // namespace
+
+Status MeanAggregator::Init(Arena& arena, const TensorLayout& layout, const CodecParams& codec) {
+  if (layout.tensor_count() == 0) return Status::InvalidArgument();
+  EDGESGD_TRY(EncodedShape(codec, layout));
+  if (arena.sealed()) return Status::FailedPrecondition();
+  if (arena.remaining_bytes() < StateBytes(layout, codec)) return Status::ResourceExhausted();
+  EDGESGD_TRY_ASSIGN(sum_, arena.Allocate<float>(layout.dimension()));
+  EDGESGD_TRY_ASSIGN(scratch_, arena.AllocateBytes(CodecScratchBytes(codec, layout)));
+  layout_ = layout;
+  codec_ = codec;
+  initialized_ = true;
+  Reset();
+  return Status::Ok();
+}
+
+void MeanAggregator::Reset() {
+  std::fill(sum_.begin(), sum_.end(), 0.0f);
+  total_weight_ = 0.0f;
+  count_ = 0;
+  finished_ = false;
+}
+
+Status MeanAggregator::CheckAddable(float weight) const {
+  if (!initialized_ || finished_) return Status::FailedPrecondition();
+  if (!IsPositiveFinite(weight)) return Status::InvalidArgument();
+  return Status::Ok();
+}
+
+Status MeanAggregator::Add(const PayloadView& payload, const CodecContext& context, float weight) {
+  EDGESGD_TRY(CheckAddable(weight));
+  EDGESGD_TRY(DecodeAdd(codec_, layout_, context, payload, weight, sum_, scratch_));
+  total_weight_ += weight;
+  ++count_;
+  return Status::Ok();
+}
+
+Status MeanAggregator::AddDense(std::span<const float> values, float weight) {
+  EDGESGD_TRY(CheckAddable(weight));
+  if (values.size() != sum_.size()) return Status::InvalidArgument();
+  if (!internal::AllFinite(values)) return Status::DataLoss();
+  for (std::size_t i = 0; i < sum_.size(); ++i) sum_[i] += weight * values[i];
+  total_weight_ += weight;
+  ++count_;
+  return Status::Ok();
+}
+
+Result<std::span<const float>> MeanAggregator::Mean() {
+  if (!initialized_ || count_ == 0) return Status::FailedPrecondition();
+  if (!finished_) {
+    // Division rather than multiplication by a reciprocal: for n identical contributions the
+    // mean is then exactly the contribution.
+    const float total = total_weight_;
+    for (float& v : sum_) v /= total;
+    finished_ = true;
+  }
+  return std::span<const float>(sum_);
+}
+
+Status MeanAggregator::AddScaledMean(float scale, std::span<float> model) {
+  if (!initialized_) return Status::FailedPrecondition();
+  if (model.size() != sum_.size()) return Status::InvalidArgument();
+  if (!(scale >= -std::numeric_limits<float>::max() &&
+        scale <= std::numeric_limits<float>::max())) {
+    return Status::InvalidArgument();
+  }
+  EDGESGD_TRY_ASSIGN(const std::span<const float> mean, Mean());
+  for (std::size_t i = 0; i < model.size(); ++i) model[i] += scale * mean[i];
+  return Status::Ok();
+}
+
+Status PayloadAggregator::Init(Arena& arena, const TensorLayout& layout, const CodecParams& codec) {
+  if (layout.tensor_count() == 0 || !SupportsPayloadSum(codec.kind)) {
+    return Status::InvalidArgument();
+  }
+  EDGESGD_TRY_ASSIGN(const PayloadShape shape, EncodedShape(codec, layout));
+  if (arena.sealed()) return Status::FailedPrecondition();
+  if (arena.remaining_bytes() < StateBytes(layout, codec)) return Status::ResourceExhausted();
+  EDGESGD_TRY_ASSIGN(indices_, arena.Allocate<std::uint32_t>(shape.indices));
+  EDGESGD_TRY_ASSIGN(values_, arena.Allocate<float>(shape.values));
+  layout_ = layout;
+  codec_ = codec;
+  shape_ = shape;
+  initialized_ = true;
+  Reset();
+  return Status::Ok();
+}
+
+void PayloadAggregator::Reset() {
+  std::fill(indices_.begin(), indices_.end(), 0u);
+  std::fill(values_.begin(), values_.end(), 0.0f);
+  total_weight_ = 0.0f;
+  count_ = 0;
+  finished_ = false;
+}
+
+Status PayloadAggregator::Add(const PayloadView& payload, float weight) {
+  if (!initialized_ || finished_) return Status::FailedPrecondition();
+  if (!IsPositiveFinite(weight)) return Status::InvalidArgument();
+  if (payload.indices.size() != shape_.indices || payload.values.size() != shape_.values ||
+      payload.words.size() != shape_.words || payload.scales.size() != shape_.scales) {
+    return Status::DataLoss();
+  }
+  if (!internal::AllFinite(payload.values)) return Status::DataLoss();
+  // Only random_block has indices: one start per tensor, relative to the tensor.
+  for (std::size_t t = 0; t < payload.indices.size(); ++t) {
+    if (payload.indices[t] >= layout_.size(t)) return Status::DataLoss();
+  }
+  if (count_ > 0 && !std::equal(payload.indices.begin(), payload.indices.end(), indices_.begin())) {
+    return Status::InvalidArgument();
+  }
+  std::copy(payload.indices.begin(), payload.indices.end(), indices_.begin());
+  for (std::size_t i = 0; i < values_.size(); ++i) values_[i] += weight * payload.values[i];
+  total_weight_ += weight;
+  ++count_;
+  return Status::Ok();
+}
+
+Result<PayloadView> PayloadAggregator::Mean() {
+  if (!initialized_ || count_ == 0) return Status::FailedPrecondition();
+  if (!finished_) {
+    const float total = total_weight_;
+    for (float& v : values_) v /= total;
+    finished_ = true;
+  }
+  return PayloadView(indices_, values_, std::span<const std::uint32_t>(), std::span<const float>());
+}
+
+}  // namespace edgesgd

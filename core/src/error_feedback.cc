@@ -1,0 +1,175 @@
+#include "edgesgd/core/error_feedback.h"
+
+#include <algorithm>
+
+namespace edgesgd {
+
+Status ErrorFeedbackWorker::Init(Arena& arena, const TensorLayout& layout, const CodecParams& codec,
+                                 const FeedbackParams& feedback) {
+  EDGESGD_TRY(ValidateFeedbackParams(feedback));
+  if (layout.tensor_count() == 0) return Status::InvalidArgument();
+  EDGESGD_TRY_ASSIGN(const PayloadShape shape, EncodedShape(codec, layout));
+  if (arena.sealed()) return Status::FailedPrecondition();
+  // Checking the total first keeps a failed Init from leaving half a worker in the arena.
+  if (arena.remaining_bytes() < StateBytes(layout, codec, feedback)) {
+    return Status::ResourceExhausted();
+  }
+
+  const Buffers buffers = BuffersFor(feedback);
+  const std::size_t d = layout.dimension();
+  EDGESGD_TRY_ASSIGN(point_, arena.Allocate<float>(d));
+  local_ = point_;
+  if (buffers.separate_local) {
+    EDGESGD_TRY_ASSIGN(local_, arena.Allocate<float>(d));
+  }
+  EDGESGD_TRY_ASSIGN(momentum_, arena.Allocate<float>(d));
+  error_ = {};
+  if (buffers.error) {
+    EDGESGD_TRY_ASSIGN(error_, arena.Allocate<float>(d));
+  }
+  delta_ = error_;
+  if (buffers.separate_delta) {
+    EDGESGD_TRY_ASSIGN(delta_, arena.Allocate<float>(d));
+  }
+  EDGESGD_TRY_ASSIGN(scratch_, arena.AllocateBytes(CodecScratchBytes(codec, layout)));
+
+  layout_ = layout;
+  codec_ = codec;
+  feedback_ = feedback;
+  shape_ = shape;
+  buffers_ = buffers;
+  detach_ = EffectiveDetach(feedback);
+  steps_ = 0;
+  phase_ = Phase::kIdle;
+  return Status::Ok();
+}
+
+void ErrorFeedbackWorker::FoldDeltaIntoResidual() {
+  if (!buffers_.error || !buffers_.separate_delta) return;
+  for (std::size_t i = 0; i < error_.size(); ++i) {
+    error_[i] += delta_[i];
+    delta_[i] = 0.0f;
+  }
+}
+
+Status ErrorFeedbackWorker::BeginRound(std::span<const float> synced_model) {
+  if (phase_ == Phase::kUninitialized) return Status::FailedPrecondition();
+  if (synced_model.size() != point_.size()) return Status::InvalidArgument();
+  if (phase_ == Phase::kInRound) FoldDeltaIntoResidual();
+
+  const std::span<const float> x = synced_model;
+  if (buffers_.separate_local) {
+    std::copy(x.begin(), x.end(), local_.begin());
+  }
+  if (detach_ > 0.0f) {
+    const float c = detach_;
+    for (std::size_t i = 0; i < point_.size(); ++i) point_[i] = x[i] - c * error_[i];
+  } else {
+    std::copy(x.begin(), x.end(), point_.begin());
+  }
+  if (buffers_.separate_delta) std::fill(delta_.begin(), delta_.end(), 0.0f);
+  steps_ = 0;
+  phase_ = Phase::kInRound;
+  return Status::Ok();
+}
+
+Status ErrorFeedbackWorker::LocalStep(std::span<const float> gradient) {
+  if (phase_ != Phase::kInRound || steps_ >= feedback_.local_steps) {
+    return Status::FailedPrecondition();
+  }
+  if (gradient.size() != point_.size()) return Status::InvalidArgument();
+
+  const float lr = feedback_.learning_rate;
+  const float beta = feedback_.momentum;
+  const float wd = feedback_.weight_decay;
+  const std::size_t d = point_.size();
+  // Three loops rather than one with branches inside, so each vectorises. The expression
+  // order (g + wd*point, then beta*m + g) is §2's and is what bit-exact tests reproduce.
+  if (feedback_.local_steps == 1) {
+    // The only step of the round: the local model is never read again, so only m and delta
+    // (which may be the residual itself) advance.
+    for (std::size_t i = 0; i < d; ++i) {
+      const float g = gradient[i] + wd * point_[i];
+      const float m = beta * momentum_[i] + g;
+      momentum_[i] = m;
+      delta_[i] += lr * m;
+    }
+  } else if (!buffers_.separate_local) {
+    // c = 0: the gradient point is the local model.
+    for (std::size_t i = 0; i < d; ++i) {
+      const float g = gradient[i] + wd * point_[i];
+      const float m = beta * momentum_[i] + g;
+      momentum_[i] = m;
+      const float step = lr * m;
+      point_[i] -= step;
+      delta_[i] += step;
+    }
+  } else {
+    // The residual is fixed during a round (delta is separate), so the point follows the
+    // local model at a constant offset -c*e.
+    const float c = detach_;
+    for (std::size_t i = 0; i < d; ++i) {
+      const float g = gradient[i] + wd * point_[i];
+      const float m = beta * momentum_[i] + g;
+      momentum_[i] = m;
+      const float step = lr * m;
+      local_[i] -= step;
+      delta_[i] += step;
+      point_[i] = local_[i] - c * error_[i];
+    }
+  }
+  ++steps_;
+  return Status::Ok();
+}
+
+Result<PayloadShape> ErrorFeedbackWorker::Compress(const CodecContext& context,
+                                                   const PayloadSpans& out) {
+  if (phase_ != Phase::kInRound) return Status::FailedPrecondition();
+  // The codec would reject short spans too, but only after the residual has become p; checking
+  // here first makes this error side-effect free.
+  if (out.indices.size() < shape_.indices || out.values.size() < shape_.values ||
+      out.words.size() < shape_.words || out.scales.size() < shape_.scales) {
+    return Status::ResourceExhausted();
+  }
+
+  if (!buffers_.error) {
+    EDGESGD_TRY(Encode(codec_, layout_, context, delta_, out, scratch_));
+    phase_ = Phase::kSent;
+    return shape_;
+  }
+  // p = delta + e, formed in the residual's storage. FoldDeltaIntoResidual clears delta, so a
+  // retry after a failure below cannot count it twice.
+  FoldDeltaIntoResidual();
+  EDGESGD_TRY(Encode(codec_, layout_, context, error_, out, scratch_));
+  // e = p - C(p): the fused decompress-and-subtract.
+  EDGESGD_TRY(
+      DecodeAdd(codec_, layout_, context, PayloadView(out, shape_), -1.0f, error_, scratch_));
+  phase_ = Phase::kSent;
+  return shape_;
+}
+
+Status DeAveragedReadout(std::span<const float> synced_model,
+                         std::span<const std::span<const float>> residuals, std::span<float> out) {
+  const std::size_t d = synced_model.size();
+  if (residuals.empty() || out.size() != d) return Status::InvalidArgument();
+  for (const std::span<const float> residual : residuals) {
+    if (residual.size() != d) return Status::InvalidArgument();
+  }
+  const auto n = static_cast<float>(residuals.size());
+  for (std::size_t i = 0; i < d; ++i) {
+    float sum = 0.0f;
+    for (const std::span<const float> residual : residuals) sum += residual[i];
+    out[i] = synced_model[i] - sum / n;
+  }
+  return Status::Ok();
+}
+
+Status DeAveragedReadoutFromMean(std::span<const float> synced_model,
+                                 std::span<const float> mean_residual, std::span<float> out) {
+  const std::size_t d = synced_model.size();
+  if (mean_residual.size() != d || out.size() != d) return Status::InvalidArgument();
+  for (std::size_t i = 0; i < d; ++i) out[i] = synced_model[i] - mean_residual[i];
+  return Status::Ok();
+}
+
+}  // namespace edgesgd

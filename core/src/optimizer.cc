@@ -1,0 +1,114 @@
+#include "edgesgd/core/optimizer.h"
+
+#include <algorithm>
+
+#include "edgesgd/core/codecs/sign.h"
+#include "edgesgd/core/majority_vote.h"
+
+namespace edgesgd {
+
+Status Optimizer::Init(Arena& arena, std::size_t dimension, const OptimizerParams& params) {
+  EDGESGD_TRY(ValidateOptimizerParams(params));
+  if (dimension == 0) return Status::InvalidArgument();
+  if (arena.sealed()) return Status::FailedPrecondition();
+  if (arena.remaining_bytes() < StateBytes(dimension, params)) {
+    return Status::ResourceExhausted();
+  }
+  momentum_ = {};
+  if (params.kind != OptimizerKind::kSgd) {
+    EDGESGD_TRY_ASSIGN(momentum_, arena.Allocate<float>(dimension));
+  }
+  params_ = params;
+  dimension_ = dimension;
+  initialized_ = true;
+  return Status::Ok();
+}
+
+void Optimizer::Reset() { std::fill(momentum_.begin(), momentum_.end(), 0.0f); }
+
+Status Optimizer::SetLearningRate(float learning_rate) {
+  OptimizerParams changed = params_;
+  changed.learning_rate = learning_rate;
+  EDGESGD_TRY(ValidateOptimizerParams(changed));
+  params_ = changed;
+  return Status::Ok();
+}
+
+Status Optimizer::Step(std::span<float> model, std::span<const float> gradient) {
+  if (!initialized_) return Status::FailedPrecondition();
+  if (model.size() != dimension_ || gradient.size() != dimension_) {
+    return Status::InvalidArgument();
+  }
+  const float lr = params_.learning_rate;
+  const float wd = params_.weight_decay;
+  const float beta = params_.momentum;
+  const std::size_t d = dimension_;
+  switch (params_.kind) {
+    case OptimizerKind::kSgd:
+      for (std::size_t i = 0; i < d; ++i) model[i] -= lr * (gradient[i] + wd * model[i]);
+      break;
+    case OptimizerKind::kMomentum:
+      // The grouping beta*m + (g + wd*x) is the error-feedback worker's, so a 1-worker identity
+      // EF run and this optimizer produce the same bits.
+      for (std::size_t i = 0; i < d; ++i) {
+        const float m = beta * momentum_[i] + (gradient[i] + wd * model[i]);
+        momentum_[i] = m;
+        model[i] -= lr * m;
+      }
+      break;
+    case OptimizerKind::kSignum: {
+      const float one_minus_beta = 1.0f - beta;
+      for (std::size_t i = 0; i < d; ++i) {
+        const float m = beta * momentum_[i] + one_minus_beta * gradient[i];
+        momentum_[i] = m;
+        const float sign = m < 0.0f ? -1.0f : 1.0f;
+        model[i] -= lr * (sign + wd * model[i]);
+      }
+      break;
+    }
+  }
+  return Status::Ok();
+}
+
+Status SignumMomentumUpdate(float beta, std::span<const float> gradient, std::span<float> state) {
+  if (!(beta >= 0.0f && beta < 1.0f)) return Status::InvalidArgument();
+  if (gradient.size() != state.size()) return Status::InvalidArgument();
+  const float one_minus_beta = 1.0f - beta;
+  for (std::size_t i = 0; i < state.size(); ++i) {
+    state[i] = beta * state[i] + one_minus_beta * gradient[i];
+  }
+  return Status::Ok();
+}
+
+Status ApplySignVote(std::span<const std::uint32_t> vote_words, const TensorLayout& layout,
+                     float learning_rate, float weight_decay, std::span<float> model) {
+  OptimizerParams check;
+  check.learning_rate = learning_rate;
+  check.weight_decay = weight_decay;
+  EDGESGD_TRY(ValidateOptimizerParams(check));
+  if (layout.tensor_count() == 0 || model.size() != layout.dimension()) {
+    return Status::InvalidArgument();
+  }
+  std::size_t total_words = 0;
+  for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
+    total_words += SignCodec::WordsFor(layout.size(t));
+  }
+  if (vote_words.size() != total_words) return Status::DataLoss();
+  EDGESGD_TRY(internal::CheckSignPadding(layout, vote_words));
+
+  const float lr = learning_rate;
+  const float wd = weight_decay;
+  std::size_t word = 0;
+  for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
+    const std::span<float> x = layout.Slice(model, t);
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const std::uint32_t bit = (vote_words[word + i / 32] >> (i % 32)) & 1u;
+      const float vote = bit != 0 ? 1.0f : -1.0f;
+      x[i] -= lr * (vote + wd * x[i]);
+    }
+    word += SignCodec::WordsFor(x.size());
+  }
+  return Status::Ok();
+}
+
+}  // namespace edgesgd
