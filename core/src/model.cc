@@ -1,0 +1,101 @@
+#include "edgesgd/core/model/model.h"
+
+#include <cmath>
+
+#include "edgesgd/core/model/linear_regression.h"
+#include "edgesgd/core/model/logistic_regression.h"
+#include "edgesgd/core/model/mlp.h"
+#include "edgesgd/core/model/softmax_regression.h"
+#include "edgesgd/core/random.h"
+
+namespace edgesgd {
+namespace {
+
+// Fills `values` with U(-limit, limit): 2u - 1 is exact for u a multiple of 2^-24 in [0, 1),
+// so only the final multiply rounds.
+void FillSymmetricUniform(std::span<float> values, float limit, std::uint64_t seed,
+                          std::uint32_t tensor) {
+  CounterRng rng(seed, 0, tensor, StreamId(RandomPurpose::kModelInit));
+  for (float& value : values) value = (2.0f * rng.NextFloat() - 1.0f) * limit;
+}
+
+}  // namespace
+
+std::size_t ModelScratchFloats(const ModelSpec& spec) {
+  if (!ValidateModelSpec(spec).ok()) return 0;
+  switch (spec.kind) {
+    case ModelKind::kLinearRegression:
+      return LinearRegression::ScratchFloats(spec);
+    case ModelKind::kLogisticRegression:
+      return LogisticRegression::ScratchFloats(spec);
+    case ModelKind::kSoftmaxRegression:
+      return SoftmaxRegression::ScratchFloats(spec);
+    case ModelKind::kMlp:
+      return Mlp::ScratchFloats(spec);
+  }
+  return 0;
+}
+
+Status InitModelParameters(const ModelSpec& spec, std::uint64_t seed, std::span<float> params) {
+  EDGESGD_TRY_ASSIGN(const TensorLayout layout, ModelLayout(spec));
+  if (params.size() != layout.dimension()) return Status::InvalidArgument();
+  for (float& value : params) value = 0.0f;
+  if (spec.kind != ModelKind::kMlp) return Status::Ok();
+  const std::size_t w2_tensor = spec.bias ? 2 : 1;
+  const float w1_limit = std::sqrt(6.0f / static_cast<float>(spec.features));
+  const float w2_limit = std::sqrt(6.0f / static_cast<float>(spec.hidden + spec.classes));
+  FillSymmetricUniform(layout.Slice(params, 0), w1_limit, seed, 0);
+  FillSymmetricUniform(layout.Slice(params, w2_tensor), w2_limit, seed,
+                       static_cast<std::uint32_t>(w2_tensor));
+  return Status::Ok();
+}
+
+Status Model::Init(const ModelSpec& spec, Arena& arena) {
+  if (initialized_) return Status::FailedPrecondition();
+  EDGESGD_TRY_ASSIGN(const TensorLayout layout, ModelLayout(spec));
+  EDGESGD_TRY_ASSIGN(const std::span<float> scratch,
+                     arena.Allocate<float>(ModelScratchFloats(spec)));
+  spec_ = spec;
+  layout_ = layout;
+  scratch_ = scratch;
+  initialized_ = true;
+  return Status::Ok();
+}
+
+Status Model::InitParameters(std::uint64_t seed, std::span<float> params) const {
+  if (!initialized_) return Status::FailedPrecondition();
+  return InitModelParameters(spec_, seed, params);
+}
+
+Result<float> Model::LossAndGradient(std::span<const float> params, const DatasetView& batch,
+                                     std::span<float> gradient) {
+  if (!initialized_) return Status::FailedPrecondition();
+  switch (spec_.kind) {
+    case ModelKind::kLinearRegression:
+      return LinearRegression::LossAndGradient(spec_, params, batch, gradient, scratch_);
+    case ModelKind::kLogisticRegression:
+      return LogisticRegression::LossAndGradient(spec_, params, batch, gradient, scratch_);
+    case ModelKind::kSoftmaxRegression:
+      return SoftmaxRegression::LossAndGradient(spec_, params, batch, gradient, scratch_);
+    case ModelKind::kMlp:
+      return Mlp::LossAndGradient(spec_, params, batch, gradient, scratch_);
+  }
+  return Status::Internal();
+}
+
+Result<Evaluation> Model::Evaluate(std::span<const float> params, const DatasetView& data) {
+  if (!initialized_) return Status::FailedPrecondition();
+  switch (spec_.kind) {
+    case ModelKind::kLinearRegression:
+      return LinearRegression::Evaluate(spec_, params, data, scratch_);
+    case ModelKind::kLogisticRegression:
+      return LogisticRegression::Evaluate(spec_, params, data, scratch_);
+    case ModelKind::kSoftmaxRegression:
+      return SoftmaxRegression::Evaluate(spec_, params, data, scratch_);
+    case ModelKind::kMlp:
+      return Mlp::Evaluate(spec_, params, data, scratch_);
+  }
+  return Status::Internal();
+}
+
+}  // namespace edgesgd

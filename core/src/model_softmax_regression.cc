@@ -1,0 +1,81 @@
+#include "edgesgd/core/eigen.h"
+#include "edgesgd/core/model/loss_functions.h"
+#include "edgesgd/core/model/softmax_regression.h"
+
+namespace edgesgd {
+namespace {
+
+using ConstRowMajorMap =
+    Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
+using RowMajorMap =
+    Eigen::Map<Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
+
+struct Totals {
+  double loss = 0.0;
+  std::size_t correct = 0;
+};
+
+// Summed cross-entropy and correct predictions over `data`; when `gradient` is non-empty also
+// accumulates (1 / B) * sum_i (softmax(z_i) - onehot(y_i)) [x_i^T, 1] into it.
+Totals Accumulate(const ModelSpec& spec, std::span<const float> params, const DatasetView& data,
+                  std::span<float> gradient, std::span<float> scratch) {
+  const std::size_t classes = spec.classes;
+  const auto c = static_cast<Eigen::Index>(classes);
+  const auto d = static_cast<Eigen::Index>(spec.features);
+  const std::size_t weight_count = classes * spec.features;
+  const ConstRowMajorMap weights(params.data(), c, d);
+  const std::span<const float> bias =
+      spec.bias ? params.subspan(weight_count, classes) : std::span<const float>();
+  const bool want_gradient = !gradient.empty();
+  const float scale = 1.0f / static_cast<float>(data.num_samples);
+  const std::span<float> logits = scratch.first(classes);
+  Totals totals;
+  for (std::size_t i = 0; i < data.num_samples; ++i) {
+    const ConstVectorMap x(data.Row(i).data(), d);
+    for (std::size_t k = 0; k < classes; ++k) {
+      logits[k] = weights.row(static_cast<Eigen::Index>(k)).dot(x);
+      if (!bias.empty()) logits[k] += bias[k];
+    }
+    const std::size_t label = data.labels[i];
+    const SoftmaxCrossEntropyResult loss = SoftmaxCrossEntropyInPlace(logits, label);
+    totals.loss += static_cast<double>(loss.loss);
+    if (loss.argmax == label) ++totals.correct;
+    if (!want_gradient) continue;
+    logits[label] -= 1.0f;  // d loss / d z = p - onehot(label)
+    RowMajorMap weight_gradient(gradient.data(), c, d);
+    for (std::size_t k = 0; k < classes; ++k) {
+      const float slope = scale * logits[k];
+      weight_gradient.row(static_cast<Eigen::Index>(k)) += slope * x.transpose();
+      if (spec.bias) gradient[weight_count + k] += slope;
+    }
+  }
+  return totals;
+}
+
+}  // namespace
+
+Result<float> SoftmaxRegression::LossAndGradient(const ModelSpec& spec,
+                                                 std::span<const float> params,
+                                                 const DatasetView& batch,
+                                                 std::span<float> gradient,
+                                                 std::span<float> scratch) {
+  EDGESGD_TRY(internal::CheckModelCall(spec, ModelKind::kSoftmaxRegression, params, batch, gradient,
+                                       true, scratch, ScratchFloats(spec)));
+  for (float& value : gradient) value = 0.0f;
+  const Totals totals = Accumulate(spec, params, batch, gradient, scratch);
+  return static_cast<float>(totals.loss / static_cast<double>(batch.num_samples));
+}
+
+Result<Evaluation> SoftmaxRegression::Evaluate(const ModelSpec& spec, std::span<const float> params,
+                                               const DatasetView& data, std::span<float> scratch) {
+  EDGESGD_TRY(internal::CheckModelCall(spec, ModelKind::kSoftmaxRegression, params, data, {}, false,
+                                       scratch, ScratchFloats(spec)));
+  const Totals totals = Accumulate(spec, params, data, {}, scratch);
+  const auto samples = static_cast<double>(data.num_samples);
+  Evaluation evaluation;
+  evaluation.loss = static_cast<float>(totals.loss / samples);
+  evaluation.accuracy = static_cast<float>(static_cast<double>(totals.correct) / samples);
+  return evaluation;
+}
+
+}  // namespace edgesgd

@@ -1,0 +1,102 @@
+#include "edgesgd/core/model/model_spec.h"
+
+#include <array>
+#include <cstdint>
+#include <limits>
+
+namespace edgesgd {
+namespace {
+
+constexpr std::uint64_t kMaxParameters = std::numeric_limits<std::uint32_t>::max();
+
+// Tensor sizes of the spec in layout order; returns how many were written (0 if invalid).
+std::size_t TensorSizes(const ModelSpec& spec, std::array<std::uint64_t, 4>& sizes) {
+  const std::uint64_t d = spec.features;
+  const std::uint64_t c = spec.classes;
+  const std::uint64_t h = spec.hidden;
+  if (d == 0 || d > kMaxParameters) return 0;
+  std::size_t count = 0;
+  switch (spec.kind) {
+    case ModelKind::kLinearRegression:
+    case ModelKind::kLogisticRegression:
+      sizes[count++] = d;
+      if (spec.bias) sizes[count++] = 1;
+      break;
+    case ModelKind::kSoftmaxRegression:
+      if (c < 2 || c > 256) return 0;
+      sizes[count++] = c * d;
+      if (spec.bias) sizes[count++] = c;
+      break;
+    case ModelKind::kMlp:
+      if (c < 2 || c > 256 || h == 0 || h > kMaxParameters) return 0;
+      sizes[count++] = h * d;  // both factors < 2^32: no overflow in 64 bits
+      if (spec.bias) sizes[count++] = h;
+      sizes[count++] = c * h;
+      if (spec.bias) sizes[count++] = c;
+      break;
+    default:
+      return 0;
+  }
+  std::uint64_t total = 0;
+  for (std::size_t t = 0; t < count; ++t) {
+    if (sizes[t] > kMaxParameters - total) return 0;
+    total += sizes[t];
+  }
+  return count;
+}
+
+}  // namespace
+
+Status ValidateModelSpec(const ModelSpec& spec) {
+  std::array<std::uint64_t, 4> sizes{};
+  return TensorSizes(spec, sizes) == 0 ? Status::InvalidArgument() : Status::Ok();
+}
+
+std::size_t ParameterCount(const ModelSpec& spec) {
+  std::array<std::uint64_t, 4> sizes{};
+  const std::size_t count = TensorSizes(spec, sizes);
+  std::uint64_t total = 0;
+  for (std::size_t t = 0; t < count; ++t) total += sizes[t];
+  return static_cast<std::size_t>(total);
+}
+
+Result<TensorLayout> ModelLayout(const ModelSpec& spec) {
+  std::array<std::uint64_t, 4> sizes{};
+  const std::size_t count = TensorSizes(spec, sizes);
+  if (count == 0) return Status::InvalidArgument();
+  return TensorLayout::FromSizes(std::span<const std::uint64_t>(sizes.data(), count));
+}
+
+namespace internal {
+
+Status CheckModelCall(const ModelSpec& spec, ModelKind kind, std::span<const float> params,
+                      const DatasetView& data, std::span<const float> gradient, bool check_gradient,
+                      std::span<const float> scratch, std::size_t scratch_floats) {
+  if (spec.kind != kind) return Status::InvalidArgument();
+  EDGESGD_TRY(ValidateModelSpec(spec));
+  const std::size_t count = ParameterCount(spec);
+  if (params.size() != count) return Status::InvalidArgument();
+  if (check_gradient && gradient.size() != count) return Status::InvalidArgument();
+  if (scratch.size() < scratch_floats) return Status::InvalidArgument();
+  if (data.feature_dim != spec.features || data.num_samples == 0) {
+    return Status::InvalidArgument();
+  }
+  // Shapes only here; label ranges are checked against the model, not data.num_classes.
+  DatasetView shape = data;
+  shape.num_classes = 0;
+  EDGESGD_TRY(ValidateDataset(shape));
+  if (kind == ModelKind::kLinearRegression) {
+    if (!data.has_targets()) return Status::InvalidArgument();
+    return Status::Ok();
+  }
+  if (!data.has_labels()) return Status::InvalidArgument();
+  const std::size_t label_bound = kind == ModelKind::kLogisticRegression ? 2 : spec.classes;
+  for (const std::uint8_t label : data.labels) {
+    if (label >= label_bound) return Status::OutOfRange();
+  }
+  return Status::Ok();
+}
+
+}  // namespace internal
+
+}  // namespace edgesgd

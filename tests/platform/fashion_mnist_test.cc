@@ -1,0 +1,339 @@
+#include "edgesgd/platform/fashion_mnist.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "edgesgd/core/arena.h"
+#include "edgesgd/core/model/model.h"
+
+namespace edgesgd::platform {
+namespace {
+
+// ---- A minimal gzip writer (stored deflate blocks), so the tests can craft broken files
+// without depending on zlib's API themselves. ----
+
+std::uint32_t Crc32(const std::vector<unsigned char>& bytes) {
+  std::uint32_t crc = 0xFFFFFFFFu;
+  for (const unsigned char byte : bytes) {
+    crc ^= byte;
+    for (int bit = 0; bit < 8; ++bit) crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
+  }
+  return ~crc;
+}
+
+void PutLittle32(std::vector<unsigned char>& out, std::uint32_t value) {
+  for (int shift = 0; shift < 32; shift += 8) {
+    out.push_back(static_cast<unsigned char>(value >> shift));
+  }
+}
+
+std::vector<unsigned char> Gzip(const std::vector<unsigned char>& data) {
+  std::vector<unsigned char> out = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff};
+  std::size_t done = 0;
+  do {
+    const std::size_t length = std::min<std::size_t>(data.size() - done, 65535);
+    const bool last = done + length == data.size();
+    out.push_back(last ? 1 : 0);  // BFINAL, BTYPE = 00 (stored)
+    out.push_back(static_cast<unsigned char>(length));
+    out.push_back(static_cast<unsigned char>(length >> 8));
+    out.push_back(static_cast<unsigned char>(~length));
+    out.push_back(static_cast<unsigned char>(~length >> 8));
+    out.insert(out.end(), data.begin() + static_cast<std::ptrdiff_t>(done),
+               data.begin() + static_cast<std::ptrdiff_t>(done + length));
+    done += length;
+  } while (done < data.size());
+  PutLittle32(out, Crc32(data));
+  PutLittle32(out, static_cast<std::uint32_t>(data.size()));
+  return out;
+}
+
+void PutBig32(std::vector<unsigned char>& out, std::uint32_t value) {
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    out.push_back(static_cast<unsigned char>(value >> shift));
+  }
+}
+
+// IDX images: magic, count, rows, cols, then `pixel_images` images of pixel value i % 256.
+std::vector<unsigned char> ImagesIdx(std::uint32_t magic, std::uint32_t count, std::uint32_t rows,
+                                     std::uint32_t cols, std::size_t pixel_images) {
+  std::vector<unsigned char> out;
+  PutBig32(out, magic);
+  PutBig32(out, count);
+  PutBig32(out, rows);
+  PutBig32(out, cols);
+  for (std::size_t i = 0; i < pixel_images * rows * cols; ++i) {
+    out.push_back(static_cast<unsigned char>(i % 256));
+  }
+  return out;
+}
+
+std::vector<unsigned char> LabelsIdx(std::uint32_t magic,
+                                     const std::vector<unsigned char>& labels) {
+  std::vector<unsigned char> out;
+  PutBig32(out, magic);
+  PutBig32(out, static_cast<std::uint32_t>(labels.size()));
+  out.insert(out.end(), labels.begin(), labels.end());
+  return out;
+}
+
+void WriteFile(const std::string& path, const std::vector<unsigned char>& bytes) {
+  std::FILE* file = std::fopen(path.c_str(), "wb");
+  ASSERT_NE(file, nullptr) << path;
+  ASSERT_EQ(std::fwrite(bytes.data(), 1, bytes.size(), file), bytes.size());
+  std::fclose(file);
+}
+
+class FashionMnistFilesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!FashionMnistReaderAvailable()) GTEST_SKIP() << "built without zlib";
+    char pattern[] = "/tmp/edgesgd_fmnist_XXXXXX";
+    ASSERT_NE(::mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override {
+    if (dir_.empty()) return;
+    std::remove(ImagesPath().c_str());
+    std::remove(LabelsPath().c_str());
+    ::rmdir(dir_.c_str());
+  }
+  std::string ImagesPath() const { return dir_ + "/t10k-images-idx3-ubyte.gz"; }
+  std::string LabelsPath() const { return dir_ + "/t10k-labels-idx1-ubyte.gz"; }
+  void Write(const std::vector<unsigned char>& images, const std::vector<unsigned char>& labels) {
+    WriteFile(ImagesPath(), Gzip(images));
+    WriteFile(LabelsPath(), Gzip(labels));
+  }
+  FashionMnistLoad Load(std::size_t limit = 0) const {
+    return LoadFashionMnist(dir_, FashionMnistSplit::kTest, limit);
+  }
+
+  std::string dir_;
+};
+
+TEST_F(FashionMnistFilesTest, LoadsAValidSmallSetScaledToUnitRange) {
+  Write(ImagesIdx(2051, 3, 28, 28, 3), LabelsIdx(2049, {9, 0, 4}));
+  const FashionMnistLoad load = Load();
+  ASSERT_TRUE(load.ok()) << load.message;
+  EXPECT_EQ(load.data.num_samples, 3u);
+  ASSERT_EQ(load.data.features.size(), 3u * 784u);
+  EXPECT_EQ(load.data.features[0], 0.0f);
+  EXPECT_EQ(load.data.features[255], 1.0f);
+  EXPECT_EQ(load.data.features[1], 1.0f / 255.0f);
+  EXPECT_EQ(load.data.labels, (std::vector<std::uint8_t>{9, 0, 4}));
+  const DatasetView view = load.data.View();
+  EXPECT_TRUE(ValidateDataset(view).ok());
+  EXPECT_EQ(view.num_classes, 10u);
+
+  const FashionMnistLoad limited = Load(2);
+  ASSERT_TRUE(limited.ok()) << limited.message;
+  EXPECT_EQ(limited.data.num_samples, 2u);
+  EXPECT_EQ(limited.data.features.size(), 2u * 784u);
+}
+
+TEST_F(FashionMnistFilesTest, ReportsAMissingFile) {
+  WriteFile(ImagesPath(), Gzip(ImagesIdx(2051, 1, 28, 28, 1)));
+  const FashionMnistLoad load = Load();
+  EXPECT_EQ(load.status, Status::NotFound());
+  EXPECT_EQ(load.message, "missing file " + LabelsPath() + ": No such file or directory");
+}
+
+TEST_F(FashionMnistFilesTest, ReportsBadMagic) {
+  Write(ImagesIdx(0x0804, 1, 28, 28, 1), LabelsIdx(2049, {1}));
+  const FashionMnistLoad load = Load();
+  EXPECT_EQ(load.status, Status::DataLoss());
+  EXPECT_EQ(load.message, "corrupt: bad magic 0x00000804 in " + ImagesPath() +
+                              " (expected 0x00000803 for IDX images)");
+  Write(ImagesIdx(2051, 1, 28, 28, 1), LabelsIdx(2051, {1}));
+  const FashionMnistLoad labels = Load();
+  EXPECT_EQ(labels.status, Status::DataLoss());
+  EXPECT_NE(labels.message.find("bad magic 0x00000803 in " + LabelsPath()), std::string::npos)
+      << labels.message;
+}
+
+TEST_F(FashionMnistFilesTest, ReportsWrongDimensionsAndCountMismatch) {
+  Write(ImagesIdx(2051, 1, 28, 27, 1), LabelsIdx(2049, {1}));
+  FashionMnistLoad load = Load();
+  EXPECT_EQ(load.status, Status::DataLoss());
+  EXPECT_EQ(load.message, "corrupt: " + ImagesPath() + " holds 28x27 images, expected 28x28");
+  Write(ImagesIdx(2051, 2, 28, 28, 2), LabelsIdx(2049, {1}));
+  load = Load();
+  EXPECT_EQ(load.status, Status::DataLoss());
+  EXPECT_EQ(load.message,
+            "corrupt: " + ImagesPath() + " holds 2 images but " + LabelsPath() + " holds 1 labels");
+}
+
+TEST_F(FashionMnistFilesTest, ReportsTruncatedData) {
+  // Header promises 3 images, the (well-formed) gzip stream holds 2.
+  Write(ImagesIdx(2051, 3, 28, 28, 2), LabelsIdx(2049, {1, 2, 3}));
+  FashionMnistLoad load = Load();
+  EXPECT_EQ(load.status, Status::DataLoss());
+  EXPECT_EQ(load.message,
+            "truncated: expected 2352 bytes of pixels in " + ImagesPath() + ", got 1568");
+
+  // The gzip stream itself cut short (a partial download).
+  std::vector<unsigned char> gz = Gzip(ImagesIdx(2051, 3, 28, 28, 3));
+  gz.resize(gz.size() / 2);
+  WriteFile(ImagesPath(), gz);
+  load = Load();
+  EXPECT_EQ(load.status, Status::DataLoss());
+  EXPECT_EQ(load.message.rfind("truncated: expected 2352 bytes of pixels in " + ImagesPath(), 0),
+            0u)
+      << load.message;
+  EXPECT_NE(load.message.find("unexpected end of file"), std::string::npos) << load.message;
+
+  // A header cut short.
+  WriteFile(ImagesPath(), Gzip({0, 0, 8, 3, 0, 0}));
+  load = Load();
+  EXPECT_EQ(load.status, Status::DataLoss());
+  EXPECT_EQ(load.message, "truncated: " + ImagesPath() + " ends after 6 of 16 header bytes");
+}
+
+TEST_F(FashionMnistFilesTest, ReportsLabelsOutOfRange) {
+  Write(ImagesIdx(2051, 3, 28, 28, 3), LabelsIdx(2049, {1, 12, 3}));
+  const FashionMnistLoad load = Load();
+  EXPECT_EQ(load.status, Status::DataLoss());
+  EXPECT_EQ(load.message, "corrupt: label 12 of sample 1 in " + LabelsPath() + " is outside 0-9");
+}
+
+TEST_F(FashionMnistFilesTest, ReportsBadChecksumAndTrailingData) {
+  std::vector<unsigned char> gz = Gzip(ImagesIdx(2051, 1, 28, 28, 1));
+  gz[gz.size() - 6] ^= 0xFF;  // a CRC byte
+  WriteFile(ImagesPath(), gz);
+  WriteFile(LabelsPath(), Gzip(LabelsIdx(2049, {1})));
+  FashionMnistLoad load = Load();
+  EXPECT_EQ(load.status, Status::DataLoss());
+  EXPECT_EQ(load.message.rfind("corrupt gzip data in " + ImagesPath(), 0), 0u) << load.message;
+  EXPECT_NE(load.message.find("incorrect data check"), std::string::npos) << load.message;
+
+  Write(ImagesIdx(2051, 1, 28, 28, 2), LabelsIdx(2049, {1}));
+  load = Load();
+  EXPECT_EQ(load.status, Status::DataLoss());
+  EXPECT_EQ(load.message, "corrupt: " + ImagesPath() + " has data after its 1 declared items");
+}
+
+TEST(FashionMnistTest, ReportsAMissingDirectory) {
+  if (!FashionMnistReaderAvailable()) GTEST_SKIP() << "built without zlib";
+  const FashionMnistLoad load =
+      LoadFashionMnist("/nonexistent/edgesgd-fmnist", FashionMnistSplit::kTrain);
+  EXPECT_EQ(load.status, Status::NotFound());
+  EXPECT_EQ(load.message,
+            "missing directory /nonexistent/edgesgd-fmnist: No such file or directory");
+  EXPECT_EQ(LoadFashionMnist("", FashionMnistSplit::kTrain).status, Status::InvalidArgument());
+}
+
+TEST(FashionMnistTest, DirectoryComesFromTheEnvironment) {
+  const char* saved = std::getenv(kFashionMnistDirectoryEnv);
+  const std::string restore = saved != nullptr ? saved : "";
+  ::setenv(kFashionMnistDirectoryEnv, "/some/where", 1);
+  EXPECT_EQ(FashionMnistDirectory(), "/some/where");
+  ::unsetenv(kFashionMnistDirectoryEnv);
+  EXPECT_EQ(FashionMnistDirectory(), kFashionMnistDefaultDirectory);
+  if (saved != nullptr) ::setenv(kFashionMnistDirectoryEnv, restore.c_str(), 1);
+}
+
+// The real data set (Debian package dataset-fashion-mnist, installed here and in CI).
+bool RealDataPresent() {
+  const std::string dir = FashionMnistDirectory();
+  for (const char* name : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+                           "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"}) {
+    struct stat info {};
+    if (::stat((dir + "/" + name).c_str(), &info) != 0) return false;
+  }
+  return true;
+}
+
+TEST(FashionMnistRealDataTest, LoadsBothSplitsWithBalancedLabels) {
+  if (!FashionMnistReaderAvailable()) GTEST_SKIP() << "built without zlib";
+  if (!RealDataPresent()) GTEST_SKIP() << "dataset-fashion-mnist not installed";
+  const FashionMnistLoad train = LoadFashionMnist(FashionMnistSplit::kTrain);
+  ASSERT_TRUE(train.ok()) << train.message;
+  const FashionMnistLoad test = LoadFashionMnist(FashionMnistSplit::kTest);
+  ASSERT_TRUE(test.ok()) << test.message;
+  EXPECT_EQ(train.data.num_samples, 60000u);
+  EXPECT_EQ(test.data.num_samples, 10000u);
+  for (const FashionMnistLoad* load : {&train, &test}) {
+    ASSERT_TRUE(ValidateDataset(load->data.View()).ok());
+    std::array<std::size_t, 10> counts{};
+    for (const auto label : load->data.labels) ++counts[label];
+    for (const std::size_t count : counts) EXPECT_EQ(count, load->data.num_samples / 10);
+    float low = 1.0f;
+    float high = 0.0f;
+    for (const float value : load->data.features) {
+      low = std::min(low, value);
+      high = std::max(high, value);
+    }
+    EXPECT_EQ(low, 0.0f);
+    EXPECT_EQ(high, 1.0f);
+  }
+  const FashionMnistLoad limited = LoadFashionMnist(FashionMnistSplit::kTrain, 100);
+  ASSERT_TRUE(limited.ok()) << limited.message;
+  EXPECT_EQ(limited.data.num_samples, 100u);
+  EXPECT_EQ(limited.data.labels[7], train.data.labels[7]);
+}
+
+// Plain single-process SGD on softmax regression: the baseline every distributed experiment
+// compares against must reach the usual ~84% test accuracy.
+TEST(FashionMnistRealDataTest, SoftmaxSgdReachesEightyThreePercent) {
+#if defined(__SANITIZE_ADDRESS__)
+  // ~80 s under ASan for a check of learning, not memory safety: the loader and the kernels
+  // are exercised under the sanitizers by the other tests; the release build runs this one.
+  GTEST_SKIP() << "accuracy run left to the unsanitized build";
+#endif
+  if (!FashionMnistReaderAvailable()) GTEST_SKIP() << "built without zlib";
+  if (!RealDataPresent()) GTEST_SKIP() << "dataset-fashion-mnist not installed";
+  const FashionMnistLoad train = LoadFashionMnist(FashionMnistSplit::kTrain);
+  ASSERT_TRUE(train.ok()) << train.message;
+  const FashionMnistLoad test = LoadFashionMnist(FashionMnistSplit::kTest);
+  ASSERT_TRUE(test.ok()) << test.message;
+
+  const ModelSpec spec{ModelKind::kSoftmaxRegression, kFashionMnistFeatures, kFashionMnistClasses,
+                       0, true};
+  std::vector<std::byte> storage(Model::ScratchBytes(spec) + kArenaAlignment);
+  Arena arena{std::span<std::byte>(storage)};
+  Model model;
+  ASSERT_TRUE(model.Init(spec, arena).ok());
+  std::vector<float> params(model.parameter_count());
+  ASSERT_TRUE(model.InitParameters(1, params).ok());
+  std::vector<float> gradient(params.size());
+  constexpr std::size_t kBatch = 64;
+  // lr 0.05 x 15000 steps gave 0.840-0.843 over four sampling seeds; lr >= 0.2 ends noisy
+  // (0.78-0.83) and 3000 steps at lr 0.1 ~0.835, too close to the bar.
+  constexpr int kSteps = 15000;
+  constexpr float kLearningRate = 0.05f;
+  std::vector<float> batch_x(kBatch * kFashionMnistFeatures);
+  std::vector<std::uint8_t> batch_y(kBatch);
+  const DatasetView train_view = train.data.View();
+  const auto start = std::chrono::steady_clock::now();
+  for (int step = 0; step < kSteps; ++step) {
+    CounterRng rng(2024, static_cast<std::uint32_t>(step), 0,
+                   StreamId(RandomPurpose::kDataSampling, 0));
+    const Result<DatasetView> batch =
+        SampleBatch(train_view, {}, kBatch, rng, {batch_x, batch_y, {}});
+    ASSERT_TRUE(batch.ok());
+    ASSERT_TRUE(model.LossAndGradient(params, *batch, gradient).ok());
+    for (std::size_t j = 0; j < params.size(); ++j) params[j] -= kLearningRate * gradient[j];
+  }
+  const Result<Evaluation> result = model.Evaluate(params, test.data.View());
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_TRUE(result.ok());
+  std::printf(
+      "softmax SGD on Fashion-MNIST: %d steps x %zu, lr %.2f: test accuracy %.4f, "
+      "loss %.4f, %.2f s training + evaluation\n",
+      kSteps, kBatch, static_cast<double>(kLearningRate), static_cast<double>(result->accuracy),
+      static_cast<double>(result->loss), seconds);
+  EXPECT_GE(result->accuracy, 0.83f);
+}
+
+}  // namespace
+}  // namespace edgesgd::platform
