@@ -1,0 +1,12 @@
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace edgesgd::cli {
+
+// Each subcommand registers its flags on the app and sets a callback that stores its exit code
+// in `exit_code` (0 on success). Errors are reported on stderr as one line.
+void AddBenchCommand(CLI::App& app, int& exit_code);
+void AddTrainCommand(CLI::App& app, int& exit_code);
+
+}  // namespace edgesgd::cli

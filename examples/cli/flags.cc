@@ -1,0 +1,33 @@
+#include "cli/flags.h"
+
+namespace edgesgd::cli {
+
+CodecParams CodecFlags::ToParams() const {
+  CodecParams params;
+  params.k_ratio = k_ratio;
+  params.block_ratio = block_ratio;
+  const Result<std::uint32_t> levels = QsgdLevelsForBits(bits);
+  params.qsgd_levels = levels.ok() ? levels.value() : 0;
+  params.qsgd_bucket = bucket;
+  return params;
+}
+
+void AddCodecParameterFlags(CLI::App& command, CodecFlags& flags) {
+  command.add_option("--k-ratio", flags.k_ratio,
+                     "top_k / rand_k: fraction of each tensor's coordinates sent, in (0, 1]")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-9f, 1.0f));
+  command.add_option("--block-ratio", flags.block_ratio,
+                     "random_block: send one block of size/ratio coordinates per tensor")
+      ->capture_default_str()
+      ->check(CLI::Range(std::uint32_t{1}, std::uint32_t{1u << 31}));
+  command.add_option("--bits", flags.bits,
+                     "qsgd: bits per coordinate including the sign (levels = 2^(bits-1) - 1)")
+      ->capture_default_str()
+      ->check(CLI::Range(kMinQsgdBits, kMaxQsgdBits));
+  command.add_option("--bucket", flags.bucket, "qsgd: coordinates sharing one norm")
+      ->capture_default_str()
+      ->check(CLI::Range(std::uint32_t{1}, std::uint32_t{1u << 24}));
+}
+
+}  // namespace edgesgd::cli

@@ -1,0 +1,26 @@
+#pragma once
+
+// Flags shared by several subcommands, registered in one place so names, defaults and help text
+// agree everywhere.
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+
+#include "edgesgd/core/codec_params.h"
+
+namespace edgesgd::cli {
+
+// Codec parameters as flags (the codec choice itself is per subcommand).
+struct CodecFlags {
+  float k_ratio = 0.01f;
+  std::uint32_t block_ratio = 64;
+  std::uint32_t bits = 8;
+  std::uint32_t bucket = 512;
+
+  // Valid once the flags passed their range checks.
+  CodecParams ToParams() const;
+};
+
+void AddCodecParameterFlags(CLI::App& command, CodecFlags& flags);
+
+}  // namespace edgesgd::cli

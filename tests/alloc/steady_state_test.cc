@@ -1,0 +1,162 @@
+// Zero heap allocation in steady state: after Init, 1,000 rounds of gradient -> error feedback
+// -> compress -> aggregate -> model update (and the optimizers, and the sign/majority-vote path)
+// must not call operator new or malloc even once, for every codec.
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "alloc/allocation_counter.h"
+#include "edgesgd/core/aggregator.h"
+#include "edgesgd/core/arena.h"
+#include "edgesgd/core/codec_dispatch.h"
+#include "edgesgd/core/error_feedback.h"
+#include "edgesgd/core/majority_vote.h"
+#include "edgesgd/core/optimizer.h"
+
+namespace edgesgd {
+namespace {
+
+constexpr int kSteadyStateRounds = 1000;
+constexpr std::size_t kWorkers = 4;
+constexpr std::uint64_t kTensorSizes[] = {300, 41, 700};
+
+TensorLayout TestLayout() { return TensorLayout::FromSizes(kTensorSizes).value(); }
+
+// Per-worker quadratic targets so gradients differ between workers: g = point - target_i.
+std::vector<std::vector<float>> Targets(std::size_t dimension) {
+  std::vector<std::vector<float>> targets(kWorkers, std::vector<float>(dimension));
+  for (std::size_t w = 0; w < kWorkers; ++w) {
+    for (std::size_t i = 0; i < dimension; ++i) {
+      targets[w][i] = static_cast<float>((i * 13 + w * 7) % 29) * 0.1f - 1.4f;
+    }
+  }
+  return targets;
+}
+
+TEST(AllocationCounterTest, CountsHeapAllocations) {
+  const std::size_t before = testing::HeapAllocationCount();
+  // Explicit operator new calls, unlike new-expressions, may not be elided by the compiler.
+  void* block = ::operator new(16);
+  ::operator delete(block);
+  void* array = ::operator new[](32);
+  ::operator delete[](array);
+  EXPECT_EQ(testing::HeapAllocationCount(), before + 2);
+  if (testing::CountsMallocCalls()) {
+    const std::size_t before_malloc = testing::HeapAllocationCount();
+    // Through a volatile pointer: the compiler may drop a malloc/free pair it can see.
+    void* (*volatile allocate)(std::size_t) = std::malloc;
+    void* c_block = allocate(16);
+    std::free(c_block);
+    EXPECT_EQ(testing::HeapAllocationCount(), before_malloc + 1);
+  }
+}
+
+class SteadyStateTest : public ::testing::TestWithParam<CodecKind> {};
+
+TEST_P(SteadyStateTest, ErrorFeedbackRoundsDoNotAllocate) {
+  const TensorLayout layout = TestLayout();
+  const std::size_t d = layout.dimension();
+  CodecParams codec;
+  codec.kind = GetParam();
+  codec.k_ratio = 0.05f;
+  codec.block_ratio = 8;
+  codec.qsgd_levels = 15;
+  codec.qsgd_bucket = 128;
+  FeedbackParams feedback;
+  feedback.kind = FeedbackKind::kDef;
+  feedback.detach = 0.3f;
+  feedback.learning_rate = 0.05f;
+  feedback.momentum = 0.9f;
+  feedback.weight_decay = 1e-4f;
+  OptimizerParams optimizer_params;
+  optimizer_params.kind = OptimizerKind::kMomentum;
+
+  // Init: one arena for everything, sealed before the rounds start.
+  const std::size_t arena_bytes = kWorkers * ErrorFeedbackWorker::StateBytes(layout, codec, feedback) +
+                                  MeanAggregator::StateBytes(layout, codec) +
+                                  Optimizer::StateBytes(d, optimizer_params);
+  std::vector<std::byte> storage(arena_bytes + kArenaAlignment);
+  Arena arena{std::span<std::byte>(storage)};
+  std::vector<ErrorFeedbackWorker> workers(kWorkers);
+  for (auto& worker : workers) ASSERT_TRUE(worker.Init(arena, layout, codec, feedback).ok());
+  MeanAggregator aggregator;
+  ASSERT_TRUE(aggregator.Init(arena, layout, codec).ok());
+  Optimizer optimizer;
+  ASSERT_TRUE(optimizer.Init(arena, d, optimizer_params).ok());
+  arena.Seal();
+
+  const PayloadShape shape = EncodedShape(codec, layout).value();
+  std::vector<std::uint32_t> indices(shape.indices), words(shape.words);
+  std::vector<float> values(shape.values), scales(shape.scales);
+  const PayloadSpans out{indices, values, words, scales};
+  const auto targets = Targets(d);
+  std::vector<float> model(d, 0.0f), gradient(d), single_device(d, 0.0f);
+
+  const std::size_t before = testing::HeapAllocationCount();
+  for (int round = 0; round < kSteadyStateRounds; ++round) {
+    aggregator.Reset();
+    for (std::size_t w = 0; w < kWorkers; ++w) {
+      ErrorFeedbackWorker& worker = workers[w];
+      ASSERT_TRUE(worker.BeginRound(model).ok());
+      const std::span<const float> point = worker.GradientPoint();
+      for (std::size_t i = 0; i < d; ++i) gradient[i] = point[i] - targets[w][i];
+      ASSERT_TRUE(worker.LocalStep(gradient).ok());
+      const CodecContext context{99, static_cast<std::uint32_t>(round),
+                                 static_cast<std::uint32_t>(w)};
+      const Result<PayloadShape> sent = worker.Compress(context, out);
+      ASSERT_TRUE(sent.ok());
+      ASSERT_TRUE(aggregator.Add(PayloadView(out, *sent), context).ok());
+    }
+    ASSERT_TRUE(aggregator.AddScaledMean(-1.0f, model).ok());
+    for (std::size_t i = 0; i < d; ++i) gradient[i] = single_device[i] - targets[0][i];
+    ASSERT_TRUE(optimizer.Step(single_device, gradient).ok());
+  }
+  EXPECT_EQ(testing::HeapAllocationCount() - before, 0u)
+      << "codec " << CodecName(codec.kind) << " allocated in steady state";
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryCodec, SteadyStateTest,
+                         ::testing::Values(CodecKind::kIdentity, CodecKind::kTopK,
+                                           CodecKind::kRandK, CodecKind::kRandomBlock,
+                                           CodecKind::kSign, CodecKind::kQsgd),
+                         [](const auto& param_info) { return std::string(CodecName(param_info.param)); });
+
+TEST(SteadyStateTest, SignumMajorityVoteRoundsDoNotAllocate) {
+  const TensorLayout layout = TestLayout();
+  const std::size_t d = layout.dimension();
+  CodecParams codec;
+  codec.kind = CodecKind::kSign;
+  codec.sign_scale = SignScale::kUnit;
+  std::vector<std::byte> storage(MajorityVote::StateBytes(layout, kWorkers) + kArenaAlignment);
+  Arena arena{std::span<std::byte>(storage)};
+  MajorityVote vote;
+  ASSERT_TRUE(vote.Init(arena, layout, kWorkers).ok());
+  arena.Seal();
+
+  const PayloadShape shape = EncodedShape(codec, layout).value();
+  std::vector<std::uint32_t> words(shape.words), vote_words(shape.words);
+  std::vector<float> scales(shape.scales);
+  const PayloadSpans out{{}, {}, words, scales};
+  const auto targets = Targets(d);
+  std::vector<std::vector<float>> momenta(kWorkers, std::vector<float>(d, 0.0f));
+  std::vector<float> model(d, 0.0f), gradient(d);
+
+  const std::size_t before = testing::HeapAllocationCount();
+  for (int round = 0; round < kSteadyStateRounds; ++round) {
+    vote.Reset();
+    for (std::size_t w = 0; w < kWorkers; ++w) {
+      for (std::size_t i = 0; i < d; ++i) gradient[i] = model[i] - targets[w][i];
+      ASSERT_TRUE(SignumMomentumUpdate(0.9f, gradient, momenta[w]).ok());
+      ASSERT_TRUE(Encode(codec, layout, {}, momenta[w], out, {}).ok());
+      ASSERT_TRUE(vote.AddVote(words).ok());
+    }
+    ASSERT_TRUE(vote.Finish(vote_words).ok());
+    ASSERT_TRUE(ApplySignVote(vote_words, layout, 1e-3f, 1e-4f, model).ok());
+  }
+  EXPECT_EQ(testing::HeapAllocationCount() - before, 0u);
+}
+
+}  // namespace
+}  // namespace edgesgd
