@@ -60,6 +60,8 @@ enum class RandomPurpose : std::uint32_t {
   kDataSampling = 4,       // mini-batch sampling: private per worker
   kModelInit = 5,
   kUser = 6,
+  kParticipation = 7,      // which workers a round samples: shared
+  kNetworkFaults = 8,      // the simulator's loss / corruption / drop-out draws
 };
 
 // The counter's stream word: purpose in the top 8 bits, worker id in the low 24.

@@ -1,0 +1,565 @@
+// DecodeFrame against malformed input: truncated, bit-flipped, oversized, wrong identifier,
+// wrong version, misaligned, inconsistent unions, out-of-range fields, and a fuzz loop of random
+// and mutated frames. Every failure must be a Status; nothing may crash (run under ASan+UBSan).
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "edgesgd/core/codec_dispatch.h"
+#include "edgesgd/wire/edgesgd_generated.h"
+#include "edgesgd/wire/frame_builder.h"
+#include "edgesgd/wire/frame_decoder.h"
+#include "edgesgd/wire/internal/fixed_allocator.h"
+#include "edgesgd/wire/receive_buffer.h"
+
+namespace edgesgd::wire {
+namespace {
+
+using Bytes = std::vector<std::byte>;
+
+// Bytes copied to 8-byte aligned storage, as a receiver holds them.
+class AlignedFrame {
+ public:
+  explicit AlignedFrame(std::span<const std::byte> bytes, std::size_t offset = 0)
+      : words_((bytes.size() + offset) / 8 + 2), size_(bytes.size()), offset_(offset) {
+    if (!bytes.empty()) std::memcpy(data(), bytes.data(), bytes.size());
+  }
+  std::byte* data() { return reinterpret_cast<std::byte*>(words_.data()) + offset_; }
+  std::span<const std::byte> span() { return std::span<const std::byte>(data(), size_); }
+
+ private:
+  std::vector<std::uint64_t> words_;
+  std::size_t size_;
+  std::size_t offset_;
+};
+
+Result<FrameView> Decode(std::span<const std::byte> bytes) {
+  AlignedFrame frame(bytes);
+  return DecodeFrame(frame.span());
+}
+
+void WriteU32(Bytes& bytes, std::size_t at, std::uint32_t value) {
+  std::memcpy(bytes.data() + at, &value, sizeof(value));
+}
+
+// A valid frame and what it was built from (for decoding its payload afterwards).
+struct Sample {
+  Bytes bytes;
+  CodecParams params;
+  TensorLayout layout;
+};
+
+std::vector<Sample> SampleFrames() {
+  std::vector<Sample> samples;
+  std::vector<std::uint64_t> storage(8192);
+  FrameBuilder builder(std::as_writable_bytes(std::span<std::uint64_t>(storage)));
+  const std::uint64_t sizes[] = {50, 13};
+  const TensorLayout layout = TensorLayout::FromSizes(sizes).value();
+  std::vector<float> input(layout.dimension());
+  for (std::size_t i = 0; i < input.size(); ++i) {
+    input[i] = static_cast<float>(i % 7) - 3.0f + 0.125f * static_cast<float>(i);
+  }
+  std::vector<std::uint64_t> scratch(4096);
+  const FrameHeader header{.sender = 2, .round = 11, .sequence = 99};
+  auto add = [&](const Result<std::span<const std::byte>>& frame, const CodecParams& params) {
+    EXPECT_TRUE(frame.ok());
+    if (frame.ok()) samples.push_back({Bytes(frame->begin(), frame->end()), params, layout});
+  };
+  const PayloadMessage messages[] = {
+      PayloadMessage::Update({.worker = 2, .samples = 8}),
+      PayloadMessage::ModelBroadcast({.content = BroadcastContent::kModel, .participants = 3}),
+      PayloadMessage::GossipExchange({.phase = 1, .step = 2, .vector = GossipVector::kModel})};
+  for (std::size_t k = 0; k < kCodecCount; ++k) {
+    CodecParams params;
+    params.kind = static_cast<CodecKind>(k);
+    params.k_ratio = 0.2f;
+    params.block_ratio = 4;
+    params.qsgd_levels = 7;
+    params.qsgd_bucket = 16;
+    add(builder.EncodePayloadFrame(header, messages[k % 3], params, layout,
+                                   {.seed = 5, .round = 11, .worker = 2}, input,
+                                   std::as_writable_bytes(std::span<std::uint64_t>(scratch))),
+        params);
+  }
+  WelcomeInfo welcome;
+  welcome.assigned_id = 4;
+  welcome.layout = layout;
+  welcome.codec.kind = CodecKind::kTopK;
+  welcome.training.learning_rate = 0.1f;
+  add(builder.EncodeWelcome(header, welcome), {});
+  add(builder.EncodeJoin(header, {Architecture::kAarch64, kAllCodecs, 4096, 65536}), {});
+  add(builder.EncodeHeartbeat(header, {77, 66}), {});
+  add(builder.EncodeLeave(header, {LeaveReason::kFailure}), {});
+  add(builder.EncodeError(header, {StatusCode::kDataLoss, "bad frame from 3"}), {});
+  return samples;
+}
+
+// Checks what a successful decode promises: a known kind and views inside the frame.
+void ExpectViewInside(const FrameView& view, std::span<const std::byte> frame) {
+  ASSERT_NE(view.kind, MessageKind::kNone);
+  ASSERT_LE(static_cast<int>(view.kind), static_cast<int>(MessageKind::kError));
+  const auto inside = [&](const void* data, std::size_t bytes) {
+    if (bytes == 0) return true;
+    const auto* p = static_cast<const std::byte*>(data);
+    return p >= frame.data() && p + bytes <= frame.data() + frame.size() &&
+           reinterpret_cast<std::uintptr_t>(p) % 4 == 0;
+  };
+  const PayloadView& v = view.payload.view;
+  EXPECT_TRUE(inside(v.indices.data(), v.indices.size_bytes()));
+  EXPECT_TRUE(inside(v.values.data(), v.values.size_bytes()));
+  EXPECT_TRUE(inside(v.words.data(), v.words.size_bytes()));
+  EXPECT_TRUE(inside(v.scales.data(), v.scales.size_bytes()));
+  if (!view.error.reason.empty()) {
+    const auto* p = reinterpret_cast<const std::byte*>(view.error.reason.data());
+    EXPECT_TRUE(p >= frame.data() && p + view.error.reason.size() <= frame.data() + frame.size());
+  }
+}
+
+// Crafts frames with the generated API, for content FrameBuilder refuses to produce.
+class RawFrame {
+ public:
+  RawFrame()
+      : allocator_(reinterpret_cast<std::uint8_t*>(storage_.data()), sizeof(storage_)),
+        fbb_(sizeof(storage_), &allocator_, false, 8) {}
+  flatbuffers::FlatBufferBuilder& fbb() { return fbb_; }
+  Bytes Finish(fb::Message type, flatbuffers::Offset<void> message, std::uint16_t version = 1) {
+    const auto envelope = fb::CreateEnvelope(fbb_, version, 1, 2, 3, type, message);
+    fbb_.TrackMinAlign(8);
+    fb::FinishSizePrefixedEnvelopeBuffer(fbb_, envelope);
+    const auto* p = reinterpret_cast<const std::byte*>(fbb_.GetBufferPointer());
+    return Bytes(p, p + fbb_.GetSize());
+  }
+
+ private:
+  alignas(8) std::array<std::uint64_t, 1024> storage_{};
+  internal::FixedAllocator allocator_;
+  flatbuffers::FlatBufferBuilder fbb_;
+};
+
+TEST(WireReject, ValidSamplesDecode) {
+  for (const Sample& sample : SampleFrames()) {
+    AlignedFrame frame(sample.bytes);
+    const auto view = DecodeFrame(frame.span());
+    ASSERT_TRUE(view.ok()) << view.status().str();
+    ExpectViewInside(*view, frame.span());
+  }
+}
+
+TEST(WireReject, Truncated) {
+  for (const Sample& sample : SampleFrames()) {
+    for (std::size_t n = 0; n < sample.bytes.size(); ++n) {
+      Bytes cut(sample.bytes.begin(), sample.bytes.begin() + static_cast<std::ptrdiff_t>(n));
+      EXPECT_EQ(Decode(cut).status(), Status::DataLoss()) << "length " << n;
+      // Even with a length prefix that matches the cut, the content is incomplete — unless
+      // the cut removed only the zero padding after a string's terminator, which changes
+      // nothing the frame says.
+      if (n >= kFramePrefixBytes) {
+        WriteU32(cut, 0, static_cast<std::uint32_t>(n - kFramePrefixBytes));
+        bool only_padding_removed = true;
+        for (std::size_t i = n; i < sample.bytes.size(); ++i) {
+          only_padding_removed &= sample.bytes[i] == std::byte{0};
+        }
+        if (!only_padding_removed) {
+          EXPECT_FALSE(Decode(cut).ok()) << "length " << n << " with fixed prefix";
+        }
+      }
+    }
+  }
+}
+
+TEST(WireReject, TrailingBytes) {
+  Bytes longer = SampleFrames().front().bytes;
+  longer.resize(longer.size() + 8);
+  EXPECT_EQ(Decode(longer).status(), Status::DataLoss());
+}
+
+TEST(WireReject, BitFlips) {
+  std::size_t accepted = 0;
+  std::size_t total = 0;
+  for (const Sample& sample : SampleFrames()) {
+    for (std::size_t bit = 0; bit < 8 * sample.bytes.size(); ++bit) {
+      Bytes flipped = sample.bytes;
+      flipped[bit / 8] ^= static_cast<std::byte>(1u << (bit % 8));
+      AlignedFrame frame(flipped);
+      const auto view = DecodeFrame(frame.span());
+      ++total;
+      // Length prefix, root offset and identifier: no flip there yields a valid frame.
+      if (bit / 8 < kFramePrefixBytes + 8) {
+        EXPECT_FALSE(view.ok()) << "bit " << bit;
+      }
+      if (view.ok()) {
+        ++accepted;  // a flipped payload value or header field is still a well-formed frame
+        ExpectViewInside(*view, frame.span());
+      }
+    }
+  }
+  std::printf("[wire] bit flips: %zu of %zu frames still well-formed (payload/header bits)\n",
+              accepted, total);
+}
+
+TEST(WireReject, OversizedLengthPrefix) {
+  const Bytes valid = SampleFrames().front().bytes;
+  Bytes huge = valid;
+  WriteU32(huge, 0, 0xFFFFFFFFu);
+  EXPECT_EQ(Decode(huge).status(), Status::OutOfRange());
+  WriteU32(huge, 0, static_cast<std::uint32_t>(kMaxFrameBytes));  // one past the ceiling
+  EXPECT_EQ(Decode(huge).status(), Status::OutOfRange());
+
+  // The receiver's own limit applies too.
+  AlignedFrame frame(valid);
+  EXPECT_TRUE(DecodeFrame(frame.span(), valid.size()).ok());
+  EXPECT_EQ(DecodeFrame(frame.span(), valid.size() - 1).status(), Status::OutOfRange());
+
+  // The same checks for a stream reader that has only the prefix.
+  const std::byte max_prefix[4] = {std::byte{0xFF}, std::byte{0xFF}, std::byte{0xFF},
+                                   std::byte{0xFF}};
+  EXPECT_EQ(ReadFrameLength(max_prefix).status(), Status::OutOfRange());
+  const std::byte small_prefix[4] = {std::byte{4}, std::byte{0}, std::byte{0}, std::byte{0}};
+  EXPECT_EQ(ReadFrameLength(small_prefix).status(), Status::DataLoss());
+  EXPECT_EQ(ReadFrameLength(std::span<const std::byte>(max_prefix, 3)).status(),
+            Status::DataLoss());
+  const Result<std::size_t> length = ReadFrameLength(valid);
+  ASSERT_TRUE(length.ok());
+  EXPECT_EQ(*length, valid.size());
+  EXPECT_EQ(ReadFrameLength(valid, valid.size() - 8).status(), Status::OutOfRange());
+}
+
+TEST(WireReject, WrongIdentifier) {
+  Bytes wrong = SampleFrames().front().bytes;
+  wrong[11] = std::byte{'X'};
+  EXPECT_EQ(Decode(wrong).status(), Status::DataLoss());
+}
+
+TEST(WireReject, WrongVersion) {
+  for (const std::uint16_t version : {std::uint16_t{0}, std::uint16_t{2}, std::uint16_t{0xFFFF}}) {
+    RawFrame raw;
+    const auto heartbeat = fb::CreateHeartbeat(raw.fbb(), 1, 2);
+    EXPECT_EQ(Decode(raw.Finish(fb::Message::Heartbeat, heartbeat.Union(), version)).status(),
+              Status::FailedPrecondition())
+        << version;
+  }
+  RawFrame current;
+  const auto heartbeat = fb::CreateHeartbeat(current.fbb(), 1, 2);
+  EXPECT_TRUE(Decode(current.Finish(fb::Message::Heartbeat, heartbeat.Union())).ok());
+}
+
+TEST(WireReject, Misaligned) {
+  const Bytes valid = SampleFrames().front().bytes;
+  for (const std::size_t offset : {1u, 2u, 4u, 7u}) {
+    AlignedFrame shifted(valid, offset);
+    EXPECT_EQ(DecodeFrame(shifted.span()).status(), Status::InvalidArgument()) << offset;
+    // AlignFrame copies it into aligned storage, after which it decodes.
+    ReceiveBuffer<4096> aligned;
+    const auto realigned = AlignFrame(shifted.span(), aligned.span());
+    ASSERT_TRUE(realigned.ok());
+    EXPECT_EQ(realigned->data(), aligned.bytes);
+    EXPECT_TRUE(DecodeFrame(*realigned).ok());
+    EXPECT_EQ(AlignFrame(shifted.span(), aligned.span().subspan(1)).status(),
+              Status::InvalidArgument());
+    EXPECT_EQ(AlignFrame(shifted.span(), aligned.span().first(16)).status(),
+              Status::ResourceExhausted());
+  }
+  AlignedFrame aligned(valid);
+  std::byte unused[8];
+  const auto same = AlignFrame(aligned.span(), unused);
+  ASSERT_TRUE(same.ok());
+  EXPECT_EQ(same->data(), aligned.span().data());  // no copy when already aligned
+}
+
+TEST(WireReject, MissingOrUnknownMessage) {
+  {
+    RawFrame raw;
+    EXPECT_EQ(Decode(raw.Finish(fb::Message::NONE, 0)).status(), Status::DataLoss());
+  }
+  {
+    RawFrame raw;  // a union type this version does not know: the verifier lets it pass
+    const auto table = fb::CreateHeartbeat(raw.fbb(), 1, 2);
+    EXPECT_EQ(Decode(raw.Finish(static_cast<fb::Message>(42), table.Union())).status(),
+              Status::DataLoss());
+  }
+  for (const fb::Message type :
+       {fb::Message::Join, fb::Message::Welcome, fb::Message::ModelBroadcast, fb::Message::Update,
+        fb::Message::GossipExchange, fb::Message::Heartbeat, fb::Message::Leave,
+        fb::Message::Error}) {
+    RawFrame raw;  // type set, table missing
+    EXPECT_EQ(Decode(raw.Finish(type, 0)).status(), Status::DataLoss());
+  }
+}
+
+// An Update frame with the given codec and payload parts.
+Bytes CraftUpdate(fb::CodecKind codec, fb::Payload type, bool with_table, std::uint32_t levels = 7,
+                  std::uint32_t bucket = 16) {
+  RawFrame raw;
+  flatbuffers::FlatBufferBuilder& fbb = raw.fbb();
+  const float values[] = {1.0f, 2.0f};
+  const std::uint32_t words[] = {3, 4};
+  flatbuffers::Offset<void> table = 0;
+  if (with_table) {
+    switch (type) {
+      case fb::Payload::DensePayload:
+        table = fb::CreateDensePayload(fbb, fbb.CreateVector(values, 2)).Union();
+        break;
+      case fb::Payload::SparsePayload:
+        table =
+            fb::CreateSparsePayload(fbb, fbb.CreateVector(words, 2), fbb.CreateVector(values, 2))
+                .Union();
+        break;
+      case fb::Payload::SignPayload:
+        table = fb::CreateSignPayload(fbb, fbb.CreateVector(words, 2), fbb.CreateVector(values, 1))
+                    .Union();
+        break;
+      case fb::Payload::QuantizedPayload:
+        table = fb::CreateQuantizedPayload(fbb, fbb.CreateVector(words, 2),
+                                           fbb.CreateVector(values, 1), levels, bucket)
+                    .Union();
+        break;
+      default:
+        break;
+    }
+  }
+  const auto update = fb::CreateUpdate(fbb, 1, 1, codec, type, table);
+  return raw.Finish(fb::Message::Update, update.Union());
+}
+
+TEST(WireReject, InconsistentPayload) {
+  using fb::CodecKind;
+  using fb::Payload;
+  // The well-formed baselines decode.
+  EXPECT_TRUE(Decode(CraftUpdate(CodecKind::TopK, Payload::SparsePayload, true)).ok());
+  EXPECT_TRUE(Decode(CraftUpdate(CodecKind::RandK, Payload::DensePayload, true)).ok());
+  EXPECT_TRUE(Decode(CraftUpdate(CodecKind::Qsgd, Payload::QuantizedPayload, true)).ok());
+  // Payload table other than the one kPayloadMap assigns to the codec.
+  EXPECT_EQ(Decode(CraftUpdate(CodecKind::TopK, Payload::DensePayload, true)).status(),
+            Status::DataLoss());
+  EXPECT_EQ(Decode(CraftUpdate(CodecKind::Sign, Payload::QuantizedPayload, true)).status(),
+            Status::DataLoss());
+  EXPECT_EQ(Decode(CraftUpdate(CodecKind::Identity, Payload::NONE, false)).status(),
+            Status::DataLoss());
+  // Type present, table missing.
+  EXPECT_EQ(Decode(CraftUpdate(CodecKind::Sign, Payload::SignPayload, false)).status(),
+            Status::DataLoss());
+  // Unknown codec.
+  EXPECT_EQ(Decode(CraftUpdate(static_cast<CodecKind>(99), Payload::DensePayload, true)).status(),
+            Status::DataLoss());
+  // qsgd parameters outside ValidateCodecParams' domain.
+  EXPECT_EQ(Decode(CraftUpdate(CodecKind::Qsgd, Payload::QuantizedPayload, true, 0)).status(),
+            Status::DataLoss());
+  EXPECT_EQ(
+      Decode(CraftUpdate(CodecKind::Qsgd, Payload::QuantizedPayload, true, kMaxQsgdLevels + 1))
+          .status(),
+      Status::DataLoss());
+  EXPECT_EQ(Decode(CraftUpdate(CodecKind::Qsgd, Payload::QuantizedPayload, true, 7, 0)).status(),
+            Status::DataLoss());
+}
+
+TEST(WireReject, PayloadFieldSizesAreCheckedByTheCodec) {
+  // DecodeFrame does not know the layout; DecodeAdd rejects a payload of the wrong shape.
+  const auto view = Decode(CraftUpdate(fb::CodecKind::TopK, fb::Payload::SparsePayload, true));
+  ASSERT_TRUE(view.ok());
+  CodecParams params;
+  params.kind = CodecKind::kTopK;
+  params.k_ratio = 0.5f;
+  const TensorLayout layout = TensorLayout::Single(100).value();  // expects 50 indices
+  std::vector<float> accumulator(100, 0.0f);
+  std::vector<std::uint64_t> scratch(CodecScratchBytes(params, layout) / 8 + 1);
+  EXPECT_EQ(DecodeAdd(DecodeParams(params, view->payload), layout, {}, view->payload.view, 1.0f,
+                      accumulator, std::as_writable_bytes(std::span<std::uint64_t>(scratch))),
+            Status::DataLoss());
+}
+
+// A Welcome frame with a tweak applied to otherwise valid content.
+struct WelcomeFields {
+  std::vector<std::uint32_t> sizes = {10, 20};
+  std::uint32_t dimension = 30;
+  bool with_codec = true;
+  fb::CodecKind kind = fb::CodecKind::TopK;
+  float k_ratio = 0.5f;
+  fb::SignScale sign_scale = fb::SignScale::MeanAbs;
+};
+
+Bytes CraftWelcome(const WelcomeFields& f) {
+  RawFrame raw;
+  flatbuffers::FlatBufferBuilder& fbb = raw.fbb();
+  const auto sizes = fbb.CreateVector(f.sizes.data(), f.sizes.size());
+  const auto codec = f.with_codec
+                         ? fb::CreateCodecConfig(fbb, f.kind, f.k_ratio, fb::RandKScaling::None, 64,
+                                                 f.sign_scale, 127, 512)
+                         : 0;
+  const auto welcome = fb::CreateWelcome(fbb, 1, 2, 3, 4, f.dimension, sizes, codec, 0);
+  return raw.Finish(fb::Message::Welcome, welcome.Union());
+}
+
+TEST(WireReject, InvalidWelcome) {
+  EXPECT_TRUE(Decode(CraftWelcome({})).ok());
+  WelcomeFields f;
+  f.dimension = 31;
+  EXPECT_EQ(Decode(CraftWelcome(f)).status(), Status::DataLoss());
+  f = {};
+  f.sizes.assign(kMaxTensors + 1, 1);
+  f.dimension = static_cast<std::uint32_t>(kMaxTensors + 1);
+  EXPECT_EQ(Decode(CraftWelcome(f)).status(), Status::DataLoss());
+  f = {};
+  f.sizes = {10, 0, 20};
+  EXPECT_EQ(Decode(CraftWelcome(f)).status(), Status::DataLoss());
+  f = {};
+  f.sizes = {};
+  f.dimension = 0;
+  EXPECT_EQ(Decode(CraftWelcome(f)).status(), Status::DataLoss());
+  f = {};
+  f.sizes = {0xFFFFFFFFu, 1};  // total above 2^32 - 1
+  f.dimension = 0;
+  EXPECT_EQ(Decode(CraftWelcome(f)).status(), Status::DataLoss());
+  f = {};
+  f.with_codec = false;
+  EXPECT_EQ(Decode(CraftWelcome(f)).status(), Status::DataLoss());
+  f = {};
+  f.k_ratio = 2.0f;  // ValidateCodecParams rejects it
+  EXPECT_EQ(Decode(CraftWelcome(f)).status(), Status::DataLoss());
+  f = {};
+  f.kind = static_cast<fb::CodecKind>(6);
+  EXPECT_EQ(Decode(CraftWelcome(f)).status(), Status::DataLoss());
+  f = {};
+  f.sign_scale = static_cast<fb::SignScale>(2);
+  EXPECT_EQ(Decode(CraftWelcome(f)).status(), Status::DataLoss());
+}
+
+TEST(WireReject, OutOfRangeEnumsAndStrings) {
+  {
+    RawFrame raw;
+    const auto join = fb::CreateJoin(raw.fbb(), static_cast<fb::Architecture>(99), 1, 2, 3);
+    EXPECT_EQ(Decode(raw.Finish(fb::Message::Join, join.Union())).status(), Status::DataLoss());
+  }
+  {
+    RawFrame raw;
+    const auto leave = fb::CreateLeave(raw.fbb(), static_cast<fb::LeaveReason>(50));
+    EXPECT_EQ(Decode(raw.Finish(fb::Message::Leave, leave.Union())).status(), Status::DataLoss());
+  }
+  {
+    RawFrame raw;
+    const auto error = fb::CreateError(raw.fbb(), 200, 0);
+    EXPECT_EQ(Decode(raw.Finish(fb::Message::Error, error.Union())).status(), Status::DataLoss());
+  }
+  {
+    RawFrame raw;
+    const std::string reason(kMaxErrorReasonBytes + 1, 'r');
+    const auto text = raw.fbb().CreateString(reason.data(), reason.size());
+    const auto error = fb::CreateError(raw.fbb(), 3, text);
+    EXPECT_EQ(Decode(raw.Finish(fb::Message::Error, error.Union())).status(), Status::DataLoss());
+  }
+  {
+    RawFrame raw;
+    const auto values = raw.fbb().CreateVector(std::vector<float>{1.0f});
+    const auto payload = fb::CreateDensePayload(raw.fbb(), values);
+    const auto gossip = fb::CreateGossipExchange(raw.fbb(), 1, 1, static_cast<fb::GossipVector>(9),
+                                                 fb::CodecKind::Identity, fb::Payload::DensePayload,
+                                                 payload.Union());
+    EXPECT_EQ(Decode(raw.Finish(fb::Message::GossipExchange, gossip.Union())).status(),
+              Status::DataLoss());
+  }
+  {
+    RawFrame raw;
+    const auto values = raw.fbb().CreateVector(std::vector<float>{1.0f});
+    const auto payload = fb::CreateDensePayload(raw.fbb(), values);
+    const auto broadcast = fb::CreateModelBroadcast(raw.fbb(), static_cast<fb::BroadcastContent>(5),
+                                                    1, fb::CodecKind::Identity,
+                                                    fb::Payload::DensePayload, payload.Union());
+    EXPECT_EQ(Decode(raw.Finish(fb::Message::ModelBroadcast, broadcast.Union())).status(),
+              Status::DataLoss());
+  }
+}
+
+// ~10,000 random and mutated frames: DecodeFrame must return a Status for each (never crash,
+// never read out of bounds under ASan), and whatever it accepts must hold to its promises —
+// including through the codec's DecodeAdd.
+TEST(WireFuzz, RandomAndMutatedFramesNeverCrash) {
+  const std::vector<Sample> samples = SampleFrames();
+  std::mt19937 rng(20240611u);
+  auto uniform = [&rng](std::size_t n) {
+    return static_cast<std::size_t>(rng() % static_cast<std::uint32_t>(n));
+  };
+  const std::uint32_t interesting[] = {
+      0u, 1u, 2u, 4u, 8u, 0x7FFFu, 0xFFFFu, 0x7FFFFFFFu, 0x80000000u, 0xFFFFFFFFu, 0xFFFFFFFCu};
+  std::map<std::string, std::size_t> outcomes;
+  std::vector<float> accumulator;
+  std::vector<std::uint64_t> scratch(8192);
+  constexpr int kIterations = 10000;
+
+  for (int iteration = 0; iteration < kIterations; ++iteration) {
+    Bytes bytes;
+    const Sample* origin = nullptr;
+    if (uniform(10) < 3) {
+      // Random bytes; half of them with a consistent length prefix and the right identifier, so
+      // the verifier (not the cheap checks) has to reject them.
+      bytes.resize(uniform(300));
+      for (std::byte& b : bytes) b = static_cast<std::byte>(rng());
+      if (bytes.size() >= kMinFrameBytes && uniform(2) == 0) {
+        WriteU32(bytes, 0, static_cast<std::uint32_t>(bytes.size() - kFramePrefixBytes));
+        std::memcpy(bytes.data() + 8, kFileIdentifier.data(), 4);
+      }
+    } else {
+      origin = &samples[uniform(samples.size())];
+      bytes = origin->bytes;
+      const std::size_t mutations = 1 + uniform(8);
+      for (std::size_t m = 0; m < mutations; ++m) {
+        const std::size_t at = uniform(bytes.size());
+        switch (uniform(4)) {
+          case 0:
+            bytes[at] = static_cast<std::byte>(rng());
+            break;
+          case 1:
+            bytes[at] ^= static_cast<std::byte>(1u << uniform(8));
+            break;
+          case 2:
+            bytes[at] = uniform(2) == 0 ? std::byte{0} : std::byte{0xFF};
+            break;
+          default: {  // an interesting u32 at a 4-aligned position (offsets, lengths, types)
+            const std::size_t word = at & ~std::size_t{3};
+            if (word + 4 <= bytes.size()) WriteU32(bytes, word, interesting[uniform(11)]);
+            break;
+          }
+        }
+      }
+      if (uniform(5) == 0) {  // truncate or extend, keeping the prefix consistent
+        bytes.resize(uniform(2) == 0 ? uniform(bytes.size() + 1) : bytes.size() + uniform(64));
+        if (bytes.size() >= kFramePrefixBytes && uniform(4) != 0) {
+          WriteU32(bytes, 0, static_cast<std::uint32_t>(bytes.size() - kFramePrefixBytes));
+        }
+      }
+    }
+
+    AlignedFrame frame(bytes);
+    const Result<FrameView> view = DecodeFrame(frame.span());
+    ++outcomes[view.ok() ? std::string("accepted") : std::string(view.status().str())];
+    if (!view.ok()) continue;
+    ExpectViewInside(*view, frame.span());
+    const bool has_payload = view->kind == MessageKind::kUpdate ||
+                             view->kind == MessageKind::kModelBroadcast ||
+                             view->kind == MessageKind::kGossipExchange;
+    if (has_payload && origin != nullptr) {
+      // Decoding an accepted payload must be safe too: ok, or a Status from the codec.
+      const CodecParams params = DecodeParams(origin->params, view->payload);
+      accumulator.assign(origin->layout.dimension(), 0.0f);
+      const Status status = DecodeAdd(params, origin->layout, {.seed = 5, .round = 11, .worker = 2},
+                                      view->payload.view, 1.0f, accumulator,
+                                      std::as_writable_bytes(std::span<std::uint64_t>(scratch)));
+      ++outcomes[std::string("decode_add ") + status.str()];
+    }
+  }
+  std::printf("[wire] fuzz: %d frames:", kIterations);
+  for (const auto& [outcome, count] : outcomes) std::printf(" %s=%zu", outcome.c_str(), count);
+  std::printf("\n");
+  EXPECT_GT(outcomes["DATA_LOSS"], 0u);
+}
+
+}  // namespace
+}  // namespace edgesgd::wire

@@ -1,0 +1,577 @@
+// Round trips of every message through FrameBuilder and DecodeFrame, payloads written by the
+// real codecs; frame sizes against the codecs' theoretical payload sizes; golden bytes.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "edgesgd/core/codec_dispatch.h"
+#include "edgesgd/wire/frame_builder.h"
+#include "edgesgd/wire/frame_decoder.h"
+#include "edgesgd/wire/receive_buffer.h"
+#include "edgesgd/wire/wire_format.h"
+
+namespace edgesgd::wire {
+namespace {
+
+// 8-byte aligned heap storage for tests (the library itself never allocates).
+class AlignedStorage {
+ public:
+  explicit AlignedStorage(std::size_t bytes) : words_((bytes + 7) / 8 + 1) {}
+  std::span<std::byte> bytes() { return std::as_writable_bytes(std::span<std::uint64_t>(words_)); }
+
+ private:
+  std::vector<std::uint64_t> words_;
+};
+
+std::string Hex(std::span<const std::byte> bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (const std::byte b : bytes) {
+    out += kDigits[static_cast<unsigned>(b) >> 4];
+    out += kDigits[static_cast<unsigned>(b) & 0xFu];
+  }
+  return out;
+}
+
+std::vector<float> RandomInput(std::size_t dimension, std::uint32_t seed) {
+  std::vector<float> input(dimension);
+  std::uint32_t state = seed * 2654435761u + 1;
+  for (float& x : input) {
+    state = state * 1664525u + 1013904223u;  // LCG: reproducible on every architecture
+    x = static_cast<float>(static_cast<std::int32_t>(state >> 8) - (1 << 23)) / 1048576.0f;
+  }
+  return input;
+}
+
+CodecParams ParamsFor(CodecKind kind) {
+  CodecParams params;
+  params.kind = kind;
+  params.k_ratio = 0.1f;
+  params.block_ratio = 8;
+  params.qsgd_levels = 15;
+  params.qsgd_bucket = 64;
+  return params;
+}
+
+TensorLayout MultiTensorLayout() {
+  const std::uint64_t sizes[] = {100, 37, 300, 1};
+  return TensorLayout::FromSizes(sizes).value();
+}
+
+std::vector<PayloadMessage> AllPayloadMessages() {
+  return {
+      PayloadMessage::Update({.worker = 5, .samples = 32}),
+      PayloadMessage::ModelBroadcast({.content = BroadcastContent::kAggregate, .participants = 9}),
+      PayloadMessage::GossipExchange({.phase = 2, .step = 3, .vector = GossipVector::kTracker})};
+}
+
+// The payload the codec writes into plain vectors, for comparison with the frame's.
+struct ReferencePayload {
+  std::vector<std::uint32_t> indices;
+  std::vector<float> values;
+  std::vector<std::uint32_t> words;
+  std::vector<float> scales;
+  PayloadView view() const { return PayloadView(indices, values, words, scales); }
+};
+
+ReferencePayload EncodeReference(const CodecParams& params, const TensorLayout& layout,
+                                 const CodecContext& context, std::span<const float> input) {
+  const PayloadShape shape = EncodedShape(params, layout).value();
+  ReferencePayload ref;
+  ref.indices.resize(shape.indices);
+  ref.values.resize(shape.values);
+  ref.words.resize(shape.words);
+  ref.scales.resize(shape.scales);
+  AlignedStorage scratch(CodecScratchBytes(params, layout));
+  const PayloadSpans spans{ref.indices, ref.values, ref.words, ref.scales};
+  EXPECT_TRUE(Encode(params, layout, context, input, spans,
+                     scratch.bytes().first(CodecScratchBytes(params, layout)))
+                  .ok());
+  return ref;
+}
+
+template <typename T>
+void ExpectSameElements(std::span<const T> actual, const std::vector<T>& expected) {
+  ASSERT_EQ(actual.size(), expected.size());
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    // Bitwise: the frame carries exactly what the codec wrote.
+    EXPECT_EQ(std::memcmp(&actual[i], &expected[i], sizeof(T)), 0) << "element " << i;
+  }
+}
+
+TEST(WireRoundTrip, EveryCodecInEveryPayloadMessage) {
+  const TensorLayout layout = MultiTensorLayout();
+  const std::vector<float> input = RandomInput(layout.dimension(), 1);
+  const CodecContext context{.seed = 77, .round = 4, .worker = 5};
+  const FrameHeader header{.sender = 5, .round = 4, .sequence = 1234567890123ull};
+
+  for (std::size_t k = 0; k < kCodecCount; ++k) {
+    const CodecParams params = ParamsFor(static_cast<CodecKind>(k));
+    SCOPED_TRACE(std::string(CodecName(params.kind)));
+    const ReferencePayload ref = EncodeReference(params, layout, context, input);
+    const std::size_t scratch_bytes = CodecScratchBytes(params, layout);
+    AlignedStorage scratch(scratch_bytes);
+    AlignedStorage buffer(FrameBuilderBytes(params, layout));
+    FrameBuilder builder(buffer.bytes());
+
+    for (const PayloadMessage& message : AllPayloadMessages()) {
+      const Result<std::span<const std::byte>> frame = builder.EncodePayloadFrame(
+          header, message, params, layout, context, input, scratch.bytes().first(scratch_bytes));
+      ASSERT_TRUE(frame.ok()) << frame.status().str();
+      EXPECT_LE(frame->size(), MaxFrameBytes(params, layout));
+      EXPECT_EQ(frame->size() % kFrameAlignment, 0u);
+
+      const Result<FrameView> decoded = DecodeFrame(*frame);
+      ASSERT_TRUE(decoded.ok()) << decoded.status().str();
+      EXPECT_EQ(decoded->header, header);
+      EXPECT_EQ(decoded->kind, message.kind);
+      EXPECT_EQ(decoded->message, message);
+      const EncodedPayload& payload = decoded->payload;
+      EXPECT_EQ(payload.codec, params.kind);
+      EXPECT_EQ(payload.kind, kPayloadMap[k].kind);
+      ExpectSameElements(payload.view.indices, ref.indices);
+      ExpectSameElements(payload.view.values, ref.values);
+      ExpectSameElements(payload.view.words, ref.words);
+      ExpectSameElements(payload.view.scales, ref.scales);
+
+      // Zero copy: the views point into the frame.
+      const std::byte* begin = frame->data();
+      const std::byte* end = begin + frame->size();
+      for (const void* p : {static_cast<const void*>(payload.view.values.data()),
+                            static_cast<const void*>(payload.view.words.data())}) {
+        if (p == nullptr) continue;
+        EXPECT_GE(static_cast<const std::byte*>(p), begin);
+        EXPECT_LT(static_cast<const std::byte*>(p), end);
+      }
+
+      // Decoding from the frame equals decoding the codec's own output.
+      const CodecParams decode_params = DecodeParams(ParamsFor(CodecKind::kIdentity), payload);
+      EXPECT_EQ(decode_params, params);
+      std::vector<float> from_frame(layout.dimension(), 0.5f);
+      std::vector<float> from_reference(layout.dimension(), 0.5f);
+      ASSERT_TRUE(DecodeAdd(decode_params, layout, context, payload.view, 2.0f, from_frame,
+                            scratch.bytes().first(scratch_bytes))
+                      .ok());
+      ASSERT_TRUE(DecodeAdd(params, layout, context, ref.view(), 2.0f, from_reference,
+                            scratch.bytes().first(scratch_bytes))
+                      .ok());
+      EXPECT_EQ(from_frame, from_reference);
+    }
+  }
+}
+
+TEST(WireRoundTrip, TwoStepBuildWritesIntoTheFrame) {
+  const TensorLayout layout = TensorLayout::Single(10).value();
+  CodecParams params;  // identity
+  AlignedStorage buffer(FrameBuilderBytes(params, layout));
+  FrameBuilder builder(buffer.bytes());
+
+  const Result<PayloadSpans> spans =
+      builder.BeginPayloadFrame({.sender = 1}, PayloadMessage::ModelBroadcast({}), params, layout);
+  ASSERT_TRUE(spans.ok());
+  EXPECT_TRUE(builder.payload_frame_pending());
+  ASSERT_EQ(spans->values.size(), 10u);
+  EXPECT_TRUE(spans->indices.empty() && spans->words.empty() && spans->scales.empty());
+  // The spans lie inside the builder's buffer: no staging copy.
+  EXPECT_GE(reinterpret_cast<std::byte*>(spans->values.data()), buffer.bytes().data());
+  EXPECT_LT(reinterpret_cast<std::byte*>(spans->values.data()),
+            buffer.bytes().data() + buffer.bytes().size());
+  for (std::size_t i = 0; i < 10; ++i) spans->values[i] = static_cast<float>(i) * 0.25f;
+
+  // Nothing else may start while a payload frame is open.
+  EXPECT_EQ(builder.EncodeHeartbeat({}, {}).status(), Status::FailedPrecondition());
+  EXPECT_EQ(builder.BeginPayloadFrame({}, PayloadMessage::Update({}), params, layout).status(),
+            Status::FailedPrecondition());
+
+  const Result<std::span<const std::byte>> frame = builder.FinishPayloadFrame();
+  ASSERT_TRUE(frame.ok());
+  EXPECT_FALSE(builder.payload_frame_pending());
+  EXPECT_EQ(builder.FinishPayloadFrame().status(), Status::FailedPrecondition());
+
+  const Result<FrameView> decoded = DecodeFrame(*frame);
+  ASSERT_TRUE(decoded.ok());
+  ASSERT_EQ(decoded->payload.view.values.size(), 10u);
+  for (std::size_t i = 0; i < 10; ++i) {
+    EXPECT_EQ(decoded->payload.view.values[i], static_cast<float>(i) * 0.25f);
+  }
+
+  // Abandon drops the open frame and frees the builder.
+  ASSERT_TRUE(builder.BeginPayloadFrame({}, PayloadMessage::Update({}), params, layout).ok());
+  builder.AbandonPayloadFrame();
+  EXPECT_TRUE(builder.EncodeHeartbeat({}, {}).ok());
+}
+
+TEST(WireRoundTrip, CodecFailureLeavesNoFramePending) {
+  const TensorLayout layout = TensorLayout::Single(64).value();
+  const CodecParams params = ParamsFor(CodecKind::kTopK);
+  AlignedStorage buffer(FrameBuilderBytes(params, layout));
+  FrameBuilder builder(buffer.bytes());
+  const std::vector<float> wrong_length(63, 1.0f);
+  AlignedStorage scratch(CodecScratchBytes(params, layout));
+  EXPECT_EQ(builder
+                .EncodePayloadFrame({}, PayloadMessage::Update({}), params, layout, {},
+                                    wrong_length, scratch.bytes())
+                .status(),
+            Status::InvalidArgument());
+  EXPECT_FALSE(builder.payload_frame_pending());
+}
+
+TEST(WireRoundTrip, RejectsBadBuilderArguments) {
+  const TensorLayout layout = TensorLayout::Single(64).value();
+  AlignedStorage buffer(4096);
+  FrameBuilder builder(buffer.bytes());
+  CodecParams bad = ParamsFor(CodecKind::kTopK);
+  bad.k_ratio = 0.0f;
+  EXPECT_EQ(builder.BeginPayloadFrame({}, PayloadMessage::Update({}), bad, layout).status(),
+            Status::InvalidArgument());
+  PayloadMessage not_payload;
+  not_payload.kind = MessageKind::kHeartbeat;
+  EXPECT_EQ(builder.BeginPayloadFrame({}, not_payload, CodecParams{}, layout).status(),
+            Status::InvalidArgument());
+  PayloadMessage bad_enum = PayloadMessage::GossipExchange({});
+  bad_enum.gossip.vector = static_cast<GossipVector>(77);
+  EXPECT_EQ(builder.BeginPayloadFrame({}, bad_enum, CodecParams{}, layout).status(),
+            Status::InvalidArgument());
+  EXPECT_EQ(builder.EncodeLeave({}, {static_cast<LeaveReason>(9)}).status(),
+            Status::InvalidArgument());
+  EXPECT_EQ(builder.EncodeJoin({}, {.architecture = static_cast<Architecture>(200)}).status(),
+            Status::InvalidArgument());
+  EXPECT_EQ(builder.EncodeError({}, {static_cast<StatusCode>(250), "x"}).status(),
+            Status::InvalidArgument());
+  WelcomeInfo no_layout;
+  EXPECT_EQ(builder.EncodeWelcome({}, no_layout).status(), Status::InvalidArgument());
+  EXPECT_FALSE(builder.payload_frame_pending());
+}
+
+TEST(WireRoundTrip, CapacityIsCheckedBeforeWriting) {
+  const TensorLayout layout = MultiTensorLayout();
+  for (std::size_t k = 0; k < kCodecCount; ++k) {
+    const CodecParams params = ParamsFor(static_cast<CodecKind>(k));
+    SCOPED_TRACE(std::string(CodecName(params.kind)));
+    const PayloadShape shape = EncodedShape(params, layout).value();
+    const std::size_t exact = PayloadFrameBytes(shape) + kBuilderScratchBytes;
+    // Exactly the documented capacity suffices...
+    AlignedStorage storage(exact);
+    FrameBuilder exact_builder(storage.bytes().first(exact));
+    EXPECT_EQ(exact_builder.capacity_bytes(), exact);
+    ASSERT_TRUE(
+        exact_builder.BeginPayloadFrame({}, PayloadMessage::Update({}), params, layout).ok());
+    EXPECT_TRUE(exact_builder.FinishPayloadFrame().ok());
+    // ... and anything less is refused up front.
+    FrameBuilder small_builder(storage.bytes().first(exact - kFrameAlignment));
+    EXPECT_EQ(
+        small_builder.BeginPayloadFrame({}, PayloadMessage::Update({}), params, layout).status(),
+        Status::ResourceExhausted());
+    EXPECT_FALSE(small_builder.payload_frame_pending());
+  }
+  AlignedStorage tiny(kMaxControlFrameBytes);
+  FrameBuilder control_builder(tiny.bytes().first(kMaxControlFrameBytes));
+  EXPECT_EQ(control_builder.EncodeHeartbeat({}, {}).status(), Status::ResourceExhausted());
+  FrameBuilder empty_builder({});
+  EXPECT_EQ(empty_builder.capacity_bytes(), 0u);
+  EXPECT_EQ(empty_builder.EncodeLeave({}, {}).status(), Status::ResourceExhausted());
+}
+
+TEST(WireRoundTrip, MisalignedBuilderStorageIsAlignedInside) {
+  AlignedStorage storage(kMaxControlFrameBytes + kBuilderScratchBytes + 16);
+  FrameBuilder builder(storage.bytes().subspan(3));
+  EXPECT_EQ(builder.capacity_bytes() % kFrameAlignment, 0u);
+  const Result<std::span<const std::byte>> frame = builder.EncodeHeartbeat({}, {1, 2});
+  ASSERT_TRUE(frame.ok());
+  EXPECT_TRUE(IsFrameAligned(*frame));
+  EXPECT_TRUE(DecodeFrame(*frame).ok());
+}
+
+TEST(WireRoundTrip, OversizedPayloadIsOutOfRange) {
+  // 2^28 + 1 floats of dense payload: above kMaxFrameBytes (1 GiB) without allocating anything.
+  const TensorLayout layout = TensorLayout::Single((std::size_t{1} << 28) + 1).value();
+  EXPECT_EQ(MaxFrameBytes(CodecParams{}, layout), 0u);
+  EXPECT_EQ(FrameBuilderBytes(CodecParams{}, layout), 0u);
+  AlignedStorage buffer(4096);
+  FrameBuilder builder(buffer.bytes());
+  EXPECT_EQ(
+      builder.BeginPayloadFrame({}, PayloadMessage::Update({}), CodecParams{}, layout).status(),
+      Status::OutOfRange());
+}
+
+WelcomeInfo LargestWelcome() {
+  WelcomeInfo welcome;
+  welcome.assigned_id = 0xFFFFFFFEu;
+  welcome.workers = 0xFFFFFFFFu;
+  welcome.rounds = 0xFFFFFFFFu;
+  welcome.seed = 0xFFFFFFFFFFFFFFFFull;
+  std::array<std::uint64_t, kMaxTensors> sizes{};
+  for (std::size_t t = 0; t < kMaxTensors; ++t) sizes[t] = 1000 + t;
+  welcome.layout = TensorLayout::FromSizes(sizes).value();
+  welcome.codec.kind = CodecKind::kQsgd;
+  welcome.codec.k_ratio = 0.015625f;
+  welcome.codec.rand_k_scaling = RandKScaling::kUnbiased;
+  welcome.codec.block_ratio = 0xFFFFFFFFu;
+  welcome.codec.sign_scale = SignScale::kUnit;
+  welcome.codec.qsgd_levels = kMaxQsgdLevels;
+  welcome.codec.qsgd_bucket = 0xFFFFFFFFu;
+  welcome.training = {.feedback = 255,
+                      .detach = 0.3f,
+                      .optimizer = 255,
+                      .learning_rate = 0.05f,
+                      .momentum = 0.9f,
+                      .weight_decay = 1e-4f,
+                      .local_steps = 0xFFFFFFFFu,
+                      .batch = 0xFFFFFFFFu,
+                      .aggregate = 255,
+                      .participation = 0.5f,
+                      .quant_schedule = 255,
+                      .mode = 255,
+                      .gossip = 255,
+                      .topology = 255,
+                      .gossip_rounds = 0xFFFFFFFFu};
+  return welcome;
+}
+
+TEST(WireRoundTrip, ControlMessages) {
+  // Exactly the documented control-frame capacity, so the worst cases prove the bound.
+  constexpr std::size_t kCapacity = kMaxControlFrameBytes + kBuilderScratchBytes;
+  AlignedStorage storage(kCapacity);
+  FrameBuilder builder(storage.bytes().first(kCapacity));
+  const FrameHeader header{.sender = kUnassignedDevice, .round = 0, .sequence = 1};
+
+  {
+    const JoinInfo join{.architecture = HostArchitecture(),
+                        .codecs = kAllCodecs,
+                        .max_frame_bytes = 65536,
+                        .memory_bytes = 1u << 20};
+    const auto frame = builder.EncodeJoin(header, join);
+    ASSERT_TRUE(frame.ok());
+    const auto view = DecodeFrame(*frame);
+    ASSERT_TRUE(view.ok());
+    EXPECT_EQ(view->kind, MessageKind::kJoin);
+    EXPECT_EQ(view->header, header);
+    EXPECT_EQ(view->join, join);
+  }
+  {
+    const WelcomeInfo welcome = LargestWelcome();
+    const auto frame = builder.EncodeWelcome(header, welcome);
+    ASSERT_TRUE(frame.ok());
+    std::printf("[wire] largest Welcome frame (%zu tensors): %zu bytes (bound %zu)\n", kMaxTensors,
+                frame->size(), kMaxControlFrameBytes);
+    const auto view = DecodeFrame(*frame);
+    ASSERT_TRUE(view.ok()) << view.status().str();
+    EXPECT_EQ(view->kind, MessageKind::kWelcome);
+    EXPECT_EQ(view->welcome, welcome);
+  }
+  {
+    WelcomeInfo defaults;  // all-default fields are omitted on the wire and decode the same
+    defaults.layout = TensorLayout::Single(3).value();
+    const auto frame = builder.EncodeWelcome(header, defaults);
+    ASSERT_TRUE(frame.ok());
+    const auto view = DecodeFrame(*frame);
+    ASSERT_TRUE(view.ok());
+    EXPECT_EQ(view->welcome, defaults);
+  }
+  {
+    const HeartbeatInfo heartbeat{.time_us = 123456789012345ull, .echo_time_us = 42};
+    const auto frame = builder.EncodeHeartbeat(header, heartbeat);
+    ASSERT_TRUE(frame.ok());
+    const auto view = DecodeFrame(*frame);
+    ASSERT_TRUE(view.ok());
+    EXPECT_EQ(view->kind, MessageKind::kHeartbeat);
+    EXPECT_EQ(view->heartbeat, heartbeat);
+  }
+  for (const LeaveReason reason : {LeaveReason::kDone, LeaveReason::kLowPower}) {
+    const auto frame = builder.EncodeLeave(header, {reason});
+    ASSERT_TRUE(frame.ok());
+    const auto view = DecodeFrame(*frame);
+    ASSERT_TRUE(view.ok());
+    EXPECT_EQ(view->kind, MessageKind::kLeave);
+    EXPECT_EQ(view->leave.reason, reason);
+  }
+  {
+    const ErrorInfo error{StatusCode::kUnavailable, "worker 3 left"};
+    const auto frame = builder.EncodeError(header, error);
+    ASSERT_TRUE(frame.ok());
+    const auto view = DecodeFrame(*frame);
+    ASSERT_TRUE(view.ok());
+    EXPECT_EQ(view->kind, MessageKind::kError);
+    EXPECT_EQ(view->error, error);
+  }
+  {
+    // A long reason is cut at kMaxErrorReasonBytes, never inside a UTF-8 character: 119 ASCII
+    // bytes then a 2-byte "é" straddling the limit leaves 119 bytes.
+    std::string reason(kMaxErrorReasonBytes - 1, 'x');
+    reason += "\xC3\xA9 and more";
+    const auto frame = builder.EncodeError(header, {StatusCode::kDataLoss, reason});
+    ASSERT_TRUE(frame.ok());
+    std::printf("[wire] largest Error frame: %zu bytes\n", frame->size());
+    const auto view = DecodeFrame(*frame);
+    ASSERT_TRUE(view.ok());
+    EXPECT_EQ(view->error.reason, std::string_view(reason).substr(0, kMaxErrorReasonBytes - 1));
+    const auto empty = builder.EncodeError(header, {StatusCode::kInternal, ""});
+    ASSERT_TRUE(empty.ok());
+    EXPECT_TRUE(DecodeFrame(*empty)->error.reason.empty());
+  }
+}
+
+// Theoretical payload bytes of each codec, written from the codecs' documented formats rather
+// than from EncodedShape, so the frames are checked against the algorithms' bit counts.
+std::size_t TheoreticalPayloadBytes(const CodecParams& params, const TensorLayout& layout) {
+  std::size_t bytes = 0;
+  for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
+    const std::size_t n = layout.size(t);
+    switch (params.kind) {
+      case CodecKind::kIdentity:
+        bytes += 4 * n;
+        break;
+      case CodecKind::kTopK:  // u32 index + f32 value per kept coordinate
+        bytes += 8 * SparseCount(n, params.k_ratio).value();
+        break;
+      case CodecKind::kRandK:  // values only: indices follow from the shared seed
+        bytes += 4 * SparseCount(n, params.k_ratio).value();
+        break;
+      case CodecKind::kRandomBlock: {  // one start + the block's values
+        const std::size_t block = n / params.block_ratio;
+        bytes += 4 + 4 * (block == 0 ? 1 : block);
+        break;
+      }
+      case CodecKind::kSign:  // 1 bit per coordinate in whole u32 words + one f32 scale
+        bytes += 4 * ((n + 31) / 32) + 4;
+        break;
+      case CodecKind::kQsgd: {  // (1 + ceil(log2(s+1))) bits per coordinate + a norm per bucket
+        const std::size_t bits = n * QsgdBitsPerCoordinate(params.qsgd_levels);
+        bytes += 4 * ((bits + 31) / 32) + 4 * ((n + params.qsgd_bucket - 1) / params.qsgd_bucket);
+        break;
+      }
+    }
+  }
+  return bytes;
+}
+
+TEST(WireFrameSize, MatchesCodecTheoryPlusConstantOverhead) {
+  std::printf(
+      "[wire] kPayloadFrameOverheadBytes = %zu (bound), kBuilderScratchBytes = %zu, "
+      "kMaxControlFrameBytes = %zu\n",
+      kPayloadFrameOverheadBytes, kBuilderScratchBytes, kMaxControlFrameBytes);
+  std::printf("[wire] %-12s %-14s %9s %10s %10s %8s %9s\n", "codec", "message", "d", "payload",
+              "frame", "overhead", "bits/coord");
+  const std::uint64_t single[] = {4096};
+  const std::uint64_t odd[] = {1000, 33, 7};
+  const std::uint64_t large[] = {65536, 1023, 1};
+  const std::array<TensorLayout, 3> layouts = {TensorLayout::FromSizes(single).value(),
+                                               TensorLayout::FromSizes(odd).value(),
+                                               TensorLayout::FromSizes(large).value()};
+  const char* const message_names[] = {"", "", "", "broadcast", "update", "gossip"};
+  std::array<std::size_t, kCodecCount> min_overhead{};
+  std::array<std::size_t, kCodecCount> max_overhead{};
+  min_overhead.fill(SIZE_MAX);
+
+  for (std::size_t k = 0; k < kCodecCount; ++k) {
+    const CodecParams params = ParamsFor(static_cast<CodecKind>(k));
+    for (const TensorLayout& layout : layouts) {
+      const std::vector<float> input = RandomInput(layout.dimension(), 3);
+      const std::size_t payload_bytes = MaxEncodedBytes(params, layout);
+      ASSERT_EQ(payload_bytes, TheoreticalPayloadBytes(params, layout))
+          << CodecName(params.kind) << " d=" << layout.dimension();
+      AlignedStorage scratch(CodecScratchBytes(params, layout));
+      AlignedStorage buffer(FrameBuilderBytes(params, layout));
+      FrameBuilder builder(buffer.bytes());
+      for (const PayloadMessage& message : AllPayloadMessages()) {
+        const auto frame =
+            builder.EncodePayloadFrame({.sender = 1, .round = 1, .sequence = 1}, message, params,
+                                       layout, {}, input, scratch.bytes());
+        ASSERT_TRUE(frame.ok());
+        ASSERT_GE(frame->size(), payload_bytes);
+        const std::size_t overhead = frame->size() - payload_bytes;
+        EXPECT_LE(overhead, kPayloadFrameOverheadBytes);
+        min_overhead[k] = std::min(min_overhead[k], overhead);
+        max_overhead[k] = std::max(max_overhead[k], overhead);
+        std::printf(
+            "[wire] %-12s %-14s %9zu %10zu %10zu %8zu %9.4f\n",
+            std::string(CodecName(params.kind)).c_str(),
+            message_names[static_cast<std::size_t>(message.kind)], layout.dimension(),
+            payload_bytes, frame->size(), overhead,
+            8.0 * static_cast<double>(frame->size()) / static_cast<double>(layout.dimension()));
+      }
+    }
+  }
+  for (std::size_t k = 0; k < kCodecCount; ++k) {
+    std::printf("[wire] %-12s frame = payload + %zu..%zu bytes\n",
+                std::string(CodecName(static_cast<CodecKind>(k))).c_str(), min_overhead[k],
+                max_overhead[k]);
+    // Constant up to the message kind's own fields and alignment padding: never grows with d.
+    EXPECT_LE(max_overhead[k] - min_overhead[k], 24u);
+  }
+}
+
+TEST(WireFrameSize, SignFrameIsOneBitPerCoordinate) {
+  // d = 2^20 in one tensor: d/8 bytes of sign words + one scale + the constant overhead.
+  const std::size_t d = std::size_t{1} << 20;
+  const TensorLayout layout = TensorLayout::Single(d).value();
+  const CodecParams params = ParamsFor(CodecKind::kSign);
+  const std::vector<float> input = RandomInput(d, 9);
+  AlignedStorage buffer(FrameBuilderBytes(params, layout));
+  FrameBuilder builder(buffer.bytes());
+  const auto frame =
+      builder.EncodePayloadFrame({}, PayloadMessage::Update({}), params, layout, {}, input, {});
+  ASSERT_TRUE(frame.ok());
+  EXPECT_GE(frame->size(), d / 8 + 4);
+  EXPECT_LE(frame->size(), d / 8 + 4 + kPayloadFrameOverheadBytes);
+}
+
+// Frames are byte-identical for identical inputs, on every architecture: these hex strings are
+// checked on x86-64, aarch64 and armhf (the same test binary runs under qemu-user).
+TEST(WireGolden, FixedFramesHaveFixedBytes) {
+  AlignedStorage storage(kMaxControlFrameBytes + kBuilderScratchBytes);
+  FrameBuilder builder(storage.bytes());
+  const FrameHeader header{.sender = 7, .round = 3, .sequence = 42};
+
+  const auto heartbeat = builder.EncodeHeartbeat(header, {.time_us = 1000, .echo_time_us = 900});
+  ASSERT_TRUE(heartbeat.ok());
+  // prefix 84 | root offset 24 | "EDGS" | envelope vtable | envelope (message_type 6 =
+  // Heartbeat, version 1, sender 7, round 3, sequence 42) | heartbeat vtable | 1000, 900.
+  EXPECT_EQ(Hex(*heartbeat),
+            "54000000180000004544475310002000060008000c0014000500100010000000000601000700000003"
+            "000000180000002a00000000000000000000000800140004000c0008000000e8030000000000008403"
+            "000000000000");
+
+  const TensorLayout layout = TensorLayout::Single(4).value();
+  const float input[] = {1.0f, -2.0f, 0.5f, 3.0f};
+  CodecParams sign;
+  sign.kind = CodecKind::kSign;
+  const struct {
+    CodecParams params;
+    const char* hex;
+  } updates[] = {
+      // ... | DensePayload.values = 1.0, -2.0, 0.5, 3.0
+      {CodecParams{},
+       "7c000000180000004544475310001e00060008000c00140005001000100000000004010007000000030000"
+       "001c0000002a0000000000000000000e00160008000c000000070010000e00000000000001070000001000"
+       "00000c00000000000600080004000600000004000000040000000000803f000000c00000003f00004040"},
+      // ... | SignPayload.words = 0b1101, .scales = 1.625 (mean |x|)
+      {sign,
+       "7c000000180000004544475310001e00060008000c00140005001000100000000004010007000000030000"
+       "001c0000002a0000000000000000000e00140008000c000600070010000e00000000000404070000001000"
+       "00000c00000008000c0004000800080000001000000004000000010000000000d03f010000000d000000"},
+  };
+  for (const auto& expected : updates) {
+    const auto update = builder.EncodePayloadFrame(
+        header, PayloadMessage::Update({.worker = 7, .samples = 16}), expected.params, layout,
+        {.seed = 1, .round = 3, .worker = 7}, input, {});
+    ASSERT_TRUE(update.ok());
+    EXPECT_EQ(Hex(*update), expected.hex) << CodecName(expected.params.kind);
+  }
+  // Building the same frame twice gives the same bytes (no stale data from the previous frame).
+  const std::string first = Hex(*builder.EncodeLeave(header, {LeaveReason::kShutdown}));
+  ASSERT_TRUE(builder.EncodeWelcome(header, LargestWelcome()).ok());
+  EXPECT_EQ(Hex(*builder.EncodeLeave(header, {LeaveReason::kShutdown})), first);
+}
+
+}  // namespace
+}  // namespace edgesgd::wire

@@ -1,0 +1,271 @@
+#include "edgesgd/wire/frame_builder.h"
+
+#include <memory>
+
+#include "edgesgd/core/codec_dispatch.h"
+#include "schema_mapping.h"
+
+namespace edgesgd::wire {
+namespace {
+
+// The 8-byte aligned part of `buffer`, a multiple of 8 bytes long (empty if there is none).
+std::span<std::byte> AlignedPart(std::span<std::byte> buffer) {
+  const auto address = reinterpret_cast<std::uintptr_t>(buffer.data());
+  const std::size_t skip = (kFrameAlignment - address % kFrameAlignment) % kFrameAlignment;
+  if (skip >= buffer.size()) return {};
+  const std::size_t usable = (buffer.size() - skip) & ~(kFrameAlignment - 1);
+  return buffer.subspan(skip, usable);
+}
+
+// An allocator over the aligned part of `buffer` (returned as a prvalue: it cannot be copied).
+internal::FixedAllocator MakeAllocator(std::span<std::byte> buffer) {
+  const std::span<std::byte> part = AlignedPart(buffer);
+  return internal::FixedAllocator(reinterpret_cast<std::uint8_t*>(part.data()), part.size());
+}
+
+// Reserves an uninitialised vector of `count` elements in the frame and points `out` at it.
+// Returns the vector's offset, or 0 (field left out) when `count` is 0.
+template <typename T>
+flatbuffers::uoffset_t Reserve(flatbuffers::FlatBufferBuilder& builder, std::size_t count,
+                               std::span<T>& out) {
+  if (count == 0) {
+    out = {};
+    return 0;
+  }
+  T* data = nullptr;
+  const flatbuffers::Offset<flatbuffers::Vector<T>> offset =
+      builder.CreateUninitializedVector(count, &data);
+  out = std::span<T>(data, count);
+  return offset.o;
+}
+
+// Longest prefix of `text` of at most `limit` bytes that does not end inside a UTF-8 sequence,
+// so flatc and log readers always see valid text.
+std::string_view CutUtf8(std::string_view text, std::size_t limit) {
+  if (text.size() <= limit) return text;
+  std::size_t end = limit;
+  // Back off continuation bytes (10xxxxxx) so the cut falls before a character's first byte.
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0u) == 0x80u) --end;
+  return text.substr(0, end);
+}
+
+}  // namespace
+
+FrameBuilder::FrameBuilder(std::span<std::byte> buffer) : allocator_(MakeAllocator(buffer)) {
+  StartFrame();
+}
+
+// builder_ is deliberately not destroyed (see its declaration).
+FrameBuilder::~FrameBuilder() {}
+
+void FrameBuilder::StartFrame() {
+  // The initial size is the whole (8-aligned) capacity, so the builder's first write takes the
+  // entire buffer in one allocate() and never grows. A zero-capacity builder never writes
+  // (every call fails its capacity check first); the builder still needs a nonzero size.
+  const std::size_t initial = allocator_.capacity() != 0 ? allocator_.capacity() : kFrameAlignment;
+  std::construct_at(&builder_, initial, &allocator_, /*own_allocator=*/false, kFrameAlignment);
+}
+
+Result<PayloadSpans> FrameBuilder::BeginPayloadFrame(const FrameHeader& header,
+                                                     const PayloadMessage& message,
+                                                     const CodecParams& params,
+                                                     const TensorLayout& layout) {
+  if (pending_) return Status::FailedPrecondition();
+  EDGESGD_TRY(internal::CheckPayloadMessage(message));
+  EDGESGD_TRY_ASSIGN(const PayloadShape shape, EncodedShape(params, layout));
+  EDGESGD_TRY_ASSIGN(const PayloadMapping mapping, PayloadMappingOf(params.kind));
+  if ((shape.indices != 0 && !mapping.indices) || (shape.values != 0 && !mapping.values) ||
+      (shape.words != 0 && !mapping.words) || (shape.scales != 0 && !mapping.scales)) {
+    return Status::Internal();
+  }
+  const std::size_t bound = PayloadFrameBytes(shape);
+  if (bound == 0) return Status::OutOfRange();
+  if (bound + kBuilderScratchBytes > capacity_bytes()) return Status::ResourceExhausted();
+
+  StartFrame();
+  // Vectors first: FlatBuffers builds children before the tables that refer to them, and the
+  // tables are written in FinishPayloadFrame. The order is fixed so equal inputs give equal
+  // bytes.
+  PayloadSpans spans;
+  pending_indices_ = Reserve(builder_, shape.indices, spans.indices);
+  pending_values_ = Reserve(builder_, shape.values, spans.values);
+  pending_words_ = Reserve(builder_, shape.words, spans.words);
+  pending_scales_ = Reserve(builder_, shape.scales, spans.scales);
+  pending_header_ = header;
+  pending_message_ = message;
+  pending_params_ = params;
+  pending_kind_ = mapping.kind;
+  pending_bound_ = bound;
+  pending_ = true;
+  return spans;
+}
+
+flatbuffers::Offset<void> FrameBuilder::CreatePayloadTable() {
+  using flatbuffers::Offset;
+  using flatbuffers::Vector;
+  const Offset<Vector<std::uint32_t>> indices(pending_indices_);
+  const Offset<Vector<float>> values(pending_values_);
+  const Offset<Vector<std::uint32_t>> words(pending_words_);
+  const Offset<Vector<float>> scales(pending_scales_);
+  switch (pending_kind_) {
+    case PayloadKind::kDense:
+      return fb::CreateDensePayload(builder_, values).Union();
+    case PayloadKind::kSparse:
+      return fb::CreateSparsePayload(builder_, indices, values).Union();
+    case PayloadKind::kBlock:
+      return fb::CreateBlockPayload(builder_, indices, values).Union();
+    case PayloadKind::kSign:
+      return fb::CreateSignPayload(builder_, words, scales).Union();
+    case PayloadKind::kQuantized:
+      return fb::CreateQuantizedPayload(builder_, words, scales, pending_params_.qsgd_levels,
+                                        pending_params_.qsgd_bucket)
+          .Union();
+    case PayloadKind::kNone:
+      break;
+  }
+  EDGESGD_CHECK(false && "BeginPayloadFrame admits only mapped payload kinds");
+  return 0;
+}
+
+Result<std::span<const std::byte>> FrameBuilder::FinishPayloadFrame() {
+  if (!pending_) return Status::FailedPrecondition();
+  pending_ = false;
+  const flatbuffers::Offset<void> payload = CreatePayloadTable();
+  const fb::CodecKind codec = internal::ToFb(pending_params_.kind);
+  const fb::Payload payload_type = internal::ToFb(pending_kind_);
+  flatbuffers::Offset<void> message;
+  switch (pending_message_.kind) {
+    case MessageKind::kUpdate: {
+      const UpdateInfo& update = pending_message_.update;
+      message =
+          fb::CreateUpdate(builder_, update.worker, update.samples, codec, payload_type, payload)
+              .Union();
+      break;
+    }
+    case MessageKind::kModelBroadcast: {
+      const ModelBroadcastInfo& broadcast = pending_message_.broadcast;
+      message = fb::CreateModelBroadcast(builder_, internal::ToFb(broadcast.content),
+                                         broadcast.participants, codec, payload_type, payload)
+                    .Union();
+      break;
+    }
+    case MessageKind::kGossipExchange: {
+      const GossipInfo& gossip = pending_message_.gossip;
+      message =
+          fb::CreateGossipExchange(builder_, gossip.phase, gossip.step,
+                                   internal::ToFb(gossip.vector), codec, payload_type, payload)
+              .Union();
+      break;
+    }
+    default:
+      EDGESGD_CHECK(false && "BeginPayloadFrame admits only payload message kinds");
+  }
+  return FinishEnvelope(pending_header_, pending_message_.kind, message, pending_bound_);
+}
+
+void FrameBuilder::AbandonPayloadFrame() { pending_ = false; }
+
+Result<std::span<const std::byte>> FrameBuilder::EncodePayloadFrame(
+    const FrameHeader& header, const PayloadMessage& message, const CodecParams& params,
+    const TensorLayout& layout, const CodecContext& context, std::span<const float> input,
+    std::span<std::byte> scratch) {
+  EDGESGD_TRY_ASSIGN(const PayloadSpans spans, BeginPayloadFrame(header, message, params, layout));
+  if (const Status status = Encode(params, layout, context, input, spans, scratch); !status.ok()) {
+    AbandonPayloadFrame();
+    return status;
+  }
+  return FinishPayloadFrame();
+}
+
+Status FrameBuilder::StartControlFrame() {
+  if (pending_) return Status::FailedPrecondition();
+  if (kMaxControlFrameBytes + kBuilderScratchBytes > capacity_bytes()) {
+    return Status::ResourceExhausted();
+  }
+  StartFrame();
+  return Status::Ok();
+}
+
+Result<std::span<const std::byte>> FrameBuilder::EncodeJoin(const FrameHeader& header,
+                                                            const JoinInfo& join) {
+  if (!internal::InSchema(join.architecture)) return Status::InvalidArgument();
+  EDGESGD_TRY(StartControlFrame());
+  const auto message = fb::CreateJoin(builder_, internal::ToFb(join.architecture), join.codecs,
+                                      join.max_frame_bytes, join.memory_bytes);
+  return FinishEnvelope(header, MessageKind::kJoin, message.Union(), kMaxControlFrameBytes);
+}
+
+Result<std::span<const std::byte>> FrameBuilder::EncodeWelcome(const FrameHeader& header,
+                                                               const WelcomeInfo& welcome) {
+  const TensorLayout& layout = welcome.layout;
+  const CodecParams& codec = welcome.codec;
+  if (layout.tensor_count() == 0 || !ValidateCodecParams(codec).ok() ||
+      !internal::InSchema(codec)) {
+    return Status::InvalidArgument();
+  }
+  EDGESGD_TRY(StartControlFrame());
+
+  std::uint32_t* sizes = nullptr;
+  const auto tensor_sizes = builder_.CreateUninitializedVector(layout.tensor_count(), &sizes);
+  for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
+    sizes[t] = static_cast<std::uint32_t>(layout.size(t));  // TensorLayout keeps sizes < 2^32
+  }
+  const auto codec_config = fb::CreateCodecConfig(
+      builder_, internal::ToFb(codec.kind), codec.k_ratio, internal::ToFb(codec.rand_k_scaling),
+      codec.block_ratio, internal::ToFb(codec.sign_scale), codec.qsgd_levels, codec.qsgd_bucket);
+  const TrainingConfig& training = welcome.training;
+  const auto training_config = fb::CreateTrainingConfig(
+      builder_, training.feedback, training.detach, training.optimizer, training.learning_rate,
+      training.momentum, training.weight_decay, training.local_steps, training.batch,
+      training.aggregate, training.participation, training.quant_schedule, training.mode,
+      training.gossip, training.topology, training.gossip_rounds);
+  const auto message = fb::CreateWelcome(
+      builder_, welcome.assigned_id, welcome.workers, welcome.rounds, welcome.seed,
+      static_cast<std::uint32_t>(layout.dimension()), tensor_sizes, codec_config, training_config);
+  return FinishEnvelope(header, MessageKind::kWelcome, message.Union(), kMaxControlFrameBytes);
+}
+
+Result<std::span<const std::byte>> FrameBuilder::EncodeHeartbeat(const FrameHeader& header,
+                                                                 const HeartbeatInfo& heartbeat) {
+  EDGESGD_TRY(StartControlFrame());
+  const auto message = fb::CreateHeartbeat(builder_, heartbeat.time_us, heartbeat.echo_time_us);
+  return FinishEnvelope(header, MessageKind::kHeartbeat, message.Union(), kMaxControlFrameBytes);
+}
+
+Result<std::span<const std::byte>> FrameBuilder::EncodeLeave(const FrameHeader& header,
+                                                             const LeaveInfo& leave) {
+  if (!internal::InSchema(leave.reason)) return Status::InvalidArgument();
+  EDGESGD_TRY(StartControlFrame());
+  const auto message = fb::CreateLeave(builder_, internal::ToFb(leave.reason));
+  return FinishEnvelope(header, MessageKind::kLeave, message.Union(), kMaxControlFrameBytes);
+}
+
+Result<std::span<const std::byte>> FrameBuilder::EncodeError(const FrameHeader& header,
+                                                             const ErrorInfo& error) {
+  if (!internal::InSchema(error.code)) return Status::InvalidArgument();
+  EDGESGD_TRY(StartControlFrame());
+  const std::string_view reason = CutUtf8(error.reason, kMaxErrorReasonBytes);
+  // CreateString copies into the frame (bounded above); an empty reason is left out.
+  const flatbuffers::Offset<flatbuffers::String> text =
+      reason.empty() ? 0 : builder_.CreateString(reason.data(), reason.size());
+  const auto message = fb::CreateError(builder_, static_cast<std::uint8_t>(error.code), text);
+  return FinishEnvelope(header, MessageKind::kError, message.Union(), kMaxControlFrameBytes);
+}
+
+std::span<const std::byte> FrameBuilder::FinishEnvelope(const FrameHeader& header, MessageKind type,
+                                                        flatbuffers::Offset<void> message,
+                                                        std::size_t bound) {
+  const auto envelope = fb::CreateEnvelope(builder_, kSchemaVersion, header.sender, header.round,
+                                           header.sequence, internal::ToFb(type), message);
+  // Pads the finished buffer to a multiple of 8: it then starts 8-aligned (it ends at the
+  // aligned end of the buffer), whether or not the frame holds a u64 field.
+  builder_.TrackMinAlign(kFrameAlignment);
+  fb::FinishSizePrefixedEnvelopeBuffer(builder_, envelope);
+  const std::span<const std::byte> frame(
+      reinterpret_cast<const std::byte*>(builder_.GetBufferPointer()), builder_.GetSize());
+  EDGESGD_CHECK(frame.size() <= bound);
+  EDGESGD_CHECK(reinterpret_cast<std::uintptr_t>(frame.data()) % kFrameAlignment == 0);
+  return frame;
+}
+
+}  // namespace edgesgd::wire

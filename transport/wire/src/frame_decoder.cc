@@ -1,0 +1,275 @@
+#include "edgesgd/wire/frame_decoder.h"
+
+#include <array>
+#include <cstdint>
+#include <cstring>
+
+#include "edgesgd/wire/receive_buffer.h"
+#include "schema_mapping.h"
+
+namespace edgesgd::wire {
+namespace {
+
+// Verifier limits. The schema nests at most three tables (Envelope > Welcome > CodecConfig) and
+// a frame holds at most four (Envelope, Welcome, CodecConfig, TrainingConfig); the margin allows
+// nothing a hostile frame could use to make verification expensive.
+constexpr flatbuffers::uoffset_t kVerifierMaxDepth = 4;
+constexpr flatbuffers::uoffset_t kVerifierMaxTables = 8;
+
+// Byte offset of the file identifier: after the length prefix and the root offset.
+constexpr std::size_t kIdentifierOffset = kFramePrefixBytes + sizeof(flatbuffers::uoffset_t);
+
+static_assert(kFileIdentifier.size() == flatbuffers::kFileIdentifierLength);
+static_assert(kMaxFrameBytes < FLATBUFFERS_MAX_BUFFER_SIZE);
+static_assert(kMinFrameBytes >= kIdentifierOffset + flatbuffers::kFileIdentifierLength);
+
+// A verified vector as a span (empty when the field is absent).
+template <typename T>
+std::span<const T> AsSpan(const flatbuffers::Vector<T>* vector) {
+  if (vector == nullptr) return {};
+  return std::span<const T>(vector->data(), vector->size());
+}
+
+// Fills `out` from a payload union member of type `type` that claims to come from `codec`.
+// Errors: kDataLoss (unknown codec, payload table not the one kPayloadMap assigns to the codec,
+// missing table, qsgd parameters out of range).
+Status DecodePayload(fb::CodecKind codec, fb::Payload type, const void* table,
+                     EncodedPayload& out) {
+  if (!internal::FitsSchema<fb::CodecKind>(codec)) return Status::DataLoss();
+  const PayloadMapping& mapping = kPayloadMap[static_cast<std::size_t>(internal::Raw(codec))];
+  if (internal::ToFb(mapping.kind) != type || table == nullptr) return Status::DataLoss();
+  out.codec = mapping.codec;
+  out.kind = mapping.kind;
+  switch (type) {
+    case fb::Payload::DensePayload: {
+      const auto* payload = static_cast<const fb::DensePayload*>(table);
+      out.view.values = AsSpan(payload->values());
+      return Status::Ok();
+    }
+    case fb::Payload::SparsePayload: {
+      const auto* payload = static_cast<const fb::SparsePayload*>(table);
+      out.view.indices = AsSpan(payload->indices());
+      out.view.values = AsSpan(payload->values());
+      return Status::Ok();
+    }
+    case fb::Payload::BlockPayload: {
+      const auto* payload = static_cast<const fb::BlockPayload*>(table);
+      out.view.indices = AsSpan(payload->starts());
+      out.view.values = AsSpan(payload->values());
+      return Status::Ok();
+    }
+    case fb::Payload::SignPayload: {
+      const auto* payload = static_cast<const fb::SignPayload*>(table);
+      out.view.words = AsSpan(payload->words());
+      out.view.scales = AsSpan(payload->scales());
+      return Status::Ok();
+    }
+    case fb::Payload::QuantizedPayload: {
+      const auto* payload = static_cast<const fb::QuantizedPayload*>(table);
+      out.view.words = AsSpan(payload->words());
+      out.view.scales = AsSpan(payload->norms());
+      out.qsgd_levels = payload->levels();
+      out.qsgd_bucket = payload->bucket();
+      // The same domain ValidateCodecParams enforces, so DecodeParams() yields usable params.
+      if (out.qsgd_levels < 1 || out.qsgd_levels > kMaxQsgdLevels || out.qsgd_bucket < 1) {
+        return Status::DataLoss();
+      }
+      return Status::Ok();
+    }
+    case fb::Payload::NONE:
+      break;
+  }
+  return Status::DataLoss();
+}
+
+Status DecodeJoin(const fb::Join* join, JoinInfo& out) {
+  if (join == nullptr || !internal::FitsSchema<fb::Architecture>(join->architecture())) {
+    return Status::DataLoss();
+  }
+  out.architecture = internal::EnumCast<Architecture>(join->architecture());
+  out.codecs = join->codecs();
+  out.max_frame_bytes = join->max_frame_bytes();
+  out.memory_bytes = join->memory_bytes();
+  return Status::Ok();
+}
+
+Status DecodeWelcome(const fb::Welcome* welcome, WelcomeInfo& out) {
+  if (welcome == nullptr) return Status::DataLoss();
+  out.assigned_id = welcome->assigned_id();
+  out.workers = welcome->workers();
+  out.rounds = welcome->rounds();
+  out.seed = welcome->seed();
+
+  const flatbuffers::Vector<std::uint32_t>* sizes = welcome->tensor_sizes();
+  if (sizes == nullptr || sizes->size() == 0 || sizes->size() > kMaxTensors) {
+    return Status::DataLoss();
+  }
+  std::array<std::uint64_t, kMaxTensors> sizes64{};
+  for (flatbuffers::uoffset_t t = 0; t < sizes->size(); ++t) sizes64[t] = sizes->Get(t);
+  const Result<TensorLayout> layout =
+      TensorLayout::FromSizes(std::span<const std::uint64_t>(sizes64.data(), sizes->size()));
+  // The dimension travels separately so a reader (or flatc) sees it at a glance; it must agree.
+  if (!layout.ok() || layout.value().dimension() != welcome->dimension()) {
+    return Status::DataLoss();
+  }
+  out.layout = layout.value();
+
+  const fb::CodecConfig* codec = welcome->codec();
+  if (codec == nullptr || !internal::FitsSchema<fb::CodecKind>(codec->kind()) ||
+      !internal::FitsSchema<fb::RandKScaling>(codec->rand_k_scaling()) ||
+      !internal::FitsSchema<fb::SignScale>(codec->sign_scale())) {
+    return Status::DataLoss();
+  }
+  out.codec.kind = internal::EnumCast<CodecKind>(codec->kind());
+  out.codec.k_ratio = codec->k_ratio();
+  out.codec.rand_k_scaling = internal::EnumCast<RandKScaling>(codec->rand_k_scaling());
+  out.codec.block_ratio = codec->block_ratio();
+  out.codec.sign_scale = internal::EnumCast<SignScale>(codec->sign_scale());
+  out.codec.qsgd_levels = codec->qsgd_levels();
+  out.codec.qsgd_bucket = codec->qsgd_bucket();
+  if (!ValidateCodecParams(out.codec).ok()) return Status::DataLoss();
+
+  // Absent training configuration: all fields at their defaults.
+  out.training = TrainingConfig{};
+  if (const fb::TrainingConfig* training = welcome->training(); training != nullptr) {
+    TrainingConfig& t = out.training;
+    t.feedback = training->feedback();
+    t.detach = training->detach();
+    t.optimizer = training->optimizer();
+    t.learning_rate = training->learning_rate();
+    t.momentum = training->momentum();
+    t.weight_decay = training->weight_decay();
+    t.local_steps = training->local_steps();
+    t.batch = training->batch();
+    t.aggregate = training->aggregate();
+    t.participation = training->participation();
+    t.quant_schedule = training->quant_schedule();
+    t.mode = training->mode();
+    t.gossip = training->gossip();
+    t.topology = training->topology();
+    t.gossip_rounds = training->gossip_rounds();
+  }
+  return Status::Ok();
+}
+
+Status DecodeError(const fb::Error* error, ErrorInfo& out) {
+  if (error == nullptr) return Status::DataLoss();
+  const auto code = static_cast<StatusCode>(error->code());
+  if (!internal::InSchema(code)) return Status::DataLoss();
+  out.code = code;
+  out.reason = {};
+  if (const flatbuffers::String* reason = error->reason(); reason != nullptr) {
+    if (reason->size() > kMaxErrorReasonBytes) return Status::DataLoss();
+    out.reason = std::string_view(reason->c_str(), reason->size());
+  }
+  return Status::Ok();
+}
+
+// Decodes the union member of `envelope` into `view`. Errors: kDataLoss.
+Status DecodeMessage(const fb::Envelope& envelope, FrameView& view) {
+  switch (envelope.message_type()) {
+    case fb::Message::Join:
+      view.kind = MessageKind::kJoin;
+      return DecodeJoin(envelope.message_as_Join(), view.join);
+    case fb::Message::Welcome:
+      view.kind = MessageKind::kWelcome;
+      return DecodeWelcome(envelope.message_as_Welcome(), view.welcome);
+    case fb::Message::ModelBroadcast: {
+      const fb::ModelBroadcast* broadcast = envelope.message_as_ModelBroadcast();
+      if (broadcast == nullptr ||
+          !internal::FitsSchema<fb::BroadcastContent>(broadcast->content())) {
+        return Status::DataLoss();
+      }
+      view.kind = MessageKind::kModelBroadcast;
+      view.message = PayloadMessage::ModelBroadcast(
+          {internal::EnumCast<BroadcastContent>(broadcast->content()), broadcast->participants()});
+      return DecodePayload(broadcast->codec(), broadcast->payload_type(), broadcast->payload(),
+                           view.payload);
+    }
+    case fb::Message::Update: {
+      const fb::Update* update = envelope.message_as_Update();
+      if (update == nullptr) return Status::DataLoss();
+      view.kind = MessageKind::kUpdate;
+      view.message = PayloadMessage::Update({update->worker(), update->samples()});
+      return DecodePayload(update->codec(), update->payload_type(), update->payload(),
+                           view.payload);
+    }
+    case fb::Message::GossipExchange: {
+      const fb::GossipExchange* gossip = envelope.message_as_GossipExchange();
+      if (gossip == nullptr || !internal::FitsSchema<fb::GossipVector>(gossip->vector())) {
+        return Status::DataLoss();
+      }
+      view.kind = MessageKind::kGossipExchange;
+      view.message = PayloadMessage::GossipExchange(
+          {gossip->phase(), gossip->step(), internal::EnumCast<GossipVector>(gossip->vector())});
+      return DecodePayload(gossip->codec(), gossip->payload_type(), gossip->payload(),
+                           view.payload);
+    }
+    case fb::Message::Heartbeat: {
+      const fb::Heartbeat* heartbeat = envelope.message_as_Heartbeat();
+      if (heartbeat == nullptr) return Status::DataLoss();
+      view.kind = MessageKind::kHeartbeat;
+      view.heartbeat = {heartbeat->time_us(), heartbeat->echo_time_us()};
+      return Status::Ok();
+    }
+    case fb::Message::Leave: {
+      const fb::Leave* leave = envelope.message_as_Leave();
+      if (leave == nullptr || !internal::FitsSchema<fb::LeaveReason>(leave->reason())) {
+        return Status::DataLoss();
+      }
+      view.kind = MessageKind::kLeave;
+      view.leave.reason = internal::EnumCast<LeaveReason>(leave->reason());
+      return Status::Ok();
+    }
+    case fb::Message::Error:
+      view.kind = MessageKind::kError;
+      return DecodeError(envelope.message_as_Error(), view.error);
+    case fb::Message::NONE:
+      break;
+  }
+  // NONE, or a union type this version does not know (the generated verifier lets those pass,
+  // for forward compatibility; a receiver of this version cannot act on them).
+  return Status::DataLoss();
+}
+
+}  // namespace
+
+Result<std::size_t> ReadFrameLength(std::span<const std::byte> prefix,
+                                    std::size_t max_frame_bytes) {
+  if (prefix.size() < kFramePrefixBytes) return Status::DataLoss();
+  std::uint32_t body = 0;
+  std::memcpy(&body, prefix.data(), sizeof(body));  // little-endian host (wire_format.h)
+  const std::uint64_t length = std::uint64_t{body} + kFramePrefixBytes;
+  const std::size_t limit = max_frame_bytes < kMaxFrameBytes ? max_frame_bytes : kMaxFrameBytes;
+  if (length > limit) return Status::OutOfRange();
+  if (length < kMinFrameBytes) return Status::DataLoss();
+  return static_cast<std::size_t>(length);
+}
+
+Result<FrameView> DecodeFrame(std::span<const std::byte> frame, std::size_t max_frame_bytes) {
+  if (!IsFrameAligned(frame)) return Status::InvalidArgument();
+  EDGESGD_TRY_ASSIGN(const std::size_t length, ReadFrameLength(frame, max_frame_bytes));
+  if (length != frame.size()) return Status::DataLoss();
+
+  const auto* bytes = reinterpret_cast<const std::uint8_t*>(frame.data());
+  if (std::memcmp(bytes + kIdentifierOffset, kFileIdentifier.data(), kFileIdentifier.size()) != 0) {
+    return Status::DataLoss();
+  }
+  flatbuffers::Verifier::Options options;
+  options.max_depth = kVerifierMaxDepth;
+  options.max_tables = kVerifierMaxTables;
+  options.check_alignment = true;
+  options.check_nested_flatbuffers = false;
+  flatbuffers::Verifier verifier(bytes, frame.size(), options);
+  if (!fb::VerifySizePrefixedEnvelopeBuffer(verifier)) return Status::DataLoss();
+
+  const fb::Envelope* envelope = fb::GetSizePrefixedEnvelope(bytes);
+  if (envelope->version() != kSchemaVersion) return Status::FailedPrecondition();
+
+  FrameView view;
+  view.header = {envelope->sender(), envelope->round(), envelope->sequence()};
+  EDGESGD_TRY(DecodeMessage(*envelope, view));
+  return view;
+}
+
+}  // namespace edgesgd::wire
