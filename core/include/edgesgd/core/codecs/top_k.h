@@ -1,12 +1,14 @@
 #pragma once
 
 #include "edgesgd/core/codec.h"
+#include "edgesgd/core/internal/top_k_select.h"
 
 namespace edgesgd {
 
 // Exact Top-k per tensor: the k = SparseCount(size, k_ratio) coordinates of largest |x|, ties
 // broken by lower index. Payload: `indices` (global positions in the flat vector, ascending)
-// and `values` (x at those positions), k of each per tensor.
+// and `values` (x at those positions), k of each per tensor. Magnitude order is that of the
+// float bits with the sign cleared: -0 ties +0, and NaN ranks above +-infinity.
 struct TopKCodec {
   static constexpr Result<PayloadShape> Shape(const CodecParams& params,
                                               const TensorLayout& layout) {
@@ -20,15 +22,15 @@ struct TopKCodec {
     }
     return shape;
   }
-  // Candidates of the threshold pass (index + key per slot) for the largest tensor, plus a
-  // radix histogram.
+  // Candidate slots (index + bits each) that make the one-pass selection of k of `size`
+  // coordinates likely; see internal/top_k_select.h.
   static constexpr std::size_t CandidateCapacity(std::size_t k, std::size_t size) {
-    const std::size_t capacity = 2 * k + 1024;
-    return capacity < size ? capacity : size;
+    return internal::TopKeysCandidateCapacity(size, k);
   }
-  static constexpr std::size_t kHistogramBins = 2048;
-  static constexpr std::size_t ScratchBytes(const CodecParams& params,
-                                            const TensorLayout& layout) {
+  // Scratch for Encode: candidates for the tensor that needs most, plus the radix histogram.
+  // Every tensor reuses the same scratch. DecodeAdd needs none. 0 for bad parameters.
+  static constexpr std::size_t ScratchBytes(const CodecParams& params, const TensorLayout& layout) {
+    if (layout.tensor_count() == 0) return 0;
     std::size_t largest = 0;
     for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
       const Result<std::size_t> k = SparseCount(layout.size(t), params.k_ratio);
@@ -36,11 +38,21 @@ struct TopKCodec {
       const std::size_t capacity = CandidateCapacity(k.value(), layout.size(t));
       if (capacity > largest) largest = capacity;
     }
-    return largest * 2 * sizeof(std::uint32_t) + kHistogramBins * sizeof(std::uint32_t);
+    return internal::TopKeysScratchBytesForCapacity(largest);
   }
+  // Writes, per tensor in layout order, its k indices (global positions, strictly ascending)
+  // to out.indices and the input values there to out.values. Reads `input`, uses `scratch`.
+  // Does not allocate. Errors: kInvalidArgument (k_ratio outside (0, 1], input size differs
+  // from layout.dimension()), kResourceExhausted (an output span or scratch too small).
+  // A NaN input ranks above infinities (see internal/top_k_select.h) and is sent as is.
   static Status Encode(const CodecParams& params, const TensorLayout& layout,
                        const CodecContext& context, std::span<const float> input,
                        const PayloadSpans& out, std::span<std::byte> scratch);
+  // accumulator[i] += weight * value for every (i, value) of the payload. Reads `payload`,
+  // writes `accumulator`; needs no scratch and does not allocate. Verifies the whole payload
+  // before touching the accumulator: field sizes equal Shape(), each tensor's indices strictly
+  // ascending within that tensor, values finite; otherwise kDataLoss. kInvalidArgument for bad
+  // parameters or an accumulator whose size differs from layout.dimension().
   static Status DecodeAdd(const CodecParams& params, const TensorLayout& layout,
                           const CodecContext& context, const PayloadView& payload, float weight,
                           std::span<float> accumulator, std::span<std::byte> scratch);

@@ -53,7 +53,7 @@ inline bool AllFinite(std::span<const float> values) {
 // Scratch as an aligned array of T (scratch comes from an Arena or alignas storage).
 template <typename T>
 std::span<T> ScratchAs(std::span<std::byte> scratch, std::size_t count) {
-  return std::span<T>(reinterpret_cast<T*>(scratch.data()), count);
+  return std::span<T>(static_cast<T*>(static_cast<void*>(scratch.data())), count);
 }
 
 }  // namespace edgesgd::internal
