@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <bit>
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -569,73 +568,6 @@ TEST(TopKCodec, BadParametersAndBuffers) {
             Status::InvalidArgument());
   // Empty layout.
   EXPECT_EQ(TopKCodec::Shape(params, TensorLayout()).status(), Status::InvalidArgument());
-}
-
-// A measurement, not a test: run with
-//   core_tests --gtest_also_run_disabled_tests --gtest_filter='TopKTiming.*'
-// Prints the best of several runs of Top-k encode, copy + std::nth_element (|x| with index
-// tie-break), memcpy and one read-only pass over d = 16,777,216 normal floats, k = 1%, 0.1%.
-TEST(TopKTiming, DISABLED_EncodeVersusNthElementAndMemcpy) {
-  const std::size_t d = std::size_t{1} << 24;
-  const TensorLayout layout = TensorLayout::Single(d).value();
-  const std::vector<float> x = Normal(d, 1);
-  using Clock = std::chrono::steady_clock;
-  const auto ms_since = [](Clock::time_point start) {
-    return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-  };
-  for (const float ratio : {0.01f, 0.001f}) {
-    const CodecParams params = TopKParams(ratio);
-    const PayloadShape shape = TopKCodec::Shape(params, layout).value();
-    const std::size_t k = shape.indices;
-    std::vector<std::uint32_t> indices(k);
-    std::vector<float> values(k);
-    std::vector<std::byte> scratch(TopKCodec::ScratchBytes(params, layout));
-    double top_k_ms = 1e30;
-    for (int rep = 0; rep < 20; ++rep) {
-      const auto start = Clock::now();
-      ASSERT_TRUE(
-          TopKCodec::Encode(params, layout, {}, x, {indices, values, {}, {}}, scratch).ok());
-      top_k_ms = std::min(top_k_ms, ms_since(start));
-    }
-    std::vector<std::pair<std::uint32_t, std::uint32_t>> pairs(d);  // (key, index)
-    double nth_ms = 1e30;
-    for (int rep = 0; rep < 5; ++rep) {
-      const auto start = Clock::now();
-      for (std::size_t i = 0; i < d; ++i) pairs[i] = {KeyOf(x[i]), static_cast<std::uint32_t>(i)};
-      std::nth_element(pairs.begin(), pairs.begin() + static_cast<std::ptrdiff_t>(k - 1),
-                       pairs.end(), [](const auto& a, const auto& b) {
-                         return a.first != b.first ? a.first > b.first : a.second < b.second;
-                       });
-      nth_ms = std::min(nth_ms, ms_since(start));
-    }
-    std::vector<std::uint32_t> reference(k);
-    for (std::size_t j = 0; j < k; ++j) reference[j] = pairs[j].second;
-    std::sort(reference.begin(), reference.end());
-    EXPECT_EQ(indices, reference);
-    std::vector<float> copy(d);
-    double memcpy_ms = 1e30;
-    for (int rep = 0; rep < 20; ++rep) {
-      const auto start = Clock::now();
-      std::memcpy(copy.data(), x.data(), d * sizeof(float));
-      memcpy_ms = std::min(memcpy_ms, ms_since(start));
-    }
-    // One read-only pass (an OR of every word): the floor for any exact selection.
-    double read_ms = 1e30;
-    std::uint32_t fold = 0;
-    for (int rep = 0; rep < 20; ++rep) {
-      const auto start = Clock::now();
-      std::uint32_t acc = 0;
-      for (const float v : x) acc |= std::bit_cast<std::uint32_t>(v);
-      fold |= acc;
-      read_ms = std::min(read_ms, ms_since(start));
-    }
-    std::printf(
-        "d=%zu k=%zu (%.1f%%): top_k encode %.2f ms, copy+nth_element %.2f ms (%.1fx), "
-        "memcpy %.2f ms, read pass %.2f ms\n",
-        d, k, 100.0 * static_cast<double>(ratio), top_k_ms, nth_ms, nth_ms / top_k_ms, memcpy_ms,
-        read_ms);
-    EXPECT_NE(fold, 0u);  // keeps the read pass observable
-  }
 }
 
 }  // namespace

@@ -1,5 +1,9 @@
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
 #include "edgesgd/core/codec.h"
 
 namespace edgesgd {
@@ -8,10 +12,22 @@ namespace edgesgd {
 // the shared stream (seed, round, tensor), so no index travels: `values` holds x at the chosen
 // coordinates in ascending coordinate order, multiplied by size/k when rand_k_scaling is
 // kUnbiased.
+//
+// Selection: CounterRng(seed, round, tensor, StreamId(kSparsifySelection)) drives Floyd's
+// algorithm, which marks a membership bitmap; a word-at-a-time scan then yields the indices in
+// ascending order. When k > size / 2 Floyd draws the size - k coordinates left out instead (the
+// complement of a uniform subset is uniform), so no selection needs more than size / 2 draws.
+// The worker id is not used: every worker and the server derive the same indices.
 struct RandKCodec {
+  // Errors: kInvalidArgument for bad parameters (k_ratio outside (0, 1], unknown scaling) or an
+  // empty layout.
   static constexpr Result<PayloadShape> Shape(const CodecParams& params,
                                               const TensorLayout& layout) {
     EDGESGD_TRY(ValidateCodecParams(params));
+    if (params.rand_k_scaling != RandKScaling::kNone &&
+        params.rand_k_scaling != RandKScaling::kUnbiased) {
+      return Status::InvalidArgument();
+    }
     if (layout.tensor_count() == 0) return Status::InvalidArgument();
     PayloadShape shape;
     for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
@@ -20,18 +36,47 @@ struct RandKCodec {
     }
     return shape;
   }
-  // A membership bitmap over the largest tensor (Floyd's sampling marks chosen coordinates,
-  // then a scan yields them in ascending order).
-  static constexpr std::size_t ScratchBytes(const CodecParams&, const TensorLayout& layout) {
+  // A membership bitmap over the largest tensor (one bit per coordinate, in u32 words); 0 for
+  // bad parameters. Scratch must be 4-byte aligned (an Arena's is).
+  static constexpr std::size_t ScratchBytes(const CodecParams& params, const TensorLayout& layout) {
+    if (!Shape(params, layout).ok()) return 0;
     std::size_t largest = 0;
     for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
       if (layout.size(t) > largest) largest = layout.size(t);
     }
     return (largest + 31) / 32 * sizeof(std::uint32_t);
   }
+
+  // The factor kept values are multiplied by for a tensor of `size` coordinates keeping `k`:
+  // size / k (rounded once, from double) for kUnbiased, 1 for kNone.
+  static constexpr float ValueScale(RandKScaling scaling, std::size_t size, std::size_t k) {
+    if (scaling != RandKScaling::kUnbiased || k == 0) return 1.0f;
+    return static_cast<float>(static_cast<double>(size) / static_cast<double>(k));
+  }
+
+  // Writes the coordinates rand_k keeps of `tensor` in `context`'s round — ascending, relative
+  // to the tensor's start — into the first k = SparseCount(layout.size(tensor), k_ratio)
+  // elements of `indices`, and returns k. Uses `scratch` (ScratchBytes()) as the bitmap.
+  // Errors: kInvalidArgument (parameters, tensor >= tensor_count(), scratch not 4-byte
+  // aligned), kResourceExhausted (`indices` shorter than k, scratch too small). Does not
+  // allocate.
+  static Result<std::size_t> SelectedIndices(const CodecParams& params, const TensorLayout& layout,
+                                             const CodecContext& context, std::size_t tensor,
+                                             std::span<std::uint32_t> indices,
+                                             std::span<std::byte> scratch);
+
+  // Reads `input` (layout.dimension() floats); writes Shape().values values into out.values,
+  // tensor after tensor. Errors: kInvalidArgument (parameters, input length, misaligned
+  // scratch), kResourceExhausted (out.values or scratch too small). Does not allocate.
   static Status Encode(const CodecParams& params, const TensorLayout& layout,
                        const CodecContext& context, std::span<const float> input,
                        const PayloadSpans& out, std::span<std::byte> scratch);
+
+  // Regenerates each tensor's indices from `context` (same seed and round as the encoder) and
+  // adds weight * value at each. Verifies first (field sizes, finite values). Errors:
+  // kInvalidArgument (parameters, accumulator length, misaligned scratch), kResourceExhausted
+  // (scratch too small), kDataLoss (malformed payload; the accumulator is left untouched).
+  // Does not allocate.
   static Status DecodeAdd(const CodecParams& params, const TensorLayout& layout,
                           const CodecContext& context, const PayloadView& payload, float weight,
                           std::span<float> accumulator, std::span<std::byte> scratch);

@@ -1,5 +1,9 @@
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
 #include "edgesgd/core/codec.h"
 
 namespace edgesgd {
@@ -8,24 +12,56 @@ namespace edgesgd {
 // bit 1 means x >= 0 — so sign(0) = +1, the majority-vote convention (also for -0.0 and NaN).
 // Each tensor starts on a fresh word; unused high bits of its last word are 0. `scales` holds
 // one scale per tensor: mean |x| (SignScale::kMeanAbs) or 1 (kUnit). Decoded value: +-scale.
+//
+// The mean |x| is internal::SumAbs(tensor) / size: a fixed lane order, so the scale has the
+// same bits on every architecture and SIMD path. A NaN in the input makes that tensor's scale
+// the canonical quiet NaN (0x7FC00000) so the bytes do not depend on how an FPU propagates NaN
+// payloads; decoders reject such a payload with kDataLoss.
 struct SignCodec {
   static constexpr std::size_t WordsFor(std::size_t size) { return (size + 31) / 32; }
+  // Errors: kInvalidArgument for bad parameters (including an unknown sign_scale) or an empty
+  // layout.
   static constexpr Result<PayloadShape> Shape(const CodecParams& params,
                                               const TensorLayout& layout) {
     EDGESGD_TRY(ValidateCodecParams(params));
+    if (params.sign_scale != SignScale::kMeanAbs && params.sign_scale != SignScale::kUnit) {
+      return Status::InvalidArgument();
+    }
     if (layout.tensor_count() == 0) return Status::InvalidArgument();
     PayloadShape shape;
     shape.scales = layout.tensor_count();
     for (std::size_t t = 0; t < layout.tensor_count(); ++t) shape.words += WordsFor(layout.size(t));
     return shape;
   }
+  // Needs no scratch (0 bytes).
   static constexpr std::size_t ScratchBytes(const CodecParams&, const TensorLayout&) { return 0; }
+
+  // Reads `input` (layout.dimension() floats); writes Shape().words words and one scale per
+  // tensor into `out`. Errors: kInvalidArgument (parameters, input length), kResourceExhausted
+  // (an output span too small). Does not allocate.
   static Status Encode(const CodecParams& params, const TensorLayout& layout,
                        const CodecContext& context, std::span<const float> input,
                        const PayloadSpans& out, std::span<std::byte> scratch);
+
+  // Verifies the payload (field sizes, zero padding bits, scales finite and >= 0), then
+  // accumulator[i] += weight * (bit ? +scale : -scale). Errors: kInvalidArgument (parameters,
+  // accumulator length), kDataLoss (malformed payload; the accumulator is left untouched).
+  // Does not allocate.
   static Status DecodeAdd(const CodecParams& params, const TensorLayout& layout,
                           const CodecContext& context, const PayloadView& payload, float weight,
                           std::span<float> accumulator, std::span<std::byte> scratch);
 };
+
+namespace internal {
+
+// Packs the signs of one tensor `x` into `words` (WordsFor(x.size()) words, padding bits 0) and
+// returns internal::SumAbs(x), bit for bit. SignPack uses the fastest path compiled in (SSE2 on
+// x86-64, NEON on AArch64); SignPackPortable is the plain C++ path. Both are exposed so tests
+// can check that they write identical bytes. Preconditions (CHECKed): words.size() >=
+// WordsFor(x.size()). Do not allocate.
+float SignPack(std::span<const float> x, std::span<std::uint32_t> words);
+float SignPackPortable(std::span<const float> x, std::span<std::uint32_t> words);
+
+}  // namespace internal
 
 }  // namespace edgesgd

@@ -7,12 +7,21 @@
 // architecture (with -ffp-contract=off, which the core is built with).
 
 #include <array>
+#include <bit>
+#include <cstdint>
 #include <cstddef>
 #include <span>
 
 namespace edgesgd::internal {
 
 inline constexpr std::size_t kReduceLanes = 8;
+
+// The fixed tree that folds the lanes into one sum. SIMD paths that accumulate lanes in
+// registers finish with this, so they match LaneSum bit for bit.
+inline float CombineLanes(const std::array<float, kReduceLanes>& lanes) {
+  return ((lanes[0] + lanes[4]) + (lanes[2] + lanes[6])) +
+         ((lanes[1] + lanes[5]) + (lanes[3] + lanes[7]));
+}
 
 template <typename Transform>
 inline float LaneSum(std::span<const float> x, Transform transform) {
@@ -24,13 +33,15 @@ inline float LaneSum(std::span<const float> x, Transform transform) {
     }
   }
   for (std::size_t i = full; i < x.size(); ++i) lanes[i - full] += transform(x[i]);
-  return ((lanes[0] + lanes[4]) + (lanes[2] + lanes[6])) +
-         ((lanes[1] + lanes[5]) + (lanes[3] + lanes[7]));
+  return CombineLanes(lanes);
 }
 
-// Sum of |x_i|.
+// Sum of |x_i|. |v| by clearing the sign bit: branch-free, and the same value as a comparison
+// would give (NaN stays NaN).
 inline float SumAbs(std::span<const float> x) {
-  return LaneSum(x, [](float v) { return v < 0.0f ? -v : v; });
+  return LaneSum(x, [](float v) {
+    return std::bit_cast<float>(std::bit_cast<std::uint32_t>(v) & 0x7FFFFFFFu);
+  });
 }
 
 // Sum of x_i^2.

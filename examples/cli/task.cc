@@ -1,0 +1,299 @@
+#include "cli/task.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "edgesgd/core/data/partition.h"
+#include "edgesgd/core/data/random_variates.h"
+#include "edgesgd/core/data/synthetic.h"
+#include "edgesgd/core/internal/reduce.h"
+#include "edgesgd/platform/fashion_mnist.h"
+
+namespace edgesgd::cli {
+namespace {
+
+// Test samples of the synthetic classification task.
+constexpr std::size_t kSyntheticTestSamples = 2000;
+
+std::unique_ptr<Model> MakeModel(const ModelSpec& spec, std::vector<std::byte>& storage) {
+  storage.assign(Model::ScratchBytes(spec) + kArenaAlignment, std::byte{0});
+  Arena arena{std::span<std::byte>(storage)};
+  auto model = std::make_unique<Model>();
+  if (!model->Init(spec, arena).ok()) return nullptr;
+  return model;
+}
+
+}  // namespace
+
+bool Task::Setup(const TaskOptions& options, std::string& error) {
+  options_ = options;
+  if (options.workers == 0) {
+    error = "--workers must be at least 1";
+    return false;
+  }
+  switch (options.kind) {
+    case TaskKind::kLinreg:
+      return SetupLinreg(error) && SetupWorkers(error);
+    case TaskKind::kLogregToy: {
+      if (options.workers != 2) {
+        error = "--task logreg-toy is the two-client toy: it needs --workers 2";
+        return false;
+      }
+      spec_ = {ModelKind::kLogisticRegression, 2, 2, 0, false};
+      train_ = ToyLogisticDataset();
+      test_ = train_;
+      layout_ = ModelLayout(spec_).value();
+      return SetupWorkers(error);
+    }
+    case TaskKind::kQuadraticNoise:
+      layout_ = TensorLayout::Single(SparseNoiseQuadratic::kDimension).value();
+      return SetupWorkers(error);
+    case TaskKind::kSoftmax:
+    case TaskKind::kMlp:
+      return SetupClassification(error) && SetupWorkers(error);
+  }
+  error = "unknown task";
+  return false;
+}
+
+bool Task::SetupLinreg(std::string& error) {
+  LinearRegressionTaskParams params;
+  params.clients = options_.workers;
+  params.dimension = options_.dimension;
+  params.samples_per_client = options_.samples;
+  params.seed = options_.seed;
+  const std::size_t rows = params.clients * params.samples_per_client;
+  train_features_.resize(rows * params.dimension);
+  targets_.resize(rows);
+  std::vector<float> true_models(params.clients * params.dimension);
+  if (!GenerateLinearRegressionTask(params, train_features_, targets_, true_models).ok()) {
+    error = "cannot generate the linear-regression task (check --dim and --samples)";
+    return false;
+  }
+  train_ = LinearRegressionTaskView(params, train_features_, targets_);
+  test_ = train_;
+  optimum_.resize(params.dimension);
+  std::vector<std::byte> scratch(LeastSquaresScratchBytes(params.dimension));
+  if (!SolveLeastSquares(train_, optimum_, scratch).ok()) {
+    error = "linear-regression task: fewer samples than unknowns, no unique optimum "
+            "(raise --samples)";
+    return false;
+  }
+  spec_ = {ModelKind::kLinearRegression, params.dimension, 0, 0, false};
+  layout_ = ModelLayout(spec_).value();
+  return true;
+}
+
+bool Task::SetupClassification(std::string& error) {
+  std::size_t classes = 10;
+  if (options_.fashion_mnist) {
+    platform::FashionMnistLoad train =
+        platform::LoadFashionMnist(platform::FashionMnistSplit::kTrain, options_.train_limit);
+    if (!train.ok()) {
+      error = train.message;
+      return false;
+    }
+    platform::FashionMnistLoad test = platform::LoadFashionMnist(platform::FashionMnistSplit::kTest);
+    if (!test.ok()) {
+      error = test.message;
+      return false;
+    }
+    train_features_ = std::move(train.data.features);
+    train_labels_ = std::move(train.data.labels);
+    test_features_ = std::move(test.data.features);
+    test_labels_ = std::move(test.data.labels);
+    train_ = {train_features_, train_labels_, {}, train.data.num_samples,
+              platform::kFashionMnistFeatures, classes};
+    test_ = {test_features_, test_labels_, {}, test.data.num_samples,
+             platform::kFashionMnistFeatures, classes};
+  } else {
+    GaussianMixtureParams params;
+    params.classes = classes;
+    params.dimension = options_.dimension;
+    params.samples = options_.samples * options_.workers;
+    params.seed = options_.seed;
+    train_features_.resize(params.samples * params.dimension);
+    train_labels_.resize(params.samples);
+    Status status = GenerateGaussianMixture(params, train_features_, train_labels_);
+    params.split = 1;
+    params.samples = kSyntheticTestSamples;
+    test_features_.resize(params.samples * params.dimension);
+    test_labels_.resize(params.samples);
+    if (status.ok()) status = GenerateGaussianMixture(params, test_features_, test_labels_);
+    if (!status.ok()) {
+      error = "cannot generate the synthetic classification data (check --dim, --samples)";
+      return false;
+    }
+    params.samples = options_.samples * options_.workers;
+    params.split = 0;
+    train_ = GaussianMixtureView(params, train_features_, train_labels_);
+    params.samples = kSyntheticTestSamples;
+    params.split = 1;
+    test_ = GaussianMixtureView(params, test_features_, test_labels_);
+  }
+  spec_.kind = options_.kind == TaskKind::kMlp ? ModelKind::kMlp : ModelKind::kSoftmaxRegression;
+  spec_.features = train_.feature_dim;
+  spec_.classes = classes;
+  spec_.hidden = options_.hidden;
+  spec_.bias = true;
+  const Result<TensorLayout> layout = ModelLayout(spec_);
+  if (!layout.ok()) {
+    error = "invalid model shape (check --hidden)";
+    return false;
+  }
+  layout_ = *layout;
+  if (train_.num_samples < options_.workers) {
+    error = "fewer training samples than workers";
+    return false;
+  }
+  return true;
+}
+
+bool Task::SetupWorkers(std::string& error) {
+  const std::size_t n = options_.workers;
+  states_.clear();
+  states_.resize(n);
+  bindings_.resize(n);
+  // Classification shards: index lists into train_.
+  if (options_.kind == TaskKind::kSoftmax || options_.kind == TaskKind::kMlp) {
+    shard_indices_.resize(train_.num_samples);
+    shard_offsets_.resize(n + 1);
+    Status status;
+    switch (options_.split) {
+      case SplitKind::kIid:
+        status = PartitionIid(train_.num_samples, n, options_.seed, shard_indices_, shard_offsets_);
+        break;
+      case SplitKind::kSorted:
+        status = PartitionSortedByLabel(train_, n, shard_indices_, shard_offsets_);
+        break;
+      case SplitKind::kDirichlet: {
+        std::vector<std::byte> scratch(DirichletScratchBytes(train_.num_classes, n));
+        status = PartitionDirichlet(train_, n, options_.dirichlet_alpha, options_.seed,
+                                    shard_indices_, shard_offsets_, scratch);
+        break;
+      }
+    }
+    if (!status.ok()) {
+      error = std::string("cannot split the data over the workers: ") + status.str();
+      return false;
+    }
+  }
+  const bool has_model = options_.kind != TaskKind::kQuadraticNoise;
+  for (std::size_t w = 0; w < n; ++w) {
+    WorkerState& state = states_[w];
+    bindings_[w] = {this, w};
+    switch (options_.kind) {
+      case TaskKind::kLinreg:
+        state.source = SliceRows(train_, w * options_.samples, options_.samples).value();
+        break;
+      case TaskKind::kLogregToy:
+        state.source = ToyLogisticClient(w);
+        break;
+      case TaskKind::kQuadraticNoise:
+        break;
+      case TaskKind::kSoftmax:
+      case TaskKind::kMlp: {
+        state.source = train_;
+        state.pool = std::span<const std::uint32_t>(shard_indices_)
+                         .subspan(shard_offsets_[w], shard_offsets_[w + 1] - shard_offsets_[w]);
+        if (state.pool.empty()) {
+          error = "a worker received no samples (too many workers for this split)";
+          return false;
+        }
+        break;
+      }
+    }
+    if (!has_model) continue;
+    const std::size_t rows = samples_per_step(w);
+    state.batch_features.resize(rows * spec_.features);
+    if (state.source.has_labels()) state.batch_labels.resize(rows);
+    if (state.source.has_targets()) state.batch_targets.resize(rows);
+    state.model = MakeModel(spec_, state.model_arena);
+    if (state.model == nullptr) {
+      error = "invalid model";
+      return false;
+    }
+  }
+  if (has_model) {
+    eval_model_ = MakeModel(spec_, eval_arena_);
+    if (eval_model_ == nullptr) {
+      error = "invalid model";
+      return false;
+    }
+  }
+  return true;
+}
+
+std::size_t Task::samples_per_step(std::size_t worker) const {
+  if (options_.kind == TaskKind::kQuadraticNoise) return 1;
+  const WorkerState& state = states_[worker];
+  const std::size_t shard = state.pool.empty() ? state.source.num_samples : state.pool.size();
+  return options_.batch == 0 ? shard : options_.batch;
+}
+
+void Task::InitialModel(std::span<float> model) const {
+  switch (options_.kind) {
+    case TaskKind::kLogregToy:
+      std::copy(kToyLogisticInitialParams.begin(), kToyLogisticInitialParams.end(), model.begin());
+      return;
+    case TaskKind::kQuadraticNoise:
+      (void)SparseNoiseQuadratic::InitialPoint(options_.seed, 0, model);
+      return;
+    default:
+      (void)InitModelParameters(spec_, options_.seed, model);
+      return;
+  }
+}
+
+Status Task::Gradient(std::size_t worker, std::span<const float> point, std::uint32_t round,
+                      std::uint32_t local_step, std::span<float> gradient) {
+  if (worker >= states_.size()) return Status::OutOfRange();
+  CounterRng rng(options_.seed, round, local_step,
+                 StreamId(RandomPurpose::kDataSampling, static_cast<std::uint32_t>(worker)));
+  if (options_.kind == TaskKind::kQuadraticNoise) {
+    NormalRng normal(rng);
+    return SparseNoiseQuadratic::StochasticGradient(point, normal, gradient);
+  }
+  WorkerState& state = states_[worker];
+  const BatchBuffers buffers{state.batch_features, state.batch_labels, state.batch_targets};
+  Result<DatasetView> batch = state.source;
+  if (options_.batch == 0) {
+    if (!state.pool.empty()) batch = GatherRows(state.source, state.pool, buffers);
+  } else {
+    batch = SampleBatch(state.source, state.pool, options_.batch, rng, buffers);
+  }
+  EDGESGD_TRY(batch.status());
+  return state.model->LossAndGradient(point, *batch, gradient).status();
+}
+
+TaskEvaluation Task::Evaluate(std::span<const float> model) {
+  TaskEvaluation evaluation;
+  if (options_.kind == TaskKind::kQuadraticNoise) {
+    evaluation.loss = static_cast<double>(SparseNoiseQuadratic::Loss(model));
+    return evaluation;
+  }
+  const Result<Evaluation> result = eval_model_->Evaluate(model, test_);
+  if (result.ok()) {
+    evaluation.loss = static_cast<double>(result->loss);
+    if (spec_.kind != ModelKind::kLinearRegression) {
+      evaluation.accuracy = static_cast<double>(result->accuracy);
+    }
+  }
+  if (!optimum_.empty()) {
+    double squared = 0;
+    for (std::size_t i = 0; i < optimum_.size(); ++i) {
+      const double diff = static_cast<double>(model[i]) - static_cast<double>(optimum_[i]);
+      squared += diff * diff;
+    }
+    evaluation.log10_dist_to_opt = squared > 0 ? std::log10(squared) : -std::numeric_limits<double>::infinity();
+  }
+  return evaluation;
+}
+
+Status Task::GradientCallback(void* user, std::span<const float> point, std::uint32_t round,
+                              std::uint32_t local_step, std::span<float> gradient) {
+  auto* binding = static_cast<WorkerBinding*>(user);
+  return binding->task->Gradient(binding->worker, point, round, local_step, gradient);
+}
+
+}  // namespace edgesgd::cli

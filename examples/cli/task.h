@@ -1,0 +1,109 @@
+#pragma once
+
+// The training problems `edgesgd simulate` (and later `server`/`worker`) run: data for every
+// worker, the model, the per-worker gradient oracle handed to the worker sessions, and the
+// evaluation of a model (loss, accuracy, distance to the optimum). Host-side: buffers are
+// allocated once at Setup; gradient and evaluation calls do not allocate.
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "edgesgd/core/data/dataset.h"
+#include "edgesgd/core/model/model.h"
+
+namespace edgesgd::cli {
+
+enum class TaskKind { kLinreg, kLogregToy, kQuadraticNoise, kSoftmax, kMlp };
+enum class SplitKind { kIid, kSorted, kDirichlet };
+
+struct TaskOptions {
+  TaskKind kind = TaskKind::kSoftmax;
+  bool fashion_mnist = true;  // softmax/mlp: Fashion-MNIST, else a Gaussian mixture
+  SplitKind split = SplitKind::kIid;
+  float dirichlet_alpha = 0.5f;
+  std::size_t workers = 8;
+  std::size_t batch = 32;       // 0 = full local batch
+  std::size_t dimension = 100;  // linreg (d), synthetic softmax/mlp (features)
+  std::size_t samples = 500;    // per worker: linreg and synthetic softmax/mlp
+  std::size_t hidden = 64;      // mlp
+  std::size_t train_limit = 0;  // Fashion-MNIST: first N training images (0 = all)
+  std::uint64_t seed = 1;
+};
+
+// Figures of one evaluation; NaN where a figure does not apply.
+struct TaskEvaluation {
+  double loss = std::numeric_limits<double>::quiet_NaN();
+  double accuracy = std::numeric_limits<double>::quiet_NaN();
+  double log10_dist_to_opt = std::numeric_limits<double>::quiet_NaN();
+};
+
+class Task {
+ public:
+  // Builds the data and per-worker buffers. On failure returns false with a one-line
+  // explanation in `error` (missing data files, invalid sizes).
+  bool Setup(const TaskOptions& options, std::string& error);
+
+  std::size_t dimension() const { return layout_.dimension(); }
+  const TensorLayout& layout() const { return layout_; }
+  std::size_t workers() const { return options_.workers; }
+  // Samples behind one gradient call of a worker (for compute-time modelling).
+  std::size_t samples_per_step(std::size_t worker) const;
+  // The common starting point.
+  void InitialModel(std::span<float> model) const;
+
+  // Gradient of worker `worker`'s loss at `point` for (round, local step): a mini-batch drawn
+  // from the worker's shard by CounterRng(seed, round, step, kDataSampling/worker) — or the full
+  // shard when the batch is 0 — so it is a pure function of its arguments. Does not allocate.
+  Status Gradient(std::size_t worker, std::span<const float> point, std::uint32_t round,
+                  std::uint32_t local_step, std::span<float> gradient);
+
+  // Test loss/accuracy (classification), training loss and log10 ||x - x*||^2 (linreg), or
+  // f(x) (quadratic). Does not allocate.
+  TaskEvaluation Evaluate(std::span<const float> model);
+
+  // The adapter for protocol::WorkerOptions' gradient callback: `user` is a WorkerBinding.
+  struct WorkerBinding {
+    Task* task;
+    std::size_t worker;
+  };
+  static Status GradientCallback(void* user, std::span<const float> point, std::uint32_t round,
+                                 std::uint32_t local_step, std::span<float> gradient);
+  WorkerBinding* binding(std::size_t worker) { return &bindings_[worker]; }
+
+ private:
+  struct WorkerState {
+    DatasetView source;                   // the data the worker samples from
+    std::span<const std::uint32_t> pool;  // its sample indices in `source` (empty: all)
+    std::vector<float> batch_features;
+    std::vector<std::uint8_t> batch_labels;
+    std::vector<float> batch_targets;
+    std::vector<std::byte> model_arena;
+    std::unique_ptr<Model> model;
+  };
+
+  bool SetupClassification(std::string& error);
+  bool SetupLinreg(std::string& error);
+  bool SetupWorkers(std::string& error);
+
+  TaskOptions options_;
+  ModelSpec spec_;
+  TensorLayout layout_;
+  // Owned sample storage; classification workers sample from train_ through index pools.
+  std::vector<float> train_features_, test_features_, targets_, optimum_;
+  std::vector<std::uint8_t> train_labels_, test_labels_;
+  DatasetView train_, test_;
+  std::vector<std::uint32_t> shard_indices_;
+  std::vector<std::size_t> shard_offsets_;
+  std::vector<WorkerState> states_;
+  std::vector<WorkerBinding> bindings_;
+  std::vector<std::byte> eval_arena_;
+  std::unique_ptr<Model> eval_model_;
+  std::vector<float> eval_gradient_;
+};
+
+}  // namespace edgesgd::cli
