@@ -57,7 +57,9 @@ class Arena {
       return Status::ResourceExhausted();
     }
     EDGESGD_TRY_ASSIGN(std::span<std::byte> bytes, AllocateBytes(count * sizeof(T)));
-    return std::span<T>(reinterpret_cast<T*>(bytes.data()), count);
+    // Through void*: AllocateBytes returns kArenaAlignment-aligned storage, which -Wcast-align
+    // cannot see; a direct reinterpret_cast is an error on strict-alignment targets (ARM).
+    return std::span<T>(static_cast<T*>(static_cast<void*>(bytes.data())), count);
   }
 
   // `bytes` zeroed bytes aligned to kArenaAlignment. Same errors as Allocate.

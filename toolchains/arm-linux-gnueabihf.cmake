@@ -1,0 +1,22 @@
+# Cross build for 32-bit ARM Linux boards (ARMv7-A hard-float: Raspberry Pi 2/3 on a 32-bit OS,
+# BeagleBone, i.MX6) with Debian's g++-arm-linux-gnueabihf. Tests run under qemu-user; binfmt is
+# not registered on the CI host, so ctest calls qemu explicitly and -L points it at the target's
+# dynamic loader and libraries.
+#   cmake --workflow --preset armhf
+set(CMAKE_SYSTEM_NAME Linux)
+set(CMAKE_SYSTEM_PROCESSOR arm)
+
+set(EDGESGD_TARGET_TRIPLE arm-linux-gnueabihf)
+set(CMAKE_C_COMPILER ${EDGESGD_TARGET_TRIPLE}-gcc)
+set(CMAKE_CXX_COMPILER ${EDGESGD_TARGET_TRIPLE}-g++)
+
+set(CMAKE_CROSSCOMPILING_EMULATOR qemu-arm;-L;/usr/${EDGESGD_TARGET_TRIPLE})
+
+# Libraries only from the target sysroot (never link x86-64 ones), programs only from the host.
+# Headers and packages BOTH: Eigen and Asio are architecture-independent headers under
+# /usr/include, which ONLY would hide.
+set(CMAKE_FIND_ROOT_PATH /usr/${EDGESGD_TARGET_TRIPLE})
+set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
+set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)
+set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE BOTH)
+set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE BOTH)
