@@ -4,8 +4,8 @@
 #      find_package(edgesgd) consumer
 #   2. host AddressSanitizer + UndefinedBehaviorSanitizer: the same suites
 #   3. ARM Linux (aarch64, armhf): the suites cross-compiled and run under qemu-user
-#   4. Cortex-M4: core and platform built bare-metal, checked with nm for heap/exception
-#      symbols, and a smoke image run under qemu-system-arm
+#   4. Cortex-M4: core, platform, wire and protocol built bare-metal and checked with nm for
+#      heap/exception symbols; a smoke image run under qemu-system-arm
 # Set EDGESGD_JOBS to change the build parallelism (default 2) and EDGESGD_STAGES to a subset
 # (e.g. "release asan") to run only some stages.
 set -euo pipefail
@@ -43,27 +43,13 @@ run_ctest() {
 overall=0
 for stage in $stages; do
   echo "=== edgesgd tests: $stage ==="
-  case "$stage" in
-    cortex-m4)
-      if cmake --preset cortex-m4 && cmake --build --preset cortex-m4 -j "$jobs" &&
-         tests/embedded/check_symbols.sh build/cortex-m4/core/libedgesgd_core.a \
-           build/cortex-m4/platform/libedgesgd_platform.a &&
-         tests/embedded/run_mcu.sh build/cortex-m4/tests/embedded/edgesgd_mcu_smoke.elf; then
-        passed=$((passed + 1))
-      else
-        failed=$((failed + 1)); overall=1
-      fi
-      ;;
-    *)
-      if ! { cmake --preset "$stage" && cmake --build --preset "$stage" -j "$jobs"; }; then
-        echo "edgesgd tests: $stage failed to build" >&2
-        failed=$((failed + 1)); overall=1
-        continue
-      fi
-      run_ctest "$stage" || overall=1
-      ;;
-  esac
+  if ! { cmake --preset "$stage" && cmake --build --preset "$stage" -j "$jobs"; }; then
+    echo "edgesgd tests: $stage failed to build" >&2
+    failed=$((failed + 1)); overall=1
+    continue
+  fi
+  run_ctest "$stage" || overall=1
 done
 
-echo "edgesgd tests: $passed passed, $failed failed"
+echo "summary: $passed passed, $failed failed"
 exit "$overall"
