@@ -8,5 +8,6 @@ namespace edgesgd::cli {
 // in `exit_code` (0 on success). Errors are reported on stderr as one line.
 void AddBenchCommand(CLI::App& app, int& exit_code);
 void AddTrainCommand(CLI::App& app, int& exit_code);
+void AddSimulateCommand(CLI::App& app, int& exit_code);
 
 }  // namespace edgesgd::cli

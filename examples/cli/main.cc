@@ -1,6 +1,7 @@
 // The `edgesgd` command: one binary with a subcommand per role (see DESIGN.md for the contract).
 
 #include <CLI/CLI.hpp>
+#include <string>
 
 #include "cli/commands.h"
 
@@ -11,13 +12,19 @@ int main(int argc, char** argv) {
       "edgesgd"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "edgesgd 0.1.0");
+  // One line per error, as every edgesgd failure is reported.
+  app.failure_message([](const CLI::App*, const CLI::Error& error) {
+    return std::string("edgesgd: ") + error.what() + " (run with --help for usage)\n";
+  });
   int exit_code = 0;
   edgesgd::cli::AddBenchCommand(app, exit_code);
   edgesgd::cli::AddTrainCommand(app, exit_code);
+  edgesgd::cli::AddSimulateCommand(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
-    return app.exit(error);
+    // Help and version requests exit 0; usage errors exit 2, like other command-line tools.
+    return app.exit(error) == 0 ? 0 : 2;
   }
   return exit_code;
 }
