@@ -1,9 +1,13 @@
 // The `edgesgd` command: one binary with a subcommand per role (see DESIGN.md for the contract).
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
 #include <string>
+#include <vector>
 
 #include "cli/commands.h"
+#include "cli/config_file.h"
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -20,8 +24,16 @@ int main(int argc, char** argv) {
   edgesgd::cli::AddBenchCommand(app, exit_code);
   edgesgd::cli::AddTrainCommand(app, exit_code);
   edgesgd::cli::AddSimulateCommand(app, exit_code);
+  std::vector<std::string> args(argv + 1, argv + argc);
+  std::string config_error;
+  if (!edgesgd::cli::ExpandConfigFiles(args, config_error)) {
+    std::fprintf(stderr, "edgesgd: %s\n", config_error.c_str());
+    return 2;
+  }
+  // CLI11 parses a reversed vector (it pops arguments from the back).
+  std::reverse(args.begin(), args.end());
   try {
-    app.parse(argc, argv);
+    app.parse(args);
   } catch (const CLI::ParseError& error) {
     // Help and version requests exit 0; usage errors exit 2, like other command-line tools.
     return app.exit(error) == 0 ? 0 : 2;

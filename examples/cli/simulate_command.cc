@@ -426,7 +426,11 @@ void AddSimulateCommand(CLI::App& app, int& exit_code) {
       "simulate",
       "Run N virtual devices in one process: the real server and worker sessions exchange real "
       "frames over a deterministic network model in virtual time (same seed, same CSV).");
-  command->set_config("--config", "", "Read flags from a TOML file (flag = value per line)");
+  // Consumed before parsing by ExpandConfigFiles (main.cc); registered here for --help.
+  command->add_option("--config", "Read flags from a TOML file of `flag = value` lines; flags on "
+                                  "the command line override it");
+  // A flag given twice (in the config file and on the command line) takes the last value.
+  command->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   command->add_option("--task", o->task,
                       "linreg (experiment A), logreg-toy (B), quadratic-noise (C), softmax, mlp")
       ->capture_default_str()

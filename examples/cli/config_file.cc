@@ -1,0 +1,105 @@
+#include "cli/config_file.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+namespace edgesgd::cli {
+namespace {
+
+std::string Trim(const std::string& text) {
+  const auto begin = text.find_first_not_of(" \t\r");
+  if (begin == std::string::npos) return "";
+  const auto end = text.find_last_not_of(" \t\r");
+  return text.substr(begin, end - begin + 1);
+}
+
+// Drops a trailing comment outside quotes.
+std::string StripComment(const std::string& line) {
+  bool quoted = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    if (line[i] == '"') quoted = !quoted;
+    if (line[i] == '#' && !quoted) return line.substr(0, i);
+  }
+  return line;
+}
+
+bool ReadConfig(const std::string& path, std::vector<std::string>& flags, std::string& error) {
+  std::ifstream file(path);
+  if (!file) {
+    error = "cannot read config file " + path + ": " + std::strerror(errno);
+    return false;
+  }
+  std::string line;
+  int number = 0;
+  while (std::getline(file, line)) {
+    ++number;
+    const std::string content = Trim(StripComment(line));
+    if (content.empty()) continue;
+    const auto where = [&] { return "config file " + path + " line " + std::to_string(number); };
+    if (content.front() == '[') {
+      error = where() + ": tables are not supported; write top-level `flag = value` lines";
+      return false;
+    }
+    const auto equals = content.find('=');
+    if (equals == std::string::npos) {
+      error = where() + ": expected `flag = value`";
+      return false;
+    }
+    std::string key = Trim(content.substr(0, equals));
+    std::string value = Trim(content.substr(equals + 1));
+    if (key.empty() || key.find_first_of(" \t\"") != std::string::npos) {
+      error = where() + ": invalid flag name '" + key + "'";
+      return false;
+    }
+    for (char& c : key) {
+      if (c == '_') c = '-';  // TOML style keys map onto --dashed-flags
+    }
+    if (value.size() >= 2 && value.front() == '"' && value.back() == '"') {
+      value = value.substr(1, value.size() - 2);
+    } else if (value.empty() || value.front() == '"') {
+      error = where() + ": value of '" + key + "' is missing or has an unclosed quote";
+      return false;
+    }
+    if (value == "true") {
+      flags.push_back("--" + key);
+    } else if (value != "false") {
+      flags.push_back("--" + key);
+      flags.push_back(value);
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+bool ExpandConfigFiles(std::vector<std::string>& args, std::string& error) {
+  std::size_t insert_at = 0;
+  while (insert_at < args.size() && !args[insert_at].empty() && args[insert_at][0] != '-') {
+    ++insert_at;
+  }
+  std::vector<std::string> from_files;
+  std::vector<std::string> rest;
+  for (std::size_t i = insert_at; i < args.size(); ++i) {
+    std::string path;
+    if (args[i] == "--config") {
+      if (i + 1 >= args.size()) {
+        error = "--config needs a file name";
+        return false;
+      }
+      path = args[++i];
+    } else if (args[i].rfind("--config=", 0) == 0) {
+      path = args[i].substr(9);
+    } else {
+      rest.push_back(args[i]);
+      continue;
+    }
+    if (!ReadConfig(path, from_files, error)) return false;
+  }
+  args.resize(insert_at);
+  args.insert(args.end(), from_files.begin(), from_files.end());
+  args.insert(args.end(), rest.begin(), rest.end());
+  return true;
+}
+
+}  // namespace edgesgd::cli

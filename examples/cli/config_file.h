@@ -1,0 +1,18 @@
+#pragma once
+
+// `--config FILE.toml` for subcommands: a TOML file of top-level `flag = value` lines (strings
+// in quotes, numbers, true/false, # comments) is expanded into the flags it stands for, placed
+// before the command line's own flags so that those override it.
+
+#include <string>
+#include <vector>
+
+namespace edgesgd::cli {
+
+// Replaces every `--config FILE` / `--config=FILE` in `args` (the arguments after the program
+// name) by the flags the file holds, inserted right after the subcommand path (the leading
+// arguments that do not start with '-'). On failure returns false with a one-line `error`
+// naming the file and line.
+bool ExpandConfigFiles(std::vector<std::string>& args, std::string& error);
+
+}  // namespace edgesgd::cli
