@@ -20,7 +20,9 @@
 #include "cli/task.h"
 #include "edgesgd/core/arena.h"
 #include "edgesgd/core/error_feedback.h"
+#include "edgesgd/protocol/gossip_peer_session.h"
 #include "edgesgd/protocol/server_session.h"
+#include "edgesgd/protocol/topology.h"
 #include "edgesgd/protocol/worker_session.h"
 #include "edgesgd/sim/sim_network.h"
 
@@ -53,6 +55,8 @@ struct SimulateOptions {
   std::string aggregate = "mean";
   std::string downlink = "model";
   std::string tie = "positive";
+  std::string mode = "server";
+  std::string topology = "ring";
   double bandwidth_mbps = 0;
   double latency_ms = 0;
   std::string device_speeds = "1";
@@ -92,6 +96,22 @@ std::string CheckConsistency(const SimulateOptions& o) {
     return "--adversaries sends negated sign votes: it needs --aggregate majority";
   }
   if (o.adversaries > o.workers) return "--adversaries cannot exceed --workers";
+  if (o.mode == "gossip") {
+    if (o.codec != "identity") {
+      return "--mode gossip exchanges dense models (D-PSGD): use --codec identity";
+    }
+    if (o.aggregate != "mean" || o.optimizer != "sgd") {
+      return "--mode gossip runs D-PSGD (plain SGD steps, mixing instead of a server "
+             "aggregate): drop --aggregate and --optimizer";
+    }
+    if (o.feedback_given && o.feedback != "none") {
+      return "--mode gossip sends uncompressed models: drop --feedback";
+    }
+    if (o.local_steps != 1 || o.participation != 1.0f) {
+      return "--mode gossip takes one gradient step per round with every peer: drop "
+             "--local-steps and --participation";
+    }
+  }
   if (o.quorum > o.workers) return "--quorum cannot exceed --workers";
   if (o.task == "logreg-toy" && o.workers != 2) {
     return "--task logreg-toy is the two-client toy: it needs --workers 2";
@@ -209,6 +229,154 @@ struct MemoryPlan {
 
 bool IsTerminal() { return isatty(STDERR_FILENO) == 1; }
 
+// D-PSGD among peers 1..n on a ring or complete graph, no server. A round's row is written when
+// every peer has closed it; the evaluated model is the peers' average, and `consensus` is
+// mean_i ||x_i - mean x||^2 at that moment (a fast peer may already hold its next-round model).
+int RunGossip(const SimulateOptions& o, Task& task, const std::vector<double>& speeds) {
+  const std::size_t n = o.workers;
+  const std::size_t d = task.dimension();
+  protocol::Topology topology;
+  topology.kind =
+      o.topology == "complete" ? protocol::TopologyKind::kComplete : protocol::TopologyKind::kRing;
+  topology.peers = static_cast<std::uint32_t>(n);
+  if (const protocol::ConfigCheck check = protocol::ValidateTopology(topology); !check.ok()) {
+    std::fprintf(stderr, "edgesgd simulate: --topology %s with %zu peers: %s\n",
+                 o.topology.c_str(), n, check.reason);
+    return 2;
+  }
+  std::vector<float> initial(d);
+  task.InitialModel(initial);
+  std::vector<std::unique_ptr<protocol::GossipPeerSession>> peers(n);
+  std::vector<std::vector<std::byte>> storage(n);
+  std::vector<std::unique_ptr<Arena>> arenas(n);
+  std::size_t peer_arena = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto id = static_cast<protocol::PeerId>(i + 1);
+    protocol::GossipConfig config;
+    config.mixing =
+        protocol::MakeMixingRow(topology, protocol::MixingRule::kMetropolisHastings, id).value();
+    config.layout = task.layout();
+    config.rounds = o.rounds;
+    config.learning_rate = o.lr;
+    config.seed = o.seed;
+    config.neighbour_deadline_ns = static_cast<protocol::TimeNs>(o.round_deadline_s * 1e9);
+    peer_arena = protocol::GossipPeerSession::ArenaBytes(config);
+    storage[i].resize(peer_arena + kArenaAlignment);
+    arenas[i] = std::make_unique<Arena>(std::span<std::byte>(storage[i]));
+    protocol::GossipOptions options;
+    options.gradient = &Task::GradientCallback;
+    options.user = task.binding(i);
+    options.samples_per_step = static_cast<std::uint32_t>(task.samples_per_step(i));
+    options.initial_model = initial;
+    peers[i] = std::make_unique<protocol::GossipPeerSession>();
+    if (const protocol::ConfigCheck check = peers[i]->Init(*arenas[i], config, options);
+        !check.ok()) {
+      std::fprintf(stderr, "edgesgd simulate: peer %zu: %s\n", i + 1, check.reason);
+      return 2;
+    }
+  }
+  sim::SimConfig sim_config;
+  sim_config.seed = o.seed;
+  sim_config.ns_per_sample = static_cast<protocol::TimeNs>(o.sample_us * 1e3);
+  sim_config.faults.loss = o.loss;
+  sim_config.faults.corruption = o.corrupt;
+  sim_config.faults.duplication = o.duplicate;
+  sim_config.faults.dropout = o.dropout;
+  sim_config.faults.dropout_epoch_ns = static_cast<protocol::TimeNs>(o.dropout_epoch_s * 1e9);
+  sim::SimNetwork network(sim_config);
+  const auto bps = static_cast<std::uint64_t>(o.bandwidth_mbps * 1e6);
+  const auto latency = static_cast<protocol::TimeNs>(o.latency_ms * 1e6);
+  for (std::size_t i = 0; i < n; ++i) {
+    network.AddSession(static_cast<protocol::PeerId>(i + 1), *peers[i],
+                       sim::DeviceProfile{bps, bps, latency, speeds[i]});
+  }
+
+  std::string error;
+  MetricsWriter metrics;
+  if (!o.metrics.empty() && !metrics.Open(o.metrics, error)) {
+    std::fprintf(stderr, "edgesgd simulate: %s\n", error.c_str());
+    return 1;
+  }
+  ProgressLine progress(o.quiet, IsTerminal(), o.rounds);
+  std::vector<std::uint32_t> closed(o.rounds, 0);
+  std::vector<std::uint64_t> bytes_sent(n, 0), bytes_received(n, 0);
+  std::vector<float> average(d);
+  std::uint32_t next_row = 0;
+  MetricsRow last;
+  network.SetObserver([&](const sim::SimEvent&) {
+    for (std::size_t i = 0; i < n; ++i) {
+      protocol::GossipRoundEvent event;
+      while (peers[i]->PollRoundEvent(event)) {
+        if (event.round < closed.size()) ++closed[event.round];
+        bytes_sent[i] = event.bytes_sent;
+        bytes_received[i] = event.bytes_received;
+      }
+    }
+    while (next_row < o.rounds && closed[next_row] == n) {
+      MetricsRow row;
+      row.round = next_row + 1;
+      row.time_s = static_cast<double>(network.now()) * 1e-9;
+      for (std::size_t i = 0; i < n; ++i) {
+        row.bytes_up += bytes_sent[i];
+        row.bytes_down += bytes_received[i];
+      }
+      row.bits_per_coord = 32.0;
+      if (row.round % o.eval_every == 0 || row.round == o.rounds) {
+        std::fill(average.begin(), average.end(), 0.0f);
+        for (const auto& peer : peers) {
+          const std::span<const float> x = peer->model();
+          for (std::size_t k = 0; k < d; ++k) average[k] += x[k] / static_cast<float>(n);
+        }
+        double consensus = 0;
+        for (const auto& peer : peers) {
+          const std::span<const float> x = peer->model();
+          for (std::size_t k = 0; k < d; ++k) {
+            const double diff = static_cast<double>(x[k]) - static_cast<double>(average[k]);
+            consensus += diff * diff;
+          }
+        }
+        row.consensus = consensus / static_cast<double>(n);
+        const TaskEvaluation evaluation = task.Evaluate(average);
+        row.loss = evaluation.loss;
+        row.accuracy = evaluation.accuracy;
+        row.dist_to_opt = evaluation.log10_dist_to_opt;
+        last = row;
+      }
+      metrics.Write(row);
+      progress.Update(row);
+      ++next_row;
+    }
+  });
+  const sim::StopReason stop = network.Run();
+  progress.Finish();
+  if (!metrics.Close(error)) {
+    std::fprintf(stderr, "edgesgd simulate: %s\n", error.c_str());
+    return 1;
+  }
+  if (next_row < o.rounds) {
+    std::fprintf(stderr, "edgesgd simulate: gossip stopped after %u of %u rounds (%s)\n",
+                 next_row, o.rounds, sim::StopReasonName(stop));
+    return 1;
+  }
+  SummaryWriter summary;
+  summary.Field("task", o.task);
+  summary.Field("mode", "gossip");
+  summary.Field("topology", o.topology);
+  summary.Field("workers", n);
+  summary.Field("rounds", o.rounds);
+  summary.Field("seed", o.seed);
+  summary.Field("parameters", d);
+  summary.Row("final", last);
+  summary.Begin("memory_plan");
+  summary.Field("peer_arena_bytes", peer_arena);
+  summary.End();
+  if (!o.summary.empty() && !summary.Save(o.summary, error)) {
+    std::fprintf(stderr, "edgesgd simulate: %s\n", error.c_str());
+    return 1;
+  }
+  return 0;
+}
+
 int RunSimulate(const SimulateOptions& o) {
   if (const std::string why = CheckConsistency(o); !why.empty()) {
     std::fprintf(stderr, "edgesgd simulate: %s\n", why.c_str());
@@ -232,6 +400,7 @@ int RunSimulate(const SimulateOptions& o) {
     std::fprintf(stderr, "edgesgd simulate: %s\n", error.c_str());
     return 1;
   }
+  if (o.mode == "gossip") return RunGossip(o, task, speeds);
   const protocol::RunConfig config = BuildRunConfig(o, task);
   if (const protocol::ConfigCheck check = protocol::ValidateRunConfig(config); !check.ok()) {
     std::fprintf(stderr, "edgesgd simulate: inconsistent configuration: %s\n", check.reason);
@@ -494,6 +663,15 @@ void AddSimulateCommand(CLI::App& app, int& exit_code) {
                       "(identity, rand_k, random_block, or the majority vote)")
       ->capture_default_str()
       ->check(CLI::IsMember({"model", "aggregate"}));
+  command->add_option("--mode", o->mode,
+                      "server: a parameter server aggregates; gossip: D-PSGD among peers "
+                      "(--topology), dense models, no server")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"server", "gossip"}));
+  command->add_option("--topology", o->topology,
+                      "Gossip graph with Metropolis-Hastings weights: ring or complete")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"ring", "complete"}));
   command->add_option("--tie", o->tie, "Majority vote: how a tie (even workers) resolves")
       ->capture_default_str()
       ->check(CLI::IsMember({"positive", "negative"}));
@@ -552,7 +730,7 @@ void AddSimulateCommand(CLI::App& app, int& exit_code) {
                       "Updates a round needs once its deadline passed (0 = 1)")
       ->capture_default_str();
   command->add_option("--round-deadline-s", o->round_deadline_s,
-                      "Virtual seconds a round waits for stragglers")
+                      "Virtual seconds a round waits for stragglers (gossip: for neighbours)")
       ->capture_default_str()
       ->check(CLI::Range(1e-6, 1e9));
   command->add_option("--metrics", o->metrics, "Write one CSV row per round to FILE.csv");
