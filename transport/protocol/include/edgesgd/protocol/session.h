@@ -43,6 +43,9 @@ class Session {
 
   // A complete size-prefixed frame received from `from`. Bad frames (malformed, late,
   // duplicate, unauthenticated, ...) are counted and dropped; they never stop the session.
+  // `frame` must start at a wire::kFrameAlignment (8-byte) aligned address, as DecodeFrame
+  // requires (receive into wire::ReceiveBuffer, arena memory or std::uint64_t storage); a
+  // misaligned frame is counted as malformed. It need only stay valid during the call.
   virtual void OnFrame(PeerId from, std::span<const std::byte> frame, TimeNs now) = 0;
 
   // The link to `peer` is gone (connection closed, peer declared dead by the driver).

@@ -1,0 +1,442 @@
+// WorkerSession driven directly with frames a test crafts as the server: joining and retries,
+// Welcome checks, updates computed into frames, re-sends, stale broadcasts, resync after an
+// aggregate that does not fit, the blind adversary, heartbeats, Leave and every counter.
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "edgesgd/core/codec_dispatch.h"
+#include "protocol/frame_factory.h"
+#include "protocol/protocol_harness.h"
+
+namespace edgesgd::protocol::testing {
+namespace {
+
+constexpr std::size_t kDim = 40;  // two sign words per vote, the second with 24 padding bits
+constexpr std::uint32_t kId = 3;
+
+class WorkerSessionTest : public ::testing::Test {
+ protected:
+  void Make(const RunConfig& config, std::size_t extra_arena = 0, WorkerOptions options = {}) {
+    config_ = config;
+    storage_ = std::make_unique<ArenaStorage>(WorkerSession::ArenaBytes(config) + extra_arena);
+    problem_.target = PseudoRandom(config.layout.dimension(), 11, 1.0f);
+    options.device_id = kId;
+    options.gradient = &QuadraticGradient;
+    options.user = &problem_;
+    const ConfigCheck init = worker_.Init(storage_->arena, options);
+    ASSERT_TRUE(init.ok()) << init.reason;
+  }
+
+  // Everything the worker wants to send now.
+  std::vector<std::pair<Frame, std::uint64_t>> Poll() {
+    std::vector<std::pair<Frame, std::uint64_t>> frames;
+    OutgoingFrame out;
+    while (worker_.PollFrame(out)) {
+      EXPECT_EQ(out.to, kServerPeer);
+      frames.emplace_back(Frame(out.bytes), out.work_samples);
+    }
+    return frames;
+  }
+
+  void Feed(const Frame& frame, TimeNs now = 0, PeerId from = kServerPeer) {
+    worker_.OnFrame(from, frame.bytes(), now);
+  }
+
+  Frame WelcomeFrame(std::uint32_t id = kId) {
+    return factory_.Welcome(ToWelcomeInfo(config_, id, 4));
+  }
+
+  Frame ModelFrame(std::uint32_t round, std::span<const float> model) {
+    return factory_.Broadcast(round, wire::BroadcastContent::kModel, CodecParams{}, config_.layout,
+                              model, config_.seed);
+  }
+
+  // Start, take the Join, deliver the Welcome.
+  void Join() {
+    worker_.Start(0);
+    ASSERT_EQ(Poll().size(), 1u);
+    Feed(WelcomeFrame());
+    ASSERT_TRUE(worker_.configured());
+    EXPECT_TRUE(Poll().empty());
+  }
+
+  RunConfig config_;
+  std::unique_ptr<ArenaStorage> storage_;
+  QuadraticProblem problem_;
+  WorkerSession worker_;
+  FrameFactory factory_;
+};
+
+TEST_F(WorkerSessionTest, JoinsAndRetriesUntilWelcomed) {
+  Make(MeanConfig(kDim, CodecKind::kTopK, 10));
+  EXPECT_EQ(worker_.NextWakeup(), kNever);
+  worker_.Start(0);
+  auto frames = Poll();
+  ASSERT_EQ(frames.size(), 1u);
+  wire::FrameView join = frames[0].first.View();
+  ASSERT_EQ(join.kind, wire::MessageKind::kJoin);
+  EXPECT_EQ(join.header.sender, kId);
+  EXPECT_EQ(join.join.codecs, wire::kAllCodecs);
+  EXPECT_EQ(join.join.architecture, wire::HostArchitecture());
+  EXPECT_GE(join.join.memory_bytes, WorkerSession::WelcomeArenaBytes(config_));
+  EXPECT_EQ(frames[0].second, 0u);
+  EXPECT_EQ(worker_.NextWakeup(), kSecond);
+
+  worker_.OnTimer(kSecond);
+  frames = Poll();
+  ASSERT_EQ(frames.size(), 1u);
+  EXPECT_EQ(frames[0].first.View().kind, wire::MessageKind::kJoin);
+  EXPECT_EQ(frames[0].first.View().header.sequence, join.header.sequence + 1);
+  EXPECT_EQ(worker_.counters().joins_sent, 2u);
+
+  Feed(WelcomeFrame(), kSecond + 5);
+  EXPECT_TRUE(worker_.configured());
+  EXPECT_EQ(worker_.phase(), WorkerPhase::kTraining);
+  EXPECT_EQ(worker_.config(), NormalizedRunConfig(config_));
+  EXPECT_EQ(worker_.id(), kId);
+  // No more joins; the next wakeup is the first heartbeat.
+  EXPECT_EQ(worker_.NextWakeup(), kSecond + 5 + WorkerOptions{}.heartbeat_interval_ns);
+  worker_.OnTimer(3 * kSecond);
+  EXPECT_TRUE(Poll().empty());
+  // Memory: exactly what the documented bounds say.
+  EXPECT_EQ(storage_->arena.used_bytes(), WorkerSession::ArenaBytes(config_));
+}
+
+TEST_F(WorkerSessionTest, ChecksEveryWelcome) {
+  Make(MeanConfig(kDim, CodecKind::kTopK, 10));
+  worker_.Start(0);
+  Poll();
+  // An invalid configuration (majority vote over top_k), another worker's id, the server
+  // itself as the id: all rejected, the worker keeps joining.
+  RunConfig invalid = config_;
+  invalid.aggregation = AggregationKind::kMajority;
+  Feed(factory_.Welcome(ToWelcomeInfo(invalid, kId, 4)));
+  Feed(WelcomeFrame(kId + 1));
+  Feed(WelcomeFrame(0));
+  EXPECT_EQ(worker_.counters().rejected_welcomes, 3u);
+  EXPECT_FALSE(worker_.configured());
+  EXPECT_EQ(worker_.phase(), WorkerPhase::kJoining);
+  // A Welcome not from the server.
+  Feed(WelcomeFrame(), 0, 2);
+  EXPECT_EQ(worker_.counters().unknown_sender, 1u);
+
+  Feed(WelcomeFrame());
+  ASSERT_TRUE(worker_.configured());
+  // The same Welcome again is fine; a different run is not.
+  Feed(WelcomeFrame());
+  EXPECT_EQ(worker_.counters().rejected_welcomes, 3u);
+  RunConfig other = config_;
+  other.rounds = 11;
+  Feed(factory_.Welcome(ToWelcomeInfo(other, kId, 4)));
+  EXPECT_EQ(worker_.counters().rejected_welcomes, 4u);
+  EXPECT_EQ(worker_.config().rounds, 10u);
+}
+
+TEST_F(WorkerSessionTest, ArenaTooSmallLeavesWithAFailure) {
+  const RunConfig config = MeanConfig(kDim, CodecKind::kTopK, 10);
+  config_ = config;
+  storage_ = std::make_unique<ArenaStorage>(WorkerSession::InitArenaBytes() + 256);
+  WorkerOptions options;
+  options.device_id = kId;
+  options.gradient = &QuadraticGradient;
+  options.user = &problem_;
+  ASSERT_TRUE(worker_.Init(storage_->arena, options).ok());
+  worker_.Start(0);
+  Poll();
+  Feed(WelcomeFrame());
+  EXPECT_TRUE(worker_.Finished());
+  EXPECT_EQ(worker_.status(), Status::ResourceExhausted());
+  EXPECT_NE(std::string(worker_.failure_reason()).find("arena"), std::string::npos);
+  const auto frames = Poll();
+  ASSERT_EQ(frames.size(), 1u);
+  const wire::FrameView leave = frames[0].first.View();
+  ASSERT_EQ(leave.kind, wire::MessageKind::kLeave);
+  EXPECT_EQ(leave.leave.reason, wire::LeaveReason::kFailure);
+  EXPECT_EQ(leave.header.sender, kId);
+}
+
+TEST_F(WorkerSessionTest, ErrorWhileJoiningEndsTheSessionWithTheServersReason) {
+  Make(MeanConfig(kDim, CodecKind::kTopK, 10));
+  worker_.Start(0);
+  Poll();
+  Feed(factory_.Error(kServerPeer, StatusCode::kResourceExhausted, "worker memory is too small"));
+  EXPECT_TRUE(worker_.Finished());
+  EXPECT_EQ(worker_.status(), Status::ResourceExhausted());
+  EXPECT_STREQ(worker_.failure_reason(), "worker memory is too small");
+  EXPECT_EQ(worker_.NextWakeup(), kNever);
+}
+
+TEST_F(WorkerSessionTest, ModelBroadcastIsAnsweredWithAnUpdateBuiltInTheFrame) {
+  RunConfig config = MeanConfig(kDim, CodecKind::kTopK, 10);
+  config.feedback.local_steps = 3;
+  Make(config);
+  Join();
+  const std::vector<float> model = PseudoRandom(kDim, 21, 2.0f);
+  Feed(ModelFrame(0, model));
+  EXPECT_EQ(std::memcmp(worker_.model().data(), model.data(), kDim * sizeof(float)), 0);
+  EXPECT_EQ(worker_.model_round(), 0u);
+  EXPECT_EQ(problem_.calls, 3u);
+  const auto frames = Poll();
+  ASSERT_EQ(frames.size(), 1u);
+  const wire::FrameView update = frames[0].first.View();
+  ASSERT_EQ(update.kind, wire::MessageKind::kUpdate);
+  EXPECT_EQ(update.header.round, 0u);
+  EXPECT_EQ(update.header.sender, kId);
+  EXPECT_EQ(update.message.update.worker, kId);
+  EXPECT_EQ(update.message.update.samples, 3 * config.batch);
+  EXPECT_EQ(frames[0].second, 3u * config.batch);  // work for the simulator
+  EXPECT_EQ(update.payload.codec, CodecKind::kTopK);
+  EXPECT_EQ(update.payload.view.indices.size(),
+            EncodedShape(config.codec, config.layout).value().indices);
+  EXPECT_EQ(worker_.counters().updates_sent, 1u);
+}
+
+TEST_F(WorkerSessionTest, RepeatedBroadcastResendsTheSameUpdateAndStaleOnesAreIgnored) {
+  Make(MeanConfig(kDim, CodecKind::kRandomBlock, 10));
+  Join();
+  const std::vector<float> model = PseudoRandom(kDim, 21, 2.0f);
+  Feed(ModelFrame(1, model));
+  const auto first = Poll();
+  ASSERT_EQ(first.size(), 1u);
+  Feed(ModelFrame(1, model));
+  const auto again = Poll();
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(std::memcmp(again[0].first.bytes().data(), first[0].first.bytes().data(),
+                        first[0].first.size()),
+            0);
+  EXPECT_EQ(again[0].second, 0u);  // nothing recomputed
+  EXPECT_EQ(problem_.calls, 1u);
+  EXPECT_EQ(worker_.counters().duplicate_broadcasts, 1u);
+  EXPECT_EQ(worker_.counters().updates_resent, 1u);
+
+  Feed(ModelFrame(3, model));
+  ASSERT_EQ(Poll().size(), 1u);
+  Feed(ModelFrame(2, model));
+  EXPECT_TRUE(Poll().empty());
+  EXPECT_EQ(worker_.counters().stale_broadcasts, 1u);
+  EXPECT_EQ(worker_.model_round(), 3u);
+}
+
+TEST_F(WorkerSessionTest, AggregateIsAppliedWhenItFitsAndTriggersAResyncWhenNot) {
+  RunConfig config = MeanConfig(kDim, CodecKind::kRandK, 10);
+  config.downlink = DownlinkKind::kAggregate;
+  Make(config);
+  Join();
+  const std::vector<float> model = PseudoRandom(kDim, 21, 2.0f);
+  Feed(ModelFrame(0, model));
+  ASSERT_EQ(Poll().size(), 1u);
+
+  // Round 1's aggregate fits the round-0 model: x -= decode(aggregate), exactly as DecodeAdd.
+  const std::vector<float> aggregate_input = PseudoRandom(kDim, 5, 0.5f);
+  Feed(factory_.Broadcast(1, wire::BroadcastContent::kAggregate, config.codec, config.layout,
+                          aggregate_input, config.seed));
+  std::vector<float> expected = model;
+  {
+    const Frame frame = factory_.Broadcast(1, wire::BroadcastContent::kAggregate, config.codec,
+                                           config.layout, aggregate_input, config.seed);
+    const std::size_t scratch_bytes = CodecScratchBytes(config.codec, config.layout);
+    std::vector<std::uint64_t> scratch_words(scratch_bytes / 8 + 4);
+    const std::span<std::byte> aligned = ArenaStorage::Aligned(scratch_words, scratch_bytes);
+    ASSERT_TRUE(DecodeAdd(config.codec, config.layout, CodecContext{config.seed, 0, 0},
+                          frame.View().payload.view, -1.0f, expected, aligned)
+                    .ok());
+  }
+  EXPECT_EQ(std::memcmp(worker_.model().data(), expected.data(), kDim * sizeof(float)), 0);
+  EXPECT_EQ(worker_.model_round(), 1u);
+  ASSERT_EQ(Poll().size(), 1u);
+
+  // Round 3's aggregate needs the round-2 model, which this worker never got: skip the round
+  // and join again.
+  const std::uint64_t calls = problem_.calls;
+  Feed(factory_.Broadcast(3, wire::BroadcastContent::kAggregate, config.codec, config.layout,
+                          aggregate_input, config.seed),
+       10);
+  auto frames = Poll();
+  ASSERT_EQ(frames.size(), 1u);
+  EXPECT_EQ(frames[0].first.View().kind, wire::MessageKind::kJoin);
+  EXPECT_EQ(worker_.counters().resyncs, 1u);
+  EXPECT_EQ(problem_.calls, calls);
+  EXPECT_EQ(worker_.model_round(), 1u);
+  EXPECT_EQ(worker_.NextWakeup(), 10 + kSecond);  // the Join is retried until a Welcome
+  worker_.OnTimer(10 + kSecond);
+  ASSERT_EQ(Poll().size(), 1u);
+
+  // The server answers with a Welcome and the full model of the round.
+  Feed(WelcomeFrame(), 20);
+  EXPECT_EQ(worker_.NextWakeup(), WorkerOptions{}.heartbeat_interval_ns);
+  Feed(ModelFrame(3, model), 21);
+  frames = Poll();
+  ASSERT_EQ(frames.size(), 1u);
+  EXPECT_EQ(frames[0].first.View().kind, wire::MessageKind::kUpdate);
+  EXPECT_EQ(frames[0].first.View().header.round, 3u);
+  EXPECT_EQ(worker_.model_round(), 3u);
+}
+
+TEST_F(WorkerSessionTest, BadBroadcastPayloadsAreCountedAndDropped) {
+  RunConfig config = MeanConfig(kDim, CodecKind::kRandomBlock, 10);
+  config.downlink = DownlinkKind::kAggregate;
+  Make(config);
+  Join();
+  // A model of the wrong size; a model that is not dense; an aggregate of another codec.
+  Feed(factory_.Broadcast(0, wire::BroadcastContent::kModel, CodecParams{},
+                          TensorLayout::Single(kDim - 1).value(),
+                          std::vector<float>(kDim - 1, 1.0f), config.seed));
+  Feed(factory_.Broadcast(0, wire::BroadcastContent::kModel, config.codec, config.layout,
+                          std::vector<float>(kDim, 1.0f), config.seed));
+  Feed(ModelFrame(0, std::vector<float>(kDim, 1.0f)));
+  ASSERT_EQ(Poll().size(), 1u);
+  CodecParams top_k = config.codec;
+  top_k.kind = CodecKind::kTopK;
+  Feed(factory_.Broadcast(1, wire::BroadcastContent::kAggregate, top_k, config.layout,
+                          std::vector<float>(kDim, 1.0f), config.seed));
+  EXPECT_TRUE(Poll().empty());
+  EXPECT_EQ(worker_.counters().bad_payloads, 3u);
+  EXPECT_EQ(worker_.model_round(), 0u);
+}
+
+TEST_F(WorkerSessionTest, BlindAdversarySendsTheNegatedVote) {
+  const RunConfig config = MajorityConfig(kDim, 10);
+  std::vector<std::vector<std::uint32_t>> votes;
+  for (const bool negate : {false, true}) {
+    WorkerSession worker;
+    ArenaStorage storage(WorkerSession::ArenaBytes(config));
+    QuadraticProblem problem;
+    problem.target = PseudoRandom(kDim, 11, 1.0f);
+    WorkerOptions options;
+    options.device_id = kId;
+    options.gradient = &QuadraticGradient;
+    options.user = &problem;
+    options.negate_signs = negate;
+    ASSERT_TRUE(worker.Init(storage.arena, options).ok());
+    worker.Start(0);
+    OutgoingFrame out;
+    while (worker.PollFrame(out)) {
+    }
+    config_ = config;
+    worker.OnFrame(kServerPeer, WelcomeFrame().bytes(), 0);
+    worker.OnFrame(kServerPeer, ModelFrame(0, PseudoRandom(kDim, 4, 1.0f)).bytes(), 0);
+    ASSERT_TRUE(worker.PollFrame(out));
+    const Frame frame(out.bytes);
+    const wire::FrameView view = frame.View();
+    ASSERT_EQ(view.payload.codec, CodecKind::kSign);
+    ASSERT_EQ(view.payload.view.scales.size(), 1u);
+    EXPECT_EQ(view.payload.view.scales[0], 1.0f);
+    votes.emplace_back(view.payload.view.words.begin(), view.payload.view.words.end());
+  }
+  ASSERT_EQ(votes[0].size(), 2u);
+  EXPECT_EQ(votes[1][0], ~votes[0][0]);
+  EXPECT_EQ(votes[1][1], ~votes[0][1] & 0xFFu);  // 40 - 32 = 8 coordinates, padding stays 0
+  EXPECT_EQ(votes[1][1] & ~0xFFu, 0u);
+}
+
+TEST_F(WorkerSessionTest, MalformedUnknownAndUnexpectedFramesAreCounted) {
+  Make(MeanConfig(kDim, CodecKind::kTopK, 10));
+  worker_.Start(0);
+  Poll();
+  const std::vector<float> model(kDim, 1.0f);
+  Feed(ModelFrame(0, model));  // before the Welcome
+  EXPECT_EQ(worker_.counters().unexpected, 1u);
+  Feed(WelcomeFrame());
+  std::vector<std::uint64_t> noise(6, 0xDEADBEEFCAFEF00Dull);
+  worker_.OnFrame(kServerPeer, std::as_bytes(std::span(noise)), 0);
+  EXPECT_EQ(worker_.counters().malformed, 1u);
+  Feed(factory_.Join(kServerPeer));  // a Join from the server makes no sense
+  EXPECT_EQ(worker_.counters().unexpected, 2u);
+  Feed(ModelFrame(0, model), 0, 5);  // from another peer
+  EXPECT_EQ(worker_.counters().unknown_sender, 1u);
+  Feed(factory_.Error(kServerPeer, StatusCode::kInternal, "late error"));
+  EXPECT_EQ(worker_.counters().unexpected, 3u);
+  EXPECT_FALSE(worker_.Finished());
+  EXPECT_TRUE(Poll().empty());
+}
+
+TEST_F(WorkerSessionTest, HeartbeatsKeepTheServerInformed) {
+  WorkerOptions options;
+  options.heartbeat_interval_ns = kSecond;
+  Make(MeanConfig(kDim, CodecKind::kTopK, 10), 0, options);
+  Join();
+  EXPECT_EQ(worker_.NextWakeup(), kSecond);
+  worker_.OnTimer(kSecond);
+  auto frames = Poll();
+  ASSERT_EQ(frames.size(), 1u);
+  EXPECT_EQ(frames[0].first.View().kind, wire::MessageKind::kHeartbeat);
+  EXPECT_EQ(worker_.NextWakeup(), 2 * kSecond);
+  EXPECT_EQ(worker_.counters().heartbeats_sent, 1u);
+
+  WorkerSession silent;
+  ArenaStorage storage(WorkerSession::ArenaBytes(config_));
+  options.heartbeat_interval_ns = kNever;
+  options.gradient = &QuadraticGradient;
+  options.user = &problem_;
+  ASSERT_TRUE(silent.Init(storage.arena, options).ok());
+  silent.Start(0);
+  silent.OnFrame(kServerPeer, WelcomeFrame().bytes(), 0);
+  EXPECT_TRUE(silent.configured());
+  EXPECT_EQ(silent.NextWakeup(), kNever);
+}
+
+TEST_F(WorkerSessionTest, LeaveEndsTheSession) {
+  Make(MeanConfig(kDim, CodecKind::kTopK, 10));
+  Join();
+  Feed(factory_.Leave(kServerPeer, wire::LeaveReason::kShutdown));
+  EXPECT_TRUE(worker_.Finished());
+  EXPECT_EQ(worker_.leave_reason(), wire::LeaveReason::kShutdown);
+  EXPECT_EQ(worker_.NextWakeup(), kNever);
+  Feed(ModelFrame(0, std::vector<float>(kDim, 1.0f)));
+  EXPECT_TRUE(Poll().empty());
+}
+
+TEST_F(WorkerSessionTest, GradientErrorSkipsTheRoundAndTheNextOneWorks) {
+  Make(MeanConfig(kDim, CodecKind::kTopK, 10));
+  Join();
+  problem_.fail = true;
+  Feed(ModelFrame(0, std::vector<float>(kDim, 1.0f)));
+  EXPECT_TRUE(Poll().empty());
+  EXPECT_EQ(worker_.counters().gradient_errors, 1u);
+  problem_.fail = false;
+  Feed(ModelFrame(1, std::vector<float>(kDim, 1.0f)));
+  EXPECT_EQ(Poll().size(), 1u);
+}
+
+TEST_F(WorkerSessionTest, LostServerLinkMakesTheWorkerJoinAgain) {
+  Make(MeanConfig(kDim, CodecKind::kTopK, 10));
+  Join();
+  worker_.OnPeerLost(kServerPeer, 50);
+  const auto frames = Poll();
+  ASSERT_EQ(frames.size(), 1u);
+  EXPECT_EQ(frames[0].first.View().kind, wire::MessageKind::kJoin);
+  EXPECT_EQ(worker_.counters().resyncs, 1u);
+  worker_.OnPeerLost(7, 60);  // not the server: nothing to do
+  EXPECT_TRUE(Poll().empty());
+}
+
+TEST(WorkerInitTest, RejectsBadOptions) {
+  ArenaStorage storage(1 << 16);
+  QuadraticProblem problem;
+  WorkerOptions options;
+  WorkerSession worker;
+  EXPECT_STREQ(worker.Init(storage.arena, options).reason, "a gradient callback is required");
+  options.gradient = &QuadraticGradient;
+  options.user = &problem;
+  options.device_id = 0;
+  EXPECT_EQ(worker.Init(storage.arena, options).status, Status::InvalidArgument());
+  options.device_id = 1;
+  options.join_retry_ns = 0;
+  EXPECT_EQ(worker.Init(storage.arena, options).status, Status::InvalidArgument());
+  options.join_retry_ns = kSecond;
+  ArenaStorage tiny(64);
+  EXPECT_EQ(worker.Init(tiny.arena, options).status, Status::ResourceExhausted());
+  storage.arena.Seal();
+  EXPECT_EQ(worker.Init(storage.arena, options).status, Status::FailedPrecondition());
+  ArenaStorage fresh(1 << 16);
+  EXPECT_TRUE(worker.Init(fresh.arena, options).ok());
+  EXPECT_EQ(fresh.arena.used_bytes(), WorkerSession::InitArenaBytes());
+  EXPECT_EQ(worker.Init(fresh.arena, options).status, Status::FailedPrecondition());
+}
+
+}  // namespace
+}  // namespace edgesgd::protocol::testing

@@ -1,0 +1,128 @@
+#pragma once
+
+// What every participant of a parameter-server run shares: the model layout, the codec, the
+// worker algorithm, the aggregation, the schedule and the seed. The server owns one RunConfig
+// and hands it to every worker in its Welcome (ToWelcomeInfo / FromWelcomeInfo), so a worker
+// needs to be told nothing but how to reach the server.
+
+#include <cstddef>
+#include <cstdint>
+
+#include "edgesgd/core/codec_dispatch.h"
+#include "edgesgd/core/codec_params.h"
+#include "edgesgd/core/error_feedback.h"
+#include "edgesgd/core/majority_vote.h"
+#include "edgesgd/core/optimizer.h"
+#include "edgesgd/core/status.h"
+#include "edgesgd/core/tensor_layout.h"
+#include "edgesgd/wire/messages.h"
+#include "edgesgd/wire/wire_format.h"
+
+namespace edgesgd::protocol {
+
+// How the server combines the round's updates (ALGORITHMS.md §2 and §4).
+enum class AggregationKind : std::uint8_t {
+  kMean = 0,      // x -= mean_i C(p_i); workers run error feedback (ErrorFeedbackWorker)
+  kMajority = 1,  // V = sign(sum_i sign(m_i)); x -= lr * (V + wd * x); workers run Signum
+};
+
+// What a round's ModelBroadcast carries to a worker that took part in the previous round.
+enum class DownlinkKind : std::uint8_t {
+  kModel = 0,      // the whole model (4d bytes) to every participant
+  kAggregate = 1,  // the previous round's aggregate (a payload, or the 1-bit vote), which the
+                   // worker applies to the model it already holds; the full model goes only to
+                   // workers that cannot be known to hold the previous round's model
+};
+
+struct RunConfig {
+  TensorLayout layout;  // the model's tensors over one flat vector of layout.dimension() floats
+  CodecParams codec;    // the uplink codec; with kMajority it must be sign with SignScale::kUnit
+  // The worker algorithm of kMean: EF / DEF / SAEF / none, lr, momentum, wd, local steps H.
+  FeedbackParams feedback;
+  AggregationKind aggregation = AggregationKind::kMean;
+  TieRule tie_rule = TieRule::kPositive;  // kMajority: how an exact tie of votes resolves
+  // The optimizer of kMajority: Signum (momentum = beta on the workers, lr and wd applied by
+  // server and workers alike with the vote).
+  OptimizerParams optimizer{OptimizerKind::kSignum, 1e-3f, 0.9f, 0.0f};
+  std::uint32_t batch = 32;    // samples per local step; read by the gradient callback
+  float participation = 1.0f;  // fraction P in (0, 1] of live workers sampled per round
+  std::uint32_t rounds = 100;  // T >= 1
+  std::uint64_t seed = 0;      // key of every shared random choice
+  DownlinkKind downlink = DownlinkKind::kModel;
+
+  friend constexpr bool operator==(const RunConfig&, const RunConfig&) = default;
+};
+
+// The outcome of a validation: a Status and, when it failed, a one-line explanation for a CLI
+// or a log (a static string, never null; "ok" on success).
+struct [[nodiscard]] ConfigCheck {
+  Status status;
+  const char* reason = "ok";
+
+  constexpr bool ok() const { return status.ok(); }
+  static constexpr ConfigCheck Ok() { return ConfigCheck{}; }
+  static constexpr ConfigCheck Invalid(const char* why) {
+    return ConfigCheck{Status::InvalidArgument(), why};
+  }
+};
+
+// Checks everything a run needs before any memory is taken. Rules (each failure has its own
+// reason): a non-empty layout whose dense model fits one frame; codec parameters valid for the
+// codec (and its update frame within kMaxFrameBytes); rounds >= 1; batch >= 1; participation
+// in (0, 1]; known enums.
+//   kMean: feedback parameters valid (lr > 0 finite, momentum in [0, 1), wd >= 0 finite,
+//          detach in [0, 1] for DEF, local steps H >= 1); the aggregate downlink needs a codec
+//          whose payloads sum across workers (identity, rand_k, random_block).
+//   kMajority: the sign codec with unit scale (plain signs); the Signum optimizer with valid
+//          lr / momentum (beta) / wd; local steps H == 1 (one gradient per vote).
+// Reads only `config`; does not allocate. Errors: kInvalidArgument.
+ConfigCheck ValidateRunConfig(const RunConfig& config);
+
+// `config` with the parameters its aggregation does not use made equal to the ones it does
+// (learning rate, momentum and weight decay live in `feedback` for kMean and in `optimizer` for
+// kMajority; the wire carries one set). FromWelcomeInfo(ToWelcomeInfo(c)) == NormalizedRunConfig
+// (c) for every valid c. Does not allocate.
+RunConfig NormalizedRunConfig(const RunConfig& config);
+
+// ---- The Welcome's encoding of a RunConfig ----
+//
+// wire::TrainingConfig carries one-byte kinds numbered by the layer that owns them: `feedback`
+// is core's FeedbackKind, `optimizer` core's OptimizerKind, `mode` kServerMode, and
+// `aggregate` is the protocol's combination of three choices, one bit each:
+inline constexpr std::uint8_t kAggregateMajorityBit = 1;     // AggregationKind::kMajority
+inline constexpr std::uint8_t kAggregateDownlinkBit = 2;     // DownlinkKind::kAggregate
+inline constexpr std::uint8_t kAggregateTieNegativeBit = 4;  // TieRule::kNegative
+inline constexpr std::uint8_t kServerMode = 0;  // TrainingConfig::mode: parameter server
+
+// The Welcome a server sends worker `assigned_id` of `workers`. Reads only its arguments;
+// does not allocate. `config` should be valid (ValidateRunConfig).
+wire::WelcomeInfo ToWelcomeInfo(const RunConfig& config, std::uint32_t assigned_id,
+                                std::uint32_t workers);
+
+// The RunConfig a Welcome describes, into `out` (left unchanged on failure). Rejects kinds
+// outside their enums, a mode other than kServerMode, gossip and quantization-schedule fields
+// this protocol does not run, then applies ValidateRunConfig. Does not allocate.
+// Errors: kInvalidArgument with a reason.
+ConfigCheck FromWelcomeInfo(const wire::WelcomeInfo& welcome, RunConfig& out);
+
+// ---- Frame sizes of a run (0 for an invalid configuration) ----
+
+// Codec parameters of the full-model broadcast: identity over the layout.
+constexpr CodecParams ModelCodec() { return CodecParams{}; }
+
+// Largest Update frame (the uplink codec's payload) and any control frame. Size a server's
+// receive buffer with it.
+constexpr std::size_t UpdateFrameBytes(const RunConfig& config) {
+  return wire::MaxFrameBytes(config.codec, config.layout);
+}
+
+// Largest ModelBroadcast frame: the dense model or an aggregate (a payload of the uplink codec),
+// whichever is larger. Size a worker's receive buffer with it.
+constexpr std::size_t BroadcastFrameBytes(const RunConfig& config) {
+  const std::size_t model = wire::MaxFrameBytes(ModelCodec(), config.layout);
+  const std::size_t aggregate = wire::MaxFrameBytes(config.codec, config.layout);
+  if (model == 0 || aggregate == 0) return 0;
+  return model > aggregate ? model : aggregate;
+}
+
+}  // namespace edgesgd::protocol

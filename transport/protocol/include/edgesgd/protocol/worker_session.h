@@ -1,0 +1,253 @@
+#pragma once
+
+// A parameter-server worker as a sans-I/O state machine (see session.h). It joins (re-sending
+// Join until a Welcome arrives), takes its training buffers from the arena on the first
+// Welcome, and then answers every ModelBroadcast with an Update:
+//
+//   kMean      error feedback (ErrorFeedbackWorker): H local steps, each asking the gradient
+//              callback for the gradient at GradientPoint(), then Compress straight into the
+//              Update frame (no copy of the payload).
+//   kMajority  Signum: one gradient at the model, m = beta * m + (1 - beta) * g, and sign(m)
+//              packed straight into the Update frame (negated when WorkerOptions::negate_signs:
+//              a "blind adversary" for robustness experiments).
+//
+// A broadcast with content Model replaces the worker's model. One with content Aggregate is
+// applied to the model the worker holds (mean: x -= decode(aggregate); majority: x -= lr * (V +
+// wd * x)) only if that model is the previous round's; otherwise the worker skips the round and
+// re-sends Join, and the server answers with a Welcome and, if the worker is a participant of
+// the round, the full model. A broadcast of a round the worker already answered makes it
+// re-send the same Update (its first one may have been lost). Leave from the server ends the
+// session.
+//
+// What a driver does: Init(arena, options); Start(now); feed OnFrame / OnPeerLost / OnTimer as
+// for any Session (frames at 8-byte aligned addresses), and after every call PollFrame until
+// false. The gradient callback runs inside OnFrame; OutgoingFrame::work_samples tells a
+// simulator how much computation an Update cost.
+//
+// Memory: InitArenaBytes() at Init, WelcomeArenaBytes(config) on the first Welcome, nothing
+// afterwards; ArenaBytes(config) is their sum. A Join advertises the bytes the worker can still
+// spend, so a server rejects a device that is too small before it tries.
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+
+#include "edgesgd/core/arena.h"
+#include "edgesgd/core/codec_dispatch.h"
+#include "edgesgd/core/error_feedback.h"
+#include "edgesgd/core/status.h"
+#include "edgesgd/protocol/run_config.h"
+#include "edgesgd/protocol/session.h"
+#include "edgesgd/wire/frame_builder.h"
+#include "edgesgd/wire/frame_decoder.h"
+#include "edgesgd/wire/messages.h"
+
+namespace edgesgd::protocol {
+
+// Computes the loss gradient (without weight decay) at `point` (the model's dimension) into
+// `gradient` (same size) for local step `local_step` of round `round`. `user` is
+// WorkerOptions::user. A non-ok Status makes the worker skip the round (counted).
+using GradientFunction = Status (*)(void* user, std::span<const float> point, std::uint32_t round,
+                                    std::uint32_t local_step, std::span<float> gradient);
+
+struct WorkerOptions {
+  // This worker's peer id (1..n) if it has one, else wire::kUnassignedDevice (the server then
+  // assigns the id of the link the Join came on). A Welcome assigning another id is rejected.
+  std::uint32_t device_id = wire::kUnassignedDevice;
+  GradientFunction gradient = nullptr;  // required
+  void* user = nullptr;
+  // Training samples behind one local step, reported in Update.samples and work_samples; 0
+  // means the run's batch size.
+  std::uint32_t samples_per_step = 0;
+  TimeNs join_retry_ns = 1'000'000'000;  // Join is re-sent this often until a Welcome arrives
+  // Heartbeats keep the server's liveness timer fed while the worker is not sampled; kNever
+  // sends none (then the server must not use a liveness timeout).
+  TimeNs heartbeat_interval_ns = 10'000'000'000;
+  bool negate_signs = false;  // majority vote only: send -sign(m) (a blind adversary)
+};
+
+struct WorkerCounters {
+  std::uint64_t frames_received = 0;
+  std::uint64_t bytes_received = 0;
+  std::uint64_t frames_sent = 0;
+  std::uint64_t bytes_sent = 0;
+  std::uint64_t malformed = 0;             // DecodeFrame failed (incl. misaligned)
+  std::uint64_t unknown_sender = 0;        // not from the server
+  std::uint64_t unexpected = 0;            // a message a worker does not take, or out of phase
+  std::uint64_t stale_broadcasts = 0;      // a broadcast of a round older than the last one
+  std::uint64_t duplicate_broadcasts = 0;  // the last round's broadcast again (update re-sent)
+  std::uint64_t bad_payloads = 0;          // a broadcast whose payload failed verification
+  std::uint64_t rejected_welcomes = 0;     // invalid, or not matching the first Welcome
+  std::uint64_t resyncs = 0;               // aggregates that did not fit the held model
+  std::uint64_t gradient_errors = 0;       // the callback returned an error
+  std::uint64_t encode_errors = 0;         // the update could not be encoded (diverged)
+  std::uint64_t joins_sent = 0;
+  std::uint64_t heartbeats_sent = 0;
+  std::uint64_t updates_sent = 0;  // distinct updates computed and queued
+  std::uint64_t updates_resent = 0;
+};
+
+enum class WorkerPhase : std::uint8_t { kUninitialized, kIdle, kJoining, kTraining, kFinished };
+
+class WorkerSession final : public Session {
+ public:
+  // The builder buffer of one control frame (Join, Heartbeat, Leave).
+  static constexpr std::size_t kControlBuilderBytes =
+      wire::kMaxControlFrameBytes + wire::kBuilderScratchBytes;
+
+  // Arena bytes Init takes: two control-frame builders.
+  static constexpr std::size_t InitArenaBytes() {
+    return 2 * edgesgd::ArenaBytes(kControlBuilderBytes);
+  }
+
+  // Exact arena bytes the first Welcome of `config` takes: the model and a gradient (d floats
+  // each); error feedback state and, for the aggregate downlink, the codec's scratch (kMean) or
+  // the Signum momentum (kMajority); and the Update frame's builder. 0 when the configuration
+  // cannot be sized (see ValidateRunConfig for the full checks).
+  static constexpr std::size_t WelcomeArenaBytes(const RunConfig& config) {
+    const TensorLayout& layout = config.layout;
+    const std::size_t d = layout.dimension();
+    if (d == 0) return 0;
+    const std::size_t builder = wire::FrameBuilderBytes(config.codec, layout);
+    if (builder == 0) return 0;
+    std::size_t bytes = 2 * ArenaBytesFor<float>(d) + edgesgd::ArenaBytes(builder);
+    if (config.aggregation == AggregationKind::kMajority) {
+      return bytes + ArenaBytesFor<float>(d);
+    }
+    const std::size_t feedback =
+        ErrorFeedbackWorker::StateBytes(layout, config.codec, config.feedback);
+    if (feedback == 0) return 0;
+    bytes += feedback;
+    if (config.downlink == DownlinkKind::kAggregate) {
+      bytes += edgesgd::ArenaBytes(CodecScratchBytes(config.codec, layout));
+    }
+    return bytes;
+  }
+
+  // Arena bytes a worker needs for a run of `config`: Init plus the first Welcome.
+  static constexpr std::size_t ArenaBytes(const RunConfig& config) {
+    const std::size_t welcome = WelcomeArenaBytes(config);
+    return welcome == 0 ? 0 : InitArenaBytes() + welcome;
+  }
+
+  WorkerSession() = default;
+  WorkerSession(const WorkerSession&) = delete;
+  WorkerSession& operator=(const WorkerSession&) = delete;
+
+  // Keeps `arena` (it must outlive the session) for the first Welcome and takes the control
+  // builders from it. Allocates from the arena only. Errors (with a reason):
+  // kInvalidArgument (no gradient callback, device id 0, zero join retry or heartbeat
+  // interval), kFailedPrecondition (already initialized, arena sealed), kResourceExhausted
+  // (arena smaller than InitArenaBytes()).
+  ConfigCheck Init(Arena& arena, const WorkerOptions& options);
+
+  // ---- Session (see ServerSession for why the overrides are inline forwarders) ----
+  // Start sends the first Join. None of these allocates; the first Welcome takes
+  // WelcomeArenaBytes from the arena (if the arena is too small the worker sends Leave{Failure}
+  // and finishes with status() kResourceExhausted).
+  void Start(TimeNs now) override { DoStart(now); }
+  void OnFrame(PeerId from, std::span<const std::byte> frame, TimeNs now) override {
+    DoFrame(from, frame, now);
+  }
+  void OnPeerLost(PeerId peer, TimeNs now) override { DoPeerLost(peer, now); }
+  void OnTimer(TimeNs now) override { DoTimer(now); }
+  bool PollFrame(OutgoingFrame& out) override { return DoPollFrame(out); }
+  TimeNs NextWakeup() const override { return DoNextWakeup(); }
+  bool Finished() const override { return phase_ == WorkerPhase::kFinished; }
+
+  // ---- State, for drivers and tests ----
+  WorkerPhase phase() const { return phase_; }
+  bool configured() const { return configured_; }
+  // The run's configuration (meaningful once configured()).
+  const RunConfig& config() const { return config_; }
+  // The id the server assigned (options' device id before the Welcome).
+  std::uint32_t id() const { return id_; }
+  // The worker's copy of the model (empty before the Welcome), and the round whose start model
+  // it is (kNoRound before the first broadcast).
+  std::span<const float> model() const { return model_; }
+  static constexpr std::uint32_t kNoRound = 0xFFFFFFFFu;
+  std::uint32_t model_round() const { return model_round_; }
+  const WorkerCounters& counters() const { return counters_; }
+  // kOk, or why the worker stopped: kResourceExhausted (arena too small for the run), or the
+  // code of an Error the server answered the Join with.
+  Status status() const { return status_; }
+  // One line explaining a non-ok status() (the server's Error text, copied), "" otherwise.
+  const char* failure_reason() const { return failure_reason_.data(); }
+  // Why the server ended the session (meaningful once Finished() after a Leave).
+  wire::LeaveReason leave_reason() const { return leave_reason_; }
+  // The error-feedback state (kMean, once configured), for DEF-A read-outs and tests.
+  const ErrorFeedbackWorker& error_feedback() const { return feedback_; }
+
+ private:
+  static constexpr std::uint8_t kPendingControl = 1;  // Join or Leave (control builder 0)
+  static constexpr std::uint8_t kPendingUpdate = 2;
+  static constexpr std::uint8_t kPendingHeartbeat = 4;
+
+  void DoStart(TimeNs now);
+  void DoFrame(PeerId from, std::span<const std::byte> frame, TimeNs now);
+  void DoPeerLost(PeerId peer, TimeNs now);
+  void DoTimer(TimeNs now);
+  bool DoPollFrame(OutgoingFrame& out);
+  TimeNs DoNextWakeup() const;
+
+  void HandleWelcome(const wire::FrameView& view, TimeNs now);
+  void HandleBroadcast(const wire::FrameView& view, TimeNs now);
+  void HandleError(const wire::FrameView& view);
+  // Takes the run's buffers from the arena. Errors: kResourceExhausted, kInternal.
+  Status Configure(const RunConfig& config);
+  // Applies a broadcast's payload to the model. Errors: kDataLoss (bad payload),
+  // kFailedPrecondition (an aggregate that does not fit the held model).
+  Status ApplyBroadcast(const wire::FrameView& view);
+  // Computes this round's update into the Update frame and queues it.
+  void ComputeUpdate(std::uint32_t round);
+  Status ComputeMeanUpdate(std::uint32_t round, const wire::FrameHeader& header,
+                           const wire::PayloadMessage& message);
+  Status ComputeMajorityUpdate(std::uint32_t round, const wire::FrameHeader& header,
+                               const wire::PayloadMessage& message);
+  void SendJoin(TimeNs now);
+  void SendHeartbeat(TimeNs now);
+  void Resync(TimeNs now);
+  void Fail(Status status, const char* reason, bool send_leave);
+  wire::FrameHeader NextHeader(std::uint32_t round);
+  std::uint32_t StepSamples() const;
+
+  WorkerOptions options_;
+  WorkerPhase phase_ = WorkerPhase::kUninitialized;
+  Arena* arena_ = nullptr;
+  bool configured_ = false;
+  bool resyncing_ = false;
+  wire::WelcomeInfo welcome_;
+  RunConfig config_;
+  std::uint32_t id_ = wire::kUnassignedDevice;
+
+  std::span<float> model_;
+  std::span<float> gradient_;
+  std::span<float> momentum_;     // kMajority
+  std::span<std::byte> scratch_;  // codec scratch for applying aggregates (kMean)
+  ErrorFeedbackWorker feedback_;
+
+  std::optional<wire::FrameBuilder> control_builder_;  // Join or Leave
+  std::optional<wire::FrameBuilder> heartbeat_builder_;
+  std::optional<wire::FrameBuilder> update_builder_;
+  std::span<const std::byte> control_frame_;
+  std::span<const std::byte> heartbeat_frame_;
+  std::span<const std::byte> update_frame_;
+  std::uint64_t update_work_ = 0;  // work_samples of the queued update (0 for a re-send)
+  std::uint8_t pending_ = 0;
+
+  std::uint32_t model_round_ = kNoRound;
+  std::uint32_t broadcast_round_ = kNoRound;  // last broadcast acted on
+  std::uint32_t update_round_ = kNoRound;     // round of the Update in update_frame_
+  TimeNs next_join_ = kNever;
+  TimeNs next_heartbeat_ = kNever;
+  std::uint64_t sequence_ = 0;
+
+  WorkerCounters counters_;
+  Status status_;
+  std::array<char, wire::kMaxErrorReasonBytes + 1> failure_reason_{};
+  wire::LeaveReason leave_reason_ = wire::LeaveReason::kDone;
+};
+
+}  // namespace edgesgd::protocol

@@ -1,0 +1,250 @@
+#include "edgesgd/protocol/run_config.h"
+
+#include <limits>
+
+#include "edgesgd/core/aggregator.h"
+
+namespace edgesgd::protocol {
+namespace {
+
+constexpr float kMaxFloat = std::numeric_limits<float>::max();
+
+// NaN fails every comparison, so each range test is written to be false for NaN.
+constexpr bool PositiveFinite(float value) { return value > 0.0f && value <= kMaxFloat; }
+constexpr bool NonNegativeFinite(float value) { return value >= 0.0f && value <= kMaxFloat; }
+constexpr bool UnitInterval(float value) { return value >= 0.0f && value < 1.0f; }
+
+ConfigCheck CheckCodec(const CodecParams& codec, const TensorLayout& layout) {
+  switch (codec.kind) {
+    case CodecKind::kIdentity:
+      break;
+    case CodecKind::kTopK:
+    case CodecKind::kRandK:
+      if (!(codec.k_ratio > 0.0f && codec.k_ratio <= 1.0f)) {
+        return ConfigCheck::Invalid("k ratio must be in (0, 1]");
+      }
+      if (codec.kind == CodecKind::kRandK && codec.rand_k_scaling != RandKScaling::kNone &&
+          codec.rand_k_scaling != RandKScaling::kUnbiased) {
+        return ConfigCheck::Invalid("unknown rand_k scaling");
+      }
+      break;
+    case CodecKind::kRandomBlock:
+      if (codec.block_ratio < 1) return ConfigCheck::Invalid("block ratio must be at least 1");
+      break;
+    case CodecKind::kSign:
+      if (codec.sign_scale != SignScale::kMeanAbs && codec.sign_scale != SignScale::kUnit) {
+        return ConfigCheck::Invalid("unknown sign scale");
+      }
+      break;
+    case CodecKind::kQsgd:
+      if (codec.qsgd_levels < 1 || codec.qsgd_levels > kMaxQsgdLevels) {
+        return ConfigCheck::Invalid("qsgd levels must be in 1..32767 (2..16 bits)");
+      }
+      if (codec.qsgd_bucket < 1) return ConfigCheck::Invalid("qsgd bucket must be at least 1");
+      break;
+    default:
+      return ConfigCheck::Invalid("unknown codec");
+  }
+  // Anything the per-field checks above missed (the codec's own Shape is the authority).
+  if (!EncodedShape(codec, layout).ok()) return ConfigCheck::Invalid("invalid codec parameters");
+  if (wire::MaxFrameBytes(codec, layout) == 0) {
+    return ConfigCheck::Invalid("an encoded update would exceed the 1 GiB frame limit");
+  }
+  return ConfigCheck::Ok();
+}
+
+ConfigCheck CheckFeedback(const FeedbackParams& feedback) {
+  switch (feedback.kind) {
+    case FeedbackKind::kNone:
+    case FeedbackKind::kEf:
+    case FeedbackKind::kSaef:
+      break;
+    case FeedbackKind::kDef:
+      if (!(feedback.detach >= 0.0f && feedback.detach <= 1.0f)) {
+        return ConfigCheck::Invalid("detach coefficient must be in [0, 1]");
+      }
+      break;
+    default:
+      return ConfigCheck::Invalid("unknown feedback kind");
+  }
+  if (!PositiveFinite(feedback.learning_rate)) {
+    return ConfigCheck::Invalid("learning rate must be positive and finite");
+  }
+  if (!UnitInterval(feedback.momentum)) return ConfigCheck::Invalid("momentum must be in [0, 1)");
+  if (!NonNegativeFinite(feedback.weight_decay)) {
+    return ConfigCheck::Invalid("weight decay must be non-negative and finite");
+  }
+  if (feedback.local_steps < 1) return ConfigCheck::Invalid("local steps H must be at least 1");
+  // Belt and braces: core's own validation must agree with the field checks above.
+  if (!ValidateFeedbackParams(feedback).ok()) {
+    return ConfigCheck::Invalid("invalid feedback parameters");
+  }
+  return ConfigCheck::Ok();
+}
+
+ConfigCheck CheckMajority(const RunConfig& config) {
+  if (config.codec.kind != CodecKind::kSign) {
+    return ConfigCheck::Invalid("majority vote needs the sign codec");
+  }
+  if (config.codec.sign_scale != SignScale::kUnit) {
+    return ConfigCheck::Invalid("majority vote needs plain signs (sign codec with unit scale)");
+  }
+  if (config.tie_rule != TieRule::kPositive && config.tie_rule != TieRule::kNegative) {
+    return ConfigCheck::Invalid("unknown tie rule");
+  }
+  const OptimizerParams& optimizer = config.optimizer;
+  if (optimizer.kind != OptimizerKind::kSignum) {
+    return ConfigCheck::Invalid("majority vote runs the Signum optimizer");
+  }
+  if (!PositiveFinite(optimizer.learning_rate)) {
+    return ConfigCheck::Invalid("Signum learning rate must be positive and finite");
+  }
+  if (!UnitInterval(optimizer.momentum)) {
+    return ConfigCheck::Invalid("Signum momentum (beta) must be in [0, 1)");
+  }
+  if (!NonNegativeFinite(optimizer.weight_decay)) {
+    return ConfigCheck::Invalid("Signum weight decay must be non-negative and finite");
+  }
+  if (config.feedback.local_steps != 1) {
+    return ConfigCheck::Invalid("majority vote takes one gradient per round (local steps H = 1)");
+  }
+  return ConfigCheck::Ok();
+}
+
+}  // namespace
+
+ConfigCheck ValidateRunConfig(const RunConfig& config) {
+  if (config.layout.tensor_count() == 0) return ConfigCheck::Invalid("the model has no tensors");
+  if (wire::MaxFrameBytes(ModelCodec(), config.layout) == 0) {
+    return ConfigCheck::Invalid("the model is too large for one frame (1 GiB limit)");
+  }
+  if (const ConfigCheck codec = CheckCodec(config.codec, config.layout); !codec.ok()) {
+    return codec;
+  }
+  if (config.rounds < 1) return ConfigCheck::Invalid("rounds must be at least 1");
+  if (config.batch < 1) return ConfigCheck::Invalid("batch size must be at least 1");
+  if (!(config.participation > 0.0f && config.participation <= 1.0f)) {
+    return ConfigCheck::Invalid("participation must be in (0, 1]");
+  }
+  if (config.downlink != DownlinkKind::kModel && config.downlink != DownlinkKind::kAggregate) {
+    return ConfigCheck::Invalid("unknown downlink");
+  }
+  switch (config.aggregation) {
+    case AggregationKind::kMean:
+      if (const ConfigCheck feedback = CheckFeedback(config.feedback); !feedback.ok()) {
+        return feedback;
+      }
+      if (config.downlink == DownlinkKind::kAggregate && !SupportsPayloadSum(config.codec.kind)) {
+        return ConfigCheck::Invalid(
+            "downlink aggregate needs a codec whose payloads sum (identity, rand_k, "
+            "random_block) or majority vote");
+      }
+      return ConfigCheck::Ok();
+    case AggregationKind::kMajority:
+      return CheckMajority(config);
+  }
+  return ConfigCheck::Invalid("unknown aggregation");
+}
+
+RunConfig NormalizedRunConfig(const RunConfig& config) {
+  RunConfig out = config;
+  if (config.aggregation == AggregationKind::kMajority) {
+    out.feedback.learning_rate = config.optimizer.learning_rate;
+    out.feedback.momentum = config.optimizer.momentum;
+    out.feedback.weight_decay = config.optimizer.weight_decay;
+  } else {
+    out.optimizer.learning_rate = config.feedback.learning_rate;
+    out.optimizer.momentum = config.feedback.momentum;
+    out.optimizer.weight_decay = config.feedback.weight_decay;
+  }
+  return out;
+}
+
+wire::WelcomeInfo ToWelcomeInfo(const RunConfig& config, std::uint32_t assigned_id,
+                                std::uint32_t workers) {
+  wire::WelcomeInfo welcome;
+  welcome.assigned_id = assigned_id;
+  welcome.workers = workers;
+  welcome.rounds = config.rounds;
+  welcome.seed = config.seed;
+  welcome.layout = config.layout;
+  welcome.codec = config.codec;
+
+  const bool majority = config.aggregation == AggregationKind::kMajority;
+  wire::TrainingConfig& training = welcome.training;
+  training.feedback = static_cast<std::uint8_t>(config.feedback.kind);
+  training.detach = config.feedback.detach;
+  training.optimizer = static_cast<std::uint8_t>(config.optimizer.kind);
+  training.learning_rate =
+      majority ? config.optimizer.learning_rate : config.feedback.learning_rate;
+  training.momentum = majority ? config.optimizer.momentum : config.feedback.momentum;
+  training.weight_decay = majority ? config.optimizer.weight_decay : config.feedback.weight_decay;
+  training.local_steps = config.feedback.local_steps;
+  training.batch = config.batch;
+  std::uint8_t aggregate = 0;
+  if (majority) aggregate |= kAggregateMajorityBit;
+  if (config.downlink == DownlinkKind::kAggregate) aggregate |= kAggregateDownlinkBit;
+  if (config.tie_rule == TieRule::kNegative) aggregate |= kAggregateTieNegativeBit;
+  training.aggregate = aggregate;
+  training.participation = config.participation;
+  training.quant_schedule = 0;
+  training.mode = kServerMode;
+  training.gossip = 0;
+  training.topology = 0;
+  training.gossip_rounds = 0;
+  return welcome;
+}
+
+ConfigCheck FromWelcomeInfo(const wire::WelcomeInfo& welcome, RunConfig& out) {
+  const wire::TrainingConfig& training = welcome.training;
+  if (training.mode != kServerMode) {
+    return ConfigCheck::Invalid("the Welcome describes a run that is not a parameter-server run");
+  }
+  if (training.quant_schedule != 0) {
+    return ConfigCheck::Invalid("quantization schedules are not supported by this protocol");
+  }
+  if (training.gossip != 0 || training.topology != 0 || training.gossip_rounds != 0) {
+    return ConfigCheck::Invalid("gossip fields are set in a parameter-server Welcome");
+  }
+  if (training.feedback > static_cast<std::uint8_t>(FeedbackKind::kSaef)) {
+    return ConfigCheck::Invalid("unknown feedback kind");
+  }
+  if (training.optimizer > static_cast<std::uint8_t>(OptimizerKind::kSignum)) {
+    return ConfigCheck::Invalid("unknown optimizer kind");
+  }
+  constexpr std::uint8_t kKnownAggregateBits =
+      kAggregateMajorityBit | kAggregateDownlinkBit | kAggregateTieNegativeBit;
+  if ((training.aggregate & ~kKnownAggregateBits) != 0) {
+    return ConfigCheck::Invalid("unknown aggregation bits");
+  }
+
+  RunConfig config;
+  config.layout = welcome.layout;
+  config.codec = welcome.codec;
+  config.feedback.kind = static_cast<FeedbackKind>(training.feedback);
+  config.feedback.detach = training.detach;
+  config.feedback.learning_rate = training.learning_rate;
+  config.feedback.momentum = training.momentum;
+  config.feedback.weight_decay = training.weight_decay;
+  config.feedback.local_steps = training.local_steps;
+  config.optimizer.kind = static_cast<OptimizerKind>(training.optimizer);
+  config.optimizer.learning_rate = training.learning_rate;
+  config.optimizer.momentum = training.momentum;
+  config.optimizer.weight_decay = training.weight_decay;
+  config.aggregation = (training.aggregate & kAggregateMajorityBit) != 0
+                           ? AggregationKind::kMajority
+                           : AggregationKind::kMean;
+  config.downlink = (training.aggregate & kAggregateDownlinkBit) != 0 ? DownlinkKind::kAggregate
+                                                                      : DownlinkKind::kModel;
+  config.tie_rule = (training.aggregate & kAggregateTieNegativeBit) != 0 ? TieRule::kNegative
+                                                                         : TieRule::kPositive;
+  config.batch = training.batch;
+  config.participation = training.participation;
+  config.rounds = welcome.rounds;
+  config.seed = welcome.seed;
+  if (const ConfigCheck check = ValidateRunConfig(config); !check.ok()) return check;
+  out = config;
+  return ConfigCheck::Ok();
+}
+
+}  // namespace edgesgd::protocol

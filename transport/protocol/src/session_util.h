@@ -1,0 +1,35 @@
+#pragma once
+
+// Small helpers shared by the server and worker sessions (not part of the public API).
+
+#include <cmath>
+#include <span>
+
+#include "edgesgd/core/codec_params.h"
+#include "edgesgd/protocol/session.h"
+#include "edgesgd/wire/messages.h"
+
+namespace edgesgd::protocol::internal {
+
+// a + b, or kNever when that would overflow: deadlines of kNever stay kNever.
+constexpr TimeNs SaturatingAdd(TimeNs a, TimeNs b) { return a > kNever - b ? kNever : a + b; }
+
+inline bool AllFinite(std::span<const float> values) {
+  for (const float value : values) {
+    if (!std::isfinite(value)) return false;
+  }
+  return true;
+}
+
+// Whether a received payload comes from the run's codec with the run's per-frame parameters. A
+// qsgd payload carries its levels and bucket; receivers decode with the configured ones, so
+// they must agree.
+inline bool MatchesCodec(const CodecParams& codec, const wire::EncodedPayload& payload) {
+  if (payload.codec != codec.kind) return false;
+  if (payload.kind == wire::PayloadKind::kQuantized) {
+    return payload.qsgd_levels == codec.qsgd_levels && payload.qsgd_bucket == codec.qsgd_bucket;
+  }
+  return true;
+}
+
+}  // namespace edgesgd::protocol::internal

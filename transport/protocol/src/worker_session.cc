@@ -1,0 +1,510 @@
+#include "edgesgd/protocol/worker_session.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <limits>
+
+#include "edgesgd/core/codecs/sign.h"
+#include "edgesgd/core/optimizer.h"
+#include "session_util.h"
+
+namespace edgesgd::protocol {
+namespace {
+
+using internal::AllFinite;
+using internal::MatchesCodec;
+using internal::SaturatingAdd;
+
+// Bitwise float equality: a Welcome must compare equal to itself even if a field the run does
+// not read holds a NaN.
+bool SameBits(float a, float b) {
+  return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b);
+}
+
+bool SameCodec(const CodecParams& a, const CodecParams& b) {
+  return a.kind == b.kind && SameBits(a.k_ratio, b.k_ratio) &&
+         a.rand_k_scaling == b.rand_k_scaling && a.block_ratio == b.block_ratio &&
+         a.sign_scale == b.sign_scale && a.qsgd_levels == b.qsgd_levels &&
+         a.qsgd_bucket == b.qsgd_bucket;
+}
+
+bool SameTraining(const wire::TrainingConfig& a, const wire::TrainingConfig& b) {
+  return a.feedback == b.feedback && SameBits(a.detach, b.detach) && a.optimizer == b.optimizer &&
+         SameBits(a.learning_rate, b.learning_rate) && SameBits(a.momentum, b.momentum) &&
+         SameBits(a.weight_decay, b.weight_decay) && a.local_steps == b.local_steps &&
+         a.batch == b.batch && a.aggregate == b.aggregate &&
+         SameBits(a.participation, b.participation) && a.quant_schedule == b.quant_schedule &&
+         a.mode == b.mode && a.gossip == b.gossip && a.topology == b.topology &&
+         a.gossip_rounds == b.gossip_rounds;
+}
+
+bool SameWelcome(const wire::WelcomeInfo& a, const wire::WelcomeInfo& b) {
+  return a.assigned_id == b.assigned_id && a.workers == b.workers && a.rounds == b.rounds &&
+         a.seed == b.seed && a.layout == b.layout && SameCodec(a.codec, b.codec) &&
+         SameTraining(a.training, b.training);
+}
+
+// Turns packed signs into their negation in place, keeping every tensor's padding bits 0 (a
+// vote with a padding bit set is malformed).
+void NegateSigns(const TensorLayout& layout, std::span<std::uint32_t> words) {
+  std::size_t word = 0;
+  for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
+    const std::size_t size = layout.size(t);
+    const std::size_t count = SignCodec::WordsFor(size);
+    for (std::size_t i = 0; i < count; ++i) words[word + i] = ~words[word + i];
+    const std::size_t tail = size % 32;
+    if (tail != 0) words[word + count - 1] &= (std::uint32_t{1} << tail) - 1u;
+    word += count;
+  }
+}
+
+}  // namespace
+
+ConfigCheck WorkerSession::Init(Arena& arena, const WorkerOptions& options) {
+  if (phase_ != WorkerPhase::kUninitialized) {
+    return ConfigCheck{Status::FailedPrecondition(), "the worker is already initialized"};
+  }
+  if (options.gradient == nullptr) return ConfigCheck::Invalid("a gradient callback is required");
+  if (options.device_id == kServerPeer) {
+    return ConfigCheck::Invalid("device id 0 is the server's peer id");
+  }
+  if (options.join_retry_ns == 0) return ConfigCheck::Invalid("join retry must be > 0");
+  if (options.heartbeat_interval_ns == 0) {
+    return ConfigCheck::Invalid("heartbeat interval must be > 0 (kNever for none)");
+  }
+  if (arena.sealed()) return ConfigCheck{Status::FailedPrecondition(), "the arena is sealed"};
+  if (arena.remaining_bytes() < InitArenaBytes()) {
+    return ConfigCheck{Status::ResourceExhausted(),
+                       "the arena is smaller than WorkerSession::InitArenaBytes"};
+  }
+  const Result<std::span<std::byte>> control = arena.AllocateBytes(kControlBuilderBytes);
+  const Result<std::span<std::byte>> heartbeat = arena.AllocateBytes(kControlBuilderBytes);
+  if (!control.ok() || !heartbeat.ok()) {
+    return ConfigCheck{Status::Internal(), "arena accounting disagrees with InitArenaBytes"};
+  }
+  control_builder_.emplace(control.value());
+  heartbeat_builder_.emplace(heartbeat.value());
+  options_ = options;
+  arena_ = &arena;
+  id_ = options.device_id;
+  phase_ = WorkerPhase::kIdle;
+  return ConfigCheck::Ok();
+}
+
+// ---- Session ----
+
+void WorkerSession::DoStart(TimeNs now) {
+  if (phase_ != WorkerPhase::kIdle) return;
+  phase_ = WorkerPhase::kJoining;
+  SendJoin(now);
+}
+
+void WorkerSession::DoFrame(PeerId from, std::span<const std::byte> frame, TimeNs now) {
+  ++counters_.frames_received;
+  counters_.bytes_received += frame.size();
+  if (phase_ == WorkerPhase::kUninitialized || phase_ == WorkerPhase::kIdle ||
+      phase_ == WorkerPhase::kFinished) {
+    ++counters_.unexpected;
+    return;
+  }
+  // Before the Welcome only control frames are expected; afterwards nothing larger than the
+  // run's largest broadcast.
+  const std::size_t limit =
+      configured_ ? BroadcastFrameBytes(config_) : wire::kMaxControlFrameBytes;
+  const Result<wire::FrameView> decoded = wire::DecodeFrame(frame, limit);
+  if (!decoded.ok()) {
+    ++counters_.malformed;
+    return;
+  }
+  const wire::FrameView& view = decoded.value();
+  if (from != kServerPeer || view.header.sender != kServerPeer) {
+    ++counters_.unknown_sender;
+    return;
+  }
+  switch (view.kind) {
+    case wire::MessageKind::kWelcome:
+      HandleWelcome(view, now);
+      break;
+    case wire::MessageKind::kModelBroadcast:
+      if (configured_) {
+        HandleBroadcast(view, now);
+      } else {
+        ++counters_.unexpected;
+      }
+      break;
+    case wire::MessageKind::kLeave:
+      leave_reason_ = view.leave.reason;
+      phase_ = WorkerPhase::kFinished;
+      pending_ = 0;
+      break;
+    case wire::MessageKind::kError:
+      HandleError(view);
+      break;
+    default:
+      ++counters_.unexpected;
+      break;
+  }
+}
+
+void WorkerSession::DoPeerLost(PeerId peer, TimeNs now) {
+  // The server will have dropped this worker with the link; join again (the driver delivers the
+  // Join once the link is back, and the join retry keeps trying until then).
+  if (peer == kServerPeer && phase_ == WorkerPhase::kTraining) Resync(now);
+}
+
+void WorkerSession::DoTimer(TimeNs now) {
+  const bool joining =
+      phase_ == WorkerPhase::kJoining || (phase_ == WorkerPhase::kTraining && resyncing_);
+  if (joining && now >= next_join_) SendJoin(now);
+  if (phase_ == WorkerPhase::kTraining && options_.heartbeat_interval_ns != kNever &&
+      now >= next_heartbeat_) {
+    SendHeartbeat(now);
+  }
+}
+
+bool WorkerSession::DoPollFrame(OutgoingFrame& out) {
+  std::span<const std::byte> bytes;
+  std::uint64_t work = 0;
+  if ((pending_ & kPendingControl) != 0) {
+    pending_ = static_cast<std::uint8_t>(pending_ & ~kPendingControl);
+    bytes = control_frame_;
+  } else if ((pending_ & kPendingUpdate) != 0) {
+    pending_ = static_cast<std::uint8_t>(pending_ & ~kPendingUpdate);
+    bytes = update_frame_;
+    work = update_work_;
+  } else if ((pending_ & kPendingHeartbeat) != 0) {
+    pending_ = static_cast<std::uint8_t>(pending_ & ~kPendingHeartbeat);
+    bytes = heartbeat_frame_;
+  } else {
+    return false;
+  }
+  out.to = kServerPeer;
+  out.bytes = bytes;
+  out.work_samples = work;
+  ++counters_.frames_sent;
+  counters_.bytes_sent += bytes.size();
+  return true;
+}
+
+TimeNs WorkerSession::DoNextWakeup() const {
+  if (phase_ == WorkerPhase::kJoining) return next_join_;
+  if (phase_ != WorkerPhase::kTraining) return kNever;
+  TimeNs next = resyncing_ ? next_join_ : kNever;
+  if (options_.heartbeat_interval_ns != kNever) next = std::min(next, next_heartbeat_);
+  return next;
+}
+
+// ---- Frames from the server ----
+
+void WorkerSession::HandleWelcome(const wire::FrameView& view, TimeNs now) {
+  RunConfig config;
+  if (!FromWelcomeInfo(view.welcome, config).ok()) {
+    ++counters_.rejected_welcomes;
+    return;
+  }
+  const std::uint32_t assigned = view.welcome.assigned_id;
+  if (assigned == kServerPeer || assigned == wire::kUnassignedDevice ||
+      (options_.device_id != wire::kUnassignedDevice && assigned != options_.device_id)) {
+    ++counters_.rejected_welcomes;
+    return;
+  }
+  if (configured_) {
+    // A reply to a resync Join (or a duplicate): it must describe the same run.
+    if (!SameWelcome(view.welcome, welcome_)) {
+      ++counters_.rejected_welcomes;
+      return;
+    }
+    resyncing_ = false;
+    next_join_ = kNever;
+    return;
+  }
+  id_ = assigned;
+  if (const Status configured = Configure(config); !configured.ok()) {
+    Fail(configured,
+         configured.code() == StatusCode::kResourceExhausted
+             ? "worker arena is smaller than WorkerSession::ArenaBytes for this run"
+             : "worker could not take its buffers for this run",
+         /*send_leave=*/true);
+    return;
+  }
+  welcome_ = view.welcome;
+  config_ = config;
+  configured_ = true;
+  phase_ = WorkerPhase::kTraining;
+  next_join_ = kNever;
+  next_heartbeat_ = SaturatingAdd(now, options_.heartbeat_interval_ns);
+}
+
+void WorkerSession::HandleError(const wire::FrameView& view) {
+  // Only an answer to a Join means anything (the server refusing this device); afterwards the
+  // worker has a run to do and an Error cannot be tied to anything it sent.
+  if (configured_) {
+    ++counters_.unexpected;
+    return;
+  }
+  const Status status =
+      view.error.code == StatusCode::kOk ? Status::Unavailable() : Status(view.error.code);
+  const std::size_t length = std::min(view.error.reason.size(), wire::kMaxErrorReasonBytes);
+  std::memcpy(failure_reason_.data(), view.error.reason.data(), length);
+  failure_reason_[length] = '\0';
+  status_ = status;
+  phase_ = WorkerPhase::kFinished;
+  pending_ = 0;
+}
+
+void WorkerSession::HandleBroadcast(const wire::FrameView& view, TimeNs now) {
+  const std::uint32_t round = view.header.round;
+  if (broadcast_round_ != kNoRound && round < broadcast_round_) {
+    ++counters_.stale_broadcasts;
+    return;
+  }
+  if (round == broadcast_round_) {
+    // The server re-sent this round (its deadline passed without our update, which may have
+    // been lost): send the same update again rather than compute a second one.
+    ++counters_.duplicate_broadcasts;
+    if (update_round_ == round && !update_frame_.empty()) {
+      update_work_ = 0;
+      pending_ = static_cast<std::uint8_t>(pending_ | kPendingUpdate);
+      ++counters_.updates_resent;
+    }
+    return;
+  }
+  const Status applied = ApplyBroadcast(view);
+  if (applied.code() == StatusCode::kFailedPrecondition) {
+    Resync(now);
+    return;
+  }
+  if (!applied.ok()) {
+    ++counters_.bad_payloads;
+    return;
+  }
+  broadcast_round_ = round;
+  model_round_ = round;
+  ComputeUpdate(round);
+}
+
+Status WorkerSession::ApplyBroadcast(const wire::FrameView& view) {
+  const PayloadView& payload = view.payload.view;
+  const TensorLayout& layout = config_.layout;
+  if (view.message.broadcast.content == wire::BroadcastContent::kModel) {
+    if (view.payload.codec != CodecKind::kIdentity || payload.values.size() != model_.size() ||
+        !AllFinite(payload.values)) {
+      return Status::DataLoss();
+    }
+    // A copy, not a decode-add into zeros: 0 + (-0) would turn -0 into +0 and the worker's
+    // model would no longer be the server's bit for bit.
+    std::copy(payload.values.begin(), payload.values.end(), model_.begin());
+    return Status::Ok();
+  }
+  if (config_.downlink != DownlinkKind::kAggregate || !MatchesCodec(config_.codec, view.payload)) {
+    return Status::DataLoss();
+  }
+  const std::uint32_t round = view.header.round;
+  if (model_round_ == kNoRound || model_round_ + 1 != round) return Status::FailedPrecondition();
+  Status status;
+  if (config_.aggregation == AggregationKind::kMajority) {
+    status = ApplySignVote(payload.words, layout, config_.optimizer.learning_rate,
+                           config_.optimizer.weight_decay, model_);
+  } else {
+    const CodecContext context{config_.seed, round - 1, 0};
+    status = DecodeAdd(config_.codec, layout, context, payload, -1.0f, model_, scratch_);
+  }
+  // Every failure here is the payload's (both functions leave the model untouched on error).
+  return status.ok() ? Status::Ok() : Status::DataLoss();
+}
+
+// ---- Computing updates ----
+
+Status WorkerSession::Configure(const RunConfig& config) {
+  Arena& arena = *arena_;
+  const std::size_t needed = WelcomeArenaBytes(config);
+  if (needed == 0) return Status::InvalidArgument();
+  if (arena.sealed()) return Status::FailedPrecondition();
+  if (arena.remaining_bytes() < needed) return Status::ResourceExhausted();
+  const TensorLayout& layout = config.layout;
+  const std::size_t d = layout.dimension();
+  EDGESGD_TRY_ASSIGN(model_, arena.Allocate<float>(d));
+  EDGESGD_TRY_ASSIGN(gradient_, arena.Allocate<float>(d));
+  if (config.aggregation == AggregationKind::kMajority) {
+    EDGESGD_TRY_ASSIGN(momentum_, arena.Allocate<float>(d));
+  } else {
+    EDGESGD_TRY(feedback_.Init(arena, layout, config.codec, config.feedback));
+    if (config.downlink == DownlinkKind::kAggregate) {
+      EDGESGD_TRY_ASSIGN(scratch_, arena.AllocateBytes(CodecScratchBytes(config.codec, layout)));
+    }
+  }
+  EDGESGD_TRY_ASSIGN(std::span<std::byte> buffer,
+                     arena.AllocateBytes(wire::FrameBuilderBytes(config.codec, layout)));
+  update_builder_.emplace(buffer);
+  return Status::Ok();
+}
+
+void WorkerSession::ComputeUpdate(std::uint32_t round) {
+  const bool majority = config_.aggregation == AggregationKind::kMajority;
+  const std::uint32_t steps = majority ? 1u : config_.feedback.local_steps;
+  const std::uint64_t samples = std::uint64_t{StepSamples()} * steps;
+  const auto reported = static_cast<std::uint32_t>(
+      std::min<std::uint64_t>(samples, std::numeric_limits<std::uint32_t>::max()));
+  // Whatever happens below, the previous update is superseded.
+  update_frame_ = {};
+  update_round_ = kNoRound;
+  pending_ = static_cast<std::uint8_t>(pending_ & ~kPendingUpdate);
+
+  const wire::FrameHeader header = NextHeader(round);
+  const wire::PayloadMessage message = wire::PayloadMessage::Update({id_, reported});
+  const Status computed = majority ? ComputeMajorityUpdate(round, header, message)
+                                   : ComputeMeanUpdate(round, header, message);
+  if (!computed.ok()) return;
+  update_round_ = round;
+  update_work_ = samples;
+  pending_ = static_cast<std::uint8_t>(pending_ | kPendingUpdate);
+  ++counters_.updates_sent;
+}
+
+Status WorkerSession::ComputeMeanUpdate(std::uint32_t round, const wire::FrameHeader& header,
+                                        const wire::PayloadMessage& message) {
+  // A round abandoned earlier (callback error) is folded into the residual by BeginRound, so
+  // error feedback still delivers its progress later.
+  if (const Status begun = feedback_.BeginRound(model_); !begun.ok()) {
+    ++counters_.encode_errors;
+    return begun;
+  }
+  for (std::uint32_t step = 0; step < config_.feedback.local_steps; ++step) {
+    const Status gradient =
+        options_.gradient(options_.user, feedback_.GradientPoint(), round, step, gradient_);
+    if (!gradient.ok()) {
+      ++counters_.gradient_errors;
+      return gradient;
+    }
+    if (const Status stepped = feedback_.LocalStep(gradient_); !stepped.ok()) {
+      ++counters_.gradient_errors;
+      return stepped;
+    }
+  }
+  const Result<PayloadSpans> spans =
+      update_builder_->BeginPayloadFrame(header, message, config_.codec, config_.layout);
+  if (!spans.ok()) {
+    ++counters_.encode_errors;
+    return spans.status();
+  }
+  // The codec writes the payload straight into the frame.
+  const CodecContext context{config_.seed, round, id_};
+  if (const Result<PayloadShape> shape = feedback_.Compress(context, spans.value()); !shape.ok()) {
+    update_builder_->AbandonPayloadFrame();
+    ++counters_.encode_errors;
+    return shape.status();
+  }
+  const Result<std::span<const std::byte>> frame = update_builder_->FinishPayloadFrame();
+  if (!frame.ok()) {
+    ++counters_.encode_errors;
+    return frame.status();
+  }
+  update_frame_ = frame.value();
+  return Status::Ok();
+}
+
+Status WorkerSession::ComputeMajorityUpdate(std::uint32_t round, const wire::FrameHeader& header,
+                                            const wire::PayloadMessage& message) {
+  const Status gradient = options_.gradient(options_.user, model_, round, 0, gradient_);
+  if (!gradient.ok()) {
+    ++counters_.gradient_errors;
+    return gradient;
+  }
+  if (const Status updated = SignumMomentumUpdate(config_.optimizer.momentum, gradient_, momentum_);
+      !updated.ok()) {
+    ++counters_.gradient_errors;
+    return updated;
+  }
+  const Result<PayloadSpans> spans =
+      update_builder_->BeginPayloadFrame(header, message, config_.codec, config_.layout);
+  if (!spans.ok()) {
+    ++counters_.encode_errors;
+    return spans.status();
+  }
+  const CodecContext context{config_.seed, round, id_};
+  if (const Status encoded = Encode(config_.codec, config_.layout, context, momentum_,
+                                    spans.value(), std::span<std::byte>());
+      !encoded.ok()) {
+    update_builder_->AbandonPayloadFrame();
+    ++counters_.encode_errors;
+    return encoded;
+  }
+  if (options_.negate_signs) NegateSigns(config_.layout, spans.value().words);
+  const Result<std::span<const std::byte>> frame = update_builder_->FinishPayloadFrame();
+  if (!frame.ok()) {
+    ++counters_.encode_errors;
+    return frame.status();
+  }
+  update_frame_ = frame.value();
+  return Status::Ok();
+}
+
+// ---- Control frames ----
+
+void WorkerSession::SendJoin(TimeNs now) {
+  // What this device can spend on the run: what is left of the arena, plus what the run already
+  // took when this is a resync (the server checks it against WelcomeArenaBytes).
+  std::size_t memory = arena_->remaining_bytes();
+  if (configured_) memory += WelcomeArenaBytes(config_);
+  wire::JoinInfo join;
+  join.architecture = wire::HostArchitecture();
+  join.codecs = wire::kAllCodecs;
+  join.max_frame_bytes = 0;  // frames arrive through the driver, which sizes its buffers
+  join.memory_bytes = static_cast<std::uint32_t>(
+      std::min<std::size_t>(memory, std::numeric_limits<std::uint32_t>::max()));
+  const Result<std::span<const std::byte>> frame =
+      control_builder_->EncodeJoin(NextHeader(0), join);
+  if (frame.ok()) {
+    control_frame_ = frame.value();
+    pending_ = static_cast<std::uint8_t>(pending_ | kPendingControl);
+    ++counters_.joins_sent;
+  }
+  next_join_ = SaturatingAdd(now, options_.join_retry_ns);
+}
+
+void WorkerSession::SendHeartbeat(TimeNs now) {
+  const std::uint32_t round = broadcast_round_ == kNoRound ? 0 : broadcast_round_;
+  const wire::HeartbeatInfo heartbeat{now / 1000, 0};
+  const Result<std::span<const std::byte>> frame =
+      heartbeat_builder_->EncodeHeartbeat(NextHeader(round), heartbeat);
+  if (frame.ok()) {
+    heartbeat_frame_ = frame.value();
+    pending_ = static_cast<std::uint8_t>(pending_ | kPendingHeartbeat);
+    ++counters_.heartbeats_sent;
+  }
+  next_heartbeat_ = SaturatingAdd(now, options_.heartbeat_interval_ns);
+}
+
+void WorkerSession::Resync(TimeNs now) {
+  ++counters_.resyncs;
+  resyncing_ = true;
+  SendJoin(now);
+}
+
+void WorkerSession::Fail(Status status, const char* reason, bool send_leave) {
+  status_ = status;
+  const std::size_t length = std::min(std::strlen(reason), wire::kMaxErrorReasonBytes);
+  std::memcpy(failure_reason_.data(), reason, length);
+  failure_reason_[length] = '\0';
+  pending_ = 0;
+  if (send_leave) {
+    const Result<std::span<const std::byte>> frame =
+        control_builder_->EncodeLeave(NextHeader(0), wire::LeaveInfo{wire::LeaveReason::kFailure});
+    if (frame.ok()) {
+      control_frame_ = frame.value();
+      pending_ = kPendingControl;
+    }
+  }
+  phase_ = WorkerPhase::kFinished;
+}
+
+wire::FrameHeader WorkerSession::NextHeader(std::uint32_t round) {
+  return wire::FrameHeader{id_, round, sequence_++};
+}
+
+std::uint32_t WorkerSession::StepSamples() const {
+  return options_.samples_per_step != 0 ? options_.samples_per_step : config_.batch;
+}
+
+}  // namespace edgesgd::protocol
