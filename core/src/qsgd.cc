@@ -7,16 +7,17 @@
 
 #include "edgesgd/core/internal/bit_packing.h"
 #include "edgesgd/core/internal/codec_checks.h"
+#include "edgesgd/core/internal/philox_batch.h"
 #include "edgesgd/core/internal/reduce.h"
 #include "edgesgd/core/random.h"
 
-// On x86-64 the Philox dither dominates the encoder, so it has hand-vectorised SSE2 (baseline),
-// AVX2 and AVX-512 versions chosen at run time; the quantisation and packing loops are portable
-// code that each path compiles with its own instruction set. Everywhere else (ARM boards,
-// Cortex-M) only the portable path exists, and compilers vectorise it for NEON where they can.
+// On x86-64 the Philox dither dominates the encoder, so it comes from the SSE2 (baseline), AVX2
+// or AVX-512 batch of internal/philox_batch.h, chosen at run time; the quantisation and packing
+// loops are portable code that each path compiles with its own instruction set. Everywhere else
+// (ARM boards, Cortex-M) only the portable path exists, and compilers vectorise it for NEON where
+// they can.
 #if defined(__x86_64__) && defined(__GNUC__)
 #define EDGESGD_QSGD_X86 1
-#include <immintrin.h>
 #else
 #define EDGESGD_QSGD_X86 0
 #endif
@@ -40,273 +41,24 @@ using internal::QsgdKernel;
 // decoder, which has no dither, works a packing group at a time.)
 constexpr std::size_t kChunk = 2 * internal::kPackGroup;
 static_assert(kChunk == internal::kQsgdDitherWords && kChunk % internal::kPackGroup == 0);
-constexpr std::uint32_t kBlocksPerChunk = kChunk / 4;
+static_assert(kChunk / 4 == internal::kPhiloxBatchBlocks);
 constexpr std::size_t kGroup = internal::kPackGroup;
 
-constexpr std::uint32_t kMul0 = 0xD2511F53u;
-constexpr std::uint32_t kMul1 = 0xCD9E8D57u;
-constexpr std::uint32_t kWeyl0 = 0x9E3779B9u;
-constexpr std::uint32_t kWeyl1 = 0xBB67AE85u;
+using internal::PhiloxPlan;
 
-constexpr std::uint32_t Hi(std::uint64_t product) {
-  return static_cast<std::uint32_t>(product >> 32);
-}
-constexpr std::uint32_t Lo(std::uint64_t product) { return static_cast<std::uint32_t>(product); }
-
-// Philox4x32-10 over the counters (round, tensor, stream, n) of one tensor's dither stream, with
-// the work that does not depend on the block index n done once. Only the last counter word
-// varies, so round 0 reduces to one xor, rounds 1 and 2 to one multiply each (the other product
-// is a constant), and from round 3 on the rounds are the generic ones — 16 multiplies per block
-// instead of 20. Constants are named after the round they enter (see DitherBlock).
-struct DitherPlan {
-  std::uint32_t c0;  // round 0: x2 = n ^ c0
-  std::uint32_t c1;  // round 1: x0 = hi(M1 * x2) ^ c1
-  std::uint32_t c2;  // round 2: x0 = x1 ^ c2
-  std::uint32_t c3;  // round 2: x2 = hi(M0 * x0) ^ c3
-  std::uint32_t c4;  // round 3: x0 = hi(M1 * x2) ^ c4
-  std::uint32_t key0[10];
-  std::uint32_t key1[10];
-};
-
-constexpr DitherPlan MakeDitherPlan(const CodecContext& context, std::uint32_t tensor) {
-  const PhiloxKey key = KeyFromSeed(context.seed);
-  DitherPlan plan{};
-  for (std::uint32_t r = 0; r < 10; ++r) {
-    plan.key0[r] = key[0] + r * kWeyl0;
-    plan.key1[r] = key[1] + r * kWeyl1;
-  }
-  const std::uint32_t stream = StreamId(RandomPurpose::kQuantizationDither, context.worker);
-  // Round 0 on (round, tensor, stream, n).
-  const std::uint64_t p0 = std::uint64_t{kMul0} * context.round;
-  const std::uint64_t p1 = std::uint64_t{kMul1} * stream;
-  const std::uint32_t a0 = Hi(p1) ^ tensor ^ plan.key0[0];  // x0 after round 0
-  const std::uint32_t a1 = Lo(p1);                          // x1
-  plan.c0 = Hi(p0) ^ plan.key1[0];                          // x2 = n ^ c0
-  const std::uint32_t a3 = Lo(p0);                          // x3
-  // Round 1: x0 = a0 and x1, x3 are constants, x2 varies.
-  plan.c1 = a1 ^ plan.key0[1];
-  const std::uint64_t q0 = std::uint64_t{kMul0} * a0;
-  const std::uint32_t b2 = Hi(q0) ^ a3 ^ plan.key1[1];  // x2 after round 1
-  const std::uint32_t b3 = Lo(q0);                      // x3
-  // Round 2: x2 = b2 and x3 = b3 are constants, x0 and x1 vary.
-  const std::uint64_t q1 = std::uint64_t{kMul1} * b2;
-  plan.c2 = Hi(q1) ^ plan.key0[2];
-  const std::uint32_t c1_after2 = Lo(q1);  // x1 after round 2, a constant
-  plan.c3 = b3 ^ plan.key1[2];
-  // Round 3 uses the constant x1.
-  plan.c4 = c1_after2 ^ plan.key0[3];
-  return plan;
+// The dither stream of one tensor; see internal::PhiloxPlan.
+constexpr PhiloxPlan MakeDitherPlan(const CodecContext& context, std::uint32_t tensor) {
+  return internal::MakePhiloxPlan(context.seed, context.round, tensor,
+                                  StreamId(RandomPurpose::kQuantizationDither, context.worker));
 }
 
-// One block, scalar: the portable path, and the definition the SIMD paths follow lane by lane.
-constexpr PhiloxBlock DitherBlock(const DitherPlan& plan, std::uint32_t n) {
-  // Round 0.
-  const std::uint32_t x2 = n ^ plan.c0;
-  // Round 1.
-  const std::uint64_t p1 = std::uint64_t{kMul1} * x2;
-  const std::uint32_t y0 = Hi(p1) ^ plan.c1;
-  const std::uint32_t y1 = Lo(p1);
-  // Round 2.
-  const std::uint64_t p0 = std::uint64_t{kMul0} * y0;
-  std::uint32_t x[4] = {y1 ^ plan.c2, 0, Hi(p0) ^ plan.c3, Lo(p0)};
-  // Round 3 (x1 is the constant folded into c4).
-  {
-    const std::uint64_t m0 = std::uint64_t{kMul0} * x[0];
-    const std::uint64_t m1 = std::uint64_t{kMul1} * x[2];
-    const std::uint32_t next[4] = {Hi(m1) ^ plan.c4, Lo(m1), Hi(m0) ^ x[3] ^ plan.key1[3], Lo(m0)};
-    std::copy(next, next + 4, x);
-  }
-  for (int r = 4; r < 10; ++r) {
-    const std::uint64_t m0 = std::uint64_t{kMul0} * x[0];
-    const std::uint64_t m1 = std::uint64_t{kMul1} * x[2];
-    const std::uint32_t next[4] = {Hi(m1) ^ x[1] ^ plan.key0[r], Lo(m1),
-                                   Hi(m0) ^ x[3] ^ plan.key1[r], Lo(m0)};
-    std::copy(next, next + 4, x);
-  }
-  return {x[0], x[1], x[2], x[3]};
-}
-
-// Dither words of the kBlocksPerChunk blocks from first_block on into out[0..kChunk), in
-// coordinate order.
-using DitherFill = void (*)(const DitherPlan& plan, std::uint32_t first_block, std::uint32_t* out);
-
-void FillPortable(const DitherPlan& plan, std::uint32_t first_block, std::uint32_t* out) {
-  for (std::uint32_t b = 0; b < kBlocksPerChunk; ++b) {
-    const PhiloxBlock block = DitherBlock(plan, first_block + b);
-    std::copy(block.begin(), block.end(), out + 4 * b);
-  }
-}
+// Dither words of the kChunk / 4 blocks from first_block on into out[0..kChunk), in
+// coordinate order: one of internal::PhiloxFill*, fixed per instruction-set entry point.
+using DitherFill = internal::PhiloxFillFunction;
 
 #if EDGESGD_QSGD_X86
-// The SIMD versions keep each counter word in the low half of a 64-bit lane: pmuludq multiplies
-// exactly those halves into a full 64-bit product, whose high half is the Philox "hi" (after a
-// shift) and whose low half is "lo" as it stands. The high halves of the lanes hold garbage that
-// nothing reads (pmuludq ignores them and only low halves are stored), which saves the shuffles a
-// packed 32-bit layout would need.
-
-void FillSse2(const DitherPlan& plan, std::uint32_t first_block, std::uint32_t* out) {
-  constexpr int kVecs = 4;  // 8 blocks per pass, enough independent chains to hide latency
-  const __m128i m0 = _mm_set1_epi64x(kMul0);
-  const __m128i m1 = _mm_set1_epi64x(kMul1);
-  for (std::uint32_t pass = 0; pass < kBlocksPerChunk; pass += 2 * kVecs) {
-    __m128i x0[kVecs], x1[kVecs], x2[kVecs], x3[kVecs];
-    for (int v = 0; v < kVecs; ++v) {
-      const std::uint32_t n = first_block + pass + 2 * static_cast<std::uint32_t>(v);
-      const __m128i x2_0 = _mm_xor_si128(_mm_set_epi64x(n + 1, n), _mm_set1_epi64x(plan.c0));
-      const __m128i p1 = _mm_mul_epu32(x2_0, m1);
-      const __m128i y0 = _mm_xor_si128(_mm_srli_epi64(p1, 32), _mm_set1_epi64x(plan.c1));
-      const __m128i p0 = _mm_mul_epu32(y0, m0);
-      x0[v] = _mm_xor_si128(p1, _mm_set1_epi64x(plan.c2));
-      x2[v] = _mm_xor_si128(_mm_srli_epi64(p0, 32), _mm_set1_epi64x(plan.c3));
-      x3[v] = p0;
-      // Round 3 with the constant x1.
-      const __m128i q0 = _mm_mul_epu32(x0[v], m0);
-      const __m128i q1 = _mm_mul_epu32(x2[v], m1);
-      x0[v] = _mm_xor_si128(_mm_srli_epi64(q1, 32), _mm_set1_epi64x(plan.c4));
-      x1[v] = q1;
-      x2[v] = _mm_xor_si128(_mm_xor_si128(_mm_srli_epi64(q0, 32), x3[v]),
-                            _mm_set1_epi64x(plan.key1[3]));
-      x3[v] = q0;
-    }
-    for (int r = 4; r < 10; ++r) {
-      const __m128i k0 = _mm_set1_epi64x(plan.key0[r]);
-      const __m128i k1 = _mm_set1_epi64x(plan.key1[r]);
-      for (int v = 0; v < kVecs; ++v) {
-        const __m128i q0 = _mm_mul_epu32(x0[v], m0);
-        const __m128i q1 = _mm_mul_epu32(x2[v], m1);
-        x0[v] = _mm_xor_si128(_mm_xor_si128(_mm_srli_epi64(q1, 32), x1[v]), k0);
-        x1[v] = q1;
-        x2[v] = _mm_xor_si128(_mm_xor_si128(_mm_srli_epi64(q0, 32), x3[v]), k1);
-        x3[v] = q0;
-      }
-    }
-    for (int v = 0; v < kVecs; ++v) {
-      // 32-bit elements 0 and 2 of each vector are the low halves, i.e. blocks n and n + 1.
-      const __m128i w01_a = _mm_unpacklo_epi32(x0[v], x1[v]);  // n: w0 w1 . .
-      const __m128i w01_b = _mm_unpackhi_epi32(x0[v], x1[v]);  // n + 1: w0 w1 . .
-      const __m128i w23_a = _mm_unpacklo_epi32(x2[v], x3[v]);
-      const __m128i w23_b = _mm_unpackhi_epi32(x2[v], x3[v]);
-      std::uint32_t* const dst = out + 4 * (pass + 2 * static_cast<std::uint32_t>(v));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm_unpacklo_epi64(w01_a, w23_a));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 4), _mm_unpacklo_epi64(w01_b, w23_b));
-    }
-  }
-}
-
-__attribute__((target("avx2"))) void FillAvx2(const DitherPlan& plan, std::uint32_t first_block,
-                                              std::uint32_t* out) {
-  constexpr int kVecs = 4;  // 16 blocks per pass: 16 state registers, constants reloaded
-  const __m256i m0 = _mm256_set1_epi64x(kMul0);
-  const __m256i m1 = _mm256_set1_epi64x(kMul1);
-  const __m256i lane = _mm256_set_epi64x(3, 2, 1, 0);
-  for (std::uint32_t pass = 0; pass < kBlocksPerChunk; pass += 4 * kVecs) {
-    __m256i x0[kVecs], x1[kVecs], x2[kVecs], x3[kVecs];
-    for (int v = 0; v < kVecs; ++v) {
-      const std::uint32_t n = first_block + pass + 4 * static_cast<std::uint32_t>(v);
-      const __m256i counter = _mm256_add_epi64(_mm256_set1_epi64x(n), lane);
-      const __m256i p1 =
-          _mm256_mul_epu32(_mm256_xor_si256(counter, _mm256_set1_epi64x(plan.c0)), m1);
-      const __m256i y0 = _mm256_xor_si256(_mm256_srli_epi64(p1, 32), _mm256_set1_epi64x(plan.c1));
-      const __m256i p0 = _mm256_mul_epu32(y0, m0);
-      const __m256i w0 = _mm256_xor_si256(p1, _mm256_set1_epi64x(plan.c2));
-      const __m256i w2 = _mm256_xor_si256(_mm256_srli_epi64(p0, 32), _mm256_set1_epi64x(plan.c3));
-      const __m256i q0 = _mm256_mul_epu32(w0, m0);
-      const __m256i q1 = _mm256_mul_epu32(w2, m1);
-      x0[v] = _mm256_xor_si256(_mm256_srli_epi64(q1, 32), _mm256_set1_epi64x(plan.c4));
-      x1[v] = q1;
-      x2[v] = _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(q0, 32), p0),
-                               _mm256_set1_epi64x(plan.key1[3]));
-      x3[v] = q0;
-    }
-    for (int r = 4; r < 10; ++r) {
-      const __m256i k0 = _mm256_set1_epi64x(plan.key0[r]);
-      const __m256i k1 = _mm256_set1_epi64x(plan.key1[r]);
-      for (int v = 0; v < kVecs; ++v) {
-        const __m256i q0 = _mm256_mul_epu32(x0[v], m0);
-        const __m256i q1 = _mm256_mul_epu32(x2[v], m1);
-        x0[v] = _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(q1, 32), x1[v]), k0);
-        x1[v] = q1;
-        x2[v] = _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(q0, 32), x3[v]), k1);
-        x3[v] = q0;
-      }
-    }
-    for (int v = 0; v < kVecs; ++v) {
-      // Per 64-bit lane (one block): a = (w0, w1), b = (w2, w3).
-      const __m256i a = _mm256_blend_epi32(x0[v], _mm256_slli_epi64(x1[v], 32), 0xAA);
-      const __m256i b = _mm256_blend_epi32(x2[v], _mm256_slli_epi64(x3[v], 32), 0xAA);
-      const __m256i even = _mm256_unpacklo_epi64(a, b);  // blocks 0 | 2
-      const __m256i odd = _mm256_unpackhi_epi64(a, b);   // blocks 1 | 3
-      std::uint32_t* const dst = out + 4 * (pass + 4 * static_cast<std::uint32_t>(v));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst),
-                          _mm256_permute2x128_si256(even, odd, 0x20));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 8),
-                          _mm256_permute2x128_si256(even, odd, 0x31));
-    }
-  }
-}
-
 #define EDGESGD_QSGD_AVX512_TARGET "avx512f,avx512vl,avx512bw,avx512dq,prefer-vector-width=512"
-
-// GCC 12's AVX-512 intrinsics seed their "undefined" pass-through operand with itself, which
-// -Wuninitialized reports once inlined (GCC bug 105593, fixed in GCC 13).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-
-__attribute__((target(EDGESGD_QSGD_AVX512_TARGET))) void FillAvx512(const DitherPlan& plan,
-                                                                    std::uint32_t first_block,
-                                                                    std::uint32_t* out) {
-  constexpr int kVecs = 8;  // all 64 blocks of the chunk in one pass
-  static_assert(8 * kVecs == kBlocksPerChunk);
-  constexpr int kXor3 = 0x96;  // ternary-logic truth table of a ^ b ^ c
-  const __m512i m0 = _mm512_set1_epi64(kMul0);
-  const __m512i m1 = _mm512_set1_epi64(kMul1);
-  const __m512i lane = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
-  __m512i x0[kVecs], x1[kVecs], x2[kVecs], x3[kVecs];
-  for (int v = 0; v < kVecs; ++v) {
-    const std::uint32_t n = first_block + 8 * static_cast<std::uint32_t>(v);
-    const __m512i counter = _mm512_add_epi64(_mm512_set1_epi64(n), lane);
-    const __m512i p1 = _mm512_mul_epu32(_mm512_xor_si512(counter, _mm512_set1_epi64(plan.c0)), m1);
-    const __m512i y0 = _mm512_xor_si512(_mm512_srli_epi64(p1, 32), _mm512_set1_epi64(plan.c1));
-    const __m512i p0 = _mm512_mul_epu32(y0, m0);
-    const __m512i w0 = _mm512_xor_si512(p1, _mm512_set1_epi64(plan.c2));
-    const __m512i w2 = _mm512_xor_si512(_mm512_srli_epi64(p0, 32), _mm512_set1_epi64(plan.c3));
-    const __m512i q0 = _mm512_mul_epu32(w0, m0);
-    const __m512i q1 = _mm512_mul_epu32(w2, m1);
-    x0[v] = _mm512_xor_si512(_mm512_srli_epi64(q1, 32), _mm512_set1_epi64(plan.c4));
-    x1[v] = q1;
-    x2[v] = _mm512_ternarylogic_epi64(_mm512_srli_epi64(q0, 32), p0,
-                                      _mm512_set1_epi64(plan.key1[3]), kXor3);
-    x3[v] = q0;
-  }
-  for (int r = 4; r < 10; ++r) {
-    const __m512i k0 = _mm512_set1_epi64(plan.key0[r]);
-    const __m512i k1 = _mm512_set1_epi64(plan.key1[r]);
-    for (int v = 0; v < kVecs; ++v) {
-      const __m512i q0 = _mm512_mul_epu32(x0[v], m0);
-      const __m512i q1 = _mm512_mul_epu32(x2[v], m1);
-      x0[v] = _mm512_ternarylogic_epi64(_mm512_srli_epi64(q1, 32), x1[v], k0, kXor3);
-      x1[v] = q1;
-      x2[v] = _mm512_ternarylogic_epi64(_mm512_srli_epi64(q0, 32), x3[v], k1, kXor3);
-      x3[v] = q0;
-    }
-  }
-  // Pair the low halves of (x0, x1) and of (x2, x3) block by block, then interleave the pairs:
-  // block b's words w0 w1 w2 w3 land at out[4b..4b+3].
-  const __m512i pair_low_halves =
-      _mm512_set_epi32(30, 14, 28, 12, 26, 10, 24, 8, 22, 6, 20, 4, 18, 2, 16, 0);
-  const __m512i blocks_0_to_3 = _mm512_set_epi64(11, 3, 10, 2, 9, 1, 8, 0);
-  const __m512i blocks_4_to_7 = _mm512_set_epi64(15, 7, 14, 6, 13, 5, 12, 4);
-  for (int v = 0; v < kVecs; ++v) {
-    const __m512i w01 = _mm512_permutex2var_epi32(x0[v], pair_low_halves, x1[v]);
-    const __m512i w23 = _mm512_permutex2var_epi32(x2[v], pair_low_halves, x3[v]);
-    std::uint32_t* const dst = out + 32 * v;
-    _mm512_storeu_si512(dst, _mm512_permutex2var_epi64(w01, blocks_0_to_3, w23));
-    _mm512_storeu_si512(dst + 16, _mm512_permutex2var_epi64(w01, blocks_4_to_7, w23));
-  }
-}
-#pragma GCC diagnostic pop
-#endif  // EDGESGD_QSGD_X86
+#endif
 
 // Bucket norms. internal::SumSquares keeps eight lane sums, each a serial chain of adds, so one
 // bucket at a time is bound by add latency. Four buckets at once run four independent chains in
@@ -458,7 +210,7 @@ EDGESGD_QSGD_INLINE std::size_t ComputeNorms(const QsgdShape& shape, std::span<c
 // Encodes one tensor: x (size floats) into its words and bucket norms. Returns false when a
 // bucket's norm is not finite.
 template <DitherFill kFill, SumSquaresBatchFunction kBatch, SumSquaresFunction kSingle>
-EDGESGD_QSGD_INLINE bool EncodeTensor(const QsgdShape& shape, const DitherPlan& plan,
+EDGESGD_QSGD_INLINE bool EncodeTensor(const QsgdShape& shape, const PhiloxPlan& plan,
                                       std::span<const float> x, std::span<std::uint32_t> words,
                                       std::span<float> norms) {
   alignas(64) std::uint32_t fields[kChunk];
@@ -468,7 +220,7 @@ EDGESGD_QSGD_INLINE bool EncodeTensor(const QsgdShape& shape, const DitherPlan& 
   for (std::size_t start = 0; start < x.size(); start += kChunk) {
     const std::size_t count = std::min(kChunk, x.size() - start);
     Prefetch(x, start + kPrefetchDistance);
-    kFill(plan, static_cast<std::uint32_t>(start / 4), fields);
+    kFill(plan, static_cast<std::uint32_t>(start / 4), std::span<std::uint32_t>(fields, kChunk));
     const std::size_t end = start + count;
     for (std::size_t i = start; i < end;) {
       if (i == bucket_end) {
@@ -518,7 +270,7 @@ EDGESGD_QSGD_INLINE bool EncodeAll(const QsgdShape& shape, const TensorLayout& l
     const std::size_t size = layout.size(t);
     const std::size_t words = QsgdCodec::WordsFor(size, shape.levels);
     const std::size_t buckets = QsgdCodec::BucketsFor(size, shape.bucket);
-    const DitherPlan plan = MakeDitherPlan(context, static_cast<std::uint32_t>(t));
+    const PhiloxPlan plan = MakeDitherPlan(context, static_cast<std::uint32_t>(t));
     if (!EncodeTensor<kFill, kBatch, kSingle>(shape, plan, input.subspan(layout.offset(t), size),
                                               out.words.subspan(word_offset, words),
                                               out.scales.subspan(norm_offset, buckets))) {
@@ -637,8 +389,8 @@ EDGESGD_QSGD_INLINE bool DecodeAll(const QsgdShape& shape, const TensorLayout& l
 // One entry point per instruction set, each compiling the shared bodies for its target.
 bool EncodePortable(const QsgdShape& shape, const TensorLayout& layout, const CodecContext& context,
                     std::span<const float> input, const PayloadSpans& out) {
-  return EncodeAll<FillPortable, SumSquaresBatchBaseline, SumSquaresBaseline>(shape, layout,
-                                                                              context, input, out);
+  return EncodeAll<internal::PhiloxFillPortable, SumSquaresBatchBaseline, SumSquaresBaseline>(
+      shape, layout, context, input, out);
 }
 bool DecodePortable(const QsgdShape& shape, const TensorLayout& layout, const PayloadView& payload,
                     float weight, std::span<float> accumulator) {
@@ -648,15 +400,15 @@ bool DecodePortable(const QsgdShape& shape, const TensorLayout& layout, const Pa
 #if EDGESGD_QSGD_X86
 bool EncodeSse2(const QsgdShape& shape, const TensorLayout& layout, const CodecContext& context,
                 std::span<const float> input, const PayloadSpans& out) {
-  return EncodeAll<FillSse2, SumSquaresBatchBaseline, SumSquaresBaseline>(shape, layout, context,
-                                                                          input, out);
+  return EncodeAll<internal::PhiloxFillSse2, SumSquaresBatchBaseline, SumSquaresBaseline>(
+      shape, layout, context, input, out);
 }
 __attribute__((target("avx2"))) bool EncodeAvx2(const QsgdShape& shape, const TensorLayout& layout,
                                                 const CodecContext& context,
                                                 std::span<const float> input,
                                                 const PayloadSpans& out) {
-  return EncodeAll<FillAvx2, SumSquaresBatchAvx2, SumSquaresAvx2>(shape, layout, context, input,
-                                                                  out);
+  return EncodeAll<internal::PhiloxFillAvx2, SumSquaresBatchAvx2, SumSquaresAvx2>(
+      shape, layout, context, input, out);
 }
 __attribute__((target("avx2"))) bool DecodeAvx2(const QsgdShape& shape, const TensorLayout& layout,
                                                 const PayloadView& payload, float weight,
@@ -668,8 +420,8 @@ __attribute__((target(EDGESGD_QSGD_AVX512_TARGET))) bool EncodeAvx512(const Qsgd
                                                                       const CodecContext& context,
                                                                       std::span<const float> input,
                                                                       const PayloadSpans& out) {
-  return EncodeAll<FillAvx512, SumSquaresBatchAvx2, SumSquaresAvx2>(shape, layout, context, input,
-                                                                    out);
+  return EncodeAll<internal::PhiloxFillAvx512, SumSquaresBatchAvx2, SumSquaresAvx2>(
+      shape, layout, context, input, out);
 }
 __attribute__((target(EDGESGD_QSGD_AVX512_TARGET))) bool DecodeAvx512(
     const QsgdShape& shape, const TensorLayout& layout, const PayloadView& payload, float weight,
@@ -678,31 +430,38 @@ __attribute__((target(EDGESGD_QSGD_AVX512_TARGET))) bool DecodeAvx512(
 }
 #endif  // EDGESGD_QSGD_X86
 
-QsgdKernel BestKernel() {
-#if EDGESGD_QSGD_X86
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq")) {
-    return QsgdKernel::kAvx512;
+// The instruction set behind each kernel: the dither and the encoder's loops use the same one.
+internal::PhiloxIsa IsaOf(QsgdKernel kernel) {
+  switch (kernel) {
+    case QsgdKernel::kSse2:
+      return internal::PhiloxIsa::kSse2;
+    case QsgdKernel::kAvx2:
+      return internal::PhiloxIsa::kAvx2;
+    case QsgdKernel::kAvx512:
+      return internal::PhiloxIsa::kAvx512;
+    default:
+      return internal::PhiloxIsa::kPortable;
   }
-  if (__builtin_cpu_supports("avx2")) return QsgdKernel::kAvx2;
-  return QsgdKernel::kSse2;
-#else
-  return QsgdKernel::kPortable;
-#endif
 }
 
 // kAuto resolved to a concrete kernel, or kAuto when `kernel` cannot run here.
 QsgdKernel Resolve(QsgdKernel kernel) {
-  if (kernel == QsgdKernel::kAuto) return BestKernel();
+  if (kernel == QsgdKernel::kAuto) {
+    switch (internal::BestPhiloxIsa()) {
+      case internal::PhiloxIsa::kSse2:
+        return QsgdKernel::kSse2;
+      case internal::PhiloxIsa::kAvx2:
+        return QsgdKernel::kAvx2;
+      case internal::PhiloxIsa::kAvx512:
+        return QsgdKernel::kAvx512;
+      default:
+        return QsgdKernel::kPortable;
+    }
+  }
   if (kernel == QsgdKernel::kPortable) return kernel;
-#if EDGESGD_QSGD_X86
-  if (kernel == QsgdKernel::kSse2) return kernel;
-  const QsgdKernel best = BestKernel();
-  if (kernel == QsgdKernel::kAvx2 && best != QsgdKernel::kSse2) return kernel;
-  if (kernel == QsgdKernel::kAvx512 && best == QsgdKernel::kAvx512) return kernel;
-#endif
-  return QsgdKernel::kAuto;
+  const bool x86 =
+      kernel == QsgdKernel::kSse2 || kernel == QsgdKernel::kAvx2 || kernel == QsgdKernel::kAvx512;
+  return x86 && internal::PhiloxIsaSupported(IsaOf(kernel)) ? kernel : QsgdKernel::kAuto;
 }
 
 }  // namespace
@@ -715,25 +474,10 @@ bool QsgdKernelSupported(QsgdKernel kernel) {
 
 bool QsgdDitherWords(QsgdKernel kernel, const CodecContext& context, std::uint32_t tensor,
                      std::uint32_t first_block, std::span<std::uint32_t, kQsgdDitherWords> out) {
-  const DitherPlan plan = MakeDitherPlan(context, tensor);
-  switch (Resolve(kernel)) {
-    case QsgdKernel::kPortable:
-      FillPortable(plan, first_block, out.data());
-      return true;
-#if EDGESGD_QSGD_X86
-    case QsgdKernel::kSse2:
-      FillSse2(plan, first_block, out.data());
-      return true;
-    case QsgdKernel::kAvx2:
-      FillAvx2(plan, first_block, out.data());
-      return true;
-    case QsgdKernel::kAvx512:
-      FillAvx512(plan, first_block, out.data());
-      return true;
-#endif
-    default:
-      return false;
-  }
+  const QsgdKernel resolved = Resolve(kernel);
+  if (resolved == QsgdKernel::kAuto) return false;
+  internal::PhiloxFillFor(IsaOf(resolved))(MakeDitherPlan(context, tensor), first_block, out);
+  return true;
 }
 
 Status QsgdEncodeWith(QsgdKernel kernel, const CodecParams& params, const TensorLayout& layout,

@@ -6,11 +6,8 @@
 #include <cstdint>
 
 #include "edgesgd/core/internal/codec_checks.h"
+#include "edgesgd/core/internal/philox_batch.h"
 #include "edgesgd/core/random.h"
-
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 
 namespace edgesgd {
 namespace {
@@ -40,120 +37,41 @@ struct Selection {
   bool complement = false;
 };
 
-// The same stream as CounterRng(seed, round, tensor, stream), word for word (tests compare
-// the two), generated eight Philox blocks at a time. Philox is bound by its 32x32->64-bit
-// multiplies; with SSE2 two of them run per instruction, four blocks side by side in each of two
-// independent groups, which makes Floyd's draws about twice as fast on x86-64. Elsewhere the
-// blocks come from Philox4x32_10 one at a time, as in CounterRng.
+// The same stream as CounterRng(seed, round, tensor, stream), word for word (tests compare the
+// two), generated many Philox blocks at a time by the shared batch generator. Philox is bound by
+// its multiplies, and on x86-64 the batch runs several blocks per instruction, which makes Floyd's
+// draws about twice as fast. Elsewhere the batch is the portable loop, and a smaller buffer keeps
+// the stack of small cores lean.
 class SelectionRng {
  public:
   SelectionRng(std::uint64_t seed, std::uint32_t round, std::uint32_t tensor, std::uint32_t stream)
-      : key_(KeyFromSeed(seed)), round_(round), tensor_(tensor), stream_(stream) {}
+      : plan_(internal::MakePhiloxPlan(seed, round, tensor, stream)),
+        fill_(internal::PhiloxFillFor(internal::BestPhiloxIsa())) {}
 
-  // Uniform in [0, bound), bound >= 1: Lemire's multiply-shift with rejection, draw for draw
-  // the same as CounterRng::NextBelow.
+  // Uniform in [0, bound), bound >= 1, draw for draw the same as CounterRng::NextBelow.
   std::uint32_t NextBelow(std::uint32_t bound) {
-    std::uint64_t product = std::uint64_t{NextU32()} * bound;
-    auto low = static_cast<std::uint32_t>(product);
-    if (low < bound) {
-      const std::uint32_t threshold = (0u - bound) % bound;
-      while (low < threshold) {
-        product = std::uint64_t{NextU32()} * bound;
-        low = static_cast<std::uint32_t>(product);
-      }
-    }
-    return static_cast<std::uint32_t>(product >> 32);
+    return UniformBelow(bound, [this] { return NextU32(); });
   }
 
  private:
+#if defined(__x86_64__)
+  static constexpr std::size_t kBlocks = internal::kPhiloxBatchBlocks;
+#else
   static constexpr std::size_t kBlocks = 8;
+#endif
   static constexpr std::size_t kWords = 4 * kBlocks;
 
   std::uint32_t NextU32() {
-    if (used_ == kWords) Refill();
+    if (used_ == kWords) {
+      fill_(plan_, next_block_, words_);
+      next_block_ += static_cast<std::uint32_t>(kBlocks);
+      used_ = 0;
+    }
     return words_[used_++];
   }
 
-#if defined(__SSE2__)
-  // Four blocks' counters as four vectors, one per Philox word (lane i = block i).
-  struct Group {
-    __m128i c0, c1, c2, c3;
-  };
-
-  // (hi, lo) 32-bit halves of the four 32x32-bit products a[i] * m.
-  static void MulHiLo(__m128i a, __m128i m, __m128i& hi, __m128i& lo) {
-    constexpr int kLowsThenHighs = 0xD8;                          // _MM_SHUFFLE(3, 1, 2, 0)
-    const __m128i even = _mm_mul_epu32(a, m);                     // products of lanes 0, 2
-    const __m128i odd = _mm_mul_epu32(_mm_srli_epi64(a, 32), m);  // products of lanes 1, 3
-    const __m128i even_sorted = _mm_shuffle_epi32(even, kLowsThenHighs);
-    const __m128i odd_sorted = _mm_shuffle_epi32(odd, kLowsThenHighs);
-    lo = _mm_unpacklo_epi32(even_sorted, odd_sorted);
-    hi = _mm_unpackhi_epi32(even_sorted, odd_sorted);
-  }
-
-  static void Round(Group& g, __m128i k0, __m128i k1) {
-    const __m128i mul0 = _mm_set1_epi32(static_cast<int>(0xD2511F53u));
-    const __m128i mul1 = _mm_set1_epi32(static_cast<int>(0xCD9E8D57u));
-    __m128i hi0, lo0, hi1, lo1;
-    MulHiLo(g.c0, mul0, hi0, lo0);
-    MulHiLo(g.c2, mul1, hi1, lo1);
-    g = Group{_mm_xor_si128(_mm_xor_si128(hi1, g.c1), k0), lo1,
-              _mm_xor_si128(_mm_xor_si128(hi0, g.c3), k1), lo0};
-  }
-
-  // Writes the group's four blocks, block after block, word after word (a 4x4 transpose).
-  static void Store(const Group& g, std::uint32_t* out) {
-    const __m128i t0 = _mm_unpacklo_epi32(g.c0, g.c1);  // b0w0 b0w1 b1w0 b1w1
-    const __m128i t1 = _mm_unpacklo_epi32(g.c2, g.c3);  // b0w2 b0w3 b1w2 b1w3
-    const __m128i t2 = _mm_unpackhi_epi32(g.c0, g.c1);  // b2w0 b2w1 b3w0 b3w1
-    const __m128i t3 = _mm_unpackhi_epi32(g.c2, g.c3);  // b2w2 b2w3 b3w2 b3w3
-    _mm_storeu_si128(static_cast<__m128i*>(static_cast<void*>(out)), _mm_unpacklo_epi64(t0, t1));
-    _mm_storeu_si128(static_cast<__m128i*>(static_cast<void*>(out + 4)),
-                     _mm_unpackhi_epi64(t0, t1));
-    _mm_storeu_si128(static_cast<__m128i*>(static_cast<void*>(out + 8)),
-                     _mm_unpacklo_epi64(t2, t3));
-    _mm_storeu_si128(static_cast<__m128i*>(static_cast<void*>(out + 12)),
-                     _mm_unpackhi_epi64(t2, t3));
-  }
-
-  void Refill() {
-    const auto splat = [](std::uint32_t v) { return _mm_set1_epi32(static_cast<int>(v)); };
-    const auto blocks = [&](std::uint32_t first) {
-      return _mm_setr_epi32(static_cast<int>(first), static_cast<int>(first + 1),
-                            static_cast<int>(first + 2), static_cast<int>(first + 3));
-    };
-    Group a{splat(round_), splat(tensor_), splat(stream_), blocks(next_block_)};
-    Group b{splat(round_), splat(tensor_), splat(stream_), blocks(next_block_ + 4)};
-    next_block_ += kBlocks;
-    PhiloxKey key = key_;
-    for (int r = 0; r < 10; ++r) {
-      if (r > 0) {
-        key[0] += 0x9E3779B9u;
-        key[1] += 0xBB67AE85u;
-      }
-      const __m128i k0 = splat(key[0]);
-      const __m128i k1 = splat(key[1]);
-      Round(a, k0, k1);
-      Round(b, k0, k1);
-    }
-    Store(a, words_.data());
-    Store(b, words_.data() + 16);
-    used_ = 0;
-  }
-#else
-  void Refill() {
-    for (std::size_t b = 0; b < kBlocks; ++b) {
-      const PhiloxBlock block = Philox4x32_10({round_, tensor_, stream_, next_block_++}, key_);
-      for (std::size_t i = 0; i < 4; ++i) words_[4 * b + i] = block[i];
-    }
-    used_ = 0;
-  }
-#endif
-
-  PhiloxKey key_;
-  std::uint32_t round_;
-  std::uint32_t tensor_;
-  std::uint32_t stream_;
+  internal::PhiloxPlan plan_;
+  internal::PhiloxFillFunction fill_;
   std::uint32_t next_block_ = 0;
   std::size_t used_ = kWords;
   std::array<std::uint32_t, kWords> words_{};

@@ -8,37 +8,18 @@
 #include <limits>
 #include <vector>
 
+#include "core/test_util.h"
 #include "edgesgd/core/codec_dispatch.h"
 #include "edgesgd/core/random.h"
 
 namespace edgesgd {
 namespace {
 
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-constexpr float kInf = std::numeric_limits<float>::infinity();
-
-// An arena of exactly `bytes` capacity over test-owned heap storage.
-struct ArenaBox {
-  explicit ArenaBox(std::size_t bytes) : storage(bytes + kArenaAlignment), arena(Aligned(bytes)) {}
-  std::span<std::byte> Aligned(std::size_t bytes) {
-    const auto address = reinterpret_cast<std::uintptr_t>(storage.data());
-    const std::size_t skip = (kArenaAlignment - address % kArenaAlignment) % kArenaAlignment;
-    return std::span<std::byte>(storage).subspan(skip, bytes);
-  }
-  std::vector<std::byte> storage;
-  Arena arena;
-};
-
-struct PayloadBuffers {
-  explicit PayloadBuffers(const PayloadShape& shape)
-      : indices(shape.indices), values(shape.values), words(shape.words), scales(shape.scales) {}
-  PayloadSpans spans() { return {indices, values, words, scales}; }
-  PayloadView view() const { return PayloadView(indices, values, words, scales); }
-  std::vector<std::uint32_t> indices;
-  std::vector<float> values;
-  std::vector<std::uint32_t> words;
-  std::vector<float> scales;
-};
+using test_util::ArenaBox;
+using test_util::DecodeDense;
+using test_util::kInf;
+using test_util::kNaN;
+using test_util::PayloadBuffers;
 
 TensorLayout TestLayout() {
   const std::uint64_t sizes[] = {29, 64, 3, 100};
@@ -64,14 +45,6 @@ std::vector<float> RandomVector(std::size_t d, std::uint32_t stream) {
   CounterRng rng(17, 0, 0, stream);
   for (float& x : v) x = 4.0f * rng.NextFloat() - 2.0f;
   return v;
-}
-
-std::vector<float> Decode(const CodecParams& codec, const TensorLayout& layout,
-                          const CodecContext& context, const PayloadView& payload) {
-  std::vector<float> out(layout.dimension(), 0.0f);
-  std::vector<std::byte> scratch(CodecScratchBytes(codec, layout));
-  EXPECT_TRUE(DecodeAdd(codec, layout, context, payload, 1.0f, out, scratch).ok());
-  return out;
 }
 
 TEST(AggregatorTest, MeanOfIdentityPayloadsIsTheDenseMean) {
@@ -137,7 +110,7 @@ TEST(AggregatorTest, AcceptsEveryCodec) {
     ASSERT_TRUE(aggregator.Add(payload.view(), context).ok());
     const Result<std::span<const float>> mean = aggregator.Mean();
     ASSERT_TRUE(mean.ok());
-    const std::vector<float> decoded = Decode(codec, layout, context, payload.view());
+    const std::vector<float> decoded = DecodeDense(codec, layout, context, payload.view());
     for (std::size_t j = 0; j < d; ++j) ASSERT_EQ(mean.value()[j], decoded[j]) << j;
   }
 }
@@ -242,7 +215,7 @@ TEST(AggregatorTest, PayloadMeanEqualsDenseMean) {
         EXPECT_EQ(aggregate.value().values.size(), shape.values);
         EXPECT_EQ(aggregate.value().indices.size(), shape.indices);
         const std::vector<float> decoded =
-            Decode(params, layout, CodecContext{123, round, 0}, aggregate.value());
+            DecodeDense(params, layout, CodecContext{123, round, 0}, aggregate.value());
         const Result<std::span<const float>> mean = dense.Mean();
         ASSERT_TRUE(mean.ok());
         for (std::size_t j = 0; j < d; ++j) {

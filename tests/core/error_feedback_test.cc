@@ -10,6 +10,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/test_util.h"
 #include "edgesgd/core/aggregator.h"
 #include "edgesgd/core/codec_dispatch.h"
 #include "edgesgd/core/optimizer.h"
@@ -18,32 +19,11 @@
 namespace edgesgd {
 namespace {
 
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-constexpr float kInf = std::numeric_limits<float>::infinity();
-
-// An arena of exactly `bytes` capacity over test-owned heap storage.
-struct ArenaBox {
-  explicit ArenaBox(std::size_t bytes) : storage(bytes + kArenaAlignment), arena(Aligned(bytes)) {}
-  std::span<std::byte> Aligned(std::size_t bytes) {
-    const auto address = reinterpret_cast<std::uintptr_t>(storage.data());
-    const std::size_t skip = (kArenaAlignment - address % kArenaAlignment) % kArenaAlignment;
-    return std::span<std::byte>(storage).subspan(skip, bytes);
-  }
-  std::vector<std::byte> storage;
-  Arena arena;
-};
-
-// Storage for one payload of a given shape.
-struct PayloadBuffers {
-  explicit PayloadBuffers(const PayloadShape& shape)
-      : indices(shape.indices), values(shape.values), words(shape.words), scales(shape.scales) {}
-  PayloadSpans spans() { return {indices, values, words, scales}; }
-  PayloadView view() const { return PayloadView(indices, values, words, scales); }
-  std::vector<std::uint32_t> indices;
-  std::vector<float> values;
-  std::vector<std::uint32_t> words;
-  std::vector<float> scales;
-};
+using test_util::ArenaBox;
+using test_util::DecodeDense;
+using test_util::kInf;
+using test_util::kNaN;
+using test_util::PayloadBuffers;
 
 bool SameBits(std::span<const float> a, std::span<const float> b) {
   return a.size() == b.size() &&
@@ -106,15 +86,6 @@ FeedbackParams Feedback(FeedbackKind kind, float detach, std::uint32_t local_ste
   return params;
 }
 
-// Dense decode of a payload into a fresh vector.
-std::vector<float> Decode(const CodecParams& codec, const TensorLayout& layout,
-                          const CodecContext& context, const PayloadView& payload) {
-  std::vector<float> out(layout.dimension(), 0.0f);
-  std::vector<std::byte> scratch(CodecScratchBytes(codec, layout));
-  EXPECT_TRUE(DecodeAdd(codec, layout, context, payload, 1.0f, out, scratch).ok());
-  return out;
-}
-
 // A worker with its own arena and payload buffers that trains a model alone:
 // x -= C(p) after every round (a one-worker server).
 class SoloRun {
@@ -142,7 +113,7 @@ class SoloRun {
     const CodecContext context{42, round, 0};
     const Result<PayloadShape> shape = worker_.Compress(context, payload_.spans());
     ASSERT_TRUE(shape.ok());
-    decoded_ = Decode(codec_, layout_, context, payload_.view());
+    decoded_ = DecodeDense(codec_, layout_, context, payload_.view());
     for (std::size_t i = 0; i < model_.size(); ++i) model_[i] -= decoded_[i];
   }
 
@@ -244,7 +215,7 @@ TEST(ErrorFeedbackTest, MatchesReferenceDefRoundForEveryCodec) {
           p[j] = lr * ref_m[i][j] + ref_e[i][j];
         }
         ASSERT_TRUE(Encode(codec, layout, context, p, ref_payload.spans(), scratch).ok());
-        const std::vector<float> sent = Decode(codec, layout, context, ref_payload.view());
+        const std::vector<float> sent = DecodeDense(codec, layout, context, ref_payload.view());
         for (std::size_t j = 0; j < d; ++j) {
           ref_e[i][j] = p[j] - sent[j];
           ref_sum[j] += sent[j];
@@ -326,7 +297,7 @@ TEST(ErrorFeedbackTest, ConservesMassForEveryCodec) {
           }
           const CodecContext context{5, round, 0};
           ASSERT_TRUE(worker.Compress(context, payload.spans()).ok());
-          const std::vector<float> decoded = Decode(codec, layout, context, payload.view());
+          const std::vector<float> decoded = DecodeDense(codec, layout, context, payload.view());
           for (std::size_t j = 0; j < d; ++j) {
             sent[j] += static_cast<double>(decoded[j]);
             magnitude[j] += std::fabs(static_cast<double>(decoded[j]));
@@ -414,7 +385,7 @@ TEST(ErrorFeedbackTest, LocalStepsAccumulateTheModelDelta) {
     PayloadBuffers payload(worker.payload_shape());
     const CodecContext context{42, 77, 0};
     ASSERT_TRUE(worker.Compress(context, payload.spans()).ok());
-    const std::vector<float> sent = Decode(codec, layout, context, payload.view());
+    const std::vector<float> sent = DecodeDense(codec, layout, context, payload.view());
     for (std::size_t j = 0; j < d; ++j) {
       ASSERT_NEAR(sent[j] + worker.residual()[j], delta[j] + e[j], 1e-5f) << j;
     }

@@ -6,22 +6,13 @@
 #include <random>
 #include <vector>
 
+#include "core/test_util.h"
 #include "edgesgd/core/codec_dispatch.h"
 
 namespace edgesgd {
 namespace {
 
-// An arena of exactly `bytes` capacity over test-owned heap storage.
-struct ArenaBox {
-  explicit ArenaBox(std::size_t bytes) : storage(bytes + kArenaAlignment), arena(Aligned(bytes)) {}
-  std::span<std::byte> Aligned(std::size_t bytes) {
-    const auto address = reinterpret_cast<std::uintptr_t>(storage.data());
-    const std::size_t skip = (kArenaAlignment - address % kArenaAlignment) % kArenaAlignment;
-    return std::span<std::byte>(storage).subspan(skip, bytes);
-  }
-  std::vector<std::byte> storage;
-  Arena arena;
-};
+using test_util::ArenaBox;
 
 // Bit of coordinate `i` of `tensor` in SignCodec's packing.
 bool Bit(std::span<const std::uint32_t> words, const TensorLayout& layout, std::size_t tensor,

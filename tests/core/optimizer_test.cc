@@ -8,26 +8,16 @@
 #include <random>
 #include <vector>
 
+#include "core/test_util.h"
 #include "edgesgd/core/codec_dispatch.h"
 #include "edgesgd/core/random.h"
 
 namespace edgesgd {
 namespace {
 
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-constexpr float kInf = std::numeric_limits<float>::infinity();
-
-// An arena of exactly `bytes` capacity over test-owned heap storage.
-struct ArenaBox {
-  explicit ArenaBox(std::size_t bytes) : storage(bytes + kArenaAlignment), arena(Aligned(bytes)) {}
-  std::span<std::byte> Aligned(std::size_t bytes) {
-    const auto address = reinterpret_cast<std::uintptr_t>(storage.data());
-    const std::size_t skip = (kArenaAlignment - address % kArenaAlignment) % kArenaAlignment;
-    return std::span<std::byte>(storage).subspan(skip, bytes);
-  }
-  std::vector<std::byte> storage;
-  Arena arena;
-};
+using test_util::ArenaBox;
+using test_util::kInf;
+using test_util::kNaN;
 
 OptimizerParams Params(OptimizerKind kind, float lr, float beta, float wd) {
   OptimizerParams params;

@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "core/test_util.h"
 #include "edgesgd/core/codec_dispatch.h"
 #include "edgesgd/core/internal/bit_packing.h"
 #include "edgesgd/core/internal/reduce.h"
@@ -19,6 +20,8 @@
 
 namespace edgesgd {
 namespace {
+
+using test_util::Layout;
 
 using internal::QsgdKernel;
 
@@ -44,10 +47,6 @@ CodecParams QsgdParams(std::uint32_t levels, std::uint32_t bucket = 512) {
   return params;
 }
 
-TensorLayout Layout(const std::vector<std::uint64_t>& sizes) {
-  return TensorLayout::FromSizes(sizes).value();
-}
-
 std::vector<float> GaussianInput(std::size_t size, std::uint32_t seed) {
   std::mt19937 engine(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -58,33 +57,18 @@ std::vector<float> GaussianInput(std::size_t size, std::uint32_t seed) {
 
 // Gaussian values with zeros of both signs, subnormals, tiny and large magnitudes mixed in.
 std::vector<float> MixedInput(std::size_t size, std::uint32_t seed) {
-  std::mt19937 engine(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::uniform_int_distribution<int> kind(0, 15);
-  std::vector<float> x(size);
-  for (float& v : x) {
-    switch (kind(engine)) {
-      case 0:
-        v = 0.0f;
-        break;
-      case 1:
-        v = -0.0f;
-        break;
+  return test_util::MixedInput(size, seed, 16, [](int kind, auto normal) {
+    switch (kind) {
       case 2:
-        v = normal(engine) * 1e-40f;
-        break;
+        return normal() * 1e-40f;
       case 3:
-        v = normal(engine) * 1e6f;
-        break;
+        return normal() * 1e6f;
       case 4:
-        v = normal(engine) * 1e-3f;
-        break;
+        return normal() * 1e-3f;
       default:
-        v = normal(engine);
-        break;
+        return normal();
     }
-  }
-  return x;
+  });
 }
 
 struct Encoded {

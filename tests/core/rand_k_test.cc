@@ -10,10 +10,13 @@
 #include <set>
 #include <vector>
 
+#include "core/test_util.h"
 #include "edgesgd/core/random.h"
 
 namespace edgesgd {
 namespace {
+
+using test_util::Layout;
 
 constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -24,10 +27,6 @@ CodecParams RandKParams(float ratio, RandKScaling scaling = RandKScaling::kNone)
   params.k_ratio = ratio;
   params.rand_k_scaling = scaling;
   return params;
-}
-
-TensorLayout Layout(const std::vector<std::uint64_t>& sizes) {
-  return TensorLayout::FromSizes(sizes).value();
 }
 
 // Scratch as u32 storage, so it is suitably aligned.

@@ -10,10 +10,13 @@
 #include <random>
 #include <vector>
 
+#include "core/test_util.h"
 #include "edgesgd/core/internal/reduce.h"
 
 namespace edgesgd {
 namespace {
+
+using test_util::Layout;
 
 constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -24,10 +27,6 @@ CodecParams SignParams(SignScale scale = SignScale::kMeanAbs) {
   params.kind = CodecKind::kSign;
   params.sign_scale = scale;
   return params;
-}
-
-TensorLayout Layout(const std::vector<std::uint64_t>& sizes) {
-  return TensorLayout::FromSizes(sizes).value();
 }
 
 struct Encoded {
@@ -72,30 +71,16 @@ float NaiveMeanAbs(const float* x, std::size_t size) {
 
 // Gaussian values with a sprinkling of +0.0, -0.0, subnormals and large magnitudes.
 std::vector<float> MixedInput(std::size_t size, std::uint32_t seed) {
-  std::mt19937 engine(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::uniform_int_distribution<int> kind(0, 19);
-  std::vector<float> x(size);
-  for (float& v : x) {
-    switch (kind(engine)) {
-      case 0:
-        v = 0.0f;
-        break;
-      case 1:
-        v = -0.0f;
-        break;
+  return test_util::MixedInput(size, seed, 20, [](int kind, auto normal) {
+    switch (kind) {
       case 2:
-        v = -1e-40f;
-        break;  // subnormal
+        return -1e-40f;  // subnormal
       case 3:
-        v = 3e30f * normal(engine);
-        break;
+        return 3e30f * normal();
       default:
-        v = normal(engine);
-        break;
+        return normal();
     }
-  }
-  return x;
+  });
 }
 
 std::uint32_t Bits(float v) { return std::bit_cast<std::uint32_t>(v); }

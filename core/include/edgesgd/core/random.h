@@ -73,6 +73,23 @@ constexpr PhiloxKey KeyFromSeed(std::uint64_t seed) {
   return {static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)};
 }
 
+// Uniform integer in [0, bound), bound >= 1, exactly: Lemire's multiply-shift with rejection over
+// the 32-bit words next() returns. Every reader of a stream draws through this one function, so a
+// batched reader (rand_k's) and CounterRng take the same words for the same draws.
+template <typename NextU32>
+constexpr std::uint32_t UniformBelow(std::uint32_t bound, NextU32&& next) {
+  std::uint64_t product = std::uint64_t{next()} * bound;
+  auto low = static_cast<std::uint32_t>(product);
+  if (low < bound) {
+    const std::uint32_t threshold = (0u - bound) % bound;
+    while (low < threshold) {
+      product = std::uint64_t{next()} * bound;
+      low = static_cast<std::uint32_t>(product);
+    }
+  }
+  return static_cast<std::uint32_t>(product >> 32);
+}
+
 // A sequential reader over one Philox stream: counter = (round, tensor, stream, block index).
 // Cheap to construct; holds 28 bytes of state.
 class CounterRng {
@@ -90,18 +107,9 @@ class CounterRng {
     return block_[used_++];
   }
 
-  // Uniform integer in [0, bound), bound >= 1, exactly (Lemire's multiply-shift with rejection).
+  // Uniform integer in [0, bound), bound >= 1; see UniformBelow.
   constexpr std::uint32_t NextBelow(std::uint32_t bound) {
-    std::uint64_t product = std::uint64_t{NextU32()} * bound;
-    auto low = static_cast<std::uint32_t>(product);
-    if (low < bound) {
-      const std::uint32_t threshold = (0u - bound) % bound;
-      while (low < threshold) {
-        product = std::uint64_t{NextU32()} * bound;
-        low = static_cast<std::uint32_t>(product);
-      }
-    }
-    return static_cast<std::uint32_t>(product >> 32);
+    return UniformBelow(bound, [this] { return NextU32(); });
   }
 
   // Uniform float in [0, 1), see UniformFloat.

@@ -1,0 +1,90 @@
+#pragma once
+
+// Helpers the core tests share: arenas and payload storage over test-owned heap memory, layouts,
+// dense decoding and mixed special-value inputs. Header-only; tests may allocate.
+
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "edgesgd/core/arena.h"
+#include "edgesgd/core/codec_dispatch.h"
+#include "edgesgd/core/payload.h"
+#include "edgesgd/core/tensor_layout.h"
+
+// Not edgesgd::testing: that would hide GoogleTest's ::testing inside namespace edgesgd.
+namespace edgesgd::test_util {
+
+inline constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+inline constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// An arena of exactly `bytes` capacity over test-owned heap storage.
+struct ArenaBox {
+  explicit ArenaBox(std::size_t bytes) : storage(bytes + kArenaAlignment), arena(Aligned(bytes)) {}
+  std::span<std::byte> Aligned(std::size_t bytes) {
+    const auto address = reinterpret_cast<std::uintptr_t>(storage.data());
+    const std::size_t skip = (kArenaAlignment - address % kArenaAlignment) % kArenaAlignment;
+    return std::span<std::byte>(storage).subspan(skip, bytes);
+  }
+  std::vector<std::byte> storage;
+  Arena arena;
+};
+
+// Storage for one payload of a given shape.
+struct PayloadBuffers {
+  explicit PayloadBuffers(const PayloadShape& shape)
+      : indices(shape.indices), values(shape.values), words(shape.words), scales(shape.scales) {}
+  PayloadSpans spans() { return {indices, values, words, scales}; }
+  PayloadView view() const { return PayloadView(indices, values, words, scales); }
+  std::vector<std::uint32_t> indices;
+  std::vector<float> values;
+  std::vector<std::uint32_t> words;
+  std::vector<float> scales;
+};
+
+inline TensorLayout Layout(const std::vector<std::uint64_t>& sizes) {
+  return TensorLayout::FromSizes(sizes).value();
+}
+
+// Dense decode of a payload into a fresh vector.
+inline std::vector<float> DecodeDense(const CodecParams& codec, const TensorLayout& layout,
+                                      const CodecContext& context, const PayloadView& payload) {
+  std::vector<float> out(layout.dimension(), 0.0f);
+  std::vector<std::byte> scratch(CodecScratchBytes(codec, layout));
+  EXPECT_TRUE(DecodeAdd(codec, layout, context, payload, 1.0f, out, scratch).ok());
+  return out;
+}
+
+// Standard normal values with special ones mixed in. Each coordinate first draws a kind,
+// uniform in [0, kinds): kind 0 is +0.0, kind 1 is -0.0, and any other kind is
+// special(kind, normal), where normal() draws the next standard normal value. The draws come from
+// one mt19937 seeded with `seed`, so a test's input is fixed by (size, seed, kinds, special).
+template <typename Special>
+std::vector<float> MixedInput(std::size_t size, std::uint32_t seed, int kinds, Special special) {
+  std::mt19937 engine(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> kind(0, kinds - 1);
+  const auto draw_normal = [&] { return normal(engine); };
+  std::vector<float> x(size);
+  for (float& v : x) {
+    switch (const int k = kind(engine)) {
+      case 0:
+        v = 0.0f;
+        break;
+      case 1:
+        v = -0.0f;
+        break;
+      default:
+        v = special(k, draw_normal);
+        break;
+    }
+  }
+  return x;
+}
+
+}  // namespace edgesgd::test_util
