@@ -227,6 +227,30 @@ struct MemoryPlan {
   std::size_t broadcast_frame = 0;
 };
 
+// The network model of the flags: seed, compute cost per sample and injected faults.
+sim::SimConfig MakeSimConfig(const SimulateOptions& o) {
+  sim::SimConfig config;
+  config.seed = o.seed;
+  config.ns_per_sample = static_cast<protocol::TimeNs>(o.sample_us * 1e3);
+  config.faults.loss = o.loss;
+  config.faults.corruption = o.corrupt;
+  config.faults.duplication = o.duplicate;
+  config.faults.dropout = o.dropout;
+  config.faults.dropout_epoch_ns = static_cast<protocol::TimeNs>(o.dropout_epoch_s * 1e9);
+  return config;
+}
+
+// Every device's access link (the same for all; speeds differ per device).
+sim::DeviceProfile WorkerLink(const SimulateOptions& o) {
+  const auto bps = static_cast<std::uint64_t>(o.bandwidth_mbps * 1e6);
+  return sim::DeviceProfile{bps, bps, static_cast<protocol::TimeNs>(o.latency_ms * 1e6), 1.0};
+}
+
+sim::DeviceProfile WithSpeed(sim::DeviceProfile profile, double speed) {
+  profile.compute_speed = speed;
+  return profile;
+}
+
 bool IsTerminal() { return isatty(STDERR_FILENO) == 1; }
 
 // D-PSGD among peers 1..n on a ring or complete graph, no server. A round's row is written when
@@ -275,20 +299,11 @@ int RunGossip(const SimulateOptions& o, Task& task, const std::vector<double>& s
       return 2;
     }
   }
-  sim::SimConfig sim_config;
-  sim_config.seed = o.seed;
-  sim_config.ns_per_sample = static_cast<protocol::TimeNs>(o.sample_us * 1e3);
-  sim_config.faults.loss = o.loss;
-  sim_config.faults.corruption = o.corrupt;
-  sim_config.faults.duplication = o.duplicate;
-  sim_config.faults.dropout = o.dropout;
-  sim_config.faults.dropout_epoch_ns = static_cast<protocol::TimeNs>(o.dropout_epoch_s * 1e9);
-  sim::SimNetwork network(sim_config);
-  const auto bps = static_cast<std::uint64_t>(o.bandwidth_mbps * 1e6);
-  const auto latency = static_cast<protocol::TimeNs>(o.latency_ms * 1e6);
+  sim::SimNetwork network(MakeSimConfig(o));
+  const sim::DeviceProfile link = WorkerLink(o);
   for (std::size_t i = 0; i < n; ++i) {
     network.AddSession(static_cast<protocol::PeerId>(i + 1), *peers[i],
-                       sim::DeviceProfile{bps, bps, latency, speeds[i]});
+                       WithSpeed(link, speeds[i]));
   }
 
   std::string error;
@@ -462,21 +477,12 @@ int RunSimulate(const SimulateOptions& o) {
     }
   }
 
-  sim::SimConfig sim_config;
-  sim_config.seed = o.seed;
-  sim_config.ns_per_sample = static_cast<protocol::TimeNs>(o.sample_us * 1e3);
-  sim_config.faults.loss = o.loss;
-  sim_config.faults.corruption = o.corrupt;
-  sim_config.faults.duplication = o.duplicate;
-  sim_config.faults.dropout = o.dropout;
-  sim_config.faults.dropout_epoch_ns = static_cast<protocol::TimeNs>(o.dropout_epoch_s * 1e9);
-  sim::SimNetwork network(sim_config);
-  const auto bps = static_cast<std::uint64_t>(o.bandwidth_mbps * 1e6);
-  const auto latency = static_cast<protocol::TimeNs>(o.latency_ms * 1e6);
+  sim::SimNetwork network(MakeSimConfig(o));
+  const sim::DeviceProfile link = WorkerLink(o);
   network.AddSession(protocol::kServerPeer, server, sim::DeviceProfile{0, 0, 0, 1.0});
   for (std::size_t w = 0; w < o.workers; ++w) {
     network.AddSession(static_cast<protocol::PeerId>(w + 1), *workers[w],
-                       sim::DeviceProfile{bps, bps, latency, speeds[w]});
+                       WithSpeed(link, speeds[w]));
   }
 
   // DEF-A reads the model out as x - mean_i e_i (ALGORITHMS.md §2); the training dynamics are
