@@ -314,7 +314,7 @@ std::set<PeerId> ExpectedSample(std::uint64_t seed, std::uint32_t round, std::ui
       std::swap(ids[i], ids[i + rng.NextBelow(workers - i)]);
     }
   }
-  return std::set<PeerId>(ids.begin(), ids.begin() + take);
+  return std::set<PeerId>(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(take));
 }
 
 std::vector<std::set<PeerId>> SampledSets(std::uint64_t seed) {
