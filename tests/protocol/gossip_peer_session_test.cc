@@ -326,7 +326,7 @@ TEST(GossipTest, DpsgdOnRingOfEightConvergesToTheMeanTarget) {
     EXPECT_EQ(c.rounds_completed, kRounds);
     EXPECT_EQ(c.neighbours_heard, 2u * kRounds);
     EXPECT_EQ(c.neighbours_missed, 0u);
-    EXPECT_EQ(c.reweighted_rounds, 0u);
+    EXPECT_EQ(c.reweighted_steps, 0u);
     EXPECT_EQ(c.deadline_closes, 0u);
     EXPECT_EQ(c.total_rejected(), 0u);
     EXPECT_EQ(c.models_accepted, 2u * kRounds);
@@ -427,7 +427,7 @@ TEST(GossipTest, SilentPeerIsReweightedAfterTheDeadlineEveryRound) {
     const GossipCounters& c = session.counters();
     EXPECT_EQ(c.rounds_completed, kRounds);
     EXPECT_EQ(c.neighbours_missed, kRounds);
-    EXPECT_EQ(c.reweighted_rounds, kRounds);
+    EXPECT_EQ(c.reweighted_steps, kRounds);
     EXPECT_EQ(c.deadline_closes, kRounds);
     EXPECT_EQ(c.neighbours_heard, kRounds);
     GossipRoundEvent event;
@@ -675,7 +675,7 @@ TEST_F(GossipSessionTest, DeadlineMovesMissingWeightsOntoTheDiagonal) {
   for (const float v : session_.model()) EXPECT_NEAR(v, 3.0f, 1e-6f);
   const GossipCounters& c = session_.counters();
   EXPECT_EQ(c.neighbours_missed, 1u);
-  EXPECT_EQ(c.reweighted_rounds, 1u);
+  EXPECT_EQ(c.reweighted_steps, 1u);
   EXPECT_EQ(c.deadline_closes, 1u);
   GossipRoundEvent event;
   ASSERT_TRUE(session_.PollRoundEvent(event));
