@@ -111,7 +111,10 @@ bool MakeGossipTopology(const std::string& spec, std::uint32_t peers, std::uint6
                : family == "complete"   ? protocol::TopologyKind::kComplete
                : family == "star"       ? protocol::TopologyKind::kStar
                                         : protocol::TopologyKind::kExponential;
-    out.description = family + " of " + n_text + " peers";
+    const char* noun = family == "complete"      ? "complete graph"
+                       : family == "exponential" ? "exponential graph"
+                                                 : family.c_str();
+    out.description = std::string(noun) + " of " + n_text + " peers";
   } else if (family == "torus") {
     out.kind = protocol::TopologyKind::kTorus;
     if (has_argument) {
