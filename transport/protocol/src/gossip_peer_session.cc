@@ -388,7 +388,7 @@ void GossipPeerSession::HandleExchange(std::size_t index, const wire::FrameView&
     // If it is in the current step it has not had this step's vectors (lost neighbours are not
     // sent to); one a step ahead already had them or no longer needs them.
     if (!next && phase_ == GossipPhase::kRunning) {
-      const std::size_t slot = current & 1u;
+      const auto slot = static_cast<std::size_t>(current & 1u);
       for (std::size_t v = 0; v < vectors_; ++v) SetPending(index, PendingBit(v, slot));
     }
   }
@@ -480,7 +480,7 @@ void GossipPeerSession::StartStep(TimeNs now) {
   }
 
   const std::uint64_t step = CurrentStep();
-  const std::size_t slot = step & 1u;
+  const auto slot = static_cast<std::size_t>(step & 1u);
   // Any undrained frame of step s-2 in this slot is superseded (drivers drain after every call,
   // so this only matters for one that does not).
   for (std::size_t k = 0; k < config_.mixing.degree; ++k) {
