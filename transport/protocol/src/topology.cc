@@ -101,8 +101,8 @@ std::size_t RawNeighbours(const Topology& topology, PeerId peer, std::span<PeerI
     const std::uint32_t begin = topology.graph.offsets[peer - 1];
     const std::uint32_t end = topology.graph.offsets[peer];
     if (end - begin > out.size()) return kMaxCandidates + 1;
-    std::copy(topology.graph.neighbours.begin() + begin, topology.graph.neighbours.begin() + end,
-              out.begin());
+    const std::span<const PeerId> row = topology.graph.neighbours.subspan(begin, end - begin);
+    std::copy(row.begin(), row.end(), out.begin());
     return end - begin;
   }
   std::array<PeerId, kMaxCandidates> candidates{};
@@ -207,9 +207,9 @@ ConfigCheck ValidateGraph(const Topology& topology) {
   for (PeerId peer = 1; peer <= n; ++peer) {
     for (std::uint32_t k = graph.offsets[peer - 1]; k < graph.offsets[peer]; ++k) {
       const PeerId other = graph.neighbours[k];
-      const auto row_begin = graph.neighbours.begin() + graph.offsets[other - 1];
-      const auto row_end = graph.neighbours.begin() + graph.offsets[other];
-      if (!std::binary_search(row_begin, row_end, peer)) {
+      const std::span<const PeerId> row = graph.neighbours.subspan(
+          graph.offsets[other - 1], graph.offsets[other] - graph.offsets[other - 1]);
+      if (!std::binary_search(row.begin(), row.end(), peer)) {
         return ConfigCheck::Invalid("the graph is not undirected: an edge is listed one way only");
       }
     }
@@ -570,7 +570,7 @@ float AcceleratedGossipRate(double lambda) {
 std::uint32_t DetagGossipSteps(std::uint32_t peers, double lambda) {
   const double clamped = std::clamp(lambda, 0.0, 1.0 - 1e-12);
   const double steps =
-      std::floor(0.5 * std::log(static_cast<double>(std::max(peers, 1u))) /
+      std::floor(0.5 * std::log(static_cast<double>(std::max<std::uint32_t>(peers, 1))) /
                  std::sqrt(1.0 - clamped));
   if (!(steps >= 1.0)) return 1;
   return steps >= kMaxGossipSteps ? kMaxGossipSteps : static_cast<std::uint32_t>(steps);
@@ -649,7 +649,8 @@ ConfigCheck MakeRandomRegularGraph(std::uint32_t peers, std::uint32_t degree, st
     }
     if (stuck) continue;
     for (std::uint32_t p = 0; p < peers; ++p) {
-      std::sort(neighbours.begin() + offsets[p], neighbours.begin() + offsets[p + 1]);
+      const std::span<PeerId> row = neighbours.subspan(offsets[p], offsets[p + 1] - offsets[p]);
+      std::sort(row.begin(), row.end());
     }
     Topology graph;
     graph.kind = TopologyKind::kGraph;
