@@ -16,6 +16,7 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "cli/gossip_topology.h"
 #include "cli/metrics.h"
 #include "cli/task.h"
 #include "edgesgd/core/arena.h"
@@ -57,6 +58,11 @@ struct SimulateOptions {
   std::string tie = "positive";
   std::string mode = "server";
   std::string topology = "ring";
+  std::string gossip = "dpsgd";
+  std::string gossip_weights = "metropolis";
+  std::uint32_t gossip_rounds = 0;  // DeTAG's R; 0 = the recipe
+  std::uint32_t phase_batches = 1;
+  bool gossip_flags_given = false;  // any gossip-only flag was given
   double bandwidth_mbps = 0;
   double latency_ms = 0;
   std::string device_speeds = "1";
@@ -96,13 +102,21 @@ std::string CheckConsistency(const SimulateOptions& o) {
     return "--adversaries sends negated sign votes: it needs --aggregate majority";
   }
   if (o.adversaries > o.workers) return "--adversaries cannot exceed --workers";
+  if (o.mode != "gossip" && o.gossip_flags_given) {
+    return "--gossip, --topology, --gossip-weights, --gossip-rounds and --phase-batches need "
+           "--mode gossip";
+  }
   if (o.mode == "gossip") {
     if (o.codec != "identity") {
-      return "--mode gossip exchanges dense models (D-PSGD): use --codec identity";
+      return "--mode gossip exchanges dense models: use --codec identity";
     }
     if (o.aggregate != "mean" || o.optimizer != "sgd") {
-      return "--mode gossip runs D-PSGD (plain SGD steps, mixing instead of a server "
-             "aggregate): drop --aggregate and --optimizer";
+      return "--mode gossip runs plain SGD steps (mixing instead of a server aggregate): drop "
+             "--aggregate and --optimizer";
+    }
+    if (o.gossip_rounds != 0 && o.gossip != "detag") {
+      return "--gossip-rounds sets DeTAG's gossip steps per round: it needs --gossip detag "
+             "(dpsgd and gt take one)";
     }
     if (o.feedback_given && o.feedback != "none") {
       return "--mode gossip sends uncompressed models: drop --feedback";
@@ -253,21 +267,56 @@ sim::DeviceProfile WithSpeed(sim::DeviceProfile profile, double speed) {
 
 bool IsTerminal() { return isatty(STDERR_FILENO) == 1; }
 
-// D-PSGD among peers 1..n on a ring or complete graph, no server. A round's row is written when
-// every peer has closed it; the evaluated model is the peers' average, and `consensus` is
-// mean_i ||x_i - mean x||^2 at that moment (a fast peer may already hold its next-round model).
+// The gossip algorithms of ALGORITHMS.md §6 among peers 1..n, no server. A round's row is
+// written when every peer has closed it; the evaluated model is the peers' average of their
+// round-start models, and `consensus` is mean_i ||x_i - mean x||^2 at that moment (a fast peer
+// may already hold its next-round model). bytes_up / bytes_down are per peer (the mean over
+// peers of what each sent / received), so runs compare at equal communication per worker.
 int RunGossip(const SimulateOptions& o, Task& task, const std::vector<double>& speeds) {
   const std::size_t n = o.workers;
   const std::size_t d = task.dimension();
-  protocol::Topology topology;
-  topology.kind =
-      o.topology == "complete" ? protocol::TopologyKind::kComplete : protocol::TopologyKind::kRing;
-  topology.peers = static_cast<std::uint32_t>(n);
-  if (const protocol::ConfigCheck check = protocol::ValidateTopology(topology); !check.ok()) {
-    std::fprintf(stderr, "edgesgd simulate: --topology %s with %zu peers: %s\n",
-                 o.topology.c_str(), n, check.reason);
+  std::string error;
+  GossipTopology graph;
+  if (!MakeGossipTopology(o.topology, static_cast<std::uint32_t>(n), o.seed, graph, error)) {
+    std::fprintf(stderr, "edgesgd simulate: %s\n", error.c_str());
     return 2;
   }
+  const protocol::Topology topology = graph.view();
+  const protocol::MixingRule rule = o.gossip_weights == "uniform"
+                                        ? protocol::MixingRule::kMaxDegree
+                                        : protocol::MixingRule::kMetropolisHastings;
+  // The spectrum of W, once: lambda sets DeTAG's eta_g and R and is reported.
+  protocol::MixingSpectrum spectrum;
+  std::vector<std::byte> spectrum_scratch(protocol::SpectrumScratchBytes(topology));
+  if (const protocol::ConfigCheck check =
+          protocol::ComputeMixingSpectrum(topology, rule, spectrum_scratch, spectrum);
+      !check.ok()) {
+    std::fprintf(stderr, "edgesgd simulate: --topology %s: %s\n", o.topology.c_str(),
+                 check.reason);
+    return 2;
+  }
+  const protocol::GossipAlgorithm algorithm =
+      o.gossip == "gt"      ? protocol::GossipAlgorithm::kGradientTracking
+      : o.gossip == "detag" ? protocol::GossipAlgorithm::kDetag
+                            : protocol::GossipAlgorithm::kDpsgd;
+  const bool detag = algorithm == protocol::GossipAlgorithm::kDetag;
+  const std::uint32_t steps =
+      !detag ? 1
+             : (o.gossip_rounds != 0
+                    ? o.gossip_rounds
+                    : protocol::DetagGossipSteps(static_cast<std::uint32_t>(n), spectrum.lambda));
+  const float eta = detag ? protocol::AcceleratedGossipRate(spectrum.lambda) : 0.0f;
+  if (!o.quiet) {
+    std::fprintf(stderr,
+                 "edgesgd simulate: gossip %s on a %s, %s weights: lambda %.6f, spectral gap "
+                 "%.6f, eta_g %.4f, R %u exchange step%s per round, B %u gradient call%s per "
+                 "round\n",
+                 protocol::GossipAlgorithmName(algorithm), graph.description.c_str(),
+                 o.gossip_weights.c_str(), spectrum.lambda, spectrum.spectral_gap,
+                 static_cast<double>(eta), steps, steps == 1 ? "" : "s", o.phase_batches,
+                 o.phase_batches == 1 ? "" : "s");
+  }
+
   std::vector<float> initial(d);
   task.InitialModel(initial);
   std::vector<std::unique_ptr<protocol::GossipPeerSession>> peers(n);
@@ -277,15 +326,18 @@ int RunGossip(const SimulateOptions& o, Task& task, const std::vector<double>& s
   for (std::size_t i = 0; i < n; ++i) {
     const auto id = static_cast<protocol::PeerId>(i + 1);
     protocol::GossipConfig config;
-    config.mixing =
-        protocol::MakeMixingRow(topology, protocol::MixingRule::kMetropolisHastings, id).value();
+    config.algorithm = algorithm;
+    config.mixing = protocol::MakeMixingRow(topology, rule, id).value();
     config.layout = task.layout();
     config.rounds = o.rounds;
     config.learning_rate = o.lr;
+    config.gossip_steps = steps;
+    config.accel = eta;
+    config.phase_batches = o.phase_batches;
     config.seed = o.seed;
     config.neighbour_deadline_ns = static_cast<protocol::TimeNs>(o.round_deadline_s * 1e9);
-    peer_arena = protocol::GossipPeerSession::ArenaBytes(config);
-    storage[i].resize(peer_arena + kArenaAlignment);
+    peer_arena = std::max(peer_arena, protocol::GossipPeerSession::ArenaBytes(config));
+    storage[i].resize(protocol::GossipPeerSession::ArenaBytes(config) + kArenaAlignment);
     arenas[i] = std::make_unique<Arena>(std::span<std::byte>(storage[i]));
     protocol::GossipOptions options;
     options.gradient = &Task::GradientCallback;
@@ -306,7 +358,6 @@ int RunGossip(const SimulateOptions& o, Task& task, const std::vector<double>& s
                        WithSpeed(link, speeds[i]));
   }
 
-  std::string error;
   MetricsWriter metrics;
   if (!o.metrics.empty() && !metrics.Open(o.metrics, error)) {
     std::fprintf(stderr, "edgesgd simulate: %s\n", error.c_str());
@@ -331,10 +382,14 @@ int RunGossip(const SimulateOptions& o, Task& task, const std::vector<double>& s
       MetricsRow row;
       row.round = next_row + 1;
       row.time_s = static_cast<double>(network.now()) * 1e-9;
+      std::uint64_t sent = 0;
+      std::uint64_t received = 0;
       for (std::size_t i = 0; i < n; ++i) {
-        row.bytes_up += bytes_sent[i];
-        row.bytes_down += bytes_received[i];
+        sent += bytes_sent[i];
+        received += bytes_received[i];
       }
+      row.bytes_up = sent / n;
+      row.bytes_down = received / n;
       row.bits_per_coord = 32.0;
       if (row.round % o.eval_every == 0 || row.round == o.rounds) {
         std::fill(average.begin(), average.end(), 0.0f);
@@ -382,12 +437,31 @@ int RunGossip(const SimulateOptions& o, Task& task, const std::vector<double>& s
   summary.Field("seed", o.seed);
   summary.Field("parameters", d);
   summary.Row("final", last);
+  summary.Begin("gossip");
+  summary.Field("algorithm", protocol::GossipAlgorithmName(algorithm));
+  summary.Field("graph", graph.description);
+  summary.Field("weights", o.gossip_weights);
+  summary.Field("lambda", spectrum.lambda);
+  summary.Field("spectral_gap", spectrum.spectral_gap);
+  summary.Field("eta_g", static_cast<double>(eta));
+  summary.Field("gossip_steps", steps);
+  summary.Field("phase_batches", o.phase_batches);
+  summary.Field("max_degree", protocol::MaxDegree(topology));
+  summary.Field("bytes", "bytes_up and bytes_down are per peer (mean over peers)");
+  summary.End();
   summary.Begin("memory_plan");
   summary.Field("peer_arena_bytes", peer_arena);
   summary.End();
   if (!o.summary.empty() && !summary.Save(o.summary, error)) {
     std::fprintf(stderr, "edgesgd simulate: %s\n", error.c_str());
     return 1;
+  }
+  if (!o.quiet) {
+    std::fprintf(stderr,
+                 "edgesgd simulate: done: %u rounds in %.1f virtual s; loss %.4f, accuracy %s, "
+                 "consensus %.3g; %llu bytes sent per peer\n",
+                 o.rounds, last.time_s, last.loss, FormatAccuracy(last.accuracy).c_str(),
+                 last.consensus, static_cast<unsigned long long>(last.bytes_up));
   }
   return 0;
 }
@@ -670,14 +744,43 @@ void AddSimulateCommand(CLI::App& app, int& exit_code) {
       ->capture_default_str()
       ->check(CLI::IsMember({"model", "aggregate"}));
   command->add_option("--mode", o->mode,
-                      "server: a parameter server aggregates; gossip: D-PSGD among peers "
-                      "(--topology), dense models, no server")
+                      "server: a parameter server aggregates; gossip: peers mix models with "
+                      "their neighbours (--gossip, --topology), dense models, no server")
       ->capture_default_str()
       ->check(CLI::IsMember({"server", "gossip"}));
-  command->add_option("--topology", o->topology,
-                      "Gossip graph with Metropolis-Hastings weights: ring or complete")
+  const auto gossip_given = [o](const std::string&) { o->gossip_flags_given = true; };
+  command->add_option("--gossip", o->gossip,
+                      "Gossip algorithm: dpsgd (mix, then a gradient step), gt (gradient "
+                      "tracking: model and tracker exchanged each round) or detag (gradient "
+                      "tracking with accelerated gossip over R steps per round)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"ring", "complete"}));
+      ->check(CLI::IsMember({"dpsgd", "gt", "detag"}))
+      ->each(gossip_given);
+  command->add_option("--topology", o->topology,
+                      "Gossip graph: ring, torus (or torus:RxC), complete, star (peer 1 the hub), "
+                      "exponential (peers 2^k apart), random-regular:K[:SEED] (connected, "
+                      "degree K; SEED defaults to --seed) or file:PATH (an edge list: one `I J` "
+                      "pair of peer ids 1..n per line, # comments; each edge once or both ways)")
+      ->capture_default_str()
+      ->each(gossip_given);
+  command->add_option("--gossip-weights", o->gossip_weights,
+                      "Mixing matrix: metropolis (W_ij = 1/(1 + max(deg i, deg j))) or uniform "
+                      "(1/(1 + max degree) on every edge: 1/3 on a ring)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"metropolis", "uniform"}))
+      ->each(gossip_given);
+  command->add_option("--gossip-rounds", o->gossip_rounds,
+                      "DeTAG: accelerated gossip steps R per round; 0 = the recipe "
+                      "max(1, floor(0.5 ln(n) / sqrt(1 - lambda)))")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, protocol::kMaxGossipSteps))
+      ->each(gossip_given);
+  command->add_option("--phase-batches", o->phase_batches,
+                      "Gossip: gradient mini-batches (of --batch samples each) averaged into "
+                      "every round's gradient (DeTAG's phase batch is B = this x --batch)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, protocol::kMaxPhaseBatches))
+      ->each(gossip_given);
   command->add_option("--tie", o->tie, "Majority vote: how a tie (even workers) resolves")
       ->capture_default_str()
       ->check(CLI::IsMember({"positive", "negative"}));

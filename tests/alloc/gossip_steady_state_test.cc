@@ -1,7 +1,8 @@
-// Zero heap allocation in a GossipPeerSession's steady state: after Init, hundreds of D-PSGD
-// rounds on a ring of 4 (lossless rounds, deadline-closed rounds with a silent peer, rejected
-// duplicate and malformed frames, event draining) must not call operator new or malloc once.
-// The driver itself uses only storage allocated before counting starts.
+// Zero heap allocation in a GossipPeerSession's steady state: after Init, hundreds of rounds of
+// D-PSGD, gradient tracking and DeTAG (accelerated gossip, several gradient calls per round) on a
+// ring of 4 (lossless rounds, deadline-closed rounds with a silent peer, rejected duplicate and
+// malformed frames, event draining) must not call operator new or malloc once. The driver
+// itself uses only storage allocated before counting starts.
 
 #include <gtest/gtest.h>
 
@@ -21,7 +22,7 @@ namespace {
 constexpr std::uint32_t kPeers = 4;
 constexpr std::uint32_t kRounds = 600;
 constexpr std::uint32_t kWarmUpRounds = 10;
-constexpr std::size_t kMailboxSlots = 16;
+constexpr std::size_t kMailboxSlots = 32;
 constexpr TimeNs kStep = 1'000'000;  // 1 ms per driver tick
 constexpr TimeNs kDeadline = 5 * kStep;
 
@@ -43,7 +44,8 @@ struct Mailbox {
   std::size_t count = 0;
 };
 
-TEST(GossipSteadyStateTest, RoundsDoNotAllocate) {
+void ExpectRoundsDoNotAllocate(GossipAlgorithm algorithm, std::uint32_t steps, float accel,
+                               std::uint32_t batches) {
   const TensorLayout layout = TensorLayout::FromSizes(std::array<std::uint64_t, 3>{300, 41, 700})
                                   .value();
   const Topology ring{TopologyKind::kRing, kPeers};
@@ -61,6 +63,10 @@ TEST(GossipSteadyStateTest, RoundsDoNotAllocate) {
     config.rounds = kRounds;
     config.learning_rate = 0.05f;
     config.neighbour_deadline_ns = kDeadline;
+    config.algorithm = algorithm;
+    config.gossip_steps = steps;
+    config.accel = accel;
+    config.phase_batches = batches;
     frame_bytes = GossipPeerSession::MaxFrameBytes(config);
     storage[id].resize(GossipPeerSession::ArenaBytes(config) + kArenaAlignment);
     arenas[id] = std::make_unique<Arena>(storage[id]);
@@ -145,6 +151,18 @@ TEST(GossipSteadyStateTest, RoundsDoNotAllocate) {
   EXPECT_GT(sessions[2]->counters().deadline_closes, 50u);
   EXPECT_GT(sessions[2]->counters().rejected_for(GossipRejectReason::kDuplicate), 100u);
   EXPECT_GT(sessions[2]->counters().rejected_for(GossipRejectReason::kMalformed), 100u);
+}
+
+TEST(GossipSteadyStateTest, DpsgdRoundsDoNotAllocate) {
+  ExpectRoundsDoNotAllocate(GossipAlgorithm::kDpsgd, 1, 0.0f, 1);
+}
+
+TEST(GossipSteadyStateTest, GradientTrackingRoundsDoNotAllocate) {
+  ExpectRoundsDoNotAllocate(GossipAlgorithm::kGradientTracking, 1, 0.0f, 1);
+}
+
+TEST(GossipSteadyStateTest, DetagRoundsDoNotAllocate) {
+  ExpectRoundsDoNotAllocate(GossipAlgorithm::kDetag, 3, 0.3f, 2);
 }
 
 }  // namespace

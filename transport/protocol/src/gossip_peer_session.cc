@@ -42,11 +42,19 @@ bool PopRing(std::array<T, N>& ring, std::size_t& head, std::size_t& size, T& ou
   return true;
 }
 
-constexpr std::uint8_t SlotBit(std::size_t slot) {
-  return static_cast<std::uint8_t>(std::uint8_t{1} << slot);
-}
-
 }  // namespace
+
+const char* GossipAlgorithmName(GossipAlgorithm algorithm) {
+  switch (algorithm) {
+    case GossipAlgorithm::kDpsgd:
+      return "dpsgd";
+    case GossipAlgorithm::kGradientTracking:
+      return "gt";
+    case GossipAlgorithm::kDetag:
+      return "detag";
+  }
+  return "unknown";
+}
 
 const char* GossipRejectReasonName(GossipRejectReason reason) {
   switch (reason) {
@@ -75,7 +83,9 @@ const char* GossipRejectReasonName(GossipRejectReason reason) {
 }
 
 ConfigCheck ValidateGossipConfig(const GossipConfig& config) {
-  if (config.algorithm != GossipAlgorithm::kDpsgd) {
+  const GossipAlgorithm algorithm = config.algorithm;
+  if (algorithm != GossipAlgorithm::kDpsgd && algorithm != GossipAlgorithm::kGradientTracking &&
+      algorithm != GossipAlgorithm::kDetag) {
     return ConfigCheck::Invalid("unknown gossip algorithm");
   }
   if (const ConfigCheck row = ValidateMixingRow(config.mixing); !row.ok()) return row;
@@ -87,6 +97,23 @@ ConfigCheck ValidateGossipConfig(const GossipConfig& config) {
   // Written so that NaN fails.
   if (!(config.learning_rate >= 0.0f && config.learning_rate <= kMaxFloat)) {
     return ConfigCheck::Invalid("learning rate must be non-negative and finite");
+  }
+  if (algorithm == GossipAlgorithm::kDetag) {
+    if (config.gossip_steps < 1 || config.gossip_steps > kMaxGossipSteps) {
+      return ConfigCheck::Invalid("DeTAG's gossip steps per round must be in 1..4096");
+    }
+    if (!(config.accel >= 0.0f && config.accel < 1.0f)) {
+      return ConfigCheck::Invalid("accelerated gossip's eta_g must be in [0, 1)");
+    }
+  } else if (config.gossip_steps != 1 || config.accel != 0.0f) {
+    return ConfigCheck::Invalid(
+        "D-PSGD and gradient tracking take one plain gossip step per round (R = 1, eta_g = 0)");
+  }
+  if (config.phase_batches < 1 || config.phase_batches > kMaxPhaseBatches) {
+    return ConfigCheck::Invalid("gradient calls per round must be in 1..1048576");
+  }
+  if (std::uint64_t{config.rounds} * config.gossip_steps > std::uint64_t{1} << 40) {
+    return ConfigCheck::Invalid("rounds * gossip steps is too large");
   }
   if (config.neighbour_deadline_ns == 0) {
     return ConfigCheck::Invalid("neighbour deadline must be > 0");
@@ -119,10 +146,15 @@ ConfigCheck GossipPeerSession::Init(Arena& arena, const GossipConfig& config,
   config_ = config;
   options_ = options;
   options_.initial_model = {};  // copied below; the caller's buffer need not outlive Init
+  vectors_ = TracksGradients(config_.algorithm) ? 2 : 1;
   if (!TakeBuffers(arena).ok()) {
     return ConfigCheck{Status::Internal(), "arena accounting disagrees with ArenaBytes"};
   }
-  std::copy(options.initial_model.begin(), options.initial_model.end(), model_.begin());
+  std::copy(options.initial_model.begin(), options.initial_model.end(),
+            exchanged_[0].current.begin());
+  if (config_.gossip_steps > 1) {
+    std::copy(options.initial_model.begin(), options.initial_model.end(), model_start_.begin());
+  }
   all_neighbours_ = config_.mixing.degree == 0 ? 0 : (Bit(config_.mixing.degree) - 1);
   live_ = all_neighbours_;
   max_receive_bytes_ = MaxFrameBytes(config_);
@@ -132,14 +164,34 @@ ConfigCheck GossipPeerSession::Init(Arena& arena, const GossipConfig& config,
 
 Status GossipPeerSession::TakeBuffers(Arena& arena) {
   const std::size_t d = config_.layout.dimension();
-  EDGESGD_TRY_ASSIGN(model_, arena.Allocate<float>(d));
-  EDGESGD_TRY_ASSIGN(gradient_, arena.Allocate<float>(d));
-  EDGESGD_TRY_ASSIGN(current_mix_, arena.Allocate<float>(d));
-  EDGESGD_TRY_ASSIGN(next_mix_, arena.Allocate<float>(d));
   const std::size_t builder_bytes = wire::FrameBuilderBytes(ModelCodec(), config_.layout);
-  for (std::optional<wire::FrameBuilder>& builder : model_builders_) {
-    EDGESGD_TRY_ASSIGN(std::span<std::byte> buffer, arena.AllocateBytes(builder_bytes));
-    builder.emplace(buffer);
+  const bool separate_starts = config_.gossip_steps > 1;
+  for (std::size_t v = 0; v < vectors_; ++v) {
+    Exchanged& vector = exchanged_[v];
+    vector.kind = v == 0 ? wire::GossipVector::kModel : wire::GossipVector::kTracker;
+    EDGESGD_TRY_ASSIGN(vector.current, arena.Allocate<float>(d));
+    if (config_.accel != 0.0f) {
+      EDGESGD_TRY_ASSIGN(vector.previous, arena.Allocate<float>(d));
+    }
+    EDGESGD_TRY_ASSIGN(vector.mix, arena.Allocate<float>(d));
+    EDGESGD_TRY_ASSIGN(vector.next_mix, arena.Allocate<float>(d));
+    for (std::optional<wire::FrameBuilder>& builder : vector.builders) {
+      EDGESGD_TRY_ASSIGN(std::span<std::byte> buffer, arena.AllocateBytes(builder_bytes));
+      builder.emplace(buffer);
+    }
+  }
+  EDGESGD_TRY_ASSIGN(gradient_, arena.Allocate<float>(d));
+  if (config_.phase_batches > 1) {
+    EDGESGD_TRY_ASSIGN(batch_gradient_, arena.Allocate<float>(d));
+  }
+  model_start_ = exchanged_[0].current;
+  if (vectors_ == 2) {
+    EDGESGD_TRY_ASSIGN(previous_gradient_, arena.Allocate<float>(d));
+    tracker_start_ = exchanged_[1].current;
+    if (separate_starts) {
+      EDGESGD_TRY_ASSIGN(model_start_, arena.Allocate<float>(d));
+      EDGESGD_TRY_ASSIGN(tracker_start_, arena.Allocate<float>(d));
+    }
   }
   EDGESGD_TRY_ASSIGN(std::span<std::byte> leave_buffer, arena.AllocateBytes(kControlBuilderBytes));
   leave_builder_.emplace(leave_buffer);
@@ -152,7 +204,8 @@ void GossipPeerSession::DoStart(TimeNs now) {
   if (phase_ != GossipPhase::kReady) return;
   phase_ = GossipPhase::kRunning;
   round_ = 0;
-  StartRound(now);
+  step_ = 0;
+  StartStep(now);
   Advance(now);
 }
 
@@ -203,23 +256,25 @@ void GossipPeerSession::DoTimer(TimeNs now) { Advance(now); }
 
 bool GossipPeerSession::DoPollFrame(OutgoingFrame& out) {
   if (pending_frames_ == 0) return false;
-  // Oldest round first across all neighbours, then the newer round, then Leaves: every
-  // neighbour gets round t's model before anyone gets round t+1's, which is what a FIFO uplink
-  // wants.
-  const std::size_t older = frame_rounds_[0] <= frame_rounds_[1] ? 0 : 1;
-  const std::array<std::uint8_t, 3> order = {SlotBit(older), SlotBit(1 - older), kPendingLeave};
+  // Oldest step first across all neighbours (model, then tracker), then the newer step, then
+  // Leaves: every neighbour gets step s's vectors before anyone gets step s+1's, which is what a
+  // FIFO uplink wants.
+  const std::size_t older = frame_steps_[0] <= frame_steps_[1] ? 0 : 1;
   const std::size_t degree = config_.mixing.degree;
-  for (const std::uint8_t bit : order) {
+  for (std::size_t order = 0; order < 2 * vectors_ + 1; ++order) {
+    const bool leave = order == 2 * vectors_;
+    const std::size_t slot = order < vectors_ ? older : 1 - older;
+    const std::size_t vector = order % vectors_;
+    const std::uint8_t bit = leave ? kPendingLeave : PendingBit(vector, slot);
     for (std::size_t k = 0; k < degree; ++k) {
       if ((pending_[k] & bit) == 0) continue;
       ClearPending(k, bit);
       std::span<const std::byte> bytes;
       std::uint64_t work = 0;
-      if (bit == kPendingLeave) {
+      if (leave) {
         bytes = leave_frame_;
       } else {
-        const std::size_t slot = bit == kPendingSlot0 ? 0 : 1;
-        bytes = model_frames_[slot];
+        bytes = exchanged_[vector].frames[slot];
         work = std::exchange(frame_work_[slot], std::uint64_t{0});
       }
       if (bytes.empty()) continue;
@@ -252,7 +307,9 @@ bool GossipPeerSession::IsLive(PeerId peer) const {
 }
 
 std::uint32_t GossipPeerSession::heard_count() const {
-  return static_cast<std::uint32_t>(std::popcount(heard_current_));
+  std::uint64_t all = all_neighbours_;
+  for (const Exchanged& vector : exchanged()) all &= vector.heard;
+  return static_cast<std::uint32_t>(std::popcount(all));
 }
 
 // ---- Frames from neighbours ----
@@ -265,14 +322,19 @@ int GossipPeerSession::NeighbourIndex(PeerId peer) const {
   return -1;
 }
 
-bool GossipPeerSession::IsExpectedExchange(const wire::GossipInfo& info) {
-  return info.phase == 0 && info.step == 0 && info.vector == wire::GossipVector::kModel;
+int GossipPeerSession::ExchangedIndex(const wire::GossipInfo& info) const {
+  if (info.phase != 0 || info.step >= config_.gossip_steps) return -1;
+  for (std::size_t v = 0; v < vectors_; ++v) {
+    if (exchanged_[v].kind == info.vector) return static_cast<int>(v);
+  }
+  return -1;
 }
 
 void GossipPeerSession::HandleExchange(std::size_t index, const wire::FrameView& view, TimeNs now) {
   const PeerId from = config_.mixing.neighbours[index];
   const std::uint32_t round = view.header.round;
-  if (!IsExpectedExchange(view.message.gossip)) {
+  const int vector_index = ExchangedIndex(view.message.gossip);
+  if (vector_index < 0) {
     Reject(from, GossipRejectReason::kWrongExchange, round, now);
     return;
   }
@@ -281,47 +343,54 @@ void GossipPeerSession::HandleExchange(std::size_t index, const wire::FrameView&
     Reject(from, GossipRejectReason::kWrongCodec, round, now);
     return;
   }
-  // Cheap round checks before the O(d) payload scan. Subtractions only: round_ + 1 could wrap.
-  if (round < round_) {
-    Reject(from, round_ - round == 1 ? GossipRejectReason::kLate : GossipRejectReason::kStale,
+  // Cheap step checks before the O(d) payload scan. Subtractions only: the current step + 1 could
+  // wrap.
+  const std::uint64_t step = StepIndex(round, view.message.gossip.step);
+  const std::uint64_t current = CurrentStep();
+  if (step < current) {
+    Reject(from, current - step == 1 ? GossipRejectReason::kLate : GossipRejectReason::kStale,
            round, now);
     return;
   }
-  if (phase_ == GossipPhase::kFinished || round - round_ > 1 || round >= config_.rounds) {
+  if (phase_ == GossipPhase::kFinished || step - current > 1 || round >= config_.rounds) {
     Reject(from, GossipRejectReason::kFuture, round, now);
     return;
   }
-  const bool next = round != round_;
-  std::uint64_t& heard = next ? heard_next_ : heard_current_;
+  const bool next = step != current;
+  Exchanged& vector = exchanged_[static_cast<std::size_t>(vector_index)];
+  std::uint64_t& heard = next ? vector.heard_next : vector.heard;
   if ((heard & Bit(index)) != 0) {
     Reject(from, GossipRejectReason::kDuplicate, round, now);
     return;
   }
   const PayloadView& payload = view.payload.view;
-  if (payload.values.size() != model_.size() || !payload.indices.empty() ||
+  if (payload.values.size() != vector.current.size() || !payload.indices.empty() ||
       !payload.words.empty() || !payload.scales.empty() || !AllFinite(payload.values)) {
     Reject(from, GossipRejectReason::kBadPayload, round, now);
     return;
   }
-  // Mixed in now, so a neighbour's model never needs a copy: the frame's bytes are only valid
+  // Mixed in now, so a neighbour's vector never needs a copy: the frame's bytes are only valid
   // during this call.
   const float weight = config_.mixing.weights[index];
-  const std::span<float> mix = next ? next_mix_ : current_mix_;
+  const std::span<float> mix = next ? vector.next_mix : vector.mix;
   for (std::size_t i = 0; i < mix.size(); ++i) mix[i] += weight * payload.values[i];
   heard |= Bit(index);
   ++counters_.models_accepted;
   if (next) ++counters_.models_buffered;
 
-  // A lost neighbour's models are still good data, but only one for a round it cannot have
-  // sent before it was lost (at most one round ahead of this peer then) shows that it is back:
-  // a frame that was merely in flight at the loss must not make every later round wait for a
+  // A lost neighbour's vectors are still good data, but only one for a step it cannot have
+  // sent before it was lost (at most one step ahead of this peer then) shows that it is back:
+  // a frame that was merely in flight at the loss must not make every later step wait for a
   // dead peer's deadline.
-  if ((live_ & Bit(index)) == 0 && round - lost_round_[index] >= 2) {
+  if ((live_ & Bit(index)) == 0 && step - lost_step_[index] >= 2) {
     live_ |= Bit(index);
     ++counters_.revivals;
-    // If it is in the current round it has not had this round's model (lost neighbours are not
-    // sent to); one a round ahead already had it or no longer needs it.
-    if (!next && phase_ == GossipPhase::kRunning) SetPending(index, SlotBit(round_ & 1u));
+    // If it is in the current step it has not had this step's vectors (lost neighbours are not
+    // sent to); one a step ahead already had them or no longer needs them.
+    if (!next && phase_ == GossipPhase::kRunning) {
+      const auto slot = static_cast<std::size_t>(current & 1u);
+      for (std::size_t v = 0; v < vectors_; ++v) SetPending(index, PendingBit(v, slot));
+    }
   }
 }
 
@@ -331,7 +400,7 @@ void GossipPeerSession::HandleLeave(std::size_t index) {
 }
 
 void GossipPeerSession::MarkLost(std::size_t index) {
-  if ((live_ & Bit(index)) != 0) lost_round_[index] = round_;
+  if ((live_ & Bit(index)) != 0) lost_step_[index] = CurrentStep();
   live_ &= ~Bit(index);
   ClearPending(index, pending_[index]);
 }
@@ -343,114 +412,218 @@ void GossipPeerSession::Reject(PeerId peer, GossipRejectReason reason, std::uint
   PushRing(reject_log_, reject_head_, reject_size_, event, counters_.reject_events_dropped);
 }
 
-// ---- Rounds ----
+// ---- Steps and rounds ----
 
 void GossipPeerSession::Advance(TimeNs now) {
-  // Terminates: a round started here has a deadline after `now`, and it can only be complete
-  // already when it has no neighbours or its models were buffered — and nothing is buffered
-  // for the round after it (see the Memory note in the header).
+  // Terminates: a step started here has a deadline after `now`, and it can only be complete
+  // already when it has no neighbours or its vectors were buffered — and nothing is buffered
+  // for the step after it (see the Memory note in the header).
   while (phase_ == GossipPhase::kRunning) {
-    const bool complete = RoundComplete();
+    const bool complete = StepComplete();
     if (!complete && now < deadline_) return;
-    CloseRound(now, !complete);
+    CloseStep(now, !complete);
   }
 }
 
-bool GossipPeerSession::RoundComplete() const {
-  // Every live neighbour heard. With neighbours but none heard (all lost), the round waits for
-  // its deadline instead: racing through the remaining rounds alone would leave nothing for a
-  // neighbour that comes back.
-  const bool nobody_waited_for = (live_ & ~heard_current_) == 0;
-  return nobody_waited_for && (all_neighbours_ == 0 || heard_current_ != 0);
+bool GossipPeerSession::StepComplete() const {
+  // Every live neighbour heard, for every vector. With neighbours but none heard (all lost), the
+  // step waits for its deadline instead: racing through the remaining steps alone would leave
+  // nothing for a neighbour that comes back.
+  std::uint64_t any_heard = 0;
+  for (const Exchanged& vector : exchanged()) {
+    if ((live_ & ~vector.heard) != 0) return false;
+    any_heard |= vector.heard;
+  }
+  return all_neighbours_ == 0 || any_heard != 0;
 }
 
-void GossipPeerSession::StartRound(TimeNs now) {
-  // g_i at x_i(t), before x_i leaves, as the frame's work_samples tells a simulator.
-  if (const Status status = options_.gradient(options_.user, model_, round_, 0, gradient_);
-      !status.ok() || !AllFinite(gradient_)) {
-    ++counters_.gradient_errors;
-    std::fill(gradient_.begin(), gradient_.end(), 0.0f);
-  }
-
-  const std::size_t slot = round_ & 1u;
-  // Any undrained frame of round t-2 in this slot is superseded (drivers drain after every
-  // call, so this only matters for one that does not).
-  for (std::size_t k = 0; k < config_.mixing.degree; ++k) ClearPending(k, SlotBit(slot));
-  model_frames_[slot] = {};
-  frame_rounds_[slot] = round_;
-  frame_work_[slot] = 0;
-  if (config_.mixing.degree > 0) {
-    const wire::FrameHeader header{id(), round_, sequence_++};
-    const wire::PayloadMessage message =
-        wire::PayloadMessage::GossipExchange({0, 0, wire::GossipVector::kModel});
-    const Result<std::span<const std::byte>> frame =
-        BuildModelFrame(*model_builders_[slot], header, message);
-    if (!frame.ok()) {
-      // The builder was sized for exactly this frame: failing here is a bug, not bad input.
-      Finish(wire::LeaveReason::kFailure, Status::Internal());
-      return;
+bool GossipPeerSession::ComputeGradient() {
+  const std::span<const float> point = exchanged_[0].current;  // x_k
+  bool ok = true;
+  for (std::uint32_t call = 0; call < config_.phase_batches && ok; ++call) {
+    const std::span<float> out = call == 0 ? gradient_ : batch_gradient_;
+    ok = options_.gradient(options_.user, point, round_, call, out).ok() && AllFinite(out);
+    if (ok && call > 0) {
+      for (std::size_t i = 0; i < gradient_.size(); ++i) gradient_[i] += batch_gradient_[i];
     }
-    model_frames_[slot] = frame.value();
-    frame_work_[slot] = options_.samples_per_step;
-    for (std::size_t k = 0; k < config_.mixing.degree; ++k) {
-      if ((live_ & Bit(k)) != 0) SetPending(k, SlotBit(slot));
+  }
+  if (ok && config_.phase_batches > 1) {
+    const float scale = 1.0f / static_cast<float>(config_.phase_batches);
+    for (float& g : gradient_) g *= scale;
+  }
+  return ok && AllFinite(gradient_);
+}
+
+void GossipPeerSession::StartStep(TimeNs now) {
+  if (step_ == 0) {
+    // g_k at x_k, before x_k leaves, as the frame's work_samples tells a simulator.
+    const bool tracking = vectors_ == 2;
+    if (!ComputeGradient()) {
+      ++counters_.gradient_errors;
+      // D-PSGD: no gradient step. Tracking: g_k = g_{k-1}, leaving the tracked mean unchanged.
+      if (tracking && round_ > 0) {
+        std::copy(previous_gradient_.begin(), previous_gradient_.end(), gradient_.begin());
+      } else {
+        std::fill(gradient_.begin(), gradient_.end(), 0.0f);
+      }
+    }
+    if (tracking) {
+      if (round_ == 0) {  // y_0 = g_0 and g_{-1} = g_0
+        std::copy(gradient_.begin(), gradient_.end(), exchanged_[1].current.begin());
+        std::copy(gradient_.begin(), gradient_.end(), previous_gradient_.begin());
+      }
+      if (config_.gossip_steps > 1) {
+        std::copy(exchanged_[1].current.begin(), exchanged_[1].current.end(),
+                  tracker_start_.begin());
+      }
+    }
+  }
+
+  const std::uint64_t step = CurrentStep();
+  const auto slot = static_cast<std::size_t>(step & 1u);
+  // Any undrained frame of step s-2 in this slot is superseded (drivers drain after every call,
+  // so this only matters for one that does not).
+  for (std::size_t k = 0; k < config_.mixing.degree; ++k) {
+    for (std::size_t v = 0; v < vectors_; ++v) ClearPending(k, PendingBit(v, slot));
+  }
+  frame_steps_[slot] = step;
+  frame_work_[slot] = 0;
+  for (Exchanged& vector : exchanged()) vector.frames[slot] = {};
+  if (config_.mixing.degree > 0) {
+    for (std::size_t v = 0; v < vectors_; ++v) {
+      Exchanged& vector = exchanged_[v];
+      const wire::FrameHeader header{id(), round_, sequence_++};
+      const wire::PayloadMessage message =
+          wire::PayloadMessage::GossipExchange({0, step_, vector.kind});
+      const Result<std::span<const std::byte>> frame =
+          BuildFrame(*vector.builders[slot], header, message, vector.current);
+      if (!frame.ok()) {
+        // The builder was sized for exactly this frame: failing here is a bug, not bad input.
+        Finish(wire::LeaveReason::kFailure, Status::Internal());
+        return;
+      }
+      vector.frames[slot] = frame.value();
+      for (std::size_t k = 0; k < config_.mixing.degree; ++k) {
+        if ((live_ & Bit(k)) != 0) SetPending(k, PendingBit(v, slot));
+      }
+    }
+    if (step_ == 0) {
+      frame_work_[slot] = std::uint64_t{options_.samples_per_step} * config_.phase_batches;
     }
   }
   deadline_ = SaturatingAdd(now, config_.neighbour_deadline_ns);
 }
 
-Result<std::span<const std::byte>> GossipPeerSession::BuildModelFrame(
+Result<std::span<const std::byte>> GossipPeerSession::BuildFrame(
     wire::FrameBuilder& builder, const wire::FrameHeader& header,
-    const wire::PayloadMessage& message) const {
+    const wire::PayloadMessage& message, std::span<const float> values) const {
   EDGESGD_TRY_ASSIGN(const PayloadSpans spans,
                      builder.BeginPayloadFrame(header, message, ModelCodec(), config_.layout));
-  std::copy(model_.begin(), model_.end(), spans.values.begin());
+  std::copy(values.begin(), values.end(), spans.values.begin());
   return builder.FinishPayloadFrame();
 }
 
-void GossipPeerSession::CloseRound(TimeNs now, bool deadline_passed) {
+void GossipPeerSession::MixStep(Exchanged& vector) {
   const MixingRow& row = config_.mixing;
   // Re-weighting: each missed neighbour's W_ij joins the diagonal (ascending neighbour order, so
   // the same misses give the same float on every run).
   float self_weight = row.self_weight;
-  std::uint32_t missed = 0;
   for (std::size_t k = 0; k < row.degree; ++k) {
-    if ((heard_current_ & Bit(k)) == 0) {
-      self_weight += row.weights[k];
-      ++missed;
+    if ((vector.heard & Bit(k)) == 0) self_weight += row.weights[k];
+  }
+  const std::span<float> z = vector.current;
+  if (vector.previous.empty()) {  // eta_g = 0: plain gossip
+    for (std::size_t i = 0; i < z.size(); ++i) z[i] = vector.mix[i] + self_weight * z[i];
+    return;
+  }
+  // Z_{r+1} = (1 + eta) W Z_r - eta Z_{r-1}, with Z_{-1} = Z_0 in a round's first step.
+  const float eta = config_.accel;
+  const float momentum = 1.0f + eta;
+  const bool first = step_ == 0;
+  for (std::size_t i = 0; i < z.size(); ++i) {
+    const float now_value = z[i];
+    const float before = first ? now_value : vector.previous[i];
+    z[i] = momentum * (vector.mix[i] + self_weight * now_value) - eta * before;
+    vector.previous[i] = now_value;
+  }
+}
+
+void GossipPeerSession::CloseStep(TimeNs now, bool deadline_passed) {
+  const MixingRow& row = config_.mixing;
+  std::uint64_t heard_all = all_neighbours_;
+  for (const Exchanged& vector : exchanged()) heard_all &= vector.heard;
+  const auto heard = static_cast<std::uint32_t>(std::popcount(heard_all));
+  const std::uint32_t missed = row.degree - heard;
+
+  const bool last_step = step_ + 1 == config_.gossip_steps;
+  const float lr = config_.learning_rate;
+  // The model first: its round update reads y_k, which for R = 1 is the tracker's working copy
+  // before its own mixing step below.
+  Exchanged& model = exchanged_[0];
+  MixStep(model);
+  if (last_step) {
+    const std::span<const float> direction = vectors_ == 2 ? tracker_start_ : gradient_;
+    for (std::size_t i = 0; i < model.current.size(); ++i) model.current[i] -= lr * direction[i];
+  }
+  if (vectors_ == 2) {
+    Exchanged& tracker = exchanged_[1];
+    MixStep(tracker);
+    if (last_step) {
+      for (std::size_t i = 0; i < tracker.current.size(); ++i) {
+        tracker.current[i] += gradient_[i] - previous_gradient_[i];
+      }
+      std::copy(gradient_.begin(), gradient_.end(), previous_gradient_.begin());
     }
   }
-  const std::uint32_t heard = row.degree - missed;
-  const float lr = config_.learning_rate;
-  for (std::size_t i = 0; i < model_.size(); ++i) {
-    model_[i] = current_mix_[i] + self_weight * model_[i] - lr * gradient_[i];
-  }
 
-  ++counters_.rounds_completed;
+  ++counters_.steps_completed;
   counters_.neighbours_heard += heard;
   counters_.neighbours_missed += missed;
-  if (missed > 0) ++counters_.reweighted_rounds;
+  if (missed > 0) ++counters_.reweighted_steps;
   if (deadline_passed) ++counters_.deadline_closes;
-  const GossipRoundEvent event{
-      round_, now, heard, missed, deadline_passed, counters_.bytes_sent, counters_.bytes_received};
-  PushRing(round_log_, round_head_, round_size_, event, counters_.round_events_dropped);
+  round_heard_ += heard;
+  round_missed_ += missed;
+  round_deadline_passed_ = round_deadline_passed_ || deadline_passed;
 
   // A diverged peer would send NaN forever (which its neighbours reject); stop it, loudly.
-  if (!AllFinite(model_)) {
-    Finish(wire::LeaveReason::kFailure, Status::DataLoss());
-    return;
+  for (const Exchanged& vector : exchanged()) {
+    if (!AllFinite(vector.current)) {
+      Finish(wire::LeaveReason::kFailure, Status::DataLoss());
+      return;
+    }
   }
-  // The early models of round t+1 become the current round's.
-  std::swap(current_mix_, next_mix_);
-  std::fill(next_mix_.begin(), next_mix_.end(), 0.0f);
-  heard_current_ = heard_next_;
-  heard_next_ = 0;
+  // The early vectors of step s+1 become the current step's.
+  for (Exchanged& vector : exchanged()) {
+    std::swap(vector.mix, vector.next_mix);
+    std::fill(vector.next_mix.begin(), vector.next_mix.end(), 0.0f);
+    vector.heard = vector.heard_next;
+    vector.heard_next = 0;
+  }
+  if (last_step) {
+    FinishRound(now);
+    if (phase_ != GossipPhase::kRunning) return;
+  } else {
+    ++step_;
+  }
+  StartStep(now);
+}
+
+void GossipPeerSession::FinishRound(TimeNs now) {
+  ++counters_.rounds_completed;
+  const GossipRoundEvent event{round_,        now,
+                               round_heard_,  round_missed_,
+                               round_deadline_passed_, counters_.bytes_sent,
+                               counters_.bytes_received};
+  PushRing(round_log_, round_head_, round_size_, event, counters_.round_events_dropped);
+  round_heard_ = 0;
+  round_missed_ = 0;
+  round_deadline_passed_ = false;
+  if (config_.gossip_steps > 1) {  // x_{k+1} becomes the round-start model
+    std::copy(exchanged_[0].current.begin(), exchanged_[0].current.end(), model_start_.begin());
+  }
+  step_ = 0;
   ++round_;
-  if (round_ >= config_.rounds) {
-    Finish(wire::LeaveReason::kDone, Status::Ok());
-    return;
-  }
-  StartRound(now);
+  if (round_ >= config_.rounds) Finish(wire::LeaveReason::kDone, Status::Ok());
 }
 
 void GossipPeerSession::Finish(wire::LeaveReason reason, Status status) {

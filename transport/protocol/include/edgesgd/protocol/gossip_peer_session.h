@@ -2,36 +2,53 @@
 
 // A decentralized gossip peer as a sans-I/O state machine (see session.h). Peers are the nodes
 // of a Topology (topology.h); each knows only its own row of the mixing matrix W and talks only
-// to its neighbours. Algorithm: D-PSGD (ALGORITHMS.md §6), round t = 0..T-1:
+// to its neighbours. Three algorithms of ALGORITHMS.md §6 share one exchange mechanism:
 //
-//   1. g_i = grad f_i(x_i)                                 (the gradient callback, at the start)
-//   2. send x_i to every live neighbour                    (GossipExchange{phase 0, step 0,
-//                                                           vector Model}, dense identity
-//                                                           payload, envelope round t)
-//   3. collect the neighbours' x_j of round t, until every live neighbour's has arrived or the
-//      neighbour deadline (config) passes — a silent, slow or dead neighbour;
-//   4. x_i <- sum_{j heard} W_ij x_j + (W_ii + sum_{j missed} W_ij) x_i - lr * g_i
+// An exchange step sends this peer's vector(s) to every live neighbour (GossipExchange{phase 0,
+// step r, vector Model or Tracker}, dense identity payload, envelope round k), collects the
+// neighbours' vectors of the same (k, r) until every live neighbour's have arrived or the
+// neighbour deadline (config, per step) passes — a silent, slow or dead neighbour — and applies
+// one step of accelerated gossip to each vector Z:
 //
-// Re-weighting (step 4): a missed neighbour's weight moves onto the diagonal, so the row still
-// sums to 1 and the update stays a convex mix plus the gradient step. The matrix actually applied
-// in such a round is no longer symmetric (the neighbour may have heard this peer), so the network
-// average drifts a little in rounds with misses; counters().neighbours_missed and
-// reweighted_rounds say how often that happened.
+//   Z_{r+1} = (1 + eta_g) * (sum_{j heard} W_ij Z_j,r + (W_ii + sum_{j missed} W_ij) Z_i,r)
+//             - eta_g * Z_{r-1}                                  (Z_{-1} = Z_0, config.accel)
+//
+// Round (phase) k is `gossip_steps` (R) such steps, so R steps with eta_g = 0 are R plain gossip
+// rounds; AG(Z) below is Z_R. At the start of a round the peer computes g_k, the mean of
+// `phase_batches` (B) gradient calls at x_k (local_step 0..B-1), then:
+//
+//   kDpsgd             (R = 1, eta_g = 0)   x <- W x - lr * g_k
+//   kGradientTracking  (R = 1, eta_g = 0)   x <- AG(X) - lr * y ;  y <- AG(Y) + g_k - g_{k-1}
+//   kDetag             (R >= 1, eta_g)      the same, with AG over R steps
+//
+// with y_0 = g_0 and g_{-1} = g_0 (tracking sends x and y each step: two frames per neighbour).
+// The mean of the y_i is then the mean of the g_{k-1,i}, so the trackers steer every peer along
+// the network's average gradient and tracking reaches the exact optimum on heterogeneous data,
+// where D-PSGD keeps a bias. DeTAG's gradient is at x_k while the R steps run: on a device the
+// computation overlaps the exchange (the simulator charges it before the round's first frame).
+//
+// Re-weighting: a missed neighbour's weight (per vector) moves onto the diagonal, so the row
+// still sums to 1 and the update stays a convex mix. The matrix actually applied in such a step
+// is no longer symmetric (the neighbour may have heard this peer), so the network average drifts
+// a little in steps with misses; counters().neighbours_missed and reweighted_steps say how often
+// that happened. A tracker whose gradient call fails keeps g_{k-1} (its contribution to the
+// tracked mean is unchanged); D-PSGD then takes no gradient step.
 //
 // Received frames are checked and either accepted or counted by GossipRejectReason and dropped:
-// a round-t frame is mixed in as it arrives (weighted sum in arrival order); a round-(t+1) frame
-// from a neighbour that is ahead goes into a second accumulator for the next round (one slot per
-// neighbour: a second one is a duplicate); later rounds are kFuture, earlier ones kLate/kStale.
-// The two accumulators replace per-neighbour copies: memory is 4 model-sized vectors whatever the
-// degree. Nothing a neighbour sends can crash the peer or hold it past the deadline.
+// a frame of the current step is mixed in as it arrives (weighted sum in arrival order); one of
+// the next step, from a neighbour that is ahead, goes into a second accumulator (one slot per
+// neighbour and vector: a second one is a duplicate); later steps are kFuture, earlier ones
+// kLate (the step that just closed) or kStale. The two accumulators replace per-neighbour
+// copies: memory is a fixed number of model-sized vectors whatever the degree (ArenaBytes).
+// Nothing a neighbour sends can crash the peer or hold it past the deadline.
 //
 // Lost neighbours: OnPeerLost(j) or a Leave from j marks j lost. Lost neighbours are neither sent
-// to nor waited for (a round completes when every live neighbour was heard); when every neighbour
-// is lost the peer waits for the deadline each round, so a neighbour that comes back finds it
-// still pacing. A lost neighbour's models are still mixed in when they pass every check; it is
-// live again (a revival, and it is sent the current round's model if that is its round) once
-// one arrives for a round at least two past the round in which it was lost — frames that were
-// merely in flight at the loss are at most one round ahead, and must not make every later round
+// to nor waited for (a step completes when every live neighbour was heard); when every neighbour
+// is lost the peer waits for the deadline each step, so a neighbour that comes back finds it
+// still pacing. A lost neighbour's vectors are still mixed in when they pass every check; it is
+// live again (a revival, and it is sent the current step's vectors if that is its step) once
+// one arrives for a step at least two past the step in which it was lost — frames that were
+// merely in flight at the loss are at most one step ahead, and must not make every later step
 // wait for a dead peer.
 // After T rounds the peer sends Leave{Done} to its live neighbours (so they stop waiting for it)
 // and reports Finished(). A peer without neighbours (a topology of one) runs plain SGD.
@@ -45,17 +62,13 @@
 //      same bytes); drain PollRoundEvent (metrics rows) and PollRejectEvent (log lines).
 //   4. Stop when Finished() and PollFrame has nothing left.
 // The gradient callback runs inside Start, OnFrame, OnTimer and OnPeerLost (whichever starts a
-// round). The first frame of each round carries work_samples = samples_per_step: the simulator
-// charges the gradient's compute time before the round's frames leave the device.
-//
-// Extending (gradient tracking, DeTAG): their rounds exchange more vectors (Tracker) and several
-// gossip steps per phase; each (phase, step, vector) exchange gets its own pair of accumulators
-// and IsExpectedExchange() widens. The frame handling, deadlines and re-weighting stay as they are.
+// round). The first frame of each round carries work_samples = B * samples_per_step: the
+// simulator charges the gradient's compute time before the round's frames leave the device.
 //
 // Memory: everything comes from the arena at Init; after Init no call allocates, on the heap or
-// from the arena. At most two rounds start within one call (a round completed by buffered frames
-// can be followed by one more start, which needs fresh frames), so two frame builders used by
-// round parity keep every handed-out frame valid as the Session contract requires.
+// from the arena. At most two steps start within one call (a step completed by buffered frames
+// can be followed by one more start, which needs fresh frames), so two frame builders per vector,
+// used by step parity, keep every handed-out frame valid as the Session contract requires.
 
 #include <array>
 #include <cstddef>
@@ -82,9 +95,19 @@ namespace edgesgd::protocol {
 // a gradient step that round (counted as a gradient error): the neighbours still get its model,
 // so one bad batch never stalls them.
 
-// The decentralized algorithm a peer runs. Only D-PSGD exists so far; gradient tracking and
-// DeTAG add values here and exchanges in the session.
-enum class GossipAlgorithm : std::uint8_t { kDpsgd = 0 };
+// The decentralized algorithm a peer runs (see the top of this file).
+enum class GossipAlgorithm : std::uint8_t { kDpsgd = 0, kGradientTracking = 1, kDetag = 2 };
+
+// Lower-case name ("dpsgd", "gt", "detag"); never null.
+const char* GossipAlgorithmName(GossipAlgorithm algorithm);
+
+// Whether the algorithm exchanges a tracker besides the model.
+constexpr bool TracksGradients(GossipAlgorithm algorithm) {
+  return algorithm == GossipAlgorithm::kGradientTracking || algorithm == GossipAlgorithm::kDetag;
+}
+
+// Most gradient calls averaged per round.
+inline constexpr std::uint32_t kMaxPhaseBatches = 1u << 20;
 
 struct GossipConfig {
   GossipAlgorithm algorithm = GossipAlgorithm::kDpsgd;
@@ -92,13 +115,21 @@ struct GossipConfig {
   // MakeMixingRow(topology, rule, id).
   MixingRow mixing;
   TensorLayout layout;  // the model's tensors over one flat vector of layout.dimension() floats
-  std::uint32_t rounds = 100;   // T >= 1
+  std::uint32_t rounds = 100;   // T >= 1 (DeTAG: phases)
   float learning_rate = 0.01f;  // >= 0 and finite; 0 runs pure gossip averaging
-  // Key of shared random choices. D-PSGD's dense exchange draws none; compressed gossip will.
+  // R, exchange steps (accelerated gossip rounds) per round: 1 for D-PSGD and gradient tracking,
+  // 1..kMaxGossipSteps for DeTAG (DetagGossipSteps gives the recipe).
+  std::uint32_t gossip_steps = 1;
+  // eta_g of accelerated gossip, in [0, 1): 0 for D-PSGD and gradient tracking; DeTAG uses
+  // AcceleratedGossipRate(lambda) (0 makes its R steps plain gossip rounds).
+  float accel = 0.0f;
+  // B, gradient calls (mini-batches) averaged into a round's gradient, >= 1.
+  std::uint32_t phase_batches = 1;
+  // Key of shared random choices. The dense exchange draws none; compressed gossip will.
   std::uint64_t seed = 0;
-  // How long a round waits for its neighbours' models, from the round's start; > 0. kNever
-  // waits for every live neighbour indefinitely (then only OnPeerLost or a Leave unblocks a
-  // round whose neighbour went silent).
+  // How long an exchange step waits for its neighbours' vectors, from the step's start; > 0.
+  // kNever waits for every live neighbour indefinitely (then only OnPeerLost or a Leave unblocks
+  // a step whose neighbour went silent).
   TimeNs neighbour_deadline_ns = 10'000'000'000;
 
   friend constexpr bool operator==(const GossipConfig&, const GossipConfig&) = default;
@@ -106,15 +137,17 @@ struct GossipConfig {
 
 // Checks a configuration before any memory is taken: a known algorithm, a valid mixing row
 // (ValidateMixingRow), a non-empty layout whose dense model fits one frame, rounds >= 1, a
-// non-negative finite learning rate and a non-zero deadline. Reads only `config`; does not
+// non-negative finite learning rate, R and eta_g as the algorithm allows (1 and 0 unless DeTAG;
+// DeTAG: R in 1..kMaxGossipSteps, eta_g in [0, 1)), B in 1..kMaxPhaseBatches and a non-zero
+// deadline. Reads only `config`; does not
 // allocate. Errors: kInvalidArgument with a reason.
 ConfigCheck ValidateGossipConfig(const GossipConfig& config);
 
 struct GossipOptions {
   GradientFunction gradient = nullptr;  // required
   void* user = nullptr;
-  // Training samples behind one gradient, reported as work_samples on each round's first frame
-  // (0: the simulator charges no compute time).
+  // Training samples behind one gradient call; B times this is reported as work_samples on each
+  // round's first frame (0: the simulator charges no compute time).
   std::uint32_t samples_per_step = 1;
   // x_i at round 0 (layout.dimension() finite floats); copied at Init, need not outlive it.
   std::span<const float> initial_model;
@@ -127,12 +160,13 @@ enum class GossipRejectReason : std::uint8_t {
   kUnknownSender,      // not a neighbour, or the envelope's sender is not the link's peer
   kUnexpectedMessage,  // a message gossip peers do not exchange (Join, Update, Heartbeat, ...)
   kWrongExchange,      // a GossipExchange with a phase, step or vector this algorithm never sends
+                       // (a tracker to a D-PSGD peer, a step >= R)
   kWrongCodec,         // a payload that is not the dense identity encoding of a model
   kBadPayload,         // the wrong number of values, or a non-finite value
-  kLate,               // a model for the round that just closed (a neighbour past the deadline)
-  kStale,              // a model for an older round
-  kDuplicate,          // a second model from the same neighbour for the same round
-  kFuture,             // a model two or more rounds ahead (only the next round is buffered), or
+  kLate,               // a vector for the step that just closed (a neighbour past the deadline)
+  kStale,              // a vector for an older step
+  kDuplicate,          // a second copy of the same vector from the same neighbour for one step
+  kFuture,             // a vector two or more steps ahead (only the next step is buffered), or
                        // for a round >= T
 };
 inline constexpr std::size_t kGossipRejectReasonCount = 10;
@@ -147,13 +181,16 @@ struct GossipRejectEvent {
   TimeNs time = 0;
 };
 
-// One completed round, for a metrics row.
+// One completed round (all its R exchange steps), for a metrics row.
 struct GossipRoundEvent {
   std::uint32_t round = 0;
   TimeNs time_closed = 0;
-  std::uint32_t neighbours_heard = 0;   // models mixed in
-  std::uint32_t neighbours_missed = 0;  // weights moved onto the diagonal (silent or lost)
-  bool deadline_passed = false;         // closed by the deadline rather than by the last model
+  // Summed over the round's steps: neighbours whose every vector was mixed in, and neighbours
+  // with at least one vector's weight moved onto the diagonal (silent or lost).
+  std::uint32_t neighbours_heard = 0;
+  std::uint32_t neighbours_missed = 0;
+  bool deadline_passed = false;         // a step closed by the deadline rather than by the last
+                                        // vector
   std::uint64_t bytes_sent = 0;         // cumulative bytes of every frame handed out by PollFrame
   std::uint64_t bytes_received = 0;     // cumulative bytes of every frame received
 };
@@ -164,14 +201,15 @@ struct GossipCounters {
   std::uint64_t bytes_received = 0;
   std::uint64_t frames_sent = 0;
   std::uint64_t bytes_sent = 0;
-  std::uint64_t models_accepted = 0;  // neighbour models mixed in (current or next round)
-  std::uint64_t models_buffered = 0;  // of those, received a round early
+  std::uint64_t models_accepted = 0;  // neighbour vectors mixed in (current or next step)
+  std::uint64_t models_buffered = 0;  // of those, received a step early
   std::uint64_t rounds_completed = 0;
-  std::uint64_t neighbours_heard = 0;   // summed over rounds
-  std::uint64_t neighbours_missed = 0;  // summed over rounds
-  std::uint64_t reweighted_rounds = 0;  // rounds with at least one missed neighbour
-  std::uint64_t deadline_closes = 0;    // rounds closed by the deadline
-  std::uint64_t gradient_errors = 0;    // callback failed or returned a non-finite gradient
+  std::uint64_t steps_completed = 0;    // exchange steps: R per round
+  std::uint64_t neighbours_heard = 0;   // summed over steps
+  std::uint64_t neighbours_missed = 0;  // summed over steps
+  std::uint64_t reweighted_steps = 0;   // steps with at least one missed neighbour
+  std::uint64_t deadline_closes = 0;    // steps closed by the deadline
+  std::uint64_t gradient_errors = 0;    // rounds whose gradient call failed or was not finite
   std::uint64_t neighbours_lost = 0;    // OnPeerLost of a live neighbour
   std::uint64_t leaves_received = 0;    // Leaves from neighbours (any reason; they count as lost)
   std::uint64_t revivals = 0;           // a lost neighbour heard from again
@@ -203,15 +241,29 @@ class GossipPeerSession final : public Session {
     return wire::MaxFrameBytes(ModelCodec(), config.layout);
   }
 
-  // Exact arena bytes Init takes: the model, the gradient and two mixing accumulators (d floats
-  // each), two model-frame builders and one control-frame builder. 0 when the layout cannot be
-  // sized (see ValidateGossipConfig for the full checks).
+  // Model-sized float vectors a peer of `config` keeps: per exchanged vector (the model, and the
+  // tracker when tracking) the working copy and two mixing accumulators, plus Z_{r-1} when
+  // eta_g != 0; the round's gradient (and a per-call buffer when B > 1); when tracking the
+  // previous gradient, and for R > 1 the round-start snapshots of x and y.
+  static constexpr std::size_t ModelVectors(const GossipConfig& config) {
+    const bool tracking = TracksGradients(config.algorithm);
+    const std::size_t exchanged = tracking ? 2 : 1;
+    std::size_t count = exchanged * (config.accel != 0.0f ? 4 : 3) + 1;
+    if (config.phase_batches > 1) ++count;
+    if (tracking) count += config.gossip_steps > 1 ? 3 : 1;
+    return count;
+  }
+
+  // Exact arena bytes Init takes: ModelVectors(config) vectors of d floats, two frame builders per
+  // exchanged vector and one control-frame builder. 0 when the layout cannot be sized (see
+  // ValidateGossipConfig for the full checks).
   static constexpr std::size_t ArenaBytes(const GossipConfig& config) {
     const std::size_t d = config.layout.dimension();
     const std::size_t builder = wire::FrameBuilderBytes(ModelCodec(), config.layout);
     if (d == 0 || builder == 0) return 0;
-    return 4 * ArenaBytesFor<float>(d) + 2 * edgesgd::ArenaBytes(builder) +
-           edgesgd::ArenaBytes(kControlBuilderBytes);
+    const std::size_t exchanged = TracksGradients(config.algorithm) ? 2 : 1;
+    return ModelVectors(config) * ArenaBytesFor<float>(d) +
+           2 * exchanged * edgesgd::ArenaBytes(builder) + edgesgd::ArenaBytes(kControlBuilderBytes);
   }
 
   GossipPeerSession() = default;
@@ -219,7 +271,7 @@ class GossipPeerSession final : public Session {
   GossipPeerSession& operator=(const GossipPeerSession&) = delete;
 
   // Validates `config` and `options`, takes every buffer from `arena` (ArenaBytes) and copies
-  // the initial model. Frames received before Start are already accepted (for rounds 0 and 1).
+  // the initial model. Frames received before Start are already accepted (for steps 0 and 1).
   // Reads its arguments; allocates from the arena only, never afterwards.
   // Errors (with a reason): kInvalidArgument (config, no gradient callback, model size or
   // non-finite model), kFailedPrecondition (already initialized, arena sealed),
@@ -251,27 +303,48 @@ class GossipPeerSession final : public Session {
   GossipPhase phase() const { return phase_; }
   const GossipConfig& config() const { return config_; }
   PeerId id() const { return config_.mixing.peer; }
-  // x_i: the start model of round(), or the final model once finished.
-  std::span<const float> model() const { return model_; }
-  // The round in progress (T once finished).
+  // x_i: the start model of round(), or the final model once finished (unchanged while the
+  // round's R steps run).
+  std::span<const float> model() const { return model_start_; }
+  // y_i at the start of round() (tracking only; empty for D-PSGD).
+  std::span<const float> tracker() const { return tracker_start_; }
+  // The round in progress (T once finished) and its exchange step (0..R-1).
   std::uint32_t round() const { return round_; }
+  std::uint32_t step() const { return step_; }
   const GossipCounters& counters() const { return counters_; }
   // kOk, or why the run stopped early: kDataLoss (the model became non-finite), kInternal.
   Status status() const { return status_; }
   bool IsNeighbour(PeerId peer) const { return NeighbourIndex(peer) >= 0; }
   bool IsLive(PeerId peer) const;
-  // Neighbours whose model for the current round has been mixed in so far.
+  // Neighbours every vector of whose current step has been mixed in so far.
   std::uint32_t heard_count() const;
-  // When the current round's deadline falls (kNever unless running).
+  // When the current step's deadline falls (kNever unless running).
   TimeNs round_deadline() const { return phase_ == GossipPhase::kRunning ? deadline_ : kNever; }
 
  private:
   // Per-neighbour state lives in fixed arrays indexed like config_.mixing.neighbours, with the
   // set-valued parts (live, heard) as bit masks: bit k is neighbour k.
   static_assert(kMaxNeighbours <= 64, "neighbour sets are 64-bit masks");
-  static constexpr std::uint8_t kPendingSlot0 = 1;  // model frame of slot 0 (even rounds)
-  static constexpr std::uint8_t kPendingSlot1 = 2;  // model frame of slot 1 (odd rounds)
-  static constexpr std::uint8_t kPendingLeave = 4;
+  static constexpr std::size_t kMaxVectors = 2;  // the model and the tracker
+  // Pending bits per neighbour: the frame of (vector v, slot s) is bit 2v + s (slots by step
+  // parity), then the Leave.
+  static constexpr std::uint8_t kPendingLeave = 16;
+  static constexpr std::uint8_t PendingBit(std::size_t vector, std::size_t slot) {
+    return static_cast<std::uint8_t>(1u << (2 * vector + slot));
+  }
+
+  // One exchanged vector's working state.
+  struct Exchanged {
+    wire::GossipVector kind = wire::GossipVector::kModel;
+    std::span<float> current;   // Z_r
+    std::span<float> previous;  // Z_{r-1} (empty when eta_g = 0)
+    std::span<float> mix;       // sum of W_ij Z_j,r over the neighbours heard this step
+    std::span<float> next_mix;  // the same for next step's vectors received early
+    std::uint64_t heard = 0;       // mixed into `mix` this step
+    std::uint64_t heard_next = 0;  // mixed into `next_mix`
+    std::array<std::optional<wire::FrameBuilder>, 2> builders;  // by step parity
+    std::array<std::span<const std::byte>, 2> frames;
+  };
 
   Status TakeBuffers(Arena& arena);
 
@@ -286,20 +359,37 @@ class GossipPeerSession final : public Session {
   int NeighbourIndex(PeerId peer) const;
   void HandleExchange(std::size_t index, const wire::FrameView& view, TimeNs now);
   void HandleLeave(std::size_t index);
-  // Whether D-PSGD sends this (phase, step, vector): only {0, 0, Model}.
-  static bool IsExpectedExchange(const wire::GossipInfo& info);
+  // Which exchanged vector a frame's (phase, step, vector) belongs to, or -1 when this
+  // algorithm never sends it.
+  int ExchangedIndex(const wire::GossipInfo& info) const;
   void MarkLost(std::size_t index);
   void Reject(PeerId peer, GossipRejectReason reason, std::uint32_t round, TimeNs now);
 
-  // Closes rounds while the current one is complete or past its deadline.
+  // Global index of (round, step): round * R + step.
+  std::uint64_t StepIndex(std::uint32_t round, std::uint32_t step) const {
+    return std::uint64_t{round} * config_.gossip_steps + step;
+  }
+  std::uint64_t CurrentStep() const { return StepIndex(round_, step_); }
+  std::span<Exchanged> exchanged() { return std::span<Exchanged>(exchanged_).first(vectors_); }
+  std::span<const Exchanged> exchanged() const {
+    return std::span<const Exchanged>(exchanged_).first(vectors_);
+  }
+
+  // Closes steps while the current one is complete or past its deadline.
   void Advance(TimeNs now);
-  bool RoundComplete() const;
-  void StartRound(TimeNs now);
-  // x_i as a GossipExchange frame in `builder`. Errors: those of FrameBuilder.
-  Result<std::span<const std::byte>> BuildModelFrame(wire::FrameBuilder& builder,
-                                                     const wire::FrameHeader& header,
-                                                     const wire::PayloadMessage& message) const;
-  void CloseRound(TimeNs now, bool deadline_passed);
+  bool StepComplete() const;
+  // The round's gradient at x_k (the mean of B calls) into gradient_; false if a call failed.
+  bool ComputeGradient();
+  void StartStep(TimeNs now);
+  // `values` as a GossipExchange frame in `builder`. Errors: those of FrameBuilder.
+  Result<std::span<const std::byte>> BuildFrame(wire::FrameBuilder& builder,
+                                                const wire::FrameHeader& header,
+                                                const wire::PayloadMessage& message,
+                                                std::span<const float> values) const;
+  void CloseStep(TimeNs now, bool deadline_passed);
+  // One accelerated-gossip step of `vector` with the row re-weighted for its misses.
+  void MixStep(Exchanged& vector);
+  void FinishRound(TimeNs now);
   void Finish(wire::LeaveReason reason, Status status);
 
   void SetPending(std::size_t index, std::uint8_t bits);
@@ -312,28 +402,33 @@ class GossipPeerSession final : public Session {
   std::size_t max_receive_bytes_ = 0;
   std::uint64_t all_neighbours_ = 0;  // mask of every neighbour
   std::uint64_t live_ = 0;            // mask of live neighbours
-  std::uint64_t heard_current_ = 0;   // mixed into current_mix_ this round
-  std::uint64_t heard_next_ = 0;      // mixed into next_mix_ (models of round + 1)
-  std::array<std::uint32_t, kMaxNeighbours> lost_round_{};  // round_ when last marked lost
-  std::array<std::uint8_t, kMaxNeighbours> pending_{};      // kPending* bits per neighbour
-  std::size_t pending_frames_ = 0;                          // set bits over pending_
+  std::array<std::uint64_t, kMaxNeighbours> lost_step_{};  // CurrentStep() when last marked lost
+  std::array<std::uint8_t, kMaxNeighbours> pending_{};     // pending bits per neighbour
+  std::size_t pending_frames_ = 0;                         // set bits over pending_
 
-  std::span<float> model_;
-  std::span<float> gradient_;
-  std::span<float> current_mix_;  // sum of W_ij x_j over the neighbours heard this round
-  std::span<float> next_mix_;     // the same for next round's models received early
+  std::array<Exchanged, kMaxVectors> exchanged_;
+  std::size_t vectors_ = 1;  // exchanged vectors: 1, or 2 when tracking
+  std::span<float> gradient_;        // g_k
+  std::span<float> batch_gradient_;  // one call's gradient when B > 1
+  std::span<float> previous_gradient_;  // g_{k-1} (tracking)
+  // x_k and y_k: for R > 1 separate snapshots, for R = 1 the working copies (which do not change
+  // until the round's single step closes).
+  std::span<float> model_start_;
+  std::span<float> tracker_start_;
 
-  // Model frames by round parity (see the Memory note above).
-  std::array<std::optional<wire::FrameBuilder>, 2> model_builders_;
-  std::array<std::span<const std::byte>, 2> model_frames_;
-  std::array<std::uint32_t, 2> frame_rounds_{};
-  std::array<std::uint64_t, 2> frame_work_{};  // work_samples still to report for the slot
+  std::array<std::uint64_t, 2> frame_steps_{};  // the step each slot's frames belong to
+  std::array<std::uint64_t, 2> frame_work_{};   // work_samples still to report for the slot
   std::optional<wire::FrameBuilder> leave_builder_;
   std::span<const std::byte> leave_frame_;
 
   std::uint32_t round_ = 0;
+  std::uint32_t step_ = 0;
   TimeNs deadline_ = kNever;
   std::uint64_t sequence_ = 0;
+  // The round so far, for its GossipRoundEvent.
+  std::uint32_t round_heard_ = 0;
+  std::uint32_t round_missed_ = 0;
+  bool round_deadline_passed_ = false;
 
   GossipCounters counters_;
   std::array<GossipRejectEvent, kRejectLogCapacity> reject_log_{};
