@@ -1,6 +1,26 @@
 #include "cli/flags.h"
 
+#include <cmath>
+#include <cstdlib>
+#include <string>
+
 namespace edgesgd::cli {
+namespace {
+
+// A flag value that must be a positive, finite number; CLI11's PositiveNumber lets NaN and inf
+// through and prints the whole double range in its message.
+const CLI::Validator kPositiveFinite(
+    [](std::string& text) -> std::string {
+      char* end = nullptr;
+      const double value = std::strtod(text.c_str(), &end);
+      if (text.empty() || end == nullptr || *end != '\0' || !(value > 0) || !std::isfinite(value)) {
+        return "must be a positive finite number, got '" + text + "'";
+      }
+      return "";
+    },
+    "POSITIVE");
+
+}  // namespace
 
 CodecParams CodecFlags::ToParams() const {
   CodecParams params;
@@ -35,12 +55,12 @@ void AddCodecParameterFlags(CLI::App& command, CodecFlags& flags) {
                      "coordinates whose last aggregate cancelled this worker's push more "
                      "strongly (> 0; 4 for linear regression, 5 for ResNet-18)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(kPositiveFinite);
   command.add_option("--reg-q", flags.reg_q,
                      "reg_top_k: Delta of coordinates without a posterior (> 0; large enough "
                      "that they score |a| as in Top-k)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(kPositiveFinite);
 }
 
 }  // namespace edgesgd::cli
