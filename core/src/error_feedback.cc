@@ -31,6 +31,9 @@ Status ErrorFeedbackWorker::Init(Arena& arena, const TensorLayout& layout, const
   if (buffers.separate_delta) {
     EDGESGD_TRY_ASSIGN(delta_, arena.Allocate<float>(d));
   }
+  if (codec.kind == CodecKind::kRegTopK) {
+    EDGESGD_TRY(reg_top_k_.Init(arena, layout, codec));
+  }
   EDGESGD_TRY_ASSIGN(scratch_, arena.AllocateBytes(CodecScratchBytes(codec, layout)));
 
   layout_ = layout;
@@ -133,19 +136,43 @@ Result<PayloadShape> ErrorFeedbackWorker::Compress(const CodecContext& context,
   }
 
   if (!buffers_.error) {
-    EDGESGD_TRY(Encode(codec_, layout_, context, delta_, out, scratch_));
+    EDGESGD_TRY(EncodeWithSelection(context, delta_, out));
     phase_ = Phase::kSent;
     return shape_;
   }
   // p = delta + e, formed in the residual's storage. FoldDeltaIntoResidual clears delta, so a
   // retry after a failure below cannot count it twice.
   FoldDeltaIntoResidual();
-  EDGESGD_TRY(Encode(codec_, layout_, context, error_, out, scratch_));
+  EDGESGD_TRY(EncodeWithSelection(context, error_, out));
   // e = p - C(p): the fused decompress-and-subtract.
   EDGESGD_TRY(
       DecodeAdd(codec_, layout_, context, PayloadView(out, shape_), -1.0f, error_, scratch_));
   phase_ = Phase::kSent;
   return shape_;
+}
+
+Status ErrorFeedbackWorker::EncodeWithSelection(const CodecContext& context,
+                                                std::span<const float> input,
+                                                const PayloadSpans& out) {
+  if (codec_.kind == CodecKind::kRegTopK) return reg_top_k_.Encode(input, out, scratch_);
+  return Encode(codec_, layout_, context, input, out, scratch_);
+}
+
+Status ErrorFeedbackWorker::ObserveAggregate(std::span<const float> mean_update,
+                                             std::uint32_t contributors) {
+  if (codec_.kind != CodecKind::kRegTopK) return Status::Ok();
+  return reg_top_k_.ObserveAggregate(mean_update, contributors);
+}
+
+Status ErrorFeedbackWorker::ObserveModelChange(std::span<const float> model_before,
+                                               std::span<const float> model_after,
+                                               std::uint32_t contributors) {
+  if (codec_.kind != CodecKind::kRegTopK) return Status::Ok();
+  return reg_top_k_.ObserveModelChange(model_before, model_after, contributors);
+}
+
+void ErrorFeedbackWorker::ForgetAggregate() {
+  if (codec_.kind == CodecKind::kRegTopK) reg_top_k_.Forget();
 }
 
 Status DeAveragedReadout(std::span<const float> synced_model,

@@ -16,6 +16,8 @@ struct CodecFlags {
   std::uint32_t block_ratio = 64;
   std::uint32_t bits = 8;
   std::uint32_t bucket = 512;
+  float mu = 4.0f;      // reg_top_k
+  float reg_q = 1e8f;   // reg_top_k
 
   // Valid once the flags passed their range checks.
   CodecParams ToParams() const;

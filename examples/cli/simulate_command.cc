@@ -236,6 +236,7 @@ struct MemoryPlan {
   std::size_t worker_arena = 0;
   std::size_t worker_feedback_state = 0;
   std::size_t worker_codec_scratch = 0;
+  std::size_t worker_selection_state = 0;  // reg_top_k's posterior, part of the feedback state
   std::size_t update_payload = 0;
   std::size_t update_frame = 0;
   std::size_t broadcast_frame = 0;
@@ -514,6 +515,8 @@ int RunSimulate(const SimulateOptions& o) {
   if (config.aggregation == protocol::AggregationKind::kMean) {
     plan.worker_feedback_state =
         ErrorFeedbackWorker::StateBytes(config.layout, config.codec, config.feedback);
+    plan.worker_selection_state =
+        ErrorFeedbackWorker::SelectionStateBytes(config.layout, config.codec);
   }
   plan.worker_codec_scratch = CodecScratchBytes(config.codec, config.layout);
   plan.update_payload = MaxEncodedBytes(config.codec, config.layout);
@@ -640,6 +643,7 @@ int RunSimulate(const SimulateOptions& o) {
   summary.Field("worker_arena_bytes", plan.worker_arena);
   summary.Field("worker_error_feedback_bytes", plan.worker_feedback_state);
   summary.Field("worker_codec_scratch_bytes", plan.worker_codec_scratch);
+  summary.Field("worker_selection_state_bytes", plan.worker_selection_state);
   summary.Field("update_payload_bytes", plan.update_payload);
   summary.Field("update_frame_max_bytes", plan.update_frame);
   summary.Field("broadcast_frame_max_bytes", plan.broadcast_frame);
@@ -717,9 +721,12 @@ void AddSimulateCommand(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(1e-6f, 1.0f));
   command->add_option("--seed", o->seed, "Seed of data, model, codecs and network faults")
       ->capture_default_str();
-  command->add_option("--codec", o->codec, "Uplink compressor")
+  command->add_option("--codec", o->codec,
+                      "Uplink compressor (reg_top_k: Top-k regularised by the last aggregate, "
+                      "see --mu)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"identity", "top_k", "rand_k", "random_block", "sign", "qsgd"}));
+      ->check(CLI::IsMember(
+          {"identity", "top_k", "rand_k", "random_block", "sign", "qsgd", "reg_top_k"}));
   AddCodecParameterFlags(*command, o->codec_flags);
   command->add_option("--feedback", o->feedback,
                       "Error feedback of --aggregate mean: none, ef, def (see --detach), saef, "

@@ -42,6 +42,12 @@ std::vector<SteadyStateCase> Cases() {
   qsgd.codec.qsgd_bucket = 64;
   qsgd.feedback.learning_rate = 0.02f;
   cases.push_back({"mean_qsgd_model_downlink", qsgd});
+  // The workers learn RegTop-k's posterior from every broadcast; quorum 3 of 4 and partial
+  // participation make some of them forget it now and then.
+  protocol::RunConfig reg_top_k = MeanConfig(300, CodecKind::kRegTopK, 1000);
+  reg_top_k.participation = 0.75f;
+  reg_top_k.feedback.learning_rate = 0.02f;
+  cases.push_back({"mean_reg_top_k_model_downlink", reg_top_k});
   protocol::RunConfig majority = MajorityConfig(300, 1000);
   majority.downlink = protocol::DownlinkKind::kAggregate;
   cases.push_back({"majority_aggregate_downlink", majority});

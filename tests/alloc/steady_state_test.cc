@@ -110,6 +110,12 @@ TEST_P(SteadyStateTest, ErrorFeedbackRoundsDoNotAllocate) {
       ASSERT_TRUE(aggregator.Add(PayloadView(out, *sent), context).ok());
     }
     ASSERT_TRUE(aggregator.AddScaledMean(-1.0f, model).ok());
+    // A stateful selector (reg_top_k) learns from the round's mean; no-op for other codecs.
+    const Result<std::span<const float>> mean = aggregator.Mean();
+    ASSERT_TRUE(mean.ok());
+    for (ErrorFeedbackWorker& worker : workers) {
+      ASSERT_TRUE(worker.ObserveAggregate(*mean, static_cast<std::uint32_t>(kWorkers)).ok());
+    }
     for (std::size_t i = 0; i < d; ++i) gradient[i] = single_device[i] - targets[0][i];
     ASSERT_TRUE(optimizer.Step(single_device, gradient).ok());
   }
@@ -120,7 +126,8 @@ TEST_P(SteadyStateTest, ErrorFeedbackRoundsDoNotAllocate) {
 INSTANTIATE_TEST_SUITE_P(EveryCodec, SteadyStateTest,
                          ::testing::Values(CodecKind::kIdentity, CodecKind::kTopK,
                                            CodecKind::kRandK, CodecKind::kRandomBlock,
-                                           CodecKind::kSign, CodecKind::kQsgd),
+                                           CodecKind::kSign, CodecKind::kQsgd,
+                                           CodecKind::kRegTopK),
                          [](const auto& param_info) { return std::string(CodecName(param_info.param)); });
 
 TEST(SteadyStateTest, SignumMajorityVoteRoundsDoNotAllocate) {

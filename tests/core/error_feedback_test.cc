@@ -303,6 +303,9 @@ TEST(ErrorFeedbackTest, ConservesMassForEveryCodec) {
             magnitude[j] += std::fabs(static_cast<double>(decoded[j]));
             x[j] -= decoded[j];
           }
+          // A stateful selector (reg_top_k) learns from the aggregate; conservation must not
+          // depend on what it selects.
+          ASSERT_TRUE(worker.ObserveAggregate(decoded, 1).ok());
         }
         for (std::size_t j = 0; j < d; ++j) {
           const double lhs = sent[j] + static_cast<double>(worker.residual()[j]);
@@ -497,12 +500,14 @@ TEST(ErrorFeedbackTest, StateBytesMatchesArenaUsage) {
           ErrorFeedbackWorker worker;
           ASSERT_TRUE(worker.Init(box.arena, layout, codec, feedback).ok());
           EXPECT_EQ(box.arena.used_bytes(), bytes);
-          // The documented plan: point + momentum, + residual, + local, + delta.
+          // The documented plan: point + momentum, + residual, + local, + delta, + RegTop-k's
+          // posterior.
           const bool error = kind != FeedbackKind::kNone;
           const bool local = local_steps > 1 && EffectiveDetach(feedback) > 0.0f;
           const bool delta = local_steps > 1 || !error;
-          const std::size_t vectors =
-              2u + (error ? 1u : 0u) + (local ? 1u : 0u) + (delta ? 1u : 0u);
+          const bool posterior = codec.kind == CodecKind::kRegTopK;
+          const std::size_t vectors = 2u + (error ? 1u : 0u) + (local ? 1u : 0u) +
+                                      (delta ? 1u : 0u) + (posterior ? 1u : 0u);
           EXPECT_EQ(bytes, vectors * vector_bytes + scratch);
         }
       }

@@ -6,14 +6,18 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "edgesgd/core/codec_dispatch.h"
+#include "edgesgd/core/codecs/reg_top_k.h"
 
 namespace edgesgd {
 namespace {
@@ -134,7 +138,19 @@ const GoldenCase kGoldenCases[] = {
     {"sign_unit", With(Params(CodecKind::kSign), SignScale::kUnit), kGoldenSignUnit},
     {"qsgd_s7", Params(CodecKind::kQsgd), kGoldenQsgdS7},
     {"qsgd_s1", WithLevels(Params(CodecKind::kQsgd), 1), kGoldenQsgdS1},
+    // Without a posterior (the codec table's stateless Encode: a worker's first round) RegTop-k
+    // is Top-k, byte for byte.
+    {"reg_top_k_first_round", Params(CodecKind::kRegTopK), kGoldenTopK},
 };
+
+// RegTop-k with a posterior: Delta cycles through -1, -0.5, 0, 0.5, 1 and Q. The weights
+// tanh(|1 + Delta| / 4) are transcendental, but around the cut between kept and dropped scores
+// the gap is far wider than any libm's last-bit differences (checked below), so every
+// architecture selects the same coordinates.
+constexpr const char* kGoldenRegTopKPosterior =
+    "04000000050000000a0000000b00000011000000170000001b000000220000002300000028000000"
+    "290000002f000000000050c00000b03f000000c000002840000030c00000c0bf000038c000004040"
+    "0000803f000018c000001040000048c0";
 
 TEST(GoldenVectorsTest, EveryCodecEncodesToTheRecordedBytes) {
   const bool print = std::getenv("EDGESGD_PRINT_GOLDEN") != nullptr;
@@ -143,6 +159,49 @@ TEST(GoldenVectorsTest, EveryCodecEncodesToTheRecordedBytes) {
     if (print) std::printf("%s:\n\"%s\"\n", golden.name, actual.c_str());
     EXPECT_EQ(actual, golden.expected_hex) << "codec case " << golden.name;
   }
+}
+
+TEST(GoldenVectorsTest, RegTopKWithPosteriorEncodesToTheRecordedBytes) {
+  const std::uint64_t sizes[] = {29, 19};
+  const TensorLayout layout = TensorLayout::FromSizes(sizes).value();
+  const std::vector<float> input = GoldenInput();
+  const CodecParams params = Params(CodecKind::kRegTopK);
+  std::vector<float> delta(input.size());
+  for (std::size_t i = 0; i < delta.size(); ++i) {
+    delta[i] = i % 6 == 5 ? params.reg_top_k_q
+                          : 0.5f * static_cast<float>(static_cast<int>(i % 6) - 2);
+  }
+  // The input's margin: per tensor, the k-th and (k+1)-th largest scores differ by > 1e-4
+  // relatively, or are exactly equal (equal |a| and Delta: the index decides everywhere alike).
+  for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
+    std::vector<std::pair<float, std::size_t>> scores;
+    for (std::size_t j = layout.offset(t); j < layout.offset(t) + layout.size(t); ++j) {
+      scores.emplace_back(std::tanh(std::fabs(1.0f + delta[j]) / params.reg_top_k_mu) *
+                              std::fabs(input[j]),
+                          j);
+    }
+    std::sort(scores.begin(), scores.end(), [](const auto& a, const auto& b) {
+      return a.first != b.first ? a.first > b.first : a.second < b.second;
+    });
+    const std::size_t k = SparseCount(layout.size(t), params.k_ratio).value();
+    const float kept = scores[k - 1].first;
+    const float dropped = scores[k].first;
+    const bool same_inputs = std::fabs(input[scores[k - 1].second]) ==
+                                 std::fabs(input[scores[k].second]) &&
+                             delta[scores[k - 1].second] == delta[scores[k].second];
+    EXPECT_TRUE(same_inputs || kept > dropped * (1.0f + 1e-4f)) << "tensor " << t;
+  }
+  const PayloadShape shape = EncodedShape(params, layout).value();
+  std::vector<std::uint32_t> indices(shape.indices);
+  std::vector<float> values(shape.values);
+  std::vector<std::byte> scratch(CodecScratchBytes(params, layout));
+  const PayloadSpans out{indices, values, {}, {}};
+  ASSERT_TRUE(RegTopKCodec::EncodeWithDistortion(params, layout, delta, input, out, scratch).ok());
+  const std::string actual = PayloadHex(PayloadView(out, shape));
+  if (std::getenv("EDGESGD_PRINT_GOLDEN") != nullptr) {
+    std::printf("reg_top_k_posterior:\n\"%s\"\n", actual.c_str());
+  }
+  EXPECT_EQ(actual, kGoldenRegTopKPosterior);
 }
 
 }  // namespace

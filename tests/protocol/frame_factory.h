@@ -63,12 +63,14 @@ class FrameFactory {
 
   // A ModelBroadcast from the server whose payload is `codec`'s encoding of `input`.
   Frame Broadcast(std::uint32_t round, wire::BroadcastContent content, const CodecParams& codec,
-                  const TensorLayout& layout, std::span<const float> input, std::uint64_t seed) {
+                  const TensorLayout& layout, std::span<const float> input, std::uint64_t seed,
+                  std::uint32_t participants = 1) {
     wire::FrameBuilder builder(Buffer());
     std::vector<std::byte> scratch(CodecScratchBytes(codec, layout) + 16);
     const CodecContext context{seed, round == 0 ? 0 : round - 1, 0};
     const Result<std::span<const std::byte>> frame = builder.EncodePayloadFrame(
-        {kServerPeer, round, 0}, wire::PayloadMessage::ModelBroadcast({content, 1}), codec, layout,
+        {kServerPeer, round, 0}, wire::PayloadMessage::ModelBroadcast({content, participants}),
+        codec, layout,
         context, input, AlignedScratch(scratch, CodecScratchBytes(codec, layout)));
     EXPECT_TRUE(frame.ok());
     return frame.ok() ? Frame(frame.value()) : Frame();

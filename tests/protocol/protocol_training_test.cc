@@ -68,6 +68,55 @@ TEST(ProtocolTrainingTest, IdenticalTargetsConvergeToTheTarget) {
   EXPECT_LT(Distance(cluster.server().model(), target), 1e-4f);
 }
 
+// The run of ProtocolCodecTest without the protocol: the core components wired together by
+// hand. Updates reach the server in worker order (equal latencies), so the reference adds them
+// in that order too. With `learn_aggregates` every worker reports the model change to its
+// error-feedback worker after each round (what WorkerSession does on the next broadcast), so a
+// stateful selector (reg_top_k) sees the aggregate; without it, it never does.
+std::vector<float> DirectRun(const RunConfig& config, const std::vector<std::vector<float>>& targets,
+                             const std::vector<float>& initial, bool learn_aggregates) {
+  const std::size_t workers_count = targets.size();
+  const std::size_t d = config.layout.dimension();
+  std::vector<std::uint64_t> storage(1 << 16);
+  Arena arena(std::as_writable_bytes(std::span(storage)));
+  std::vector<ErrorFeedbackWorker> workers(workers_count);
+  for (auto& worker : workers) {
+    EXPECT_TRUE(worker.Init(arena, config.layout, config.codec, config.feedback).ok());
+  }
+  MeanAggregator aggregator;
+  EXPECT_TRUE(aggregator.Init(arena, config.layout, config.codec).ok());
+  const PayloadShape shape = EncodedShape(config.codec, config.layout).value();
+  std::vector<std::uint32_t> indices(shape.indices), words(shape.words);
+  std::vector<float> values(shape.values), scales(shape.scales), gradient(d);
+  const PayloadSpans out{indices, values, words, scales};
+  std::vector<float> model = initial;
+  for (std::uint32_t round = 0; round < config.rounds; ++round) {
+    aggregator.Reset();
+    for (std::uint32_t w = 0; w < workers_count; ++w) {
+      EXPECT_TRUE(workers[w].BeginRound(model).ok());
+      for (std::uint32_t step = 0; step < config.feedback.local_steps; ++step) {
+        const std::span<const float> point = workers[w].GradientPoint();
+        for (std::size_t i = 0; i < d; ++i) gradient[i] = point[i] - targets[w][i];
+        EXPECT_TRUE(workers[w].LocalStep(gradient).ok());
+      }
+      const CodecContext context{config.seed, round, w + 1};
+      const Result<PayloadShape> sent = workers[w].Compress(context, out);
+      EXPECT_TRUE(sent.ok());
+      EXPECT_TRUE(aggregator.Add(PayloadView(out, *sent), context).ok());
+    }
+    const std::vector<float> before = model;
+    EXPECT_TRUE(aggregator.AddScaledMean(-1.0f, model).ok());
+    if (learn_aggregates) {
+      for (auto& worker : workers) {
+        EXPECT_TRUE(
+            worker.ObserveModelChange(before, model, static_cast<std::uint32_t>(workers_count))
+                .ok());
+      }
+    }
+  }
+  return model;
+}
+
 // The protocol must compute exactly what the core components compute when wired together by
 // hand: same payloads, same aggregation order, same model, bit for bit.
 class ProtocolCodecTest : public ::testing::TestWithParam<CodecKind> {};
@@ -96,47 +145,23 @@ TEST_P(ProtocolCodecTest, MatchesDirectComputation) {
   ASSERT_TRUE(cluster.RunUntilFinished(1000 * kSecond));
   ASSERT_EQ(cluster.server().counters().updates_accepted, kWorkers * 25);
 
-  // The same run without the protocol. Updates reach the server in worker order (equal
-  // latencies), so the reference adds them in that order too.
-  std::vector<std::uint64_t> storage(1 << 16);
-  Arena arena(std::as_writable_bytes(std::span(storage)));
-  std::vector<ErrorFeedbackWorker> workers(kWorkers);
-  for (auto& worker : workers) {
-    ASSERT_TRUE(worker.Init(arena, config.layout, config.codec, config.feedback).ok());
-  }
-  MeanAggregator aggregator;
-  ASSERT_TRUE(aggregator.Init(arena, config.layout, config.codec).ok());
-  const PayloadShape shape = EncodedShape(config.codec, config.layout).value();
-  std::vector<std::uint32_t> indices(shape.indices), words(shape.words);
-  std::vector<float> values(shape.values), scales(shape.scales), gradient(d);
-  const PayloadSpans out{indices, values, words, scales};
-  std::vector<float> model = initial;
-  for (std::uint32_t round = 0; round < config.rounds; ++round) {
-    aggregator.Reset();
-    for (std::uint32_t w = 0; w < kWorkers; ++w) {
-      ASSERT_TRUE(workers[w].BeginRound(model).ok());
-      for (std::uint32_t step = 0; step < config.feedback.local_steps; ++step) {
-        const std::span<const float> point = workers[w].GradientPoint();
-        for (std::size_t i = 0; i < d; ++i) gradient[i] = point[i] - targets[w][i];
-        ASSERT_TRUE(workers[w].LocalStep(gradient).ok());
-      }
-      const CodecContext context{config.seed, round, w + 1};
-      const Result<PayloadShape> sent = workers[w].Compress(context, out);
-      ASSERT_TRUE(sent.ok());
-      ASSERT_TRUE(aggregator.Add(PayloadView(out, *sent), context).ok());
-    }
-    ASSERT_TRUE(aggregator.AddScaledMean(-1.0f, model).ok());
-  }
+  const std::vector<float> model = DirectRun(config, targets, initial, true);
   const std::span<const float> served = cluster.server().model();
   ASSERT_EQ(served.size(), model.size());
   EXPECT_EQ(std::memcmp(served.data(), model.data(), d * sizeof(float)), 0)
       << "codec " << CodecName(GetParam());
+  if (GetParam() == CodecKind::kRegTopK) {
+    // The workers did learn from the broadcasts: never seeing an aggregate gives another run.
+    const std::vector<float> blind = DirectRun(config, targets, initial, false);
+    EXPECT_NE(std::memcmp(served.data(), blind.data(), d * sizeof(float)), 0);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllCodecs, ProtocolCodecTest,
                          ::testing::Values(CodecKind::kIdentity, CodecKind::kTopK,
                                            CodecKind::kRandK, CodecKind::kRandomBlock,
-                                           CodecKind::kSign, CodecKind::kQsgd),
+                                           CodecKind::kSign, CodecKind::kQsgd,
+                                           CodecKind::kRegTopK),
                          [](const ::testing::TestParamInfo<CodecKind>& param_info) {
                            return std::string(CodecName(param_info.param));
                          });

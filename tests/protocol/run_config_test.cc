@@ -64,6 +64,36 @@ TEST(ProtocolConfigTest, EveryRuleHasItsOwnReason) {
          c.codec.qsgd_bucket = 0;
        },
        "qsgd bucket"},
+      {"reg_top_k k ratio",
+       [](RunConfig& c) {
+         c.codec.kind = CodecKind::kRegTopK;
+         c.codec.k_ratio = 1.5f;
+       },
+       "k ratio"},
+      {"reg_top_k mu",
+       [](RunConfig& c) {
+         c.codec.kind = CodecKind::kRegTopK;
+         c.codec.reg_top_k_mu = 0.0f;
+       },
+       "mu must be positive"},
+      {"reg_top_k mu nan",
+       [&](RunConfig& c) {
+         c.codec.kind = CodecKind::kRegTopK;
+         c.codec.reg_top_k_mu = nan;
+       },
+       "mu must be positive"},
+      {"reg_top_k q",
+       [](RunConfig& c) {
+         c.codec.kind = CodecKind::kRegTopK;
+         c.codec.reg_top_k_q = -1.0f;
+       },
+       "Q must be positive"},
+      {"reg_top_k aggregate downlink",
+       [](RunConfig& c) {
+         c.codec.kind = CodecKind::kRegTopK;
+         c.downlink = DownlinkKind::kAggregate;
+       },
+       "downlink aggregate needs"},
       {"unknown codec", [](RunConfig& c) { c.codec.kind = static_cast<CodecKind>(9); },
        "unknown codec"},
       {"rounds", [](RunConfig& c) { c.rounds = 0; }, "rounds"},
@@ -146,6 +176,12 @@ std::vector<RunConfig> SampleConfigs() {
   aggregate.codec.rand_k_scaling = RandKScaling::kUnbiased;
   aggregate.downlink = DownlinkKind::kAggregate;
   configs.push_back(aggregate);
+  // RegTop-k's mu and Q reach the workers with the codec.
+  RunConfig regularised = MeanConfig(40, CodecKind::kRegTopK, 12);
+  regularised.codec.k_ratio = 0.6f;
+  regularised.codec.reg_top_k_mu = 2.5f;
+  regularised.codec.reg_top_k_q = 5e6f;
+  configs.push_back(regularised);
   RunConfig majority = MajorityConfig(70, 1000);
   majority.tie_rule = TieRule::kNegative;
   majority.downlink = DownlinkKind::kAggregate;
@@ -176,10 +212,13 @@ TEST(ProtocolConfigTest, WelcomeRoundTrip) {
     EXPECT_EQ(from_frame, NormalizedRunConfig(config));
   }
   // The aggregate byte's bits.
-  const wire::WelcomeInfo majority = ToWelcomeInfo(SampleConfigs()[2], 1, 1);
+  const wire::WelcomeInfo majority = ToWelcomeInfo(SampleConfigs()[3], 1, 1);
   EXPECT_EQ(majority.training.aggregate,
             kAggregateMajorityBit | kAggregateDownlinkBit | kAggregateTieNegativeBit);
-  EXPECT_EQ(majority.training.learning_rate, SampleConfigs()[2].optimizer.learning_rate);
+  EXPECT_EQ(majority.training.learning_rate, SampleConfigs()[3].optimizer.learning_rate);
+  const wire::WelcomeInfo regularised = ToWelcomeInfo(SampleConfigs()[2], 1, 1);
+  EXPECT_EQ(regularised.codec.reg_top_k_mu, 2.5f);
+  EXPECT_EQ(regularised.codec.reg_top_k_q, 5e6f);
 }
 
 TEST(ProtocolConfigTest, FromWelcomeRejectsWhatThisProtocolDoesNotRun) {

@@ -4,11 +4,13 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "edgesgd/core/codec_dispatch.h"
+#include "edgesgd/core/error_feedback.h"
 #include "protocol/frame_factory.h"
 #include "protocol/protocol_harness.h"
 
@@ -412,6 +414,104 @@ TEST_F(WorkerSessionTest, LostServerLinkMakesTheWorkerJoinAgain) {
   EXPECT_EQ(worker_.counters().resyncs, 1u);
   worker_.OnPeerLost(7, 60);  // not the server: nothing to do
   EXPECT_TRUE(Poll().empty());
+}
+
+// RegTop-k: a full-model broadcast of round r that follows the worker's update of round r-1
+// tells it the aggregate (x_{r-1} - x_r over `participants` contributors), and its next selection
+// uses it; after a round it sat out, it selects without a posterior (as Top-k).
+TEST_F(WorkerSessionTest, RegTopKLearnsTheAggregateOnlyRightAfterItsOwnUpdate) {
+  RunConfig config = MeanConfig(kDim, CodecKind::kRegTopK, 10);
+  config.feedback.momentum = 0.0f;
+  const std::vector<float> model0 = PseudoRandom(kDim, 31, 2.0f);
+
+  // What the worker computes, by hand: round 0 from model0, then (learned or not) the next
+  // round from model1, in which the aggregate cancelled the worker's largest contribution and
+  // kept the others at this worker's own share.
+  constexpr std::uint32_t kParticipants = 4;
+  QuadraticProblem problem;
+  problem.target = PseudoRandom(kDim, 11, 1.0f);  // as Make() sets it
+  std::vector<std::uint64_t> storage(1 << 14);
+  Arena arena(std::as_writable_bytes(std::span(storage)));
+  const PayloadShape shape = EncodedShape(config.codec, config.layout).value();
+  std::vector<std::uint32_t> indices(shape.indices);
+  std::vector<float> values(shape.values), gradient(kDim), model1 = model0;
+  const PayloadSpans out{indices, values, {}, {}};
+  const auto round_of = [&](ErrorFeedbackWorker& reference, std::span<const float> model,
+                            std::uint32_t round) {
+    EXPECT_TRUE(reference.BeginRound(model).ok());
+    EXPECT_TRUE(QuadraticGradient(&problem, reference.GradientPoint(), round, 0, gradient).ok());
+    EXPECT_TRUE(reference.LocalStep(gradient).ok());
+    EXPECT_TRUE(reference.Compress({config.seed, round, kId}, out).ok());
+    return indices;
+  };
+  std::vector<std::uint32_t> expected_round0, expected_learned, expected_forgot;
+  for (const bool learn : {true, false}) {
+    ErrorFeedbackWorker reference;
+    ASSERT_TRUE(reference.Init(arena, config.layout, config.codec, config.feedback).ok());
+    expected_round0 = round_of(reference, model0, 0);
+    std::size_t largest = 0;
+    for (std::size_t i = 0; i < indices.size(); ++i) {
+      if (std::fabs(values[i]) > std::fabs(values[largest])) largest = i;
+    }
+    model1 = model0;
+    for (std::size_t i = 0; i < indices.size(); ++i) {
+      if (i != largest) model1[indices[i]] -= values[i] / kParticipants;
+    }
+    if (learn) {
+      ASSERT_TRUE(reference.ObserveModelChange(model0, model1, kParticipants).ok());
+      expected_learned = round_of(reference, model1, 1);
+    } else {
+      reference.ForgetAggregate();
+      expected_forgot = round_of(reference, model1, 2);
+    }
+  }
+  ASSERT_NE(expected_learned, expected_forgot);  // otherwise this test could not tell
+
+  const auto update_indices = [&] {
+    const auto frames = Poll();
+    EXPECT_EQ(frames.size(), 1u);
+    if (frames.empty()) return std::vector<std::uint32_t>();
+    const wire::FrameView update = frames[0].first.View();
+    EXPECT_EQ(update.payload.codec, CodecKind::kRegTopK);
+    return std::vector<std::uint32_t>(update.payload.view.indices.begin(),
+                                      update.payload.view.indices.end());
+  };
+  const auto broadcast = [&](std::uint32_t round, std::span<const float> model) {
+    return factory_.Broadcast(round, wire::BroadcastContent::kModel, CodecParams{},
+                              config.layout, model, config.seed, kParticipants);
+  };
+  Make(config);
+  Join();
+  Feed(broadcast(0, model0));
+  EXPECT_EQ(update_indices(), expected_round0);
+  Feed(broadcast(1, model1));
+  EXPECT_EQ(update_indices(), expected_learned);
+
+  // Another worker is not sampled in round 1: its next broadcast (round 2) does not follow its
+  // update, so it selects without a posterior.
+  WorkerSession second;
+  ArenaStorage second_storage(WorkerSession::ArenaBytes(config));
+  QuadraticProblem second_problem;
+  second_problem.target = problem.target;
+  WorkerOptions options;
+  options.device_id = kId;
+  options.gradient = &QuadraticGradient;
+  options.user = &second_problem;
+  ASSERT_TRUE(second.Init(second_storage.arena, options).ok());
+  second.Start(0);
+  OutgoingFrame sent;
+  while (second.PollFrame(sent)) {
+  }
+  second.OnFrame(kServerPeer, WelcomeFrame().bytes(), 0);
+  second.OnFrame(kServerPeer, broadcast(0, model0).bytes(), 0);
+  while (second.PollFrame(sent)) {
+  }
+  second.OnFrame(kServerPeer, broadcast(2, model1).bytes(), 0);
+  ASSERT_TRUE(second.PollFrame(sent));
+  const wire::FrameView update = Frame(sent.bytes).View();
+  EXPECT_EQ(std::vector<std::uint32_t>(update.payload.view.indices.begin(),
+                                       update.payload.view.indices.end()),
+            expected_forgot);
 }
 
 TEST(WorkerInitTest, RejectsBadOptions) {

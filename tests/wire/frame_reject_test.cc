@@ -385,6 +385,7 @@ struct WelcomeFields {
   fb::CodecKind kind = fb::CodecKind::TopK;
   float k_ratio = 0.5f;
   fb::SignScale sign_scale = fb::SignScale::MeanAbs;
+  float reg_top_k_mu = 4.0f;
 };
 
 Bytes CraftWelcome(const WelcomeFields& f) {
@@ -393,7 +394,7 @@ Bytes CraftWelcome(const WelcomeFields& f) {
   const auto sizes = fbb.CreateVector(f.sizes.data(), f.sizes.size());
   const auto codec = f.with_codec
                          ? fb::CreateCodecConfig(fbb, f.kind, f.k_ratio, fb::RandKScaling::None, 64,
-                                                 f.sign_scale, 127, 512)
+                                                 f.sign_scale, 127, 512, f.reg_top_k_mu)
                          : 0;
   const auto welcome = fb::CreateWelcome(fbb, 1, 2, 3, 4, f.dimension, sizes, codec, 0);
   return raw.Finish(fb::Message::Welcome, welcome.Union());
@@ -426,7 +427,12 @@ TEST(WireReject, InvalidWelcome) {
   f.k_ratio = 2.0f;  // ValidateCodecParams rejects it
   EXPECT_EQ(Decode(CraftWelcome(f)).status(), Status::DataLoss());
   f = {};
-  f.kind = static_cast<fb::CodecKind>(6);
+  f.kind = static_cast<fb::CodecKind>(kCodecCount);
+  EXPECT_EQ(Decode(CraftWelcome(f)).status(), Status::DataLoss());
+  f = {};
+  f.kind = fb::CodecKind::RegTopK;
+  EXPECT_TRUE(Decode(CraftWelcome(f)).ok());
+  f.reg_top_k_mu = 0.0f;  // ValidateCodecParams rejects it
   EXPECT_EQ(Decode(CraftWelcome(f)).status(), Status::DataLoss());
   f = {};
   f.sign_scale = static_cast<fb::SignScale>(2);

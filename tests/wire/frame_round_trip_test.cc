@@ -319,6 +319,8 @@ WelcomeInfo LargestWelcome() {
   welcome.codec.sign_scale = SignScale::kUnit;
   welcome.codec.qsgd_levels = kMaxQsgdLevels;
   welcome.codec.qsgd_bucket = 0xFFFFFFFFu;
+  welcome.codec.reg_top_k_mu = 0.5f;  // away from the schema defaults, so they are stored
+  welcome.codec.reg_top_k_q = 3e7f;
   welcome.training = {.feedback = 255,
                       .detach = 0.3f,
                       .optimizer = 255,
@@ -431,6 +433,7 @@ std::size_t TheoreticalPayloadBytes(const CodecParams& params, const TensorLayou
         bytes += 4 * n;
         break;
       case CodecKind::kTopK:  // u32 index + f32 value per kept coordinate
+      case CodecKind::kRegTopK:
         bytes += 8 * SparseCount(n, params.k_ratio).value();
         break;
       case CodecKind::kRandK:  // values only: indices follow from the shared seed

@@ -28,6 +28,17 @@ ConfigCheck CheckCodec(const CodecParams& codec, const TensorLayout& layout) {
         return ConfigCheck::Invalid("unknown rand_k scaling");
       }
       break;
+    case CodecKind::kRegTopK:
+      if (!(codec.k_ratio > 0.0f && codec.k_ratio <= 1.0f)) {
+        return ConfigCheck::Invalid("k ratio must be in (0, 1]");
+      }
+      if (!ValidRegTopKMu(codec.reg_top_k_mu)) {
+        return ConfigCheck::Invalid("reg_top_k mu must be positive and finite");
+      }
+      if (!ValidRegTopKQ(codec.reg_top_k_q)) {
+        return ConfigCheck::Invalid("reg_top_k Q must be positive and finite");
+      }
+      break;
     case CodecKind::kRandomBlock:
       if (codec.block_ratio < 1) return ConfigCheck::Invalid("block ratio must be at least 1");
       break;

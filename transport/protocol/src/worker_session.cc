@@ -26,7 +26,8 @@ bool SameCodec(const CodecParams& a, const CodecParams& b) {
   return a.kind == b.kind && SameBits(a.k_ratio, b.k_ratio) &&
          a.rand_k_scaling == b.rand_k_scaling && a.block_ratio == b.block_ratio &&
          a.sign_scale == b.sign_scale && a.qsgd_levels == b.qsgd_levels &&
-         a.qsgd_bucket == b.qsgd_bucket;
+         a.qsgd_bucket == b.qsgd_bucket && SameBits(a.reg_top_k_mu, b.reg_top_k_mu) &&
+         SameBits(a.reg_top_k_q, b.reg_top_k_q);
 }
 
 bool SameTraining(const wire::TrainingConfig& a, const wire::TrainingConfig& b) {
@@ -292,6 +293,7 @@ Status WorkerSession::ApplyBroadcast(const wire::FrameView& view) {
         !AllFinite(payload.values)) {
       return Status::DataLoss();
     }
+    if (config_.aggregation == AggregationKind::kMean) LearnAggregate(view);
     // A copy, not a decode-add into zeros: 0 + (-0) would turn -0 into +0 and the worker's
     // model would no longer be the server's bit for bit.
     std::copy(payload.values.begin(), payload.values.end(), model_.begin());
@@ -312,6 +314,28 @@ Status WorkerSession::ApplyBroadcast(const wire::FrameView& view) {
   }
   // Every failure here is the payload's (both functions leave the model untouched on error).
   return status.ok() ? Status::Ok() : Status::DataLoss();
+}
+
+void WorkerSession::LearnAggregate(const wire::FrameView& view) {
+  // The model of round r is x_r = x_{r-1} - ghat_{r-1} (mean aggregation, lr and weight decay
+  // applied on the workers), so a worker still holding x_{r-1}, whose update of round r-1 was
+  // computed from it, reads ghat off the model change; the broadcast says how many updates the
+  // server aggregated. A worker that sat the round out, or holds another model, cannot know
+  // the aggregate of its last update. (A worker whose update arrived too late to count cannot
+  // tell either: its selector then takes the others' sum for the full one, for one round.)
+  const std::uint32_t round = view.header.round;
+  const bool holds_previous = update_round_ != kNoRound && update_round_ + 1 == round &&
+                              model_round_ == update_round_;
+  if (!holds_previous) {
+    feedback_.ForgetAggregate();
+    return;
+  }
+  if (!feedback_
+           .ObserveModelChange(model_, view.payload.view.values,
+                               view.message.broadcast.participants)
+           .ok()) {
+    feedback_.ForgetAggregate();
+  }
 }
 
 // ---- Computing updates ----

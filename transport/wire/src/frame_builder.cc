@@ -212,7 +212,8 @@ Result<std::span<const std::byte>> FrameBuilder::EncodeWelcome(const FrameHeader
   }
   const auto codec_config = fb::CreateCodecConfig(
       builder_, internal::ToFb(codec.kind), codec.k_ratio, internal::ToFb(codec.rand_k_scaling),
-      codec.block_ratio, internal::ToFb(codec.sign_scale), codec.qsgd_levels, codec.qsgd_bucket);
+      codec.block_ratio, internal::ToFb(codec.sign_scale), codec.qsgd_levels, codec.qsgd_bucket,
+      codec.reg_top_k_mu, codec.reg_top_k_q);
   const TrainingConfig& training = welcome.training;
   const auto training_config = fb::CreateTrainingConfig(
       builder_, training.feedback, training.detach, training.optimizer, training.learning_rate,

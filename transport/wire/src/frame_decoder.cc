@@ -127,6 +127,8 @@ Status DecodeWelcome(const fb::Welcome* welcome, WelcomeInfo& out) {
   out.codec.sign_scale = internal::EnumCast<SignScale>(codec->sign_scale());
   out.codec.qsgd_levels = codec->qsgd_levels();
   out.codec.qsgd_bucket = codec->qsgd_bucket();
+  out.codec.reg_top_k_mu = codec->reg_top_k_mu();
+  out.codec.reg_top_k_q = codec->reg_top_k_q();
   if (!ValidateCodecParams(out.codec).ok()) return Status::DataLoss();
 
   // Absent training configuration: all fields at their defaults.

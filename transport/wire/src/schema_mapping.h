@@ -39,6 +39,7 @@ static_assert(EnumCast<fb::CodecKind>(CodecKind::kRandK) == fb::CodecKind::RandK
 static_assert(EnumCast<fb::CodecKind>(CodecKind::kRandomBlock) == fb::CodecKind::RandomBlock);
 static_assert(EnumCast<fb::CodecKind>(CodecKind::kSign) == fb::CodecKind::Sign);
 static_assert(EnumCast<fb::CodecKind>(CodecKind::kQsgd) == fb::CodecKind::Qsgd);
+static_assert(EnumCast<fb::CodecKind>(CodecKind::kRegTopK) == fb::CodecKind::RegTopK);
 
 static_assert(EnumCast<fb::RandKScaling>(RandKScaling::kNone) == fb::RandKScaling::None);
 static_assert(EnumCast<fb::RandKScaling>(RandKScaling::kUnbiased) == fb::RandKScaling::Unbiased);

@@ -10,6 +10,7 @@
 #include "edgesgd/core/codecs/identity.h"
 #include "edgesgd/core/codecs/qsgd.h"
 #include "edgesgd/core/codecs/rand_k.h"
+#include "edgesgd/core/codecs/reg_top_k.h"
 #include "edgesgd/core/codecs/random_block.h"
 #include "edgesgd/core/codecs/sign.h"
 #include "edgesgd/core/codecs/top_k.h"
@@ -30,6 +31,9 @@ inline constexpr std::array<CodecOps, kCodecCount> kCodecTable = {
     internal::OpsOf<RandomBlockCodec>(CodecKind::kRandomBlock),
     internal::OpsOf<SignCodec>(CodecKind::kSign),
     internal::OpsOf<QsgdCodec>(CodecKind::kQsgd),
+    // The table's (stateless) Encode is RegTop-k's first round; the posterior lives in
+    // RegTopKState, which ErrorFeedbackWorker keeps for this codec.
+    internal::OpsOf<RegTopKCodec>(CodecKind::kRegTopK),
 };
 
 namespace internal {

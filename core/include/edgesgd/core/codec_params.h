@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string_view>
 
 #include "edgesgd/core/result.h"
@@ -15,8 +16,9 @@ enum class CodecKind : std::uint8_t {
   kRandomBlock,   // one contiguous shared-seed block per tensor (wraps): start + values
   kSign,          // 1 bit per coordinate + one scale per tensor
   kQsgd,          // stochastic s-level quantization over buckets: packed levels + bucket norms
+  kRegTopK,       // RegTop-k: top_k's payload, coordinates chosen by a posterior-regularised score
 };
-inline constexpr std::size_t kCodecCount = 6;
+inline constexpr std::size_t kCodecCount = 7;
 
 // What a sign payload's per-tensor scale is.
 enum class SignScale : std::uint8_t {
@@ -44,6 +46,15 @@ struct CodecParams {
   std::uint32_t qsgd_levels = 127;
   // qsgd: coordinates sharing one norm; >= 1. 512 as in the QSGD paper's experiments.
   std::uint32_t qsgd_bucket = 512;
+  // reg_top_k (ALGORITHMS.md §3; keeps k_ratio like top_k): the score of coordinate j is
+  // tanh(|1 + Delta_j| / mu) * |a_j|. mu > 0 sets how strongly a coordinate whose last aggregate
+  // cancelled the worker's own contribution (Delta_j near -1) is held back; 4 is the paper's
+  // choice for linear regression, 5 for ResNet-18.
+  float reg_top_k_mu = 4.0f;
+  // reg_top_k: Delta of a coordinate with no posterior (not sent last round, or no round yet),
+  // > 0. Large enough that tanh(|1 + Q| / mu) is 1 in float, so such a coordinate scores |a_j|
+  // exactly as in Top-k.
+  float reg_top_k_q = 1e8f;
 
   friend constexpr bool operator==(const CodecParams&, const CodecParams&) = default;
 };
@@ -79,6 +90,15 @@ constexpr Result<std::uint32_t> QsgdLevelsForBits(std::uint32_t bits) {
   return (std::uint32_t{1} << (bits - 1)) - 1;
 }
 
+// reg_top_k's mu: positive and finite (NaN fails).
+constexpr bool ValidRegTopKMu(float mu) {
+  return mu > 0.0f && mu <= std::numeric_limits<float>::max();
+}
+// reg_top_k's Q: positive and finite (NaN fails).
+constexpr bool ValidRegTopKQ(float q) {
+  return q > 0.0f && q <= std::numeric_limits<float>::max();
+}
+
 // Checks the fields the codec of `params.kind` reads. Errors: kInvalidArgument.
 constexpr Status ValidateCodecParams(const CodecParams& params) {
   switch (params.kind) {
@@ -87,6 +107,12 @@ constexpr Status ValidateCodecParams(const CodecParams& params) {
     case CodecKind::kTopK:
     case CodecKind::kRandK:
       if (!(params.k_ratio > 0.0f) || params.k_ratio > 1.0f) return Status::InvalidArgument();
+      return Status::Ok();
+    case CodecKind::kRegTopK:
+      if (!(params.k_ratio > 0.0f) || params.k_ratio > 1.0f) return Status::InvalidArgument();
+      if (!ValidRegTopKMu(params.reg_top_k_mu) || !ValidRegTopKQ(params.reg_top_k_q)) {
+        return Status::InvalidArgument();
+      }
       return Status::Ok();
     case CodecKind::kRandomBlock:
       return params.block_ratio >= 1 ? Status::Ok() : Status::InvalidArgument();
@@ -110,6 +136,7 @@ constexpr std::string_view CodecName(CodecKind kind) {
     case CodecKind::kRandomBlock: return "random_block";
     case CodecKind::kSign: return "sign";
     case CodecKind::kQsgd: return "qsgd";
+    case CodecKind::kRegTopK: return "reg_top_k";
   }
   return "unknown";
 }

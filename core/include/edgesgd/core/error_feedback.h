@@ -23,6 +23,7 @@
 #include "edgesgd/core/arena.h"
 #include "edgesgd/core/codec.h"
 #include "edgesgd/core/codec_dispatch.h"
+#include "edgesgd/core/codecs/reg_top_k.h"
 #include "edgesgd/core/payload.h"
 #include "edgesgd/core/result.h"
 #include "edgesgd/core/status.h"
@@ -105,6 +106,11 @@ constexpr float EffectiveDetach(const FeedbackParams& params) {
 // c > 0 (otherwise the local model is the gradient point); a separate delta when H > 1 or kNone
 // (for H = 1, eta*m is added straight into the residual, which then holds p bit-exactly). So
 // EF, DEF and SAEF with H = 1 cost 3d floats plus the codec's scratch.
+//
+// Stateful selection: with reg_top_k the worker also keeps the RegTop-k posterior (RegTopKState,
+// d more floats). Compress selects with it; after the round, the caller reports the aggregate
+// (ObserveAggregate or ObserveModelChange) so the next selection can use it. For every other
+// codec those calls do nothing.
 class ErrorFeedbackWorker {
  public:
   // Exact arena bytes Init takes (Arena::used_bytes grows by this much), including the codec's
@@ -117,7 +123,15 @@ class ErrorFeedbackWorker {
     }
     const Buffers buffers = BuffersFor(feedback);
     const std::size_t vector_bytes = ArenaBytesFor<float>(layout.dimension());
-    return vector_bytes * buffers.count() + ArenaBytes(CodecScratchBytes(codec, layout));
+    return vector_bytes * buffers.count() + SelectionStateBytes(layout, codec) +
+           ArenaBytes(CodecScratchBytes(codec, layout));
+  }
+
+  // The part of StateBytes that is the codec's selection state across rounds: RegTop-k's
+  // posterior for reg_top_k, 0 for every other codec.
+  static constexpr std::size_t SelectionStateBytes(const TensorLayout& layout,
+                                                   const CodecParams& codec) {
+    return codec.kind == CodecKind::kRegTopK ? RegTopKState::StateBytes(layout) : 0;
   }
 
   // Takes this worker's buffers from `arena` (zeroed: e = 0, m = 0) and remembers the
@@ -157,6 +171,26 @@ class ErrorFeedbackWorker {
   // Encode says kInvalidArgument, the decoders kDataLoss) — then e holds p.
   Result<PayloadShape> Compress(const CodecContext& context, const PayloadSpans& out);
 
+  // Reports the aggregate of the last compressed round to a stateful selector (reg_top_k):
+  // `mean_update` is ghat = mean_i C(p_i) (d floats) over `contributors` workers including this
+  // one; 0 contributors means no aggregate was formed. Codecs without selection state ignore
+  // it (kOk). Does not allocate. Errors (reg_top_k only): kFailedPrecondition when nothing was
+  // compressed since the last report, kInvalidArgument for a wrong size; nothing changes then.
+  Status ObserveAggregate(std::span<const float> mean_update, std::uint32_t contributors);
+
+  // As ObserveAggregate with ghat = model_before - model_after, for a worker that learns the
+  // aggregate from the model the server broadcasts (x_{t+1} = x_t - ghat).
+  Status ObserveModelChange(std::span<const float> model_before,
+                            std::span<const float> model_after, std::uint32_t contributors);
+
+  // Tells a stateful selector that the last round's aggregate cannot be known (the worker
+  // missed the round): reg_top_k selects as Top-k next time. Does not allocate.
+  void ForgetAggregate();
+
+  // RegTop-k's posterior Delta (d floats) while no aggregate is outstanding; empty otherwise
+  // and for every other codec.
+  std::span<const float> reg_top_k_distortion() const { return reg_top_k_.distortion(); }
+
   // The residual e (d floats); empty for kNone, whose residual is identically zero.
   std::span<const float> residual() const { return error_; }
   // The momentum m (d floats).
@@ -192,6 +226,9 @@ class ErrorFeedbackWorker {
 
   // Adds a separate delta into the residual and clears it, so p lives in the residual.
   void FoldDeltaIntoResidual();
+  // C(input) into `out`, through the selection state when the codec has one.
+  Status EncodeWithSelection(const CodecContext& context, std::span<const float> input,
+                             const PayloadSpans& out);
 
   TensorLayout layout_;
   CodecParams codec_;
@@ -205,6 +242,7 @@ class ErrorFeedbackWorker {
   std::span<float> error_;  // empty for kNone
   std::span<float> delta_;  // aliases error_ unless buffers_.separate_delta
   std::span<std::byte> scratch_;
+  RegTopKState reg_top_k_;  // initialised for reg_top_k only
   std::uint32_t steps_ = 0;
   Phase phase_ = Phase::kUninitialized;
 };

@@ -19,6 +19,10 @@
 // re-send the same Update (its first one may have been lost). Leave from the server ends the
 // session.
 //
+// A stateful selector (reg_top_k) needs the aggregate of the worker's last update: a full-model
+// broadcast of round r that follows the worker's update of round r-1 reveals it as the model
+// change x_{r-1} - x_r, over ModelBroadcast.participants contributors (see LearnAggregate).
+//
 // What a driver does: Init(arena, options); Start(now); feed OnFrame / OnPeerLost / OnTimer as
 // for any Session (frames at 8-byte aligned addresses), and after every call PollFrame until
 // false. The gradient callback runs inside OnFrame; OutgoingFrame::work_samples tells a
@@ -200,6 +204,9 @@ class WorkerSession final : public Session {
   // Applies a broadcast's payload to the model. Errors: kDataLoss (bad payload),
   // kFailedPrecondition (an aggregate that does not fit the held model).
   Status ApplyBroadcast(const wire::FrameView& view);
+  // Reports the aggregate of this worker's last update, as far as a full-model broadcast (not
+  // yet applied) reveals it, to the error-feedback worker's selector (reg_top_k).
+  void LearnAggregate(const wire::FrameView& view);
   // Computes this round's update into the Update frame and queues it.
   void ComputeUpdate(std::uint32_t round);
   Status ComputeMeanUpdate(std::uint32_t round, const wire::FrameHeader& header,

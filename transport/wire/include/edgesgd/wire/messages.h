@@ -207,6 +207,7 @@ struct PayloadMapping {
 
 // The one place that ties codecs to payload tables, indexed by CodecKind. rand_k shares
 // DensePayload with identity: its coordinates follow from the shared seed, so only values travel.
+// reg_top_k shares SparsePayload with top_k: only the choice of coordinates differs.
 inline constexpr std::array<PayloadMapping, kCodecCount> kPayloadMap = {{
     {CodecKind::kIdentity, PayloadKind::kDense, false, true, false, false},
     {CodecKind::kTopK, PayloadKind::kSparse, true, true, false, false},
@@ -214,6 +215,7 @@ inline constexpr std::array<PayloadMapping, kCodecCount> kPayloadMap = {{
     {CodecKind::kRandomBlock, PayloadKind::kBlock, true, true, false, false},
     {CodecKind::kSign, PayloadKind::kSign, false, false, true, true},
     {CodecKind::kQsgd, PayloadKind::kQuantized, false, false, true, true},
+    {CodecKind::kRegTopK, PayloadKind::kSparse, true, true, false, false},
 }};
 
 namespace internal {
