@@ -42,6 +42,10 @@ std::vector<SteadyStateCase> Cases() {
   qsgd.codec.qsgd_bucket = 64;
   qsgd.feedback.learning_rate = 0.02f;
   cases.push_back({"mean_qsgd_model_downlink", qsgd});
+  protocol::RunConfig dq = qsgd;
+  dq.quant_schedule = {QuantScheduleKind::kDq, 2, 6, 2.0f, 0.99f};
+  dq.codec.qsgd_levels = QsgdLevelsForBits(6).value();
+  cases.push_back({"mean_qsgd_dq_schedule", dq});
   protocol::RunConfig majority = MajorityConfig(300, 1000);
   majority.downlink = protocol::DownlinkKind::kAggregate;
   cases.push_back({"majority_aggregate_downlink", majority});
