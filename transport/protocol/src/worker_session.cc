@@ -36,7 +36,9 @@ bool SameTraining(const wire::TrainingConfig& a, const wire::TrainingConfig& b) 
          a.batch == b.batch && a.aggregate == b.aggregate &&
          SameBits(a.participation, b.participation) && a.quant_schedule == b.quant_schedule &&
          a.mode == b.mode && a.gossip == b.gossip && a.topology == b.topology &&
-         a.gossip_rounds == b.gossip_rounds;
+         a.gossip_rounds == b.gossip_rounds && a.quant_bits_min == b.quant_bits_min &&
+         a.quant_bits_max == b.quant_bits_max && SameBits(a.quant_k, b.quant_k) &&
+         SameBits(a.quant_rho, b.quant_rho);
 }
 
 bool SameWelcome(const wire::WelcomeInfo& a, const wire::WelcomeInfo& b) {
