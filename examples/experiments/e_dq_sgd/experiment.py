@@ -37,13 +37,16 @@ def evaluate(results):
     labels = [f"QSGD {bits}-bit" for bits in FIXED_BITS] + [DQ]
     accuracy = {label: mean(final(results, label, "accuracy")) for label in labels}
     megabytes = {label: mean(final(results, label, "bytes_up")) / 1e6 for label in labels}
-    table = "; ".join(f"{label}: accuracy {fmt(accuracy[label], 4)}, "
-                      f"{fmt(megabytes[label], 1)} MB up" for label in labels)
     eight, two = accuracy["QSGD 8-bit"], accuracy["QSGD 2-bit"]
+
+    def versus(other):
+        return (f"DQ-SGD accuracy {fmt(accuracy[DQ], 4)} / {fmt(megabytes[DQ], 1)} MB up vs "
+                f"{other} {fmt(accuracy[other], 4)} / {fmt(megabytes[other], 1)} MB up")
+
     return [
         ("DQ-SGD final accuracy within 0.5 points of 8-bit QSGD (mean of 3 seeds)",
-         accuracy[DQ] >= eight - 0.005, table),
+         accuracy[DQ] >= eight - 0.005, versus("QSGD 8-bit")),
         ("DQ-SGD sends fewer uplink bytes than 8-bit QSGD",
-         megabytes[DQ] < megabytes["QSGD 8-bit"], table),
-        ("DQ-SGD final accuracy above 2-bit QSGD's", accuracy[DQ] > two, table),
+         megabytes[DQ] < megabytes["QSGD 8-bit"], versus("QSGD 8-bit")),
+        ("DQ-SGD final accuracy above 2-bit QSGD's", accuracy[DQ] > two, versus("QSGD 2-bit")),
     ]
