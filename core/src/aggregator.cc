@@ -49,6 +49,18 @@ Status MeanAggregator::Add(const PayloadView& payload, const CodecContext& conte
   return Status::Ok();
 }
 
+Status MeanAggregator::AddWithParams(const CodecParams& params, const PayloadView& payload,
+                                     const CodecContext& context, float weight) {
+  EDGESGD_TRY(CheckAddable(weight));
+  if (params.kind != codec_.kind || CodecScratchBytes(params, layout_) > scratch_.size()) {
+    return Status::InvalidArgument();
+  }
+  EDGESGD_TRY(DecodeAdd(params, layout_, context, payload, weight, sum_, scratch_));
+  total_weight_ += weight;
+  ++count_;
+  return Status::Ok();
+}
+
 Status MeanAggregator::AddDense(std::span<const float> values, float weight) {
   EDGESGD_TRY(CheckAddable(weight));
   if (values.size() != sum_.size()) return Status::InvalidArgument();

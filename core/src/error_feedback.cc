@@ -38,12 +38,25 @@ Status ErrorFeedbackWorker::Init(Arena& arena, const TensorLayout& layout, const
 
   layout_ = layout;
   codec_ = codec;
+  init_qsgd_levels_ = codec.qsgd_levels;
   feedback_ = feedback;
   shape_ = shape;
   buffers_ = buffers;
   detach_ = EffectiveDetach(feedback);
   steps_ = 0;
   phase_ = Phase::kIdle;
+  return Status::Ok();
+}
+
+Status ErrorFeedbackWorker::SetQsgdLevels(std::uint32_t levels) {
+  if (phase_ == Phase::kUninitialized || codec_.kind != CodecKind::kQsgd) {
+    return Status::FailedPrecondition();
+  }
+  if (levels < 1 || levels > init_qsgd_levels_) return Status::InvalidArgument();
+  CodecParams codec = codec_;
+  codec.qsgd_levels = levels;
+  EDGESGD_TRY_ASSIGN(shape_, EncodedShape(codec, layout_));
+  codec_ = codec;
   return Status::Ok();
 }
 

@@ -46,7 +46,8 @@ void AddCodecParameterFlags(CLI::App& command, CodecFlags& flags) {
   command.add_option("--bits", flags.bits,
                      "qsgd: bits per coordinate including the sign (levels = 2^(bits-1) - 1)")
       ->capture_default_str()
-      ->check(CLI::Range(kMinQsgdBits, kMaxQsgdBits));
+      ->check(CLI::Range(kMinQsgdBits, kMaxQsgdBits))
+      ->each([&flags](const std::string&) { flags.bits_given = true; });
   command.add_option("--bucket", flags.bucket, "qsgd: coordinates sharing one norm")
       ->capture_default_str()
       ->check(CLI::Range(std::uint32_t{1}, std::uint32_t{1u << 24}));
@@ -61,6 +62,68 @@ void AddCodecParameterFlags(CLI::App& command, CodecFlags& flags) {
                      "that they score |a| as in Top-k)")
       ->capture_default_str()
       ->check(kPositiveFinite);
+}
+
+QuantScheduleParams QuantScheduleFlags::Apply(CodecParams& codec) const {
+  QuantScheduleParams params;
+  if (!dynamic()) return params;
+  params.kind = QuantScheduleKind::kDq;
+  params.bits_min = bits_min;
+  params.bits_max = bits_max;
+  params.dq_k = dq_k;
+  params.dq_rho = dq_rho;
+  const Result<std::uint32_t> levels = QsgdLevelsForBits(bits_max);
+  codec.qsgd_levels = levels.ok() ? levels.value() : 0;
+  return params;
+}
+
+void AddQuantScheduleFlags(CLI::App& command, QuantScheduleFlags& flags) {
+  const auto mark_dq = [&flags](const std::string&) { flags.dq_flags_given = true; };
+  command.add_option("--quant-schedule", flags.schedule,
+                     "qsgd: fixed (--bits every round) or dq (DQ-SGD: each worker picks the "
+                     "round's bits from its gradient norm and the rounds left, "
+                     "s = ceil(||g|| rho^((T-1-t)/2) K), bits = 1 + ceil(log2(s+1)) clipped to "
+                     "--bits-min..--bits-max)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"fixed", "dq"}));
+  command.add_option("--bits-min", flags.bits_min, "dq: fewest bits per coordinate")
+      ->capture_default_str()
+      ->check(CLI::Range(kMinQsgdBits, kMaxQsgdBits))
+      ->each(mark_dq);
+  command.add_option("--bits-max", flags.bits_max,
+                     "dq: most bits per coordinate (frames are sized for it)")
+      ->capture_default_str()
+      ->check(CLI::Range(kMinQsgdBits, kMaxQsgdBits))
+      ->each(mark_dq);
+  command.add_option("--dq-k", flags.dq_k, "dq: the constant K scaling the level count, > 0")
+      ->capture_default_str()
+      ->each(mark_dq);
+  command.add_option("--dq-rho", flags.dq_rho,
+                     "dq: contraction rho = 1 - lr * mu in (0, 1]; smaller spends fewer bits "
+                     "early")
+      ->capture_default_str()
+      ->each(mark_dq);
+}
+
+std::string CheckQuantScheduleFlags(const QuantScheduleFlags& flags, const CodecFlags& codec_flags,
+                                    const std::string& codec) {
+  if (!flags.dynamic()) {
+    if (flags.dq_flags_given) {
+      return "--bits-min, --bits-max, --dq-k and --dq-rho configure --quant-schedule dq";
+    }
+    return "";
+  }
+  if (codec != "qsgd") return "--quant-schedule dq chooses qsgd bit widths: it needs --codec qsgd";
+  if (codec_flags.bits_given) {
+    return "--quant-schedule dq picks each round's bits within --bits-min..--bits-max: drop "
+           "--bits";
+  }
+  if (flags.bits_min > flags.bits_max) return "--bits-min must not exceed --bits-max";
+  if (!(flags.dq_k > 0.0f) || !std::isfinite(flags.dq_k)) {
+    return "--dq-k must be a positive number";
+  }
+  if (!(flags.dq_rho > 0.0f && flags.dq_rho <= 1.0f)) return "--dq-rho must be in (0, 1]";
+  return "";
 }
 
 }  // namespace edgesgd::cli

@@ -51,6 +51,7 @@ struct SimulateOptions {
   std::uint64_t seed = 1;
   std::string codec = "identity";
   CodecFlags codec_flags;
+  QuantScheduleFlags quant_flags;
   std::string feedback = "ef";
   std::string optimizer = "sgd";
   std::string aggregate = "mean";
@@ -127,6 +128,10 @@ std::string CheckConsistency(const SimulateOptions& o) {
     }
   }
   if (o.quorum > o.workers) return "--quorum cannot exceed --workers";
+  if (std::string why = CheckQuantScheduleFlags(o.quant_flags, o.codec_flags, o.codec);
+      !why.empty()) {
+    return why;
+  }
   if (o.task == "logreg-toy" && o.workers != 2) {
     return "--task logreg-toy is the two-client toy: it needs --workers 2";
   }
@@ -202,6 +207,7 @@ protocol::RunConfig BuildRunConfig(const SimulateOptions& o, const Task& task) {
   config.layout = task.layout();
   config.codec = o.codec_flags.ToParams();
   config.codec.kind = ParseCodecKind(o.codec).value();
+  config.quant_schedule = o.quant_flags.Apply(config.codec);
   config.batch = static_cast<std::uint32_t>(task.samples_per_step(0));
   config.participation = o.participation;
   config.rounds = o.rounds;
@@ -586,7 +592,12 @@ int RunSimulate(const SimulateOptions& o) {
       row.time_s = static_cast<double>(round.time_closed) * 1e-9;
       row.bytes_up = round.bytes_up;
       row.bytes_down = round.bytes_down;
-      row.bits_per_coord = payload_bits_per_coord;
+      // The mean over the round's uploads: a quantization schedule changes it every round.
+      row.bits_per_coord = round.reported == 0
+                               ? payload_bits_per_coord
+                               : static_cast<double>(round.payload_bits) /
+                                     (static_cast<double>(round.reported) *
+                                      static_cast<double>(task.dimension()));
       const bool evaluate = row.round % o.eval_every == 0 || row.round == o.rounds;
       if (evaluate) {
         std::span<const float> model = server.model();
@@ -631,6 +642,7 @@ int RunSimulate(const SimulateOptions& o) {
   SummaryWriter summary;
   summary.Field("task", o.task);
   summary.Field("codec", o.codec);
+  summary.Field("quant_schedule", o.quant_flags.schedule);
   summary.Field("aggregate", o.aggregate);
   summary.Field("feedback", config.aggregation == protocol::AggregationKind::kMean ? o.feedback : "none");
   summary.Field("workers", o.workers);
@@ -728,6 +740,7 @@ void AddSimulateCommand(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember(
           {"identity", "top_k", "rand_k", "random_block", "sign", "qsgd", "reg_top_k"}));
   AddCodecParameterFlags(*command, o->codec_flags);
+  AddQuantScheduleFlags(*command, o->quant_flags);
   command->add_option("--feedback", o->feedback,
                       "Error feedback of --aggregate mean: none, ef, def (see --detach), saef, "
                       "or defa (DEF training, de-averaged x - mean e read-out)")

@@ -46,8 +46,16 @@ bool Task::Setup(const TaskOptions& options, std::string& error) {
       return SetupWorkers(error);
     }
     case TaskKind::kQuadraticNoise:
-      layout_ = TensorLayout::Single(SparseNoiseQuadratic::kDimension).value();
+    {
+      // d = --dim (experiment C uses SparseNoiseQuadratic::kDimension = 100, the default).
+      const Result<TensorLayout> layout = TensorLayout::Single(options_.dimension);
+      if (!layout.ok()) {
+        error = "--task quadratic-noise needs --dim >= 1";
+        return false;
+      }
+      layout_ = layout.value();
       return SetupWorkers(error);
+    }
     case TaskKind::kSoftmax:
     case TaskKind::kMlp:
       return SetupClassification(error) && SetupWorkers(error);

@@ -28,7 +28,7 @@ struct TaskOptions {
   float dirichlet_alpha = 0.5f;
   std::size_t workers = 8;
   std::size_t batch = 32;       // 0 = full local batch
-  std::size_t dimension = 100;  // linreg (d), synthetic softmax/mlp (features)
+  std::size_t dimension = 100;  // linreg and quadratic-noise (d), synthetic softmax/mlp (features)
   std::size_t samples = 500;    // per worker: linreg and synthetic softmax/mlp
   std::size_t hidden = 64;      // mlp
   std::size_t train_limit = 0;  // Fashion-MNIST: first N training images (0 = all)

@@ -48,6 +48,10 @@ std::vector<SteadyStateCase> Cases() {
   reg_top_k.participation = 0.75f;
   reg_top_k.feedback.learning_rate = 0.02f;
   cases.push_back({"mean_reg_top_k_model_downlink", reg_top_k});
+  protocol::RunConfig dq = qsgd;
+  dq.quant_schedule = {QuantScheduleKind::kDq, 2, 6, 2.0f, 0.99f};
+  dq.codec.qsgd_levels = QsgdLevelsForBits(6).value();
+  cases.push_back({"mean_qsgd_dq_schedule", dq});
   protocol::RunConfig majority = MajorityConfig(300, 1000);
   majority.downlink = protocol::DownlinkKind::kAggregate;
   cases.push_back({"majority_aggregate_downlink", majority});

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "edgesgd/core/error_feedback.h"
 #include "edgesgd/core/majority_vote.h"
 #include "edgesgd/core/optimizer.h"
+#include "edgesgd/core/quant_schedule.h"
 
 namespace edgesgd {
 namespace {
@@ -129,6 +131,66 @@ INSTANTIATE_TEST_SUITE_P(EveryCodec, SteadyStateTest,
                                            CodecKind::kSign, CodecKind::kQsgd,
                                            CodecKind::kRegTopK),
                          [](const auto& param_info) { return std::string(CodecName(param_info.param)); });
+
+// DQ-SGD: each round a level count from the schedule, the worker quantizing with it and the
+// aggregator decoding each payload with its own count, all inside the Init buffers.
+TEST(SteadyStateTest, DynamicQuantizationRoundsDoNotAllocate) {
+  const TensorLayout layout = TestLayout();
+  const std::size_t d = layout.dimension();
+  QuantScheduleParams schedule_params{QuantScheduleKind::kDq, 2, 8, 5.0f, 0.98f};
+  CodecParams codec;
+  codec.kind = CodecKind::kQsgd;
+  codec.qsgd_levels = QsgdLevelsForBits(schedule_params.bits_max).value();
+  codec.qsgd_bucket = 128;
+  FeedbackParams feedback;
+  feedback.kind = FeedbackKind::kEf;
+  feedback.learning_rate = 0.05f;
+  feedback.momentum = 0.0f;
+  const std::size_t arena_bytes = kWorkers * ErrorFeedbackWorker::StateBytes(layout, codec, feedback) +
+                                  MeanAggregator::StateBytes(layout, codec);
+  std::vector<std::byte> storage(arena_bytes + kArenaAlignment);
+  Arena arena{std::span<std::byte>(storage)};
+  std::vector<ErrorFeedbackWorker> workers(kWorkers);
+  for (auto& worker : workers) ASSERT_TRUE(worker.Init(arena, layout, codec, feedback).ok());
+  MeanAggregator aggregator;
+  ASSERT_TRUE(aggregator.Init(arena, layout, codec).ok());
+  arena.Seal();
+  QuantSchedule schedule;
+  ASSERT_TRUE(schedule.Init(schedule_params, codec.qsgd_levels, kSteadyStateRounds).ok());
+
+  const PayloadShape shape = EncodedShape(codec, layout).value();
+  std::vector<std::uint32_t> indices(shape.indices), words(shape.words);
+  std::vector<float> values(shape.values), scales(shape.scales);
+  const PayloadSpans out{indices, values, words, scales};
+  const auto targets = Targets(d);
+  std::vector<float> model(d, 0.0f), gradient(d);
+  std::uint32_t fewest_levels = codec.qsgd_levels, most_levels = 0;
+
+  const std::size_t before = testing::HeapAllocationCount();
+  for (int round = 0; round < kSteadyStateRounds; ++round) {
+    const auto t = static_cast<std::uint32_t>(round);
+    aggregator.Reset();
+    for (std::size_t w = 0; w < kWorkers; ++w) {
+      ErrorFeedbackWorker& worker = workers[w];
+      ASSERT_TRUE(worker.BeginRound(model).ok());
+      const std::span<const float> point = worker.GradientPoint();
+      for (std::size_t i = 0; i < d; ++i) gradient[i] = point[i] - targets[w][i];
+      ASSERT_TRUE(worker.LocalStep(gradient).ok());
+      const Result<std::uint32_t> levels = schedule.LevelsForGradient(t, gradient);
+      ASSERT_TRUE(levels.ok());
+      fewest_levels = std::min(fewest_levels, levels.value());
+      most_levels = std::max(most_levels, levels.value());
+      ASSERT_TRUE(worker.SetQsgdLevels(levels.value()).ok());
+      const CodecContext context{99, t, static_cast<std::uint32_t>(w)};
+      const Result<PayloadShape> sent = worker.Compress(context, out);
+      ASSERT_TRUE(sent.ok());
+      ASSERT_TRUE(aggregator.AddWithParams(worker.codec(), PayloadView(out, *sent), context).ok());
+    }
+    ASSERT_TRUE(aggregator.AddScaledMean(-1.0f, model).ok());
+  }
+  EXPECT_EQ(testing::HeapAllocationCount() - before, 0u) << "dq allocated in steady state";
+  EXPECT_LT(fewest_levels, most_levels);  // the schedule did change the width
+}
 
 TEST(SteadyStateTest, SignumMajorityVoteRoundsDoNotAllocate) {
   const TensorLayout layout = TestLayout();

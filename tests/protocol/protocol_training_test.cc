@@ -68,13 +68,19 @@ TEST(ProtocolTrainingTest, IdenticalTargetsConvergeToTheTarget) {
   EXPECT_LT(Distance(cluster.server().model(), target), 1e-4f);
 }
 
-// The run of ProtocolCodecTest without the protocol: the core components wired together by
-// hand. Updates reach the server in worker order (equal latencies), so the reference adds them
-// in that order too. With `learn_aggregates` every worker reports the model change to its
+// What the core components compute when wired together by hand, without the protocol.
+// Updates reach the server in worker order (equal latencies), so the reference adds them in that
+// order too. With `learn_aggregates` every worker reports the model change to its
 // error-feedback worker after each round (what WorkerSession does on the next broadcast), so a
-// stateful selector (reg_top_k) sees the aggregate; without it, it never does.
-std::vector<float> DirectRun(const RunConfig& config, const std::vector<std::vector<float>>& targets,
-                             const std::vector<float>& initial, bool learn_aggregates) {
+// stateful selector (reg_top_k) sees the aggregate; without it, it never does. Payloads use the
+// level count the quantization schedule picks from each worker's gradient.
+struct DirectRun {
+  std::vector<float> model;
+  std::vector<std::uint64_t> payload_bits;  // per round, summed over workers
+};
+
+DirectRun RunDirectly(const RunConfig& config, const std::vector<std::vector<float>>& targets,
+                      const std::vector<float>& initial, bool learn_aggregates) {
   const std::size_t workers_count = targets.size();
   const std::size_t d = config.layout.dimension();
   std::vector<std::uint64_t> storage(1 << 16);
@@ -83,48 +89,88 @@ std::vector<float> DirectRun(const RunConfig& config, const std::vector<std::vec
   for (auto& worker : workers) {
     EXPECT_TRUE(worker.Init(arena, config.layout, config.codec, config.feedback).ok());
   }
+  QuantSchedule schedule;
+  const bool scheduled = config.codec.kind == CodecKind::kQsgd;
+  if (scheduled) {
+    EXPECT_TRUE(schedule.Init(config.quant_schedule, config.codec.qsgd_levels, config.rounds).ok());
+  }
   MeanAggregator aggregator;
   EXPECT_TRUE(aggregator.Init(arena, config.layout, config.codec).ok());
   const PayloadShape shape = EncodedShape(config.codec, config.layout).value();
   std::vector<std::uint32_t> indices(shape.indices), words(shape.words);
   std::vector<float> values(shape.values), scales(shape.scales), gradient(d);
   const PayloadSpans out{indices, values, words, scales};
-  std::vector<float> model = initial;
+  DirectRun run{initial, std::vector<std::uint64_t>(config.rounds, 0)};
   for (std::uint32_t round = 0; round < config.rounds; ++round) {
     aggregator.Reset();
     for (std::uint32_t w = 0; w < workers_count; ++w) {
-      EXPECT_TRUE(workers[w].BeginRound(model).ok());
+      EXPECT_TRUE(workers[w].BeginRound(run.model).ok());
       for (std::uint32_t step = 0; step < config.feedback.local_steps; ++step) {
         const std::span<const float> point = workers[w].GradientPoint();
         for (std::size_t i = 0; i < d; ++i) gradient[i] = point[i] - targets[w][i];
         EXPECT_TRUE(workers[w].LocalStep(gradient).ok());
       }
+      if (scheduled) {
+        EXPECT_TRUE(workers[w].SetQsgdLevels(schedule.LevelsForGradient(round, gradient).value())
+                        .ok());
+      }
       const CodecContext context{config.seed, round, w + 1};
       const Result<PayloadShape> sent = workers[w].Compress(context, out);
       EXPECT_TRUE(sent.ok());
-      EXPECT_TRUE(aggregator.Add(PayloadView(out, *sent), context).ok());
+      const PayloadView view(out, *sent);
+      EXPECT_TRUE(aggregator.AddWithParams(workers[w].codec(), view, context).ok());
+      run.payload_bits[round] += 32u * (view.indices.size() + view.values.size() +
+                                        view.words.size() + view.scales.size());
     }
-    const std::vector<float> before = model;
-    EXPECT_TRUE(aggregator.AddScaledMean(-1.0f, model).ok());
+    const std::vector<float> before = run.model;
+    EXPECT_TRUE(aggregator.AddScaledMean(-1.0f, run.model).ok());
     if (learn_aggregates) {
       for (auto& worker : workers) {
-        EXPECT_TRUE(
-            worker.ObserveModelChange(before, model, static_cast<std::uint32_t>(workers_count))
-                .ok());
+        EXPECT_TRUE(worker
+                        .ObserveModelChange(before, run.model,
+                                            static_cast<std::uint32_t>(workers_count))
+                        .ok());
       }
     }
   }
-  return model;
+  return run;
 }
 
 // The protocol must compute exactly what the core components compute when wired together by
-// hand: same payloads, same aggregation order, same model, bit for bit.
-class ProtocolCodecTest : public ::testing::TestWithParam<CodecKind> {};
-
-TEST_P(ProtocolCodecTest, MatchesDirectComputation) {
+// hand: same payloads, same aggregation order, same model, bit for bit. Returns the payload bits
+// the reference sent per round, for checks of the server's round events.
+std::vector<std::uint64_t> ExpectMatchesDirectComputation(const RunConfig& config,
+                                                          std::vector<RoundEvent>& rounds) {
   constexpr std::size_t kWorkers = 3;
+  ServerOptions options;
+  options.workers = kWorkers;
+  const std::size_t d = config.layout.dimension();
+  const std::vector<float> initial = PseudoRandom(d, 3, 2.0f);
+  const auto targets = Targets(kWorkers, d);
+  Cluster cluster(config, options, targets, initial);
+  cluster.net().SetLatencyAll(kMs);
+  cluster.Start();
+  EXPECT_TRUE(cluster.RunUntilFinished(1000 * kSecond));
+  EXPECT_EQ(cluster.server().counters().updates_accepted, kWorkers * config.rounds);
+  rounds = cluster.DrainRounds();
+
+  const DirectRun reference = RunDirectly(config, targets, initial, true);
+  const std::span<const float> served = cluster.server().model();
+  EXPECT_EQ(served.size(), reference.model.size());
+  EXPECT_EQ(std::memcmp(served.data(), reference.model.data(), d * sizeof(float)), 0)
+      << "codec " << CodecName(config.codec.kind);
+  if (config.codec.kind == CodecKind::kRegTopK) {
+    // The workers did learn from the broadcasts: never seeing an aggregate gives another run.
+    const DirectRun blind = RunDirectly(config, targets, initial, false);
+    EXPECT_NE(std::memcmp(served.data(), blind.model.data(), d * sizeof(float)), 0);
+  }
+  return reference.payload_bits;
+}
+
+// A layout of two tensors and DEF with two local steps: every part of the worker is exercised.
+RunConfig DirectComputationConfig(CodecKind codec) {
   const std::uint64_t sizes[] = {20, 45};
-  RunConfig config = MeanConfig(65, GetParam(), 25);
+  RunConfig config = MeanConfig(65, codec, 25);
   config.layout = TensorLayout::FromSizes(sizes).value();
   config.codec.qsgd_levels = 7;
   config.codec.qsgd_bucket = 16;
@@ -134,27 +180,40 @@ TEST_P(ProtocolCodecTest, MatchesDirectComputation) {
   config.feedback.learning_rate = 0.05f;
   config.feedback.momentum = 0.9f;
   config.feedback.weight_decay = 1e-3f;
-  ServerOptions options;
-  options.workers = kWorkers;
-  const std::size_t d = config.layout.dimension();
-  const std::vector<float> initial = PseudoRandom(d, 3, 2.0f);
-  const auto targets = Targets(kWorkers, d);
-  Cluster cluster(config, options, targets, initial);
-  cluster.net().SetLatencyAll(kMs);
-  cluster.Start();
-  ASSERT_TRUE(cluster.RunUntilFinished(1000 * kSecond));
-  ASSERT_EQ(cluster.server().counters().updates_accepted, kWorkers * 25);
+  return config;
+}
 
-  const std::vector<float> model = DirectRun(config, targets, initial, true);
-  const std::span<const float> served = cluster.server().model();
-  ASSERT_EQ(served.size(), model.size());
-  EXPECT_EQ(std::memcmp(served.data(), model.data(), d * sizeof(float)), 0)
-      << "codec " << CodecName(GetParam());
-  if (GetParam() == CodecKind::kRegTopK) {
-    // The workers did learn from the broadcasts: never seeing an aggregate gives another run.
-    const std::vector<float> blind = DirectRun(config, targets, initial, false);
-    EXPECT_NE(std::memcmp(served.data(), blind.data(), d * sizeof(float)), 0);
+class ProtocolCodecTest : public ::testing::TestWithParam<CodecKind> {};
+
+TEST_P(ProtocolCodecTest, MatchesDirectComputation) {
+  std::vector<RoundEvent> rounds;
+  const std::vector<std::uint64_t> bits =
+      ExpectMatchesDirectComputation(DirectComputationConfig(GetParam()), rounds);
+  // Fixed payload shapes: every round sends the same bits.
+  ASSERT_EQ(rounds.size(), bits.size());
+  for (std::size_t t = 0; t < rounds.size(); ++t) EXPECT_EQ(rounds[t].payload_bits, bits[0]);
+}
+
+// DQ-SGD: the level count follows each worker's gradient norm and the rounds left, the frames
+// carry it, and the server decodes each with its own count: still bit for bit the reference.
+TEST(ProtocolTrainingTest, DynamicQuantizationMatchesDirectComputation) {
+  RunConfig config = DirectComputationConfig(CodecKind::kQsgd);
+  config.quant_schedule = {QuantScheduleKind::kDq, 2, 6, 4.0f, 0.8f};
+  config.codec.qsgd_levels = QsgdLevelsForBits(6).value();
+  ASSERT_TRUE(ValidateRunConfig(config).ok()) << ValidateRunConfig(config).reason;
+  std::vector<RoundEvent> rounds;
+  const std::vector<std::uint64_t> bits = ExpectMatchesDirectComputation(config, rounds);
+  ASSERT_EQ(rounds.size(), bits.size());
+  std::uint64_t fewest = bits[0], most = bits[0];
+  for (std::size_t t = 0; t < rounds.size(); ++t) {
+    EXPECT_EQ(rounds[t].payload_bits, bits[t]) << "round " << t;
+    fewest = std::min(fewest, bits[t]);
+    most = std::max(most, bits[t]);
   }
+  // The schedule really changed the width, and never beyond the 6-bit frames it was sized for.
+  EXPECT_LT(fewest, most);
+  const PayloadShape widest = EncodedShape(config.codec, config.layout).value();
+  EXPECT_LE(most, 3u * 32u * (widest.words + widest.scales));
 }
 
 INSTANTIATE_TEST_SUITE_P(AllCodecs, ProtocolCodecTest,

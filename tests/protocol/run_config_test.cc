@@ -152,6 +152,39 @@ TEST(ProtocolConfigTest, EveryRuleHasItsOwnReason) {
     EXPECT_NE(std::string(check.reason).find(test.reason), std::string::npos)
         << test.name << ": " << check.reason;
   }
+  const std::vector<Case> schedule_cases = {
+      {"dq needs qsgd", [](RunConfig& c) { c.codec.kind = CodecKind::kTopK; }, "needs the qsgd"},
+      {"dq needs mean",
+       [](RunConfig& c) { c.aggregation = AggregationKind::kMajority; }, "needs mean"},
+      {"bits min", [](RunConfig& c) { c.quant_schedule.bits_min = 1; }, "quantization bits"},
+      {"bits max", [](RunConfig& c) { c.quant_schedule.bits_max = 17; }, "quantization bits"},
+      {"bits order", [](RunConfig& c) { c.quant_schedule.bits_min = 7; }, "quantization bits"},
+      {"K", [](RunConfig& c) { c.quant_schedule.dq_k = 0.0f; }, "constant K"},
+      {"K nan", [&](RunConfig& c) { c.quant_schedule.dq_k = nan; }, "constant K"},
+      {"rho", [](RunConfig& c) { c.quant_schedule.dq_rho = 1.5f; }, "rho"},
+      {"rho 0", [](RunConfig& c) { c.quant_schedule.dq_rho = 0.0f; }, "rho"},
+      {"levels", [](RunConfig& c) { c.codec.qsgd_levels = 127; }, "those of the maximum bits"},
+      {"unknown schedule",
+       [](RunConfig& c) { c.quant_schedule.kind = static_cast<QuantScheduleKind>(4); },
+       "unknown quantization schedule"},
+  };
+  for (const Case& test : schedule_cases) {
+    RunConfig config = MeanConfig(64, CodecKind::kQsgd, 5);
+    config.quant_schedule = {QuantScheduleKind::kDq, 2, 6, 20.0f, 0.99f};
+    config.codec.qsgd_levels = 31;  // 6 bits
+    ASSERT_TRUE(ValidateRunConfig(config).ok()) << ValidateRunConfig(config).reason;
+    test.change(config);
+    const ConfigCheck check = ValidateRunConfig(config);
+    EXPECT_EQ(check.status, Status::InvalidArgument()) << test.name;
+    EXPECT_NE(std::string(check.reason).find(test.reason), std::string::npos)
+        << test.name << ": " << check.reason;
+  }
+  // A fixed schedule reads none of its parameters.
+  RunConfig fixed = MeanConfig(64, CodecKind::kTopK, 5);
+  fixed.quant_schedule.bits_min = 0;
+  fixed.quant_schedule.dq_k = nan;
+  EXPECT_TRUE(ValidateRunConfig(fixed).ok());
+
   // The aggregate downlink is fine for majority vote (the vote itself travels).
   RunConfig majority = MajorityConfig(64, 5);
   majority.downlink = DownlinkKind::kAggregate;
@@ -187,6 +220,11 @@ std::vector<RunConfig> SampleConfigs() {
   majority.downlink = DownlinkKind::kAggregate;
   majority.optimizer.weight_decay = 5e-4f;
   configs.push_back(majority);
+  RunConfig dq = MeanConfig(40, CodecKind::kQsgd, 600);
+  dq.quant_schedule = {QuantScheduleKind::kDq, 3, 7, 12.5f, 0.995f};
+  dq.codec.qsgd_levels = 63;
+  dq.codec.qsgd_bucket = 8;
+  configs.push_back(dq);
   return configs;
 }
 
@@ -219,6 +257,17 @@ TEST(ProtocolConfigTest, WelcomeRoundTrip) {
   const wire::WelcomeInfo regularised = ToWelcomeInfo(SampleConfigs()[2], 1, 1);
   EXPECT_EQ(regularised.codec.reg_top_k_mu, 2.5f);
   EXPECT_EQ(regularised.codec.reg_top_k_q, 5e6f);
+  // The schedule's fields travel only beside a dynamic schedule.
+  const wire::TrainingConfig fixed = ToWelcomeInfo(SampleConfigs()[0], 1, 1).training;
+  EXPECT_EQ(fixed.quant_schedule, 0u);
+  EXPECT_EQ(fixed.quant_bits_min, 0u);
+  EXPECT_EQ(fixed.quant_k, 0.0f);
+  const wire::TrainingConfig dq = ToWelcomeInfo(SampleConfigs()[4], 1, 1).training;
+  EXPECT_EQ(dq.quant_schedule, static_cast<std::uint8_t>(QuantScheduleKind::kDq));
+  EXPECT_EQ(dq.quant_bits_min, 3u);
+  EXPECT_EQ(dq.quant_bits_max, 7u);
+  EXPECT_EQ(dq.quant_k, 12.5f);
+  EXPECT_EQ(dq.quant_rho, 0.995f);
 }
 
 TEST(ProtocolConfigTest, FromWelcomeRejectsWhatThisProtocolDoesNotRun) {
@@ -227,7 +276,19 @@ TEST(ProtocolConfigTest, FromWelcomeRejectsWhatThisProtocolDoesNotRun) {
       {[](wire::WelcomeInfo& w) { w.training.mode = 1; }, "not a parameter-server run"},
       {[](wire::WelcomeInfo& w) { w.training.gossip = 1; }, "gossip"},
       {[](wire::WelcomeInfo& w) { w.training.gossip_rounds = 3; }, "gossip"},
-      {[](wire::WelcomeInfo& w) { w.training.quant_schedule = 1; }, "schedules"},
+      {[](wire::WelcomeInfo& w) { w.training.quant_schedule = 2; }, "unknown quantization"},
+      {[](wire::WelcomeInfo& w) { w.training.quant_k = 3.0f; }, "beside a fixed schedule"},
+      {[](wire::WelcomeInfo& w) { w.training.quant_bits_max = 8; }, "beside a fixed schedule"},
+      // A dynamic schedule with the codec's 15 levels (4 bits) but no bit range.
+      {[](wire::WelcomeInfo& w) { w.training.quant_schedule = 1; }, "quantization bits"},
+      {[](wire::WelcomeInfo& w) {
+         w.training.quant_schedule = 1;
+         w.training.quant_bits_min = 2;
+         w.training.quant_bits_max = 8;
+         w.training.quant_k = 20.0f;
+         w.training.quant_rho = 0.99f;
+       },
+       "those of the maximum bits"},
       {[](wire::WelcomeInfo& w) { w.training.feedback = 9; }, "feedback kind"},
       {[](wire::WelcomeInfo& w) { w.training.optimizer = 3; }, "optimizer kind"},
       {[](wire::WelcomeInfo& w) { w.training.aggregate = 8; }, "aggregation bits"},

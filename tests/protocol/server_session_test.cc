@@ -526,6 +526,41 @@ TEST_F(ServerRejectionTest, WrongCodec) {
   ExpectRunCompletes();
 }
 
+// Under DQ-SGD an update may carry the level count of any width in the schedule's bit range (a
+// worker's own choice) and no other: below the range, between widths, or above the frames'
+// sizing are all the wrong codec.
+TEST(ServerScheduleTest, AcceptsOnlyTheSchedulesLevelCounts) {
+  RunConfig config = MeanConfig(kDim, CodecKind::kQsgd, 4);
+  config.quant_schedule = {QuantScheduleKind::kDq, 3, 5, 20.0f, 0.99f};
+  config.codec.qsgd_levels = QsgdLevelsForBits(5).value();
+  Cluster cluster(config, Options(3, 3), Targets(3, kDim), std::vector<float>(kDim, 1.0f));
+  cluster.net().SetLatencyAll(kMs);
+  cluster.Start();
+  ASSERT_TRUE(cluster.RunUntilRound(2, 100 * kSecond));
+  ASSERT_EQ(cluster.server().reported_count(), 0u);
+  FrameFactory factory;
+  for (const std::uint32_t levels : {1u, 5u, 31u}) {
+    CodecParams codec = config.codec;
+    codec.qsgd_levels = levels;
+    const Frame frame = factory.Update(1, 1, 2, codec, config.layout,
+                                       PseudoRandom(kDim, levels, 1.0f), config.seed);
+    cluster.net().DeliverNow(1, 0, frame.bytes());
+  }
+  EXPECT_EQ(cluster.server().counters().rejected_for(RejectReason::kWrongCodec), 3u);
+  // A 3-bit update (the narrowest the schedule allows) from worker 1 is accepted; its own
+  // update then arrives as a duplicate.
+  CodecParams narrow = config.codec;
+  narrow.qsgd_levels = QsgdLevelsForBits(3).value();
+  const Frame frame =
+      factory.Update(1, 1, 2, narrow, config.layout, PseudoRandom(kDim, 9, 1.0f), config.seed);
+  cluster.net().DeliverNow(1, 0, frame.bytes());
+  EXPECT_EQ(cluster.server().reported_count(), 1u);
+  ASSERT_TRUE(cluster.RunUntilFinished(100 * kSecond));
+  EXPECT_EQ(cluster.server().counters().rounds_completed, 4u);
+  EXPECT_EQ(cluster.server().counters().rejected_for(RejectReason::kWrongCodec), 3u);
+  EXPECT_EQ(cluster.server().counters().rejected_for(RejectReason::kDuplicate), 1u);
+}
+
 TEST_F(ServerRejectionTest, BadPayload) {
   // A top_k index out of range, and a NaN value: the frame verifies, the payload does not.
   Frame out_of_range = ValidUpdate(1, 2, config_.codec);

@@ -11,6 +11,8 @@
 
 #include "edgesgd/core/codec_dispatch.h"
 #include "edgesgd/core/error_feedback.h"
+#include "edgesgd/core/codecs/qsgd.h"
+#include "edgesgd/core/quant_schedule.h"
 #include "protocol/frame_factory.h"
 #include "protocol/protocol_harness.h"
 
@@ -195,6 +197,46 @@ TEST_F(WorkerSessionTest, ModelBroadcastIsAnsweredWithAnUpdateBuiltInTheFrame) {
   EXPECT_EQ(update.payload.view.indices.size(),
             EncodedShape(config.codec, config.layout).value().indices);
   EXPECT_EQ(worker_.counters().updates_sent, 1u);
+}
+
+// DQ-SGD from the Welcome: each round's Update is quantized at the level count the schedule
+// gives the worker's own gradient in that round, and a Welcome with other schedule constants
+// describes another run.
+TEST_F(WorkerSessionTest, QuantizationScheduleFromTheWelcomeSetsEachRoundsLevels) {
+  RunConfig config = MeanConfig(kDim, CodecKind::kQsgd, 10);
+  config.quant_schedule = {QuantScheduleKind::kDq, 2, 8, 3.0f, 0.5f};
+  config.codec.qsgd_levels = QsgdLevelsForBits(8).value();
+  config.feedback.momentum = 0.0f;
+  Make(config);
+  Join();
+  EXPECT_EQ(worker_.config().quant_schedule, config.quant_schedule);
+  QuantSchedule schedule;
+  ASSERT_TRUE(schedule.Init(config.quant_schedule, config.codec.qsgd_levels, 10).ok());
+  const std::vector<float> model = PseudoRandom(kDim, 21, 2.0f);
+  std::vector<float> gradient(kDim);
+  for (std::size_t i = 0; i < kDim; ++i) gradient[i] = model[i] - problem_.target[i];
+  std::vector<std::uint32_t> sent_levels;
+  for (const std::uint32_t round : {0u, 8u, 9u}) {
+    Feed(ModelFrame(round, model));
+    const auto frames = Poll();
+    ASSERT_EQ(frames.size(), 1u);
+    const wire::FrameView update = frames[0].first.View();
+    ASSERT_EQ(update.kind, wire::MessageKind::kUpdate);
+    EXPECT_EQ(update.payload.qsgd_levels, schedule.LevelsForGradient(round, gradient).value())
+        << "round " << round;
+    EXPECT_EQ(update.payload.view.words.size(),
+              QsgdCodec::WordsFor(kDim, update.payload.qsgd_levels));
+    sent_levels.push_back(update.payload.qsgd_levels);
+  }
+  // The same gradient gets more levels as the end approaches (rho = 0.5 halves the damping
+  // every two rounds).
+  EXPECT_LT(sent_levels.front(), sent_levels.back());
+  EXPECT_EQ(worker_.counters().encode_errors, 0u);
+  RunConfig other = config;
+  other.quant_schedule.dq_k = 4.0f;
+  Feed(factory_.Welcome(ToWelcomeInfo(other, kId, 4)));
+  EXPECT_EQ(worker_.counters().rejected_welcomes, 1u);
+  EXPECT_EQ(worker_.config().quant_schedule.dq_k, 3.0f);
 }
 
 TEST_F(WorkerSessionTest, RepeatedBroadcastResendsTheSameUpdateAndStaleOnesAreIgnored) {

@@ -335,7 +335,11 @@ WelcomeInfo LargestWelcome() {
                       .mode = 255,
                       .gossip = 255,
                       .topology = 255,
-                      .gossip_rounds = 0xFFFFFFFFu};
+                      .gossip_rounds = 0xFFFFFFFFu,
+                      .quant_bits_min = 255,
+                      .quant_bits_max = 255,
+                      .quant_k = 20.0f,
+                      .quant_rho = 0.99f};
   return welcome;
 }
 

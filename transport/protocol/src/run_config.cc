@@ -93,6 +93,43 @@ ConfigCheck CheckFeedback(const FeedbackParams& feedback) {
   return ConfigCheck::Ok();
 }
 
+ConfigCheck CheckQuantSchedule(const RunConfig& config) {
+  const QuantScheduleParams& schedule = config.quant_schedule;
+  switch (schedule.kind) {
+    case QuantScheduleKind::kFixed:
+      return ConfigCheck::Ok();
+    case QuantScheduleKind::kDq:
+      break;
+    default:
+      return ConfigCheck::Invalid("unknown quantization schedule");
+  }
+  if (config.codec.kind != CodecKind::kQsgd) {
+    return ConfigCheck::Invalid("a dynamic quantization schedule needs the qsgd codec");
+  }
+  if (config.aggregation != AggregationKind::kMean) {
+    return ConfigCheck::Invalid("a dynamic quantization schedule needs mean aggregation");
+  }
+  if (schedule.bits_min < kMinQsgdBits || schedule.bits_max > kMaxQsgdBits ||
+      schedule.bits_min > schedule.bits_max) {
+    return ConfigCheck::Invalid("quantization bits must satisfy 2 <= min <= max <= 16");
+  }
+  if (!PositiveFinite(schedule.dq_k)) {
+    return ConfigCheck::Invalid("the DQ-SGD constant K must be positive and finite");
+  }
+  if (!(schedule.dq_rho > 0.0f && schedule.dq_rho <= 1.0f)) {
+    return ConfigCheck::Invalid("the DQ-SGD contraction rho must be in (0, 1]");
+  }
+  if (!ValidateQuantScheduleParams(schedule).ok()) {
+    return ConfigCheck::Invalid("invalid quantization schedule parameters");
+  }
+  if (config.codec.qsgd_levels != QsgdLevelsForBits(schedule.bits_max).value()) {
+    return ConfigCheck::Invalid(
+        "with a dynamic quantization schedule the codec's qsgd levels must be those of the "
+        "maximum bits (frames are sized for it)");
+  }
+  return ConfigCheck::Ok();
+}
+
 ConfigCheck CheckMajority(const RunConfig& config) {
   if (config.codec.kind != CodecKind::kSign) {
     return ConfigCheck::Invalid("majority vote needs the sign codec");
@@ -133,6 +170,7 @@ ConfigCheck ValidateRunConfig(const RunConfig& config) {
     return codec;
   }
   if (config.rounds < 1) return ConfigCheck::Invalid("rounds must be at least 1");
+  if (const ConfigCheck schedule = CheckQuantSchedule(config); !schedule.ok()) return schedule;
   if (config.batch < 1) return ConfigCheck::Invalid("batch size must be at least 1");
   if (!(config.participation > 0.0f && config.participation <= 1.0f)) {
     return ConfigCheck::Invalid("participation must be in (0, 1]");
@@ -168,6 +206,9 @@ RunConfig NormalizedRunConfig(const RunConfig& config) {
     out.optimizer.momentum = config.feedback.momentum;
     out.optimizer.weight_decay = config.feedback.weight_decay;
   }
+  if (config.quant_schedule.kind == QuantScheduleKind::kFixed) {
+    out.quant_schedule = QuantScheduleParams{};
+  }
   return out;
 }
 
@@ -198,7 +239,15 @@ wire::WelcomeInfo ToWelcomeInfo(const RunConfig& config, std::uint32_t assigned_
   if (config.tie_rule == TieRule::kNegative) aggregate |= kAggregateTieNegativeBit;
   training.aggregate = aggregate;
   training.participation = config.participation;
-  training.quant_schedule = 0;
+  const QuantScheduleParams& schedule = config.quant_schedule;
+  training.quant_schedule = static_cast<std::uint8_t>(schedule.kind);
+  if (schedule.kind != QuantScheduleKind::kFixed) {
+    // Valid schedules keep the bit widths within 2..16.
+    training.quant_bits_min = static_cast<std::uint8_t>(schedule.bits_min);
+    training.quant_bits_max = static_cast<std::uint8_t>(schedule.bits_max);
+    training.quant_k = schedule.dq_k;
+    training.quant_rho = schedule.dq_rho;
+  }
   training.mode = kServerMode;
   training.gossip = 0;
   training.topology = 0;
@@ -211,8 +260,14 @@ ConfigCheck FromWelcomeInfo(const wire::WelcomeInfo& welcome, RunConfig& out) {
   if (training.mode != kServerMode) {
     return ConfigCheck::Invalid("the Welcome describes a run that is not a parameter-server run");
   }
-  if (training.quant_schedule != 0) {
-    return ConfigCheck::Invalid("quantization schedules are not supported by this protocol");
+  if (training.quant_schedule >= kQuantScheduleCount) {
+    return ConfigCheck::Invalid("unknown quantization schedule");
+  }
+  const bool fixed_schedule =
+      training.quant_schedule == static_cast<std::uint8_t>(QuantScheduleKind::kFixed);
+  if (fixed_schedule && (training.quant_bits_min != 0 || training.quant_bits_max != 0 ||
+                         training.quant_k != 0.0f || training.quant_rho != 0.0f)) {
+    return ConfigCheck::Invalid("quantization-schedule parameters are set beside a fixed schedule");
   }
   if (training.gossip != 0 || training.topology != 0 || training.gossip_rounds != 0) {
     return ConfigCheck::Invalid("gossip fields are set in a parameter-server Welcome");
@@ -232,6 +287,13 @@ ConfigCheck FromWelcomeInfo(const wire::WelcomeInfo& welcome, RunConfig& out) {
   RunConfig config;
   config.layout = welcome.layout;
   config.codec = welcome.codec;
+  if (!fixed_schedule) {
+    config.quant_schedule.kind = static_cast<QuantScheduleKind>(training.quant_schedule);
+    config.quant_schedule.bits_min = training.quant_bits_min;
+    config.quant_schedule.bits_max = training.quant_bits_max;
+    config.quant_schedule.dq_k = training.quant_k;
+    config.quant_schedule.dq_rho = training.quant_rho;
+  }
   config.feedback.kind = static_cast<FeedbackKind>(training.feedback);
   config.feedback.detach = training.detach;
   config.feedback.learning_rate = training.learning_rate;

@@ -13,6 +13,8 @@ namespace {
 
 using internal::AllFinite;
 using internal::MatchesCodec;
+using internal::MatchesScheduledCodec;
+using internal::PayloadBits;
 using internal::SaturatingAdd;
 
 // Why a Join is refused; sent back in an Error frame (WorkerSlot::error_reason indexes this).
@@ -157,6 +159,9 @@ Status ServerSession::TakeBuffers(Arena& arena) {
                        arena.AllocateBytes(CodecScratchBytes(config_.codec, layout)));
   } else {
     EDGESGD_TRY(mean_.Init(arena, layout, config_.codec));
+  }
+  if (config_.codec.kind == CodecKind::kQsgd) {
+    EDGESGD_TRY(schedule_.Init(config_.quant_schedule, config_.codec.qsgd_levels, config_.rounds));
   }
   return Status::Ok();
 }
@@ -407,7 +412,10 @@ void ServerSession::HandleUpdate(PeerId from, const wire::FrameView& view, TimeN
     Reject(from, RejectReason::kDuplicate, round, now);
     return;
   }
-  if (!MatchesCodec(config_.codec, view.payload)) {
+  const bool matches = config_.codec.kind == CodecKind::kQsgd
+                           ? MatchesScheduledCodec(config_.codec, schedule_, view.payload)
+                           : MatchesCodec(config_.codec, view.payload);
+  if (!matches) {
     Reject(from, RejectReason::kWrongCodec, round, now);
     return;
   }
@@ -417,6 +425,7 @@ void ServerSession::HandleUpdate(PeerId from, const wire::FrameView& view, TimeN
   }
   slot->reported = true;
   slot->held_round = round;
+  payload_bits_this_round_ += PayloadBits(view.payload.view);
   // A broadcast queued by a revival is no longer needed: the worker has answered.
   ClearPending(*slot, kPendingBroadcast);
   ++reported_;
@@ -450,7 +459,12 @@ std::optional<RejectReason> ServerSession::Aggregate(PeerId from, const wire::Fr
   } else if (config_.downlink == DownlinkKind::kAggregate) {
     if (!payload_sum_.Add(payload, 1.0f).ok()) return RejectReason::kBadPayload;
   } else {
-    if (!mean_.Add(payload, context, 1.0f).ok()) return RejectReason::kBadPayload;
+    // Decoded with the frame's own level count, which MatchesScheduledCodec accepted.
+    if (!mean_.AddWithParams(wire::DecodeParams(config_.codec, view.payload), payload, context,
+                             1.0f)
+             .ok()) {
+      return RejectReason::kBadPayload;
+    }
   }
   return std::nullopt;
 }
@@ -537,6 +551,7 @@ void ServerSession::StartRound(TimeNs now) {
   }
   selected_ = 0;
   reported_ = 0;
+  payload_bits_this_round_ = 0;
   rejected_this_round_ = 0;
   extensions_this_round_ = 0;
   mean_.Reset();
@@ -619,7 +634,8 @@ void ServerSession::CloseRound(TimeNs now) {
                          rejected_this_round_,
                          extensions_this_round_,
                          counters_.bytes_received,
-                         counters_.bytes_sent};
+                         counters_.bytes_sent,
+                         payload_bits_this_round_};
   PushRing(round_log_, round_head_, round_size_, event, counters_.round_events_dropped);
   last_reported_ = reported_;
   if (!applied.ok()) {

@@ -6,6 +6,7 @@
 #include <span>
 
 #include "edgesgd/core/codec_params.h"
+#include "edgesgd/core/quant_schedule.h"
 #include "edgesgd/protocol/session.h"
 #include "edgesgd/wire/messages.h"
 
@@ -30,6 +31,24 @@ inline bool MatchesCodec(const CodecParams& codec, const wire::EncodedPayload& p
     return payload.qsgd_levels == codec.qsgd_levels && payload.qsgd_bucket == codec.qsgd_bucket;
   }
   return true;
+}
+
+// MatchesCodec for uplink payloads, whose qsgd level count the run's quantization schedule may
+// choose per frame: the count must be one the schedule produces (receivers then decode with the
+// frame's own count, wire::DecodeParams).
+inline bool MatchesScheduledCodec(const CodecParams& codec, const QuantSchedule& schedule,
+                                  const wire::EncodedPayload& payload) {
+  if (payload.codec != codec.kind) return false;
+  if (payload.kind == wire::PayloadKind::kQuantized) {
+    return schedule.Accepts(payload.qsgd_levels) && payload.qsgd_bucket == codec.qsgd_bucket;
+  }
+  return true;
+}
+
+// Bits of a payload's fields (every field element is 32 bits; the frame around it not counted).
+inline std::uint64_t PayloadBits(const PayloadView& payload) {
+  return 32u * (std::uint64_t{payload.indices.size()} + payload.values.size() +
+                payload.words.size() + payload.scales.size());
 }
 
 }  // namespace edgesgd::protocol::internal

@@ -37,7 +37,9 @@ bool SameTraining(const wire::TrainingConfig& a, const wire::TrainingConfig& b) 
          a.batch == b.batch && a.aggregate == b.aggregate &&
          SameBits(a.participation, b.participation) && a.quant_schedule == b.quant_schedule &&
          a.mode == b.mode && a.gossip == b.gossip && a.topology == b.topology &&
-         a.gossip_rounds == b.gossip_rounds;
+         a.gossip_rounds == b.gossip_rounds && a.quant_bits_min == b.quant_bits_min &&
+         a.quant_bits_max == b.quant_bits_max && SameBits(a.quant_k, b.quant_k) &&
+         SameBits(a.quant_rho, b.quant_rho);
 }
 
 bool SameWelcome(const wire::WelcomeInfo& a, const wire::WelcomeInfo& b) {
@@ -354,6 +356,9 @@ Status WorkerSession::Configure(const RunConfig& config) {
     EDGESGD_TRY_ASSIGN(momentum_, arena.Allocate<float>(d));
   } else {
     EDGESGD_TRY(feedback_.Init(arena, layout, config.codec, config.feedback));
+    if (config.codec.kind == CodecKind::kQsgd) {
+      EDGESGD_TRY(schedule_.Init(config.quant_schedule, config.codec.qsgd_levels, config.rounds));
+    }
     if (config.downlink == DownlinkKind::kAggregate) {
       EDGESGD_TRY_ASSIGN(scratch_, arena.AllocateBytes(CodecScratchBytes(config.codec, layout)));
     }
@@ -406,8 +411,17 @@ Status WorkerSession::ComputeMeanUpdate(std::uint32_t round, const wire::FrameHe
       return stepped;
     }
   }
+  if (schedule_.initialized()) {
+    // The round's level count; buffers were sized for the schedule's maximum.
+    const Result<std::uint32_t> levels = schedule_.LevelsForGradient(round, gradient_);
+    const Status set = levels.ok() ? feedback_.SetQsgdLevels(levels.value()) : levels.status();
+    if (!set.ok()) {
+      ++counters_.encode_errors;
+      return set;
+    }
+  }
   const Result<PayloadSpans> spans =
-      update_builder_->BeginPayloadFrame(header, message, config_.codec, config_.layout);
+      update_builder_->BeginPayloadFrame(header, message, feedback_.codec(), config_.layout);
   if (!spans.ok()) {
     ++counters_.encode_errors;
     return spans.status();

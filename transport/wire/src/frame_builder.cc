@@ -219,7 +219,8 @@ Result<std::span<const std::byte>> FrameBuilder::EncodeWelcome(const FrameHeader
       builder_, training.feedback, training.detach, training.optimizer, training.learning_rate,
       training.momentum, training.weight_decay, training.local_steps, training.batch,
       training.aggregate, training.participation, training.quant_schedule, training.mode,
-      training.gossip, training.topology, training.gossip_rounds);
+      training.gossip, training.topology, training.gossip_rounds, training.quant_bits_min,
+      training.quant_bits_max, training.quant_k, training.quant_rho);
   const auto message = fb::CreateWelcome(
       builder_, welcome.assigned_id, welcome.workers, welcome.rounds, welcome.seed,
       static_cast<std::uint32_t>(layout.dimension()), tensor_sizes, codec_config, training_config);

@@ -150,6 +150,10 @@ Status DecodeWelcome(const fb::Welcome* welcome, WelcomeInfo& out) {
     t.gossip = training->gossip();
     t.topology = training->topology();
     t.gossip_rounds = training->gossip_rounds();
+    t.quant_bits_min = training->quant_bits_min();
+    t.quant_bits_max = training->quant_bits_max();
+    t.quant_k = training->quant_k();
+    t.quant_rho = training->quant_rho();
   }
   return Status::Ok();
 }

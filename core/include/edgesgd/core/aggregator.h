@@ -51,6 +51,12 @@ class MeanAggregator {
   // a weight that is not finite and positive; kDataLoss for a malformed payload (nothing added).
   Status Add(const PayloadView& payload, const CodecContext& context, float weight = 1.0f);
 
+  // Add, decoding with `params` instead of the Init codec: a frame that names its own parameters
+  // (a qsgd level count chosen by a quantization schedule). The kind must be the Init codec's
+  // and its scratch no larger. Errors as Add, plus kInvalidArgument for such a mismatch.
+  Status AddWithParams(const CodecParams& params, const PayloadView& payload,
+                       const CodecContext& context, float weight = 1.0f);
+
   // sum += weight * values for an uncompressed contribution (d floats), e.g. the workers'
   // residuals for DeAveragedReadoutFromMean. Does not allocate. Errors as Add, with
   // kInvalidArgument for a wrong size.

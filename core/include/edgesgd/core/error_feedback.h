@@ -191,6 +191,13 @@ class ErrorFeedbackWorker {
   // and for every other codec.
   std::span<const float> reg_top_k_distortion() const { return reg_top_k_.distortion(); }
 
+  // qsgd only: quantize the following Compress calls with `levels` levels instead of the count
+  // given at Init (a quantization schedule's choice for the round, see quant_schedule.h).
+  // `levels` must be in 1..the Init count, whose payload size bounds every later one; updates
+  // payload_shape(). Does not allocate. Errors: kFailedPrecondition before Init or for another
+  // codec; kInvalidArgument for a level count outside that range (nothing changes).
+  Status SetQsgdLevels(std::uint32_t levels);
+
   // The residual e (d floats); empty for kNone, whose residual is identically zero.
   std::span<const float> residual() const { return error_; }
   // The momentum m (d floats).
@@ -202,6 +209,8 @@ class ErrorFeedbackWorker {
   // The c this worker uses (EffectiveDetach of its parameters).
   float detach() const { return detach_; }
   const FeedbackParams& params() const { return feedback_; }
+  // The codec parameters the next Compress uses (the Init ones, with SetQsgdLevels applied).
+  const CodecParams& codec() const { return codec_; }
   const TensorLayout& layout() const { return layout_; }
 
  private:
@@ -232,6 +241,7 @@ class ErrorFeedbackWorker {
 
   TensorLayout layout_;
   CodecParams codec_;
+  std::uint32_t init_qsgd_levels_ = 0;  // the qsgd level count the buffers were sized for
   FeedbackParams feedback_;
   PayloadShape shape_;
   Buffers buffers_;

@@ -13,6 +13,7 @@
 #include "edgesgd/core/error_feedback.h"
 #include "edgesgd/core/majority_vote.h"
 #include "edgesgd/core/optimizer.h"
+#include "edgesgd/core/quant_schedule.h"
 #include "edgesgd/core/status.h"
 #include "edgesgd/core/tensor_layout.h"
 #include "edgesgd/wire/messages.h"
@@ -37,6 +38,10 @@ enum class DownlinkKind : std::uint8_t {
 struct RunConfig {
   TensorLayout layout;  // the model's tensors over one flat vector of layout.dimension() floats
   CodecParams codec;    // the uplink codec; with kMajority it must be sign with SignScale::kUnit
+  // qsgd: how each round's level count is chosen. Every worker applies the schedule to its own
+  // gradient and the level count travels in each Update's payload (see quant_schedule.h); with
+  // kDq, codec.qsgd_levels must be QsgdLevelsForBits(bits_max), the count frames are sized for.
+  QuantScheduleParams quant_schedule;
   // The worker algorithm of kMean: EF / DEF / SAEF / none, lr, momentum, wd, local steps H.
   FeedbackParams feedback;
   AggregationKind aggregation = AggregationKind::kMean;
@@ -69,7 +74,8 @@ struct [[nodiscard]] ConfigCheck {
 // Checks everything a run needs before any memory is taken. Rules (each failure has its own
 // reason): a non-empty layout whose dense model fits one frame; codec parameters valid for the
 // codec (and its update frame within kMaxFrameBytes); rounds >= 1; batch >= 1; participation
-// in (0, 1]; known enums.
+// in (0, 1]; known enums. A kDq quantization schedule needs the qsgd codec with kMean, valid
+// schedule parameters and codec.qsgd_levels == QsgdLevelsForBits(bits_max).
 //   kMean: feedback parameters valid (lr > 0 finite, momentum in [0, 1), wd >= 0 finite,
 //          detach in [0, 1] for DEF, local steps H >= 1); the aggregate downlink needs a codec
 //          whose payloads sum across workers (identity, rand_k, random_block).
@@ -80,7 +86,8 @@ ConfigCheck ValidateRunConfig(const RunConfig& config);
 
 // `config` with the parameters its aggregation does not use made equal to the ones it does
 // (learning rate, momentum and weight decay live in `feedback` for kMean and in `optimizer` for
-// kMajority; the wire carries one set). FromWelcomeInfo(ToWelcomeInfo(c)) == NormalizedRunConfig
+// kMajority; the wire carries one set), and a fixed quantization schedule's unread parameters
+// at their defaults. FromWelcomeInfo(ToWelcomeInfo(c)) == NormalizedRunConfig
 // (c) for every valid c. Does not allocate.
 RunConfig NormalizedRunConfig(const RunConfig& config);
 
@@ -100,8 +107,8 @@ wire::WelcomeInfo ToWelcomeInfo(const RunConfig& config, std::uint32_t assigned_
                                 std::uint32_t workers);
 
 // The RunConfig a Welcome describes, into `out` (left unchanged on failure). Rejects kinds
-// outside their enums, a mode other than kServerMode, gossip and quantization-schedule fields
-// this protocol does not run, then applies ValidateRunConfig. Does not allocate.
+// outside their enums, a mode other than kServerMode, gossip fields this protocol does not run,
+// quantization-schedule parameters beside a fixed schedule, then applies ValidateRunConfig. Does not allocate.
 // Errors: kInvalidArgument with a reason.
 ConfigCheck FromWelcomeInfo(const wire::WelcomeInfo& welcome, RunConfig& out);
 

@@ -117,6 +117,10 @@ struct RoundEvent {
   std::uint32_t deadline_extensions = 0;  // times the deadline passed below quorum
   std::uint64_t bytes_up = 0;    // cumulative bytes of every frame received (accepted or not)
   std::uint64_t bytes_down = 0;  // cumulative bytes of every frame handed out by PollFrame
+  // Bits of the payloads of this round's accepted updates (their fields, not the frames around
+  // them): payload_bits / (reported * d) is the round's mean bits per coordinate, which a
+  // quantization schedule changes from round to round.
+  std::uint64_t payload_bits = 0;
 };
 
 struct ServerCounters {
@@ -320,6 +324,7 @@ class ServerSession final : public Session {
   std::span<WorkerSlot> slots_;          // indexed by peer id; slot 0 (the server) is unused
   std::span<std::uint32_t> candidates_;  // scratch for sampling participants
   MeanAggregator mean_;
+  QuantSchedule schedule_;  // which qsgd level counts updates may carry
   PayloadAggregator payload_sum_;
   MajorityVote vote_;
   std::span<std::byte> decode_scratch_;
@@ -340,6 +345,7 @@ class ServerSession final : public Session {
   bool join_deadline_passed_ = false;
   std::uint32_t selected_ = 0;
   std::uint32_t reported_ = 0;
+  std::uint64_t payload_bits_this_round_ = 0;
   std::uint32_t rejected_this_round_ = 0;
   std::uint32_t extensions_this_round_ = 0;
   std::uint32_t last_reported_ = 0;

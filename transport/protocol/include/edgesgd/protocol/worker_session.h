@@ -6,7 +6,9 @@
 //
 //   kMean      error feedback (ErrorFeedbackWorker): H local steps, each asking the gradient
 //              callback for the gradient at GradientPoint(), then Compress straight into the
-//              Update frame (no copy of the payload).
+//              Update frame (no copy of the payload). With qsgd, the run's quantization schedule
+//              picks the round's level count from the norm of the round's (last local) gradient
+//              (quant_schedule.h); the frame carries that count.
 //   kMajority  Signum: one gradient at the model, m = beta * m + (1 - beta) * g, and sign(m)
 //              packed straight into the Update frame (negated when WorkerOptions::negate_signs:
 //              a "blind adversary" for robustness experiments).
@@ -41,6 +43,7 @@
 #include "edgesgd/core/arena.h"
 #include "edgesgd/core/codec_dispatch.h"
 #include "edgesgd/core/error_feedback.h"
+#include "edgesgd/core/quant_schedule.h"
 #include "edgesgd/core/status.h"
 #include "edgesgd/protocol/run_config.h"
 #include "edgesgd/protocol/session.h"
@@ -234,6 +237,7 @@ class WorkerSession final : public Session {
   std::span<float> momentum_;     // kMajority
   std::span<std::byte> scratch_;  // codec scratch for applying aggregates (kMean)
   ErrorFeedbackWorker feedback_;
+  QuantSchedule schedule_;  // kMean with qsgd
 
   std::optional<wire::FrameBuilder> control_builder_;  // Join or Leave
   std::optional<wire::FrameBuilder> heartbeat_builder_;

@@ -92,6 +92,10 @@ struct TrainingConfig {
   std::uint8_t gossip = 0;
   std::uint8_t topology = 0;
   std::uint32_t gossip_rounds = 0;
+  std::uint8_t quant_bits_min = 0;
+  std::uint8_t quant_bits_max = 0;
+  float quant_k = 0.0f;
+  float quant_rho = 0.0f;
 
   friend constexpr bool operator==(const TrainingConfig&, const TrainingConfig&) = default;
 };

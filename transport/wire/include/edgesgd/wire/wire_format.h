@@ -58,9 +58,9 @@ inline constexpr std::size_t kPayloadFrameOverheadBytes = 160;
 inline constexpr std::size_t kMaxControlFrameBytes = 576;
 
 // Bytes FlatBuffers' builder needs beside the frame while building it: the field locations of
-// the table being built (8 bytes per field, at most 16 fields in a table) and the list of
-// vtables written so far (4 bytes each, at most 8 tables per frame).
-inline constexpr std::size_t kBuilderScratchBytes = 8 * 16 + 4 * 8;
+// the table being built (8 bytes per field, at most 24 fields in a table; TrainingConfig has
+// 19) and the list of vtables written so far (4 bytes each, at most 8 tables per frame).
+inline constexpr std::size_t kBuilderScratchBytes = 8 * 24 + 4 * 8;
 
 // Longest Error reason carried; longer reasons are cut at a UTF-8 character boundary.
 inline constexpr std::size_t kMaxErrorReasonBytes = 120;
