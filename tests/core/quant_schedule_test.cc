@@ -20,8 +20,7 @@ using test_util::ArenaBox;
 using test_util::Layout;
 using test_util::PayloadBuffers;
 
-QuantScheduleParams Dq(float k, float rho, std::uint32_t bits_min = 2,
-                       std::uint32_t bits_max = 8) {
+QuantScheduleParams Dq(float k, float rho, std::uint32_t bits_min = 2, std::uint32_t bits_max = 8) {
   return QuantScheduleParams{QuantScheduleKind::kDq, bits_min, bits_max, k, rho};
 }
 
@@ -35,8 +34,8 @@ CodecParams Qsgd(std::uint32_t levels, std::uint32_t bucket = 512) {
 
 // The rule written out independently: s = ceil(norm * rho^((T-1-t)/2) * K),
 // bits = 1 + ceil(log2(s + 1)), clipped.
-std::uint32_t ReferenceBits(double norm, double rho, double k, std::uint32_t t, std::uint32_t rounds,
-                            std::uint32_t bits_min, std::uint32_t bits_max) {
+std::uint32_t ReferenceBits(double norm, double rho, double k, std::uint32_t t,
+                            std::uint32_t rounds, std::uint32_t bits_min, std::uint32_t bits_max) {
   const double s = std::ceil(norm * std::pow(rho, (rounds - 1.0 - t) / 2.0) * k);
   const double bits = 1.0 + std::ceil(std::log2(s + 1.0));
   return static_cast<std::uint32_t>(std::clamp(bits, double(bits_min), double(bits_max)));
@@ -44,10 +43,10 @@ std::uint32_t ReferenceBits(double norm, double rho, double k, std::uint32_t t, 
 
 TEST(QuantScheduleTest, DqBitsFollowTheRule) {
   // Last round (no contraction left): s = ceil(norm * K).
-  EXPECT_EQ(DqBits(Dq(20.0f, 0.99f), 1.0f, 599, 600).value(), 6u);  // s = 20 -> 1 + 5
+  EXPECT_EQ(DqBits(Dq(20.0f, 0.99f), 1.0f, 599, 600).value(), 6u);    // s = 20 -> 1 + 5
   EXPECT_EQ(DqBits(Dq(20.0f, 0.99f), 0.125f, 599, 600).value(), 3u);  // s = ceil(2.5) -> 1 + 2
-  EXPECT_EQ(DqBits(Dq(1.0f, 0.5f), 3.0f, 9, 10).value(), 3u);        // s = 3 -> 1 + 2
-  EXPECT_EQ(DqBits(Dq(1.0f, 0.5f), 3.5f, 9, 10).value(), 4u);        // s = 4 -> 1 + 3
+  EXPECT_EQ(DqBits(Dq(1.0f, 0.5f), 3.0f, 9, 10).value(), 3u);         // s = 3 -> 1 + 2
+  EXPECT_EQ(DqBits(Dq(1.0f, 0.5f), 3.5f, 9, 10).value(), 4u);         // s = 4 -> 1 + 3
   // Two rounds before the end: one factor of rho.
   EXPECT_EQ(DqBits(Dq(1.0f, 0.5f), 7.0f, 7, 10).value(), 4u);  // s = ceil(3.5) = 4 -> 1 + 3
   EXPECT_EQ(DqBits(Dq(1.0f, 0.5f), 6.0f, 7, 10).value(), 3u);  // s = 3 -> 1 + 2
@@ -61,8 +60,8 @@ TEST(QuantScheduleTest, DqBitsFollowTheRule) {
 }
 
 TEST(QuantScheduleTest, DqBitsClipToTheRange) {
-  EXPECT_EQ(DqBits(Dq(20.0f, 0.99f), 0.0f, 599, 600).value(), 2u);   // s = 0: 1 bit -> min
-  EXPECT_EQ(DqBits(Dq(20.0f, 0.99f), 1e6f, 599, 600).value(), 8u);   // s huge -> max
+  EXPECT_EQ(DqBits(Dq(20.0f, 0.99f), 0.0f, 599, 600).value(), 2u);  // s = 0: 1 bit -> min
+  EXPECT_EQ(DqBits(Dq(20.0f, 0.99f), 1e6f, 599, 600).value(), 8u);  // s huge -> max
   EXPECT_EQ(DqBits(Dq(20.0f, 0.99f, 3, 5), 1e-3f, 0, 600).value(), 3u);
   EXPECT_EQ(DqBits(Dq(20.0f, 0.99f, 3, 5), 1e3f, 599, 600).value(), 5u);
   // Beyond every level count a 16-bit field holds (and beyond uint32): still bits_max.
@@ -101,10 +100,9 @@ TEST(QuantScheduleTest, RejectsBadParameters) {
   EXPECT_TRUE(ValidateQuantScheduleParams(Dq(20.0f, 1.0f, 2, 16)).ok());
   EXPECT_TRUE(ValidateQuantScheduleParams(Dq(20.0f, 0.99f, 4, 4)).ok());
   const QuantScheduleParams bad[] = {
-      Dq(20.0f, 0.99f, 1, 8),  Dq(20.0f, 0.99f, 2, 17), Dq(20.0f, 0.99f, 6, 5),
-      Dq(0.0f, 0.99f),         Dq(-1.0f, 0.99f),        Dq(kNan, 0.99f),
-      Dq(kInf, 0.99f),         Dq(20.0f, 0.0f),         Dq(20.0f, 1.01f),
-      Dq(20.0f, kNan),         Dq(20.0f, -0.5f),
+      Dq(20.0f, 0.99f, 1, 8), Dq(20.0f, 0.99f, 2, 17), Dq(20.0f, 0.99f, 6, 5), Dq(0.0f, 0.99f),
+      Dq(-1.0f, 0.99f),       Dq(kNan, 0.99f),         Dq(kInf, 0.99f),        Dq(20.0f, 0.0f),
+      Dq(20.0f, 1.01f),       Dq(20.0f, kNan),         Dq(20.0f, -0.5f),
   };
   for (const QuantScheduleParams& params : bad) {
     EXPECT_EQ(ValidateQuantScheduleParams(params), Status::InvalidArgument());
@@ -150,10 +148,10 @@ TEST(QuantScheduleTest, FixedScheduleAlwaysUsesTheCodecLevels) {
 TEST(QuantScheduleTest, DqScheduleUsesFullLevelCountsOfItsBitWidths) {
   QuantSchedule schedule;
   ASSERT_TRUE(schedule.Init(Dq(20.0f, 0.99f, 3, 6), 31, 600).ok());
-  EXPECT_EQ(schedule.max_levels(), 31u);  // 6 bits
-  EXPECT_EQ(schedule.Levels(599, 1.0f).value(), 31u);    // s = 20 -> 6 bits -> 31 levels
-  EXPECT_EQ(schedule.Levels(599, 0.125f).value(), 3u);    // s = ceil(2.5) = 3 -> 3 bits -> 3 levels
-  EXPECT_EQ(schedule.Levels(0, 1e-6f).value(), 3u);      // clipped up to 3 bits
+  EXPECT_EQ(schedule.max_levels(), 31u);                // 6 bits
+  EXPECT_EQ(schedule.Levels(599, 1.0f).value(), 31u);   // s = 20 -> 6 bits -> 31 levels
+  EXPECT_EQ(schedule.Levels(599, 0.125f).value(), 3u);  // s = ceil(2.5) = 3 -> 3 bits -> 3 levels
+  EXPECT_EQ(schedule.Levels(0, 1e-6f).value(), 3u);     // clipped up to 3 bits
   // The vector form uses the Euclidean norm: (3, 4) has norm 5.
   const std::vector<float> gradient = {3.0f, 0.0f, 4.0f};
   EXPECT_EQ(schedule.LevelsForGradient(599, gradient).value(), schedule.Levels(599, 5.0f).value());
@@ -194,20 +192,19 @@ TEST(QuantScheduleTest, ErrorFeedbackWorkerQuantizesWithTheRoundsLevels) {
     ASSERT_TRUE(worker.SetQsgdLevels(levels).ok());
     EXPECT_EQ(worker.codec().qsgd_levels, levels);
     EXPECT_LE(worker.payload_shape().words, max_words);
-    EXPECT_EQ(worker.payload_shape().words,
-              EncodedShape(Qsgd(levels, 128), layout).value().words);
+    EXPECT_EQ(worker.payload_shape().words, EncodedShape(Qsgd(levels, 128), layout).value().words);
     ASSERT_TRUE(worker.BeginRound(model).ok());
     ASSERT_TRUE(worker.LocalStep(gradient).ok());
     const std::vector<float> before(worker.residual().begin(), worker.residual().end());  // p
     const CodecContext context{1, levels, 1};
     ASSERT_TRUE(worker.Compress(context, buffers.spans()).ok());
     // Conservation: C(p) + e_new = p, with C(p) decoded at the round's level count.
-    const PayloadView view(buffers.indices, buffers.values,
-                           std::span<const std::uint32_t>(buffers.words)
-                               .first(worker.payload_shape().words),
-                           buffers.scales);
-    const std::vector<float> sent = test_util::DecodeDense(Qsgd(levels, 128), layout, context,
-                                                           view);
+    const PayloadView view(
+        buffers.indices, buffers.values,
+        std::span<const std::uint32_t>(buffers.words).first(worker.payload_shape().words),
+        buffers.scales);
+    const std::vector<float> sent =
+        test_util::DecodeDense(Qsgd(levels, 128), layout, context, view);
     for (std::size_t i = 0; i < sent.size(); ++i) {
       const float p = before[i];  // for H = 1 the step went straight into the residual
       EXPECT_NEAR(sent[i] + worker.residual()[i], p, 1e-5f) << "levels " << levels << " i " << i;
