@@ -550,7 +550,8 @@ TEST_F(WorkerSessionTest, RegTopKLearnsTheAggregateOnlyRightAfterItsOwnUpdate) {
   }
   second.OnFrame(kServerPeer, broadcast(2, model1).bytes(), 0);
   ASSERT_TRUE(second.PollFrame(sent));
-  const wire::FrameView update = Frame(sent.bytes).View();
+  const Frame frame(sent.bytes);  // the view points into it
+  const wire::FrameView update = frame.View();
   EXPECT_EQ(std::vector<std::uint32_t>(update.payload.view.indices.begin(),
                                        update.payload.view.indices.end()),
             expected_forgot);
