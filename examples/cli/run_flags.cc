@@ -3,6 +3,9 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 
 #include "edgesgd/core/codec_dispatch.h"
 #include "edgesgd/core/error_feedback.h"
@@ -112,7 +115,24 @@ void AddOutputFlags(CLI::App& command, RunFlags& o) {
   command.add_option("--metrics", o.metrics, "Write one CSV row per round to FILE.csv");
   command.add_option("--summary", o.summary,
                      "Write the final row, memory plan and fault counters to FILE.json");
+  command.add_option("--model-out", o.model_out,
+                     "Write the final model to FILE as raw little-endian float32 values");
   command.add_flag("--quiet", o.quiet, "No progress on stderr");
+}
+
+bool SaveModel(const RunFlags& o, std::span<const float> model, std::string& error) {
+  if (o.model_out.empty()) return true;
+  std::FILE* file = std::fopen(o.model_out.c_str(), "wb");
+  if (file == nullptr) {
+    error = "cannot write --model-out " + o.model_out + ": " + std::strerror(errno);
+    return false;
+  }
+  const bool written = std::fwrite(model.data(), sizeof(float), model.size(), file) == model.size();
+  if (std::fclose(file) != 0 || !written) {
+    error = "cannot write --model-out " + o.model_out;
+    return false;
+  }
+  return true;
 }
 
 void AddTopologyFlag(CLI::App& command, RunFlags& o) {

@@ -53,6 +53,7 @@ struct RunFlags {
   // Outputs.
   std::string metrics;
   std::string summary;
+  std::string model_out;
   bool quiet = false;
   // Set when the flag was given explicitly (defaults differ per aggregation).
   bool feedback_given = false;
@@ -65,8 +66,11 @@ void AddSeedFlag(CLI::App& command, RunFlags& flags);
 // --workers, --rounds, --lr, ... --tie: the RunConfig and the server's schedule. `deadline_help`
 // explains --round-deadline-s for the subcommand (virtual or wall seconds).
 void AddTrainingFlags(CLI::App& command, RunFlags& flags, const char* deadline_help);
-// --eval-every, --metrics, --summary, --quiet.
+// --eval-every, --metrics, --summary, --model-out, --quiet.
 void AddOutputFlags(CLI::App& command, RunFlags& flags);
+
+// Writes --model-out (if given): the model's floats, raw little-endian. False with `error`.
+bool SaveModel(const RunFlags& flags, std::span<const float> model, std::string& error);
 
 // --topology (gossip).
 void AddTopologyFlag(CLI::App& command, RunFlags& flags);

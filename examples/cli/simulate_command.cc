@@ -235,7 +235,8 @@ int RunGossip(const SimulateOptions& o, Task& task, const std::vector<double>& s
   summary.Begin("memory_plan");
   summary.Field("peer_arena_bytes", peer_arena);
   summary.End();
-  if (!o.summary.empty() && !summary.Save(o.summary, error)) {
+  // The model of a gossip run is the peers' average.
+  if ((!o.summary.empty() && !summary.Save(o.summary, error)) || !SaveModel(o, average, error)) {
     std::fprintf(stderr, "edgesgd simulate: %s\n", error.c_str());
     return 1;
   }
@@ -384,7 +385,8 @@ int RunSimulate(const SimulateOptions& o) {
   summary.Field("server_rejected_frames", counters.total_rejected());
   summary.Field("deadline_extensions", counters.deadline_extensions);
   summary.End();
-  if (!o.summary.empty() && !summary.Save(o.summary, error)) {
+  if ((!o.summary.empty() && !summary.Save(o.summary, error)) ||
+      !SaveModel(o, server.model(), error)) {
     std::fprintf(stderr, "edgesgd simulate: %s\n", error.c_str());
     return 1;
   }

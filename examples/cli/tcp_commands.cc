@@ -364,7 +364,8 @@ int RunServer(const ServerFlags& o) {
   summary.Field("write_timeouts", net.write_timeouts);
   summary.Field("queue_overflows", net.queue_overflows);
   summary.End();
-  if (!o.summary.empty() && !summary.Save(o.summary, error)) {
+  if ((!o.summary.empty() && !summary.Save(o.summary, error)) ||
+      !SaveModel(o, server.model(), error)) {
     std::fprintf(stderr, "edgesgd server: %s\n", error.c_str());
     return 1;
   }
@@ -565,7 +566,7 @@ int RunPeer(const PeerFlags& o) {
   options.listen = listen;
   options.max_peer_id = static_cast<protocol::PeerId>(n);
   options.max_frame_bytes = protocol::GossipPeerSession::MaxFrameBytes(config);
-  for (const protocol::PeerId neighbour : config.mixing.neighbours) {
+  for (const protocol::PeerId neighbour : config.mixing.neighbour_ids()) {
     options.dial.push_back({neighbour, addresses[neighbour - 1]});
   }
   tcp::SessionDriver driver;
@@ -632,7 +633,8 @@ int RunPeer(const PeerFlags& o) {
   summary.Field("neighbours_lost", counters.neighbours_lost);
   summary.Field("rejected_frames", counters.total_rejected());
   summary.End();
-  if (!o.summary.empty() && !summary.Save(o.summary, error)) {
+  if ((!o.summary.empty() && !summary.Save(o.summary, error)) ||
+      !SaveModel(o, session.model(), error)) {
     std::fprintf(stderr, "edgesgd peer: %s\n", error.c_str());
     return 1;
   }

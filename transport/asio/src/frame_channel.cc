@@ -195,6 +195,12 @@ void FrameChannel::Close(CloseReason reason, bool silent) {
   if (!silent) events_.OnChannelClosed(*this, reason);
 }
 
+void FrameChannel::ShutdownSend() {
+  if (state_ != State::kOpen) return;
+  asio::error_code ignored;
+  socket_.shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+}
+
 void FrameChannel::CheckDeadlines(TimeNs now) {
   if (state_ == State::kConnecting) {
     if (now - connect_started_ > options_.hello_timeout_ns) Close(CloseReason::kConnectTimeout);

@@ -75,6 +75,11 @@ class FrameChannel {
   // queue; reports OnChannelClosed once unless `silent`.
   void Close(CloseReason reason, bool silent = false);
 
+  // Half-closes: no more sends (the peer reads what was written, then end-of-stream), while
+  // reads go on until the peer closes. Closing a socket with unread received bytes makes
+  // Linux send a reset, which can destroy the last frames in flight to the peer; this does not.
+  void ShutdownSend();
+
   // Enforces the hello, idle, write and connect deadlines.
   void CheckDeadlines(TimeNs now);
 

@@ -154,6 +154,8 @@ class SessionDriver::Impl final : public ChannelEvents {
   void ArmHousekeeping();
   void Housekeeping();
   bool QueuesEmpty() const;
+  // Finished and flushed: half-close every link, stop once all peers closed theirs.
+  void Drain();
   void Stop(DriverStop reason);
 
   asio::io_context io_{1};
@@ -171,6 +173,7 @@ class SessionDriver::Impl final : public ChannelEvents {
   TimeNs armed_wakeup_ = kNever;
   TimeNs last_dial_up_ = 0;
   bool finishing_ = false;
+  bool draining_ = false;  // finished and flushed: waiting for peers to close their ends
   TimeNs finish_deadline_ = kNever;
   bool stopped_ = false;
   DriverStop stop_reason_ = DriverStop::kFinished;
@@ -340,7 +343,7 @@ bool SessionDriver::Impl::Bind(FrameChannel& channel, std::span<const std::byte>
 }
 
 void SessionDriver::Impl::OnChannelFrame(FrameChannel& channel, std::span<const std::byte> frame) {
-  if (stopped_) return;
+  if (stopped_ || draining_) return;
   if (!channel.bound && !Bind(channel, frame)) {
     Settle();
     return;
@@ -394,6 +397,7 @@ void SessionDriver::Impl::AfterSessionCall() {
 
 void SessionDriver::Impl::Settle() {
   if (in_session_) return;
+  if (draining_) lost_.clear();
   while (!lost_.empty() && !stopped_) {
     const PeerId peer = lost_.back();
     lost_.pop_back();
@@ -402,7 +406,26 @@ void SessionDriver::Impl::Settle() {
     in_session_ = false;
     AfterSessionCall();
   }
-  if (finishing_ && !stopped_ && QueuesEmpty()) Stop(DriverStop::kFinished);
+  if (finishing_ && !stopped_ && QueuesEmpty()) Drain();
+}
+
+void SessionDriver::Impl::Drain() {
+  if (!draining_) {
+    // Everything is written; half-close so each peer reads its last frames and then the end of
+    // the stream (a full close with unread input would reset the connection instead).
+    draining_ = true;
+    for (const std::unique_ptr<FrameChannel>& channel : channels_) {
+      if (channel->connected() && channel->bound) {
+        channel->ShutdownSend();
+      } else {
+        channel->Close(CloseReason::kShutdown, /*silent=*/true);
+      }
+    }
+  }
+  for (const std::unique_ptr<FrameChannel>& channel : channels_) {
+    if (channel->connected()) return;  // the linger deadline ends the wait
+  }
+  Stop(DriverStop::kFinished);
 }
 
 void SessionDriver::Impl::ArmSessionTimer() {
