@@ -10,7 +10,7 @@ set -euo pipefail
 
 declare -A groups=(
   [host]="cmake ninja-build g++ make libeigen3-dev googletest libcli11-dev zlib1g-dev
-          libflatbuffers-dev flatbuffers-compiler libmbedtls-dev
+          libflatbuffers-dev flatbuffers-compiler libasio-dev libmbedtls-dev
           dataset-fashion-mnist python3-matplotlib binutils"
   [cross]="g++-aarch64-linux-gnu g++-arm-linux-gnueabihf qemu-user gcc-arm-none-eabi
            libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib qemu-system-arm
