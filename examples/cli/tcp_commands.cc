@@ -22,6 +22,7 @@
 #include "cli/run_flags.h"
 #include "cli/task.h"
 #include "edgesgd/asio/session_driver.h"
+#include "edgesgd/auth/key_file.h"
 #include "edgesgd/core/arena.h"
 #include "edgesgd/platform/log.h"
 #include "edgesgd/protocol/gossip_peer_session.h"
@@ -41,6 +42,8 @@ struct NetworkFlags {
   std::size_t send_queue = 8;
   double reconnect_max_s = 2;
   std::string port_file;
+  std::string keys;  // --keys FILE
+  bool insecure = false;
 };
 
 void AddNetworkFlags(CLI::App& command, NetworkFlags& flags) {
@@ -58,6 +61,47 @@ void AddNetworkFlags(CLI::App& command, NetworkFlags& flags) {
                      "with jitter)")
       ->capture_default_str()
       ->check(CLI::Range(0.05, 3600.0));
+  CLI::Option* keys = command.add_option(
+      "--keys", flags.keys,
+      "Pre-shared device keys, one `DEVICE_ID HEX_KEY` line each (64 hex digits; keep the file "
+      "chmod 600): every frame is authenticated with HMAC-SHA256 and replays are rejected. "
+      "Required unless --insecure");
+  command.add_flag("--insecure", flags.insecure,
+                   "Send and accept unauthenticated frames (a trusted network or a test only)")
+      ->excludes(keys);
+}
+
+// The key ring of --keys, or none under --insecure. Lives as long as the driver using it.
+struct AuthKeys {
+  auth::FixedKeyRing<protocol::kMaxWorkers> ring;
+  bool enabled = false;
+};
+
+// Loads --keys into `keys` (unless --insecure); `own_device` (0 for the server, which only
+// accepts connections) must have a key. False after printing a one-line error.
+bool LoadAuthKeys(const NetworkFlags& flags, std::uint32_t own_device, const char* command,
+                  AuthKeys& keys) {
+  if (flags.insecure) return true;
+  if (flags.keys.empty()) {
+    std::fprintf(stderr, "edgesgd %s: --keys FILE is required (or --insecure for plain frames)\n",
+                 command);
+    return false;
+  }
+  const auth::KeyFileLoad load = auth::LoadKeyFile(flags.keys, keys.ring);
+  if (!load.ok()) {
+    std::fprintf(stderr, "edgesgd %s: --keys: %s\n", command, load.message.c_str());
+    return false;
+  }
+  if (!load.warning.empty()) {
+    platform::Log(platform::LogLevel::kWarning, "%s: %s", command, load.warning.c_str());
+  }
+  if (own_device != 0 && keys.ring.Find(own_device) == nullptr) {
+    std::fprintf(stderr, "edgesgd %s: --keys %s has no key for device %u (this --id)\n",
+                 command, flags.keys.c_str(), own_device);
+    return false;
+  }
+  keys.enabled = true;
+  return true;
 }
 
 void AddListenerFlags(CLI::App& command, NetworkFlags& flags) {
@@ -79,8 +123,11 @@ protocol::TimeNs Seconds(double seconds) {
 }
 
 tcp::DriverOptions BaseDriverOptions(const NetworkFlags& flags, std::uint64_t seed,
-                                     const char* log_name) {
+                                     const char* log_name, const AuthKeys& keys,
+                                     std::uint32_t device) {
   tcp::DriverOptions options;
+  options.auth_keys = keys.enabled ? &keys.ring : nullptr;
+  options.auth_device = device;
   options.write_timeout_ns = Seconds(flags.write_timeout_s);
   options.hello_timeout_ns = Seconds(flags.hello_timeout_s);
   options.send_queue_frames = flags.send_queue;
@@ -215,6 +262,8 @@ int RunServer(const ServerFlags& o) {
     std::fprintf(stderr, "edgesgd server: --listen %s\n", error.c_str());
     return 2;
   }
+  AuthKeys keys;
+  if (!LoadAuthKeys(o.network, 0, kName, keys)) return 2;
   if (o.resume && o.checkpoint.empty()) {
     std::fprintf(stderr, "edgesgd server: --resume needs --checkpoint FILE\n");
     return 2;
@@ -271,7 +320,7 @@ int RunServer(const ServerFlags& o) {
                   server.round() + 1, o.rounds, o.checkpoint.c_str());
   }
 
-  tcp::DriverOptions options = BaseDriverOptions(o.network, o.seed, kName);
+  tcp::DriverOptions options = BaseDriverOptions(o.network, o.seed, kName, keys, 0);
   options.listen = listen;
   options.max_peer_id = server_options.workers;
   options.max_frame_bytes = plan.update_frame;
@@ -363,6 +412,7 @@ int RunServer(const ServerFlags& o) {
   summary.Field("idle_timeouts", net.idle_timeouts);
   summary.Field("write_timeouts", net.write_timeouts);
   summary.Field("queue_overflows", net.queue_overflows);
+  summary.Field("auth_rejected", net.auth_rejected);
   summary.End();
   if ((!o.summary.empty() && !summary.Save(o.summary, error)) ||
       !SaveModel(o, server.model(), error)) {
@@ -449,6 +499,8 @@ int RunWorker(const WorkerFlags& o) {
     std::fprintf(stderr, "edgesgd worker: --connect %s\n", error.c_str());
     return 2;
   }
+  AuthKeys keys;
+  if (!LoadAuthKeys(o.network, o.id, kName, keys)) return 2;
   ArenaBuffer arena(o.memory_mb << 20);
   protocol::WorkerSession session;
   WorkerTask oracle;
@@ -466,7 +518,7 @@ int RunWorker(const WorkerFlags& o) {
     std::fprintf(stderr, "edgesgd worker: %s\n", check.reason);
     return 2;
   }
-  tcp::DriverOptions options = BaseDriverOptions(o.network, o.id, kName);
+  tcp::DriverOptions options = BaseDriverOptions(o.network, o.id, kName, keys, o.id);
   options.dial.push_back({protocol::kServerPeer, server_address});
   options.give_up_ns = Seconds(o.give_up_s);
   if (!OpenDriver(driver, options, o.network, kName)) return 1;
@@ -517,6 +569,8 @@ int RunPeer(const PeerFlags& o) {
     std::fprintf(stderr, "edgesgd peer: --peers %s\n", error.c_str());
     return 2;
   }
+  AuthKeys keys;
+  if (!LoadAuthKeys(o.network, o.id, kName, keys)) return 2;
   const std::size_t n = addresses.size();
   if (o.id < 1 || o.id > n) {
     std::fprintf(stderr,
@@ -562,7 +616,8 @@ int RunPeer(const PeerFlags& o) {
     return 2;
   }
 
-  tcp::DriverOptions options = BaseDriverOptions(o.network, o.seed * 1000003u + o.id, kName);
+  tcp::DriverOptions options =
+      BaseDriverOptions(o.network, o.seed * 1000003u + o.id, kName, keys, o.id);
   options.listen = listen;
   options.max_peer_id = static_cast<protocol::PeerId>(n);
   options.max_frame_bytes = protocol::GossipPeerSession::MaxFrameBytes(config);
@@ -632,6 +687,7 @@ int RunPeer(const PeerFlags& o) {
   summary.Field("deadline_closes", counters.deadline_closes);
   summary.Field("neighbours_lost", counters.neighbours_lost);
   summary.Field("rejected_frames", counters.total_rejected());
+  summary.Field("auth_rejected", driver.counters().auth_rejected);
   summary.End();
   if ((!o.summary.empty() && !summary.Save(o.summary, error)) ||
       !SaveModel(o, session.model(), error)) {

@@ -103,10 +103,15 @@ TEST_F(ConnectionAuthTest, SealsInPlaceAndChecksStorage) {
 
   std::array<std::byte, RecordBytes(64) - 1> small{};
   EXPECT_EQ(worker.Seal(payload, small).status(), Status::ResourceExhausted());
-  std::vector<std::byte> huge(kTestMaxPayload + 1);
-  std::vector<std::byte> huge_storage(RecordBytes(huge.size()));
-  EXPECT_EQ(worker.Seal(huge, huge_storage).status(), Status::OutOfRange());
   EXPECT_TRUE(worker.established());  // the caller's mistakes do not end the connection
+
+  // The limit is the receiver's: a sender may seal more (a server's model broadcast can exceed
+  // the updates it accepts), and a receiver with a lower limit rejects it.
+  std::vector<std::byte> large(kTestMaxPayload + 1);
+  std::vector<std::byte> large_storage(RecordBytes(large.size()));
+  ASSERT_TRUE(worker.Seal(large, large_storage).ok());
+  EXPECT_EQ(server.Open(large_storage).status(), Status::OutOfRange());
+  EXPECT_EQ(server.last_reject(), RejectReason::kOversized);
 }
 
 // Every single-bit change anywhere in a record — length, device, sequence, payload, tag — is
@@ -211,6 +216,7 @@ TEST_F(ConnectionAuthTest, UnknownDeviceIsRejected) {
   EXPECT_EQ(server.StartResponder(server_keys_, hello, TestNonce(2), reply),
             Status::Unauthenticated());
   EXPECT_EQ(server.last_reject(), RejectReason::kUnknownDevice);
+  EXPECT_EQ(server.device(), 42u);  // reported in the rejection's log line
   // An initiator cannot start as a device whose key it lacks.
   EXPECT_EQ(stranger.StartInitiator(stranger_keys, kDevice, TestNonce(1), hello),
             Status::NotFound());

@@ -7,6 +7,8 @@ reports its port through --port-file). Usage:
 Exit status 0 on success; on failure one line saying what went wrong (plus the logs' tails).
 """
 
+import hashlib
+import hmac
 import json
 import os
 import random
@@ -15,6 +17,7 @@ import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
 
 # A small synthetic softmax problem: seconds per run, and an accuracy that says training worked.
@@ -40,12 +43,22 @@ class Cluster:
         self.work = work
         self.processes = []
         os.makedirs(work, exist_ok=True)
+        # Every run authenticates its frames (as deployments do) unless a scenario opts out.
+        self.keys = {device: os.urandom(32) for device in range(1, 17)}
+        key_file = self.path("keys")
+        with open(os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+            f.write("# device key\n")
+            for device, key in self.keys.items():
+                f.write("%d %s\n" % (device, key.hex()))
+        self.security = ["--keys", key_file]
 
     def path(self, name):
         return os.path.join(self.work, name)
 
     def start(self, name, args):
         log = open(self.path(name + ".log"), "w")
+        if args[0] in ("server", "worker", "peer"):
+            args = args + self.security
         process = subprocess.Popen([self.edgesgd] + args, stdout=log, stderr=subprocess.STDOUT)
         process.name = name
         self.processes.append(process)
@@ -110,6 +123,19 @@ class Cluster:
             if process.poll() is None:
                 process.kill()
                 process.wait()
+
+
+def closed_by_server(sock, within):
+    """Whether the other end closes `sock` within `within` seconds (reading whatever comes)."""
+    sock.settimeout(within)
+    try:
+        while sock.recv(4096):
+            pass
+        return True
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except socket.timeout:
+        return False
 
 
 def read_model(path):
@@ -243,7 +269,9 @@ def server_resume(cluster):
 
 def hostile_clients(cluster):
     """Random bytes, a 4 GiB length prefix, garbage in a valid-length frame and a connection
-    that never speaks: each is closed and counted, and the run completes meanwhile."""
+    that never speaks: each is closed and counted, and the run completes meanwhile. Plain frames
+    (--insecure): the framing itself must stand up to them (auth_attacks covers the records)."""
+    cluster.security = ["--insecure"]
     server, port = cluster.start_server(
         SLOW_DATA + ["--workers", "3", "--rounds", "300", "--quorum", "3", "--batch", "256",
                      "--eval-every", "50", "--hello-timeout-s", "0.5",
@@ -254,17 +282,6 @@ def hostile_clients(cluster):
 
     def connect():
         return socket.create_connection(("127.0.0.1", port), timeout=5)
-
-    def closed_by_server(sock, within):
-        sock.settimeout(within)
-        try:
-            while sock.recv(4096):
-                pass
-            return True
-        except (ConnectionResetError, BrokenPipeError):
-            return True
-        except socket.timeout:
-            return False
 
     rng = random.Random(5)
     noise = connect()
@@ -288,6 +305,160 @@ def hostile_clients(cluster):
     check(network["unidentified_connections"] >= 2, "garbage / silent connections not counted")
     check(network["hello_timeouts"] >= 1, "the silent connection was not timed out")
     check(cluster.summary("server.json")["final"]["round"] == 300, "the run did not complete")
+
+
+# ---- frame authentication (transport/auth/include/edgesgd/auth/connection_auth.h) ----
+
+AUTH_LABEL = b"edgesgd-auth-v1"
+
+
+def auth_key(key, purpose, device, initiator_nonce, responder_nonce):
+    """The documented key schedule, written independently of the C++ implementation."""
+    return hmac.new(key, AUTH_LABEL + bytes([purpose]) + struct.pack("<I", device) +
+                    initiator_nonce + responder_nonce, hashlib.sha256).digest()
+
+
+def initiator_hello(device, nonce):
+    return b"EDGA" + bytes([1, 1, 0, 0]) + struct.pack("<II", device, 0) + nonce
+
+
+def recv_exact(sock, count):
+    data = b""
+    while len(data) < count:
+        chunk = sock.recv(count - len(data))
+        if not chunk:
+            raise ConnectionError("closed")
+        data += chunk
+    return data
+
+
+class AttackProxy:
+    """Relays a worker's connections to the server, attacking one connection each: the 1st gets
+    its third record replayed, the 2nd a flipped payload bit in its third record, the 3rd the 1st
+    connection's first record injected after its hello; later ones pass untouched."""
+
+    def __init__(self, server_port):
+        self.server_port = server_port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.connections = 0
+        self.captured = None
+        threading.Thread(target=self.accept_loop, daemon=True).start()
+
+    def accept_loop(self):
+        while True:
+            client, _ = self.listener.accept()
+            self.connections += 1
+            upstream = socket.create_connection(("127.0.0.1", self.server_port))
+            threading.Thread(target=self.relay, args=(upstream, client), daemon=True).start()
+            threading.Thread(target=self.attack, args=(client, upstream, self.connections),
+                             daemon=True).start()
+
+    @staticmethod
+    def close(*socks):
+        for sock in socks:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
+
+    def relay(self, source, sink):
+        try:
+            while True:
+                data = source.recv(65536)
+                if not data:
+                    break
+                sink.sendall(data)
+        except OSError:
+            pass
+        self.close(source, sink)
+
+    def attack(self, worker, server, connection):
+        try:
+            server.sendall(recv_exact(worker, 32))  # the worker's hello
+            if connection == 3 and self.captured:
+                server.sendall(self.captured)
+            index = 0
+            while True:
+                header = recv_exact(worker, 16)
+                record = header + recv_exact(worker, struct.unpack_from("<I", header)[0] + 32)
+                if connection == 1 and index == 0:
+                    self.captured = record
+                if connection == 2 and index == 2:
+                    record = record[:20] + bytes([record[20] ^ 0x04]) + record[21:]
+                server.sendall(record)
+                if connection == 1 and index == 2:
+                    server.sendall(record)
+                index += 1
+        except (OSError, ConnectionError):
+            pass
+        self.close(worker, server)
+
+
+def auth_attacks(cluster):
+    """Authenticated frames under attack while a run goes on: a replayed record, a record with a
+    flipped bit and a record replayed from an earlier connection (a proxy in front of worker 1),
+    a client speaking plain frames, a hello for an unknown device and a client with the wrong
+    key. Each is rejected, counted and logged and its connection closed; worker 1 reconnects
+    and the run completes. The client side also checks the server's hello against the key
+    schedule as documented."""
+    server, port = cluster.start_server(
+        SLOW_DATA + ["--workers", "3", "--rounds", "150", "--quorum", "2", "--batch", "256",
+                     "--round-deadline-s", "0.5", "--eval-every", "50",
+                     "--hello-timeout-s", "2", "--metrics", cluster.path("server.csv"),
+                     "--summary", cluster.path("server.json")])
+    proxy = AttackProxy(port)
+    workers = slowed_workers(cluster, proxy.port, [1], 20)
+    workers.update(slowed_workers(cluster, port, [2, 3], 20))
+    cluster.wait_rows("server.csv", 5, server)
+
+    def connect():
+        return socket.create_connection(("127.0.0.1", port), timeout=5)
+
+    plain = connect()  # a valid-length frame, as an --insecure worker would send
+    plain.sendall(struct.pack("<I", 40) + b"\0" * 36)
+    stranger = connect()
+    stranger.sendall(initiator_hello(99, os.urandom(16)))
+    impostor = connect()
+    nonce = os.urandom(16)
+    impostor.sendall(initiator_hello(2, nonce))
+    reply = recv_exact(impostor, 64)
+    check(reply[:16] == b"EDGA" + bytes([1, 2, 0, 0]) + struct.pack("<II", 2, 0),
+          "unexpected responder hello %s" % reply[:16].hex())
+    check(reply[32:] == auth_key(cluster.keys[2], 3, 2, nonce, reply[16:32]),
+          "the server's confirmation does not follow the documented key schedule")
+    wrong = auth_key(os.urandom(32), 1, 2, nonce, reply[16:32])
+    payload = b"\0" * 40
+    header = struct.pack("<IIQ", len(payload), 2, 0)
+    impostor.sendall(header + payload + hmac.new(wrong, header + payload, hashlib.sha256).digest())
+    for sock, what in ((plain, "plain-frame"), (stranger, "unknown-device"),
+                       (impostor, "wrong-key")):
+        check(closed_by_server(sock, 5), "the server kept the %s connection open" % what)
+        sock.close()
+
+    deadline = time.time() + 30
+    while proxy.connections < 4:
+        check(server.poll() is None, "the run ended before worker 1 reconnected through all "
+                                     "attacks (%d connections): lengthen it" % proxy.connections)
+        check(time.time() < deadline, "worker 1 did not reconnect after the attacks")
+        time.sleep(0.05)
+    rows_after_attacks = cluster.rows("server.csv")
+    check(server.poll() is None and rows_after_attacks < 150,
+          "the run ended before the attacks were over: lengthen it")
+    cluster.wait(server)
+    for worker in workers.values():
+        cluster.wait(worker, timeout=20)
+    summary = cluster.summary("server.json")
+    check(summary["final"]["round"] == 150, "the run did not complete")
+    rejected = summary["network"]["auth_rejected"]
+    check(rejected >= 6, "only %d authentication rejections counted (expected 6)" % rejected)
+    with open(cluster.path("server.log")) as f:
+        log = f.read()
+    for reason in ("replayed or out of sequence", "bad tag", "unknown device", "malformed"):
+        check("(%s): closing" % reason in log, "no log line for a %s rejection" % reason)
+    print("%d rejections counted; worker 1 connected %d times; attacks over by round %d of 150" %
+          (rejected, proxy.connections, rows_after_attacks))
 
 
 def slow_worker(cluster):
@@ -375,6 +546,7 @@ SCENARIOS = {
     "kill_worker": kill_worker,
     "server_resume": server_resume,
     "hostile_clients": hostile_clients,
+    "auth_attacks": auth_attacks,
     "slow_worker": slow_worker,
     "gossip_ring": gossip_ring,
     "gossip_peer_killed": gossip_peer_killed,

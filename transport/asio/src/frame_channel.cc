@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "edgesgd/core/check.h"
 #include "edgesgd/platform/log.h"
+#include "edgesgd/platform/random_bytes.h"
 #include "edgesgd/wire/frame_decoder.h"
 
 namespace edgesgd::tcp::internal {
@@ -21,6 +23,7 @@ const char* CloseReasonName(CloseReason reason) {
     case CloseReason::kQueueOverflow: return "send queue full (peer not reading)";
     case CloseReason::kReplaced: return "replaced by a newer connection of the same peer";
     case CloseReason::kShutdown: return "shutting down";
+    case CloseReason::kUnauthenticated: return "authentication failed";
   }
   return "closed";
 }
@@ -37,7 +40,14 @@ FrameChannel::FrameChannel(asio::io_context& io, ChannelEvents& events,
       options_(options),
       counters_(counters),
       receive_words_(kInitialReceiveBytes / sizeof(std::uint64_t)),
-      slots_(std::max<std::size_t>(options.send_queue_frames, 1)) {}
+      slots_(std::max<std::size_t>(options.send_queue_frames, 1)) {
+  if (authenticating()) {
+    // The digest states are allocated here, once per channel; connections reuse them.
+    const std::size_t max_payload =
+        std::clamp<std::size_t>(options.max_frame_bytes, 1, wire::kMaxFrameBytes);
+    EDGESGD_CHECK(auth_.Init(max_payload).ok());
+  }
+}
 
 void FrameChannel::BeginAccepted() {
   state_ = State::kOpen;
@@ -74,17 +84,93 @@ void FrameChannel::Opened() {
   received_ = 0;
   expected_ = wire::kFramePrefixBytes;
   reading_body_ = false;
+  if (authenticating() && !StartHandshake()) return;
   ReadMore();
+}
+
+bool FrameChannel::StartHandshake() {
+  auth_.Reset();
+  expected_ = dialled ? auth::kResponderHelloBytes : auth::kInitiatorHelloBytes;
+  if (!dialled) return true;  // the responder speaks second
+  std::array<std::byte, auth::kNonceBytes> nonce;
+  if (!platform::FillRandomBytes(nonce).ok()) {
+    platform::Log(platform::LogLevel::kError, "%s: no random bytes for a nonce: closing",
+                  options_.log_name);
+    Close(CloseReason::kUnauthenticated);
+    return false;
+  }
+  if (!auth_
+           .StartInitiator(*options_.auth_keys, options_.auth_device, nonce,
+                           std::span(hello_out_).first<auth::kInitiatorHelloBytes>())
+           .ok()) {
+    platform::Log(platform::LogLevel::kError, "%s: no key for device %u: closing",
+                  options_.log_name, options_.auth_device);
+    Close(CloseReason::kUnauthenticated);
+    return false;
+  }
+  WriteHello(auth::kInitiatorHelloBytes);
+  return true;
+}
+
+bool FrameChannel::OnHello() {
+  const std::span<const std::byte> hello(receive_bytes(), received_);
+  if (dialled) {
+    if (!auth_.AcceptResponderHello(hello).ok()) return RejectUnauthenticated("hello");
+  } else {
+    std::array<std::byte, auth::kNonceBytes> nonce;
+    if (!platform::FillRandomBytes(nonce).ok()) {
+      platform::Log(platform::LogLevel::kError, "%s: no random bytes for a nonce: closing",
+                    options_.log_name);
+      Close(CloseReason::kUnauthenticated);
+      return false;
+    }
+    if (!auth_.StartResponder(*options_.auth_keys, hello, nonce, hello_out_).ok()) {
+      return RejectUnauthenticated("hello");
+    }
+    WriteHello(auth::kResponderHelloBytes);
+  }
+  received_ = 0;
+  expected_ = auth::kRecordHeaderBytes;
+  if (queued_ > 0 && !writing_) WriteFront();
+  return true;
+}
+
+void FrameChannel::WriteHello(std::size_t bytes) {
+  writing_ = true;
+  write_started_ = events_.ChannelNow();
+  ++pending_;
+  asio::async_write(socket_, asio::buffer(hello_out_.data(), bytes),
+                    [this](const asio::error_code& error, std::size_t written) {
+                      --pending_;
+                      writing_ = false;
+                      if (state_ != State::kOpen) return;
+                      if (error) {
+                        Close(CloseReason::kEndOfStream);
+                        return;
+                      }
+                      counters_.bytes_sent += written;
+                      if (queued_ > 0) WriteFront();
+                    });
+}
+
+bool FrameChannel::RejectUnauthenticated(const char* what) {
+  ++counters_.auth_rejected;
+  const std::uint32_t device = bound ? peer : auth_.device();
+  platform::Log(platform::LogLevel::kWarning, "%s: %s from %s %u rejected (%s): closing",
+                options_.log_name, what, bound ? "peer" : "device",
+                device == auth::kNoDevice ? 0u : device,
+                auth::RejectReasonName(auth_.last_reject()));
+  Close(CloseReason::kUnauthenticated);
+  return false;
 }
 
 void FrameChannel::ReadMore() {
   ++pending_;
-  socket_.async_read_some(
-      asio::buffer(receive_bytes() + received_, expected_ - received_),
-      [this](const asio::error_code& error, std::size_t bytes) {
-        --pending_;
-        OnRead(error, bytes);
-      });
+  socket_.async_read_some(asio::buffer(receive_bytes() + received_, expected_ - received_),
+                          [this](const asio::error_code& error, std::size_t bytes) {
+                            --pending_;
+                            OnRead(error, bytes);
+                          });
 }
 
 void FrameChannel::OnRead(const asio::error_code& error, std::size_t bytes) {
@@ -100,9 +186,19 @@ void FrameChannel::OnRead(const asio::error_code& error, std::size_t bytes) {
     ReadMore();
     return;
   }
+  if (authenticating() && !auth_.established()) {
+    if (OnHello()) ReadMore();
+    return;
+  }
   if (!reading_body_) {
-    const Result<std::size_t> length = wire::ReadFrameLength(
-        std::span<const std::byte>(receive_bytes(), received_), options_.max_frame_bytes);
+    const std::span<const std::byte> prefix(receive_bytes(), received_);
+    const Result<std::size_t> length =
+        authenticating() ? auth_.ReadRecordLength(prefix)
+                         : wire::ReadFrameLength(prefix, options_.max_frame_bytes);
+    if (length.status() == Status::Unauthenticated()) {
+      RejectUnauthenticated("record");
+      return;
+    }
     if (!length.ok()) {
       const bool oversized = length.status().code() == StatusCode::kOutOfRange;
       std::uint32_t announced = 0;
@@ -130,7 +226,7 @@ void FrameChannel::OnRead(const asio::error_code& error, std::size_t bytes) {
   }
   const std::size_t length = expected_;
   received_ = 0;
-  expected_ = wire::kFramePrefixBytes;
+  expected_ = authenticating() ? auth::kRecordHeaderBytes : wire::kFramePrefixBytes;
   reading_body_ = false;
   heard_ = true;
   ++counters_.frames_received;
@@ -140,20 +236,47 @@ void FrameChannel::OnRead(const asio::error_code& error, std::size_t bytes) {
 }
 
 void FrameChannel::DeliverFrame(std::span<const std::byte> frame) {
+  if (authenticating()) {
+    const Result<std::span<const std::byte>> payload = auth_.Open(frame);
+    if (!payload.ok()) {
+      RejectUnauthenticated("record");
+      return;
+    }
+    frame = payload.value();  // 8-byte aligned: the record header is 16 bytes
+  }
   events_.OnChannelFrame(*this, frame);
 }
 
 bool FrameChannel::Send(std::span<const std::byte> frame) {
   if (queued_ == slots_.size()) return false;
   std::vector<std::byte>& slot = slots_[(head_ + queued_) % slots_.size()];
-  slot.resize(frame.size());  // within capacity after warm-up
-  std::memcpy(slot.data(), frame.data(), frame.size());
+  if (authenticating()) {
+    slot.resize(auth::RecordBytes(frame.size()));  // within capacity after warm-up
+    std::memcpy(slot.data() + auth::kRecordHeaderBytes, frame.data(), frame.size());
+  } else {
+    slot.resize(frame.size());
+    std::memcpy(slot.data(), frame.data(), frame.size());
+  }
   ++queued_;
   if (state_ == State::kOpen && !writing_) WriteFront();
   return true;
 }
 
 void FrameChannel::WriteFront() {
+  if (authenticating()) {
+    if (!auth_.established()) return;  // written once the hellos are done
+    const std::span<std::byte> record(slots_[head_]);
+    const Result<std::span<const std::byte>> sealed = auth_.Seal(
+        record.subspan(auth::kRecordHeaderBytes, record.size() - auth::kRecordOverheadBytes),
+        record);
+    if (!sealed.ok()) {  // the connection used up its sequence numbers: start a new one
+      platform::Log(platform::LogLevel::kWarning,
+                    "%s: cannot seal a frame for peer %u (%s): closing", options_.log_name, peer,
+                    sealed.status().str());
+      Close(CloseReason::kUnauthenticated);
+      return;
+    }
+  }
   writing_ = true;
   write_started_ = events_.ChannelNow();
   ++pending_;
@@ -191,6 +314,7 @@ void FrameChannel::Close(CloseReason reason, bool silent) {
   if (!dialled) queued_ = 0;
   writing_ = false;
   received_ = 0;
+  auth_.Reset();  // this connection's keys are of no further use
   if (was_open) ++counters_.disconnects;
   if (!silent) events_.OnChannelClosed(*this, reason);
 }
@@ -213,7 +337,8 @@ void FrameChannel::CheckDeadlines(TimeNs now) {
     Close(CloseReason::kHelloTimeout);
     return;
   }
-  if (!dialled && options_.idle_timeout_ns != kNever && now - last_read_ > options_.idle_timeout_ns) {
+  if (!dialled && options_.idle_timeout_ns != kNever &&
+      now - last_read_ > options_.idle_timeout_ns) {
     ++counters_.idle_timeouts;
     Close(CloseReason::kIdleTimeout);
     return;

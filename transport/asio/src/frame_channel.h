@@ -4,13 +4,16 @@
 // from and writes frames to a socket. Everything between the socket and a complete frame —
 // the length prefix and its limit, the aligned receive buffer, the bounded send queue, the
 // write and idle deadlines — lives here; the driver sees whole frames in, whole frames out.
-// A per-frame transform (e.g. authentication: a tag appended on send, checked and stripped on
-// receive) belongs in exactly two places: FrameChannel::Send (outgoing bytes) and
-// FrameChannel::DeliverFrame (incoming bytes).
+// Frame authentication (edgesgd/auth, on when DriverOptions::auth_keys is set) lives here too:
+// the hellos when a connection opens, records sealed in WriteFront (not in Send: a dialled
+// peer's queue outlives its connection, and each connection has its own keys and sequence
+// numbers) and opened in DeliverFrame; the driver only checks that an accepted connection's
+// first frame names the device it authenticated as.
 //
 // Lifetime: Asio handlers refer to the channel, so a channel object lives as long as the
 // driver; after Close() it can be reused once pending_operations() is 0.
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -18,6 +21,7 @@
 
 #include "edgesgd/asio/asio.h"
 #include "edgesgd/asio/session_driver.h"
+#include "edgesgd/auth/connection_auth.h"
 
 namespace edgesgd::tcp::internal {
 
@@ -33,6 +37,8 @@ enum class CloseReason : std::uint8_t {
   kQueueOverflow,
   kReplaced,     // a newer connection of the same peer took over
   kShutdown,     // the driver is stopping
+  // A hello or record failed authentication (DriverOptions::auth_keys).
+  kUnauthenticated,
 };
 const char* CloseReasonName(CloseReason reason);
 
@@ -90,6 +96,11 @@ class FrameChannel {
   std::size_t queued_frames() const { return queued_; }
   bool queue_full() const { return queued_ == slots_.size(); }
   std::uint32_t pending_operations() const { return pending_; }
+  // The device an authenticated connection's hellos named (auth::kNoDevice before, or without
+  // DriverOptions::auth_keys).
+  std::uint32_t authenticated_device() const {
+    return auth_.established() ? auth_.device() : auth::kNoDevice;
+  }
 
   // Driver bookkeeping: which peer the connection belongs to.
   PeerId peer = 0;
@@ -105,6 +116,14 @@ class FrameChannel {
   void ReadMore();
   void OnRead(const asio::error_code& error, std::size_t bytes);
   void DeliverFrame(std::span<const std::byte> frame);
+  // Authentication (when DriverOptions::auth_keys is set): every connection opens with the
+  // hellos (the dialling side is the initiator), then each frame travels as a record, sealed
+  // when it is written and opened before it is delivered. False after closing the connection.
+  bool authenticating() const { return options_.auth_keys != nullptr; }
+  bool StartHandshake();
+  bool OnHello();
+  void WriteHello(std::size_t bytes);
+  bool RejectUnauthenticated(const char* what);
   void WriteFront();
   void OnWritten(const asio::error_code& error, std::size_t bytes);
   std::byte* receive_bytes() { return reinterpret_cast<std::byte*>(receive_words_.data()); }
@@ -124,7 +143,10 @@ class FrameChannel {
   TimeNs last_read_ = 0;
   bool heard_ = false;  // a frame has arrived (the hello deadline no longer applies)
 
-  // Send: a ring of frame copies.
+  auth::ConnectionAuth auth_;
+  std::array<std::byte, auth::kResponderHelloBytes> hello_out_{};
+
+  // Send: a ring of frame copies (with room for the record header and tag when authenticating).
   std::vector<std::vector<std::byte>> slots_;
   std::size_t head_ = 0;
   std::size_t queued_ = 0;

@@ -323,6 +323,15 @@ bool SessionDriver::Impl::Bind(FrameChannel& channel, std::span<const std::byte>
     channel.Close(CloseReason::kUnidentified);
     return false;
   }
+  if (options_.auth_keys != nullptr && sender != channel.authenticated_device()) {
+    // A key holder claiming another device's id: its key vouches for itself only.
+    ++counters_.unidentified;
+    ++counters_.auth_rejected;
+    Log(LogLevel::kWarning, "%s: device %u sent a frame as peer %u: closing", options_.log_name,
+        channel.authenticated_device(), sender);
+    channel.Close(CloseReason::kUnauthenticated);
+    return false;
+  }
   for (const std::unique_ptr<FrameChannel>& other : channels_) {
     if (other.get() != &channel && !other->dialled && other->bound && other->peer == sender &&
         !other->closed()) {

@@ -207,9 +207,9 @@ Status ConnectionAuth::StartResponder(const KeyRing& keys,
   const std::uint32_t device =
       ParseHelloPrefix(initiator_hello, kInitiatorHelloBytes, kInitiatorHelloKind);
   if (device == kNoDevice) return Reject(RejectReason::kMalformed, Status::DataLoss());
+  device_ = device;  // named in rejection reports even when it has no key
   const DeviceKey* key = keys.Find(device);
   if (key == nullptr) return Reject(RejectReason::kUnknownDevice, Status::Unauthenticated());
-  device_ = device;
   const auto peer_nonce = initiator_hello.subspan(kHelloPrefixBytes, kNonceBytes);
   std::copy(peer_nonce.begin(), peer_nonce.end(), initiator_nonce_.begin());
   std::copy(nonce.begin(), nonce.end(), responder_nonce_.begin());
@@ -228,7 +228,8 @@ Status ConnectionAuth::StartResponder(const KeyRing& keys,
 Result<std::span<const std::byte>> ConnectionAuth::Seal(std::span<const std::byte> payload,
                                                         std::span<std::byte> record_storage) {
   if (state_ != State::kEstablished) return Status::FailedPrecondition();
-  if (payload.size() > max_payload_bytes_) return Status::OutOfRange();
+  // The connection's limit is on what it receives: what it sends is the peer's to judge.
+  if (payload.size() > kMaxRecordPayloadBytes) return Status::OutOfRange();
   const std::size_t record_bytes = RecordBytes(payload.size());
   if (record_storage.size() < record_bytes || send_exhausted_) {
     return Status::ResourceExhausted();

@@ -41,6 +41,7 @@
 #include <string_view>
 #include <vector>
 
+#include "edgesgd/auth/key_ring.h"
 #include "edgesgd/protocol/session.h"
 #include "edgesgd/wire/wire_format.h"
 
@@ -91,6 +92,14 @@ struct DriverOptions {
   std::uint64_t seed = 0;  // jitter of reconnect delays
   bool handle_signals = true;  // SIGINT/SIGTERM make Run return kSignal
   const char* log_name = "tcp";  // prefix of log lines
+  // Frame authentication (edgesgd/auth/connection_auth.h). When set, every connection opens with
+  // the authentication hellos and every frame travels as an HMAC-SHA256 record; a hello or
+  // record that fails is counted (auth_rejected), logged and its connection closed. Dialled
+  // connections authenticate as `auth_device` (this node's peer id; its key must be in the
+  // ring); an accepted connection authenticates as the device its hello names, which its first
+  // frame must then name as sender. Null: plain frames. The ring must outlive the driver.
+  const auth::KeyRing* auth_keys = nullptr;
+  std::uint32_t auth_device = 0;
 };
 
 struct DriverCounters {
@@ -107,6 +116,8 @@ struct DriverCounters {
   std::uint64_t idle_timeouts = 0;
   std::uint64_t write_timeouts = 0;
   std::uint64_t queue_overflows = 0;     // a connected peer's queue was full: disconnected
+  std::uint64_t auth_rejected = 0;       // hellos/records failing authentication: bad tag,
+                                         // replay, unknown device, a sender not its device
   std::uint64_t frames_unroutable = 0;   // no connection to the peer, or queue full while down
   std::uint64_t frames_received = 0;
   std::uint64_t bytes_received = 0;

@@ -90,8 +90,9 @@ class ConnectionAuth {
   ConnectionAuth(ConnectionAuth&&) noexcept = default;
   ConnectionAuth& operator=(ConnectionAuth&&) noexcept = default;
 
-  // Allocates the digest states and sets the largest payload a record may carry (size the
-  // driver's buffers with RecordBytes(max_payload_bytes)). Once per object.
+  // Allocates the digest states and sets the largest payload a received record may carry (size
+  // receive buffers with RecordBytes(max_payload_bytes)); what this side sends is limited by
+  // the peer's own setting instead. Once per object.
   // Errors: kInvalidArgument if max_payload_bytes is 0 or above kMaxRecordPayloadBytes;
   // kFailedPrecondition on a second call; kResourceExhausted/kInternal from HmacSha256::Init.
   Status Init(std::size_t max_payload_bytes);
@@ -121,8 +122,8 @@ class ConnectionAuth {
   // Seals `payload` into `record_storage` and returns the record (its first
   // RecordBytes(payload.size()) bytes). The payload is copied to offset kRecordHeaderBytes
   // unless it is already there (build frames in place to avoid the copy). Does not allocate.
-  // Errors: kFailedPrecondition unless established; kOutOfRange if the payload exceeds the
-  // limit; kResourceExhausted if `record_storage` is too small or the send sequence is used up
+  // Errors: kFailedPrecondition unless established; kOutOfRange if the payload exceeds
+  // kMaxRecordPayloadBytes; kResourceExhausted if `record_storage` is too small or the send sequence is used up
   // (reconnect); kInternal if mbed TLS fails.
   Result<std::span<const std::byte>> Seal(std::span<const std::byte> payload,
                                           std::span<std::byte> record_storage);
@@ -142,9 +143,14 @@ class ConnectionAuth {
   // kFailedPrecondition unless established.
   Result<std::span<const std::byte>> Open(std::span<const std::byte> record);
 
+  // Ends the current connection: zeroizes its keys and nonces; established() is false until the
+  // next Start...(). Keeps Init's state and the stats.
+  void Reset() { ResetConnection(); }
+
   bool established() const { return state_ == State::kEstablished; }
   bool rejected() const { return state_ == State::kRejected; }
   AuthRole role() const { return role_; }
+  // The device the connection authenticates as (the one its hello named), or kNoDevice.
   std::uint32_t device() const { return device_; }
   std::size_t max_payload_bytes() const { return max_payload_bytes_; }
   // The reason of the rejection that ended this connection (kNone if none).
