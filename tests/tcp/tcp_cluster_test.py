@@ -399,8 +399,8 @@ class AttackProxy:
 def auth_attacks(cluster):
     """Authenticated frames under attack while a run goes on: a replayed record, a record with a
     flipped bit and a record replayed from an earlier connection (a proxy in front of worker 1),
-    a client speaking plain frames, a hello for an unknown device and a client with the wrong
-    key. Each is rejected, counted and logged and its connection closed; worker 1 reconnects
+    a client speaking plain frames, a hello for an unknown device, a client with the wrong key
+    and one announcing a 4 GiB record. Each is rejected, counted and logged and its connection closed; worker 1 reconnects
     and the run completes. The client side also checks the server's hello against the key
     schedule as documented."""
     server, port = cluster.start_server(
@@ -432,8 +432,12 @@ def auth_attacks(cluster):
     payload = b"\0" * 40
     header = struct.pack("<IIQ", len(payload), 2, 0)
     impostor.sendall(header + payload + hmac.new(wrong, header + payload, hashlib.sha256).digest())
+    oversized = connect()  # a 4 GiB record announced right after the hellos
+    oversized.sendall(initiator_hello(3, os.urandom(16)))
+    recv_exact(oversized, 64)
+    oversized.sendall(struct.pack("<IIQ", 0xFFFFFFF0, 3, 0))
     for sock, what in ((plain, "plain-frame"), (stranger, "unknown-device"),
-                       (impostor, "wrong-key")):
+                       (impostor, "wrong-key"), (oversized, "oversized-record")):
         check(closed_by_server(sock, 5), "the server kept the %s connection open" % what)
         sock.close()
 
@@ -453,6 +457,7 @@ def auth_attacks(cluster):
     check(summary["final"]["round"] == 150, "the run did not complete")
     rejected = summary["network"]["auth_rejected"]
     check(rejected >= 6, "only %d authentication rejections counted (expected 6)" % rejected)
+    check(summary["network"]["oversized_frames"] >= 1, "the oversized record was not counted")
     with open(cluster.path("server.log")) as f:
         log = f.read()
     for reason in ("replayed or out of sequence", "bad tag", "unknown device", "malformed"):
