@@ -3,14 +3,18 @@
 # that repeated runs are quick and need no network. Run as root.
 #   cmake/install-debian-deps.sh host          build + test on this machine
 #   cmake/install-debian-deps.sh host cross    also ARM Linux and Cortex-M cross builds
+# A package named `name:arch` is a Debian multiarch package for another architecture (the ARM
+# Linux cross builds link libraries from /usr/lib/<triple>); its architecture is added to dpkg
+# first if it is not there yet.
 set -euo pipefail
 
 declare -A groups=(
   [host]="cmake ninja-build g++ make libeigen3-dev googletest libcli11-dev zlib1g-dev
-          libflatbuffers-dev flatbuffers-compiler
+          libflatbuffers-dev flatbuffers-compiler libasio-dev libmbedtls-dev
           dataset-fashion-mnist python3-matplotlib binutils"
   [cross]="g++-aarch64-linux-gnu g++-arm-linux-gnueabihf qemu-user gcc-arm-none-eabi
-           libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib qemu-system-arm"
+           libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib qemu-system-arm
+           libmbedtls-dev:arm64 libmbedtls-dev:armhf"
 )
 
 wanted=()
@@ -38,6 +42,21 @@ if [[ $(id -u) -ne 0 ]]; then
 fi
 echo "install-debian-deps: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
+for package in "${missing[@]}"; do
+  if [[ $package == *:* ]]; then
+    architecture=${package##*:}
+    if [[ $architecture != "$(dpkg --print-architecture)" ]] &&
+       ! dpkg --print-foreign-architectures | grep -qx "$architecture"; then
+      echo "install-debian-deps: adding architecture $architecture" >&2
+      dpkg --add-architecture "$architecture"
+    fi
+  fi
+done
+# A mirror caught mid-sync can fail one index (seen for a foreign architecture's security
+# updates) while the others refresh; the install below then still finds every package or names
+# the one it cannot.
+if ! apt-get update -qq; then
+  echo "install-debian-deps: apt-get update reported errors; installing from the indexes it has" >&2
+fi
 # --no-install-recommends keeps qemu-system-arm to a few packages instead of a desktop stack.
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

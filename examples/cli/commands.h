@@ -9,5 +9,9 @@ namespace edgesgd::cli {
 void AddBenchCommand(CLI::App& app, int& exit_code);
 void AddTrainCommand(CLI::App& app, int& exit_code);
 void AddSimulateCommand(CLI::App& app, int& exit_code);
+// Over TCP (transport/asio).
+void AddServerCommand(CLI::App& app, int& exit_code);
+void AddWorkerCommand(CLI::App& app, int& exit_code);
+void AddPeerCommand(CLI::App& app, int& exit_code);
 
 }  // namespace edgesgd::cli

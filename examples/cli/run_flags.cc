@@ -1,0 +1,440 @@
+#include "cli/run_flags.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "edgesgd/core/codec_dispatch.h"
+#include "edgesgd/core/error_feedback.h"
+#include "edgesgd/protocol/worker_session.h"
+
+namespace edgesgd::cli {
+
+void AddDataFlags(CLI::App& command, RunFlags& o) {
+  command.add_option("--task", o.task,
+                     "linreg (experiment A), logreg-toy (B), quadratic-noise (C), softmax, mlp")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"linreg", "logreg-toy", "quadratic-noise", "softmax", "mlp"}));
+  command.add_option("--data", o.data,
+                     "softmax/mlp data: fashion-mnist (Debian's dataset-fashion-mnist) or "
+                     "synthetic (a 10-class Gaussian mixture)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"synthetic", "fashion-mnist"}));
+  command.add_option("--split", o.split,
+                     "How softmax/mlp data is split: iid, sorted (by label, unshuffled) or "
+                     "dirichlet:ALPHA")
+      ->capture_default_str();
+  command.add_option("--dim", o.dim, "Synthetic tasks: model dimension / features")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{1}, std::size_t{10000000}));
+  command.add_option("--samples", o.samples, "Synthetic tasks: samples per worker")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{1}, std::size_t{10000000}));
+  command.add_option("--hidden", o.hidden, "MLP hidden units")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{1}, std::size_t{65536}));
+  command.add_option("--train-limit", o.train_limit,
+                     "Fashion-MNIST: use the first N training images (0 = all 60000)")
+      ->capture_default_str();
+}
+
+void AddSeedFlag(CLI::App& command, RunFlags& o) {
+  command.add_option("--seed", o.seed, "Seed of data, model, codecs and network faults")
+      ->capture_default_str();
+}
+
+void AddTrainingFlags(CLI::App& command, RunFlags& o, const char* deadline_help) {
+  command.add_option("--workers", o.workers, "Number of worker devices")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{1}, std::size_t{protocol::kMaxWorkers}));
+  command.add_option("--rounds", o.rounds, "Training rounds")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 100000000u));
+  command.add_option("--lr", o.lr, "Learning rate (workers' step size)")->capture_default_str();
+  command.add_option("--momentum", o.momentum,
+                     "Momentum beta of --optimizer momentum and signum, in [0, 1)")
+      ->capture_default_str();
+  command.add_option("--weight-decay", o.weight_decay, "L2 weight decay")->capture_default_str();
+  command.add_option("--batch", o.batch, "Samples per local step (0 = the whole local shard)")
+      ->capture_default_str();
+  command.add_option("--local-steps", o.local_steps,
+                     "H local steps per round; the model delta is then sent (H = 1 sends "
+                     "gradients)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 100000u));
+  command.add_option("--participation", o.participation,
+                     "Fraction of live workers sampled each round, in (0, 1]")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-6f, 1.0f));
+  command.add_option("--codec", o.codec,
+                     "Uplink compressor (reg_top_k: Top-k regularised by the last aggregate, "
+                     "see --mu)")
+      ->capture_default_str()
+      ->check(CLI::IsMember(
+          {"identity", "top_k", "rand_k", "random_block", "sign", "qsgd", "reg_top_k"}));
+  AddCodecParameterFlags(command, o.codec_flags);
+  AddQuantScheduleFlags(command, o.quant_flags);
+  RunFlags* flags = &o;
+  command.add_option("--feedback", o.feedback,
+                     "Error feedback of --aggregate mean: none, ef, def (see --detach), saef, "
+                     "or defa (DEF training, de-averaged x - mean e read-out)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"none", "ef", "def", "saef", "defa"}))
+      ->each([flags](const std::string&) { flags->feedback_given = true; });
+  command.add_option("--detach", o.detach, "DEF detach coefficient c in [0, 1]")
+      ->capture_default_str();
+  command.add_option("--optimizer", o.optimizer,
+                     "sgd or momentum (heavy ball on the workers, with error feedback), or "
+                     "signum (with --aggregate majority)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"sgd", "momentum", "signum"}));
+  command.add_option("--aggregate", o.aggregate,
+                     "Server aggregation: mean of decoded updates, or majority vote of signs")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"mean", "majority"}));
+  command.add_option("--downlink", o.downlink,
+                     "What the server broadcasts: the model, or the compressed aggregate "
+                     "(identity, rand_k, random_block, or the majority vote)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"model", "aggregate"}));
+  command.add_option("--tie", o.tie, "Majority vote: how a tie (even workers) resolves")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"positive", "negative"}));
+  command.add_option("--quorum", o.quorum,
+                     "Updates a round needs once its deadline passed (0 = 1)")
+      ->capture_default_str();
+  command.add_option("--round-deadline-s", o.round_deadline_s, deadline_help)
+      ->capture_default_str()
+      ->check(CLI::Range(1e-6, 1e9));
+}
+
+void AddOutputFlags(CLI::App& command, RunFlags& o) {
+  command.add_option("--eval-every", o.eval_every,
+                     "Rounds between evaluations (loss/accuracy cells are empty in between)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 100000000u));
+  command.add_option("--metrics", o.metrics, "Write one CSV row per round to FILE.csv");
+  command.add_option("--summary", o.summary,
+                     "Write the final row, memory plan and fault counters to FILE.json");
+  command.add_option("--model-out", o.model_out,
+                     "Write the final model to FILE as raw little-endian float32 values");
+  command.add_flag("--quiet", o.quiet, "No progress on stderr");
+}
+
+bool SaveModel(const RunFlags& o, std::span<const float> model, std::string& error) {
+  if (o.model_out.empty()) return true;
+  std::FILE* file = std::fopen(o.model_out.c_str(), "wb");
+  if (file == nullptr) {
+    error = "cannot write --model-out " + o.model_out + ": " + std::strerror(errno);
+    return false;
+  }
+  const bool written = std::fwrite(model.data(), sizeof(float), model.size(), file) == model.size();
+  if (std::fclose(file) != 0 || !written) {
+    error = "cannot write --model-out " + o.model_out;
+    return false;
+  }
+  return true;
+}
+
+void AddGossipFlags(CLI::App& command, RunFlags& o) {
+  RunFlags* flags = &o;
+  const auto gossip_given = [flags](const std::string&) { flags->gossip_flags_given = true; };
+  command.add_option("--gossip", o.gossip,
+                     "Gossip algorithm: dpsgd (mix, then a gradient step), gt (gradient "
+                     "tracking: model and tracker exchanged each round) or detag (gradient "
+                     "tracking with accelerated gossip over R steps per round)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"dpsgd", "gt", "detag"}))
+      ->each(gossip_given);
+  command.add_option("--topology", o.topology,
+                     "Gossip graph: ring, torus (or torus:RxC), complete, star (peer 1 the hub), "
+                     "exponential (peers 2^k apart), random-regular:K[:SEED] (connected, "
+                     "degree K; SEED defaults to --seed) or file:PATH (an edge list: one `I J` "
+                     "pair of peer ids 1..n per line, # comments; each edge once or both ways)")
+      ->capture_default_str()
+      ->each(gossip_given);
+  command.add_option("--gossip-weights", o.gossip_weights,
+                     "Mixing matrix: metropolis (W_ij = 1/(1 + max(deg i, deg j))) or uniform "
+                     "(1/(1 + max degree) on every edge: 1/3 on a ring)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"metropolis", "uniform"}))
+      ->each(gossip_given);
+  command.add_option("--gossip-rounds", o.gossip_rounds,
+                     "DeTAG: accelerated gossip steps R per round; 0 = the recipe "
+                     "max(1, floor(0.5 ln(n) / sqrt(1 - lambda)))")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, protocol::kMaxGossipSteps))
+      ->each(gossip_given);
+  command.add_option("--phase-batches", o.phase_batches,
+                     "Gossip: gradient mini-batches (of --batch samples each) averaged into "
+                     "every round's gradient (DeTAG's phase batch is B = this x --batch)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, protocol::kMaxPhaseBatches))
+      ->each(gossip_given);
+}
+
+std::string CheckGossipConsistency(const RunFlags& o) {
+  if (o.gossip_rounds != 0 && o.gossip != "detag") {
+    return "--gossip-rounds sets DeTAG's gossip steps per round: it needs --gossip detag "
+           "(dpsgd and gt take one)";
+  }
+  return "";
+}
+
+bool BuildGossipPlan(const RunFlags& o, std::size_t peers, GossipPlan& plan, std::string& error) {
+  const auto n = static_cast<std::uint32_t>(peers);
+  if (!MakeGossipTopology(o.topology, n, o.seed, plan.graph, error)) return false;
+  const protocol::Topology topology = plan.graph.view();
+  plan.rule = o.gossip_weights == "uniform" ? protocol::MixingRule::kMaxDegree
+                                            : protocol::MixingRule::kMetropolisHastings;
+  // The spectrum of W, once: lambda sets DeTAG's eta_g and R and is reported.
+  std::vector<std::byte> scratch(protocol::SpectrumScratchBytes(topology));
+  if (const protocol::ConfigCheck check =
+          protocol::ComputeMixingSpectrum(topology, plan.rule, scratch, plan.spectrum);
+      !check.ok()) {
+    error = "--topology " + o.topology + ": " + check.reason;
+    return false;
+  }
+  plan.algorithm = o.gossip == "gt"      ? protocol::GossipAlgorithm::kGradientTracking
+                   : o.gossip == "detag" ? protocol::GossipAlgorithm::kDetag
+                                         : protocol::GossipAlgorithm::kDpsgd;
+  const bool detag = plan.algorithm == protocol::GossipAlgorithm::kDetag;
+  plan.steps = !detag ? 1
+                      : (o.gossip_rounds != 0 ? o.gossip_rounds
+                                              : protocol::DetagGossipSteps(n, plan.spectrum.lambda));
+  plan.eta = detag ? protocol::AcceleratedGossipRate(plan.spectrum.lambda) : 0.0f;
+  return true;
+}
+
+void PrintGossipPlan(const char* command, const RunFlags& o, const GossipPlan& plan) {
+  std::fprintf(stderr,
+               "edgesgd %s: gossip %s on a %s, %s weights: lambda %.6f, spectral gap %.6f, eta_g "
+               "%.4f, R %u exchange step%s per round, B %u gradient call%s per round\n",
+               command, protocol::GossipAlgorithmName(plan.algorithm),
+               plan.graph.description.c_str(), o.gossip_weights.c_str(), plan.spectrum.lambda,
+               plan.spectrum.spectral_gap, static_cast<double>(plan.eta), plan.steps,
+               plan.steps == 1 ? "" : "s", o.phase_batches, o.phase_batches == 1 ? "" : "s");
+}
+
+void WriteGossipPlanFields(SummaryWriter& summary, const RunFlags& o, const GossipPlan& plan) {
+  summary.Field("algorithm", protocol::GossipAlgorithmName(plan.algorithm));
+  summary.Field("graph", plan.graph.description);
+  summary.Field("weights", o.gossip_weights);
+  summary.Field("lambda", plan.spectrum.lambda);
+  summary.Field("spectral_gap", plan.spectrum.spectral_gap);
+  summary.Field("eta_g", static_cast<double>(plan.eta));
+  summary.Field("gossip_steps", plan.steps);
+  summary.Field("phase_batches", o.phase_batches);
+  summary.Field("max_degree", protocol::MaxDegree(plan.graph.view()));
+}
+
+protocol::GossipConfig BuildGossipConfig(const RunFlags& o, const Task& task,
+                                         const GossipPlan& plan, protocol::PeerId id) {
+  protocol::GossipConfig config;
+  config.algorithm = plan.algorithm;
+  config.mixing = protocol::MakeMixingRow(plan.graph.view(), plan.rule, id).value();
+  config.layout = task.layout();
+  config.rounds = o.rounds;
+  config.learning_rate = o.lr;
+  config.seed = o.seed;
+  config.neighbour_deadline_ns = static_cast<protocol::TimeNs>(o.round_deadline_s * 1e9);
+  config.gossip_steps = plan.steps;
+  config.accel = plan.eta;
+  config.phase_batches = o.phase_batches;
+  return config;
+}
+
+std::string CheckRunConsistency(const RunFlags& o) {
+  const bool majority = o.aggregate == "majority";
+  if (majority && o.codec != "sign") {
+    return "--aggregate majority counts 1-bit votes: it needs --codec sign";
+  }
+  if (majority && o.optimizer != "signum") {
+    return "--aggregate majority trains with Signum on the workers: use --optimizer signum";
+  }
+  if (!majority && o.optimizer == "signum") {
+    return "--optimizer signum sends sign votes: it needs --aggregate majority --codec sign";
+  }
+  if (majority && o.feedback_given && o.feedback != "none") {
+    return "--aggregate majority has no error feedback (the vote is the update): drop "
+           "--feedback or use --feedback none";
+  }
+  if (o.quorum > o.workers) return "--quorum cannot exceed --workers";
+  if (std::string why = CheckQuantScheduleFlags(o.quant_flags, o.codec_flags, o.codec);
+      !why.empty()) {
+    return why;
+  }
+  if (o.task == "logreg-toy" && o.workers != 2) {
+    return "--task logreg-toy is the two-client toy: it needs --workers 2";
+  }
+  return "";
+}
+
+bool BuildTaskOptions(const RunFlags& o, std::size_t workers, std::uint64_t seed,
+                      std::size_t batch, TaskOptions& task, std::string& error) {
+  if (o.task == "linreg") {
+    task.kind = TaskKind::kLinreg;
+  } else if (o.task == "logreg-toy") {
+    task.kind = TaskKind::kLogregToy;
+  } else if (o.task == "quadratic-noise") {
+    task.kind = TaskKind::kQuadraticNoise;
+  } else if (o.task == "mlp") {
+    task.kind = TaskKind::kMlp;
+  } else {
+    task.kind = TaskKind::kSoftmax;
+  }
+  task.fashion_mnist = o.data == "fashion-mnist";
+  if (o.split == "iid") {
+    task.split = SplitKind::kIid;
+  } else if (o.split == "sorted") {
+    task.split = SplitKind::kSorted;
+  } else if (o.split.rfind("dirichlet:", 0) == 0) {
+    task.split = SplitKind::kDirichlet;
+    char* end = nullptr;
+    const std::string alpha = o.split.substr(10);
+    task.dirichlet_alpha = std::strtof(alpha.c_str(), &end);
+    if (alpha.empty() || *end != '\0' || !(task.dirichlet_alpha > 0) ||
+        !std::isfinite(task.dirichlet_alpha)) {
+      error = "--split dirichlet:ALPHA needs a positive number, e.g. dirichlet:0.5";
+      return false;
+    }
+  } else {
+    error = "--split must be iid, sorted or dirichlet:ALPHA";
+    return false;
+  }
+  task.workers = workers;
+  task.batch = batch;
+  task.dimension = o.dim;
+  task.samples = o.samples;
+  task.hidden = o.hidden;
+  task.train_limit = o.train_limit;
+  task.seed = seed;
+  return true;
+}
+
+protocol::RunConfig BuildRunConfig(const RunFlags& o, const Task& task) {
+  protocol::RunConfig config;
+  config.layout = task.layout();
+  config.codec = o.codec_flags.ToParams();
+  config.codec.kind = ParseCodecKind(o.codec).value();
+  config.batch = static_cast<std::uint32_t>(task.samples_per_step(0));
+  config.participation = o.participation;
+  config.rounds = o.rounds;
+  config.seed = o.seed;
+  config.downlink =
+      o.downlink == "aggregate" ? protocol::DownlinkKind::kAggregate : protocol::DownlinkKind::kModel;
+  config.quant_schedule = o.quant_flags.Apply(config.codec);
+  if (o.aggregate == "majority") {
+    config.aggregation = protocol::AggregationKind::kMajority;
+    config.codec.sign_scale = SignScale::kUnit;
+    config.tie_rule = o.tie == "negative" ? TieRule::kNegative : TieRule::kPositive;
+    config.optimizer = {OptimizerKind::kSignum, o.lr, o.momentum, o.weight_decay};
+    config.feedback.local_steps = 1;
+  } else {
+    config.aggregation = protocol::AggregationKind::kMean;
+    FeedbackParams& feedback = config.feedback;
+    feedback.kind = o.feedback == "none"   ? FeedbackKind::kNone
+                    : o.feedback == "ef"   ? FeedbackKind::kEf
+                    : o.feedback == "saef" ? FeedbackKind::kSaef
+                                           : FeedbackKind::kDef;  // def and defa
+    feedback.detach = o.detach;
+    feedback.learning_rate = o.lr;
+    feedback.momentum = o.optimizer == "sgd" ? 0.0f : o.momentum;
+    feedback.weight_decay = o.weight_decay;
+    feedback.local_steps = o.local_steps;
+  }
+  return config;
+}
+
+protocol::ServerOptions BuildServerOptions(const RunFlags& o) {
+  protocol::ServerOptions options;
+  options.workers = static_cast<std::uint32_t>(o.workers);
+  options.quorum = o.quorum == 0 ? 1 : o.quorum;
+  options.round_deadline_ns = static_cast<protocol::TimeNs>(o.round_deadline_s * 1e9);
+  options.liveness_timeout_ns = 3 * options.round_deadline_ns;
+  return options;
+}
+
+MemoryPlan MakeMemoryPlan(const protocol::RunConfig& config,
+                          const protocol::ServerOptions& options) {
+  MemoryPlan plan;
+  plan.server_arena = protocol::ServerSession::ArenaBytes(config, options);
+  plan.worker_arena = protocol::WorkerSession::ArenaBytes(config);
+  if (config.aggregation == protocol::AggregationKind::kMean) {
+    plan.worker_feedback_state =
+        ErrorFeedbackWorker::StateBytes(config.layout, config.codec, config.feedback);
+    plan.worker_selection_state =
+        ErrorFeedbackWorker::SelectionStateBytes(config.layout, config.codec);
+  }
+  plan.worker_codec_scratch = CodecScratchBytes(config.codec, config.layout);
+  plan.update_payload = MaxEncodedBytes(config.codec, config.layout);
+  plan.update_frame = protocol::UpdateFrameBytes(config);
+  plan.broadcast_frame = protocol::BroadcastFrameBytes(config);
+  return plan;
+}
+
+void WriteMemoryPlan(SummaryWriter& summary, const MemoryPlan& plan) {
+  summary.Begin("memory_plan");
+  summary.Field("server_arena_bytes", plan.server_arena);
+  summary.Field("worker_arena_bytes", plan.worker_arena);
+  summary.Field("worker_error_feedback_bytes", plan.worker_feedback_state);
+  summary.Field("worker_selection_state_bytes", plan.worker_selection_state);
+  summary.Field("worker_codec_scratch_bytes", plan.worker_codec_scratch);
+  summary.Field("update_payload_bytes", plan.update_payload);
+  summary.Field("update_frame_max_bytes", plan.update_frame);
+  summary.Field("broadcast_frame_max_bytes", plan.broadcast_frame);
+  summary.End();
+}
+
+double PayloadBitsPerCoordinate(const protocol::RunConfig& config) {
+  return 8.0 * static_cast<double>(MaxEncodedBytes(config.codec, config.layout)) /
+         static_cast<double>(config.layout.dimension());
+}
+
+bool EvaluatesRound(const RunFlags& o, std::uint32_t row_round) {
+  return row_round % o.eval_every == 0 || row_round == o.rounds;
+}
+
+MetricsRow ServerRoundRow(const protocol::RoundEvent& event, const RunFlags& o,
+                          double bits_per_coord, Task& task, std::span<const float> model) {
+  MetricsRow row;
+  row.round = event.round + 1;
+  row.time_s = static_cast<double>(event.time_closed) * 1e-9;
+  row.bytes_up = event.bytes_up;
+  row.bytes_down = event.bytes_down;
+  row.bits_per_coord = event.reported == 0
+                           ? bits_per_coord
+                           : static_cast<double>(event.payload_bits) /
+                                 (static_cast<double>(event.reported) *
+                                  static_cast<double>(task.dimension()));
+  if (EvaluatesRound(o, row.round)) {
+    const TaskEvaluation evaluation = task.Evaluate(model);
+    row.loss = evaluation.loss;
+    row.accuracy = evaluation.accuracy;
+    row.dist_to_opt = evaluation.log10_dist_to_opt;
+  }
+  return row;
+}
+
+void WriteRunSummary(SummaryWriter& summary, const RunFlags& o, const protocol::RunConfig& config,
+                     std::size_t parameters, const MetricsRow& final_row) {
+  summary.Field("task", o.task);
+  summary.Field("codec", o.codec);
+  summary.Field("quant_schedule", o.quant_flags.schedule);
+  summary.Field("aggregate", o.aggregate);
+  summary.Field("feedback",
+                config.aggregation == protocol::AggregationKind::kMean ? o.feedback : "none");
+  summary.Field("workers", o.workers);
+  summary.Field("rounds", o.rounds);
+  summary.Field("seed", o.seed);
+  summary.Field("parameters", parameters);
+  summary.Row("final", final_row);
+}
+
+bool IsTerminal() { return isatty(STDERR_FILENO) == 1; }
+
+}  // namespace edgesgd::cli

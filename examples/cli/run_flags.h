@@ -1,0 +1,169 @@
+#pragma once
+
+// What `simulate`, `server`, `worker` and `peer` share: the flags of a training run (task and
+// data, schedule, codec, worker algorithm, aggregation, outputs), their consistency rules, and
+// how they become a Task, a RunConfig and ServerOptions. Registered in one place so that names,
+// defaults and help text agree in every subcommand.
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "cli/flags.h"
+#include "cli/gossip_topology.h"
+#include "cli/metrics.h"
+#include "cli/task.h"
+#include "edgesgd/protocol/gossip_peer_session.h"
+#include "edgesgd/protocol/run_config.h"
+#include "edgesgd/protocol/server_session.h"
+
+namespace edgesgd::cli {
+
+struct RunFlags {
+  // Data (every participant that computes gradients needs these).
+  std::string task = "softmax";
+  std::string data = "fashion-mnist";
+  std::string split = "iid";
+  std::size_t dim = 100;
+  std::size_t samples = 500;
+  std::size_t hidden = 64;
+  std::size_t train_limit = 0;
+  // The run (owned by whoever starts it: the simulator, the server, each gossip peer).
+  std::size_t workers = 8;
+  std::uint32_t rounds = 200;
+  std::size_t batch = 32;
+  std::uint32_t local_steps = 1;
+  std::uint32_t eval_every = 1;
+  float lr = 0.05f;
+  float momentum = 0.9f;
+  float weight_decay = 0.0f;
+  float participation = 1.0f;
+  float detach = 0.3f;
+  std::uint64_t seed = 1;
+  std::string codec = "identity";
+  CodecFlags codec_flags;
+  QuantScheduleFlags quant_flags;
+  std::string feedback = "ef";
+  std::string optimizer = "sgd";
+  std::string aggregate = "mean";
+  std::string downlink = "model";
+  std::string tie = "positive";
+  std::uint32_t quorum = 0;
+  double round_deadline_s = 60;
+  // Gossip (simulate --mode gossip, peer).
+  std::string gossip = "dpsgd";
+  std::string topology = "ring";
+  std::string gossip_weights = "metropolis";
+  std::uint32_t gossip_rounds = 0;  // DeTAG's R; 0 = the recipe
+  std::uint32_t phase_batches = 1;
+  bool gossip_flags_given = false;  // any gossip-only flag was given
+  // Outputs.
+  std::string metrics;
+  std::string summary;
+  std::string model_out;
+  bool quiet = false;
+  // Set when the flag was given explicitly (defaults differ per aggregation).
+  bool feedback_given = false;
+};
+
+// --task, --data, --split, --dim, --samples, --hidden, --train-limit.
+void AddDataFlags(CLI::App& command, RunFlags& flags);
+// --seed (data, model and codec randomness).
+void AddSeedFlag(CLI::App& command, RunFlags& flags);
+// --workers, --rounds, --lr, ... --tie: the RunConfig and the server's schedule. `deadline_help`
+// explains --round-deadline-s for the subcommand (virtual or wall seconds).
+void AddTrainingFlags(CLI::App& command, RunFlags& flags, const char* deadline_help);
+// --eval-every, --metrics, --summary, --model-out, --quiet.
+void AddOutputFlags(CLI::App& command, RunFlags& flags);
+
+// Writes --model-out (if given): the model's floats, raw little-endian. False with `error`.
+bool SaveModel(const RunFlags& flags, std::span<const float> model, std::string& error);
+
+// --gossip, --topology, --gossip-weights, --gossip-rounds, --phase-batches.
+void AddGossipFlags(CLI::App& command, RunFlags& flags);
+
+// A one-line reason the gossip flags cannot work together, or empty.
+std::string CheckGossipConsistency(const RunFlags& flags);
+
+// Everything every peer of a gossip run derives from the flags, once: the graph, its mixing rule,
+// the spectrum of W and what follows from lambda (DeTAG's exchange steps R and rate eta_g).
+struct GossipPlan {
+  GossipTopology graph;
+  protocol::MixingRule rule = protocol::MixingRule::kMetropolisHastings;
+  protocol::MixingSpectrum spectrum;
+  protocol::GossipAlgorithm algorithm = protocol::GossipAlgorithm::kDpsgd;
+  std::uint32_t steps = 1;  // exchange steps per round
+  float eta = 0.0f;         // accelerated gossip rate
+};
+
+// The plan of the flags over `peers` peers. False with a one-line `error` (a bad --topology, a
+// disconnected graph, ...).
+bool BuildGossipPlan(const RunFlags& flags, std::size_t peers, GossipPlan& plan,
+                     std::string& error);
+
+// One line on stderr naming the algorithm, graph, weights, lambda, gap, eta_g, R and B.
+void PrintGossipPlan(const char* command, const RunFlags& flags, const GossipPlan& plan);
+
+// The plan's fields (algorithm, graph, weights, lambda, gap, eta_g, R, B, max degree), written
+// into the summary section the caller has open.
+void WriteGossipPlanFields(SummaryWriter& summary, const RunFlags& flags, const GossipPlan& plan);
+
+// The configuration of peer `id` of the plan, with --rounds, --lr, --seed and --round-deadline-s
+// as the neighbour deadline.
+protocol::GossipConfig BuildGossipConfig(const RunFlags& flags, const Task& task,
+                                         const GossipPlan& plan, protocol::PeerId id);
+
+// A one-line reason the training flags cannot work together (parameter-server runs), or empty.
+std::string CheckRunConsistency(const RunFlags& flags);
+
+// The task of the data flags for `workers` workers, drawn from `seed` with `batch` samples per
+// step. False with a one-line `error` for a bad --split.
+bool BuildTaskOptions(const RunFlags& flags, std::size_t workers, std::uint64_t seed,
+                      std::size_t batch, TaskOptions& task, std::string& error);
+
+// The RunConfig of the flags for `task` (check it with ValidateRunConfig).
+protocol::RunConfig BuildRunConfig(const RunFlags& flags, const Task& task);
+
+// Workers, quorum (0 -> 1), round deadline and a liveness timeout of three deadlines.
+protocol::ServerOptions BuildServerOptions(const RunFlags& flags);
+
+// Memory one participant needs, itemised for the summary.
+struct MemoryPlan {
+  std::size_t server_arena = 0;
+  std::size_t worker_arena = 0;
+  std::size_t worker_feedback_state = 0;
+  std::size_t worker_selection_state = 0;  // reg_top_k's posterior, part of the feedback state
+  std::size_t worker_codec_scratch = 0;
+  std::size_t update_payload = 0;
+  std::size_t update_frame = 0;
+  std::size_t broadcast_frame = 0;
+};
+MemoryPlan MakeMemoryPlan(const protocol::RunConfig& config,
+                          const protocol::ServerOptions& options);
+void WriteMemoryPlan(SummaryWriter& summary, const MemoryPlan& plan);
+
+// Bits per coordinate of an update's largest payload (the bits_per_coord column of a round
+// without uploads; ServerRoundRow uses the round's actual payloads).
+double PayloadBitsPerCoordinate(const protocol::RunConfig& config);
+
+// Whether the row of round `row_round` (1-based) carries loss and accuracy: every eval_every
+// rounds and the last.
+bool EvaluatesRound(const RunFlags& flags, std::uint32_t row_round);
+
+// One metrics row per closed round of a server: `time_s` from the event, loss and accuracy
+// every eval_every rounds (and at the last) from `model`, bits_per_coord the mean over the
+// round's uploads (a quantization schedule changes it every round; `bits_per_coord` when none
+// arrived). Used by the simulator and the TCP server alike.
+MetricsRow ServerRoundRow(const protocol::RoundEvent& event, const RunFlags& flags,
+                          double bits_per_coord, Task& task, std::span<const float> model);
+
+// The summary fields every parameter-server run writes (before its own sections).
+void WriteRunSummary(SummaryWriter& summary, const RunFlags& flags,
+                     const protocol::RunConfig& config, std::size_t parameters,
+                     const MetricsRow& final_row);
+
+// stderr is a terminal (a live progress line instead of periodic ones).
+bool IsTerminal();
+
+}  // namespace edgesgd::cli

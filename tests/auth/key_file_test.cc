@@ -1,0 +1,145 @@
+// The key file: accepted syntax, one-line errors naming file and line, and the permission
+// warning.
+
+#include "edgesgd/auth/key_file.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "auth/auth_test_util.h"
+
+namespace edgesgd::auth {
+namespace {
+
+const std::string kKeyA = "00112233445566778899aabbccddeeff00112233445566778899AABBCCDDEEFF";
+const std::string kKeyB = std::string(63, '0') + "1";
+
+TEST(KeyFileTest, ParsesKeysCommentsAndBlankLines) {
+  FixedKeyRing<4> ring;
+  const std::string text = "# edgesgd keys\n\n1 " + kKeyA + "\n  \t# indented comment\n" +
+                           "4294967294\t" + kKeyB + "  \r\n";
+  const KeyFileLoad load = ParseKeyFile(text, "keys", ring);
+  ASSERT_TRUE(load.ok()) << load.message;
+  EXPECT_EQ(load.keys, 2u);
+  EXPECT_TRUE(load.warning.empty());
+  const DeviceKey* first = ring.Find(1);
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(testing::Hex(first->key),
+            "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff");
+  const DeviceKey* last = ring.Find(4294967294u);
+  ASSERT_NE(last, nullptr);
+  EXPECT_EQ(last->key[kKeyBytes - 1], std::byte{1});
+  EXPECT_EQ(ring.Find(2), nullptr);
+  // No newline at the end of the file is fine too.
+  FixedKeyRing<1> single;
+  EXPECT_TRUE(ParseKeyFile("9 " + kKeyA, "keys", single).ok());
+}
+
+struct BadKeyFile {
+  std::string text;
+  StatusCode code;
+  std::string message;
+};
+
+TEST(KeyFileTest, RejectsBadLinesWithOneLineErrors) {
+  const BadKeyFile cases[] = {
+      {"", StatusCode::kInvalidArgument, "keys: no keys"},
+      {"# only a comment\n", StatusCode::kInvalidArgument, "keys: no keys"},
+      {"1\n", StatusCode::kDataLoss, "keys:1: expected `DEVICE_ID HEX_KEY`"},
+      {"1 " + kKeyA + " extra\n", StatusCode::kDataLoss, "keys:1: unexpected text after the key"},
+      {"-1 " + kKeyA, StatusCode::kDataLoss,
+       "keys:1: device id must be a decimal number, got '-1'"},
+      {"0x1 " + kKeyA, StatusCode::kDataLoss,
+       "keys:1: device id must be a decimal number, got '0x1'"},
+      {"99999999999 " + kKeyA, StatusCode::kDataLoss,
+       "keys:1: device id must be a decimal number, got '99999999999'"},
+      {"4294967295 " + kKeyA, StatusCode::kDataLoss, "keys:1: device id must be below 4294967295"},
+      {"\n2 " + kKeyA.substr(2), StatusCode::kDataLoss,
+       "keys:2: key must be 64 hex digits, got 62 characters"},
+      {"2 " + kKeyA.substr(1) + "g", StatusCode::kDataLoss, "keys:1: key must be 64 hex digits"},
+      {"3 " + std::string(64, '0'), StatusCode::kInvalidArgument,
+       "keys:1: key of device 3 is all zeros"},
+      {"3 " + kKeyA + "\n3 " + kKeyB + "\n", StatusCode::kAlreadyExists,
+       "keys:2: device 3 has a key already"},
+      {"1 " + kKeyA + "\n2 " + kKeyA + "\n3 " + kKeyA + "\n", StatusCode::kResourceExhausted,
+       "keys:3: more than 2 keys"},
+  };
+  for (const BadKeyFile& test : cases) {
+    FixedKeyRing<2> ring;
+    const KeyFileLoad load = ParseKeyFile(test.text, "keys", ring);
+    EXPECT_EQ(load.status.code(), test.code) << test.text;
+    EXPECT_EQ(load.message, test.message) << test.text;
+    EXPECT_EQ(load.message.find('\n'), std::string::npos);
+  }
+}
+
+class KeyFileOnDiskTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = ::testing::TempDir() + "edgesgd_keys_" + std::to_string(::getpid());
+  }
+  void TearDown() override { std::remove(path_.c_str()); }
+  void Write(const std::string& text, mode_t mode) {
+    std::ofstream(path_) << text;
+    ASSERT_EQ(::chmod(path_.c_str(), mode), 0);
+  }
+  std::string path_;
+};
+
+TEST_F(KeyFileOnDiskTest, LoadsPrivateFileWithoutWarning) {
+  Write("5 " + kKeyA + "\n", 0600);
+  FixedKeyRing<2> ring;
+  const KeyFileLoad load = LoadKeyFile(path_, ring);
+  ASSERT_TRUE(load.ok()) << load.message;
+  EXPECT_EQ(load.keys, 1u);
+  EXPECT_TRUE(load.warning.empty()) << load.warning;
+  EXPECT_NE(ring.Find(5), nullptr);
+}
+
+TEST_F(KeyFileOnDiskTest, WarnsWhenOthersCanReadIt) {
+  Write("5 " + kKeyA + "\n", 0644);
+  FixedKeyRing<2> ring;
+  const KeyFileLoad load = LoadKeyFile(path_, ring);
+  ASSERT_TRUE(load.ok()) << load.message;
+  EXPECT_EQ(load.warning, "key file " + path_ +
+                              " is accessible by group or others (mode 0644); run chmod 600 " +
+                              path_);
+}
+
+TEST_F(KeyFileOnDiskTest, ErrorsNameTheFile) {
+  FixedKeyRing<2> ring;
+  const KeyFileLoad missing = LoadKeyFile(path_ + ".missing", ring);
+  EXPECT_EQ(missing.status.code(), StatusCode::kNotFound);
+  EXPECT_EQ(missing.message,
+            "cannot open key file " + path_ + ".missing: No such file or directory");
+  const KeyFileLoad directory = LoadKeyFile(::testing::TempDir(), ring);
+  EXPECT_EQ(directory.status.code(), StatusCode::kUnavailable);
+
+  Write("5 " + kKeyA + "\nbad line\n", 0600);
+  const KeyFileLoad bad = LoadKeyFile(path_, ring);
+  EXPECT_EQ(bad.status.code(), StatusCode::kDataLoss);
+  EXPECT_EQ(bad.message, path_ + ":2: device id must be a decimal number, got 'bad'");
+}
+
+TEST(KeyRingTest, AddFindClear) {
+  FixedKeyRing<2> ring;
+  EXPECT_EQ(ring.capacity(), 2u);
+  EXPECT_EQ(ring.Add(kNoDevice, testing::TestKey(1)), Status::InvalidArgument());
+  ASSERT_TRUE(ring.Add(1, testing::TestKey(1)).ok());
+  EXPECT_EQ(ring.Add(1, testing::TestKey(2)).code(), StatusCode::kAlreadyExists);
+  ASSERT_TRUE(ring.Add(2, testing::TestKey(2)).ok());
+  EXPECT_EQ(ring.Add(3, testing::TestKey(3)), Status::ResourceExhausted());
+  ASSERT_NE(ring.Find(2), nullptr);
+  EXPECT_EQ(ring.Find(2)->key, testing::TestKey(2));
+  ring.Clear();
+  EXPECT_EQ(ring.size(), 0u);
+  EXPECT_EQ(ring.Find(1), nullptr);
+}
+
+}  // namespace
+}  // namespace edgesgd::auth

@@ -1,0 +1,352 @@
+#include "frame_channel.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "edgesgd/core/check.h"
+#include "edgesgd/platform/log.h"
+#include "edgesgd/platform/random_bytes.h"
+#include "edgesgd/wire/frame_decoder.h"
+
+namespace edgesgd::tcp::internal {
+
+const char* CloseReasonName(CloseReason reason) {
+  switch (reason) {
+    case CloseReason::kEndOfStream: return "connection closed";
+    case CloseReason::kOversized: return "frame length above the limit";
+    case CloseReason::kMalformed: return "frame length below the minimum";
+    case CloseReason::kUnidentified: return "first frame did not identify a valid peer";
+    case CloseReason::kHelloTimeout: return "no first frame before the hello timeout";
+    case CloseReason::kIdleTimeout: return "nothing received before the idle timeout";
+    case CloseReason::kWriteTimeout: return "a frame write did not finish before the deadline";
+    case CloseReason::kConnectTimeout: return "connect timed out";
+    case CloseReason::kQueueOverflow: return "send queue full (peer not reading)";
+    case CloseReason::kReplaced: return "replaced by a newer connection of the same peer";
+    case CloseReason::kShutdown: return "shutting down";
+    case CloseReason::kUnauthenticated: return "authentication failed";
+  }
+  return "closed";
+}
+
+namespace {
+// First receive buffer: any control frame, and small models, without growing.
+constexpr std::size_t kInitialReceiveBytes = 4096;
+}  // namespace
+
+FrameChannel::FrameChannel(asio::io_context& io, ChannelEvents& events,
+                           const DriverOptions& options, DriverCounters& counters)
+    : socket_(io),
+      events_(events),
+      options_(options),
+      counters_(counters),
+      receive_words_(kInitialReceiveBytes / sizeof(std::uint64_t)),
+      slots_(std::max<std::size_t>(options.send_queue_frames, 1)) {
+  if (authenticating()) {
+    // The digest states are allocated here, once per channel; connections reuse them.
+    const std::size_t max_payload =
+        std::clamp<std::size_t>(options.max_frame_bytes, 1, wire::kMaxFrameBytes);
+    EDGESGD_CHECK(auth_.Init(max_payload).ok());
+  }
+}
+
+void FrameChannel::BeginAccepted() {
+  state_ = State::kOpen;
+  Opened();
+}
+
+void FrameChannel::Connect(const asio::ip::tcp::endpoint& endpoint) {
+  state_ = State::kConnecting;
+  connect_started_ = events_.ChannelNow();
+  ++pending_;
+  socket_.async_connect(endpoint, [this](const asio::error_code& error) {
+    --pending_;
+    if (state_ != State::kConnecting) return;  // closed meanwhile (timeout, shutdown)
+    if (error) {
+      ++counters_.connect_failures;
+      Close(CloseReason::kEndOfStream);
+      return;
+    }
+    ++counters_.connected;
+    state_ = State::kOpen;
+    Opened();
+    events_.OnChannelConnected(*this);
+    if (state_ == State::kOpen && queued_ > 0 && !writing_) WriteFront();
+  });
+}
+
+void FrameChannel::Opened() {
+  asio::error_code ignored;
+  // Request/response rounds of small frames: Nagle's delay would cost ~40 ms per round.
+  socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
+  opened_at = events_.ChannelNow();
+  last_read_ = opened_at;
+  heard_ = false;
+  received_ = 0;
+  expected_ = wire::kFramePrefixBytes;
+  reading_body_ = false;
+  if (authenticating() && !StartHandshake()) return;
+  ReadMore();
+}
+
+bool FrameChannel::StartHandshake() {
+  auth_.Reset();
+  expected_ = dialled ? auth::kResponderHelloBytes : auth::kInitiatorHelloBytes;
+  if (!dialled) return true;  // the responder speaks second
+  std::array<std::byte, auth::kNonceBytes> nonce;
+  if (!platform::FillRandomBytes(nonce).ok()) {
+    platform::Log(platform::LogLevel::kError, "%s: no random bytes for a nonce: closing",
+                  options_.log_name);
+    Close(CloseReason::kUnauthenticated);
+    return false;
+  }
+  if (!auth_
+           .StartInitiator(*options_.auth_keys, options_.auth_device, nonce,
+                           std::span(hello_out_).first<auth::kInitiatorHelloBytes>())
+           .ok()) {
+    platform::Log(platform::LogLevel::kError, "%s: no key for device %u: closing",
+                  options_.log_name, options_.auth_device);
+    Close(CloseReason::kUnauthenticated);
+    return false;
+  }
+  WriteHello(auth::kInitiatorHelloBytes);
+  return true;
+}
+
+bool FrameChannel::OnHello() {
+  const std::span<const std::byte> hello(receive_bytes(), received_);
+  if (dialled) {
+    if (!auth_.AcceptResponderHello(hello).ok()) return RejectUnauthenticated("hello");
+  } else {
+    std::array<std::byte, auth::kNonceBytes> nonce;
+    if (!platform::FillRandomBytes(nonce).ok()) {
+      platform::Log(platform::LogLevel::kError, "%s: no random bytes for a nonce: closing",
+                    options_.log_name);
+      Close(CloseReason::kUnauthenticated);
+      return false;
+    }
+    if (!auth_.StartResponder(*options_.auth_keys, hello, nonce, hello_out_).ok()) {
+      return RejectUnauthenticated("hello");
+    }
+    WriteHello(auth::kResponderHelloBytes);
+  }
+  received_ = 0;
+  expected_ = auth::kRecordHeaderBytes;
+  if (queued_ > 0 && !writing_) WriteFront();
+  return true;
+}
+
+void FrameChannel::WriteHello(std::size_t bytes) {
+  writing_ = true;
+  write_started_ = events_.ChannelNow();
+  ++pending_;
+  asio::async_write(socket_, asio::buffer(hello_out_.data(), bytes),
+                    [this](const asio::error_code& error, std::size_t written) {
+                      --pending_;
+                      writing_ = false;
+                      if (state_ != State::kOpen) return;
+                      if (error) {
+                        Close(CloseReason::kEndOfStream);
+                        return;
+                      }
+                      counters_.bytes_sent += written;
+                      if (queued_ > 0) WriteFront();
+                    });
+}
+
+bool FrameChannel::RejectUnauthenticated(const char* what) {
+  ++counters_.auth_rejected;
+  const std::uint32_t device = bound ? peer : auth_.device();
+  platform::Log(platform::LogLevel::kWarning, "%s: %s from %s %u rejected (%s): closing",
+                options_.log_name, what, bound ? "peer" : "device",
+                device == auth::kNoDevice ? 0u : device,
+                auth::RejectReasonName(auth_.last_reject()));
+  Close(CloseReason::kUnauthenticated);
+  return false;
+}
+
+void FrameChannel::ReadMore() {
+  ++pending_;
+  socket_.async_read_some(asio::buffer(receive_bytes() + received_, expected_ - received_),
+                          [this](const asio::error_code& error, std::size_t bytes) {
+                            --pending_;
+                            OnRead(error, bytes);
+                          });
+}
+
+void FrameChannel::OnRead(const asio::error_code& error, std::size_t bytes) {
+  if (state_ != State::kOpen) return;
+  if (error) {
+    Close(CloseReason::kEndOfStream);
+    return;
+  }
+  received_ += bytes;
+  counters_.bytes_received += bytes;
+  last_read_ = events_.ChannelNow();
+  if (received_ < expected_) {
+    ReadMore();
+    return;
+  }
+  if (authenticating() && !auth_.established()) {
+    if (OnHello()) ReadMore();
+    return;
+  }
+  if (!reading_body_) {
+    const std::span<const std::byte> prefix(receive_bytes(), received_);
+    const Result<std::size_t> length =
+        authenticating() ? auth_.ReadRecordLength(prefix)
+                         : wire::ReadFrameLength(prefix, options_.max_frame_bytes);
+    if (length.status() == Status::Unauthenticated()) {
+      RejectUnauthenticated("record");
+      return;
+    }
+    if (!length.ok()) {
+      const bool oversized = length.status().code() == StatusCode::kOutOfRange;
+      std::uint32_t announced = 0;
+      std::memcpy(&announced, receive_bytes(), sizeof(announced));
+      if (oversized) {
+        ++counters_.oversized_frames;
+      } else {
+        ++counters_.malformed_prefixes;
+      }
+      platform::Log(platform::LogLevel::kWarning,
+                    "%s: peer %u announced a frame of %u bytes (limit %zu): closing",
+                    options_.log_name, bound ? peer : 0u, announced, options_.max_frame_bytes);
+      Close(oversized ? CloseReason::kOversized : CloseReason::kMalformed);
+      return;
+    }
+    expected_ = length.value();
+    const std::size_t words = (expected_ + sizeof(std::uint64_t) - 1) / sizeof(std::uint64_t);
+    // Grows to the largest frame seen, then is reused (resize within capacity keeps the prefix).
+    if (receive_words_.size() < words) receive_words_.resize(words);
+    reading_body_ = true;
+    if (received_ < expected_) {
+      ReadMore();
+      return;
+    }
+  }
+  const std::size_t length = expected_;
+  received_ = 0;
+  expected_ = authenticating() ? auth::kRecordHeaderBytes : wire::kFramePrefixBytes;
+  reading_body_ = false;
+  heard_ = true;
+  ++counters_.frames_received;
+  DeliverFrame(std::span<const std::byte>(receive_bytes(), length));
+  // The driver may have closed this channel while handling the frame.
+  if (state_ == State::kOpen) ReadMore();
+}
+
+void FrameChannel::DeliverFrame(std::span<const std::byte> frame) {
+  if (authenticating()) {
+    const Result<std::span<const std::byte>> payload = auth_.Open(frame);
+    if (!payload.ok()) {
+      RejectUnauthenticated("record");
+      return;
+    }
+    frame = payload.value();  // 8-byte aligned: the record header is 16 bytes
+  }
+  events_.OnChannelFrame(*this, frame);
+}
+
+bool FrameChannel::Send(std::span<const std::byte> frame) {
+  if (queued_ == slots_.size()) return false;
+  std::vector<std::byte>& slot = slots_[(head_ + queued_) % slots_.size()];
+  if (authenticating()) {
+    slot.resize(auth::RecordBytes(frame.size()));  // within capacity after warm-up
+    std::memcpy(slot.data() + auth::kRecordHeaderBytes, frame.data(), frame.size());
+  } else {
+    slot.resize(frame.size());
+    std::memcpy(slot.data(), frame.data(), frame.size());
+  }
+  ++queued_;
+  if (state_ == State::kOpen && !writing_) WriteFront();
+  return true;
+}
+
+void FrameChannel::WriteFront() {
+  if (authenticating()) {
+    if (!auth_.established()) return;  // written once the hellos are done
+    const std::span<std::byte> record(slots_[head_]);
+    const Result<std::span<const std::byte>> sealed = auth_.Seal(
+        record.subspan(auth::kRecordHeaderBytes, record.size() - auth::kRecordOverheadBytes),
+        record);
+    if (!sealed.ok()) {  // the connection used up its sequence numbers: start a new one
+      platform::Log(platform::LogLevel::kWarning,
+                    "%s: cannot seal a frame for peer %u (%s): closing", options_.log_name, peer,
+                    sealed.status().str());
+      Close(CloseReason::kUnauthenticated);
+      return;
+    }
+  }
+  writing_ = true;
+  write_started_ = events_.ChannelNow();
+  ++pending_;
+  asio::async_write(socket_, asio::buffer(slots_[head_]),
+                    [this](const asio::error_code& error, std::size_t bytes) {
+                      --pending_;
+                      OnWritten(error, bytes);
+                    });
+}
+
+void FrameChannel::OnWritten(const asio::error_code& error, std::size_t bytes) {
+  writing_ = false;
+  if (state_ != State::kOpen) return;
+  if (error) {
+    Close(CloseReason::kEndOfStream);
+    return;
+  }
+  ++counters_.frames_sent;
+  counters_.bytes_sent += bytes;
+  head_ = (head_ + 1) % slots_.size();
+  --queued_;
+  if (queued_ > 0) WriteFront();
+}
+
+void FrameChannel::Close(CloseReason reason, bool silent) {
+  if (state_ == State::kClosed) return;
+  const bool was_open = state_ == State::kOpen;
+  state_ = State::kClosed;
+  asio::error_code ignored;
+  socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+  socket_.close(ignored);
+  // A dialled peer keeps its queue across reconnects: frames handed out while it was
+  // (re)connecting go out on the next connection (a stale one is rejected by the session).
+  // An accepted connection's queue dies with it: its peer comes back on a new one.
+  if (!dialled) queued_ = 0;
+  writing_ = false;
+  received_ = 0;
+  auth_.Reset();  // this connection's keys are of no further use
+  if (was_open) ++counters_.disconnects;
+  if (!silent) events_.OnChannelClosed(*this, reason);
+}
+
+void FrameChannel::ShutdownSend() {
+  if (state_ != State::kOpen) return;
+  asio::error_code ignored;
+  socket_.shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+}
+
+void FrameChannel::CheckDeadlines(TimeNs now) {
+  if (state_ == State::kConnecting) {
+    if (now - connect_started_ > options_.hello_timeout_ns) Close(CloseReason::kConnectTimeout);
+    return;
+  }
+  if (state_ != State::kOpen) return;
+  if (!bound && !heard_ && now - opened_at > options_.hello_timeout_ns) {
+    ++counters_.hello_timeouts;
+    ++counters_.unidentified;
+    Close(CloseReason::kHelloTimeout);
+    return;
+  }
+  if (!dialled && options_.idle_timeout_ns != kNever &&
+      now - last_read_ > options_.idle_timeout_ns) {
+    ++counters_.idle_timeouts;
+    Close(CloseReason::kIdleTimeout);
+    return;
+  }
+  if (writing_ && now - write_started_ > options_.write_timeout_ns) {
+    ++counters_.write_timeouts;
+    Close(CloseReason::kWriteTimeout);
+  }
+}
+
+}  // namespace edgesgd::tcp::internal

@@ -1,0 +1,54 @@
+#pragma once
+
+// The key file: the pre-shared keys a node loads at start-up (Linux; reads a file and allocates
+// while loading, before any connection exists).
+//
+// Format: UTF-8/ASCII text, one key per line, `DEVICE_ID HEX_KEY`:
+//   # edgesgd keys: device id (decimal), 64 hex digits (32 random bytes)
+//   1 8f3a...c2   (64 hex digits)
+//   2 17b0...9e
+// Blank lines and lines whose first non-blank character is '#' are ignored; fields are separated
+// by spaces or tabs; a trailing '\r' is accepted. Strict otherwise: the device id is decimal
+// (no sign, below 4294967295), the key exactly 64 hex digits and not all zero, nothing else on
+// the line, no device twice. Create one with, e.g.,
+//   for id in 1 2 3; do echo "$id $(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')"; done > keys
+//   chmod 600 keys
+// The file should be readable by its owner only; a group- or world-readable file loads with a
+// warning.
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "edgesgd/auth/key_ring.h"
+#include "edgesgd/core/status.h"
+
+namespace edgesgd::auth {
+
+// Largest key file read (about 10,000 keys).
+inline constexpr std::size_t kMaxKeyFileBytes = 1 << 20;
+
+// The outcome of loading keys: status kOk and the number of keys added, or a code and a one-line
+// message naming the file and line, e.g. "keys.txt:3: key must be 64 hex digits, got 62".
+// `warning` is non-empty when the keys loaded but something needs the user's attention (file
+// permissions). Codes: kNotFound (missing file), kUnavailable (other open/read failures),
+// kDataLoss (syntax), kAlreadyExists (a device twice), kResourceExhausted (more keys than the
+// ring holds), kInvalidArgument (no key at all, or an all-zero key).
+struct KeyFileLoad {
+  Status status;
+  std::string message;
+  std::string warning;
+  std::size_t keys = 0;
+
+  bool ok() const { return status.ok(); }
+};
+
+// Parses key-file `text` into `ring` (which keeps the keys it had); `name` prefixes messages.
+// On error, the keys added from this text are still in the ring: discard it.
+KeyFileLoad ParseKeyFile(std::string_view text, std::string_view name, KeyRing& ring);
+
+// Reads the file at `path` (at most kMaxKeyFileBytes) and parses it as above, warning when it
+// is readable by group or others. The read buffer is zeroized before it is freed.
+KeyFileLoad LoadKeyFile(const std::string& path, KeyRing& ring);
+
+}  // namespace edgesgd::auth

@@ -1,0 +1,36 @@
+#include "edgesgd/auth/key_ring.h"
+
+#include <algorithm>
+
+#include "edgesgd/auth/hmac_sha256.h"
+
+namespace edgesgd::auth {
+
+Status KeyRing::Add(std::uint32_t device, std::span<const std::byte, kKeyBytes> key) {
+  const bool all_zero =
+      std::all_of(key.begin(), key.end(), [](std::byte b) { return b == std::byte{0}; });
+  if (device == kNoDevice || all_zero) return Status::InvalidArgument();
+  if (Find(device) != nullptr) return Status(StatusCode::kAlreadyExists);
+  if (size_ == storage_.size()) return Status::ResourceExhausted();
+  DeviceKey& entry = storage_[size_++];
+  entry.device = device;
+  std::copy(key.begin(), key.end(), entry.key.begin());
+  return Status::Ok();
+}
+
+const DeviceKey* KeyRing::Find(std::uint32_t device) const {
+  for (std::size_t i = 0; i < size_; ++i) {
+    if (storage_[i].device == device) return &storage_[i];
+  }
+  return nullptr;
+}
+
+void KeyRing::Clear() {
+  for (DeviceKey& entry : storage_.first(size_)) {
+    Zeroize(entry.key);
+    entry.device = kNoDevice;
+  }
+  size_ = 0;
+}
+
+}  // namespace edgesgd::auth
