@@ -393,11 +393,11 @@ struct WorkerFlags : RunFlags {
 };
 
 // The worker's gradient oracle. The run's shape (workers, seed, batch) arrives in the Welcome,
-// so the task is built on the first gradient call, from the data flags plus the Welcome.
+// so the task is built right after it (the driver's hook), from the data flags plus the
+// Welcome; data flags that do not fit the server's model stop the worker there.
 struct WorkerTask {
   const WorkerFlags* flags = nullptr;
   protocol::WorkerSession* session = nullptr;
-  tcp::SessionDriver* driver = nullptr;
   Task task;
   bool ready = false;
   std::string error;  // set (and the driver stopped) when the task cannot be built
@@ -405,10 +405,7 @@ struct WorkerTask {
   static Status Gradient(void* user, std::span<const float> point, std::uint32_t round,
                          std::uint32_t local_step, std::span<float> gradient) {
     auto& self = *static_cast<WorkerTask*>(user);
-    if (!self.ready && !self.Setup()) {
-      self.driver->RequestStop();
-      return Status::FailedPrecondition();
-    }
+    if (!self.ready) return Status::FailedPrecondition();  // stopping: see Setup's error
     const auto start = std::chrono::steady_clock::now();
     const Status status =
         self.task.Gradient(self.flags->id - 1, point, round, local_step, gradient);
@@ -455,7 +452,6 @@ int RunWorker(const WorkerFlags& o) {
   tcp::SessionDriver driver;
   oracle.flags = &o;
   oracle.session = &session;
-  oracle.driver = &driver;
   protocol::WorkerOptions worker_options;
   worker_options.device_id = o.id;
   worker_options.gradient = &WorkerTask::Gradient;
@@ -470,6 +466,11 @@ int RunWorker(const WorkerFlags& o) {
   options.dial.push_back({protocol::kServerPeer, server_address});
   options.give_up_ns = Seconds(o.give_up_s);
   if (!OpenDriver(driver, options, o.network, kName)) return 1;
+  driver.SetAfterSessionCall([&] {
+    if (session.configured() && !oracle.ready && oracle.error.empty() && !oracle.Setup()) {
+      driver.RequestStop();
+    }
+  });
   const tcp::DriverStop stop = driver.Run(session);
   if (!oracle.error.empty()) {
     std::fprintf(stderr, "edgesgd worker: %s\n", oracle.error.c_str());
