@@ -67,7 +67,7 @@ void AddListenerFlags(CLI::App& command, NetworkFlags& flags) {
       ->check(CLI::Range(1e-3, 1e6));
   command.add_option("--idle-timeout-s", flags.idle_timeout_s,
                      "Close an accepted connection that sends nothing for this long (workers "
-                     "send heartbeats)")
+                     "send heartbeats; gossip neighbours send a model every round)")
       ->capture_default_str()
       ->check(CLI::Range(1e-3, 1e6));
   command.add_option("--port-file", flags.port_file,
@@ -388,7 +388,7 @@ struct WorkerFlags : RunFlags {
   double slowdown = 1;
   double heartbeat_s = 1;
   double give_up_s = 60;
-  std::size_t memory_mb = 1024;
+  std::size_t memory_mb = 256;
   NetworkFlags network;
 };
 
@@ -567,6 +567,7 @@ int RunPeer(const PeerFlags& o) {
   options.listen = listen;
   options.max_peer_id = static_cast<protocol::PeerId>(n);
   options.max_frame_bytes = protocol::GossipPeerSession::MaxFrameBytes(config);
+  options.idle_timeout_ns = Seconds(o.network.idle_timeout_s);
   for (const protocol::PeerId neighbour : config.mixing.neighbour_ids()) {
     options.dial.push_back({neighbour, addresses[neighbour - 1]});
   }
@@ -713,7 +714,7 @@ void AddWorkerCommand(CLI::App& app, int& exit_code) {
                       "Memory this device offers the run (advertised in its Join; the server "
                       "refuses a run that needs more)")
       ->capture_default_str()
-      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20));
+      ->check(CLI::Range(std::size_t{1}, std::size_t{4095}));  // a Join states u32 bytes
   AddNetworkFlags(*command, o->network);
   command->add_flag("--quiet", o->quiet, "No summary line on stderr");
   command->callback([o, &exit_code] { exit_code = RunWorker(*o); });
