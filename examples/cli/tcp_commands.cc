@@ -387,6 +387,7 @@ struct WorkerFlags : RunFlags {
   std::uint32_t id = 0;
   double slowdown = 1;
   double heartbeat_s = 1;
+  double join_retry_s = 1;
   double give_up_s = 60;
   std::size_t memory_mb = 256;
   NetworkFlags network;
@@ -456,7 +457,7 @@ int RunWorker(const WorkerFlags& o) {
   worker_options.device_id = o.id;
   worker_options.gradient = &WorkerTask::Gradient;
   worker_options.user = &oracle;
-  worker_options.join_retry_ns = 200 * tcp::kNsPerMs;
+  worker_options.join_retry_ns = Seconds(o.join_retry_s);
   worker_options.heartbeat_interval_ns = Seconds(o.heartbeat_s);
   if (const protocol::ConfigCheck check = session.Init(arena.arena, worker_options); !check.ok()) {
     std::fprintf(stderr, "edgesgd worker: %s\n", check.reason);
@@ -704,6 +705,11 @@ void AddWorkerCommand(CLI::App& app, int& exit_code) {
   command->add_option("--heartbeat-s", o->heartbeat_s,
                       "Heartbeat interval while not sampled (keeps the server's idle and "
                       "liveness timers fed)")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-3, 1e6));
+  command->add_option("--join-retry-s", o->join_retry_s,
+                      "Re-send Join this often until welcomed; every Join makes the server send "
+                      "the full model again, so keep it above a model's transfer time")
       ->capture_default_str()
       ->check(CLI::Range(1e-3, 1e6));
   command->add_option("--give-up-s", o->give_up_s,

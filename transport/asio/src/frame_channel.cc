@@ -144,6 +144,13 @@ void FrameChannel::DeliverFrame(std::span<const std::byte> frame) {
 }
 
 bool FrameChannel::Send(std::span<const std::byte> frame) {
+  if (dialled && state_ != State::kOpen) {
+    // Not connected: only the newest frame waits. Sessions re-send what matters (a Join every
+    // retry, a model every round), and a backlog of stale retries would reach the peer all at
+    // once when the connection comes up (each Join makes a server send the whole model again).
+    head_ = 0;
+    queued_ = 0;
+  }
   if (queued_ == slots_.size()) return false;
   std::vector<std::byte>& slot = slots_[(head_ + queued_) % slots_.size()];
   slot.resize(frame.size());  // within capacity after warm-up
@@ -188,7 +195,10 @@ void FrameChannel::Close(CloseReason reason, bool silent) {
   // A dialled peer keeps its queue across reconnects: frames handed out while it was
   // (re)connecting go out on the next connection (a stale one is rejected by the session).
   // An accepted connection's queue dies with it: its peer comes back on a new one.
-  if (!dialled) queued_ = 0;
+  if (!dialled) {
+    head_ = 0;
+    queued_ = 0;
+  }
   writing_ = false;
   received_ = 0;
   if (was_open) ++counters_.disconnects;
