@@ -1,6 +1,7 @@
 #include "frame_channel.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "edgesgd/platform/log.h"
@@ -112,9 +113,11 @@ void FrameChannel::OnRead(const asio::error_code& error, std::size_t bytes) {
       } else {
         ++counters_.malformed_prefixes;
       }
+      char who[32];
+      std::snprintf(who, sizeof(who), bound ? "peer %u" : "an unidentified peer", peer);
       platform::Log(platform::LogLevel::kWarning,
-                    "%s: peer %u announced a frame of %u bytes (limit %zu): closing",
-                    options_.log_name, bound ? peer : 0u, announced, options_.max_frame_bytes);
+                    "%s: %s announced a frame of %u bytes (limit %zu): closing the connection",
+                    options_.log_name, who, announced, options_.max_frame_bytes);
       Close(oversized ? CloseReason::kOversized : CloseReason::kMalformed);
       return;
     }
