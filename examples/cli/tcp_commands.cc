@@ -111,7 +111,7 @@ void AddListenerFlags(CLI::App& command, NetworkFlags& flags) {
       ->check(CLI::Range(1e-3, 1e6));
   command.add_option("--idle-timeout-s", flags.idle_timeout_s,
                      "Close an accepted connection that sends nothing for this long (workers "
-                     "send heartbeats)")
+                     "send heartbeats; gossip neighbours send a model every round)")
       ->capture_default_str()
       ->check(CLI::Range(1e-3, 1e6));
   command.add_option("--port-file", flags.port_file,
@@ -437,17 +437,18 @@ struct WorkerFlags : RunFlags {
   std::uint32_t id = 0;
   double slowdown = 1;
   double heartbeat_s = 1;
+  double join_retry_s = 1;
   double give_up_s = 60;
-  std::size_t memory_mb = 1024;
+  std::size_t memory_mb = 256;
   NetworkFlags network;
 };
 
 // The worker's gradient oracle. The run's shape (workers, seed, batch) arrives in the Welcome,
-// so the task is built on the first gradient call, from the data flags plus the Welcome.
+// so the task is built right after it (the driver's hook), from the data flags plus the
+// Welcome; data flags that do not fit the server's model stop the worker there.
 struct WorkerTask {
   const WorkerFlags* flags = nullptr;
   protocol::WorkerSession* session = nullptr;
-  tcp::SessionDriver* driver = nullptr;
   Task task;
   bool ready = false;
   std::string error;  // set (and the driver stopped) when the task cannot be built
@@ -455,10 +456,7 @@ struct WorkerTask {
   static Status Gradient(void* user, std::span<const float> point, std::uint32_t round,
                          std::uint32_t local_step, std::span<float> gradient) {
     auto& self = *static_cast<WorkerTask*>(user);
-    if (!self.ready && !self.Setup()) {
-      self.driver->RequestStop();
-      return Status::FailedPrecondition();
-    }
+    if (!self.ready) return Status::FailedPrecondition();  // stopping: see Setup's error
     const auto start = std::chrono::steady_clock::now();
     const Status status =
         self.task.Gradient(self.flags->id - 1, point, round, local_step, gradient);
@@ -507,12 +505,11 @@ int RunWorker(const WorkerFlags& o) {
   tcp::SessionDriver driver;
   oracle.flags = &o;
   oracle.session = &session;
-  oracle.driver = &driver;
   protocol::WorkerOptions worker_options;
   worker_options.device_id = o.id;
   worker_options.gradient = &WorkerTask::Gradient;
   worker_options.user = &oracle;
-  worker_options.join_retry_ns = 200 * tcp::kNsPerMs;
+  worker_options.join_retry_ns = Seconds(o.join_retry_s);
   worker_options.heartbeat_interval_ns = Seconds(o.heartbeat_s);
   if (const protocol::ConfigCheck check = session.Init(arena.arena, worker_options); !check.ok()) {
     std::fprintf(stderr, "edgesgd worker: %s\n", check.reason);
@@ -522,6 +519,11 @@ int RunWorker(const WorkerFlags& o) {
   options.dial.push_back({protocol::kServerPeer, server_address});
   options.give_up_ns = Seconds(o.give_up_s);
   if (!OpenDriver(driver, options, o.network, kName)) return 1;
+  driver.SetAfterSessionCall([&] {
+    if (session.configured() && !oracle.ready && oracle.error.empty() && !oracle.Setup()) {
+      driver.RequestStop();
+    }
+  });
   const tcp::DriverStop stop = driver.Run(session);
   if (!oracle.error.empty()) {
     std::fprintf(stderr, "edgesgd worker: %s\n", oracle.error.c_str());
@@ -626,6 +628,7 @@ int RunPeer(const PeerFlags& o) {
   options.listen = listen;
   options.max_peer_id = static_cast<protocol::PeerId>(n);
   options.max_frame_bytes = protocol::GossipPeerSession::MaxFrameBytes(config);
+  options.idle_timeout_ns = Seconds(o.network.idle_timeout_s);
   for (const protocol::PeerId neighbour : config.mixing.neighbour_ids()) {
     options.dial.push_back({neighbour, addresses[neighbour - 1]});
   }
@@ -766,6 +769,11 @@ void AddWorkerCommand(CLI::App& app, int& exit_code) {
                       "liveness timers fed)")
       ->capture_default_str()
       ->check(CLI::Range(1e-3, 1e6));
+  command->add_option("--join-retry-s", o->join_retry_s,
+                      "Re-send Join this often until welcomed; every Join makes the server send "
+                      "the full model again, so keep it above a model's transfer time")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-3, 1e6));
   command->add_option("--give-up-s", o->give_up_s,
                       "Exit with an error after this long without a connection to the server")
       ->capture_default_str()
@@ -774,7 +782,7 @@ void AddWorkerCommand(CLI::App& app, int& exit_code) {
                       "Memory this device offers the run (advertised in its Join; the server "
                       "refuses a run that needs more)")
       ->capture_default_str()
-      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20));
+      ->check(CLI::Range(std::size_t{1}, std::size_t{4095}));  // a Join states u32 bytes
   AddNetworkFlags(*command, o->network);
   command->add_flag("--quiet", o->quiet, "No summary line on stderr");
   command->callback([o, &exit_code] { exit_code = RunWorker(*o); });

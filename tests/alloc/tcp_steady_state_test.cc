@@ -1,5 +1,6 @@
 // Zero heap allocation in the TCP driver's steady state: a server and four workers, each with
-// its own SessionDriver (its own io_context and thread), train over loopback sockets. After a
+// its own SessionDriver (its own io_context and thread; tcp::RunOnLoopback), train over
+// loopback sockets. After a
 // warm-up of 20 rounds (connections, receive buffers grown to the largest frame, send-queue
 // slots sized, Asio's handler memory recycled), 100 more rounds — socket reads and writes,
 // timers, frames built, decoded, aggregated — must not call operator new or malloc once, in any
@@ -13,11 +14,10 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "alloc/allocation_counter.h"
-#include "edgesgd/asio/session_driver.h"
+#include "edgesgd/asio/loopback.h"
 #include "edgesgd/auth/key_ring.h"
 #include "protocol/protocol_harness.h"
 
@@ -44,19 +44,9 @@ void RunCase(const char* name, const protocol::RunConfig& config,
                         std::vector<float>(config.layout.dimension(), 1.0f))
                   .ok());
 
-  tcp::DriverOptions server_options;
-  server_options.listen = tcp::Endpoint{"127.0.0.1", 0};
-  server_options.max_peer_id = kWorkers;
-  server_options.max_frame_bytes = protocol::UpdateFrameBytes(config);
-  server_options.handle_signals = false;
-  server_options.auth_keys = keys;
-  tcp::SessionDriver server_driver;
-  std::string error;
-  ASSERT_TRUE(server_driver.Open(server_options, error)) << error;
-
   std::atomic<std::size_t> at_warmup{0};
   std::atomic<std::size_t> at_end{0};
-  server_driver.SetAfterSessionCall([&] {
+  const auto hook = [&] {
     if (server.round() == kWarmupRounds && at_warmup == 0) {
       at_warmup = testing::HeapAllocationCount();
     }
@@ -66,18 +56,19 @@ void RunCase(const char* name, const protocol::RunConfig& config,
     protocol::RoundEvent round;
     while (server.PollRoundEvent(round)) {
     }
-  });
+  };
 
   std::vector<std::unique_ptr<QuadraticProblem>> problems;
   std::vector<std::unique_ptr<ArenaStorage>> storages;
   std::vector<std::unique_ptr<protocol::WorkerSession>> workers;
-  std::vector<std::unique_ptr<tcp::SessionDriver>> drivers;
+  std::vector<protocol::WorkerSession*> pointers;
   const std::vector<std::vector<float>> targets =
       protocol::testing::Targets(kWorkers, config.layout.dimension());
   for (std::uint32_t w = 0; w < kWorkers; ++w) {
     problems.push_back(std::make_unique<QuadraticProblem>());
     problems.back()->target = targets[w];
-    storages.push_back(std::make_unique<ArenaStorage>(protocol::WorkerSession::ArenaBytes(config)));
+    storages.push_back(
+        std::make_unique<ArenaStorage>(protocol::WorkerSession::ArenaBytes(config)));
     workers.push_back(std::make_unique<protocol::WorkerSession>());
     protocol::WorkerOptions worker_options;
     worker_options.device_id = w + 1;
@@ -85,29 +76,20 @@ void RunCase(const char* name, const protocol::RunConfig& config,
     worker_options.user = problems.back().get();
     worker_options.heartbeat_interval_ns = 5 * tcp::kNsPerMs;  // heartbeats in the window too
     ASSERT_TRUE(workers.back()->Init(storages.back()->arena, worker_options).ok());
-    tcp::DriverOptions dial;
-    dial.dial.push_back({protocol::kServerPeer, {"127.0.0.1", server_driver.listen_port()}});
-    dial.handle_signals = false;
-    dial.seed = w;
-    dial.auth_keys = keys;
-    dial.auth_device = w + 1;
-    drivers.push_back(std::make_unique<tcp::SessionDriver>());
-    ASSERT_TRUE(drivers.back()->Open(dial, error)) << error;
+    pointers.push_back(workers.back().get());
   }
 
-  std::vector<std::thread> threads;
-  for (std::uint32_t w = 0; w < kWorkers; ++w) {
-    threads.emplace_back([&, w] { drivers[w]->Run(*workers[w]); });
-  }
-  const tcp::DriverStop stop = server_driver.Run(server);
-  for (std::thread& thread : threads) thread.join();
+  tcp::LoopbackResult result;
+  std::string error;
+  ASSERT_TRUE(tcp::RunOnLoopback(server, pointers, hook, result, error, keys)) << error;
 
-  ASSERT_EQ(stop, tcp::DriverStop::kFinished) << name;
+  ASSERT_EQ(result.server_stop, tcp::DriverStop::kFinished) << name;
   ASSERT_TRUE(server.Finished()) << name;
   ASSERT_GT(at_warmup.load(), 0u) << name;
   ASSERT_GT(at_end.load(), 0u) << name;
-  EXPECT_EQ(at_end - at_warmup, 0u) << name << ": " << (at_end - at_warmup) << " allocations in "
-                                    << kMeasuredRounds << " rounds over TCP";
+  EXPECT_EQ(at_end - at_warmup, 0u)
+      << name << ": " << (at_end - at_warmup) << " allocations in " << kMeasuredRounds
+      << " rounds over TCP";
   for (const auto& worker : workers) EXPECT_TRUE(worker->Finished()) << name;
 }
 

@@ -487,6 +487,24 @@ def slow_worker(cluster):
     check(summary["final"]["accuracy"] > 0.5, "training failed: %s" % summary["final"])
 
 
+def mismatched_worker(cluster):
+    """A worker whose data flags do not fit the server's model exits with a one-line error; the
+    server goes on serving and the run completes with the right workers."""
+    server, port = cluster.start_server(
+        DATA + ["--workers", "2", "--rounds", "30", "--summary", cluster.path("server.json")])
+    wrong = cluster.start("wrong", ["worker", "--connect", "127.0.0.1:%d" % port, "--id", "1",
+                                    "--task", "softmax", "--data", "synthetic", "--dim", "41"])
+    cluster.wait(wrong, timeout=20, expect=1)
+    with open(cluster.path("wrong.log")) as f:
+        errors = [line for line in f.read().splitlines() if "edgesgd worker:" in line]
+    check(len(errors) == 1 and "parameters" in errors[0], "no one-line explanation: %s" % errors)
+    workers = [cluster.start_worker(port, w) for w in (1, 2)]
+    cluster.wait(server)
+    for worker in workers:
+        cluster.wait(worker, timeout=20)
+    check(cluster.summary("server.json")["final"]["round"] == 30, "the run did not complete")
+
+
 def peer_addresses(ports):
     return ",".join("127.0.0.1:%d" % p for p in ports)
 
@@ -553,6 +571,7 @@ SCENARIOS = {
     "hostile_clients": hostile_clients,
     "auth_attacks": auth_attacks,
     "slow_worker": slow_worker,
+    "mismatched_worker": mismatched_worker,
     "gossip_ring": gossip_ring,
     "gossip_peer_killed": gossip_peer_killed,
 }

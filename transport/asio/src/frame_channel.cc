@@ -1,6 +1,7 @@
 #include "frame_channel.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "edgesgd/core/check.h"
@@ -208,9 +209,11 @@ void FrameChannel::OnRead(const asio::error_code& error, std::size_t bytes) {
       } else {
         ++counters_.malformed_prefixes;
       }
+      char who[32];
+      std::snprintf(who, sizeof(who), bound ? "peer %u" : "an unidentified peer", peer);
       platform::Log(platform::LogLevel::kWarning,
-                    "%s: peer %u announced a frame of %u bytes (limit %zu): closing",
-                    options_.log_name, bound ? peer : 0u, announced, options_.max_frame_bytes);
+                    "%s: %s announced a frame of %u bytes (limit %zu): closing the connection",
+                    options_.log_name, who, announced, options_.max_frame_bytes);
       Close(oversized ? CloseReason::kOversized : CloseReason::kMalformed);
       return;
     }
@@ -248,6 +251,13 @@ void FrameChannel::DeliverFrame(std::span<const std::byte> frame) {
 }
 
 bool FrameChannel::Send(std::span<const std::byte> frame) {
+  if (dialled && state_ != State::kOpen) {
+    // Not connected: only the newest frame waits. Sessions re-send what matters (a Join every
+    // retry, a model every round), and a backlog of stale retries would reach the peer all at
+    // once when the connection comes up (each Join makes a server send the whole model again).
+    head_ = 0;
+    queued_ = 0;
+  }
   if (queued_ == slots_.size()) return false;
   std::vector<std::byte>& slot = slots_[(head_ + queued_) % slots_.size()];
   if (authenticating()) {
@@ -311,7 +321,10 @@ void FrameChannel::Close(CloseReason reason, bool silent) {
   // A dialled peer keeps its queue across reconnects: frames handed out while it was
   // (re)connecting go out on the next connection (a stale one is rejected by the session).
   // An accepted connection's queue dies with it: its peer comes back on a new one.
-  if (!dialled) queued_ = 0;
+  if (!dialled) {
+    head_ = 0;
+    queued_ = 0;
+  }
   writing_ = false;
   received_ = 0;
   auth_.Reset();  // this connection's keys are of no further use

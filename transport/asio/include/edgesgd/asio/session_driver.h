@@ -13,8 +13,9 @@
 //     sends no valid first frame within DriverOptions::hello_timeout_ns, sends an invalid one,
 //     or names an id outside 1..max_peer_id is closed and counted.
 //   - dialled (worker -> server, gossip peer -> neighbours): the driver keeps connecting, with
-//     exponential backoff and jitter, for as long as it runs. Frames for a dialled peer wait in
-//     its bounded send queue while it connects.
+//     exponential backoff and jitter, for as long as it runs. While a dialled peer is not
+//     connected, the newest frame for it waits for the connection (older ones are dropped: the
+//     sessions re-send Joins and send a model every round, so only the newest matters).
 // A frame for a peer goes out on the peer's dialled connection if it has one, else on the
 // newest accepted connection bound to it; with neither it is dropped (counted) — the session's
 // own retries cover it.
