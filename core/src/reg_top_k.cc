@@ -35,8 +35,7 @@ Status RegTopKCodec::EncodeWithDistortion(const CodecParams& params, const Tenso
   // selection gets the rest.
   const auto address = reinterpret_cast<std::uintptr_t>(scratch.data());
   const std::size_t skip = (sizeof(float) - address % sizeof(float)) % sizeof(float);
-  std::size_t largest = 0;
-  for (std::size_t t = 0; t < layout.tensor_count(); ++t) largest = std::max(largest, layout.size(t));
+  const std::size_t largest = LargestTensorSize(layout);
   const std::span<float> scores = internal::ScratchAs<float>(scratch.subspan(skip), largest);
   const std::span<std::byte> select_scratch = scratch.subspan(skip + largest * sizeof(float));
 

@@ -44,11 +44,16 @@ struct RegTopKCodec {
   // Top-k's selection scratch. DecodeAdd needs none. 0 for bad parameters.
   static constexpr std::size_t ScratchBytes(const CodecParams& params, const TensorLayout& layout) {
     if (!Shape(params, layout).ok()) return 0;
+    return (sizeof(float) - 1) + LargestTensorSize(layout) * sizeof(float) +
+           TopKCodec::ScratchBytes(params, layout);
+  }
+  // Coordinates of the layout's largest tensor: the scores Encode holds at a time.
+  static constexpr std::size_t LargestTensorSize(const TensorLayout& layout) {
     std::size_t largest = 0;
     for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
       if (layout.size(t) > largest) largest = layout.size(t);
     }
-    return (sizeof(float) - 1) + largest * sizeof(float) + TopKCodec::ScratchBytes(params, layout);
+    return largest;
   }
   // RegTop-k with no posterior (Delta = Q everywhere): EncodeWithDistortion with an empty
   // distortion. Same contract as TopKCodec::Encode.
