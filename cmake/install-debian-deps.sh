@@ -7,7 +7,7 @@ set -euo pipefail
 
 declare -A groups=(
   [host]="cmake ninja-build g++ make libeigen3-dev googletest libcli11-dev zlib1g-dev
-          libflatbuffers-dev flatbuffers-compiler
+          libflatbuffers-dev flatbuffers-compiler libasio-dev
           dataset-fashion-mnist python3-matplotlib binutils"
   [cross]="g++-aarch64-linux-gnu g++-arm-linux-gnueabihf qemu-user gcc-arm-none-eabi
            libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib qemu-system-arm"
@@ -38,6 +38,7 @@ if [[ $(id -u) -ne 0 ]]; then
 fi
 echo "install-debian-deps: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
+# A mirror caught mid-sync fails one index of many; the packages may still be reachable.
+apt-get update -qq || echo "install-debian-deps: apt-get update reported errors; installing anyway" >&2
 # --no-install-recommends keeps qemu-system-arm to a few packages instead of a desktop stack.
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -200,6 +200,7 @@ void AddBenchCommand(CLI::App& app, int& exit_code) {
   codecs->add_flag("--json", options->json, "Print one JSON object instead of a table");
   AddCodecParameterFlags(*codecs, options->codec);
   codecs->callback([options, &exit_code] { exit_code = RunBenchCodecs(*options); });
+  AddBenchTcpCommand(*bench, exit_code);
 }
 
 }  // namespace edgesgd::cli

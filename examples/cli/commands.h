@@ -7,7 +7,13 @@ namespace edgesgd::cli {
 // Each subcommand registers its flags on the app and sets a callback that stores its exit code
 // in `exit_code` (0 on success). Errors are reported on stderr as one line.
 void AddBenchCommand(CLI::App& app, int& exit_code);
+// `bench tcp`, registered by AddBenchCommand on its `bench` subcommand.
+void AddBenchTcpCommand(CLI::App& bench, int& exit_code);
 void AddTrainCommand(CLI::App& app, int& exit_code);
 void AddSimulateCommand(CLI::App& app, int& exit_code);
+// Over TCP (transport/asio).
+void AddServerCommand(CLI::App& app, int& exit_code);
+void AddWorkerCommand(CLI::App& app, int& exit_code);
+void AddPeerCommand(CLI::App& app, int& exit_code);
 
 }  // namespace edgesgd::cli

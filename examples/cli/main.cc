@@ -24,6 +24,9 @@ int main(int argc, char** argv) {
   edgesgd::cli::AddBenchCommand(app, exit_code);
   edgesgd::cli::AddTrainCommand(app, exit_code);
   edgesgd::cli::AddSimulateCommand(app, exit_code);
+  edgesgd::cli::AddServerCommand(app, exit_code);
+  edgesgd::cli::AddWorkerCommand(app, exit_code);
+  edgesgd::cli::AddPeerCommand(app, exit_code);
   std::vector<std::string> args(argv + 1, argv + argc);
   std::string config_error;
   if (!edgesgd::cli::ExpandConfigFiles(args, config_error)) {

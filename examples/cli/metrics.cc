@@ -55,6 +55,9 @@ void MetricsWriter::Write(const MetricsRow& row) {
                Number(row.dist_to_opt).c_str(), Number(row.consensus).c_str(),
                static_cast<unsigned long long>(row.bytes_up),
                static_cast<unsigned long long>(row.bytes_down), Number(row.bits_per_coord).c_str());
+  // One row per round is rare enough to flush each: a live run (a TCP server) can be followed
+  // with tail -f, and a killed one leaves every row it completed.
+  std::fflush(file_);
 }
 
 bool MetricsWriter::Close(std::string& error) {

@@ -17,6 +17,7 @@
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "cli/metrics.h"
+#include "cli/run_flags.h"
 #include "cli/task.h"
 #include "edgesgd/core/arena.h"
 #include "edgesgd/core/error_feedback.h"
@@ -29,34 +30,9 @@
 namespace edgesgd::cli {
 namespace {
 
-struct SimulateOptions {
-  std::string task = "softmax";
-  std::string data = "fashion-mnist";
-  std::string split = "iid";
-  std::size_t workers = 8;
-  std::uint32_t rounds = 200;
-  std::size_t batch = 32;
-  std::uint32_t local_steps = 1;
-  std::size_t dim = 100;
-  std::size_t samples = 500;
-  std::size_t hidden = 64;
-  std::size_t train_limit = 0;
-  std::uint32_t eval_every = 1;
-  float lr = 0.05f;
-  float momentum = 0.9f;
-  float weight_decay = 0.0f;
-  float participation = 1.0f;
-  float detach = 0.3f;
-  std::uint64_t seed = 1;
-  std::string codec = "identity";
-  CodecFlags codec_flags;
-  std::string feedback = "ef";
-  std::string optimizer = "sgd";
-  std::string aggregate = "mean";
-  std::string downlink = "model";
-  std::string tie = "positive";
+// The shared run flags plus the simulator's own: the network model and injected faults.
+struct SimulateOptions : RunFlags {
   std::string mode = "server";
-  std::string topology = "ring";
   double bandwidth_mbps = 0;
   double latency_ms = 0;
   std::string device_speeds = "1";
@@ -67,35 +43,10 @@ struct SimulateOptions {
   double corrupt = 0;
   double duplicate = 0;
   std::uint32_t adversaries = 0;
-  std::uint32_t quorum = 0;
-  double round_deadline_s = 60;
-  std::string metrics;
-  std::string summary;
-  bool quiet = false;
-  // Set when the flag was given explicitly (defaults differ per aggregation).
-  bool feedback_given = false;
 };
 
 // A one-line reason for an inconsistent configuration, or empty.
 std::string CheckConsistency(const SimulateOptions& o) {
-  const bool majority = o.aggregate == "majority";
-  if (majority && o.codec != "sign") {
-    return "--aggregate majority counts 1-bit votes: it needs --codec sign";
-  }
-  if (majority && o.optimizer != "signum") {
-    return "--aggregate majority trains with Signum on the workers: use --optimizer signum";
-  }
-  if (!majority && o.optimizer == "signum") {
-    return "--optimizer signum sends sign votes: it needs --aggregate majority --codec sign";
-  }
-  if (majority && o.feedback_given && o.feedback != "none") {
-    return "--aggregate majority has no error feedback (the vote is the update): drop "
-           "--feedback or use --feedback none";
-  }
-  if (o.adversaries > 0 && !majority) {
-    return "--adversaries sends negated sign votes: it needs --aggregate majority";
-  }
-  if (o.adversaries > o.workers) return "--adversaries cannot exceed --workers";
   if (o.mode == "gossip") {
     if (o.codec != "identity") {
       return "--mode gossip exchanges dense models (D-PSGD): use --codec identity";
@@ -112,14 +63,11 @@ std::string CheckConsistency(const SimulateOptions& o) {
              "--local-steps and --participation";
     }
   }
-  if (o.quorum > o.workers) return "--quorum cannot exceed --workers";
-  if (o.task == "logreg-toy" && o.workers != 2) {
-    return "--task logreg-toy is the two-client toy: it needs --workers 2";
+  if (const std::string why = CheckRunConsistency(o); !why.empty()) return why;
+  if (o.adversaries > 0 && o.aggregate != "majority") {
+    return "--adversaries sends negated sign votes: it needs --aggregate majority";
   }
-  if ((o.task == "linreg" || o.task == "logreg-toy" || o.task == "quadratic-noise") &&
-      o.data == "fashion-mnist" && o.data != "synthetic") {
-    // The synthetic tasks ignore --data; nothing to reject.
-  }
+  if (o.adversaries > o.workers) return "--adversaries cannot exceed --workers";
   return "";
 }
 
@@ -141,91 +89,6 @@ std::vector<double> ParseSpeeds(const std::string& text, std::size_t workers) {
   for (std::size_t w = 0; w < workers; ++w) speeds[w] = listed[w % listed.size()];
   return speeds;
 }
-
-bool BuildTaskOptions(const SimulateOptions& o, TaskOptions& task, std::string& error) {
-  if (o.task == "linreg") {
-    task.kind = TaskKind::kLinreg;
-  } else if (o.task == "logreg-toy") {
-    task.kind = TaskKind::kLogregToy;
-  } else if (o.task == "quadratic-noise") {
-    task.kind = TaskKind::kQuadraticNoise;
-  } else if (o.task == "mlp") {
-    task.kind = TaskKind::kMlp;
-  } else {
-    task.kind = TaskKind::kSoftmax;
-  }
-  task.fashion_mnist = o.data == "fashion-mnist";
-  if (o.split == "iid") {
-    task.split = SplitKind::kIid;
-  } else if (o.split == "sorted") {
-    task.split = SplitKind::kSorted;
-  } else if (o.split.rfind("dirichlet:", 0) == 0) {
-    task.split = SplitKind::kDirichlet;
-    char* end = nullptr;
-    const std::string alpha = o.split.substr(10);
-    task.dirichlet_alpha = std::strtof(alpha.c_str(), &end);
-    if (alpha.empty() || *end != '\0' || !(task.dirichlet_alpha > 0) ||
-        !std::isfinite(task.dirichlet_alpha)) {
-      error = "--split dirichlet:ALPHA needs a positive number, e.g. dirichlet:0.5";
-      return false;
-    }
-  } else {
-    error = "--split must be iid, sorted or dirichlet:ALPHA";
-    return false;
-  }
-  task.workers = o.workers;
-  task.batch = o.batch;
-  task.dimension = o.dim;
-  task.samples = o.samples;
-  task.hidden = o.hidden;
-  task.train_limit = o.train_limit;
-  task.seed = o.seed;
-  return true;
-}
-
-protocol::RunConfig BuildRunConfig(const SimulateOptions& o, const Task& task) {
-  protocol::RunConfig config;
-  config.layout = task.layout();
-  config.codec = o.codec_flags.ToParams();
-  config.codec.kind = ParseCodecKind(o.codec).value();
-  config.batch = static_cast<std::uint32_t>(task.samples_per_step(0));
-  config.participation = o.participation;
-  config.rounds = o.rounds;
-  config.seed = o.seed;
-  config.downlink =
-      o.downlink == "aggregate" ? protocol::DownlinkKind::kAggregate : protocol::DownlinkKind::kModel;
-  if (o.aggregate == "majority") {
-    config.aggregation = protocol::AggregationKind::kMajority;
-    config.codec.sign_scale = SignScale::kUnit;
-    config.tie_rule = o.tie == "negative" ? TieRule::kNegative : TieRule::kPositive;
-    config.optimizer = {OptimizerKind::kSignum, o.lr, o.momentum, o.weight_decay};
-    config.feedback.local_steps = 1;
-  } else {
-    config.aggregation = protocol::AggregationKind::kMean;
-    FeedbackParams& feedback = config.feedback;
-    feedback.kind = o.feedback == "none"   ? FeedbackKind::kNone
-                    : o.feedback == "ef"   ? FeedbackKind::kEf
-                    : o.feedback == "saef" ? FeedbackKind::kSaef
-                                           : FeedbackKind::kDef;  // def and defa
-    feedback.detach = o.detach;
-    feedback.learning_rate = o.lr;
-    feedback.momentum = o.optimizer == "sgd" ? 0.0f : o.momentum;
-    feedback.weight_decay = o.weight_decay;
-    feedback.local_steps = o.local_steps;
-  }
-  return config;
-}
-
-// Memory one participant needs, itemised for the summary.
-struct MemoryPlan {
-  std::size_t server_arena = 0;
-  std::size_t worker_arena = 0;
-  std::size_t worker_feedback_state = 0;
-  std::size_t worker_codec_scratch = 0;
-  std::size_t update_payload = 0;
-  std::size_t update_frame = 0;
-  std::size_t broadcast_frame = 0;
-};
 
 // The network model of the flags: seed, compute cost per sample and injected faults.
 sim::SimConfig MakeSimConfig(const SimulateOptions& o) {
@@ -251,8 +114,6 @@ sim::DeviceProfile WithSpeed(sim::DeviceProfile profile, double speed) {
   return profile;
 }
 
-bool IsTerminal() { return isatty(STDERR_FILENO) == 1; }
-
 // D-PSGD among peers 1..n on a ring or complete graph, no server. A round's row is written when
 // every peer has closed it; the evaluated model is the peers' average, and `consensus` is
 // mean_i ||x_i - mean x||^2 at that moment (a fast peer may already hold its next-round model).
@@ -260,12 +121,9 @@ int RunGossip(const SimulateOptions& o, Task& task, const std::vector<double>& s
   const std::size_t n = o.workers;
   const std::size_t d = task.dimension();
   protocol::Topology topology;
-  topology.kind =
-      o.topology == "complete" ? protocol::TopologyKind::kComplete : protocol::TopologyKind::kRing;
-  topology.peers = static_cast<std::uint32_t>(n);
-  if (const protocol::ConfigCheck check = protocol::ValidateTopology(topology); !check.ok()) {
-    std::fprintf(stderr, "edgesgd simulate: --topology %s with %zu peers: %s\n",
-                 o.topology.c_str(), n, check.reason);
+  std::string error;
+  if (!BuildTopology(o, n, topology, error)) {
+    std::fprintf(stderr, "edgesgd simulate: %s\n", error.c_str());
     return 2;
   }
   std::vector<float> initial(d);
@@ -276,14 +134,7 @@ int RunGossip(const SimulateOptions& o, Task& task, const std::vector<double>& s
   std::size_t peer_arena = 0;
   for (std::size_t i = 0; i < n; ++i) {
     const auto id = static_cast<protocol::PeerId>(i + 1);
-    protocol::GossipConfig config;
-    config.mixing =
-        protocol::MakeMixingRow(topology, protocol::MixingRule::kMetropolisHastings, id).value();
-    config.layout = task.layout();
-    config.rounds = o.rounds;
-    config.learning_rate = o.lr;
-    config.seed = o.seed;
-    config.neighbour_deadline_ns = static_cast<protocol::TimeNs>(o.round_deadline_s * 1e9);
+    const protocol::GossipConfig config = BuildGossipConfig(o, task, topology, id);
     peer_arena = protocol::GossipPeerSession::ArenaBytes(config);
     storage[i].resize(peer_arena + kArenaAlignment);
     arenas[i] = std::make_unique<Arena>(std::span<std::byte>(storage[i]));
@@ -306,7 +157,6 @@ int RunGossip(const SimulateOptions& o, Task& task, const std::vector<double>& s
                        WithSpeed(link, speeds[i]));
   }
 
-  std::string error;
   MetricsWriter metrics;
   if (!o.metrics.empty() && !metrics.Open(o.metrics, error)) {
     std::fprintf(stderr, "edgesgd simulate: %s\n", error.c_str());
@@ -385,7 +235,8 @@ int RunGossip(const SimulateOptions& o, Task& task, const std::vector<double>& s
   summary.Begin("memory_plan");
   summary.Field("peer_arena_bytes", peer_arena);
   summary.End();
-  if (!o.summary.empty() && !summary.Save(o.summary, error)) {
+  // The model of a gossip run is the peers' average.
+  if ((!o.summary.empty() && !summary.Save(o.summary, error)) || !SaveModel(o, average, error)) {
     std::fprintf(stderr, "edgesgd simulate: %s\n", error.c_str());
     return 1;
   }
@@ -406,7 +257,7 @@ int RunSimulate(const SimulateOptions& o) {
   }
   TaskOptions task_options;
   std::string error;
-  if (!BuildTaskOptions(o, task_options, error)) {
+  if (!BuildTaskOptions(o, o.workers, o.seed, o.batch, task_options, error)) {
     std::fprintf(stderr, "edgesgd simulate: %s\n", error.c_str());
     return 2;
   }
@@ -421,12 +272,7 @@ int RunSimulate(const SimulateOptions& o) {
     std::fprintf(stderr, "edgesgd simulate: inconsistent configuration: %s\n", check.reason);
     return 2;
   }
-  protocol::ServerOptions server_options;
-  server_options.workers = static_cast<std::uint32_t>(o.workers);
-  server_options.quorum = o.quorum == 0 ? 1 : o.quorum;
-  server_options.round_deadline_ns =
-      static_cast<protocol::TimeNs>(o.round_deadline_s * 1e9);
-  server_options.liveness_timeout_ns = 3 * server_options.round_deadline_ns;
+  const protocol::ServerOptions server_options = BuildServerOptions(o);
   if (const protocol::ConfigCheck check = protocol::ValidateServerOptions(server_options);
       !check.ok()) {
     std::fprintf(stderr, "edgesgd simulate: %s\n", check.reason);
@@ -434,18 +280,7 @@ int RunSimulate(const SimulateOptions& o) {
   }
 
   // Memory: one arena per participant, sized by the sessions' own plans.
-  MemoryPlan plan;
-  plan.server_arena = protocol::ServerSession::ArenaBytes(config, server_options);
-  plan.worker_arena = protocol::WorkerSession::ArenaBytes(config);
-  if (config.aggregation == protocol::AggregationKind::kMean) {
-    plan.worker_feedback_state =
-        ErrorFeedbackWorker::StateBytes(config.layout, config.codec, config.feedback);
-  }
-  plan.worker_codec_scratch = CodecScratchBytes(config.codec, config.layout);
-  plan.update_payload = MaxEncodedBytes(config.codec, config.layout);
-  plan.update_frame = protocol::UpdateFrameBytes(config);
-  plan.broadcast_frame = protocol::BroadcastFrameBytes(config);
-
+  const MemoryPlan plan = MakeMemoryPlan(config, server_options);
   std::vector<std::byte> server_storage(plan.server_arena + kArenaAlignment);
   Arena server_arena{std::span<std::byte>(server_storage)};
   std::vector<float> initial(task.dimension());
@@ -490,8 +325,7 @@ int RunSimulate(const SimulateOptions& o) {
   const bool defa = config.aggregation == protocol::AggregationKind::kMean && o.feedback == "defa";
   std::vector<float> readout(task.dimension());
   std::vector<std::span<const float>> residuals(o.workers);
-  const double payload_bits_per_coord =
-      8.0 * static_cast<double>(plan.update_payload) / static_cast<double>(task.dimension());
+  const double payload_bits_per_coord = PayloadBitsPerCoordinate(config);
 
   MetricsWriter metrics;
   if (!o.metrics.empty() && !metrics.Open(o.metrics, error)) {
@@ -504,26 +338,15 @@ int RunSimulate(const SimulateOptions& o) {
   network.SetObserver([&](const sim::SimEvent&) {
     protocol::RoundEvent round;
     while (server.PollRoundEvent(round)) {
-      MetricsRow row;
-      row.round = round.round + 1;
-      row.time_s = static_cast<double>(round.time_closed) * 1e-9;
-      row.bytes_up = round.bytes_up;
-      row.bytes_down = round.bytes_down;
-      row.bits_per_coord = payload_bits_per_coord;
-      const bool evaluate = row.round % o.eval_every == 0 || row.round == o.rounds;
-      if (evaluate) {
-        std::span<const float> model = server.model();
-        if (defa) {
-          for (std::size_t w = 0; w < o.workers; ++w) {
-            residuals[w] = workers[w]->error_feedback().residual();
-          }
-          if (DeAveragedReadout(model, residuals, readout).ok()) model = readout;
+      std::span<const float> model = server.model();
+      const bool evaluate = EvaluatesRound(o, round.round + 1);
+      if (defa && evaluate) {
+        for (std::size_t w = 0; w < o.workers; ++w) {
+          residuals[w] = workers[w]->error_feedback().residual();
         }
-        const TaskEvaluation evaluation = task.Evaluate(model);
-        row.loss = evaluation.loss;
-        row.accuracy = evaluation.accuracy;
-        row.dist_to_opt = evaluation.log10_dist_to_opt;
+        if (DeAveragedReadout(model, residuals, readout).ok()) model = readout;
       }
+      const MetricsRow row = ServerRoundRow(round, o, payload_bits_per_coord, task, model);
       metrics.Write(row);
       progress.Update(row);
       if (evaluate) {
@@ -552,24 +375,8 @@ int RunSimulate(const SimulateOptions& o) {
   const sim::DeviceCounters totals = network.TotalCounters();
   const protocol::ServerCounters& counters = server.counters();
   SummaryWriter summary;
-  summary.Field("task", o.task);
-  summary.Field("codec", o.codec);
-  summary.Field("aggregate", o.aggregate);
-  summary.Field("feedback", config.aggregation == protocol::AggregationKind::kMean ? o.feedback : "none");
-  summary.Field("workers", o.workers);
-  summary.Field("rounds", o.rounds);
-  summary.Field("seed", o.seed);
-  summary.Field("parameters", task.dimension());
-  summary.Row("final", have_last ? last : MetricsRow{});
-  summary.Begin("memory_plan");
-  summary.Field("server_arena_bytes", plan.server_arena);
-  summary.Field("worker_arena_bytes", plan.worker_arena);
-  summary.Field("worker_error_feedback_bytes", plan.worker_feedback_state);
-  summary.Field("worker_codec_scratch_bytes", plan.worker_codec_scratch);
-  summary.Field("update_payload_bytes", plan.update_payload);
-  summary.Field("update_frame_max_bytes", plan.update_frame);
-  summary.Field("broadcast_frame_max_bytes", plan.broadcast_frame);
-  summary.End();
+  WriteRunSummary(summary, o, config, task.dimension(), have_last ? last : MetricsRow{});
+  WriteMemoryPlan(summary, plan);
   summary.Begin("network");
   summary.Field("frames_lost", totals.frames_lost);
   summary.Field("frames_corrupted", totals.frames_corrupted);
@@ -578,7 +385,8 @@ int RunSimulate(const SimulateOptions& o) {
   summary.Field("server_rejected_frames", counters.total_rejected());
   summary.Field("deadline_extensions", counters.deadline_extensions);
   summary.End();
-  if (!o.summary.empty() && !summary.Save(o.summary, error)) {
+  if ((!o.summary.empty() && !summary.Save(o.summary, error)) ||
+      !SaveModel(o, server.model(), error)) {
     std::fprintf(stderr, "edgesgd simulate: %s\n", error.c_str());
     return 1;
   }
@@ -606,97 +414,16 @@ void AddSimulateCommand(CLI::App& app, int& exit_code) {
                                   "the command line override it");
   // A flag given twice (in the config file and on the command line) takes the last value.
   command->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  command->add_option("--task", o->task,
-                      "linreg (experiment A), logreg-toy (B), quadratic-noise (C), softmax, mlp")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"linreg", "logreg-toy", "quadratic-noise", "softmax", "mlp"}));
-  command->add_option("--data", o->data,
-                      "softmax/mlp data: fashion-mnist (Debian's dataset-fashion-mnist) or "
-                      "synthetic (a 10-class Gaussian mixture)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"synthetic", "fashion-mnist"}));
-  command->add_option("--split", o->split,
-                      "How softmax/mlp data is split: iid, sorted (by label, unshuffled) or "
-                      "dirichlet:ALPHA")
-      ->capture_default_str();
-  command->add_option("--workers", o->workers, "Number of worker devices")
-      ->capture_default_str()
-      ->check(CLI::Range(std::size_t{1}, std::size_t{protocol::kMaxWorkers}));
-  command->add_option("--rounds", o->rounds, "Training rounds")
-      ->capture_default_str()
-      ->check(CLI::Range(1u, 100000000u));
-  command->add_option("--lr", o->lr, "Learning rate (workers' step size)")->capture_default_str();
-  command->add_option("--momentum", o->momentum,
-                      "Momentum beta of --optimizer momentum and signum, in [0, 1)")
-      ->capture_default_str();
-  command->add_option("--weight-decay", o->weight_decay, "L2 weight decay")->capture_default_str();
-  command->add_option("--batch", o->batch, "Samples per local step (0 = the whole local shard)")
-      ->capture_default_str();
-  command->add_option("--local-steps", o->local_steps,
-                      "H local steps per round; the model delta is then sent (H = 1 sends "
-                      "gradients)")
-      ->capture_default_str()
-      ->check(CLI::Range(1u, 100000u));
-  command->add_option("--participation", o->participation,
-                      "Fraction of live workers sampled each round, in (0, 1]")
-      ->capture_default_str()
-      ->check(CLI::Range(1e-6f, 1.0f));
-  command->add_option("--seed", o->seed, "Seed of data, model, codecs and network faults")
-      ->capture_default_str();
-  command->add_option("--codec", o->codec, "Uplink compressor")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"identity", "top_k", "rand_k", "random_block", "sign", "qsgd"}));
-  AddCodecParameterFlags(*command, o->codec_flags);
-  command->add_option("--feedback", o->feedback,
-                      "Error feedback of --aggregate mean: none, ef, def (see --detach), saef, "
-                      "or defa (DEF training, de-averaged x - mean e read-out)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"none", "ef", "def", "saef", "defa"}))
-      ->each([o](const std::string&) { o->feedback_given = true; });
-  command->add_option("--detach", o->detach, "DEF detach coefficient c in [0, 1]")
-      ->capture_default_str();
-  command->add_option("--optimizer", o->optimizer,
-                      "sgd or momentum (heavy ball on the workers, with error feedback), or "
-                      "signum (with --aggregate majority)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"sgd", "momentum", "signum"}));
-  command->add_option("--aggregate", o->aggregate,
-                      "Server aggregation: mean of decoded updates, or majority vote of signs")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"mean", "majority"}));
-  command->add_option("--downlink", o->downlink,
-                      "What the server broadcasts: the model, or the compressed aggregate "
-                      "(identity, rand_k, random_block, or the majority vote)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"model", "aggregate"}));
+  AddDataFlags(*command, *o);
+  AddSeedFlag(*command, *o);
+  AddTrainingFlags(*command, *o,
+                   "Virtual seconds a round waits for stragglers (gossip: for neighbours)");
   command->add_option("--mode", o->mode,
                       "server: a parameter server aggregates; gossip: D-PSGD among peers "
                       "(--topology), dense models, no server")
       ->capture_default_str()
       ->check(CLI::IsMember({"server", "gossip"}));
-  command->add_option("--topology", o->topology,
-                      "Gossip graph with Metropolis-Hastings weights: ring or complete")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"ring", "complete"}));
-  command->add_option("--tie", o->tie, "Majority vote: how a tie (even workers) resolves")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"positive", "negative"}));
-  command->add_option("--dim", o->dim, "Synthetic tasks: model dimension / features")
-      ->capture_default_str()
-      ->check(CLI::Range(std::size_t{1}, std::size_t{10000000}));
-  command->add_option("--samples", o->samples, "Synthetic tasks: samples per worker")
-      ->capture_default_str()
-      ->check(CLI::Range(std::size_t{1}, std::size_t{10000000}));
-  command->add_option("--hidden", o->hidden, "MLP hidden units")
-      ->capture_default_str()
-      ->check(CLI::Range(std::size_t{1}, std::size_t{65536}));
-  command->add_option("--train-limit", o->train_limit,
-                      "Fashion-MNIST: use the first N training images (0 = all 60000)")
-      ->capture_default_str();
-  command->add_option("--eval-every", o->eval_every,
-                      "Rounds between evaluations (loss/accuracy cells are empty in between)")
-      ->capture_default_str()
-      ->check(CLI::Range(1u, 100000000u));
+  AddTopologyFlag(*command, *o);
   command->add_option("--bandwidth-mbps", o->bandwidth_mbps,
                       "Every worker's uplink and downlink, Mbit/s (0 = unlimited)")
       ->capture_default_str()
@@ -732,17 +459,7 @@ void AddSimulateCommand(CLI::App& app, int& exit_code) {
   command->add_option("--adversaries", o->adversaries,
                       "Majority vote: this many workers send negated signs")
       ->capture_default_str();
-  command->add_option("--quorum", o->quorum,
-                      "Updates a round needs once its deadline passed (0 = 1)")
-      ->capture_default_str();
-  command->add_option("--round-deadline-s", o->round_deadline_s,
-                      "Virtual seconds a round waits for stragglers (gossip: for neighbours)")
-      ->capture_default_str()
-      ->check(CLI::Range(1e-6, 1e9));
-  command->add_option("--metrics", o->metrics, "Write one CSV row per round to FILE.csv");
-  command->add_option("--summary", o->summary,
-                      "Write the final row, memory plan and fault counters to FILE.json");
-  command->add_flag("--quiet", o->quiet, "No progress on stderr");
+  AddOutputFlags(*command, *o);
   command->callback([o, &exit_code] { exit_code = RunSimulate(*o); });
 }
 

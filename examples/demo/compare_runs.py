@@ -1,7 +1,10 @@
 #!/usr/bin/python3
-"""Prints a comparison table of `edgesgd simulate` runs from their summary JSON files.
+"""Prints a comparison table of `edgesgd simulate` or `edgesgd server` runs from their summary
+JSON files.
 
-Usage: compare_runs.py RUN.json[=LABEL] ... (the first run is the baseline for the ratios)
+Usage: compare_runs.py [--time-label TEXT] RUN.json[=LABEL] ...
+(the first run is the baseline for the ratios; the time column is "virtual s" unless labelled
+otherwise, e.g. "wall s" for runs over TCP)
 """
 
 import json
@@ -9,6 +12,9 @@ import sys
 
 
 def main(argv):
+    time_label = "virtual s"
+    if len(argv) >= 2 and argv[0] == "--time-label":
+        time_label, argv = argv[1], argv[2:]
     if not argv:
         print(__doc__, file=sys.stderr)
         return 2
@@ -24,7 +30,7 @@ def main(argv):
         runs.append((label or path, summary["final"]))
     base_up = runs[0][1]["bytes_up"] or 1
     header = f"{'run':<24} {'accuracy':>9} {'loss':>8} {'MB up':>10} {'MB down':>10} " \
-             f"{'up vs first':>12} {'virtual s':>10}"
+             f"{'up vs first':>12} {time_label:>10}"
     print(header)
     print("-" * len(header))
     for label, final in runs:

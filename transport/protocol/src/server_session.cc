@@ -1,6 +1,8 @@
 #include "edgesgd/protocol/server_session.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 
 #include "edgesgd/core/codecs/random_block.h"
 #include "edgesgd/core/optimizer.h"
@@ -47,6 +49,107 @@ bool PopRing(std::array<T, N>& ring, std::size_t& head, std::size_t& size, T& ou
   head = (head + 1) % N;
   --size;
   return true;
+}
+
+
+// ---- Checkpoint encoding ----
+
+constexpr std::uint32_t kStateVersion = 1;
+constexpr char kStateMagic[8] = {'E', 'D', 'G', 'S', 'C', 'K', 'P', 'T'};
+constexpr std::uint64_t kFnvOffset = 0xcbf29ce484222325ull;
+constexpr std::uint64_t kFnvPrime = 0x100000001b3ull;
+
+std::uint64_t Fnv1a(std::uint64_t hash, std::span<const std::byte> bytes) {
+  for (const std::byte b : bytes) {
+    hash ^= static_cast<std::uint64_t>(b);
+    hash *= kFnvPrime;
+  }
+  return hash;
+}
+
+// Little-endian field writer over a span the caller sized (StateBytes).
+class StateWriter {
+ public:
+  explicit StateWriter(std::span<std::byte> out) : out_(out) {}
+  template <typename T>
+  void Put(T value) {
+    std::memcpy(out_.data() + at_, &value, sizeof(T));
+    at_ += sizeof(T);
+  }
+  void PutBytes(std::span<const std::byte> bytes) {
+    std::memcpy(out_.data() + at_, bytes.data(), bytes.size());
+    at_ += bytes.size();
+  }
+  std::size_t size() const { return at_; }
+  std::span<const std::byte> written() const { return out_.first(at_); }
+
+ private:
+  std::span<std::byte> out_;
+  std::size_t at_ = 0;
+};
+
+class StateReader {
+ public:
+  explicit StateReader(std::span<const std::byte> in) : in_(in) {}
+  template <typename T>
+  T Get() {
+    T value;
+    std::memcpy(&value, in_.data() + at_, sizeof(T));
+    at_ += sizeof(T);
+    return value;
+  }
+  std::span<const std::byte> Take(std::size_t bytes) {
+    const std::span<const std::byte> taken = in_.subspan(at_, bytes);
+    at_ += bytes;
+    return taken;
+  }
+  std::size_t position() const { return at_; }
+
+ private:
+  std::span<const std::byte> in_;
+  std::size_t at_ = 0;
+};
+
+// Identifies a run: every field of the Welcome the workers get, field by field (structs have
+// padding, so never their raw bytes), and the worker count.
+std::uint64_t RunFingerprint(const RunConfig& config, std::uint32_t workers) {
+  const wire::WelcomeInfo welcome = ToWelcomeInfo(config, 0, workers);
+  std::uint64_t hash = kFnvOffset;
+  const auto mix = [&hash](auto value) {
+    hash = Fnv1a(hash, std::as_bytes(std::span(&value, 1)));
+  };
+  mix(welcome.workers);
+  mix(welcome.rounds);
+  mix(welcome.seed);
+  mix(static_cast<std::uint64_t>(welcome.layout.tensor_count()));
+  for (std::size_t t = 0; t < welcome.layout.tensor_count(); ++t) {
+    mix(static_cast<std::uint64_t>(welcome.layout.size(t)));
+  }
+  const CodecParams& codec = welcome.codec;
+  mix(static_cast<std::uint8_t>(codec.kind));
+  mix(codec.k_ratio);
+  mix(static_cast<std::uint8_t>(codec.rand_k_scaling));
+  mix(codec.block_ratio);
+  mix(static_cast<std::uint8_t>(codec.sign_scale));
+  mix(codec.qsgd_levels);
+  mix(codec.qsgd_bucket);
+  const wire::TrainingConfig& training = welcome.training;
+  mix(training.feedback);
+  mix(training.detach);
+  mix(training.optimizer);
+  mix(training.learning_rate);
+  mix(training.momentum);
+  mix(training.weight_decay);
+  mix(training.local_steps);
+  mix(training.batch);
+  mix(training.aggregate);
+  mix(training.participation);
+  mix(training.quant_schedule);
+  mix(training.mode);
+  mix(training.gossip);
+  mix(training.topology);
+  mix(training.gossip_rounds);
+  return hash;
 }
 
 }  // namespace
@@ -165,6 +268,7 @@ Status ServerSession::TakeBuffers(Arena& arena) {
 
 void ServerSession::DoStart(TimeNs now) {
   if (phase_ != ServerPhase::kJoining) return;
+  started_ = true;
   join_deadline_ = SaturatingAdd(now, options_.join_timeout_ns);
   Advance(now);
 }
@@ -525,7 +629,7 @@ void ServerSession::Advance(TimeNs now) {
 
 void ServerSession::StartTraining(TimeNs now) {
   phase_ = ServerPhase::kTraining;
-  round_ = 0;
+  // round_ is 0, or the round RestoreState resumed at.
   StartRound(now);
 }
 
@@ -748,6 +852,97 @@ std::uint32_t ServerSession::LiveCount(bool selected_only, bool non_reporters_on
     ++count;
   }
   return count;
+}
+
+Result<std::size_t> ServerSession::SaveState(std::span<std::byte> out) const {
+  if (phase_ == ServerPhase::kUninitialized) return Status::FailedPrecondition();
+  const std::size_t bytes = StateBytes(config_);
+  if (out.size() < bytes) return Status::ResourceExhausted();
+  StateWriter writer(out);
+  writer.PutBytes(std::as_bytes(std::span(kStateMagic)));
+  writer.Put(kStateVersion);
+  writer.Put(static_cast<std::uint32_t>(model_.size()));
+  writer.Put(RunFingerprint(config_, options_.workers));
+  writer.Put(round_);
+  writer.Put(config_.rounds);
+  writer.Put(sequence_);
+  writer.Put(counters_.bytes_received);
+  writer.Put(counters_.bytes_sent);
+  writer.Put(counters_.frames_received);
+  writer.Put(counters_.frames_sent);
+  writer.Put(counters_.rounds_completed);
+  writer.PutBytes(std::as_bytes(model_));
+  writer.Put(Fnv1a(kFnvOffset, writer.written()));
+  return writer.size();
+}
+
+ConfigCheck ServerSession::RestoreState(std::span<const std::byte> state) {
+  if (phase_ != ServerPhase::kJoining || started_) {
+    return ConfigCheck{Status::FailedPrecondition(),
+                       "a checkpoint can only be restored after Init and before Start"};
+  }
+  const ConfigCheck damaged{Status::DataLoss(), "the checkpoint is damaged or not a checkpoint"};
+  if (state.size() < kStateHeaderBytes + kStateTrailerBytes ||
+      std::memcmp(state.data(), kStateMagic, sizeof(kStateMagic)) != 0) {
+    return damaged;
+  }
+  if (state.size() != StateBytes(config_)) {
+    // A whole checkpoint of another model, or a truncated / extended one of this model.
+    std::uint32_t dimension = 0;
+    std::memcpy(&dimension, state.data() + sizeof(kStateMagic) + 4, sizeof(dimension));
+    if (dimension != model_.size()) {
+      return ConfigCheck::Invalid("the checkpoint holds a model of another size");
+    }
+    return damaged;
+  }
+  const std::size_t body = state.size() - kStateTrailerBytes;
+  std::uint64_t stored_checksum = 0;
+  std::memcpy(&stored_checksum, state.data() + body, sizeof(stored_checksum));
+  if (std::memcmp(state.data(), kStateMagic, sizeof(kStateMagic)) != 0 ||
+      Fnv1a(kFnvOffset, state.first(body)) != stored_checksum) {
+    return damaged;
+  }
+  StateReader reader(state);
+  reader.Take(sizeof(kStateMagic));
+  if (reader.Get<std::uint32_t>() != kStateVersion) {
+    return ConfigCheck{Status::DataLoss(), "the checkpoint has another format version"};
+  }
+  if (reader.Get<std::uint32_t>() != model_.size()) {
+    return ConfigCheck::Invalid("the checkpoint holds a model of another size");
+  }
+  if (reader.Get<std::uint64_t>() != RunFingerprint(config_, options_.workers)) {
+    return ConfigCheck::Invalid(
+        "the checkpoint was written for another configuration (flags or worker count differ)");
+  }
+  const auto round = reader.Get<std::uint32_t>();
+  const auto rounds = reader.Get<std::uint32_t>();
+  if (rounds != config_.rounds || round > rounds) {
+    return ConfigCheck{Status::DataLoss(), "the checkpoint's round is out of range"};
+  }
+  const auto sequence = reader.Get<std::uint64_t>();
+  ServerCounters counters;
+  counters.bytes_received = reader.Get<std::uint64_t>();
+  counters.bytes_sent = reader.Get<std::uint64_t>();
+  counters.frames_received = reader.Get<std::uint64_t>();
+  counters.frames_sent = reader.Get<std::uint64_t>();
+  counters.rounds_completed = reader.Get<std::uint64_t>();
+  const std::span<const std::byte> model = reader.Take(model_.size() * sizeof(float));
+  // Check before touching the live model: a failed restore leaves the session as it was.
+  for (std::size_t i = 0; i < model_.size(); ++i) {
+    float value;
+    std::memcpy(&value, model.data() + i * sizeof(float), sizeof(float));
+    if (!std::isfinite(value)) return ConfigCheck::Invalid("the checkpoint's model is not finite");
+  }
+  std::memcpy(model_.data(), model.data(), model.size());
+  round_ = round;
+  sequence_ = sequence;
+  counters_.bytes_received = counters.bytes_received;
+  counters_.bytes_sent = counters.bytes_sent;
+  counters_.frames_received = counters.frames_received;
+  counters_.frames_sent = counters.frames_sent;
+  counters_.rounds_completed = counters.rounds_completed;
+  if (round_ >= config_.rounds) Finish(wire::LeaveReason::kDone, Status::Ok());
+  return ConfigCheck::Ok();
 }
 
 }  // namespace edgesgd::protocol

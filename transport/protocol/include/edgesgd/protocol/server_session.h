@@ -222,6 +222,36 @@ class ServerSession final : public Session {
   bool PollRejectEvent(RejectEvent& out);
   bool PollRoundEvent(RoundEvent& out);
 
+  // ---- Checkpoint: the committed state as bytes (the caller stores them) ----
+  //
+  // The committed state is the round in progress and the model it started from (the model only
+  // changes when a round closes, together with the round number), plus the cumulative byte
+  // counters so that metrics stay cumulative across a restart. Workers' own state (error
+  // feedback residuals, momentum) lives on the workers. Layout, little-endian: magic
+  // "EDGSCKPT", format version, model dimension, a fingerprint of the RunConfig and worker
+  // count, round, rounds, frame sequence, five counters, the model floats, and an FNV-1a
+  // checksum of everything before it.
+  static constexpr std::size_t kStateHeaderBytes = 8 + 4 + 4 + 8 + 4 + 4 + 8 + 5 * 8;
+  static constexpr std::size_t kStateTrailerBytes = 8;
+  // Bytes SaveState writes for `config`.
+  static constexpr std::size_t StateBytes(const RunConfig& config) {
+    return kStateHeaderBytes + 4 * config.layout.dimension() + kStateTrailerBytes;
+  }
+
+  // Writes the committed state into `out` (at least StateBytes(config()) bytes) and returns the
+  // bytes written. To lose no committed round, save after every call that advanced round() and
+  // before sending the frames PollFrame hands out. Does not allocate.
+  // Errors: kFailedPrecondition before Init; kResourceExhausted if `out` is too small.
+  Result<std::size_t> SaveState(std::span<std::byte> out) const;
+
+  // Continues a run from SaveState's bytes: after Init (with the same RunConfig and worker
+  // count) and before Start. The run resumes at the saved round with the saved model; workers
+  // that join get the full model. Does not allocate.
+  // Errors (with a reason): kFailedPrecondition (not initialized, or already started);
+  // kDataLoss (wrong size, magic, version or checksum: a damaged file); kInvalidArgument (a
+  // state of another configuration, or a non-finite model).
+  ConfigCheck RestoreState(std::span<const std::byte> state);
+
   // ---- State, for drivers and tests ----
   std::span<const float> model() const { return model_; }
   // The round in progress (or, once done, the number of rounds run).
@@ -344,6 +374,7 @@ class ServerSession final : public Session {
   std::uint32_t extensions_this_round_ = 0;
   std::uint32_t last_reported_ = 0;
   std::uint64_t sequence_ = 0;
+  bool started_ = false;
   std::uint32_t pending_workers_ = 0;  // workers with a nonzero `pending`
   PeerId poll_cursor_ = 1;
 

@@ -164,6 +164,9 @@ class WorkerSession final : public Session {
   const RunConfig& config() const { return config_; }
   // The id the server assigned (options' device id before the Welcome).
   std::uint32_t id() const { return id_; }
+  // Workers in the run, from the Welcome (meaningful once configured()): a worker that draws
+  // its data shard by id needs to know how many shards there are.
+  std::uint32_t workers() const { return welcome_.workers; }
   // The worker's copy of the model (empty before the Welcome), and the round whose start model
   // it is (kNoRound before the first broadcast).
   std::span<const float> model() const { return model_; }

@@ -1,0 +1,348 @@
+#include "cli/run_flags.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "edgesgd/core/codec_dispatch.h"
+#include "edgesgd/core/error_feedback.h"
+#include "edgesgd/protocol/worker_session.h"
+
+namespace edgesgd::cli {
+
+void AddDataFlags(CLI::App& command, RunFlags& o) {
+  command.add_option("--task", o.task,
+                     "linreg (experiment A), logreg-toy (B), quadratic-noise (C), softmax, mlp")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"linreg", "logreg-toy", "quadratic-noise", "softmax", "mlp"}));
+  command.add_option("--data", o.data,
+                     "softmax/mlp data: fashion-mnist (Debian's dataset-fashion-mnist) or "
+                     "synthetic (a 10-class Gaussian mixture)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"synthetic", "fashion-mnist"}));
+  command.add_option("--split", o.split,
+                     "How softmax/mlp data is split: iid, sorted (by label, unshuffled) or "
+                     "dirichlet:ALPHA")
+      ->capture_default_str();
+  command.add_option("--dim", o.dim, "Synthetic tasks: model dimension / features")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{1}, std::size_t{10000000}));
+  command.add_option("--samples", o.samples, "Synthetic tasks: samples per worker")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{1}, std::size_t{10000000}));
+  command.add_option("--hidden", o.hidden, "MLP hidden units")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{1}, std::size_t{65536}));
+  command.add_option("--train-limit", o.train_limit,
+                     "Fashion-MNIST: use the first N training images (0 = all 60000)")
+      ->capture_default_str();
+}
+
+void AddSeedFlag(CLI::App& command, RunFlags& o) {
+  command.add_option("--seed", o.seed, "Seed of data, model, codecs and network faults")
+      ->capture_default_str();
+}
+
+void AddTrainingFlags(CLI::App& command, RunFlags& o, const char* deadline_help) {
+  command.add_option("--workers", o.workers, "Number of worker devices")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{1}, std::size_t{protocol::kMaxWorkers}));
+  command.add_option("--rounds", o.rounds, "Training rounds")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 100000000u));
+  command.add_option("--lr", o.lr, "Learning rate (workers' step size)")->capture_default_str();
+  command.add_option("--momentum", o.momentum,
+                     "Momentum beta of --optimizer momentum and signum, in [0, 1)")
+      ->capture_default_str();
+  command.add_option("--weight-decay", o.weight_decay, "L2 weight decay")->capture_default_str();
+  command.add_option("--batch", o.batch, "Samples per local step (0 = the whole local shard)")
+      ->capture_default_str();
+  command.add_option("--local-steps", o.local_steps,
+                     "H local steps per round; the model delta is then sent (H = 1 sends "
+                     "gradients)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 100000u));
+  command.add_option("--participation", o.participation,
+                     "Fraction of live workers sampled each round, in (0, 1]")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-6f, 1.0f));
+  command.add_option("--codec", o.codec, "Uplink compressor")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"identity", "top_k", "rand_k", "random_block", "sign", "qsgd"}));
+  AddCodecParameterFlags(command, o.codec_flags);
+  RunFlags* flags = &o;
+  command.add_option("--feedback", o.feedback,
+                     "Error feedback of --aggregate mean: none, ef, def (see --detach), saef, "
+                     "or defa (DEF training, de-averaged x - mean e read-out)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"none", "ef", "def", "saef", "defa"}))
+      ->each([flags](const std::string&) { flags->feedback_given = true; });
+  command.add_option("--detach", o.detach, "DEF detach coefficient c in [0, 1]")
+      ->capture_default_str();
+  command.add_option("--optimizer", o.optimizer,
+                     "sgd or momentum (heavy ball on the workers, with error feedback), or "
+                     "signum (with --aggregate majority)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"sgd", "momentum", "signum"}));
+  command.add_option("--aggregate", o.aggregate,
+                     "Server aggregation: mean of decoded updates, or majority vote of signs")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"mean", "majority"}));
+  command.add_option("--downlink", o.downlink,
+                     "What the server broadcasts: the model, or the compressed aggregate "
+                     "(identity, rand_k, random_block, or the majority vote)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"model", "aggregate"}));
+  command.add_option("--tie", o.tie, "Majority vote: how a tie (even workers) resolves")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"positive", "negative"}));
+  command.add_option("--quorum", o.quorum,
+                     "Updates a round needs once its deadline passed (0 = 1)")
+      ->capture_default_str();
+  command.add_option("--round-deadline-s", o.round_deadline_s, deadline_help)
+      ->capture_default_str()
+      ->check(CLI::Range(1e-6, 1e9));
+}
+
+void AddOutputFlags(CLI::App& command, RunFlags& o) {
+  command.add_option("--eval-every", o.eval_every,
+                     "Rounds between evaluations (loss/accuracy cells are empty in between)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 100000000u));
+  command.add_option("--metrics", o.metrics, "Write one CSV row per round to FILE.csv");
+  command.add_option("--summary", o.summary,
+                     "Write the final row, memory plan and fault counters to FILE.json");
+  command.add_option("--model-out", o.model_out,
+                     "Write the final model to FILE as raw little-endian float32 values");
+  command.add_flag("--quiet", o.quiet, "No progress on stderr");
+}
+
+bool SaveModel(const RunFlags& o, std::span<const float> model, std::string& error) {
+  if (o.model_out.empty()) return true;
+  std::FILE* file = std::fopen(o.model_out.c_str(), "wb");
+  if (file == nullptr) {
+    error = "cannot write --model-out " + o.model_out + ": " + std::strerror(errno);
+    return false;
+  }
+  const bool written = std::fwrite(model.data(), sizeof(float), model.size(), file) == model.size();
+  if (std::fclose(file) != 0 || !written) {
+    error = "cannot write --model-out " + o.model_out;
+    return false;
+  }
+  return true;
+}
+
+void AddTopologyFlag(CLI::App& command, RunFlags& o) {
+  command.add_option("--topology", o.topology,
+                     "Gossip graph with Metropolis-Hastings weights: ring or complete")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"ring", "complete"}));
+}
+
+bool BuildTopology(const RunFlags& o, std::size_t peers, protocol::Topology& topology,
+                   std::string& error) {
+  topology.kind =
+      o.topology == "complete" ? protocol::TopologyKind::kComplete : protocol::TopologyKind::kRing;
+  topology.peers = static_cast<std::uint32_t>(peers);
+  if (const protocol::ConfigCheck check = protocol::ValidateTopology(topology); !check.ok()) {
+    error = "--topology " + o.topology + " with " + std::to_string(peers) + " peers: " +
+            check.reason;
+    return false;
+  }
+  return true;
+}
+
+protocol::GossipConfig BuildGossipConfig(const RunFlags& o, const Task& task,
+                                         const protocol::Topology& topology,
+                                         protocol::PeerId id) {
+  protocol::GossipConfig config;
+  config.mixing =
+      protocol::MakeMixingRow(topology, protocol::MixingRule::kMetropolisHastings, id).value();
+  config.layout = task.layout();
+  config.rounds = o.rounds;
+  config.learning_rate = o.lr;
+  config.seed = o.seed;
+  config.neighbour_deadline_ns = static_cast<protocol::TimeNs>(o.round_deadline_s * 1e9);
+  return config;
+}
+
+std::string CheckRunConsistency(const RunFlags& o) {
+  const bool majority = o.aggregate == "majority";
+  if (majority && o.codec != "sign") {
+    return "--aggregate majority counts 1-bit votes: it needs --codec sign";
+  }
+  if (majority && o.optimizer != "signum") {
+    return "--aggregate majority trains with Signum on the workers: use --optimizer signum";
+  }
+  if (!majority && o.optimizer == "signum") {
+    return "--optimizer signum sends sign votes: it needs --aggregate majority --codec sign";
+  }
+  if (majority && o.feedback_given && o.feedback != "none") {
+    return "--aggregate majority has no error feedback (the vote is the update): drop "
+           "--feedback or use --feedback none";
+  }
+  if (o.quorum > o.workers) return "--quorum cannot exceed --workers";
+  if (o.task == "logreg-toy" && o.workers != 2) {
+    return "--task logreg-toy is the two-client toy: it needs --workers 2";
+  }
+  return "";
+}
+
+bool BuildTaskOptions(const RunFlags& o, std::size_t workers, std::uint64_t seed,
+                      std::size_t batch, TaskOptions& task, std::string& error) {
+  if (o.task == "linreg") {
+    task.kind = TaskKind::kLinreg;
+  } else if (o.task == "logreg-toy") {
+    task.kind = TaskKind::kLogregToy;
+  } else if (o.task == "quadratic-noise") {
+    task.kind = TaskKind::kQuadraticNoise;
+  } else if (o.task == "mlp") {
+    task.kind = TaskKind::kMlp;
+  } else {
+    task.kind = TaskKind::kSoftmax;
+  }
+  task.fashion_mnist = o.data == "fashion-mnist";
+  if (o.split == "iid") {
+    task.split = SplitKind::kIid;
+  } else if (o.split == "sorted") {
+    task.split = SplitKind::kSorted;
+  } else if (o.split.rfind("dirichlet:", 0) == 0) {
+    task.split = SplitKind::kDirichlet;
+    char* end = nullptr;
+    const std::string alpha = o.split.substr(10);
+    task.dirichlet_alpha = std::strtof(alpha.c_str(), &end);
+    if (alpha.empty() || *end != '\0' || !(task.dirichlet_alpha > 0) ||
+        !std::isfinite(task.dirichlet_alpha)) {
+      error = "--split dirichlet:ALPHA needs a positive number, e.g. dirichlet:0.5";
+      return false;
+    }
+  } else {
+    error = "--split must be iid, sorted or dirichlet:ALPHA";
+    return false;
+  }
+  task.workers = workers;
+  task.batch = batch;
+  task.dimension = o.dim;
+  task.samples = o.samples;
+  task.hidden = o.hidden;
+  task.train_limit = o.train_limit;
+  task.seed = seed;
+  return true;
+}
+
+protocol::RunConfig BuildRunConfig(const RunFlags& o, const Task& task) {
+  protocol::RunConfig config;
+  config.layout = task.layout();
+  config.codec = o.codec_flags.ToParams();
+  config.codec.kind = ParseCodecKind(o.codec).value();
+  config.batch = static_cast<std::uint32_t>(task.samples_per_step(0));
+  config.participation = o.participation;
+  config.rounds = o.rounds;
+  config.seed = o.seed;
+  config.downlink =
+      o.downlink == "aggregate" ? protocol::DownlinkKind::kAggregate : protocol::DownlinkKind::kModel;
+  if (o.aggregate == "majority") {
+    config.aggregation = protocol::AggregationKind::kMajority;
+    config.codec.sign_scale = SignScale::kUnit;
+    config.tie_rule = o.tie == "negative" ? TieRule::kNegative : TieRule::kPositive;
+    config.optimizer = {OptimizerKind::kSignum, o.lr, o.momentum, o.weight_decay};
+    config.feedback.local_steps = 1;
+  } else {
+    config.aggregation = protocol::AggregationKind::kMean;
+    FeedbackParams& feedback = config.feedback;
+    feedback.kind = o.feedback == "none"   ? FeedbackKind::kNone
+                    : o.feedback == "ef"   ? FeedbackKind::kEf
+                    : o.feedback == "saef" ? FeedbackKind::kSaef
+                                           : FeedbackKind::kDef;  // def and defa
+    feedback.detach = o.detach;
+    feedback.learning_rate = o.lr;
+    feedback.momentum = o.optimizer == "sgd" ? 0.0f : o.momentum;
+    feedback.weight_decay = o.weight_decay;
+    feedback.local_steps = o.local_steps;
+  }
+  return config;
+}
+
+protocol::ServerOptions BuildServerOptions(const RunFlags& o) {
+  protocol::ServerOptions options;
+  options.workers = static_cast<std::uint32_t>(o.workers);
+  options.quorum = o.quorum == 0 ? 1 : o.quorum;
+  options.round_deadline_ns = static_cast<protocol::TimeNs>(o.round_deadline_s * 1e9);
+  options.liveness_timeout_ns = 3 * options.round_deadline_ns;
+  return options;
+}
+
+MemoryPlan MakeMemoryPlan(const protocol::RunConfig& config,
+                          const protocol::ServerOptions& options) {
+  MemoryPlan plan;
+  plan.server_arena = protocol::ServerSession::ArenaBytes(config, options);
+  plan.worker_arena = protocol::WorkerSession::ArenaBytes(config);
+  if (config.aggregation == protocol::AggregationKind::kMean) {
+    plan.worker_feedback_state =
+        ErrorFeedbackWorker::StateBytes(config.layout, config.codec, config.feedback);
+  }
+  plan.worker_codec_scratch = CodecScratchBytes(config.codec, config.layout);
+  plan.update_payload = MaxEncodedBytes(config.codec, config.layout);
+  plan.update_frame = protocol::UpdateFrameBytes(config);
+  plan.broadcast_frame = protocol::BroadcastFrameBytes(config);
+  return plan;
+}
+
+void WriteMemoryPlan(SummaryWriter& summary, const MemoryPlan& plan) {
+  summary.Begin("memory_plan");
+  summary.Field("server_arena_bytes", plan.server_arena);
+  summary.Field("worker_arena_bytes", plan.worker_arena);
+  summary.Field("worker_error_feedback_bytes", plan.worker_feedback_state);
+  summary.Field("worker_codec_scratch_bytes", plan.worker_codec_scratch);
+  summary.Field("update_payload_bytes", plan.update_payload);
+  summary.Field("update_frame_max_bytes", plan.update_frame);
+  summary.Field("broadcast_frame_max_bytes", plan.broadcast_frame);
+  summary.End();
+}
+
+double PayloadBitsPerCoordinate(const protocol::RunConfig& config) {
+  return 8.0 * static_cast<double>(MaxEncodedBytes(config.codec, config.layout)) /
+         static_cast<double>(config.layout.dimension());
+}
+
+bool EvaluatesRound(const RunFlags& o, std::uint32_t row_round) {
+  return row_round % o.eval_every == 0 || row_round == o.rounds;
+}
+
+MetricsRow ServerRoundRow(const protocol::RoundEvent& event, const RunFlags& o,
+                          double bits_per_coord, Task& task, std::span<const float> model) {
+  MetricsRow row;
+  row.round = event.round + 1;
+  row.time_s = static_cast<double>(event.time_closed) * 1e-9;
+  row.bytes_up = event.bytes_up;
+  row.bytes_down = event.bytes_down;
+  row.bits_per_coord = bits_per_coord;
+  if (EvaluatesRound(o, row.round)) {
+    const TaskEvaluation evaluation = task.Evaluate(model);
+    row.loss = evaluation.loss;
+    row.accuracy = evaluation.accuracy;
+    row.dist_to_opt = evaluation.log10_dist_to_opt;
+  }
+  return row;
+}
+
+void WriteRunSummary(SummaryWriter& summary, const RunFlags& o, const protocol::RunConfig& config,
+                     std::size_t parameters, const MetricsRow& final_row) {
+  summary.Field("task", o.task);
+  summary.Field("codec", o.codec);
+  summary.Field("aggregate", o.aggregate);
+  summary.Field("feedback",
+                config.aggregation == protocol::AggregationKind::kMean ? o.feedback : "none");
+  summary.Field("workers", o.workers);
+  summary.Field("rounds", o.rounds);
+  summary.Field("seed", o.seed);
+  summary.Field("parameters", parameters);
+  summary.Row("final", final_row);
+}
+
+bool IsTerminal() { return isatty(STDERR_FILENO) == 1; }
+
+}  // namespace edgesgd::cli

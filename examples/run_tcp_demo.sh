@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The edgesgd demo over real TCP: an `edgesgd server` and 8 `edgesgd worker` processes on
+# loopback train softmax regression on Fashion-MNIST, comparing the simulator demo's three runs
+# (examples/run_demo.sh):
+#   dense SGD            identity codec, 32 bits per coordinate up and down
+#   sign + majority vote signSGD with Signum momentum, 1 bit per coordinate up and down
+#   top_k + EF           1% of coordinates with error feedback
+# and prints the same table, with wall-clock seconds. Output goes to build/tcp_demo/.
+#   EDGESGD_DEMO_ROUNDS   rounds per run (default 3000, as in the simulator demo)
+#   EDGESGD_DEMO_WORKERS  worker processes (default 8)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+jobs="${EDGESGD_JOBS:-2}"
+rounds="${EDGESGD_DEMO_ROUNDS:-3000}"
+workers="${EDGESGD_DEMO_WORKERS:-8}"
+out="build/tcp_demo"
+cmake/install-debian-deps.sh host
+cmake --preset release >/dev/null
+cmake --build --preset release -j "$jobs" --target edgesgd
+edgesgd=build/release/examples/edgesgd
+mkdir -p "$out"
+
+data=(--task softmax --data fashion-mnist)
+common=("${data[@]}" --workers "$workers" --rounds "$rounds" --batch 32 --seed 1
+        --eval-every 100 --quorum "$workers" --quiet)
+
+pids=()
+cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; }
+trap cleanup EXIT
+
+run() {
+  local name="$1"; shift
+  echo "tcp demo: running $name ($workers workers, $rounds rounds) ..." >&2
+  rm -f "$out/$name.port"
+  "$edgesgd" server --listen 127.0.0.1:0 --port-file "$out/$name.port" "${common[@]}" "$@" \
+      --metrics "$out/$name.csv" --summary "$out/$name.json" 2>"$out/$name.server.log" &
+  local server=$!
+  pids=("$server")
+  for _ in $(seq 200); do [[ -s "$out/$name.port" ]] && break; sleep 0.05; done
+  local port
+  port=$(cat "$out/$name.port")
+  for id in $(seq "$workers"); do
+    "$edgesgd" worker --connect "127.0.0.1:$port" --id "$id" "${data[@]}" --quiet \
+        2>"$out/$name.worker$id.log" &
+    pids+=($!)
+  done
+  wait "$server"
+  for pid in "${pids[@]:1}"; do wait "$pid"; done
+  pids=()
+}
+run dense --codec identity --optimizer momentum --momentum 0.9 --lr 0.05
+run sign_majority --codec sign --aggregate majority --optimizer signum --momentum 0.9 \
+    --lr 0.001 --downlink aggregate
+run top_k_ef --codec top_k --k-ratio 0.01 --feedback ef --optimizer sgd --lr 0.5
+
+/usr/bin/python3 examples/demo/compare_runs.py --time-label "wall s" \
+    "$out/dense.json=dense SGD" "$out/sign_majority.json=sign + majority vote" \
+    "$out/top_k_ef.json=top_k 1% + EF"

@@ -1,0 +1,145 @@
+// ServerSession checkpoints: SaveState/RestoreState round-trip the committed state (round, model,
+// cumulative counters), a restored server resumes at the saved round and finishes the run, and
+// damaged or foreign checkpoints are refused with a reason, leaving the session untouched.
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "protocol/protocol_harness.h"
+
+namespace edgesgd::protocol::testing {
+namespace {
+
+ServerOptions FourWorkers() {
+  ServerOptions options;
+  options.workers = 4;
+  options.quorum = 4;
+  return options;
+}
+
+std::vector<std::byte> Save(const ServerSession& server) {
+  std::vector<std::byte> bytes(ServerSession::StateBytes(server.config()));
+  const Result<std::size_t> written = server.SaveState(bytes);
+  EXPECT_TRUE(written.ok());
+  EXPECT_EQ(written.value(), bytes.size());
+  return bytes;
+}
+
+TEST(ServerCheckpointTest, RestoredServerHoldsTheSavedRoundModelAndCounters) {
+  constexpr std::size_t kDim = 16;
+  const RunConfig config = MajorityConfig(kDim, 40);
+  Cluster cluster(config, FourWorkers(), Targets(4, kDim), std::vector<float>(kDim, 1.0f));
+  cluster.net().SetLatencyAll(kMs);
+  cluster.Start();
+  ASSERT_TRUE(cluster.RunUntilRound(12, 1000 * kSecond));
+  ASSERT_FALSE(cluster.server().Finished());
+  const std::vector<std::byte> state = Save(cluster.server());
+
+  ArenaStorage storage(ServerSession::ArenaBytes(config, FourWorkers()));
+  ServerSession restored;
+  ASSERT_TRUE(restored.Init(storage.arena, config, FourWorkers(), std::vector<float>(kDim)).ok());
+  const ConfigCheck check = restored.RestoreState(state);
+  ASSERT_TRUE(check.ok()) << check.reason;
+  EXPECT_EQ(restored.round(), cluster.server().round());
+  ASSERT_EQ(restored.model().size(), kDim);
+  EXPECT_EQ(std::memcmp(restored.model().data(), cluster.server().model().data(), kDim * 4), 0);
+  EXPECT_EQ(restored.counters().bytes_received, cluster.server().counters().bytes_received);
+  EXPECT_EQ(restored.counters().rounds_completed, cluster.server().counters().rounds_completed);
+  // Saving the restored state gives the same bytes.
+  const std::vector<std::byte> again = Save(restored);
+  ASSERT_EQ(again.size(), state.size());
+  for (std::size_t i = 0; i < state.size(); ++i) {
+    ASSERT_EQ(again[i], state[i]) << "byte " << i;
+  }
+}
+
+TEST(ServerCheckpointTest, ResumedServerFinishesTheRemainingRounds) {
+  constexpr std::size_t kDim = 16;
+  const RunConfig config = MeanConfig(kDim, CodecKind::kTopK, 30);
+  std::vector<std::byte> state;
+  {
+    Cluster first(config, FourWorkers(), Targets(4, kDim), std::vector<float>(kDim, 2.0f));
+    first.net().SetLatencyAll(kMs);
+    first.Start();
+    ASSERT_TRUE(first.RunUntilRound(20, 1000 * kSecond));
+    ASSERT_EQ(first.server().round(), 20u);
+    state = Save(first.server());
+  }
+  // A new cluster whose server resumes from the checkpoint: only rounds 20..29 remain.
+  Cluster second(config, FourWorkers(), Targets(4, kDim), std::vector<float>(kDim, 0.0f));
+  ASSERT_TRUE(second.server().RestoreState(state).ok());
+  second.net().SetLatencyAll(kMs);
+  second.Start();
+  ASSERT_TRUE(second.RunUntilFinished(1000 * kSecond));
+  EXPECT_EQ(second.server().round(), 30u);
+  EXPECT_EQ(second.server().counters().rounds_completed, 30u);
+  const std::vector<RoundEvent> rounds = second.DrainRounds();
+  ASSERT_EQ(rounds.size(), 10u);
+  EXPECT_EQ(rounds.front().round, 20u);
+}
+
+TEST(ServerCheckpointTest, DamagedOrForeignCheckpointsAreRefused) {
+  constexpr std::size_t kDim = 8;
+  const RunConfig config = MajorityConfig(kDim, 20);
+  const std::vector<float> initial(kDim, 0.5f);
+  ArenaStorage source_storage(ServerSession::ArenaBytes(config, FourWorkers()));
+  ServerSession source;
+  ASSERT_TRUE(source.Init(source_storage.arena, config, FourWorkers(), initial).ok());
+  const std::vector<std::byte> state = Save(source);
+
+  const auto restore = [&](const RunConfig& run, const ServerOptions& options,
+                           std::span<const std::byte> bytes) {
+    ArenaStorage storage(ServerSession::ArenaBytes(run, options));
+    ServerSession server;
+    EXPECT_TRUE(server.Init(storage.arena, run, options, std::vector<float>(
+                                                             run.layout.dimension(), 0.5f))
+                    .ok());
+    return server.RestoreState(bytes).status.code();
+  };
+  EXPECT_EQ(restore(config, FourWorkers(), state), StatusCode::kOk);
+
+  std::vector<std::byte> flipped = state;
+  flipped[ServerSession::kStateHeaderBytes + 3] ^= std::byte{0x40};  // a model bit
+  EXPECT_EQ(restore(config, FourWorkers(), flipped), StatusCode::kDataLoss);
+  EXPECT_EQ(restore(config, FourWorkers(), std::span(state).first(state.size() - 1)),
+            StatusCode::kDataLoss);
+  EXPECT_EQ(restore(config, FourWorkers(), std::vector<std::byte>(state.size())),
+            StatusCode::kDataLoss);
+
+  RunConfig other_seed = config;
+  other_seed.seed += 1;
+  EXPECT_EQ(restore(other_seed, FourWorkers(), state), StatusCode::kInvalidArgument);
+  ServerOptions three = FourWorkers();
+  three.workers = 3;
+  three.quorum = 3;
+  EXPECT_EQ(restore(config, three, state), StatusCode::kInvalidArgument);
+  EXPECT_EQ(restore(MajorityConfig(kDim + 1, 20), FourWorkers(), state),
+            StatusCode::kInvalidArgument);
+
+  // Not after Start: the run has begun from another state.
+  ArenaStorage storage(ServerSession::ArenaBytes(config, FourWorkers()));
+  ServerSession started;
+  ASSERT_TRUE(started.Init(storage.arena, config, FourWorkers(), initial).ok());
+  started.Start(0);
+  EXPECT_EQ(started.RestoreState(state).status.code(), StatusCode::kFailedPrecondition);
+}
+
+TEST(ServerCheckpointTest, CheckpointOfAFinishedRunRestoresAsFinished) {
+  constexpr std::size_t kDim = 8;
+  const RunConfig config = MajorityConfig(kDim, 5);
+  Cluster cluster(config, FourWorkers(), Targets(4, kDim), std::vector<float>(kDim, 1.0f));
+  cluster.Start();
+  ASSERT_TRUE(cluster.RunUntilFinished(1000 * kSecond));
+  const std::vector<std::byte> state = Save(cluster.server());
+  ArenaStorage storage(ServerSession::ArenaBytes(config, FourWorkers()));
+  ServerSession restored;
+  ASSERT_TRUE(restored.Init(storage.arena, config, FourWorkers(), std::vector<float>(kDim)).ok());
+  ASSERT_TRUE(restored.RestoreState(state).ok());
+  EXPECT_TRUE(restored.Finished());
+  EXPECT_EQ(restored.round(), 5u);
+}
+
+}  // namespace
+}  // namespace edgesgd::protocol::testing

@@ -1,0 +1,422 @@
+#!/usr/bin/python3
+"""Loopback tests of `edgesgd server`, `worker` and `peer`: real processes over TCP.
+
+Each scenario is one ctest test (they run in parallel: every server listens on port 0 and
+reports its port through --port-file). Usage:
+    tcp_cluster_test.py EDGESGD WORK_DIR SCENARIO
+Exit status 0 on success; on failure one line saying what went wrong (plus the logs' tails).
+"""
+
+import json
+import os
+import random
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+
+# A small synthetic softmax problem: seconds per run, and an accuracy that says training worked.
+DATA = ["--task", "softmax", "--data", "synthetic", "--dim", "40", "--samples", "300"]
+MAJORITY = ["--aggregate", "majority", "--codec", "sign", "--optimizer", "signum", "--lr", "0.01"]
+RUN_TIMEOUT_S = 60
+
+
+class Failure(Exception):
+    pass
+
+
+def check(condition, message):
+    if not condition:
+        raise Failure(message)
+
+
+class Cluster:
+    """Processes of one scenario, all killed when it ends."""
+
+    def __init__(self, edgesgd, work):
+        self.edgesgd = edgesgd
+        self.work = work
+        self.processes = []
+        os.makedirs(work, exist_ok=True)
+
+    def path(self, name):
+        return os.path.join(self.work, name)
+
+    def start(self, name, args):
+        log = open(self.path(name + ".log"), "w")
+        process = subprocess.Popen([self.edgesgd] + args, stdout=log, stderr=subprocess.STDOUT)
+        process.name = name
+        self.processes.append(process)
+        return process
+
+    def start_server(self, args, name="server", port=0):
+        port_file = self.path(name + ".port")
+        if os.path.exists(port_file):
+            os.remove(port_file)
+        process = self.start(name, ["server", "--listen", "127.0.0.1:%d" % port,
+                                    "--port-file", port_file, "--quiet"] + args)
+        deadline = time.time() + 20
+        while not os.path.exists(port_file):
+            check(process.poll() is None, "%s exited early: %s" % (name, self.tail(name)))
+            check(time.time() < deadline, "%s did not report its port" % name)
+            time.sleep(0.02)
+        with open(port_file) as f:
+            return process, int(f.read())
+
+    def start_worker(self, port, worker_id, extra=()):
+        return self.start("worker%d" % worker_id,
+                          ["worker", "--connect", "127.0.0.1:%d" % port, "--id", str(worker_id),
+                           "--reconnect-max-s", "0.2", "--give-up-s", "30", "--quiet"] + DATA +
+                          list(extra))
+
+    def wait(self, process, timeout=RUN_TIMEOUT_S, expect=0):
+        try:
+            code = process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise Failure("%s still running after %d s: %s" % (process.name, timeout,
+                                                                self.tail(process.name)))
+        check(code == expect, "%s exited with %d (expected %d): %s" % (
+            process.name, code, expect, self.tail(process.name)))
+
+    def tail(self, name, lines=6):
+        try:
+            with open(self.path(name + ".log")) as f:
+                return " | ".join(f.read().strip().splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def rows(self, metrics):
+        try:
+            with open(self.path(metrics)) as f:
+                return max(0, len(f.read().strip().splitlines()) - 1)
+        except OSError:
+            return 0
+
+    def wait_rows(self, metrics, rows, process, timeout=30):
+        deadline = time.time() + timeout
+        while self.rows(metrics) < rows:
+            check(process.poll() is None, "%s exited before round %d" % (process.name, rows))
+            check(time.time() < deadline, "%s did not reach round %d" % (process.name, rows))
+            time.sleep(0.01)
+
+    def summary(self, name):
+        with open(self.path(name)) as f:
+            return json.load(f)
+
+    def close(self):
+        for process in self.processes:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+
+def read_model(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    return struct.unpack("<%df" % (len(data) // 4), data)
+
+
+def simulate(cluster, args, name):
+    process = cluster.start(name, ["simulate", "--quiet", "--model-out", cluster.path(name + ".bin"),
+                                   "--summary", cluster.path(name + ".json")] + DATA + args)
+    cluster.wait(process)
+    return read_model(cluster.path(name + ".bin")), cluster.summary(name + ".json")
+
+
+def train_over_tcp(cluster, args, workers, name="server", worker_extra=None):
+    server, port = cluster.start_server(
+        ["--model-out", cluster.path(name + ".bin"), "--summary", cluster.path(name + ".json"),
+         "--metrics", cluster.path(name + ".csv")] + DATA + args, name=name)
+    for w in range(1, workers + 1):
+        cluster.start_worker(port, w, (worker_extra or {}).get(w, ()))
+    cluster.wait(server)
+    return read_model(cluster.path(name + ".bin")), cluster.summary(name + ".json")
+
+
+# ---- scenarios ----
+
+def matches_simulate(cluster):
+    """Server + 4 worker processes reach the simulator's model for the same seed and config.
+
+    Majority vote: the aggregate is an integer count of signs, independent of the order updates
+    arrive in, so the final model must be bit-identical. Mean aggregation sums floats in arrival
+    order, which TCP does not fix (the simulator's is its virtual-time order); float addition is
+    not associative, so each round's mean may differ in the last bits. Tolerance: every
+    coordinate within 1e-4 * (1 + |x|), and the final accuracy within 0.5 points."""
+    common = ["--workers", "4", "--rounds", "40", "--seed", "7", "--quorum", "4"]
+    majority = common + MAJORITY
+    sim_model, sim_summary = simulate(cluster, majority, "sim_majority")
+    tcp_model, tcp_summary = train_over_tcp(cluster, majority, 4, name="tcp_majority")
+    check(len(sim_model) == len(tcp_model) and len(tcp_model) > 0, "model sizes differ")
+    check(sim_model == tcp_model,
+          "majority vote over TCP is not bit-identical to simulate (max diff %g)" %
+          max(abs(a - b) for a, b in zip(sim_model, tcp_model)))
+    check(sim_summary["final"]["accuracy"] == tcp_summary["final"]["accuracy"],
+          "accuracy differs from simulate")
+    check(tcp_summary["final"]["accuracy"] > 0.7,
+          "majority vote over TCP trained to only %s" % tcp_summary["final"]["accuracy"])
+
+    mean = common + ["--codec", "top_k", "--k-ratio", "0.1", "--feedback", "ef", "--lr", "0.1"]
+    sim_model, sim_summary = simulate(cluster, mean, "sim_mean")
+    tcp_model, tcp_summary = train_over_tcp(cluster, mean, 4, name="tcp_mean")
+    worst = max(abs(a - b) / (1 + abs(a)) for a, b in zip(sim_model, tcp_model))
+    check(worst <= 1e-4, "mean aggregation over TCP differs from simulate by %g (> 1e-4)" % worst)
+    check(abs(sim_summary["final"]["accuracy"] - tcp_summary["final"]["accuracy"]) <= 0.005,
+          "accuracy %s vs simulate's %s" % (tcp_summary["final"]["accuracy"],
+                                            sim_summary["final"]["accuracy"]))
+    print("majority: bit-identical; mean: max relative difference %g (%s)" %
+          (worst, "bit-identical" if sim_model == tcp_model else "arrival order differed"))
+
+
+def slowed_workers(cluster, port, ids, slowdown):
+    """Workers on a larger model with --slowdown: rounds of ~10 ms, so a run outlasts the
+    events a scenario injects into it."""
+    return {w: cluster.start("worker%d" % w,
+                             ["worker", "--connect", "127.0.0.1:%d" % port, "--id", str(w),
+                              "--slowdown", str(slowdown), "--reconnect-max-s", "0.2",
+                              "--give-up-s", "30", "--quiet"] + SLOW_DATA) for w in ids}
+
+
+SLOW_DATA = ["--task", "softmax", "--data", "synthetic", "--dim", "200", "--samples", "2000"]
+
+
+def kill_worker(cluster):
+    """kill -9 a worker mid-run, restart it: the run completes and the worker rejoins."""
+    server, port = cluster.start_server(
+        SLOW_DATA + ["--workers", "4", "--rounds", "200", "--quorum", "3", "--batch", "256",
+                     "--round-deadline-s", "0.5", "--eval-every", "50",
+                     "--metrics", cluster.path("server.csv"),
+                     "--summary", cluster.path("server.json"), "--idle-timeout-s", "5"])
+    workers = slowed_workers(cluster, port, range(1, 5), 20)
+    cluster.wait_rows("server.csv", 20, server)
+    workers[2].send_signal(signal.SIGKILL)
+    workers[2].wait()
+    rows_at_kill = cluster.rows("server.csv")
+    cluster.wait_rows("server.csv", rows_at_kill + 10, server)  # training goes on without it
+    workers.update(slowed_workers(cluster, port, [2], 20))
+    check(server.poll() is None and cluster.rows("server.csv") < 180,
+          "the run ended before the worker was restarted: lengthen it")
+    cluster.wait(server)
+    for w in (1, 2, 3, 4):
+        cluster.wait(workers[w], timeout=20)
+    summary = cluster.summary("server.json")
+    check(summary["final"]["round"] == 200, "the run did not complete")
+    check(summary["network"]["rejoins"] >= 1, "the restarted worker did not rejoin")
+    check(summary["network"]["disconnects"] >= 1, "the killed worker's link was not noticed")
+
+
+def server_resume(cluster):
+    """kill -9 the server mid-run, resume it from its checkpoint: workers reconnect, no committed
+    round is lost, and (majority vote: order-independent) the final model equals simulate's."""
+    args = ["--workers", "4", "--rounds", "150", "--eval-every", "10", "--seed", "11",
+            "--quorum", "4"] + MAJORITY
+    sim_model, _ = simulate(cluster, args, "sim")
+    checkpoint = cluster.path("server.ckpt")
+    server_args = DATA + args + ["--checkpoint", checkpoint, "--model-out", cluster.path("tcp.bin"),
+                                 "--summary", cluster.path("server.json")]
+    first, port = cluster.start_server(server_args + ["--metrics", cluster.path("first.csv")],
+                                       name="first")
+    workers = [cluster.start_worker(port, w) for w in range(1, 5)]
+    cluster.wait_rows("first.csv", 20, first)
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    second, _ = cluster.start_server(
+        server_args + ["--resume", "--metrics", cluster.path("second.csv")], name="second",
+        port=port)
+    cluster.wait(second)
+    for worker in workers:
+        cluster.wait(worker, timeout=20)
+    with open(cluster.path("second.csv")) as f:
+        lines = f.read().splitlines()
+    check(len(lines) > 1, "the second server ran no round (the first finished before the kill?)")
+    resumed_at = int(lines[1].split(",")[0])
+    # The killed server's CSV may have lost buffered rows; the checkpoint is what counts: the
+    # second server continued from it (not from round 1), and the final model below equals an
+    # uninterrupted run's only if no committed round was lost or applied twice.
+    check(1 < resumed_at <= 150, "the second server did not resume (first round %d)" % resumed_at)
+    tcp_model = read_model(cluster.path("tcp.bin"))
+    check(tcp_model == sim_model, "the resumed run's model differs from an uninterrupted run's")
+    print("resumed at round %d; final model bit-identical to simulate" % resumed_at)
+
+
+def hostile_clients(cluster):
+    """Random bytes, a 4 GiB length prefix, garbage in a valid-length frame and a connection
+    that never speaks: each is closed and counted, and the run completes meanwhile."""
+    server, port = cluster.start_server(
+        SLOW_DATA + ["--workers", "3", "--rounds", "300", "--quorum", "3", "--batch", "256",
+                     "--eval-every", "50", "--hello-timeout-s", "0.5",
+                     "--metrics", cluster.path("server.csv"),
+                     "--summary", cluster.path("server.json")])
+    workers = list(slowed_workers(cluster, port, range(1, 4), 20).values())
+    cluster.wait_rows("server.csv", 5, server)
+
+    def connect():
+        return socket.create_connection(("127.0.0.1", port), timeout=5)
+
+    def closed_by_server(sock, within):
+        sock.settimeout(within)
+        try:
+            while sock.recv(4096):
+                pass
+            return True
+        except (ConnectionResetError, BrokenPipeError):
+            return True
+        except socket.timeout:
+            return False
+
+    rng = random.Random(5)
+    noise = connect()
+    noise.sendall(bytes(rng.getrandbits(8) for _ in range(4096)))
+    huge = connect()
+    huge.sendall(struct.pack("<I", 0xFFFFFFFF) + b"\0" * 60)
+    garbage = connect()
+    garbage.sendall(struct.pack("<I", 60) + bytes(rng.getrandbits(8) for _ in range(60)))
+    silent = connect()
+    for sock, what in ((huge, "4 GiB prefix"), (noise, "random bytes"), (garbage, "garbage frame"),
+                       (silent, "silent connection")):
+        check(closed_by_server(sock, 5), "the server kept the %s connection open" % what)
+        sock.close()
+    check(server.poll() is None and cluster.rows("server.csv") < 300,
+          "the run ended before the attacks were over: lengthen it")
+    cluster.wait(server)
+    for worker in workers:
+        cluster.wait(worker, timeout=20)
+    network = cluster.summary("server.json")["network"]
+    check(network["oversized_frames"] >= 1, "the 4 GiB prefix was not counted")
+    check(network["unidentified_connections"] >= 2, "garbage / silent connections not counted")
+    check(network["hello_timeouts"] >= 1, "the silent connection was not timed out")
+    check(cluster.summary("server.json")["final"]["round"] == 300, "the run did not complete")
+
+
+def slow_worker(cluster):
+    """One worker 10x slower: rounds close at the deadline with the quorum, the run completes."""
+    server, port = cluster.start_server(
+        ["--task", "softmax", "--data", "synthetic", "--dim", "200", "--samples", "2000",
+         "--batch", "256", "--workers", "4", "--rounds", "40", "--quorum", "3",
+         "--round-deadline-s", "0.02", "--summary", cluster.path("server.json")])
+    workers = []
+    for w in range(1, 5):
+        extra = ["--slowdown", "10"] if w == 4 else []
+        workers.append(cluster.start(
+            "worker%d" % w, ["worker", "--connect", "127.0.0.1:%d" % port, "--id", str(w),
+                             "--task", "softmax", "--data", "synthetic", "--dim", "200",
+                             "--samples", "2000", "--quiet"] + extra))
+    cluster.wait(server)
+    for worker in workers:
+        cluster.wait(worker, timeout=20)
+    summary = cluster.summary("server.json")
+    check(summary["final"]["round"] == 40, "the run did not complete")
+    check(summary["final"]["accuracy"] > 0.5, "training failed: %s" % summary["final"])
+
+
+def mismatched_worker(cluster):
+    """A worker whose data flags do not fit the server's model exits with a one-line error; the
+    server goes on serving and the run completes with the right workers."""
+    server, port = cluster.start_server(
+        DATA + ["--workers", "2", "--rounds", "30", "--summary", cluster.path("server.json")])
+    wrong = cluster.start("wrong", ["worker", "--connect", "127.0.0.1:%d" % port, "--id", "1",
+                                    "--task", "softmax", "--data", "synthetic", "--dim", "41"])
+    cluster.wait(wrong, timeout=20, expect=1)
+    with open(cluster.path("wrong.log")) as f:
+        errors = [line for line in f.read().splitlines() if "edgesgd worker:" in line]
+    check(len(errors) == 1 and "parameters" in errors[0], "no one-line explanation: %s" % errors)
+    workers = [cluster.start_worker(port, w) for w in (1, 2)]
+    cluster.wait(server)
+    for worker in workers:
+        cluster.wait(worker, timeout=20)
+    check(cluster.summary("server.json")["final"]["round"] == 30, "the run did not complete")
+
+
+def peer_addresses(ports):
+    return ",".join("127.0.0.1:%d" % p for p in ports)
+
+
+def free_ports(count):
+    """Ports for the peers (each peer must know every address before any of them starts)."""
+    sockets = [socket.socket() for _ in range(count)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def start_peers(cluster, ports, rounds, deadline_s):
+    peers = {}
+    for i in range(1, len(ports) + 1):
+        peers[i] = cluster.start(
+            "peer%d" % i,
+            ["peer", "--id", str(i), "--listen", "127.0.0.1:%d" % ports[i - 1],
+             "--peers", peer_addresses(ports), "--topology", "ring", "--rounds", str(rounds),
+             "--round-deadline-s", str(deadline_s), "--reconnect-max-s", "0.2", "--lr", "0.1",
+             "--quiet", "--summary", cluster.path("peer%d.json" % i),
+             "--metrics", cluster.path("peer%d.csv" % i)] + DATA + ["--workers", str(len(ports))])
+    return peers
+
+
+def gossip_ring(cluster):
+    """8 peers on a ring run D-PSGD to completion."""
+    peers = start_peers(cluster, free_ports(8), 40, 5)
+    for i, peer in peers.items():
+        cluster.wait(peer)
+    for i in peers:
+        summary = cluster.summary("peer%d.json" % i)
+        check(summary["final"]["round"] == 40, "peer %d did not complete" % i)
+        check(summary["final"]["accuracy"] > 0.7, "peer %d trained to only %s" %
+              (i, summary["final"]["accuracy"]))
+
+
+def gossip_peer_killed(cluster):
+    """One of 8 peers is killed mid-run: its neighbours continue and everyone else completes."""
+    peers = start_peers(cluster, free_ports(8), 300, 0.5)
+    cluster.wait_rows("peer1.csv", 20, peers[1])
+    peers[5].send_signal(signal.SIGKILL)
+    peers[5].wait()
+    for i, peer in peers.items():
+        if i != 5:
+            cluster.wait(peer)
+    for neighbour in (4, 6):
+        gossip = cluster.summary("peer%d.json" % neighbour)["gossip"]
+        check(gossip["neighbours_lost"] + gossip["neighbours_missed"] >= 1,
+              "peer %d did not notice its neighbour 5 was gone" % neighbour)
+    for i in peers:
+        if i != 5:
+            check(cluster.summary("peer%d.json" % i)["final"]["round"] == 300,
+                  "peer %d did not complete" % i)
+
+
+SCENARIOS = {
+    "matches_simulate": matches_simulate,
+    "kill_worker": kill_worker,
+    "server_resume": server_resume,
+    "hostile_clients": hostile_clients,
+    "slow_worker": slow_worker,
+    "mismatched_worker": mismatched_worker,
+    "gossip_ring": gossip_ring,
+    "gossip_peer_killed": gossip_peer_killed,
+}
+
+
+def main():
+    if len(sys.argv) != 4 or sys.argv[3] not in SCENARIOS:
+        print("usage: tcp_cluster_test.py EDGESGD WORK_DIR {%s}" % "|".join(SCENARIOS))
+        return 2
+    edgesgd, work, name = sys.argv[1:]
+    cluster = Cluster(edgesgd, os.path.join(work, name))
+    start = time.time()
+    try:
+        SCENARIOS[name](cluster)
+    except Failure as failure:
+        print("tcp %s: FAILED: %s" % (name, failure))
+        return 1
+    finally:
+        cluster.close()
+    print("tcp %s: passed in %.1f s" % (name, time.time() - start))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

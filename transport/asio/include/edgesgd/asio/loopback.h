@@ -1,0 +1,32 @@
+#pragma once
+
+// A parameter-server run inside one process over real loopback TCP: the server's driver on the
+// calling thread, every worker's driver on a thread of its own. For benchmarks and tests that
+// want the socket path without process management (each process of a real deployment runs one
+// SessionDriver instead).
+
+#include <functional>
+#include <span>
+#include <string>
+
+#include "edgesgd/asio/session_driver.h"
+#include "edgesgd/protocol/server_session.h"
+#include "edgesgd/protocol/worker_session.h"
+
+namespace edgesgd::tcp {
+
+struct LoopbackResult {
+  DriverStop server_stop = DriverStop::kStopped;
+  DriverCounters server_counters;
+};
+
+// Runs `server` and `workers` (initialized, not started; worker i must have device id i + 1)
+// until the server's driver returns, then joins the worker threads (they end when the server
+// sends Leave or goes away). `after_server_call` is the server driver's SetAfterSessionCall hook.
+// Returns false with `error` if a driver cannot open (no loopback, no free port).
+bool RunOnLoopback(protocol::ServerSession& server,
+                   std::span<protocol::WorkerSession* const> workers,
+                   std::function<void()> after_server_call, LoopbackResult& result,
+                   std::string& error);
+
+}  // namespace edgesgd::tcp

@@ -1,0 +1,46 @@
+#include "edgesgd/asio/loopback.h"
+
+#include <memory>
+#include <thread>
+#include <vector>
+
+namespace edgesgd::tcp {
+
+bool RunOnLoopback(protocol::ServerSession& server,
+                   std::span<protocol::WorkerSession* const> workers,
+                   std::function<void()> after_server_call, LoopbackResult& result,
+                   std::string& error) {
+  DriverOptions server_options;
+  server_options.listen = Endpoint{"127.0.0.1", 0};
+  server_options.max_peer_id = server.options().workers;
+  server_options.max_frame_bytes = protocol::UpdateFrameBytes(server.config());
+  server_options.handle_signals = false;
+  server_options.log_name = "server";
+  SessionDriver server_driver;
+  if (!server_driver.Open(server_options, error)) return false;
+  server_driver.SetAfterSessionCall(std::move(after_server_call));
+
+  std::vector<std::unique_ptr<SessionDriver>> drivers;
+  for (std::size_t w = 0; w < workers.size(); ++w) {
+    DriverOptions options;
+    options.dial.push_back({protocol::kServerPeer, {"127.0.0.1", server_driver.listen_port()}});
+    options.handle_signals = false;
+    options.seed = w;
+    options.log_name = "worker";
+    // Should the server stop without a Leave, workers end by themselves and the join returns.
+    options.give_up_ns = 10'000 * kNsPerMs;
+    drivers.push_back(std::make_unique<SessionDriver>());
+    if (!drivers.back()->Open(options, error)) return false;
+  }
+  std::vector<std::thread> threads;
+  threads.reserve(workers.size());
+  for (std::size_t w = 0; w < workers.size(); ++w) {
+    threads.emplace_back([&drivers, &workers, w] { drivers[w]->Run(*workers[w]); });
+  }
+  result.server_stop = server_driver.Run(server);
+  result.server_counters = server_driver.counters();
+  for (std::thread& thread : threads) thread.join();
+  return true;
+}
+
+}  // namespace edgesgd::tcp

@@ -1,0 +1,519 @@
+#include "edgesgd/asio/session_driver.h"
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <csignal>
+#include <deque>
+
+#include "edgesgd/asio/asio.h"
+#include "edgesgd/platform/log.h"
+#include "edgesgd/wire/frame_decoder.h"
+#include "frame_channel.h"
+
+namespace edgesgd::tcp {
+
+using internal::ChannelEvents;
+using internal::CloseReason;
+using internal::FrameChannel;
+using platform::Log;
+using platform::LogLevel;
+
+bool ParseEndpoint(std::string_view text, Endpoint& out, std::string& error) {
+  const std::size_t colon = text.rfind(':');
+  if (colon == std::string_view::npos || colon == 0 || colon + 1 == text.size()) {
+    error = "'" + std::string(text) + "' is not HOST:PORT";
+    return false;
+  }
+  std::string_view host = text.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  const std::string_view port_text = text.substr(colon + 1);
+  unsigned port = 0;
+  const auto [end, parse_error] =
+      std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (parse_error != std::errc() || end != port_text.data() + port_text.size() || port > 65535) {
+    error = "'" + std::string(text) + "': the port must be a number in 0..65535";
+    return false;
+  }
+  out.host = std::string(host);
+  out.port = static_cast<std::uint16_t>(port);
+  return true;
+}
+
+bool ParseEndpointList(std::string_view text, std::vector<Endpoint>& out, std::string& error) {
+  out.clear();
+  while (!text.empty()) {
+    const std::size_t comma = text.find(',');
+    Endpoint endpoint;
+    if (!ParseEndpoint(text.substr(0, comma), endpoint, error)) return false;
+    out.push_back(endpoint);
+    if (comma == std::string_view::npos) break;
+    text.remove_prefix(comma + 1);
+  }
+  if (out.empty()) {
+    error = "an empty address list";
+    return false;
+  }
+  return true;
+}
+
+const char* DriverStopName(DriverStop stop) {
+  switch (stop) {
+    case DriverStop::kFinished: return "finished";
+    case DriverStop::kSignal: return "interrupted by a signal";
+    case DriverStop::kGaveUp: return "no connection for the give-up time";
+    case DriverStop::kStopped: return "stopped";
+  }
+  return "?";
+}
+
+namespace {
+
+// How often deadlines, reconnects and the finish condition are checked.
+constexpr auto kHousekeepingPeriod = std::chrono::milliseconds(20);
+
+// Resolves `endpoint` to its first TCP address. Returns false with `error`.
+bool Resolve(asio::io_context& io, const Endpoint& endpoint, asio::ip::tcp::endpoint& out,
+             std::string& error) {
+  asio::error_code code;
+  const asio::ip::address address = asio::ip::make_address(endpoint.host, code);
+  if (!code) {
+    out = asio::ip::tcp::endpoint(address, endpoint.port);
+    return true;
+  }
+  asio::ip::tcp::resolver resolver(io);
+  const auto results = resolver.resolve(endpoint.host, std::to_string(endpoint.port), code);
+  if (code || results.empty()) {
+    error = "cannot resolve '" + endpoint.host + "': " + code.message();
+    return false;
+  }
+  out = results.begin()->endpoint();
+  return true;
+}
+
+// splitmix64: jitter needs no more.
+std::uint64_t NextRandom(std::uint64_t& state) {
+  std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+class SessionDriver::Impl final : public ChannelEvents {
+ public:
+  Impl() : acceptor_(io_), session_timer_(io_), housekeeping_(io_), signals_(io_) {}
+
+  bool Open(const DriverOptions& options, std::string& error);
+  DriverStop Run(protocol::Session& session);
+  void RequestStop() { Stop(DriverStop::kStopped); }
+  TimeNs Now() const {
+    const auto elapsed = std::chrono::steady_clock::now() - start_;
+    // +1: a session may treat time 0 as "never happened".
+    return static_cast<TimeNs>(
+               std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count()) +
+           1;
+  }
+
+  // ---- ChannelEvents ----
+  void OnChannelFrame(FrameChannel& channel, std::span<const std::byte> frame) override;
+  void OnChannelClosed(FrameChannel& channel, CloseReason reason) override;
+  void OnChannelConnected(FrameChannel& channel) override;
+  TimeNs ChannelNow() const override { return Now(); }
+
+  DriverOptions options_;
+  DriverCounters counters_;
+  std::function<void()> after_call_;
+  std::uint16_t listen_port_ = 0;
+
+ private:
+  struct Dial {
+    asio::ip::tcp::endpoint endpoint;
+    FrameChannel* channel = nullptr;
+    TimeNs next_attempt = 0;
+    std::uint32_t failures = 0;
+  };
+
+  FrameChannel& NewChannel();
+  void Accept();
+  void ScheduleReconnect(Dial& dial);
+  // Identifies an accepted connection by its first frame. False if it was closed instead.
+  bool Bind(FrameChannel& channel, std::span<const std::byte> frame);
+  FrameChannel* SendChannel(PeerId peer);
+  void Route(const protocol::OutgoingFrame& frame);
+
+  // After any call into the session: the hook, then the session's frames, then its timer.
+  void AfterSessionCall();
+  // Delivers lost links noticed while the session could not be called, then checks whether the
+  // run is over. Called at the end of every handler.
+  void Settle();
+  void ArmSessionTimer();
+  void ArmHousekeeping();
+  void Housekeeping();
+  bool QueuesEmpty() const;
+  // Finished and flushed: half-close every link, stop once all peers closed theirs.
+  void Drain();
+  void Stop(DriverStop reason);
+
+  asio::io_context io_{1};
+  asio::ip::tcp::acceptor acceptor_;
+  asio::steady_timer session_timer_;
+  asio::steady_timer housekeeping_;
+  asio::signal_set signals_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+
+  protocol::Session* session_ = nullptr;
+  bool in_session_ = false;
+  std::deque<std::unique_ptr<FrameChannel>> channels_;
+  std::vector<Dial> dials_;
+  std::vector<PeerId> lost_;  // peers whose link dropped, for Settle
+  TimeNs armed_wakeup_ = kNever;
+  TimeNs last_dial_up_ = 0;
+  bool finishing_ = false;
+  bool draining_ = false;  // finished and flushed: waiting for peers to close their ends
+  TimeNs finish_deadline_ = kNever;
+  bool stopped_ = false;
+  DriverStop stop_reason_ = DriverStop::kFinished;
+  std::uint64_t jitter_state_ = 0;
+};
+
+bool SessionDriver::Impl::Open(const DriverOptions& options, std::string& error) {
+  options_ = options;
+  options_.max_frame_bytes = std::min(options_.max_frame_bytes, wire::kMaxFrameBytes);
+  jitter_state_ = options_.seed ^ 0x5DEECE66Dull;
+  start_ = std::chrono::steady_clock::now();
+  if (options_.listen) {
+    asio::ip::tcp::endpoint endpoint;
+    if (!Resolve(io_, *options_.listen, endpoint, error)) return false;
+    asio::error_code code;
+    acceptor_.open(endpoint.protocol(), code);
+    if (!code) acceptor_.set_option(asio::socket_base::reuse_address(true), code);
+    if (!code) acceptor_.bind(endpoint, code);
+    if (!code) acceptor_.listen(asio::socket_base::max_listen_connections, code);
+    if (code) {
+      error = "cannot listen on " + options_.listen->host + ":" +
+              std::to_string(options_.listen->port) + ": " + code.message();
+      return false;
+    }
+    listen_port_ = acceptor_.local_endpoint(code).port();
+  }
+  for (const DialTarget& target : options_.dial) {
+    Dial dial;
+    if (!Resolve(io_, target.endpoint, dial.endpoint, error)) return false;
+    FrameChannel& channel = NewChannel();
+    channel.peer = target.peer;
+    channel.bound = true;
+    channel.dialled = true;
+    channel.dial_index = dials_.size();
+    dial.channel = &channel;
+    dials_.push_back(dial);
+  }
+  lost_.reserve(64);
+  return true;
+}
+
+FrameChannel& SessionDriver::Impl::NewChannel() {
+  for (const std::unique_ptr<FrameChannel>& channel : channels_) {
+    if (!channel->dialled && channel->reusable()) {
+      channel->bound = false;
+      channel->peer = 0;
+      return *channel;
+    }
+  }
+  channels_.push_back(std::make_unique<FrameChannel>(io_, *this, options_, counters_));
+  return *channels_.back();
+}
+
+DriverStop SessionDriver::Impl::Run(protocol::Session& session) {
+  session_ = &session;
+  if (options_.handle_signals) {
+    asio::error_code ignored;
+    signals_.add(SIGINT, ignored);
+    signals_.add(SIGTERM, ignored);
+    signals_.async_wait([this](const asio::error_code& error, int signal_number) {
+      if (error) return;
+      Log(LogLevel::kInfo, "%s: signal %d: shutting down", options_.log_name, signal_number);
+      Stop(DriverStop::kSignal);
+    });
+  }
+  if (acceptor_.is_open()) Accept();
+  last_dial_up_ = Now();
+  for (Dial& dial : dials_) {
+    dial.channel->Connect(dial.endpoint);
+  }
+  in_session_ = true;
+  session.Start(Now());
+  in_session_ = false;
+  AfterSessionCall();
+  Settle();
+  ArmHousekeeping();
+  if (!stopped_) io_.run();
+  for (const std::unique_ptr<FrameChannel>& channel : channels_) {
+    channel->Close(CloseReason::kShutdown, /*silent=*/true);
+  }
+  asio::error_code ignored;
+  acceptor_.close(ignored);
+  signals_.cancel(ignored);
+  return stop_reason_;
+}
+
+void SessionDriver::Impl::Accept() {
+  FrameChannel& channel = NewChannel();
+  acceptor_.async_accept(channel.socket(), [this, &channel](const asio::error_code& error) {
+    if (stopped_) return;
+    if (!error) {
+      ++counters_.accepted;
+      channel.BeginAccepted();
+    } else if (error == asio::error::operation_aborted) {
+      return;
+    }
+    // Transient accept errors (EMFILE, ECONNABORTED) must not end the listener.
+    Accept();
+  });
+}
+
+void SessionDriver::Impl::OnChannelConnected(FrameChannel& channel) {
+  Dial& dial = dials_[channel.dial_index];
+  dial.failures = 0;
+  Log(LogLevel::kInfo, "%s: connected to peer %u", options_.log_name, channel.peer);
+}
+
+void SessionDriver::Impl::OnChannelClosed(FrameChannel& channel, CloseReason reason) {
+  if (channel.dialled) {
+    Dial& dial = dials_[channel.dial_index];
+    if (channel.opened_at != 0 && reason != CloseReason::kShutdown) {
+      Log(LogLevel::kWarning, "%s: link to peer %u lost: %s", options_.log_name, channel.peer,
+          internal::CloseReasonName(reason));
+    }
+    ScheduleReconnect(dial);
+  } else if (channel.bound || reason == CloseReason::kOversized ||
+             reason == CloseReason::kMalformed) {
+    Log(LogLevel::kWarning, "%s: connection of peer %u closed: %s", options_.log_name,
+        channel.bound ? channel.peer : 0u, internal::CloseReasonName(reason));
+  } else {
+    Log(LogLevel::kWarning, "%s: unidentified connection closed: %s", options_.log_name,
+        internal::CloseReasonName(reason));
+  }
+  // Only an established, identified link is news to the session (a failed connect is not).
+  if (channel.bound && channel.opened_at != 0 && reason != CloseReason::kReplaced) {
+    lost_.push_back(channel.peer);
+  }
+  channel.opened_at = 0;
+}
+
+void SessionDriver::Impl::ScheduleReconnect(Dial& dial) {
+  // Exponential backoff with +-50% jitter, so restarted peers do not reconnect in lockstep.
+  const std::uint32_t exponent = std::min<std::uint32_t>(dial.failures, 20);
+  TimeNs delay = options_.reconnect_min_ns << exponent;
+  delay = std::min(delay, options_.reconnect_max_ns);
+  const double jitter =
+      0.5 + static_cast<double>(NextRandom(jitter_state_) >> 11) * 0x1.0p-53;
+  dial.next_attempt = Now() + static_cast<TimeNs>(static_cast<double>(delay) * jitter);
+  ++dial.failures;
+}
+
+bool SessionDriver::Impl::Bind(FrameChannel& channel, std::span<const std::byte> frame) {
+  const Result<wire::FrameView> view = wire::DecodeFrame(frame, options_.max_frame_bytes);
+  const PeerId sender = view.ok() ? view.value().header.sender : 0;
+  if (!view.ok() || sender == 0 || sender > options_.max_peer_id) {
+    ++counters_.unidentified;
+    channel.Close(CloseReason::kUnidentified);
+    return false;
+  }
+  for (const std::unique_ptr<FrameChannel>& other : channels_) {
+    if (other.get() != &channel && !other->dialled && other->bound && other->peer == sender &&
+        !other->closed()) {
+      // A restarted worker: the old link is gone; tell the session before the new frame.
+      ++counters_.peers_replaced;
+      other->Close(CloseReason::kReplaced);
+      in_session_ = true;
+      session_->OnPeerLost(sender, Now());
+      in_session_ = false;
+      AfterSessionCall();
+    }
+  }
+  channel.peer = sender;
+  channel.bound = true;
+  ++counters_.peers_bound;
+  Log(LogLevel::kInfo, "%s: peer %u connected", options_.log_name, sender);
+  return true;
+}
+
+void SessionDriver::Impl::OnChannelFrame(FrameChannel& channel, std::span<const std::byte> frame) {
+  if (stopped_ || draining_) return;
+  if (!channel.bound && !Bind(channel, frame)) {
+    Settle();
+    return;
+  }
+  in_session_ = true;
+  session_->OnFrame(channel.peer, frame, Now());
+  in_session_ = false;
+  AfterSessionCall();
+  Settle();
+}
+
+FrameChannel* SessionDriver::Impl::SendChannel(PeerId peer) {
+  for (const Dial& dial : dials_) {
+    if (dial.channel->peer == peer) return dial.channel;
+  }
+  FrameChannel* newest = nullptr;
+  for (const std::unique_ptr<FrameChannel>& channel : channels_) {
+    if (!channel->dialled && channel->bound && channel->peer == peer && channel->connected() &&
+        (newest == nullptr || channel->opened_at > newest->opened_at)) {
+      newest = channel.get();
+    }
+  }
+  return newest;
+}
+
+void SessionDriver::Impl::Route(const protocol::OutgoingFrame& frame) {
+  FrameChannel* channel = SendChannel(frame.to);
+  if (channel == nullptr) {
+    ++counters_.frames_unroutable;
+    return;
+  }
+  if (channel->Send(frame.bytes)) return;
+  if (channel->connected()) {
+    ++counters_.queue_overflows;
+    channel->Close(CloseReason::kQueueOverflow);
+  } else {
+    ++counters_.frames_unroutable;
+  }
+}
+
+void SessionDriver::Impl::AfterSessionCall() {
+  if (after_call_) after_call_();
+  protocol::OutgoingFrame frame;
+  while (session_->PollFrame(frame)) Route(frame);
+  if (session_->Finished() && !finishing_) {
+    finishing_ = true;
+    finish_deadline_ = Now() + options_.linger_ns;
+  }
+  ArmSessionTimer();
+}
+
+void SessionDriver::Impl::Settle() {
+  if (in_session_) return;
+  if (draining_) lost_.clear();
+  while (!lost_.empty() && !stopped_) {
+    const PeerId peer = lost_.back();
+    lost_.pop_back();
+    in_session_ = true;
+    session_->OnPeerLost(peer, Now());
+    in_session_ = false;
+    AfterSessionCall();
+  }
+  if (finishing_ && !stopped_ && QueuesEmpty()) Drain();
+}
+
+void SessionDriver::Impl::Drain() {
+  if (!draining_) {
+    // Everything is written; half-close so each peer reads its last frames and then the end of
+    // the stream (a full close with unread input would reset the connection instead).
+    draining_ = true;
+    for (const std::unique_ptr<FrameChannel>& channel : channels_) {
+      if (channel->connected() && channel->bound) {
+        channel->ShutdownSend();
+      } else {
+        channel->Close(CloseReason::kShutdown, /*silent=*/true);
+      }
+    }
+  }
+  for (const std::unique_ptr<FrameChannel>& channel : channels_) {
+    if (channel->connected()) return;  // the linger deadline ends the wait
+  }
+  Stop(DriverStop::kFinished);
+}
+
+void SessionDriver::Impl::ArmSessionTimer() {
+  const TimeNs wakeup = session_->NextWakeup();
+  if (wakeup == armed_wakeup_) return;
+  armed_wakeup_ = wakeup;
+  if (wakeup == kNever) {
+    session_timer_.cancel();
+    return;
+  }
+  session_timer_.expires_at(start_ + std::chrono::nanoseconds(wakeup - 1));
+  session_timer_.async_wait([this](const asio::error_code& error) {
+    if (error || stopped_) return;  // re-armed or cancelled
+    armed_wakeup_ = kNever;
+    const TimeNs now = Now();
+    if (now >= session_->NextWakeup()) {
+      in_session_ = true;
+      session_->OnTimer(now);
+      in_session_ = false;
+      AfterSessionCall();
+    } else {
+      ArmSessionTimer();
+    }
+    Settle();
+  });
+}
+
+void SessionDriver::Impl::ArmHousekeeping() {
+  housekeeping_.expires_after(kHousekeepingPeriod);
+  housekeeping_.async_wait([this](const asio::error_code& error) {
+    if (error || stopped_) return;
+    Housekeeping();
+    if (!stopped_) ArmHousekeeping();
+  });
+}
+
+void SessionDriver::Impl::Housekeeping() {
+  const TimeNs now = Now();
+  bool dial_up = dials_.empty();
+  for (const std::unique_ptr<FrameChannel>& channel : channels_) channel->CheckDeadlines(now);
+  for (Dial& dial : dials_) {
+    FrameChannel& channel = *dial.channel;
+    if (channel.connected()) dial_up = true;
+    if (!finishing_ && channel.reusable() && now >= dial.next_attempt) {
+      channel.Connect(dial.endpoint);
+    }
+  }
+  if (dial_up) last_dial_up_ = now;
+  Settle();
+  if (stopped_) return;
+  if (finishing_ && now >= finish_deadline_) {
+    Stop(DriverStop::kFinished);
+  } else if (options_.give_up_ns != kNever && now - last_dial_up_ > options_.give_up_ns) {
+    Log(LogLevel::kError, "%s: no connection for %.1f s: giving up", options_.log_name,
+        static_cast<double>(options_.give_up_ns) * 1e-9);
+    Stop(DriverStop::kGaveUp);
+  }
+}
+
+bool SessionDriver::Impl::QueuesEmpty() const {
+  for (const std::unique_ptr<FrameChannel>& channel : channels_) {
+    if (channel->connected() && channel->queued_frames() > 0) return false;
+  }
+  return true;
+}
+
+void SessionDriver::Impl::Stop(DriverStop reason) {
+  if (stopped_) return;
+  stopped_ = true;
+  stop_reason_ = reason;
+  io_.stop();
+}
+
+// ---- SessionDriver ----
+
+SessionDriver::SessionDriver() : impl_(std::make_unique<Impl>()) {}
+SessionDriver::~SessionDriver() = default;
+
+bool SessionDriver::Open(const DriverOptions& options, std::string& error) {
+  return impl_->Open(options, error);
+}
+std::uint16_t SessionDriver::listen_port() const { return impl_->listen_port_; }
+void SessionDriver::SetAfterSessionCall(std::function<void()> hook) {
+  impl_->after_call_ = std::move(hook);
+}
+DriverStop SessionDriver::Run(protocol::Session& session) { return impl_->Run(session); }
+void SessionDriver::RequestStop() { impl_->RequestStop(); }
+TimeNs SessionDriver::Now() const { return impl_->Now(); }
+const DriverCounters& SessionDriver::counters() const { return impl_->counters_; }
+
+}  // namespace edgesgd::tcp
