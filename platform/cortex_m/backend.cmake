@@ -16,3 +16,25 @@ target_link_options(edgesgd_platform INTERFACE
   $<BUILD_INTERFACE:-T${EDGESGD_CORTEX_M_LINKER_SCRIPT}>
   $<INSTALL_INTERFACE:-T$<INSTALL_PREFIX>/${installed_linker_script}>)
 install(FILES ${EDGESGD_CORTEX_M_LINKER_SCRIPT} DESTINATION ${CMAKE_INSTALL_LIBDIR}/edgesgd)
+
+# Flash and RAM use after every link of an image.
+find_program(EDGESGD_ARM_SIZE arm-none-eabi-size)
+
+# edgesgd_mcu_image(NAME SOURCES... LIBRARIES...): an image (NAME.elf) linked with the backend
+# (startup, semihosting log, memory figures), with a map file beside it and its flash and RAM use
+# printed after every link: the figure to watch as the libraries grow.
+function(edgesgd_mcu_image name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;LIBRARIES" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ${ARG_LIBRARIES} edgesgd::platform)
+  # The backend's internal headers (semihosting, memory_usage) are for images like these.
+  target_include_directories(${name} PRIVATE ${CMAKE_CURRENT_FUNCTION_LIST_DIR})
+  edgesgd_embedded_target(${name})
+  set_target_properties(${name} PROPERTIES SUFFIX .elf
+                                           LINK_DEPENDS ${EDGESGD_CORTEX_M_LINKER_SCRIPT})
+  target_link_options(${name} PRIVATE -Wl,-Map=$<TARGET_FILE_DIR:${name}>/${name}.map)
+  if(EDGESGD_ARM_SIZE)
+    add_custom_command(TARGET ${name} POST_BUILD
+                       COMMAND ${EDGESGD_ARM_SIZE} $<TARGET_FILE:${name}> VERBATIM)
+  endif()
+endfunction()

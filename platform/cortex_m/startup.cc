@@ -12,6 +12,7 @@
 
 #include "registers.h"
 #include "semihosting.h"
+#include "memory_usage.h"
 
 // Symbols of the linker script. Arrays of unknown size, so the compiler assumes nothing about
 // the extent of the memory behind them (a scalar would make the memcpy below look out of bounds).
@@ -107,6 +108,8 @@ extern "C" {
                                reinterpret_cast<std::uintptr_t>(__edgesgd_bss_start));
   std::memset(__edgesgd_bss_start, 0, bss_bytes);
 
+  // Before anything deeper than this frame runs, so StackPeakBytes sees every later use.
+  edgesgd::platform::internal::PaintUnusedStack();
   if (initialise_monitor_handles != nullptr) initialise_monitor_handles();
 
   // Static constructors, in the order the linker script collected them.

@@ -55,11 +55,14 @@ class Cluster:
     def path(self, name):
         return os.path.join(self.work, name)
 
-    def start(self, name, args):
+    def start(self, name, args, program=None):
+        """`program`: the command that runs edgesgd (e.g. under an emulator), default the
+        cluster's binary."""
         log = open(self.path(name + ".log"), "w")
         if args[0] in ("server", "worker", "peer"):
             args = args + self.security
-        process = subprocess.Popen([self.edgesgd] + args, stdout=log, stderr=subprocess.STDOUT)
+        process = subprocess.Popen((program or [self.edgesgd]) + args, stdout=log,
+                                   stderr=subprocess.STDOUT)
         process.name = name
         self.processes.append(process)
         return process
@@ -78,11 +81,11 @@ class Cluster:
         with open(port_file) as f:
             return process, int(f.read())
 
-    def start_worker(self, port, worker_id, extra=()):
+    def start_worker(self, port, worker_id, extra=(), program=None):
         return self.start("worker%d" % worker_id,
                           ["worker", "--connect", "127.0.0.1:%d" % port, "--id", str(worker_id),
                            "--reconnect-max-s", "0.2", "--give-up-s", "30", "--quiet"] + DATA +
-                          list(extra))
+                          list(extra), program=program)
 
     def wait(self, process, timeout=RUN_TIMEOUT_S, expect=0):
         try:
@@ -151,12 +154,16 @@ def simulate(cluster, args, name):
     return read_model(cluster.path(name + ".bin")), cluster.summary(name + ".json")
 
 
-def train_over_tcp(cluster, args, workers, name="server", worker_extra=None):
+def train_over_tcp(cluster, args, workers, name="server", worker_extra=None,
+                   worker_programs=None):
+    """`worker_programs`: {worker id: command running edgesgd}, for workers of another
+    architecture under qemu-user; the others run the cluster's binary."""
     server, port = cluster.start_server(
         ["--model-out", cluster.path(name + ".bin"), "--summary", cluster.path(name + ".json"),
          "--metrics", cluster.path(name + ".csv")] + DATA + args, name=name)
     for w in range(1, workers + 1):
-        cluster.start_worker(port, w, (worker_extra or {}).get(w, ()))
+        cluster.start_worker(port, w, (worker_extra or {}).get(w, ()),
+                             program=(worker_programs or {}).get(w))
     cluster.wait(server)
     return read_model(cluster.path(name + ".bin")), cluster.summary(name + ".json")
 

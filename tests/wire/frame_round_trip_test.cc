@@ -8,7 +8,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -18,6 +20,7 @@
 #include "edgesgd/wire/frame_decoder.h"
 #include "edgesgd/wire/receive_buffer.h"
 #include "edgesgd/wire/wire_format.h"
+#include "golden/frame_golden.h"
 
 namespace edgesgd::wire {
 namespace {
@@ -532,49 +535,36 @@ TEST(WireFrameSize, SignFrameIsOneBitPerCoordinate) {
   EXPECT_LE(frame->size(), d / 8 + 4 + kPayloadFrameOverheadBytes);
 }
 
-// Frames are byte-identical for identical inputs, on every architecture: these hex strings are
-// checked on x86-64, aarch64 and armhf (the same test binary runs under qemu-user).
+// Frames are byte-identical for identical inputs, on every architecture: the expected bytes live
+// in tests/golden/frame_golden.h, checked here on x86-64, aarch64 and armhf (this binary runs
+// under qemu-user) and by the Cortex-M image tests/embedded/mcu_golden.cc.
 TEST(WireGolden, FixedFramesHaveFixedBytes) {
-  AlignedStorage storage(kMaxControlFrameBytes + kBuilderScratchBytes);
-  FrameBuilder builder(storage.bytes());
-  const FrameHeader header{.sender = 7, .round = 3, .sequence = 42};
+  const bool print = std::getenv("EDGESGD_PRINT_GOLDEN") != nullptr;
+  const auto buffers = std::make_unique<golden::FrameBuffers>();
+  FrameBuilder builder(buffers->builder);
 
-  const auto heartbeat = builder.EncodeHeartbeat(header, {.time_us = 1000, .echo_time_us = 900});
+  const auto heartbeat = golden::EncodeHeartbeat(builder);
   ASSERT_TRUE(heartbeat.ok());
-  // prefix 84 | root offset 24 | "EDGS" | envelope vtable | envelope (message_type 6 =
-  // Heartbeat, version 1, sender 7, round 3, sequence 42) | heartbeat vtable | 1000, 900.
-  EXPECT_EQ(Hex(*heartbeat),
-            "54000000180000004544475310002000060008000c0014000500100010000000000601000700000003"
-            "000000180000002a00000000000000000000000800140004000c0008000000e8030000000000008403"
-            "000000000000");
+  EXPECT_EQ(Hex(*heartbeat), golden::kHeartbeatFrameHex);
 
-  const TensorLayout layout = TensorLayout::Single(4).value();
-  const float input[] = {1.0f, -2.0f, 0.5f, 3.0f};
-  CodecParams sign;
-  sign.kind = CodecKind::kSign;
-  const struct {
-    CodecParams params;
-    const char* hex;
-  } updates[] = {
-      // ... | DensePayload.values = 1.0, -2.0, 0.5, 3.0
-      {CodecParams{},
-       "7c000000180000004544475310001e00060008000c00140005001000100000000004010007000000030000"
-       "001c0000002a0000000000000000000e00160008000c000000070010000e00000000000001070000001000"
-       "00000c00000000000600080004000600000004000000040000000000803f000000c00000003f00004040"},
-      // ... | SignPayload.words = 0b1101, .scales = 1.625 (mean |x|)
-      {sign,
-       "7c000000180000004544475310001e00060008000c00140005001000100000000004010007000000030000"
-       "001c0000002a0000000000000000000e00140008000c000600070010000e00000000000404070000001000"
-       "00000c00000008000c0004000800080000001000000004000000010000000000d03f010000000d000000"},
-  };
-  for (const auto& expected : updates) {
-    const auto update = builder.EncodePayloadFrame(
-        header, PayloadMessage::Update({.worker = 7, .samples = 16}), expected.params, layout,
-        {.seed = 1, .round = 3, .worker = 7}, input, {});
+  for (const golden::FrameCase& expected : golden::kSmallUpdateFrames) {
+    const auto update = golden::EncodeSmallUpdate(builder, expected);
     ASSERT_TRUE(update.ok());
-    EXPECT_EQ(Hex(*update), expected.hex) << CodecName(expected.params.kind);
+    EXPECT_EQ(Hex(*update), expected.frame_hex) << expected.name;
+  }
+  // Every codec's Update frame over the codec golden input: the payload bytes of
+  // codec_golden.h inside a frame.
+  const auto case_buffers = std::make_unique<golden::CaseBuffers>();
+  for (std::size_t i = 0; i < std::size(golden::kCodecCases); ++i) {
+    const auto update = golden::EncodeCodecUpdate(builder, i, *case_buffers);
+    ASSERT_TRUE(update.ok()) << golden::kCodecCases[i].name;
+    const std::string actual = Hex(*update);
+    if (print) std::printf("%s:\n\"%s\"\n", golden::kCodecCases[i].name, actual.c_str());
+    EXPECT_EQ(actual, golden::kCodecUpdateFrameHex[i]) << golden::kCodecCases[i].name;
+    EXPECT_TRUE(golden::BytesMatchHex(*update, golden::kCodecUpdateFrameHex[i]));
   }
   // Building the same frame twice gives the same bytes (no stale data from the previous frame).
+  const FrameHeader header = golden::kFrameHeader;
   const std::string first = Hex(*builder.EncodeLeave(header, {LeaveReason::kShutdown}));
   ASSERT_TRUE(builder.EncodeWelcome(header, LargestWelcome()).ok());
   EXPECT_EQ(Hex(*builder.EncodeLeave(header, {LeaveReason::kShutdown})), first);

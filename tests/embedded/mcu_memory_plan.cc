@@ -1,0 +1,261 @@
+// The memory plan of edgesgd on a Cortex-M4F, computed on the target (32-bit size_t, the
+// target's struct layouts) from the components' own constexpr size functions, and printed as
+// markdown for tests/embedded/memory_report.py:
+//   1. the arena bytes of every component for a 10,000-coordinate model, per codec;
+//   2. the largest model dimension d whose worker fits 256 KiB of RAM, per codec: a protocol
+//      WorkerSession (its arena plus a receive buffer for the largest broadcast), and a lean
+//      device that trains alone with an ErrorFeedbackWorker, one d-float buffer and an Update
+//      frame builder (the pattern of examples/mcu/train_10k.cc); for the lean device also
+//      within 128 KiB.
+// It also checks the plan against reality: for every codec, ErrorFeedbackWorker and
+// MeanAggregator Init on the target must take exactly their StateBytes from an arena.
+// Prints "EDGESGD-MCU PASS" only if those checks hold.
+
+#include <array>
+#include <cstdarg>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "edgesgd/core/aggregator.h"
+#include "edgesgd/core/arena.h"
+#include "edgesgd/core/codec_dispatch.h"
+#include "edgesgd/core/error_feedback.h"
+#include "edgesgd/core/majority_vote.h"
+#include "edgesgd/core/optimizer.h"
+#include "edgesgd/platform/log.h"
+#include "edgesgd/protocol/gossip_peer_session.h"
+#include "edgesgd/protocol/run_config.h"
+#include "edgesgd/protocol/server_session.h"
+#include "edgesgd/protocol/worker_session.h"
+#include "edgesgd/wire/wire_format.h"
+#include "format.h"
+#include "semihosting.h"
+
+namespace edgesgd {
+namespace {
+
+using platform::Log;
+using platform::LogLevel;
+
+constexpr std::size_t kTableDimension = 10000;
+constexpr std::size_t kRamBudgetBytes = 256 * 1024;
+// The budget of the "10,000 parameters in 128 KiB" target, for the lean device.
+constexpr std::size_t kSmallRamBudgetBytes = 128 * 1024;
+constexpr std::uint32_t kServerWorkers = 8;
+
+struct NamedCodec {
+  const char* name;
+  CodecParams params;
+};
+
+constexpr NamedCodec kCodecs[] = {
+    {"identity", CodecParams{.kind = CodecKind::kIdentity}},
+    {"top_k 1%", CodecParams{.kind = CodecKind::kTopK, .k_ratio = 0.01f}},
+    {"rand_k 1%", CodecParams{.kind = CodecKind::kRandK, .k_ratio = 0.01f}},
+    {"random_block 1/64", CodecParams{.kind = CodecKind::kRandomBlock, .block_ratio = 64}},
+    {"sign", CodecParams{.kind = CodecKind::kSign}},
+    {"qsgd 4 bit", CodecParams{.kind = CodecKind::kQsgd, .qsgd_levels = 7, .qsgd_bucket = 512}},
+};
+
+// Classic EF with momentum, one local step (the demos' worker algorithm).
+constexpr FeedbackParams kFeedback{.kind = FeedbackKind::kEf,
+                                   .detach = 0.0f,
+                                   .learning_rate = 0.05f,
+                                   .momentum = 0.9f,
+                                   .weight_decay = 0.0f,
+                                   .local_steps = 1};
+
+constexpr TensorLayout Layout(std::size_t d) { return TensorLayout::Single(d).value(); }
+
+constexpr protocol::RunConfig Config(std::size_t d, const CodecParams& codec) {
+  protocol::RunConfig config;
+  config.layout = Layout(d);
+  config.codec = codec;
+  config.feedback = kFeedback;
+  return config;
+}
+
+// A protocol worker: its arena plus the receive buffer of the largest frame it is sent.
+constexpr std::size_t WorkerDeviceBytes(std::size_t d, const CodecParams& codec) {
+  const protocol::RunConfig config = Config(d, codec);
+  const std::size_t arena = protocol::WorkerSession::ArenaBytes(config);
+  const std::size_t receive = protocol::BroadcastFrameBytes(config);
+  return arena == 0 || receive == 0 ? 0 : arena + receive;
+}
+
+// A device training alone: error feedback, one d-float model/gradient buffer, the frame builder.
+constexpr std::size_t LeanDeviceBytes(std::size_t d, const CodecParams& codec) {
+  const std::size_t feedback = ErrorFeedbackWorker::StateBytes(Layout(d), codec, kFeedback);
+  const std::size_t builder = wire::FrameBuilderBytes(codec, Layout(d));
+  return feedback == 0 || builder == 0 ? 0 : feedback + ArenaBytesFor<float>(d) + builder;
+}
+
+using PlanFunction = std::size_t (*)(std::size_t, const CodecParams&);
+
+// The largest d with 0 < plan(d) <= budget (plans grow with d), by bisection.
+std::size_t LargestDimension(PlanFunction plan, const CodecParams& codec, std::size_t budget) {
+  std::size_t low = 0;  // fits (0: nothing does)
+  std::size_t high = 1024;
+  while (plan(high, codec) != 0 && plan(high, codec) <= budget) {
+    low = high;
+    high *= 2;
+  }
+  while (high - low > 1) {
+    const std::size_t middle = low + (high - low) / 2;
+    const std::size_t bytes = plan(middle, codec);
+    if (bytes != 0 && bytes <= budget) {
+      low = middle;
+    } else {
+      high = middle;
+    }
+  }
+  return low;
+}
+
+// Raw output lines (the report reads them verbatim), formatted without a heap.
+void Line(const char* format, ...) __attribute__((format(printf, 1, 2)));
+void Line(const char* format, ...) {
+  std::array<char, 256> text;
+  std::va_list args;
+  va_start(args, format);
+  std::size_t length = platform::internal::FormatV(text, format, args);
+  va_end(args);
+  if (length + 1 >= text.size()) length = text.size() - 2;
+  text[length] = '\n';
+  platform::internal::SemihostingWrite(platform::internal::Stream::kStdout,
+                                       std::string_view(text.data(), length + 1));
+}
+
+void BlankLine() {
+  platform::internal::SemihostingWrite(platform::internal::Stream::kStdout, "\n");
+}
+
+void Row(const char* component, std::size_t (*bytes)(const CodecParams&)) {
+  std::array<char, 256> text;
+  std::size_t at = platform::internal::Format(text, "| %s |", component);
+  for (const NamedCodec& codec : kCodecs) {
+    at += platform::internal::Format(std::span(text).subspan(at), " %zu |", bytes(codec.params));
+  }
+  Line("%.*s", static_cast<int>(at), text.data());
+}
+
+protocol::GossipConfig GossipConfigOf(const TensorLayout& layout) {
+  protocol::GossipConfig config;
+  config.layout = layout;
+  return config;
+}
+
+void PrintComponentTable() {
+  const TensorLayout layout = Layout(kTableDimension);
+  Line("### Arena plan per component, d = %zu (one tensor), bytes", kTableDimension);
+  BlankLine();
+  std::array<char, 256> header;
+  std::size_t at = platform::internal::Format(header, "| component |");
+  for (const NamedCodec& codec : kCodecs) {
+    at += platform::internal::Format(std::span(header).subspan(at), " %s |", codec.name);
+  }
+  Line("%.*s", static_cast<int>(at), header.data());
+  Line("|---|---:|---:|---:|---:|---:|---:|");
+  static constexpr auto kLayout = Layout(kTableDimension);
+  Row("payload (`MaxEncodedBytes`)", [](const CodecParams& c) { return MaxEncodedBytes(c, kLayout); });
+  Row("Update frame (`wire::MaxFrameBytes`)",
+      [](const CodecParams& c) { return wire::MaxFrameBytes(c, kLayout); });
+  Row("frame builder (`wire::FrameBuilderBytes`)",
+      [](const CodecParams& c) { return wire::FrameBuilderBytes(c, kLayout); });
+  Row("codec scratch (`CodecScratchBytes`)",
+      [](const CodecParams& c) { return CodecScratchBytes(c, kLayout); });
+  Row("`ErrorFeedbackWorker::StateBytes` (EF, H = 1)",
+      [](const CodecParams& c) { return ErrorFeedbackWorker::StateBytes(kLayout, c, kFeedback); });
+  Row("`MeanAggregator::StateBytes`",
+      [](const CodecParams& c) { return MeanAggregator::StateBytes(kLayout, c); });
+  Row("`WorkerSession::ArenaBytes` (EF, model downlink)",
+      [](const CodecParams& c) {
+        return protocol::WorkerSession::ArenaBytes(Config(kTableDimension, c));
+      });
+  Row("`ServerSession::ArenaBytes` (8 workers, mean)", [](const CodecParams& c) {
+    return protocol::ServerSession::ArenaBytes(Config(kTableDimension, c),
+                                               {.workers = kServerWorkers});
+  });
+  BlankLine();
+  Line("Codec-independent, same d: `Optimizer::StateBytes` (momentum) %zu, "
+       "`MajorityVote::StateBytes` (%u voters) %zu, `GossipPeerSession::ArenaBytes` %zu, "
+       "`WorkerSession::InitArenaBytes` %zu.",
+       Optimizer::StateBytes(kTableDimension, {OptimizerKind::kMomentum, 0.05f, 0.9f, 0.0f}),
+       static_cast<unsigned>(kServerWorkers), MajorityVote::StateBytes(layout, kServerWorkers),
+       protocol::GossipPeerSession::ArenaBytes(GossipConfigOf(layout)),
+       protocol::WorkerSession::InitArenaBytes());
+  BlankLine();
+}
+
+void PrintLargestDimensions() {
+  Line("### Largest model dimension d within %zu KiB of RAM", kRamBudgetBytes / 1024);
+  BlankLine();
+  Line("| codec | protocol worker (`WorkerSession` arena + receive buffer) | bytes at that d | "
+       "lean device (EF state + 1 vector + frame builder) | bytes at that d | lean device "
+       "within %zu KiB |", kSmallRamBudgetBytes / 1024);
+  Line("|---|---:|---:|---:|---:|---:|");
+  for (const NamedCodec& codec : kCodecs) {
+    const std::size_t worker = LargestDimension(&WorkerDeviceBytes, codec.params, kRamBudgetBytes);
+    const std::size_t lean = LargestDimension(&LeanDeviceBytes, codec.params, kRamBudgetBytes);
+    const std::size_t lean_small =
+        LargestDimension(&LeanDeviceBytes, codec.params, kSmallRamBudgetBytes);
+    Line("| %s | %zu | %zu | %zu | %zu | %zu |", codec.name, worker,
+         WorkerDeviceBytes(worker, codec.params), lean, LeanDeviceBytes(lean, codec.params),
+         lean_small);
+  }
+  BlankLine();
+  Line("Arena and frame buffers only: the model's scratch, the training data, the stack and the "
+       "image's own globals come on top.");
+  BlankLine();
+}
+
+// The plan against the target's reality: Init takes exactly StateBytes.
+alignas(kArenaAlignment) std::array<std::byte, 200 * 1024> g_arena_storage;
+
+int CheckPlanIsExact() {
+  int failures = 0;
+  const TensorLayout layout = Layout(kTableDimension);
+  for (const NamedCodec& codec : kCodecs) {
+    {
+      Arena arena(g_arena_storage);
+      ErrorFeedbackWorker worker;
+      const std::size_t plan = ErrorFeedbackWorker::StateBytes(layout, codec.params, kFeedback);
+      if (!worker.Init(arena, layout, codec.params, kFeedback).ok() || arena.used_bytes() != plan) {
+        Log(LogLevel::kError, "FAIL %s: ErrorFeedbackWorker took %zu B, plan %zu B", codec.name,
+            arena.used_bytes(), plan);
+        ++failures;
+      }
+    }
+    {
+      Arena arena(g_arena_storage);
+      MeanAggregator aggregator;
+      const std::size_t plan = MeanAggregator::StateBytes(layout, codec.params);
+      if (!aggregator.Init(arena, layout, codec.params).ok() || arena.used_bytes() != plan) {
+        Log(LogLevel::kError, "FAIL %s: MeanAggregator took %zu B, plan %zu B", codec.name,
+            arena.used_bytes(), plan);
+        ++failures;
+      }
+    }
+  }
+  return failures;
+}
+
+int Run() {
+  const int failures = CheckPlanIsExact();
+  PrintComponentTable();
+  PrintLargestDimensions();
+  if (failures != 0) {
+    Log(LogLevel::kError, "EDGESGD-MCU FAIL: %d plan check(s) failed", failures);
+    return 1;
+  }
+  Log(LogLevel::kInfo, "ErrorFeedbackWorker and MeanAggregator took exactly their plan for "
+                       "every codec at d = %zu", kTableDimension);
+  platform::internal::SemihostingWrite(platform::internal::Stream::kStdout, "EDGESGD-MCU PASS\n");
+  return 0;
+}
+
+}  // namespace
+}  // namespace edgesgd
+
+int main() { return edgesgd::Run(); }
