@@ -100,24 +100,41 @@ constexpr float EffectiveDetach(const FeedbackParams& params) {
 //     LocalStep(g)                m = beta*m + (g + wd*point); local -= eta*m; delta += eta*m
 //   Compress(context, out)        p = delta + e; out = C(p); e = p - C(p)
 //
-// Memory (all from the arena at Init, nothing afterwards), in d-float buffers: gradient point
-// and momentum always; the residual unless kNone; a separate local model only when H > 1 and
-// c > 0 (otherwise the local model is the gradient point); a separate delta when H > 1 or kNone
-// (for H = 1, eta*m is added straight into the residual, which then holds p bit-exactly). So
-// EF, DEF and SAEF with H = 1 cost 3d floats plus the codec's scratch.
+// Memory (all from the arena at Init, nothing afterwards), in d-float buffers: the gradient
+// point always; the momentum only when beta > 0 (with beta = 0, m = g is used as it comes);
+// the residual unless kNone; a separate local model only when H > 1 and c > 0 (otherwise the
+// local model is the gradient point); a separate delta when H > 1 or kNone (for H = 1, eta*m is
+// added straight into the residual, which then holds p bit-exactly). So EF, DEF and SAEF with
+// H = 1 cost 3d floats (2d with beta = 0) plus the codec's scratch, which a caller short of RAM
+// can lend to each Compress instead (CodecScratch::kLent).
+//
+// Without a momentum buffer the step takes m = g where the buffered form computes 0 * m + g:
+// the same float except, for g = -0, possibly the sign of a zero, which no residual, delta or
+// payload can tell (they start at +0, and +0 + -0 = +0); with H > 1 a local-model coordinate
+// that is exactly zero may carry the other sign.
 class ErrorFeedbackWorker {
  public:
+  // Where the codec's scratch for Compress (CodecScratchBytes(codec, layout) bytes) comes from.
+  enum class CodecScratch : std::uint8_t {
+    kOwned,  // taken from the arena at Init
+    kLent,   // lent by the caller to every Compress: any buffer idle during that call, e.g. the
+             // one the last LocalStep read its gradient from
+  };
+
   // Exact arena bytes Init takes (Arena::used_bytes grows by this much), including the codec's
-  // scratch; 0 when a parameter is invalid.
+  // scratch when it is owned; 0 when a parameter is invalid.
   static constexpr std::size_t StateBytes(const TensorLayout& layout, const CodecParams& codec,
-                                          const FeedbackParams& feedback) {
+                                          const FeedbackParams& feedback,
+                                          CodecScratch scratch = CodecScratch::kOwned) {
     if (layout.tensor_count() == 0 || !ValidateFeedbackParams(feedback).ok() ||
         !EncodedShape(codec, layout).ok()) {
       return 0;
     }
     const Buffers buffers = BuffersFor(feedback);
     const std::size_t vector_bytes = ArenaBytesFor<float>(layout.dimension());
-    return vector_bytes * buffers.count() + ArenaBytes(CodecScratchBytes(codec, layout));
+    const std::size_t scratch_bytes =
+        scratch == CodecScratch::kOwned ? ArenaBytes(CodecScratchBytes(codec, layout)) : 0;
+    return vector_bytes * buffers.count() + scratch_bytes;
   }
 
   // Takes this worker's buffers from `arena` (zeroed: e = 0, m = 0) and remembers the
@@ -126,7 +143,7 @@ class ErrorFeedbackWorker {
   // kFailedPrecondition (arena sealed), kResourceExhausted (arena too small; checked before
   // anything is taken, so a failed Init leaves the arena as it was).
   Status Init(Arena& arena, const TensorLayout& layout, const CodecParams& codec,
-              const FeedbackParams& feedback);
+              const FeedbackParams& feedback, CodecScratch scratch = CodecScratch::kOwned);
 
   // Starts a round from the synced model `synced_model` (d floats, read only, may be reused by
   // the caller right after the call): local model := x, delta := 0, gradient point := x - c*e.
@@ -155,11 +172,17 @@ class ErrorFeedbackWorker {
   // Compress); kResourceExhausted when an output span is too small (nothing changes, retry
   // with larger spans); the codec's error when p is not finite (training diverged: qsgd's
   // Encode says kInvalidArgument, the decoders kDataLoss) — then e holds p.
-  Result<PayloadShape> Compress(const CodecContext& context, const PayloadSpans& out);
+  // With CodecScratch::kLent, `lent_scratch` (at least CodecScratchBytes(codec, layout) bytes,
+  // aligned to kArenaAlignment, overlapping neither `out` nor this worker's buffers) is the
+  // codec's scratch for this call only; its contents need not be anything. A shorter one is
+  // kResourceExhausted, a misaligned one kInvalidArgument, both with nothing changed.
+  // Otherwise `lent_scratch` is unused.
+  Result<PayloadShape> Compress(const CodecContext& context, const PayloadSpans& out,
+                                std::span<std::byte> lent_scratch = {});
 
   // The residual e (d floats); empty for kNone, whose residual is identically zero.
   std::span<const float> residual() const { return error_; }
-  // The momentum m (d floats).
+  // The momentum m (d floats); empty when beta = 0, whose m is each step's g.
   std::span<const float> momentum() const { return momentum_; }
   // Element counts of every payload Compress writes.
   const PayloadShape& payload_shape() const { return shape_; }
@@ -171,17 +194,20 @@ class ErrorFeedbackWorker {
   const TensorLayout& layout() const { return layout_; }
 
  private:
-  // Which d-float buffers a configuration needs besides the gradient point and the momentum.
+  // Which d-float buffers a configuration needs besides the gradient point.
   struct Buffers {
+    bool momentum = false;        // heavy ball (beta > 0)
     bool separate_local = false;  // local model differs from the gradient point (H > 1, c > 0)
     bool error = false;           // a residual is kept (not kNone)
     bool separate_delta = false;  // delta cannot accumulate into the residual (H > 1 or kNone)
     constexpr std::size_t count() const {
-      return 2u + (separate_local ? 1u : 0u) + (error ? 1u : 0u) + (separate_delta ? 1u : 0u);
+      return 1u + (momentum ? 1u : 0u) + (separate_local ? 1u : 0u) + (error ? 1u : 0u) +
+             (separate_delta ? 1u : 0u);
     }
   };
   static constexpr Buffers BuffersFor(const FeedbackParams& feedback) {
     Buffers buffers;
+    buffers.momentum = feedback.momentum > 0.0f;
     buffers.separate_local = feedback.local_steps > 1 && EffectiveDetach(feedback) > 0.0f;
     buffers.error = feedback.kind != FeedbackKind::kNone;
     buffers.separate_delta = feedback.local_steps > 1 || !buffers.error;
@@ -192,6 +218,9 @@ class ErrorFeedbackWorker {
 
   // Adds a separate delta into the residual and clears it, so p lives in the residual.
   void FoldDeltaIntoResidual();
+  // LocalStep's arithmetic, with or without the momentum buffer.
+  template <bool kMomentum>
+  void Step(std::span<const float> gradient);
 
   TensorLayout layout_;
   CodecParams codec_;
@@ -204,7 +233,9 @@ class ErrorFeedbackWorker {
   std::span<float> momentum_;
   std::span<float> error_;  // empty for kNone
   std::span<float> delta_;  // aliases error_ unless buffers_.separate_delta
-  std::span<std::byte> scratch_;
+  std::span<std::byte> scratch_;     // empty when lent
+  std::size_t lent_scratch_bytes_ = 0;  // what each Compress must be lent (kLent)
+  CodecScratch scratch_source_ = CodecScratch::kOwned;
   std::uint32_t steps_ = 0;
   Phase phase_ = Phase::kUninitialized;
 };
