@@ -92,9 +92,9 @@ TEST_P(SteadyStateTest, ErrorFeedbackRoundsDoNotAllocate) {
   Arena arena{std::span<std::byte>(storage)};
   std::vector<ErrorFeedbackWorker> workers(kWorkers);
   for (std::size_t w = 0; w < kWorkers; ++w) {
-    ASSERT_TRUE((is_lean(w) ? workers[w].Init(arena, layout, codec, lean_feedback,
-                                              CodecScratch::kLent)
-                            : workers[w].Init(arena, layout, codec, feedback))
+    ASSERT_TRUE((is_lean(w)
+                     ? workers[w].Init(arena, layout, codec, lean_feedback, CodecScratch::kLent)
+                     : workers[w].Init(arena, layout, codec, feedback))
                     .ok());
   }
   // The scratch the lean workers are lent (aligned, as Compress requires).

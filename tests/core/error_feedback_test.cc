@@ -508,9 +508,8 @@ TEST(ErrorFeedbackTest, StateBytesMatchesArenaUsage) {
               const bool delta = local_steps > 1 || !error;
               const std::size_t vectors = 1u + (momentum > 0.0f ? 1u : 0u) + (error ? 1u : 0u) +
                                           (local ? 1u : 0u) + (delta ? 1u : 0u);
-              const std::size_t scratch = source == CodecScratch::kOwned
-                                              ? ArenaBytes(CodecScratchBytes(codec, layout))
-                                              : 0;
+              const std::size_t scratch =
+                  source == CodecScratch::kOwned ? ArenaBytes(CodecScratchBytes(codec, layout)) : 0;
               EXPECT_EQ(bytes, vectors * vector_bytes + scratch);
               EXPECT_EQ(worker.momentum().size(), momentum > 0.0f ? layout.dimension() : 0u);
             }
@@ -528,17 +527,24 @@ TEST(ErrorFeedbackTest, StateBytesMatchesArenaUsage) {
 }
 
 // Without momentum (beta = 0) and with the codec's scratch lent to Compress, the worker keeps
-// two d-float buffers and still sends exactly what §2 with m = beta * m + g does: the reference
-// keeps its m, the worker none.
+// no momentum buffer and still sends exactly what §2 with m = beta * m + g does, for one and
+// several local steps (every LocalStep loop): the reference keeps its m, the worker none.
 TEST(ErrorFeedbackTest, ZeroMomentumWithLentScratchMatchesReference) {
   using CodecScratch = ErrorFeedbackWorker::CodecScratch;
   const TensorLayout layout = TestLayout();
   const std::size_t d = layout.dimension();
+  struct Case {
+    FeedbackKind kind;
+    float detach;
+    std::uint32_t local_steps;
+  };
   for (const CodecParams& codec : AllCodecs()) {
-    for (const FeedbackKind kind : {FeedbackKind::kEf, FeedbackKind::kSaef}) {
+    for (const Case& test : {Case{FeedbackKind::kEf, 0.0f, 1}, Case{FeedbackKind::kSaef, 0.0f, 1},
+                             Case{FeedbackKind::kEf, 0.0f, 3}, Case{FeedbackKind::kDef, 0.3f, 3}}) {
       SCOPED_TRACE(CodecName(codec.kind));
-      SCOPED_TRACE(static_cast<int>(kind));
-      FeedbackParams feedback = Feedback(kind, 0.0f);
+      SCOPED_TRACE(static_cast<int>(test.kind));
+      SCOPED_TRACE(test.local_steps);
+      FeedbackParams feedback = Feedback(test.kind, test.detach, test.local_steps);
       feedback.momentum = 0.0f;
       const float c = EffectiveDetach(feedback);
       ArenaBox box(ErrorFeedbackWorker::StateBytes(layout, codec, feedback, CodecScratch::kLent));
@@ -551,6 +557,8 @@ TEST(ErrorFeedbackTest, ZeroMomentumWithLentScratchMatchesReference) {
       std::vector<float> x = InitialModel(d);
       std::vector<float> ref_e(d, 0.0f);
       std::vector<float> ref_m(d, 0.0f);
+      std::vector<float> local(d);
+      std::vector<float> delta(d);
       std::vector<float> gradient(d);
       std::vector<float> point(d);
       std::vector<float> p(d);
@@ -563,26 +571,38 @@ TEST(ErrorFeedbackTest, ZeroMomentumWithLentScratchMatchesReference) {
       for (std::uint32_t round = 0; round < 30; ++round) {
         const CodecContext context{17, round, 0};
         ASSERT_TRUE(worker.BeginRound(x).ok());
-        Gradient(0, round, worker.GradientPoint(), gradient);
-        ASSERT_TRUE(worker.LocalStep(gradient).ok());
+        for (std::uint32_t s = 0; s < test.local_steps; ++s) {
+          Gradient(0, round * 8 + s, worker.GradientPoint(), gradient);
+          ASSERT_TRUE(worker.LocalStep(gradient).ok());
+        }
         std::fill(lent.begin(), lent.end(), std::byte{0xA5});
         if (scratch_bytes > 0) {
           // Too little or misaligned scratch: refused before anything changes, then retried.
-          EXPECT_EQ(worker.Compress(context, payload.spans(), lent.first(scratch_bytes - 1))
-                        .status(),
-                    Status::ResourceExhausted());
+          EXPECT_EQ(
+              worker.Compress(context, payload.spans(), lent.first(scratch_bytes - 1)).status(),
+              Status::ResourceExhausted());
           EXPECT_EQ(worker.Compress(context, payload.spans(), lent.subspan(4)).status(),
                     Status::InvalidArgument());
         }
         ASSERT_TRUE(worker.Compress(context, payload.spans(), lent.subspan(kArenaAlignment)).ok());
 
-        for (std::size_t j = 0; j < d; ++j) point[j] = x[j] - c * ref_e[j];
-        Gradient(0, round, point, gradient);
-        for (std::size_t j = 0; j < d; ++j) {
-          const float g = gradient[j] + feedback.weight_decay * point[j];
-          ref_m[j] = feedback.momentum * ref_m[j] + g;
-          p[j] = ref_e[j] + feedback.learning_rate * ref_m[j];
+        // Reference: the local steps as §2 writes them, then p = e + delta.
+        local = x;
+        std::fill(delta.begin(), delta.end(), 0.0f);
+        for (std::uint32_t s = 0; s < test.local_steps; ++s) {
+          for (std::size_t j = 0; j < d; ++j) {
+            point[j] = c > 0.0f ? local[j] - c * ref_e[j] : local[j];
+          }
+          Gradient(0, round * 8 + s, point, gradient);
+          for (std::size_t j = 0; j < d; ++j) {
+            const float g = gradient[j] + feedback.weight_decay * point[j];
+            ref_m[j] = feedback.momentum * ref_m[j] + g;
+            const float step = feedback.learning_rate * ref_m[j];
+            local[j] -= step;
+            delta[j] += step;
+          }
         }
+        for (std::size_t j = 0; j < d; ++j) p[j] = ref_e[j] + delta[j];
         ASSERT_TRUE(Encode(codec, layout, context, p, ref_payload.spans(), scratch).ok());
         const std::vector<float> sent = DecodeDense(codec, layout, context, ref_payload.view());
         for (std::size_t j = 0; j < d; ++j) ref_e[j] = p[j] - sent[j];

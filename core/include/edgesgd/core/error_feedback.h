@@ -110,8 +110,9 @@ constexpr float EffectiveDetach(const FeedbackParams& params) {
 //
 // Without a momentum buffer the step takes m = g where the buffered form computes 0 * m + g:
 // the same float except, for g = -0, possibly the sign of a zero, which no residual, delta or
-// payload can tell (they start at +0, and +0 + -0 = +0); with H > 1 a local-model coordinate
-// that is exactly zero may carry the other sign.
+// payload can tell (they start at +0, and +0 + -0 = +0; with H > 1 a local-model coordinate
+// that is exactly zero may carry the other sign), and except after a non-finite m, when the
+// residual is non-finite too and Compress already reports the divergence.
 class ErrorFeedbackWorker {
  public:
   // Where the codec's scratch for Compress (CodecScratchBytes(codec, layout) bytes) comes from.
@@ -233,8 +234,9 @@ class ErrorFeedbackWorker {
   std::span<float> momentum_;
   std::span<float> error_;  // empty for kNone
   std::span<float> delta_;  // aliases error_ unless buffers_.separate_delta
-  std::span<std::byte> scratch_;     // empty when lent
-  std::size_t lent_scratch_bytes_ = 0;  // what each Compress must be lent (kLent)
+  // The codec's scratch when owned (empty when lent), and what each Compress must be lent.
+  std::span<std::byte> scratch_;
+  std::size_t lent_scratch_bytes_ = 0;
   CodecScratch scratch_source_ = CodecScratch::kOwned;
   std::uint32_t steps_ = 0;
   Phase phase_ = Phase::kUninitialized;
