@@ -6,16 +6,16 @@
 // alone, but exactly what it would upload.
 //
 // RAM: three d-float buffers, the floor of error feedback in fp32, plus the frame, one batch of
-// two images (as floats) and the stack. The worker keeps the gradient point and the residual (no momentum: beta = 0 keeps
-// no buffer); one more buffer holds the synced model between rounds and the gradient within
-// one: with classic EF (c = 0) and one local step, GradientPoint() *is* the synced model until
-// the next BeginRound (error_feedback.h), so the model is rebuilt from it after Compress instead
-// of being kept twice. Between LocalStep and that rebuild the buffer is idle, so it is lent to
-// Compress as top_k's scratch (CodecScratch::kLent) rather than the worker owning ~20 KB more.
-// Prints the plan per component, the measured static RAM and stack peak; passes if the RAM
-// (static + stack peak) is within 128 KiB, the loss fell by kRequiredLossFactor, held-out
-// accuracy beat chance by kRequiredMargin, and the static RAM beyond the plan stays under
-// kUnplannedBudgetBytes (the plan is what the device really uses).
+// two images (as floats) and the stack. The worker keeps the gradient point and the residual
+// (no momentum: beta = 0 keeps no buffer); one more buffer holds the synced model between rounds
+// and the gradient within one: with classic EF (c = 0) and one local step, GradientPoint() *is*
+// the synced model until the next BeginRound (error_feedback.h), so the model is rebuilt from it
+// after Compress instead of being kept twice. Between LocalStep and that rebuild the buffer is
+// idle, so it is lent to Compress as top_k's scratch (CodecScratch::kLent) rather than the
+// worker owning ~20 KB more. Prints the plan per component, the measured static RAM and stack
+// peak; passes if the RAM (static + stack peak) is within 128 KiB, the loss fell by
+// kRequiredLossFactor, held-out accuracy beat chance by kRequiredMargin, and the static RAM beyond
+// the plan stays under kUnplannedBudgetBytes (the plan is what the device really uses).
 
 #include <algorithm>
 #include <array>
@@ -108,14 +108,13 @@ const ImageSlice kLossSlice = kTrainSlice.First(kLossImages);
 // back from the Update frame as a server would. Not inlined, and the decoded view is used in
 // place rather than copied out of its Result: a frame view is 520 B, and the stack is part of
 // the RAM budget.
-[[gnu::noinline]] Status ApplyFrame(std::span<const std::byte> frame,
-                                    const CodecContext& context) {
+[[gnu::noinline]] Status ApplyFrame(std::span<const std::byte> frame, const CodecContext& context) {
   const std::span<const float> synced = g_worker.GradientPoint();
   std::copy(synced.begin(), synced.end(), g_vector.begin());
   const Result<wire::FrameView> view = wire::DecodeFrame(frame);
   if (!view.ok()) return view.status();
-  return DecodeAdd(wire::DecodeParams(kCodec, view->payload), kLayout, context,
-                   view->payload.view, -1.0f, g_vector, {});
+  return DecodeAdd(wire::DecodeParams(kCodec, view->payload), kLayout, context, view->payload.view,
+                   -1.0f, g_vector, {});
 }
 
 // One round: the gradient at the model, one EF step compressed into an Update frame, and the
