@@ -1,17 +1,18 @@
 #include "edgesgd/core/error_feedback.h"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace edgesgd {
 
 Status ErrorFeedbackWorker::Init(Arena& arena, const TensorLayout& layout, const CodecParams& codec,
-                                 const FeedbackParams& feedback) {
+                                 const FeedbackParams& feedback, CodecScratch scratch) {
   EDGESGD_TRY(ValidateFeedbackParams(feedback));
   if (layout.tensor_count() == 0) return Status::InvalidArgument();
   EDGESGD_TRY_ASSIGN(const PayloadShape shape, EncodedShape(codec, layout));
   if (arena.sealed()) return Status::FailedPrecondition();
   // Checking the total first keeps a failed Init from leaving half a worker in the arena.
-  if (arena.remaining_bytes() < StateBytes(layout, codec, feedback)) {
+  if (arena.remaining_bytes() < StateBytes(layout, codec, feedback, scratch)) {
     return Status::ResourceExhausted();
   }
 
@@ -22,7 +23,10 @@ Status ErrorFeedbackWorker::Init(Arena& arena, const TensorLayout& layout, const
   if (buffers.separate_local) {
     EDGESGD_TRY_ASSIGN(local_, arena.Allocate<float>(d));
   }
-  EDGESGD_TRY_ASSIGN(momentum_, arena.Allocate<float>(d));
+  momentum_ = {};
+  if (buffers.momentum) {
+    EDGESGD_TRY_ASSIGN(momentum_, arena.Allocate<float>(d));
+  }
   error_ = {};
   if (buffers.error) {
     EDGESGD_TRY_ASSIGN(error_, arena.Allocate<float>(d));
@@ -34,7 +38,14 @@ Status ErrorFeedbackWorker::Init(Arena& arena, const TensorLayout& layout, const
   if (codec.kind == CodecKind::kRegTopK) {
     EDGESGD_TRY(reg_top_k_.Init(arena, layout, codec));
   }
-  EDGESGD_TRY_ASSIGN(scratch_, arena.AllocateBytes(CodecScratchBytes(codec, layout)));
+  scratch_ = {};
+  lent_scratch_bytes_ = 0;
+  if (scratch == CodecScratch::kOwned) {
+    EDGESGD_TRY_ASSIGN(scratch_, arena.AllocateBytes(CodecScratchBytes(codec, layout)));
+  } else {
+    lent_scratch_bytes_ = CodecScratchBytes(codec, layout);
+  }
+  scratch_source_ = scratch;
 
   layout_ = layout;
   codec_ = codec;
@@ -94,11 +105,31 @@ Status ErrorFeedbackWorker::LocalStep(std::span<const float> gradient) {
     return Status::FailedPrecondition();
   }
   if (gradient.size() != point_.size()) return Status::InvalidArgument();
+  if (buffers_.momentum) {
+    Step<true>(gradient);
+  } else {
+    Step<false>(gradient);
+  }
+  ++steps_;
+  return Status::Ok();
+}
 
+template <bool kMomentum>
+void ErrorFeedbackWorker::Step(std::span<const float> gradient) {
   const float lr = feedback_.learning_rate;
   const float beta = feedback_.momentum;
   const float wd = feedback_.weight_decay;
   const std::size_t d = point_.size();
+  // m = beta * m + g, kept for the next step; without a buffer (beta = 0) m is g itself.
+  const auto next_momentum = [this, beta](std::size_t i, float g) {
+    if constexpr (kMomentum) {
+      const float m = beta * momentum_[i] + g;
+      momentum_[i] = m;
+      return m;
+    } else {
+      return g;
+    }
+  };
   // Three loops rather than one with branches inside, so each vectorises. The expression
   // order (g + wd*point, then beta*m + g) is §2's and is what bit-exact tests reproduce.
   if (feedback_.local_steps == 1) {
@@ -106,17 +137,13 @@ Status ErrorFeedbackWorker::LocalStep(std::span<const float> gradient) {
     // (which may be the residual itself) advance.
     for (std::size_t i = 0; i < d; ++i) {
       const float g = gradient[i] + wd * point_[i];
-      const float m = beta * momentum_[i] + g;
-      momentum_[i] = m;
-      delta_[i] += lr * m;
+      delta_[i] += lr * next_momentum(i, g);
     }
   } else if (!buffers_.separate_local) {
     // c = 0: the gradient point is the local model.
     for (std::size_t i = 0; i < d; ++i) {
       const float g = gradient[i] + wd * point_[i];
-      const float m = beta * momentum_[i] + g;
-      momentum_[i] = m;
-      const float step = lr * m;
+      const float step = lr * next_momentum(i, g);
       point_[i] -= step;
       delta_[i] += step;
     }
@@ -126,49 +153,55 @@ Status ErrorFeedbackWorker::LocalStep(std::span<const float> gradient) {
     const float c = detach_;
     for (std::size_t i = 0; i < d; ++i) {
       const float g = gradient[i] + wd * point_[i];
-      const float m = beta * momentum_[i] + g;
-      momentum_[i] = m;
-      const float step = lr * m;
+      const float step = lr * next_momentum(i, g);
       local_[i] -= step;
       delta_[i] += step;
       point_[i] = local_[i] - c * error_[i];
     }
   }
-  ++steps_;
-  return Status::Ok();
 }
 
 Result<PayloadShape> ErrorFeedbackWorker::Compress(const CodecContext& context,
-                                                   const PayloadSpans& out) {
+                                                   const PayloadSpans& out,
+                                                   std::span<std::byte> lent_scratch) {
   if (phase_ != Phase::kInRound) return Status::FailedPrecondition();
   // The codec would reject short spans too, but only after the residual has become p; checking
   // here first makes this error side-effect free.
   if (out.indices.size() < shape_.indices || out.values.size() < shape_.values ||
-      out.words.size() < shape_.words || out.scales.size() < shape_.scales) {
+      out.words.size() < shape_.words || out.scales.size() < shape_.scales ||
+      (scratch_source_ == CodecScratch::kLent && lent_scratch.size() < lent_scratch_bytes_)) {
     return Status::ResourceExhausted();
   }
+  // Codecs view scratch as arrays of 4- or 8-byte words, as the arena's own would allow.
+  if (scratch_source_ == CodecScratch::kLent &&
+      reinterpret_cast<std::uintptr_t>(lent_scratch.data()) % kArenaAlignment != 0) {
+    return Status::InvalidArgument();
+  }
+  const std::span<std::byte> scratch =
+      scratch_source_ == CodecScratch::kLent ? lent_scratch : scratch_;
 
   if (!buffers_.error) {
-    EDGESGD_TRY(EncodeWithSelection(context, delta_, out));
+    EDGESGD_TRY(EncodeWithSelection(context, delta_, out, scratch));
     phase_ = Phase::kSent;
     return shape_;
   }
   // p = delta + e, formed in the residual's storage. FoldDeltaIntoResidual clears delta, so a
   // retry after a failure below cannot count it twice.
   FoldDeltaIntoResidual();
-  EDGESGD_TRY(EncodeWithSelection(context, error_, out));
+  EDGESGD_TRY(EncodeWithSelection(context, error_, out, scratch));
   // e = p - C(p): the fused decompress-and-subtract.
   EDGESGD_TRY(
-      DecodeAdd(codec_, layout_, context, PayloadView(out, shape_), -1.0f, error_, scratch_));
+      DecodeAdd(codec_, layout_, context, PayloadView(out, shape_), -1.0f, error_, scratch));
   phase_ = Phase::kSent;
   return shape_;
 }
 
 Status ErrorFeedbackWorker::EncodeWithSelection(const CodecContext& context,
                                                 std::span<const float> input,
-                                                const PayloadSpans& out) {
-  if (codec_.kind == CodecKind::kRegTopK) return reg_top_k_.Encode(input, out, scratch_);
-  return Encode(codec_, layout_, context, input, out, scratch_);
+                                                const PayloadSpans& out,
+                                                std::span<std::byte> scratch) {
+  if (codec_.kind == CodecKind::kRegTopK) return reg_top_k_.Encode(input, out, scratch);
+  return Encode(codec_, layout_, context, input, out, scratch);
 }
 
 Status ErrorFeedbackWorker::ObserveAggregate(std::span<const float> mean_update,

@@ -1,18 +1,21 @@
-// A 10,153-parameter model trained on a Cortex-M4F with top_k (1%) + error feedback, as lean as
-// core's components allow, reporting the RAM it measured against the arena plan. The model is an
-// MLP 196-49-10 (ReLU) on the compiled-in Fashion-MNIST slice; each round one
-// ErrorFeedbackWorker step compresses straight into a real Update frame (FrameBuilder), and the
-// frame is decoded (DecodeFrame) and applied to the model, x -= C(p), as a server would — the
-// device trains alone, but exactly what it would upload.
+// A 10,153-parameter model trained on a Cortex-M4F with top_k (2%) + error feedback in under
+// 128 KiB of RAM, reporting the RAM it measured against the arena plan. The model is an MLP
+// 196-49-10 (ReLU) on the compiled-in Fashion-MNIST slice; each round one ErrorFeedbackWorker
+// step compresses straight into a real Update frame (FrameBuilder), and the frame is decoded
+// (DecodeFrame) and applied to the model, x -= C(p), as a server would — the device trains
+// alone, but exactly what it would upload.
 //
-// RAM: the worker's state (gradient point, momentum, residual: 3 d floats, plus the codec's
-// scratch), one d-float buffer and the frame. The buffer holds the synced model between rounds
+// RAM: three d-float buffers, the floor of error feedback in fp32, plus the frame, one batch of
+// two images (as floats) and the stack. The worker keeps the gradient point and the residual
+// (no momentum: beta = 0 keeps no buffer); one more buffer holds the synced model between rounds
 // and the gradient within one: with classic EF (c = 0) and one local step, GradientPoint() *is*
-// the synced model until the next BeginRound (error_feedback.h), so the model is rebuilt from
-// it after Compress instead of being kept twice. Prints the plan per component, the measured
-// static RAM and stack peak, and whether 128 KiB was met; passes if the loss fell by
-// kRequiredLossFactor, held-out accuracy beat chance by kRequiredMargin, and the static RAM
-// beyond the plan stays under kUnplannedBudgetBytes (the plan is what the device really uses).
+// the synced model until the next BeginRound (error_feedback.h), so the model is rebuilt from it
+// after Compress instead of being kept twice. Between LocalStep and that rebuild the buffer is
+// idle, so it is lent to Compress as top_k's scratch (CodecScratch::kLent) rather than the
+// worker owning ~20 KB more. Prints the plan per component, the measured static RAM and stack
+// peak; passes if the RAM (static + stack peak) is within 128 KiB, the loss fell by
+// kRequiredLossFactor, held-out accuracy beat chance by kRequiredMargin, and the static RAM beyond
+// the plan stays under kUnplannedBudgetBytes (the plan is what the device really uses).
 
 #include <algorithm>
 #include <array>
@@ -52,13 +55,13 @@ static_assert(kDimension >= 10000);
 constexpr CodecParams kCodec{.kind = CodecKind::kTopK, .k_ratio = 0.02f};
 constexpr FeedbackParams kFeedback{.kind = FeedbackKind::kEf,
                                    .detach = 0.0f,
-                                   .learning_rate = 0.05f,
-                                   .momentum = 0.9f,
+                                   .learning_rate = 0.1f,
+                                   .momentum = 0.0f,
                                    .weight_decay = 0.0f,
                                    .local_steps = 1};
-constexpr std::uint32_t kRounds = 200;
-constexpr std::uint32_t kLogEvery = 50;
-constexpr std::uint32_t kBatch = 8;
+constexpr std::uint32_t kRounds = 600;
+constexpr std::uint32_t kLogEvery = 100;
+constexpr std::uint32_t kBatch = 2;
 constexpr std::uint64_t kSeed = 7;
 constexpr float kRequiredLossFactor = 2.0f;
 constexpr float kRequiredMargin = 0.4f;
@@ -68,7 +71,10 @@ constexpr std::size_t kRamTargetBytes = 128 * 1024;
 constexpr std::size_t kUnplannedBudgetBytes = 2048;
 
 // The plan, from the components' own constexpr size functions.
-constexpr std::size_t kFeedbackBytes = ErrorFeedbackWorker::StateBytes(kLayout, kCodec, kFeedback);
+constexpr auto kLentScratch = ErrorFeedbackWorker::CodecScratch::kLent;
+constexpr std::size_t kFeedbackBytes =
+    ErrorFeedbackWorker::StateBytes(kLayout, kCodec, kFeedback, kLentScratch);
+constexpr std::size_t kCodecScratchBytes = CodecScratchBytes(kCodec, kLayout);
 constexpr std::size_t kModelScratchBytes = ArenaBytesFor<float>(Mlp::ScratchFloats(kSpec));
 constexpr std::size_t kVectorBytes = ArenaBytesFor<float>(kDimension);
 constexpr std::size_t kBuilderBytes = wire::FrameBuilderBytes(kCodec, kLayout);
@@ -76,9 +82,11 @@ constexpr std::size_t kBatchBytes = kBatch * (kImageFeatures * sizeof(float) + 1
 constexpr std::size_t kPlanBytes =
     kFeedbackBytes + kModelScratchBytes + kVectorBytes + kBuilderBytes + kBatchBytes;
 static_assert(kFeedbackBytes > 0 && kBuilderBytes > 0);
+// The codec's scratch is lent from the model/gradient buffer.
+static_assert(kCodecScratchBytes <= kDimension * sizeof(float));
 
 alignas(kArenaAlignment) std::array<std::byte, kFeedbackBytes + kModelScratchBytes> g_arena;
-// The synced model between rounds, the gradient within one.
+// The synced model between rounds, the gradient within one, the codec's scratch in Compress.
 alignas(kArenaAlignment) std::array<float, kDimension> g_vector;
 alignas(kArenaAlignment) std::array<std::byte, kBuilderBytes> g_builder_storage;
 std::array<float, kBatch * kImageFeatures> g_batch_features;
@@ -96,9 +104,23 @@ Result<Evaluation> Evaluate(const ImageSlice& slice) {
 constexpr std::size_t kLossImages = 128;
 const ImageSlice kLossSlice = kTrainSlice.First(kLossImages);
 
+// x_{t+1} = x_t - C(p) into g_vector, with x_t the gradient point (c = 0, H = 1) and C(p) read
+// back from the Update frame as a server would. Not inlined, and the decoded view is used in
+// place rather than copied out of its Result: a frame view is 520 B, and the stack is part of
+// the RAM budget.
+[[gnu::noinline]] Status ApplyFrame(std::span<const std::byte> frame, const CodecContext& context) {
+  const std::span<const float> synced = g_worker.GradientPoint();
+  std::copy(synced.begin(), synced.end(), g_vector.begin());
+  const Result<wire::FrameView> view = wire::DecodeFrame(frame);
+  if (!view.ok()) return view.status();
+  return DecodeAdd(wire::DecodeParams(kCodec, view->payload), kLayout, context, view->payload.view,
+                   -1.0f, g_vector, {});
+}
+
 // One round: the gradient at the model, one EF step compressed into an Update frame, and the
-// frame applied to the model. Returns the frame's size.
-Result<std::size_t> Round(std::uint32_t round, wire::FrameBuilder& builder) {
+// frame applied to the model. Returns the frame's size. Not inlined, so its locals occupy the
+// stack only while a round runs.
+[[gnu::noinline]] Result<std::size_t> Round(std::uint32_t round, wire::FrameBuilder& builder) {
   EDGESGD_TRY(g_worker.BeginRound(g_vector));  // copies x: g_vector is free from here
   CounterRng rng(kSeed, round, 0, StreamId(RandomPurpose::kDataSampling, 1));
   EDGESGD_TRY_ASSIGN(const DatasetView batch, SampleImages(kTrainSlice, 0, kTrainSlice.size(),
@@ -113,27 +135,29 @@ Result<std::size_t> Round(std::uint32_t round, wire::FrameBuilder& builder) {
                                                    {.worker = 1, .samples = kBatch}),
                                                kCodec, kLayout));
   const CodecContext context{kSeed, round, 1};
-  if (const Result<PayloadShape> shape = g_worker.Compress(context, out); !shape.ok()) {
+  // LocalStep has consumed the gradient: g_vector is idle until the model is rebuilt below.
+  if (const Result<PayloadShape> shape =
+          g_worker.Compress(context, out, std::as_writable_bytes(std::span(g_vector)));
+      !shape.ok()) {
     builder.AbandonPayloadFrame();
     return shape.status();
   }
   EDGESGD_TRY_ASSIGN(const std::span<const std::byte> frame, builder.FinishPayloadFrame());
-
-  // x_{t+1} = x_t - C(p), with x_t the gradient point (c = 0, H = 1) and C(p) read back from
-  // the frame as a server would.
-  const std::span<const float> synced = g_worker.GradientPoint();
-  std::copy(synced.begin(), synced.end(), g_vector.begin());
-  EDGESGD_TRY_ASSIGN(const wire::FrameView view, wire::DecodeFrame(frame));
-  EDGESGD_TRY(DecodeAdd(wire::DecodeParams(kCodec, view.payload), kLayout, context,
-                        view.payload.view, -1.0f, g_vector, {}));
+  EDGESGD_TRY(ApplyFrame(frame, context));
   return frame.size();
 }
 
-Status Train(Evaluation& first, Evaluation& last, std::size_t& frame_bytes) {
+// The model's own layout must be the one the plan was computed for. Not inlined, for the same
+// reason as Round.
+[[gnu::noinline]] Status CheckLayout() {
   EDGESGD_TRY_ASSIGN(const TensorLayout layout, ModelLayout(kSpec));
-  if (!(layout == kLayout)) return Status::Internal();
+  return layout == kLayout ? Status::Ok() : Status::Internal();
+}
+
+Status Train(Evaluation& first, Evaluation& last, std::size_t& frame_bytes) {
+  EDGESGD_TRY(CheckLayout());
   Arena arena(g_arena);
-  EDGESGD_TRY(g_worker.Init(arena, kLayout, kCodec, kFeedback));
+  EDGESGD_TRY(g_worker.Init(arena, kLayout, kCodec, kFeedback, kLentScratch));
   EDGESGD_TRY(g_model.Init(kSpec, arena));
   arena.Seal();
   EDGESGD_TRY(g_model.InitParameters(kSeed, g_vector));
@@ -167,10 +191,10 @@ int Run() {
     return 1;
   }
   Log(LogLevel::kInfo,
-      "plan: error feedback %zu B (3 x %zu B + top_k scratch %zu B), model/gradient %zu B, "
-      "frame builder %zu B, model scratch %zu B, batch %zu B; total %zu B",
-      kFeedbackBytes, kVectorBytes, ArenaBytes(CodecScratchBytes(kCodec, kLayout)), kVectorBytes,
-      kBuilderBytes, kModelScratchBytes, kBatchBytes, kPlanBytes);
+      "plan: EF %zu B (2 x %zu B), model/gradient %zu B (lends top_k %zu B), frame builder %zu B, "
+      "model scratch %zu B, batch %zu B; total %zu B",
+      kFeedbackBytes, kVectorBytes, kVectorBytes, kCodecScratchBytes, kBuilderBytes,
+      kModelScratchBytes, kBatchBytes, kPlanBytes);
   Log(LogLevel::kInfo, "update frame %zu B (dense would be %zu B)", frame_bytes,
       wire::MaxFrameBytes(CodecParams{}, kLayout));
   platform::internal::LogMemoryUse();
@@ -185,9 +209,9 @@ int Run() {
       static_cast<double>(first.loss), static_cast<double>(last.loss),
       static_cast<double>(first.loss / last.loss), static_cast<double>(kRequiredLossFactor),
       static_cast<double>(last.accuracy), static_cast<double>(chance + kRequiredMargin));
-  if (!(first.loss / last.loss >= kRequiredLossFactor) ||
+  if (ram > kRamTargetBytes || !(first.loss / last.loss >= kRequiredLossFactor) ||
       !(last.accuracy >= chance + kRequiredMargin) || unplanned > kUnplannedBudgetBytes) {
-    Log(LogLevel::kError, "EDGESGD-MCU FAIL: training or the memory plan missed its target");
+    Log(LogLevel::kError, "EDGESGD-MCU FAIL: RAM, training or the memory plan missed its target");
     return 1;
   }
   platform::internal::SemihostingWrite(platform::internal::Stream::kStdout, "EDGESGD-MCU PASS\n");

@@ -75,14 +75,33 @@ TEST_P(SteadyStateTest, ErrorFeedbackRoundsDoNotAllocate) {
   OptimizerParams optimizer_params;
   optimizer_params.kind = OptimizerKind::kMomentum;
 
+  // Odd workers run the lean form: no momentum buffer, the codec's scratch lent to Compress.
+  using CodecScratch = ErrorFeedbackWorker::CodecScratch;
+  FeedbackParams lean_feedback = feedback;
+  lean_feedback.momentum = 0.0f;
+  const auto is_lean = [](std::size_t w) { return w % 2 == 1; };
+
   // Init: one arena for everything, sealed before the rounds start.
-  const std::size_t arena_bytes = kWorkers * ErrorFeedbackWorker::StateBytes(layout, codec, feedback) +
-                                  MeanAggregator::StateBytes(layout, codec) +
-                                  Optimizer::StateBytes(d, optimizer_params);
+  std::size_t arena_bytes = MeanAggregator::StateBytes(layout, codec) +
+                            Optimizer::StateBytes(d, optimizer_params) +
+                            ArenaBytes(CodecScratchBytes(codec, layout));
+  for (std::size_t w = 0; w < kWorkers; ++w) {
+    arena_bytes += is_lean(w) ? ErrorFeedbackWorker::StateBytes(layout, codec, lean_feedback,
+                                                                CodecScratch::kLent)
+                              : ErrorFeedbackWorker::StateBytes(layout, codec, feedback);
+  }
   std::vector<std::byte> storage(arena_bytes + kArenaAlignment);
   Arena arena{std::span<std::byte>(storage)};
   std::vector<ErrorFeedbackWorker> workers(kWorkers);
-  for (auto& worker : workers) ASSERT_TRUE(worker.Init(arena, layout, codec, feedback).ok());
+  for (std::size_t w = 0; w < kWorkers; ++w) {
+    ASSERT_TRUE((is_lean(w)
+                     ? workers[w].Init(arena, layout, codec, lean_feedback, CodecScratch::kLent)
+                     : workers[w].Init(arena, layout, codec, feedback))
+                    .ok());
+  }
+  // The scratch the lean workers are lent (aligned, as Compress requires).
+  const std::span<std::byte> lent_scratch =
+      arena.AllocateBytes(CodecScratchBytes(codec, layout)).value();
   MeanAggregator aggregator;
   ASSERT_TRUE(aggregator.Init(arena, layout, codec).ok());
   Optimizer optimizer;
@@ -107,7 +126,7 @@ TEST_P(SteadyStateTest, ErrorFeedbackRoundsDoNotAllocate) {
       ASSERT_TRUE(worker.LocalStep(gradient).ok());
       const CodecContext context{99, static_cast<std::uint32_t>(round),
                                  static_cast<std::uint32_t>(w)};
-      const Result<PayloadShape> sent = worker.Compress(context, out);
+      const Result<PayloadShape> sent = worker.Compress(context, out, lent_scratch);
       ASSERT_TRUE(sent.ok());
       ASSERT_TRUE(aggregator.Add(PayloadView(out, *sent), context).ok());
     }

@@ -486,36 +486,137 @@ TEST(ErrorFeedbackTest, DeAveragedReadout) {
 }
 
 TEST(ErrorFeedbackTest, StateBytesMatchesArenaUsage) {
+  using CodecScratch = ErrorFeedbackWorker::CodecScratch;
   const TensorLayout layout = TestLayout();
   const std::size_t vector_bytes = ArenaBytesFor<float>(layout.dimension());
   for (const CodecParams& codec : AllCodecs()) {
-    const std::size_t scratch = ArenaBytes(CodecScratchBytes(codec, layout));
     for (const FeedbackKind kind :
          {FeedbackKind::kNone, FeedbackKind::kEf, FeedbackKind::kDef, FeedbackKind::kSaef}) {
       for (const std::uint32_t local_steps : {1u, 2u}) {
         for (const float detach : {0.0f, 0.3f}) {
-          const FeedbackParams feedback = Feedback(kind, detach, local_steps);
-          const std::size_t bytes = ErrorFeedbackWorker::StateBytes(layout, codec, feedback);
-          ArenaBox box(bytes);
-          ErrorFeedbackWorker worker;
-          ASSERT_TRUE(worker.Init(box.arena, layout, codec, feedback).ok());
-          EXPECT_EQ(box.arena.used_bytes(), bytes);
-          // The documented plan: point + momentum, + residual, + local, + delta, + RegTop-k's
-          // posterior.
-          const bool error = kind != FeedbackKind::kNone;
-          const bool local = local_steps > 1 && EffectiveDetach(feedback) > 0.0f;
-          const bool delta = local_steps > 1 || !error;
-          const bool posterior = codec.kind == CodecKind::kRegTopK;
-          const std::size_t vectors = 2u + (error ? 1u : 0u) + (local ? 1u : 0u) +
-                                      (delta ? 1u : 0u) + (posterior ? 1u : 0u);
-          EXPECT_EQ(bytes, vectors * vector_bytes + scratch);
+          for (const float momentum : {0.9f, 0.0f}) {
+            for (const CodecScratch source : {CodecScratch::kOwned, CodecScratch::kLent}) {
+              FeedbackParams feedback = Feedback(kind, detach, local_steps);
+              feedback.momentum = momentum;
+              const std::size_t bytes =
+                  ErrorFeedbackWorker::StateBytes(layout, codec, feedback, source);
+              ArenaBox box(bytes);
+              ErrorFeedbackWorker worker;
+              ASSERT_TRUE(worker.Init(box.arena, layout, codec, feedback, source).ok());
+              EXPECT_EQ(box.arena.used_bytes(), bytes);
+              // The documented plan: point, + momentum, + residual, + local, + delta,
+              // + RegTop-k's posterior, + the codec's scratch unless it is lent.
+              const bool error = kind != FeedbackKind::kNone;
+              const bool local = local_steps > 1 && EffectiveDetach(feedback) > 0.0f;
+              const bool delta = local_steps > 1 || !error;
+              const bool posterior = codec.kind == CodecKind::kRegTopK;
+              const std::size_t vectors = 1u + (momentum > 0.0f ? 1u : 0u) + (error ? 1u : 0u) +
+                                          (local ? 1u : 0u) + (delta ? 1u : 0u) +
+                                          (posterior ? 1u : 0u);
+              const std::size_t scratch =
+                  source == CodecScratch::kOwned ? ArenaBytes(CodecScratchBytes(codec, layout)) : 0;
+              EXPECT_EQ(bytes, vectors * vector_bytes + scratch);
+              EXPECT_EQ(worker.momentum().size(), momentum > 0.0f ? layout.dimension() : 0u);
+            }
+          }
         }
       }
     }
   }
-  // H = 1 error feedback: three d-float buffers (plus scratch).
+  // H = 1 error feedback: three d-float buffers (plus scratch); two without momentum.
   static_assert(ErrorFeedbackWorker::StateBytes(TensorLayout::Single(1024).value(), CodecParams{},
                                                 FeedbackParams{}) == 3 * 1024 * sizeof(float));
+  static_assert(ErrorFeedbackWorker::StateBytes(TensorLayout::Single(1024).value(), CodecParams{},
+                                                FeedbackParams{.momentum = 0.0f}) ==
+                2 * 1024 * sizeof(float));
+}
+
+// Without momentum (beta = 0) and with the codec's scratch lent to Compress, the worker keeps
+// no momentum buffer and still sends exactly what §2 with m = beta * m + g does, for one and
+// several local steps (every LocalStep loop): the reference keeps its m, the worker none.
+TEST(ErrorFeedbackTest, ZeroMomentumWithLentScratchMatchesReference) {
+  using CodecScratch = ErrorFeedbackWorker::CodecScratch;
+  const TensorLayout layout = TestLayout();
+  const std::size_t d = layout.dimension();
+  struct Case {
+    FeedbackKind kind;
+    float detach;
+    std::uint32_t local_steps;
+  };
+  for (const CodecParams& codec : AllCodecs()) {
+    for (const Case& test : {Case{FeedbackKind::kEf, 0.0f, 1}, Case{FeedbackKind::kSaef, 0.0f, 1},
+                             Case{FeedbackKind::kEf, 0.0f, 3}, Case{FeedbackKind::kDef, 0.3f, 3}}) {
+      SCOPED_TRACE(CodecName(codec.kind));
+      SCOPED_TRACE(static_cast<int>(test.kind));
+      SCOPED_TRACE(test.local_steps);
+      FeedbackParams feedback = Feedback(test.kind, test.detach, test.local_steps);
+      feedback.momentum = 0.0f;
+      const float c = EffectiveDetach(feedback);
+      ArenaBox box(ErrorFeedbackWorker::StateBytes(layout, codec, feedback, CodecScratch::kLent));
+      ErrorFeedbackWorker worker;
+      ASSERT_TRUE(worker.Init(box.arena, layout, codec, feedback, CodecScratch::kLent).ok());
+      EXPECT_TRUE(worker.momentum().empty());
+      const PayloadShape shape = EncodedShape(codec, layout).value();
+      PayloadBuffers payload(shape);
+      PayloadBuffers ref_payload(shape);
+      std::vector<float> x = InitialModel(d);
+      std::vector<float> ref_e(d, 0.0f);
+      std::vector<float> ref_m(d, 0.0f);
+      std::vector<float> local(d);
+      std::vector<float> delta(d);
+      std::vector<float> gradient(d);
+      std::vector<float> point(d);
+      std::vector<float> p(d);
+      const std::size_t scratch_bytes = CodecScratchBytes(codec, layout);
+      std::vector<std::byte> scratch(scratch_bytes);
+      // Lent scratch: filled with garbage every round, as a reused gradient buffer would be.
+      ArenaBox lent_box(ArenaBytes(scratch_bytes + kArenaAlignment));
+      const std::span<std::byte> lent =
+          lent_box.arena.AllocateBytes(scratch_bytes + kArenaAlignment).value();
+      for (std::uint32_t round = 0; round < 30; ++round) {
+        const CodecContext context{17, round, 0};
+        ASSERT_TRUE(worker.BeginRound(x).ok());
+        for (std::uint32_t s = 0; s < test.local_steps; ++s) {
+          Gradient(0, round * 8 + s, worker.GradientPoint(), gradient);
+          ASSERT_TRUE(worker.LocalStep(gradient).ok());
+        }
+        std::fill(lent.begin(), lent.end(), std::byte{0xA5});
+        if (scratch_bytes > 0) {
+          // Too little or misaligned scratch: refused before anything changes, then retried.
+          EXPECT_EQ(
+              worker.Compress(context, payload.spans(), lent.first(scratch_bytes - 1)).status(),
+              Status::ResourceExhausted());
+          EXPECT_EQ(worker.Compress(context, payload.spans(), lent.subspan(4)).status(),
+                    Status::InvalidArgument());
+        }
+        ASSERT_TRUE(worker.Compress(context, payload.spans(), lent.subspan(kArenaAlignment)).ok());
+
+        // Reference: the local steps as §2 writes them, then p = e + delta.
+        local = x;
+        std::fill(delta.begin(), delta.end(), 0.0f);
+        for (std::uint32_t s = 0; s < test.local_steps; ++s) {
+          for (std::size_t j = 0; j < d; ++j) {
+            point[j] = c > 0.0f ? local[j] - c * ref_e[j] : local[j];
+          }
+          Gradient(0, round * 8 + s, point, gradient);
+          for (std::size_t j = 0; j < d; ++j) {
+            const float g = gradient[j] + feedback.weight_decay * point[j];
+            ref_m[j] = feedback.momentum * ref_m[j] + g;
+            const float step = feedback.learning_rate * ref_m[j];
+            local[j] -= step;
+            delta[j] += step;
+          }
+        }
+        for (std::size_t j = 0; j < d; ++j) p[j] = ref_e[j] + delta[j];
+        ASSERT_TRUE(Encode(codec, layout, context, p, ref_payload.spans(), scratch).ok());
+        const std::vector<float> sent = DecodeDense(codec, layout, context, ref_payload.view());
+        for (std::size_t j = 0; j < d; ++j) ref_e[j] = p[j] - sent[j];
+        ASSERT_TRUE(SamePayloadBits(payload, ref_payload)) << "round " << round;
+        ASSERT_TRUE(SameBits(worker.residual(), ref_e)) << "round " << round;
+        for (std::size_t j = 0; j < d; ++j) x[j] -= sent[j];
+      }
+    }
+  }
 }
 
 TEST(ErrorFeedbackTest, RejectsBadParameters) {

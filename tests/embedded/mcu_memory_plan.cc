@@ -4,18 +4,21 @@
 //   1. the arena bytes of every component for a 10,000-coordinate model, per codec;
 //   2. the largest model dimension d whose worker fits 256 KiB of RAM, per codec: a protocol
 //      WorkerSession (its arena plus a receive buffer for the largest broadcast), and a lean
-//      device that trains alone with an ErrorFeedbackWorker, one d-float buffer and an Update
-//      frame builder (the pattern of examples/mcu/train_10k.cc); for the lean device also
-//      within 128 KiB.
-// It also checks the plan against reality: for every codec, ErrorFeedbackWorker and
-// MeanAggregator Init on the target must take exactly their StateBytes from an arena.
+//      device that trains alone with a lean ErrorFeedbackWorker (no momentum, the codec's
+//      scratch lent from the gradient buffer), one d-float buffer and an Update frame builder
+//      (the pattern of examples/mcu/train_10k.cc); for the lean device also within 128 KiB.
+// It also checks the plan against reality: for every codec, ErrorFeedbackWorker (with and
+// without momentum and owned scratch) and MeanAggregator Init on the target must take exactly
+// their StateBytes from an arena.
 // Prints "EDGESGD-MCU PASS" only if those checks hold.
 
+#include <algorithm>
 #include <array>
 #include <cstdarg>
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <utility>
 
 #include "edgesgd/core/aggregator.h"
 #include "edgesgd/core/arena.h"
@@ -66,6 +69,16 @@ constexpr FeedbackParams kFeedback{.kind = FeedbackKind::kEf,
                                    .weight_decay = 0.0f,
                                    .local_steps = 1};
 
+// The lean device's worker: classic EF without momentum, so no momentum buffer, and the codec's
+// scratch lent to Compress by the caller.
+constexpr FeedbackParams kLeanFeedback{.kind = FeedbackKind::kEf,
+                                       .detach = 0.0f,
+                                       .learning_rate = 0.1f,
+                                       .momentum = 0.0f,
+                                       .weight_decay = 0.0f,
+                                       .local_steps = 1};
+constexpr auto kLentScratch = ErrorFeedbackWorker::CodecScratch::kLent;
+
 constexpr TensorLayout Layout(std::size_t d) { return TensorLayout::Single(d).value(); }
 
 constexpr protocol::RunConfig Config(std::size_t d, const CodecParams& codec) {
@@ -84,11 +97,15 @@ constexpr std::size_t WorkerDeviceBytes(std::size_t d, const CodecParams& codec)
   return arena == 0 || receive == 0 ? 0 : arena + receive;
 }
 
-// A device training alone: error feedback, one d-float model/gradient buffer, the frame builder.
+// A device training alone: lean error feedback, one d-float model/gradient buffer, which also
+// lends the codec's scratch (so at small d it is as large as the scratch), the frame builder.
 constexpr std::size_t LeanDeviceBytes(std::size_t d, const CodecParams& codec) {
-  const std::size_t feedback = ErrorFeedbackWorker::StateBytes(Layout(d), codec, kFeedback);
+  const std::size_t feedback =
+      ErrorFeedbackWorker::StateBytes(Layout(d), codec, kLeanFeedback, kLentScratch);
   const std::size_t builder = wire::FrameBuilderBytes(codec, Layout(d));
-  return feedback == 0 || builder == 0 ? 0 : feedback + ArenaBytesFor<float>(d) + builder;
+  const std::size_t buffer =
+      std::max(ArenaBytesFor<float>(d), ArenaBytes(CodecScratchBytes(codec, Layout(d))));
+  return feedback == 0 || builder == 0 ? 0 : feedback + buffer + builder;
 }
 
 using PlanFunction = std::size_t (*)(std::size_t, const CodecParams&);
@@ -167,6 +184,10 @@ void PrintComponentTable() {
       [](const CodecParams& c) { return CodecScratchBytes(c, kLayout); });
   Row("`ErrorFeedbackWorker::StateBytes` (EF, H = 1)",
       [](const CodecParams& c) { return ErrorFeedbackWorker::StateBytes(kLayout, c, kFeedback); });
+  Row("`ErrorFeedbackWorker::StateBytes` (EF, H = 1, no momentum, scratch lent)",
+      [](const CodecParams& c) {
+        return ErrorFeedbackWorker::StateBytes(kLayout, c, kLeanFeedback, kLentScratch);
+      });
   Row("`MeanAggregator::StateBytes`",
       [](const CodecParams& c) { return MeanAggregator::StateBytes(kLayout, c); });
   Row("`WorkerSession::ArenaBytes` (EF, model downlink)",
@@ -192,8 +213,8 @@ void PrintLargestDimensions() {
   Line("### Largest model dimension d within %zu KiB of RAM", kRamBudgetBytes / 1024);
   BlankLine();
   Line("| codec | protocol worker (`WorkerSession` arena + receive buffer) | bytes at that d | "
-       "lean device (EF state + 1 vector + frame builder) | bytes at that d | lean device "
-       "within %zu KiB |", kSmallRamBudgetBytes / 1024);
+       "lean device (EF state without momentum + 1 vector lending the scratch + frame builder) "
+       "| bytes at that d | lean device within %zu KiB |", kSmallRamBudgetBytes / 1024);
   Line("|---|---:|---:|---:|---:|---:|");
   for (const NamedCodec& codec : kCodecs) {
     const std::size_t worker = LargestDimension(&WorkerDeviceBytes, codec.params, kRamBudgetBytes);
@@ -217,13 +238,17 @@ int CheckPlanIsExact() {
   int failures = 0;
   const TensorLayout layout = Layout(kTableDimension);
   for (const NamedCodec& codec : kCodecs) {
-    {
+    for (const auto& [feedback, scratch] :
+         {std::pair{kFeedback, ErrorFeedbackWorker::CodecScratch::kOwned},
+          std::pair{kLeanFeedback, kLentScratch}}) {
       Arena arena(g_arena_storage);
       ErrorFeedbackWorker worker;
-      const std::size_t plan = ErrorFeedbackWorker::StateBytes(layout, codec.params, kFeedback);
-      if (!worker.Init(arena, layout, codec.params, kFeedback).ok() || arena.used_bytes() != plan) {
-        Log(LogLevel::kError, "FAIL %s: ErrorFeedbackWorker took %zu B, plan %zu B", codec.name,
-            arena.used_bytes(), plan);
+      const std::size_t plan =
+          ErrorFeedbackWorker::StateBytes(layout, codec.params, feedback, scratch);
+      if (!worker.Init(arena, layout, codec.params, feedback, scratch).ok() ||
+          arena.used_bytes() != plan) {
+        Log(LogLevel::kError, "FAIL %s: ErrorFeedbackWorker (momentum %.1f) took %zu B, plan %zu B",
+            codec.name, static_cast<double>(feedback.momentum), arena.used_bytes(), plan);
         ++failures;
       }
     }
@@ -249,8 +274,8 @@ int Run() {
     Log(LogLevel::kError, "EDGESGD-MCU FAIL: %d plan check(s) failed", failures);
     return 1;
   }
-  Log(LogLevel::kInfo, "ErrorFeedbackWorker and MeanAggregator took exactly their plan for "
-                       "every codec at d = %zu", kTableDimension);
+  Log(LogLevel::kInfo, "ErrorFeedbackWorker (with and without momentum) and MeanAggregator took "
+                       "exactly their plan for every codec at d = %zu", kTableDimension);
   platform::internal::SemihostingWrite(platform::internal::Stream::kStdout, "EDGESGD-MCU PASS\n");
   return 0;
 }

@@ -31,7 +31,8 @@ IMAGES = [
      "training demo: 2 WorkerSessions + ServerSession, softmax 1970 params, top_k 5% + EF, "
      "Fashion-MNIST slice in flash"),
     ("edgesgd_mcu_train_10k", "examples/mcu",
-     "MLP 196-49-10 (10,153 params), top_k 2% + EF, lean"),
+     "MLP 196-49-10 (10,153 params), top_k 2% + EF without momentum, top_k scratch lent "
+     "from the gradient buffer, batch 2"),
     ("edgesgd_mcu_worker_min", "examples/mcu",
      "one WorkerSession (top_k + EF), core + wire only"),
     ("edgesgd_mcu_smoke", "tests/embedded", "smoke test: core, no wire"),
@@ -126,18 +127,18 @@ def main():
               f"| 10,153-parameter MLP training with top_k + EF: RAM of `edgesgd_mcu_train_10k` "
               f"(static + stack peak) | {ram_10k} B ({kib(ram_10k)}) | {RAM_TARGET} B | "
               f"{'yes' if ram_10k <= RAM_TARGET else 'no'} |", ""]
-    if ram_10k > RAM_TARGET:
-        lines += ["The RAM target is not met with core's components as they are: "
-                  "`ErrorFeedbackWorker` keeps three d-float vectors (gradient point, momentum, "
-                  "residual) plus top_k's recommended scratch (radix histogram + candidates, "
-                  "~18-20 KB at d = 10,000), and the device needs one more d-float buffer that "
-                  "holds the model between rounds and the gradient within one: four 40 KB "
-                  "vectors and the scratch before data and stack. Three vectors (120 KB) are the "
-                  "floor for EF at d = 10,000 in fp32, so 128 KiB would also need the momentum "
-                  "dropped (beta = 0 keeps no buffer) and the top_k scratch lent from the "
-                  "gradient buffer, which is dead during Compress. The plan below gives the "
-                  "largest d that fits 256 KiB per codec, and in its last column the largest "
-                  "d a lean device reaches within 128 KiB today.", ""]
+    if ram_10k <= RAM_TARGET:
+        lines += ["The RAM target holds with three d-float vectors, the floor of error feedback "
+                  "in fp32: the worker's gradient point and residual (momentum 0 keeps no "
+                  "momentum buffer) and one buffer that holds the model between rounds and the "
+                  "gradient within one, and that lends top_k's scratch to Compress while it is "
+                  "idle (`ErrorFeedbackWorker::CodecScratch::kLent`). The Update frame, a batch "
+                  "of two images, the stack and the image's globals share the rest.", ""]
+    else:
+        lines += ["The RAM target is not met. Three d-float vectors (120 KB at d = 10,000) are "
+                  "the floor for EF in fp32; everything else (frame, batch, stack, globals) must "
+                  "fit the remaining ~11 KB. The plan below gives, in its last column, the "
+                  "largest d a lean device reaches within 128 KiB.", ""]
     if plan_text is None:
         fail("the memory plan image printed nothing")
     lines += ["## Memory plan (computed on the target)", ""] + plan_text

@@ -101,11 +101,19 @@ constexpr float EffectiveDetach(const FeedbackParams& params) {
 //     LocalStep(g)                m = beta*m + (g + wd*point); local -= eta*m; delta += eta*m
 //   Compress(context, out)        p = delta + e; out = C(p); e = p - C(p)
 //
-// Memory (all from the arena at Init, nothing afterwards), in d-float buffers: gradient point
-// and momentum always; the residual unless kNone; a separate local model only when H > 1 and
-// c > 0 (otherwise the local model is the gradient point); a separate delta when H > 1 or kNone
-// (for H = 1, eta*m is added straight into the residual, which then holds p bit-exactly). So
-// EF, DEF and SAEF with H = 1 cost 3d floats plus the codec's scratch.
+// Memory (all from the arena at Init, nothing afterwards), in d-float buffers: the gradient
+// point always; the momentum only when beta > 0 (with beta = 0, m = g is used as it comes);
+// the residual unless kNone; a separate local model only when H > 1 and c > 0 (otherwise the
+// local model is the gradient point); a separate delta when H > 1 or kNone (for H = 1, eta*m is
+// added straight into the residual, which then holds p bit-exactly). So EF, DEF and SAEF with
+// H = 1 cost 3d floats (2d with beta = 0) plus the codec's scratch, which a caller short of RAM
+// can lend to each Compress instead (CodecScratch::kLent).
+//
+// Without a momentum buffer the step takes m = g where the buffered form computes 0 * m + g:
+// the same float except, for g = -0, possibly the sign of a zero, which no residual, delta or
+// payload can tell (they start at +0, and +0 + -0 = +0; with H > 1 a local-model coordinate
+// that is exactly zero may carry the other sign), and except after a non-finite m, when the
+// residual is non-finite too and Compress already reports the divergence.
 //
 // Stateful selection: with reg_top_k the worker also keeps the RegTop-k posterior (RegTopKState,
 // d more floats). Compress selects with it; after the round, the caller reports the aggregate
@@ -113,18 +121,27 @@ constexpr float EffectiveDetach(const FeedbackParams& params) {
 // codec those calls do nothing.
 class ErrorFeedbackWorker {
  public:
+  // Where the codec's scratch for Compress (CodecScratchBytes(codec, layout) bytes) comes from.
+  enum class CodecScratch : std::uint8_t {
+    kOwned,  // taken from the arena at Init
+    kLent,   // lent by the caller to every Compress: any buffer idle during that call, e.g. the
+             // one the last LocalStep read its gradient from
+  };
+
   // Exact arena bytes Init takes (Arena::used_bytes grows by this much), including the codec's
-  // scratch; 0 when a parameter is invalid.
+  // scratch when it is owned; 0 when a parameter is invalid.
   static constexpr std::size_t StateBytes(const TensorLayout& layout, const CodecParams& codec,
-                                          const FeedbackParams& feedback) {
+                                          const FeedbackParams& feedback,
+                                          CodecScratch scratch = CodecScratch::kOwned) {
     if (layout.tensor_count() == 0 || !ValidateFeedbackParams(feedback).ok() ||
         !EncodedShape(codec, layout).ok()) {
       return 0;
     }
     const Buffers buffers = BuffersFor(feedback);
     const std::size_t vector_bytes = ArenaBytesFor<float>(layout.dimension());
-    return vector_bytes * buffers.count() + SelectionStateBytes(layout, codec) +
-           ArenaBytes(CodecScratchBytes(codec, layout));
+    const std::size_t scratch_bytes =
+        scratch == CodecScratch::kOwned ? ArenaBytes(CodecScratchBytes(codec, layout)) : 0;
+    return vector_bytes * buffers.count() + SelectionStateBytes(layout, codec) + scratch_bytes;
   }
 
   // The part of StateBytes that is the codec's selection state across rounds: RegTop-k's
@@ -140,7 +157,7 @@ class ErrorFeedbackWorker {
   // kFailedPrecondition (arena sealed), kResourceExhausted (arena too small; checked before
   // anything is taken, so a failed Init leaves the arena as it was).
   Status Init(Arena& arena, const TensorLayout& layout, const CodecParams& codec,
-              const FeedbackParams& feedback);
+              const FeedbackParams& feedback, CodecScratch scratch = CodecScratch::kOwned);
 
   // Starts a round from the synced model `synced_model` (d floats, read only, may be reused by
   // the caller right after the call): local model := x, delta := 0, gradient point := x - c*e.
@@ -169,7 +186,13 @@ class ErrorFeedbackWorker {
   // Compress); kResourceExhausted when an output span is too small (nothing changes, retry
   // with larger spans); the codec's error when p is not finite (training diverged: qsgd's
   // Encode says kInvalidArgument, the decoders kDataLoss) — then e holds p.
-  Result<PayloadShape> Compress(const CodecContext& context, const PayloadSpans& out);
+  // With CodecScratch::kLent, `lent_scratch` (at least CodecScratchBytes(codec, layout) bytes,
+  // aligned to kArenaAlignment, overlapping neither `out` nor this worker's buffers) is the
+  // codec's scratch for this call only; its contents need not be anything. A shorter one is
+  // kResourceExhausted, a misaligned one kInvalidArgument, both with nothing changed.
+  // Otherwise `lent_scratch` is unused.
+  Result<PayloadShape> Compress(const CodecContext& context, const PayloadSpans& out,
+                                std::span<std::byte> lent_scratch = {});
 
   // Reports the aggregate of the last compressed round to a stateful selector (reg_top_k):
   // `mean_update` is ghat = mean_i C(p_i) (d floats) over `contributors` workers including this
@@ -200,7 +223,7 @@ class ErrorFeedbackWorker {
 
   // The residual e (d floats); empty for kNone, whose residual is identically zero.
   std::span<const float> residual() const { return error_; }
-  // The momentum m (d floats).
+  // The momentum m (d floats); empty when beta = 0, whose m is each step's g.
   std::span<const float> momentum() const { return momentum_; }
   // Element counts of every payload Compress writes.
   const PayloadShape& payload_shape() const { return shape_; }
@@ -214,17 +237,20 @@ class ErrorFeedbackWorker {
   const TensorLayout& layout() const { return layout_; }
 
  private:
-  // Which d-float buffers a configuration needs besides the gradient point and the momentum.
+  // Which d-float buffers a configuration needs besides the gradient point.
   struct Buffers {
+    bool momentum = false;        // heavy ball (beta > 0)
     bool separate_local = false;  // local model differs from the gradient point (H > 1, c > 0)
     bool error = false;           // a residual is kept (not kNone)
     bool separate_delta = false;  // delta cannot accumulate into the residual (H > 1 or kNone)
     constexpr std::size_t count() const {
-      return 2u + (separate_local ? 1u : 0u) + (error ? 1u : 0u) + (separate_delta ? 1u : 0u);
+      return 1u + (momentum ? 1u : 0u) + (separate_local ? 1u : 0u) + (error ? 1u : 0u) +
+             (separate_delta ? 1u : 0u);
     }
   };
   static constexpr Buffers BuffersFor(const FeedbackParams& feedback) {
     Buffers buffers;
+    buffers.momentum = feedback.momentum > 0.0f;
     buffers.separate_local = feedback.local_steps > 1 && EffectiveDetach(feedback) > 0.0f;
     buffers.error = feedback.kind != FeedbackKind::kNone;
     buffers.separate_delta = feedback.local_steps > 1 || !buffers.error;
@@ -235,9 +261,12 @@ class ErrorFeedbackWorker {
 
   // Adds a separate delta into the residual and clears it, so p lives in the residual.
   void FoldDeltaIntoResidual();
-  // C(input) into `out`, through the selection state when the codec has one.
+  // C(input) into `out` with `scratch`, through the selection state when the codec has one.
   Status EncodeWithSelection(const CodecContext& context, std::span<const float> input,
-                             const PayloadSpans& out);
+                             const PayloadSpans& out, std::span<std::byte> scratch);
+  // LocalStep's arithmetic, with or without the momentum buffer.
+  template <bool kMomentum>
+  void Step(std::span<const float> gradient);
 
   TensorLayout layout_;
   CodecParams codec_;
@@ -251,8 +280,11 @@ class ErrorFeedbackWorker {
   std::span<float> momentum_;
   std::span<float> error_;  // empty for kNone
   std::span<float> delta_;  // aliases error_ unless buffers_.separate_delta
+  // The codec's scratch when owned (empty when lent), and what each Compress must be lent.
   std::span<std::byte> scratch_;
   RegTopKState reg_top_k_;  // initialised for reg_top_k only
+  std::size_t lent_scratch_bytes_ = 0;
+  CodecScratch scratch_source_ = CodecScratch::kOwned;
   std::uint32_t steps_ = 0;
   Phase phase_ = Phase::kUninitialized;
 };
