@@ -527,7 +527,8 @@ def free_ports(count):
     return ports
 
 
-def start_peers(cluster, ports, rounds, deadline_s):
+def start_peers(cluster, ports, rounds, deadline_s, algorithm=()):
+    """`algorithm`: extra flags choosing the gossip algorithm (default D-PSGD)."""
     peers = {}
     for i in range(1, len(ports) + 1):
         peers[i] = cluster.start(
@@ -536,13 +537,14 @@ def start_peers(cluster, ports, rounds, deadline_s):
              "--peers", peer_addresses(ports), "--topology", "ring", "--rounds", str(rounds),
              "--round-deadline-s", str(deadline_s), "--reconnect-max-s", "0.2", "--lr", "0.1",
              "--quiet", "--summary", cluster.path("peer%d.json" % i),
-             "--metrics", cluster.path("peer%d.csv" % i)] + DATA + ["--workers", str(len(ports))])
+             "--metrics", cluster.path("peer%d.csv" % i)] + DATA + ["--workers", str(len(ports))]
+            + list(algorithm))
     return peers
 
 
-def gossip_ring(cluster):
-    """8 peers on a ring run D-PSGD to completion."""
-    peers = start_peers(cluster, free_ports(8), 40, 5)
+def gossip_ring(cluster, algorithm=()):
+    """8 peers on a ring run D-PSGD (or the given algorithm) to completion."""
+    peers = start_peers(cluster, free_ports(8), 40, 5, algorithm)
     for i, peer in peers.items():
         cluster.wait(peer)
     for i in peers:
@@ -550,6 +552,15 @@ def gossip_ring(cluster):
         check(summary["final"]["round"] == 40, "peer %d did not complete" % i)
         check(summary["final"]["accuracy"] > 0.7, "peer %d trained to only %s" %
               (i, summary["final"]["accuracy"]))
+    return [cluster.summary("peer%d.json" % i) for i in peers]
+
+
+def gossip_ring_detag(cluster):
+    """The same ring with DeTAG: accelerated gossip over the recipe's R exchange steps."""
+    summaries = gossip_ring(cluster, ["--gossip", "detag"])
+    for summary in summaries:
+        check(summary["gossip"]["algorithm"] == "detag" and summary["gossip"]["gossip_steps"] >= 2,
+              "not a DeTAG run: %s" % summary["gossip"])
 
 
 def gossip_peer_killed(cluster):
@@ -584,6 +595,7 @@ SCENARIOS = {
     "mismatched_worker": mismatched_worker,
     "gossip_ring": gossip_ring,
     "gossip_peer_killed": gossip_peer_killed,
+    "gossip_ring_detag": gossip_ring_detag,
 }
 
 
