@@ -435,6 +435,26 @@ void WriteRunSummary(SummaryWriter& summary, const RunFlags& o, const protocol::
   summary.Row("final", final_row);
 }
 
+int FinishServerRun(const char* command, const char* seconds, const RunFlags& o,
+                    const SummaryWriter& summary, std::span<const float> model,
+                    const MetricsRow& last) {
+  std::string error;
+  if ((!o.summary.empty() && !summary.Save(o.summary, error)) || !SaveModel(o, model, error)) {
+    std::fprintf(stderr, "edgesgd %s: %s\n", command, error.c_str());
+    return 1;
+  }
+  if (!o.quiet) {
+    std::fprintf(stderr,
+                 "edgesgd %s: done: %u rounds in %.1f %s; loss %.4f, accuracy %s; %llu bytes up, "
+                 "%llu bytes down\n",
+                 command, o.rounds, last.time_s, seconds, last.loss,
+                 FormatAccuracy(last.accuracy).c_str(),
+                 static_cast<unsigned long long>(last.bytes_up),
+                 static_cast<unsigned long long>(last.bytes_down));
+  }
+  return 0;
+}
+
 bool IsTerminal() { return isatty(STDERR_FILENO) == 1; }
 
 }  // namespace edgesgd::cli

@@ -163,6 +163,13 @@ void WriteRunSummary(SummaryWriter& summary, const RunFlags& flags,
                      const protocol::RunConfig& config, std::size_t parameters,
                      const MetricsRow& final_row);
 
+// The end of a parameter-server run (simulate, server): saves the summary and --model-out, then
+// prints the closing line (`seconds` names the clock of time_s: "virtual s" or "s"). Returns the
+// command's exit code: 0, or 1 with a one-line error.
+int FinishServerRun(const char* command, const char* seconds, const RunFlags& flags,
+                    const SummaryWriter& summary, std::span<const float> model,
+                    const MetricsRow& last);
+
 // stderr is a terminal (a live progress line instead of periodic ones).
 bool IsTerminal();
 

@@ -408,20 +408,7 @@ int RunSimulate(const SimulateOptions& o) {
   summary.Field("server_rejected_frames", counters.total_rejected());
   summary.Field("deadline_extensions", counters.deadline_extensions);
   summary.End();
-  if ((!o.summary.empty() && !summary.Save(o.summary, error)) ||
-      !SaveModel(o, server.model(), error)) {
-    std::fprintf(stderr, "edgesgd simulate: %s\n", error.c_str());
-    return 1;
-  }
-  if (!o.quiet) {
-    std::fprintf(stderr,
-                 "edgesgd simulate: done: %u rounds in %.1f virtual s; loss %.4f, accuracy %s; "
-                 "%llu bytes up, %llu bytes down\n",
-                 o.rounds, last.time_s, last.loss, FormatAccuracy(last.accuracy).c_str(),
-                 static_cast<unsigned long long>(last.bytes_up),
-                 static_cast<unsigned long long>(last.bytes_down));
-  }
-  return 0;
+  return FinishServerRun("simulate", "virtual s", o, summary, server.model(), last);
 }
 
 }  // namespace

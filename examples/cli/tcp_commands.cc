@@ -414,20 +414,7 @@ int RunServer(const ServerFlags& o) {
   summary.Field("queue_overflows", net.queue_overflows);
   summary.Field("auth_rejected", net.auth_rejected);
   summary.End();
-  if ((!o.summary.empty() && !summary.Save(o.summary, error)) ||
-      !SaveModel(o, server.model(), error)) {
-    std::fprintf(stderr, "edgesgd server: %s\n", error.c_str());
-    return 1;
-  }
-  if (!o.quiet) {
-    std::fprintf(stderr,
-                 "edgesgd server: done: %u rounds in %.1f s; loss %.4f, accuracy %s; "
-                 "%llu bytes up, %llu bytes down\n",
-                 o.rounds, last.time_s, last.loss, FormatAccuracy(last.accuracy).c_str(),
-                 static_cast<unsigned long long>(last.bytes_up),
-                 static_cast<unsigned long long>(last.bytes_down));
-  }
-  return 0;
+  return FinishServerRun("server", "s", o, summary, server.model(), last);
 }
 
 // ---- worker ----
