@@ -68,8 +68,8 @@ bool ReadEdgeListFile(const std::string& path, std::uint32_t peers,
       error = where() + ": a peer cannot be its own neighbour";
       return false;
     }
-    rows[a].push_back(static_cast<protocol::PeerId>(b));
-    rows[b].push_back(static_cast<protocol::PeerId>(a));
+    rows[static_cast<std::size_t>(a)].push_back(static_cast<protocol::PeerId>(b));
+    rows[static_cast<std::size_t>(b)].push_back(static_cast<protocol::PeerId>(a));
   }
   if (file.bad()) {
     error = "cannot read topology file " + path;
