@@ -447,17 +447,18 @@ TEST(TopologyTest, RandomRegularGraphsAreRegularConnectedAndSeeded) {
 
 // lambda from a dense symmetric eigen-solve of the full matrix.
 double DenseLambda(const Topology& topology, MixingRule rule) {
-  const std::uint32_t n = topology.peers;
+  const auto n = static_cast<Eigen::Index>(topology.peers);
+  if (n == 1) return 0.0;
   Eigen::MatrixXd w(n, n);
-  for (PeerId i = 1; i <= n; ++i) {
-    for (PeerId j = 1; j <= n; ++j) {
-      w(i - 1, j - 1) = static_cast<double>(MixingWeight(topology, rule, i, j));
+  for (Eigen::Index i = 0; i < n; ++i) {
+    for (Eigen::Index j = 0; j < n; ++j) {
+      w(i, j) = static_cast<double>(MixingWeight(topology, rule, static_cast<PeerId>(i + 1),
+                                                 static_cast<PeerId>(j + 1)));
     }
   }
   const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> solver(w);
-  const Eigen::VectorXd values = solver.eigenvalues();  // ascending; the last is 1
-  if (n == 1) return 0.0;
-  return std::max(std::fabs(values(0)), std::fabs(values(n - 2)));
+  const Eigen::VectorXd& values = solver.eigenvalues();  // ascending; the last is 1
+  return std::max(std::fabs(values[0]), std::fabs(values[n - 2]));
 }
 
 MixingSpectrum Spectrum(const Topology& topology, MixingRule rule) {
