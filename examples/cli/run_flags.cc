@@ -316,6 +316,33 @@ bool BuildTaskOptions(const RunFlags& o, std::size_t workers, std::uint64_t seed
   return true;
 }
 
+int SetUpTask(const char* command, const RunFlags& o, std::size_t workers, Task& task) {
+  TaskOptions options;
+  std::string error;
+  if (!BuildTaskOptions(o, workers, o.seed, o.batch, options, error)) {
+    std::fprintf(stderr, "edgesgd %s: %s\n", command, error.c_str());
+    return 2;
+  }
+  if (!task.Setup(options, error)) {
+    std::fprintf(stderr, "edgesgd %s: %s\n", command, error.c_str());
+    return 1;
+  }
+  return 0;
+}
+
+int ValidateServerRun(const char* command, const protocol::RunConfig& config,
+                      const protocol::ServerOptions& options) {
+  if (const protocol::ConfigCheck check = protocol::ValidateRunConfig(config); !check.ok()) {
+    std::fprintf(stderr, "edgesgd %s: inconsistent configuration: %s\n", command, check.reason);
+    return 2;
+  }
+  if (const protocol::ConfigCheck check = protocol::ValidateServerOptions(options); !check.ok()) {
+    std::fprintf(stderr, "edgesgd %s: %s\n", command, check.reason);
+    return 2;
+  }
+  return 0;
+}
+
 protocol::RunConfig BuildRunConfig(const RunFlags& o, const Task& task) {
   protocol::RunConfig config;
   config.layout = task.layout();

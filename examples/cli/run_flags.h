@@ -122,6 +122,16 @@ std::string CheckRunConsistency(const RunFlags& flags);
 bool BuildTaskOptions(const RunFlags& flags, std::size_t workers, std::uint64_t seed,
                       std::size_t batch, TaskOptions& task, std::string& error);
 
+// Sets `task` up from the data flags for `workers` workers (seeded by --seed, --batch samples
+// per step). Returns the command's exit code: 0, 2 for flags that cannot work (bad --split) or
+// 1 for data that cannot be read, with a one-line error on stderr naming `command`.
+int SetUpTask(const char* command, const RunFlags& flags, std::size_t workers, Task& task);
+
+// Validates a parameter-server run: the RunConfig and the server's options. Returns the
+// command's exit code: 0, or 2 with a one-line error on stderr naming `command`.
+int ValidateServerRun(const char* command, const protocol::RunConfig& config,
+                      const protocol::ServerOptions& options);
+
 // The RunConfig of the flags for `task` (check it with ValidateRunConfig).
 protocol::RunConfig BuildRunConfig(const RunFlags& flags, const Task& task);
 

@@ -278,29 +278,15 @@ int RunSimulate(const SimulateOptions& o) {
                  "commas, e.g. 1,0.5,2 (cycled over the workers)\n");
     return 2;
   }
-  TaskOptions task_options;
-  std::string error;
-  if (!BuildTaskOptions(o, o.workers, o.seed, o.batch, task_options, error)) {
-    std::fprintf(stderr, "edgesgd simulate: %s\n", error.c_str());
-    return 2;
-  }
   Task task;
-  if (!task.Setup(task_options, error)) {
-    std::fprintf(stderr, "edgesgd simulate: %s\n", error.c_str());
-    return 1;
-  }
+  if (const int code = SetUpTask("simulate", o, o.workers, task); code != 0) return code;
   if (o.mode == "gossip") return RunGossip(o, task, speeds);
   const protocol::RunConfig config = BuildRunConfig(o, task);
-  if (const protocol::ConfigCheck check = protocol::ValidateRunConfig(config); !check.ok()) {
-    std::fprintf(stderr, "edgesgd simulate: inconsistent configuration: %s\n", check.reason);
-    return 2;
-  }
   const protocol::ServerOptions server_options = BuildServerOptions(o);
-  if (const protocol::ConfigCheck check = protocol::ValidateServerOptions(server_options);
-      !check.ok()) {
-    std::fprintf(stderr, "edgesgd simulate: %s\n", check.reason);
-    return 2;
+  if (const int code = ValidateServerRun("simulate", config, server_options); code != 0) {
+    return code;
   }
+  std::string error;
 
   // Memory: one arena per participant, sized by the sessions' own plans.
   const MemoryPlan plan = MakeMemoryPlan(config, server_options);

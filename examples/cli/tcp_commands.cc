@@ -272,27 +272,13 @@ int RunServer(const ServerFlags& o) {
     std::fprintf(stderr, "edgesgd server: %s\n", why.c_str());
     return 2;
   }
-  TaskOptions task_options;
-  if (!BuildTaskOptions(o, o.workers, o.seed, o.batch, task_options, error)) {
-    std::fprintf(stderr, "edgesgd server: %s\n", error.c_str());
-    return 2;
-  }
   Task task;
-  if (!task.Setup(task_options, error)) {
-    std::fprintf(stderr, "edgesgd server: %s\n", error.c_str());
-    return 1;
-  }
+  if (const int code = SetUpTask("server", o, o.workers, task); code != 0) return code;
   const protocol::RunConfig config = BuildRunConfig(o, task);
-  if (const protocol::ConfigCheck check = protocol::ValidateRunConfig(config); !check.ok()) {
-    std::fprintf(stderr, "edgesgd server: inconsistent configuration: %s\n", check.reason);
-    return 2;
-  }
   protocol::ServerOptions server_options = BuildServerOptions(o);
   if (o.join_timeout_s > 0) server_options.join_timeout_ns = Seconds(o.join_timeout_s);
-  if (const protocol::ConfigCheck check = protocol::ValidateServerOptions(server_options);
-      !check.ok()) {
-    std::fprintf(stderr, "edgesgd server: %s\n", check.reason);
-    return 2;
+  if (const int code = ValidateServerRun("server", config, server_options); code != 0) {
+    return code;
   }
   const MemoryPlan plan = MakeMemoryPlan(config, server_options);
   ArenaBuffer arena(plan.server_arena);
@@ -584,16 +570,8 @@ int RunPeer(const PeerFlags& o) {
     return 2;
   }
   if (!o.quiet) PrintGossipPlan("peer", o, plan);
-  TaskOptions task_options;
-  if (!BuildTaskOptions(o, n, o.seed, o.batch, task_options, error)) {
-    std::fprintf(stderr, "edgesgd peer: %s\n", error.c_str());
-    return 2;
-  }
   Task task;
-  if (!task.Setup(task_options, error)) {
-    std::fprintf(stderr, "edgesgd peer: %s\n", error.c_str());
-    return 1;
-  }
+  if (const int code = SetUpTask("peer", o, n, task); code != 0) return code;
   const protocol::GossipConfig config = BuildGossipConfig(o, task, plan, o.id);
   std::vector<float> initial(task.dimension());
   task.InitialModel(initial);

@@ -340,4 +340,27 @@ class GossipNetwork {
   bool started_ = false;
 };
 
+// Runs `network` (initialised, `peers` peers) with 3 ms of jitter and every frame through
+// FuzzFrame, within `budget`: every peer must finish all `rounds` rounds healthy with a finite
+// model, and the hostile frames must have been rejected somewhere.
+inline void ExpectFinishesUnderFuzzing(GossipNetwork& network, PeerId peers,
+                                       std::uint32_t rounds, TimeNs budget) {
+  network.jitter = 3 * kMs;
+  std::vector<FrameBytes> history;
+  network.mutate = [&history](PeerId, PeerId, FrameBytes& frame, std::mt19937& rng) {
+    return FuzzFrame(history, frame, rng);
+  };
+  ASSERT_TRUE(network.Run(budget));
+  std::uint64_t rejected = 0;
+  for (PeerId id = 1; id <= peers; ++id) {
+    const GossipPeerSession& session = network.session(id);
+    EXPECT_TRUE(session.Finished());
+    EXPECT_EQ(session.round(), rounds);
+    EXPECT_TRUE(session.status().ok());
+    for (const float v : session.model()) EXPECT_TRUE(std::isfinite(v));
+    rejected += session.counters().total_rejected();
+  }
+  EXPECT_GT(rejected, 0u);
+}
+
 }  // namespace edgesgd::protocol::gossip_test
