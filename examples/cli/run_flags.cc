@@ -97,8 +97,10 @@ void AddTrainingFlags(CLI::App& command, RunFlags& o, const char* deadline_help)
       ->capture_default_str()
       ->check(CLI::IsMember({"mean", "majority"}));
   command.add_option("--downlink", o.downlink,
-                     "What the server broadcasts: the model, or the compressed aggregate "
-                     "(identity, rand_k, random_block, or the majority vote)")
+                     "What the server broadcasts: the model, or the compressed aggregate: the "
+                     "payload mean (identity, rand_k, random_block), the majority vote, or the "
+                     "mean compressed again with the uplink codec and the rest kept in a server "
+                     "residual (top_k, sign, qsgd: two-way error feedback)")
       ->capture_default_str()
       ->check(CLI::IsMember({"model", "aggregate"}));
   command.add_option("--tie", o.tie, "Majority vote: how a tie (even workers) resolves")

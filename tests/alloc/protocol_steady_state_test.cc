@@ -32,6 +32,9 @@ std::vector<SteadyStateCase> Cases() {
   top_k.feedback.local_steps = 2;
   top_k.feedback.learning_rate = 0.02f;
   cases.push_back({"mean_top_k_model_downlink", top_k});
+  protocol::RunConfig two_way = top_k;
+  two_way.downlink = protocol::DownlinkKind::kAggregate;
+  cases.push_back({"mean_top_k_recompressed_downlink", two_way});
   protocol::RunConfig rand_k = MeanConfig(300, CodecKind::kRandK, 1000);
   rand_k.downlink = protocol::DownlinkKind::kAggregate;
   rand_k.participation = 0.75f;

@@ -1,7 +1,7 @@
 // End-to-end training through the sessions on the quadratic problem: error feedback with top_k
 // (and every codec against a direct computation with the core components), majority vote (also
-// with blind adversaries), and the aggregate downlink keeping every worker's model
-// bit-identical to the server's.
+// with blind adversaries), and the aggregate downlink — payload sums, votes and the server's
+// re-compressed mean — keeping every worker's model bit-identical to the server's.
 
 #include <gtest/gtest.h>
 
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "edgesgd/core/aggregator.h"
+#include "edgesgd/core/downlink_feedback.h"
 #include "edgesgd/core/error_feedback.h"
 #include "edgesgd/wire/frame_decoder.h"
 #include "protocol/protocol_harness.h"
@@ -19,9 +20,14 @@
 namespace edgesgd::protocol::testing {
 namespace {
 
-TEST(ProtocolTrainingTest, MeanErrorFeedbackTopKConverges) {
+class ProtocolTopKTest : public ::testing::TestWithParam<DownlinkKind> {};
+
+// With the aggregate downlink the broadcast is top_k of the server's residual plus the mean
+// (two-way error feedback): it must reach the optimum as closely as the model downlink.
+TEST_P(ProtocolTopKTest, MeanErrorFeedbackTopKConverges) {
   constexpr std::size_t kDim = 32;
   RunConfig config = MeanConfig(kDim, CodecKind::kTopK, 400);
+  config.downlink = GetParam();
   config.feedback.learning_rate = 0.05f;
   config.feedback.momentum = 0.0f;
   ServerOptions options;
@@ -53,6 +59,14 @@ TEST(ProtocolTrainingTest, MeanErrorFeedbackTopKConverges) {
   EXPECT_EQ(rounds.back().reported, 4u);
 }
 
+INSTANTIATE_TEST_SUITE_P(Downlinks, ProtocolTopKTest,
+                         ::testing::Values(DownlinkKind::kModel, DownlinkKind::kAggregate),
+                         [](const ::testing::TestParamInfo<DownlinkKind>& param_info) {
+                           return std::string(param_info.param == DownlinkKind::kModel
+                                                  ? "model"
+                                                  : "aggregate");
+                         });
+
 TEST(ProtocolTrainingTest, IdenticalTargetsConvergeToTheTarget) {
   constexpr std::size_t kDim = 24;
   RunConfig config = MeanConfig(kDim, CodecKind::kTopK, 300);
@@ -70,7 +84,7 @@ TEST(ProtocolTrainingTest, IdenticalTargetsConvergeToTheTarget) {
 
 // What the core components compute when wired together by hand, without the protocol.
 // Updates reach the server in worker order (equal latencies), so the reference adds them in that
-// order too. With `learn_aggregates` every worker reports the model change to its
+// order too. A re-compressed downlink (RecompressesDownlink) goes through DownlinkFeedback. With `learn_aggregates` every worker reports the model change to its
 // error-feedback worker after each round (what WorkerSession does on the next broadcast), so a
 // stateful selector (reg_top_k) sees the aggregate; without it, it never does. Payloads use the
 // level count the quantization schedule picks from each worker's gradient.
@@ -96,6 +110,13 @@ DirectRun RunDirectly(const RunConfig& config, const std::vector<std::vector<flo
   }
   MeanAggregator aggregator;
   EXPECT_TRUE(aggregator.Init(arena, config.layout, config.codec).ok());
+  DownlinkFeedback downlink;
+  std::span<std::byte> downlink_scratch;
+  if (RecompressesDownlink(config)) {
+    EXPECT_TRUE(downlink.Init(arena, config.layout, config.codec).ok());
+    downlink_scratch =
+        arena.AllocateBytes(CodecScratchBytes(config.codec, config.layout)).value();
+  }
   const PayloadShape shape = EncodedShape(config.codec, config.layout).value();
   std::vector<std::uint32_t> indices(shape.indices), words(shape.words);
   std::vector<float> values(shape.values), scales(shape.scales), gradient(d);
@@ -123,7 +144,17 @@ DirectRun RunDirectly(const RunConfig& config, const std::vector<std::vector<flo
                                         view.words.size() + view.scales.size());
     }
     const std::vector<float> before = run.model;
-    EXPECT_TRUE(aggregator.AddScaledMean(-1.0f, run.model).ok());
+    if (RecompressesDownlink(config)) {
+      const CodecContext context{config.seed, round, 0};
+      const Result<PayloadShape> sent =
+          downlink.Compress(aggregator.Mean().value(), context, out);
+      EXPECT_TRUE(sent.ok());
+      EXPECT_TRUE(DecodeAdd(config.codec, config.layout, context, PayloadView(out, *sent), -1.0f,
+                            run.model, downlink_scratch)
+                      .ok());
+    } else {
+      EXPECT_TRUE(aggregator.AddScaledMean(-1.0f, run.model).ok());
+    }
     if (learn_aggregates) {
       for (auto& worker : workers) {
         EXPECT_TRUE(worker
@@ -214,6 +245,22 @@ TEST(ProtocolTrainingTest, DynamicQuantizationMatchesDirectComputation) {
   EXPECT_LT(fewest, most);
   const PayloadShape widest = EncodedShape(config.codec, config.layout).value();
   EXPECT_LE(most, 3u * 32u * (widest.words + widest.scales));
+}
+
+// The server's re-compression of the mean (two-way error feedback) is DownlinkFeedback's,
+// applied from the broadcast frame: bit for bit the reference, for every codec it supports.
+TEST_P(ProtocolCodecTest, RecompressedDownlinkMatchesDirectComputation) {
+  RunConfig config = DirectComputationConfig(GetParam());
+  config.downlink = DownlinkKind::kAggregate;
+  if (!RecompressesDownlink(config) || !SupportsDownlinkFeedback(config.codec.kind)) {
+    // Summable codecs broadcast the payload mean (tested below); reg_top_k has no server-side
+    // re-compression and the configuration is refused.
+    EXPECT_EQ(ValidateRunConfig(config).ok(), SupportsPayloadSum(config.codec.kind));
+    return;
+  }
+  ASSERT_TRUE(ValidateRunConfig(config).ok()) << ValidateRunConfig(config).reason;
+  std::vector<RoundEvent> rounds;
+  ExpectMatchesDirectComputation(config, rounds);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllCodecs, ProtocolCodecTest,
@@ -365,9 +412,10 @@ TEST_P(ProtocolDownlinkTest, AggregateDownlinkKeepsModelsBitIdentical) {
   for (PeerId w = 1; w <= 5; ++w) EXPECT_EQ(cluster.worker(w).counters().resyncs, 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(SummableCodecs, ProtocolDownlinkTest,
+INSTANTIATE_TEST_SUITE_P(SummableAndRecompressedCodecs, ProtocolDownlinkTest,
                          ::testing::Values(CodecKind::kIdentity, CodecKind::kRandK,
-                                           CodecKind::kRandomBlock),
+                                           CodecKind::kRandomBlock, CodecKind::kTopK,
+                                           CodecKind::kSign, CodecKind::kQsgd),
                          [](const ::testing::TestParamInfo<CodecKind>& param_info) {
                            return std::string(CodecName(param_info.param));
                          });

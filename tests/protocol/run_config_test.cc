@@ -115,7 +115,7 @@ TEST(ProtocolConfigTest, EveryRuleHasItsOwnReason) {
       {"local steps", [](RunConfig& c) { c.feedback.local_steps = 0; }, "local steps H"},
       {"aggregate downlink codec",
        [](RunConfig& c) {
-         c.codec.kind = CodecKind::kTopK;
+         c.codec.kind = CodecKind::kRegTopK;
          c.downlink = DownlinkKind::kAggregate;
        },
        "downlink aggregate needs"},

@@ -1,9 +1,11 @@
 // ServerSession checkpoints: SaveState/RestoreState round-trip the committed state (round, model,
-// cumulative counters), a restored server resumes at the saved round and finishes the run, and
+// cumulative counters, the re-compressed downlink's residual), a restored server resumes at the
+// saved round and finishes the run, and
 // damaged or foreign checkpoints are refused with a reason, leaving the session untouched.
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -78,6 +80,53 @@ TEST(ServerCheckpointTest, ResumedServerFinishesTheRemainingRounds) {
   const std::vector<RoundEvent> rounds = second.DrainRounds();
   ASSERT_EQ(rounds.size(), 10u);
   EXPECT_EQ(rounds.front().round, 20u);
+}
+
+// With stateless workers (no error feedback, no momentum) the server's downlink residual is the
+// run's only state across rounds besides the model: a resumed run ends bit-identical to an
+// uninterrupted one only if the checkpoint carried it.
+TEST(ServerCheckpointTest, RecompressedDownlinkResidualSurvivesAResume) {
+  constexpr std::size_t kDim = 24;
+  RunConfig config = MeanConfig(kDim, CodecKind::kTopK, 30);
+  config.downlink = DownlinkKind::kAggregate;
+  config.feedback.kind = FeedbackKind::kNone;
+  config.feedback.momentum = 0.0f;
+  ASSERT_TRUE(RecompressesDownlink(config));
+  const std::vector<float> initial(kDim, 2.0f);
+  std::vector<std::byte> state;
+  std::vector<float> uninterrupted;
+  {
+    Cluster cluster(config, FourWorkers(), Targets(4, kDim), initial);
+    cluster.net().SetLatencyAll(kMs);
+    cluster.Start();
+    ASSERT_TRUE(cluster.RunUntilRound(12, 1000 * kSecond));
+    state = Save(cluster.server());
+    ASSERT_TRUE(cluster.RunUntilFinished(1000 * kSecond));
+    uninterrupted.assign(cluster.server().model().begin(), cluster.server().model().end());
+  }
+  ASSERT_EQ(state.size(), ServerSession::kStateHeaderBytes + 2 * 4 * kDim +
+                              ServerSession::kStateTrailerBytes);
+  std::vector<float> residual(kDim);
+  std::memcpy(residual.data(), state.data() + ServerSession::kStateHeaderBytes + 4 * kDim,
+              4 * kDim);
+  EXPECT_TRUE(std::any_of(residual.begin(), residual.end(), [](float v) { return v != 0.0f; }))
+      << "top_k of 25 % left nothing behind: the test would not see a lost residual";
+
+  Cluster resumed(config, FourWorkers(), Targets(4, kDim), initial);
+  const ConfigCheck check = resumed.server().RestoreState(state);
+  ASSERT_TRUE(check.ok()) << check.reason;
+  EXPECT_EQ(Save(resumed.server()), state);
+  resumed.net().SetLatencyAll(kMs);
+  resumed.Start();
+  ASSERT_TRUE(resumed.RunUntilFinished(1000 * kSecond));
+  ASSERT_EQ(resumed.server().model().size(), kDim);
+  EXPECT_EQ(std::memcmp(resumed.server().model().data(), uninterrupted.data(), 4 * kDim), 0);
+
+  // The same checkpoint does not fit a run that broadcasts the model.
+  RunConfig model_downlink = config;
+  model_downlink.downlink = DownlinkKind::kModel;
+  Cluster other(model_downlink, FourWorkers(), Targets(4, kDim), initial);
+  EXPECT_EQ(other.server().RestoreState(state).status.code(), StatusCode::kDataLoss);
 }
 
 TEST(ServerCheckpointTest, DamagedOrForeignCheckpointsAreRefused) {

@@ -641,9 +641,14 @@ TEST(ServerRejectionStandaloneTest, UpdateBeforeTrainingIsUnexpected) {
 // ---- Init, memory, failure ----
 
 TEST(ServerInitTest, ArenaBytesIsExactAndInitChecksItsInputs) {
-  for (const bool majority : {false, true}) {
+  // Mean with a summable codec, mean with one the server re-compresses, majority vote.
+  for (const int aggregation : {0, 1, 2}) {
     for (const DownlinkKind downlink : {DownlinkKind::kModel, DownlinkKind::kAggregate}) {
-      RunConfig config = majority ? MajorityConfig(100, 3) : MeanConfig(100, CodecKind::kRandK, 3);
+      RunConfig config = aggregation == 2 ? MajorityConfig(100, 3)
+                                          : MeanConfig(100,
+                                                       aggregation == 0 ? CodecKind::kRandK
+                                                                        : CodecKind::kTopK,
+                                                       3);
       config.downlink = downlink;
       const ServerOptions options = Options(7, 3);
       const std::size_t bytes = ServerSession::ArenaBytes(config, options);
@@ -666,7 +671,7 @@ TEST(ServerInitTest, ArenaBytesIsExactAndInitChecksItsInputs) {
   }
   ArenaStorage storage(1 << 20);
   ServerSession server;
-  RunConfig config = MeanConfig(100, CodecKind::kTopK, 3);
+  RunConfig config = MeanConfig(100, CodecKind::kRegTopK, 3);
   EXPECT_STREQ(server.Init(storage.arena, config, Options(2, 1), std::vector<float>(99)).reason,
                "the initial model's size is not the layout's dimension");
   config.downlink = DownlinkKind::kAggregate;

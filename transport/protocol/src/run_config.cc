@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "edgesgd/core/aggregator.h"
+#include "edgesgd/core/downlink_feedback.h"
 
 namespace edgesgd::protocol {
 namespace {
@@ -183,10 +184,12 @@ ConfigCheck ValidateRunConfig(const RunConfig& config) {
       if (const ConfigCheck feedback = CheckFeedback(config.feedback); !feedback.ok()) {
         return feedback;
       }
-      if (config.downlink == DownlinkKind::kAggregate && !SupportsPayloadSum(config.codec.kind)) {
+      if (config.downlink == DownlinkKind::kAggregate && !SupportsPayloadSum(config.codec.kind) &&
+          !SupportsDownlinkFeedback(config.codec.kind)) {
         return ConfigCheck::Invalid(
             "downlink aggregate needs a codec whose payloads sum (identity, rand_k, "
-            "random_block) or majority vote");
+            "random_block), one the server can re-compress with (top_k, sign, qsgd), or "
+            "majority vote");
       }
       return ConfigCheck::Ok();
     case AggregationKind::kMajority:

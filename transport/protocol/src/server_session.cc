@@ -256,6 +256,11 @@ Status ServerSession::TakeBuffers(Arena& arena) {
   }
   if (majority) {
     EDGESGD_TRY(vote_.Init(arena, layout, options_.workers, config_.tie_rule));
+  } else if (RecompressesDownlink(config_)) {
+    EDGESGD_TRY(mean_.Init(arena, layout, config_.codec));
+    EDGESGD_TRY(downlink_feedback_.Init(arena, layout, config_.codec));
+    EDGESGD_TRY_ASSIGN(decode_scratch_,
+                       arena.AllocateBytes(CodecScratchBytes(config_.codec, layout)));
   } else if (aggregate_downlink) {
     EDGESGD_TRY(payload_sum_.Init(arena, layout, config_.codec));
     EDGESGD_TRY_ASSIGN(decode_scratch_,
@@ -560,7 +565,7 @@ std::optional<RejectReason> ServerSession::Aggregate(PeerId from, const wire::Fr
       if (scale != 1.0f) return RejectReason::kBadPayload;
     }
     if (!vote_.AddVote(payload.words).ok()) return RejectReason::kBadPayload;
-  } else if (config_.downlink == DownlinkKind::kAggregate) {
+  } else if (config_.downlink == DownlinkKind::kAggregate && !RecompressesDownlink(config_)) {
     if (!payload_sum_.Add(payload, 1.0f).ok()) return RejectReason::kBadPayload;
   } else {
     // Decoded with the frame's own level count, which MatchesScheduledCodec accepted.
@@ -777,6 +782,27 @@ Status ServerSession::ApplyRound() {
                               config_.optimizer.learning_rate, config_.optimizer.weight_decay,
                               model_));
     aggregate_valid_ = true;
+  } else if (RecompressesDownlink(config_)) {
+    // The dense mean joins the server's residual, whose compression becomes the next broadcast;
+    // as above, the server applies the frame's own payload.
+    EDGESGD_TRY_ASSIGN(const std::span<const float> mean, mean_.Mean());
+    const wire::FrameHeader header = NextHeader(round_ + 1);
+    const wire::PayloadMessage message =
+        wire::PayloadMessage::ModelBroadcast({wire::BroadcastContent::kAggregate, reported_});
+    EDGESGD_TRY_ASSIGN(const PayloadSpans spans, aggregate_builder_->BeginPayloadFrame(
+                                                     header, message, config_.codec, layout));
+    const CodecContext context{config_.seed, round_, 0};
+    if (const Result<PayloadShape> sent = downlink_feedback_.Compress(mean, context, spans);
+        !sent.ok()) {
+      aggregate_builder_->AbandonPayloadFrame();
+      return sent.status();
+    }
+    EDGESGD_TRY_ASSIGN(aggregate_frame_, aggregate_builder_->FinishPayloadFrame());
+    const Result<wire::FrameView> view = wire::DecodeFrame(aggregate_frame_);
+    if (!view.ok()) return Status::Internal();
+    EDGESGD_TRY(DecodeAdd(config_.codec, layout, context, view.value().payload.view, -1.0f, model_,
+                          decode_scratch_));
+    aggregate_valid_ = true;
   } else if (config_.downlink == DownlinkKind::kAggregate) {
     // The mean in payload space becomes the next broadcast; applying that frame's payload with
     // the same DecodeAdd the workers use keeps their models bit-identical to this one.
@@ -888,6 +914,9 @@ Result<std::size_t> ServerSession::SaveState(std::span<std::byte> out) const {
   writer.Put(counters_.frames_sent);
   writer.Put(counters_.rounds_completed);
   writer.PutBytes(std::as_bytes(model_));
+  if (RecompressesDownlink(config_)) {
+    writer.PutBytes(std::as_bytes(downlink_feedback_.residual()));
+  }
   writer.Put(Fnv1a(kFnvOffset, writer.written()));
   return writer.size();
 }
@@ -943,11 +972,17 @@ ConfigCheck ServerSession::RestoreState(std::span<const std::byte> state) {
   counters.frames_sent = reader.Get<std::uint64_t>();
   counters.rounds_completed = reader.Get<std::uint64_t>();
   const std::span<const std::byte> model = reader.Take(model_.size() * sizeof(float));
-  // Check before touching the live model: a failed restore leaves the session as it was.
+  const bool has_residual = RecompressesDownlink(config_);
+  const std::span<const std::byte> residual =
+      has_residual ? reader.Take(model_.size() * sizeof(float)) : std::span<const std::byte>{};
+  // Check before touching the live state: a failed restore leaves the session as it was.
   for (std::size_t i = 0; i < model_.size(); ++i) {
     float value;
     std::memcpy(&value, model.data() + i * sizeof(float), sizeof(float));
     if (!std::isfinite(value)) return ConfigCheck::Invalid("the checkpoint's model is not finite");
+  }
+  if (has_residual && !downlink_feedback_.RestoreResidual(residual).ok()) {
+    return ConfigCheck::Invalid("the checkpoint's downlink residual is not finite");
   }
   std::memcpy(model_.data(), model.data(), model.size());
   round_ = round;

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "edgesgd/core/aggregator.h"
 #include "edgesgd/core/codec_dispatch.h"
 #include "edgesgd/core/codec_params.h"
 #include "edgesgd/core/error_feedback.h"
@@ -32,7 +33,9 @@ enum class DownlinkKind : std::uint8_t {
   kModel = 0,      // the whole model (4d bytes) to every participant
   kAggregate = 1,  // the previous round's aggregate (a payload, or the 1-bit vote), which the
                    // worker applies to the model it already holds; the full model goes only to
-                   // workers that cannot be known to hold the previous round's model
+                   // workers that cannot be known to hold the previous round's model. For a
+                   // codec whose payloads do not sum, the aggregate is the mean compressed
+                   // again with the same codec (see RecompressesDownlink)
 };
 
 struct RunConfig {
@@ -57,6 +60,14 @@ struct RunConfig {
 
   friend constexpr bool operator==(const RunConfig&, const RunConfig&) = default;
 };
+
+// True when the server broadcasts its mean update compressed again with the workers' codec and
+// keeps the rest in its own residual (DownlinkFeedback): mean aggregation, the aggregate
+// downlink, and a codec without payload sums (top_k, sign, qsgd).
+constexpr bool RecompressesDownlink(const RunConfig& config) {
+  return config.aggregation == AggregationKind::kMean &&
+         config.downlink == DownlinkKind::kAggregate && !SupportsPayloadSum(config.codec.kind);
+}
 
 // The outcome of a validation: a Status and, when it failed, a one-line explanation for a CLI
 // or a log (a static string, never null; "ok" on success).

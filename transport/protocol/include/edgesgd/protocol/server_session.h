@@ -13,7 +13,9 @@
 // server applies an aggregate by decoding the very frame it broadcasts, so every worker's model
 // stays bit-identical to its own. Updates count with equal weight (Update.samples is
 // informational): x_{r+1} = x_r - mean_i C(p_i) (mean), or x_r - lr * (V + wd * x_r) with
-// V = sign(sum_i sign(m_i)) (majority vote).
+// V = sign(sum_i sign(m_i)) (majority vote). With a codec whose payloads do not sum, the
+// aggregate broadcast is the mean compressed again, and what that drops waits in the server's
+// residual (RecompressesDownlink, DownlinkFeedback): x_{r+1} = x_r - C(e_s + mean_i C(p_i)).
 //
 // What a driver does:
 //   1. Init(arena, config, options, initial_model) once; Start(now).
@@ -39,6 +41,7 @@
 
 #include "edgesgd/core/aggregator.h"
 #include "edgesgd/core/arena.h"
+#include "edgesgd/core/downlink_feedback.h"
 #include "edgesgd/core/majority_vote.h"
 #include "edgesgd/core/status.h"
 #include "edgesgd/protocol/run_config.h"
@@ -178,6 +181,12 @@ class ServerSession final : public Session {
     if (config.aggregation == AggregationKind::kMajority) {
       aggregator = MajorityVote::StateBytes(layout, options.workers);
       bytes += edgesgd::ArenaBytes(aggregate_builder);
+    } else if (RecompressesDownlink(config)) {
+      const std::size_t feedback = DownlinkFeedback::StateBytes(layout, config.codec);
+      if (feedback == 0) return 0;
+      aggregator = MeanAggregator::StateBytes(layout, config.codec);
+      bytes += feedback + edgesgd::ArenaBytes(aggregate_builder) +
+               edgesgd::ArenaBytes(CodecScratchBytes(config.codec, layout));
     } else if (config.downlink == DownlinkKind::kAggregate) {
       aggregator = PayloadAggregator::StateBytes(layout, config.codec);
       bytes += edgesgd::ArenaBytes(aggregate_builder) +
@@ -231,15 +240,17 @@ class ServerSession final : public Session {
   // The committed state is the round in progress and the model it started from (the model only
   // changes when a round closes, together with the round number), plus the cumulative byte
   // counters so that metrics stay cumulative across a restart. Workers' own state (error
-  // feedback residuals, momentum) lives on the workers. Layout, little-endian: magic
-  // "EDGSCKPT", format version, model dimension, a fingerprint of the RunConfig and worker
-  // count, round, rounds, frame sequence, five counters, the model floats, and an FNV-1a
-  // checksum of everything before it.
+  // feedback residuals, momentum) lives on the workers; the server's own downlink residual
+  // (RecompressesDownlink) is part of the state. Layout, little-endian: magic "EDGSCKPT",
+  // format version, model dimension, a fingerprint of the RunConfig and worker count, round,
+  // rounds, frame sequence, five counters, the model floats, the downlink residual's floats
+  // (when there is one), and an FNV-1a checksum of everything before it.
   static constexpr std::size_t kStateHeaderBytes = 8 + 4 + 4 + 8 + 4 + 4 + 8 + 5 * 8;
   static constexpr std::size_t kStateTrailerBytes = 8;
   // Bytes SaveState writes for `config`.
   static constexpr std::size_t StateBytes(const RunConfig& config) {
-    return kStateHeaderBytes + 4 * config.layout.dimension() + kStateTrailerBytes;
+    const std::size_t vectors = RecompressesDownlink(config) ? 2 : 1;  // + the downlink residual
+    return kStateHeaderBytes + vectors * 4 * config.layout.dimension() + kStateTrailerBytes;
   }
 
   // Writes the committed state into `out` (at least StateBytes(config()) bytes) and returns the
@@ -354,6 +365,7 @@ class ServerSession final : public Session {
   std::span<WorkerSlot> slots_;          // indexed by peer id; slot 0 (the server) is unused
   std::span<std::uint32_t> candidates_;  // scratch for sampling participants
   MeanAggregator mean_;
+  DownlinkFeedback downlink_feedback_;  // RecompressesDownlink only
   QuantSchedule schedule_;  // which qsgd level counts updates may carry
   PayloadAggregator payload_sum_;
   MajorityVote vote_;

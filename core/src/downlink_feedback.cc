@@ -1,0 +1,55 @@
+#include "edgesgd/core/downlink_feedback.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace edgesgd {
+
+Status DownlinkFeedback::Init(Arena& arena, const TensorLayout& layout, const CodecParams& codec) {
+  if (layout.tensor_count() == 0 || !SupportsDownlinkFeedback(codec.kind)) {
+    return Status::InvalidArgument();
+  }
+  EDGESGD_TRY_ASSIGN(const PayloadShape shape, EncodedShape(codec, layout));
+  if (arena.sealed()) return Status::FailedPrecondition();
+  if (arena.remaining_bytes() < StateBytes(layout, codec)) return Status::ResourceExhausted();
+  EDGESGD_TRY_ASSIGN(residual_, arena.Allocate<float>(layout.dimension()));
+  EDGESGD_TRY_ASSIGN(scratch_, arena.AllocateBytes(CodecScratchBytes(codec, layout)));
+  std::fill(residual_.begin(), residual_.end(), 0.0f);
+  layout_ = layout;
+  codec_ = codec;
+  shape_ = shape;
+  initialized_ = true;
+  return Status::Ok();
+}
+
+Result<PayloadShape> DownlinkFeedback::Compress(std::span<const float> update,
+                                                const CodecContext& context,
+                                                const PayloadSpans& out) {
+  if (!initialized_) return Status::FailedPrecondition();
+  if (update.size() != residual_.size()) return Status::InvalidArgument();
+  // Checked before the residual changes, so a short span leaves everything as it was.
+  if (out.indices.size() < shape_.indices || out.values.size() < shape_.values ||
+      out.words.size() < shape_.words || out.scales.size() < shape_.scales) {
+    return Status::ResourceExhausted();
+  }
+  for (std::size_t i = 0; i < residual_.size(); ++i) residual_[i] += update[i];
+  EDGESGD_TRY(Encode(codec_, layout_, context, residual_, out, scratch_));
+  EDGESGD_TRY(
+      DecodeAdd(codec_, layout_, context, PayloadView(out, shape_), -1.0f, residual_, scratch_));
+  return shape_;
+}
+
+Status DownlinkFeedback::RestoreResidual(std::span<const std::byte> stored) {
+  if (!initialized_) return Status::FailedPrecondition();
+  if (stored.size() != residual_.size() * sizeof(float)) return Status::InvalidArgument();
+  for (std::size_t offset = 0; offset < stored.size(); offset += sizeof(float)) {
+    float value;
+    std::memcpy(&value, stored.data() + offset, sizeof(float));
+    if (!std::isfinite(value)) return Status::InvalidArgument();
+  }
+  std::memcpy(residual_.data(), stored.data(), stored.size());
+  return Status::Ok();
+}
+
+}  // namespace edgesgd
