@@ -60,6 +60,9 @@ std::vector<Variant> Variants(const BenchTcpOptions& o) {
   top_k.codec.kind = CodecKind::kTopK;
   top_k.codec.k_ratio = o.k_ratio;
   variants.push_back({"top_k + EF (model downlink)", top_k});
+  protocol::RunConfig two_way = top_k;
+  two_way.downlink = protocol::DownlinkKind::kAggregate;
+  variants.push_back({"top_k + EF (top_k downlink, server EF)", two_way});
   return variants;
 }
 
