@@ -10,7 +10,6 @@
 
 #include "core/test_util.h"
 #include "edgesgd/core/codec_dispatch.h"
-#include "edgesgd/core/random.h"
 
 namespace edgesgd {
 namespace {
@@ -41,10 +40,7 @@ std::vector<CodecParams> AllCodecs() {
 }
 
 std::vector<float> RandomVector(std::size_t d, std::uint32_t stream) {
-  std::vector<float> v(d);
-  CounterRng rng(17, 0, 0, stream);
-  for (float& x : v) x = 4.0f * rng.NextFloat() - 2.0f;
-  return v;
+  return test_util::UniformVector(d, 17, stream, 2.0f);
 }
 
 TEST(AggregatorTest, MeanOfIdentityPayloadsIsTheDenseMean) {

@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "core/test_util.h"
-#include "edgesgd/core/random.h"
 
 namespace edgesgd {
 namespace {
@@ -34,10 +33,7 @@ CodecParams Codec(CodecKind kind) {
 }
 
 std::vector<float> RandomVector(std::size_t d, std::uint32_t stream) {
-  std::vector<float> v(d);
-  CounterRng rng(5, 0, 0, stream);
-  for (float& x : v) x = 2.0f * rng.NextFloat() - 1.0f;
-  return v;
+  return test_util::UniformVector(d, 5, stream, 1.0f);
 }
 
 TEST(DownlinkFeedbackTest, SupportsExactlyTheStatelessCodecsWithoutPayloadSums) {

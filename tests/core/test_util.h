@@ -15,6 +15,7 @@
 #include "edgesgd/core/arena.h"
 #include "edgesgd/core/codec_dispatch.h"
 #include "edgesgd/core/payload.h"
+#include "edgesgd/core/random.h"
 #include "edgesgd/core/tensor_layout.h"
 
 // Not edgesgd::testing: that would hide GoogleTest's ::testing inside namespace edgesgd.
@@ -22,6 +23,16 @@ namespace edgesgd::test_util {
 
 inline constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 inline constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// d values uniform in [-half_width, half_width), one Philox stream per vector: inputs that are
+// the same on every machine.
+inline std::vector<float> UniformVector(std::size_t d, std::uint64_t key, std::uint32_t stream,
+                                        float half_width) {
+  std::vector<float> v(d);
+  CounterRng rng(key, 0, 0, stream);
+  for (float& x : v) x = half_width * (2.0f * rng.NextFloat() - 1.0f);
+  return v;
+}
 
 // An arena of exactly `bytes` capacity over test-owned heap storage.
 struct ArenaBox {
