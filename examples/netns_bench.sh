@@ -2,30 +2,40 @@
 # Wall time to a target accuracy over emulated edge links: an `edgesgd server` and N workers,
 # each worker in its own network namespace behind a veth pair shaped with tc (token bucket at
 # --rate, netem delay) — real kernels, real TCP, real congestion control — training softmax
-# regression on Fashion-MNIST three ways: dense SGD, sign + majority vote, top_k 1% + EF.
-# Prints, per run: wall seconds to the target accuracy, final accuracy and bytes.
+# regression on Fashion-MNIST three ways: dense SGD, sign + majority vote, top_k 1% + EF (both
+# compressed runs broadcast a compressed aggregate: the 1-bit vote, and top_k of the mean with
+# the server's own error feedback). Prints, per run: seconds to the target accuracy counted from
+# the end of the first round (training) and from the server's start (wall), the training speed-up over
+# dense, final accuracy and bytes.
 #
-# Needs root (ip netns, tc); not part of CI, which runs unprivileged. Cleans up its namespaces
-# on exit.
+# Needs root (ip netns, tc from iproute2). Cleans up its namespaces on exit. ctest runs it as
+# `tcp_netns_bench` with EDGESGD_NETNS_CHECK=1: then a machine that cannot create namespaces or
+# shape links skips (exit 77), and a run that never reaches the target fails; the figures are
+# printed, never judged (they depend on the machine's load).
 #   EDGESGD_NETNS_WORKERS (8)  EDGESGD_NETNS_RATE (10mbit)  EDGESGD_NETNS_DELAY (20ms)
-#   EDGESGD_NETNS_ROUNDS (1500)  EDGESGD_NETNS_TARGET (0.80)
+#   EDGESGD_NETNS_ROUNDS (400)  EDGESGD_NETNS_TARGET (0.80)
+#   EDGESGD_NETNS_BINARY (build/release/examples/edgesgd)  EDGESGD_NETNS_OUT (build/netns_bench)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 workers="${EDGESGD_NETNS_WORKERS:-8}"
 rate="${EDGESGD_NETNS_RATE:-10mbit}"
 delay="${EDGESGD_NETNS_DELAY:-20ms}"
-rounds="${EDGESGD_NETNS_ROUNDS:-1500}"
+rounds="${EDGESGD_NETNS_ROUNDS:-400}"
 target="${EDGESGD_NETNS_TARGET:-0.80}"
-edgesgd="$(pwd)/build/release/examples/edgesgd"
-out="$(pwd)/build/netns_bench"
+edgesgd="${EDGESGD_NETNS_BINARY:-$(pwd)/build/release/examples/edgesgd}"
+out="${EDGESGD_NETNS_OUT:-$(pwd)/build/netns_bench}"
+check="${EDGESGD_NETNS_CHECK:-0}"
 prefix="es$$"
 port=7000
 
-if [[ $(id -u) -ne 0 ]]; then
-  echo "netns_bench: needs root (network namespaces and tc)" >&2
-  exit 1
-fi
+# Without the means to emulate the links: exit 1 when run by hand, skip (77) as a test.
+unavailable() {
+  echo "netns_bench: $1" >&2
+  exit $([[ $check == 1 ]] && echo 77 || echo 1)
+}
+[[ $(id -u) -eq 0 ]] || unavailable "needs root (network namespaces and tc)"
+command -v ip >/dev/null && command -v tc >/dev/null || unavailable "needs ip and tc (iproute2)"
 [[ -x "$edgesgd" ]] || { echo "netns_bench: build edgesgd first (cmake --build --preset release)" >&2; exit 1; }
 mkdir -p "$out"
 
@@ -39,15 +49,16 @@ trap cleanup EXIT
 
 # The server's namespace holds a bridge; every worker namespace hangs off it by a veth pair
 # shaped in both directions (worker side: uplink, bridge side: downlink).
-ip netns add "${prefix}s"
-ip -n "${prefix}s" link add br0 type bridge
+ip netns add "${prefix}s" 2>/dev/null || unavailable "cannot create network namespaces here"
+ip -n "${prefix}s" link add br0 type bridge || unavailable "cannot create a bridge here"
 ip -n "${prefix}s" addr add 10.77.0.1/24 dev br0
 ip -n "${prefix}s" link set br0 up
 ip -n "${prefix}s" link set lo up
 for i in $(seq "$workers"); do
   ns="${prefix}w$i"
   ip netns add "$ns"
-  ip link add "${prefix}a$i" type veth peer name "${prefix}b$i"
+  ip link add "${prefix}a$i" type veth peer name "${prefix}b$i" ||
+    unavailable "cannot create veth pairs here"
   ip link set "${prefix}a$i" netns "$ns"
   ip link set "${prefix}b$i" netns "${prefix}s"
   ip -n "$ns" addr add "10.77.0.$((10 + i))/24" dev "${prefix}a$i"
@@ -66,11 +77,17 @@ for i in $(seq "$workers"); do
       parent=(root handle 2:)
     fi
     ip netns exec "$1" tc qdisc add dev "$2" "${parent[@]}" tbf rate "$rate" burst 32kbit \
-        latency 400ms
+        latency 400ms || unavailable "cannot shape links with tc tbf here"
   done
 done
 
-data=(--task softmax --data fashion-mnist)
+# Every frame is authenticated, as in a deployment: one pre-shared key per device.
+for i in $(seq "$workers"); do
+  echo "$i $(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')"
+done >"$out/keys"
+chmod 600 "$out/keys"
+
+data=(--task softmax --data fashion-mnist --keys "$out/keys")
 common=("${data[@]}" --workers "$workers" --rounds "$rounds" --batch 32 --seed 1
         --eval-every 10 --quorum "$workers" --quiet)
 
@@ -94,23 +111,40 @@ run() {
 run dense --codec identity --optimizer momentum --momentum 0.9 --lr 0.05
 run sign_majority --codec sign --aggregate majority --optimizer signum --momentum 0.9 \
     --lr 0.001 --downlink aggregate
-run top_k_ef --codec top_k --k-ratio 0.01 --feedback ef --optimizer sgd --lr 0.5
+run top_k_ef --codec top_k --k-ratio 0.01 --feedback ef --optimizer sgd --lr 0.5 \
+    --downlink aggregate
 
 /usr/bin/python3 - "$target" "$out" <<'EOF'
 import csv, json, sys
 target, out = float(sys.argv[1]), sys.argv[2]
-print(f"{'run':<24} {'s to ' + format(target, '.0%'):>10} {'final acc':>10} {'MB up':>9} "
-      f"{'MB down':>9} {'wall s':>8}")
+# Training time counts from the close of round 1: before it, every worker loads its data (it
+# learns its shard from the server's Welcome) and receives the full model, the same for every
+# codec. Wall time (from the server's start) is shown too.
+print(f"seconds to {target:.0%} accuracy")
+print(f"{'run':<24} {'train s':>8} {'wall s':>7} {'speed-up':>9} {'final acc':>10} "
+      f"{'MB up':>8} {'MB down':>8}")
+dense_seconds, missed = None, []
 for name, label in (("dense", "dense SGD"), ("sign_majority", "sign + majority vote"),
                     ("top_k_ef", "top_k 1% + EF")):
-    reached = "never"
+    summary = json.load(open(f"{out}/{name}.json"))
+    started = reached = None
     with open(f"{out}/{name}.csv") as f:
         for row in csv.DictReader(f):
+            if row["round"] == "1":
+                started = float(row["time_s"])
             if row["accuracy"] and float(row["accuracy"]) >= target:
-                reached = f"{float(row['time_s']):.1f}"
+                reached = float(row["time_s"])
                 break
-    final = json.load(open(f"{out}/{name}.json"))["final"]
-    print(f"{label:<24} {reached:>10} {100 * final['accuracy']:9.2f}% "
-          f"{final['bytes_up'] / 1e6:9.2f} {final['bytes_down'] / 1e6:9.2f} "
-          f"{final['time_s']:8.1f}")
+    final = summary["final"]
+    if reached is None:
+        missed.append(label)
+        timing = f"{'never':>8} {'never':>7} {'':>9}"
+    else:
+        seconds = reached - started
+        dense_seconds = dense_seconds or seconds
+        timing = f"{seconds:8.2f} {reached:7.2f} {dense_seconds / seconds:8.1f}x"
+    print(f"{label:<24} {timing} {100 * final['accuracy']:9.2f}% "
+          f"{final['bytes_up'] / 1e6:8.2f} {final['bytes_down'] / 1e6:8.2f}")
+if missed:
+    sys.exit(f"netns_bench: never reached {target:.0%}: {', '.join(missed)}")
 EOF
