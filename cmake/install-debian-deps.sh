@@ -11,7 +11,7 @@ set -euo pipefail
 declare -A groups=(
   [host]="cmake ninja-build g++ make libeigen3-dev googletest libcli11-dev zlib1g-dev
           libflatbuffers-dev flatbuffers-compiler libasio-dev libmbedtls-dev
-          dataset-fashion-mnist python3-matplotlib binutils iproute2"
+          libssl-dev openssl dataset-fashion-mnist python3-matplotlib binutils iproute2"
   [cross]="g++-aarch64-linux-gnu g++-arm-linux-gnueabihf qemu-user gcc-arm-none-eabi
            libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib qemu-system-arm
            libmbedtls-dev:arm64 libmbedtls-dev:armhf"

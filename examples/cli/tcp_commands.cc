@@ -44,6 +44,9 @@ struct NetworkFlags {
   std::string port_file;
   std::string keys;  // --keys FILE
   bool insecure = false;
+  std::string tls_cert;  // --tls-cert, --tls-key, --tls-ca: all or none
+  std::string tls_key;
+  std::string tls_ca;
 };
 
 void AddNetworkFlags(CLI::App& command, NetworkFlags& flags) {
@@ -69,6 +72,27 @@ void AddNetworkFlags(CLI::App& command, NetworkFlags& flags) {
   command.add_flag("--insecure", flags.insecure,
                    "Send and accept unauthenticated frames (a trusted network or a test only)")
       ->excludes(keys);
+  const char* tls_note = tcp::TlsAvailable() ? "" : " (not in this build: no OpenSSL)";
+  CLI::Option* cert = command.add_option(
+      "--tls-cert", flags.tls_cert,
+      std::string("TLS on every connection (encryption; with --tls-key and --tls-ca): this "
+                  "node's PEM certificate") +
+          tls_note);
+  CLI::Option* key = command.add_option("--tls-key", flags.tls_key,
+                                        "This node's PEM private key (unencrypted)");
+  CLI::Option* ca = command.add_option(
+      "--tls-ca", flags.tls_ca,
+      "PEM certificate of the CA that signed every node's certificate: both ends of a "
+      "connection must present one it signed");
+  cert->needs(key)->needs(ca);
+  key->needs(cert);
+  ca->needs(cert);
+}
+
+// DriverOptions::tls from the --tls-* flags (unset without them).
+std::optional<tcp::TlsFiles> TlsFilesOf(const NetworkFlags& flags) {
+  if (flags.tls_cert.empty()) return std::nullopt;
+  return tcp::TlsFiles{flags.tls_cert, flags.tls_key, flags.tls_ca};
 }
 
 // The key ring of --keys, or none under --insecure. Lives as long as the driver using it.
@@ -128,6 +152,7 @@ tcp::DriverOptions BaseDriverOptions(const NetworkFlags& flags, std::uint64_t se
   tcp::DriverOptions options;
   options.auth_keys = keys.enabled ? &keys.ring : nullptr;
   options.auth_device = device;
+  options.tls = TlsFilesOf(flags);
   options.write_timeout_ns = Seconds(flags.write_timeout_s);
   options.hello_timeout_ns = Seconds(flags.hello_timeout_s);
   options.send_queue_frames = flags.send_queue;
@@ -399,6 +424,7 @@ int RunServer(const ServerFlags& o) {
   summary.Field("write_timeouts", net.write_timeouts);
   summary.Field("queue_overflows", net.queue_overflows);
   summary.Field("auth_rejected", net.auth_rejected);
+  summary.Field("tls_failures", net.tls_failures);
   summary.End();
   return FinishServerRun("server", "s", o, summary, server.model(), last);
 }
@@ -662,6 +688,7 @@ int RunPeer(const PeerFlags& o) {
   summary.Field("neighbours_lost", counters.neighbours_lost);
   summary.Field("rejected_frames", counters.total_rejected());
   summary.Field("auth_rejected", driver.counters().auth_rejected);
+  summary.Field("tls_failures", driver.counters().tls_failures);
   summary.End();
   if ((!o.summary.empty() && !summary.Save(o.summary, error)) ||
       !SaveModel(o, session.model(), error)) {

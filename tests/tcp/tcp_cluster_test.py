@@ -14,6 +14,7 @@ import os
 import random
 import signal
 import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -512,6 +513,81 @@ def mismatched_worker(cluster):
     check(cluster.summary("server.json")["final"]["round"] == 30, "the run did not complete")
 
 
+def make_certificates(cluster, name, ca=None):
+    """A P-256 key and certificate `name` signed by `ca` (a (certificate, key) pair), or a new
+    self-signed CA when `ca` is None. Returns (certificate path, key path)."""
+    certificate, key = cluster.path(name + ".pem"), cluster.path(name + ".key")
+    new_key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+               "-keyout", key, "-subj", "/CN=edgesgd-test-" + name]
+    if ca is None:
+        commands = [["openssl", "req", "-x509", "-days", "30", "-out", certificate] + new_key]
+    else:
+        request = cluster.path(name + ".csr")
+        commands = [["openssl", "req", "-out", request] + new_key,
+                    ["openssl", "x509", "-req", "-in", request, "-CA", ca[0], "-CAkey", ca[1],
+                     "-CAcreateserial", "-days", "30", "-out", certificate]]
+    for command in commands:
+        done = subprocess.run(command, capture_output=True, text=True)
+        check(done.returncode == 0, "openssl failed: %s" % done.stderr.strip()[-300:])
+    return certificate, key
+
+
+def tls(cluster):
+    """TLS under the frames: a run over mutual TLS ends bit-identical to simulate (majority
+    vote), the server speaks TLS 1.2+ and insists on a client certificate, and a plain-TCP
+    client, a worker without TLS and a worker whose certificate another CA signed are each
+    refused (counted) while the run goes on."""
+    ca = make_certificates(cluster, "ca")
+    node = make_certificates(cluster, "node", ca)
+    rogue = make_certificates(cluster, "rogue_node", make_certificates(cluster, "rogue_ca"))
+    tls_flags = ["--tls-cert", node[0], "--tls-key", node[1], "--tls-ca", ca[0]]
+    run = ["--workers", "2", "--rounds", "40", "--seed", "3", "--quorum", "2"] + MAJORITY
+    sim_model, _ = simulate(cluster, run, "sim")
+    server, port = cluster.start_server(
+        DATA + run + tls_flags + ["--model-out", cluster.path("server.bin"),
+                                  "--summary", cluster.path("server.json")])
+
+    # A TLS client that presents no certificate: TLS 1.2+ is spoken, then the server refuses.
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.load_verify_locations(ca[0])
+    context.check_hostname = False
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+        try:
+            with context.wrap_socket(raw) as wrapped:
+                check(wrapped.version() in ("TLSv1.2", "TLSv1.3"),
+                      "server negotiated %s" % wrapped.version())
+                wrapped.recv(1)  # TLS 1.3 reports the missing certificate on the first read
+        except (ssl.SSLError, ConnectionResetError, socket.timeout):
+            pass
+    # Plain bytes where a TLS hello belongs.
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as plain:
+        plain.sendall(initiator_hello(1, os.urandom(16)))
+        check(closed_by_server(plain, 10), "a plain-TCP client was not disconnected")
+    refused = [
+        cluster.start("plain_worker", ["worker", "--connect", "127.0.0.1:%d" % port, "--id", "1",
+                                       "--give-up-s", "2", "--reconnect-max-s", "0.2",
+                                       "--quiet"] + DATA),
+        cluster.start("rogue_worker", ["worker", "--connect", "127.0.0.1:%d" % port, "--id", "2",
+                                       "--give-up-s", "2", "--reconnect-max-s", "0.2",
+                                       "--tls-cert", rogue[0], "--tls-key", rogue[1],
+                                       "--tls-ca", ca[0], "--quiet"] + DATA)]
+    for worker in refused:
+        cluster.wait(worker, timeout=30, expect=1)
+    check(server.poll() is None, "the server stopped serving: %s" % cluster.tail("server"))
+
+    workers = [cluster.start_worker(port, w, tls_flags) for w in (1, 2)]
+    cluster.wait(server)
+    for worker in workers:
+        cluster.wait(worker, timeout=20)
+    network = cluster.summary("server.json")["network"]
+    check(network["tls_failures"] >= 4,
+          "expected at least 4 refused handshakes, the summary counts %d" %
+          network["tls_failures"])
+    check(read_model(cluster.path("server.bin")) == sim_model,
+          "the run over TLS is not bit-identical to simulate")
+    print("TLS run bit-identical to simulate; %d handshakes refused" % network["tls_failures"])
+
+
 def peer_addresses(ports):
     return ",".join("127.0.0.1:%d" % p for p in ports)
 
@@ -596,6 +672,7 @@ SCENARIOS = {
     "gossip_ring": gossip_ring,
     "gossip_peer_killed": gossip_peer_killed,
     "gossip_ring_detag": gossip_ring_detag,
+    "tls": tls,
 }
 
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 
 #include "edgesgd/core/check.h"
 #include "edgesgd/platform/log.h"
@@ -25,6 +26,7 @@ const char* CloseReasonName(CloseReason reason) {
     case CloseReason::kReplaced: return "replaced by a newer connection of the same peer";
     case CloseReason::kShutdown: return "shutting down";
     case CloseReason::kUnauthenticated: return "authentication failed";
+    case CloseReason::kTlsFailed: return "TLS handshake failed";
   }
   return "closed";
 }
@@ -35,8 +37,9 @@ constexpr std::size_t kInitialReceiveBytes = 4096;
 }  // namespace
 
 FrameChannel::FrameChannel(asio::io_context& io, ChannelEvents& events,
-                           const DriverOptions& options, DriverCounters& counters)
+                           const DriverOptions& options, DriverCounters& counters, TlsContext* tls)
     : socket_(io),
+      tls_context_(tls),
       events_(events),
       options_(options),
       counters_(counters),
@@ -85,8 +88,69 @@ void FrameChannel::Opened() {
   received_ = 0;
   expected_ = wire::kFramePrefixBytes;
   reading_body_ = false;
+  if (tls_context_ != nullptr) {
+    StartTls();
+    return;
+  }
+  BeginFraming();
+}
+
+void FrameChannel::BeginFraming() {
   if (authenticating() && !StartHandshake()) return;
   ReadMore();
+}
+
+void FrameChannel::StartTls() {
+#if EDGESGD_TCP_TLS
+  tls_ready_ = false;
+  tls_.emplace(socket_, *tls_context_);
+  ++pending_;
+  tls_->async_handshake(
+      dialled ? asio::ssl::stream_base::client : asio::ssl::stream_base::server,
+      [this](const asio::error_code& error) {
+        --pending_;
+        if (state_ != State::kOpen) return;
+        if (error) {
+          ++counters_.tls_failures;
+          char who[48];
+          std::snprintf(who, sizeof(who), dialled ? "peer %u" : "an accepted connection", peer);
+          platform::Log(platform::LogLevel::kWarning, "%s: TLS handshake with %s failed: %s",
+                        options_.log_name, who, error.message().c_str());
+          Close(CloseReason::kTlsFailed);
+          return;
+        }
+        tls_ready_ = true;
+        BeginFraming();
+        // Frames queued while connecting go out now (with authentication, after the hellos).
+        if (state_ == State::kOpen && !authenticating() && queued_ > 0 && !writing_) {
+          WriteFront();
+        }
+      });
+#endif
+}
+
+template <typename Handler>
+void FrameChannel::AsyncReadSome(std::span<std::byte> into, Handler&& handler) {
+#if EDGESGD_TCP_TLS
+  if (tls_) {
+    tls_->async_read_some(asio::buffer(into.data(), into.size()), std::forward<Handler>(handler));
+    return;
+  }
+#endif
+  socket_.async_read_some(asio::buffer(into.data(), into.size()), std::forward<Handler>(handler));
+}
+
+template <typename Handler>
+void FrameChannel::AsyncWrite(std::span<const std::byte> bytes, Handler&& handler) {
+#if EDGESGD_TCP_TLS
+  if (tls_) {
+    asio::async_write(*tls_, asio::buffer(bytes.data(), bytes.size()),
+                      std::forward<Handler>(handler));
+    return;
+  }
+#endif
+  asio::async_write(socket_, asio::buffer(bytes.data(), bytes.size()),
+                    std::forward<Handler>(handler));
 }
 
 bool FrameChannel::StartHandshake() {
@@ -140,18 +204,18 @@ void FrameChannel::WriteHello(std::size_t bytes) {
   writing_ = true;
   write_started_ = events_.ChannelNow();
   ++pending_;
-  asio::async_write(socket_, asio::buffer(hello_out_.data(), bytes),
-                    [this](const asio::error_code& error, std::size_t written) {
-                      --pending_;
-                      writing_ = false;
-                      if (state_ != State::kOpen) return;
-                      if (error) {
-                        Close(CloseReason::kEndOfStream);
-                        return;
-                      }
-                      counters_.bytes_sent += written;
-                      if (queued_ > 0) WriteFront();
-                    });
+  AsyncWrite(std::span(hello_out_).first(bytes),
+             [this](const asio::error_code& error, std::size_t written) {
+               --pending_;
+               writing_ = false;
+               if (state_ != State::kOpen) return;
+               if (error) {
+                 Close(CloseReason::kEndOfStream);
+                 return;
+               }
+               counters_.bytes_sent += written;
+               if (queued_ > 0) WriteFront();
+             });
 }
 
 bool FrameChannel::RejectUnauthenticated(const char* what) {
@@ -167,11 +231,11 @@ bool FrameChannel::RejectUnauthenticated(const char* what) {
 
 void FrameChannel::ReadMore() {
   ++pending_;
-  socket_.async_read_some(asio::buffer(receive_bytes() + received_, expected_ - received_),
-                          [this](const asio::error_code& error, std::size_t bytes) {
-                            --pending_;
-                            OnRead(error, bytes);
-                          });
+  AsyncReadSome(std::span(receive_bytes() + received_, expected_ - received_),
+                [this](const asio::error_code& error, std::size_t bytes) {
+                  --pending_;
+                  OnRead(error, bytes);
+                });
 }
 
 void FrameChannel::OnRead(const asio::error_code& error, std::size_t bytes) {
@@ -273,6 +337,7 @@ bool FrameChannel::Send(std::span<const std::byte> frame) {
 }
 
 void FrameChannel::WriteFront() {
+  if (tls_pending()) return;  // written once the TLS handshake is done
   if (authenticating()) {
     if (!auth_.established()) return;  // written once the hellos are done
     const std::span<std::byte> record(slots_[head_]);
@@ -290,11 +355,10 @@ void FrameChannel::WriteFront() {
   writing_ = true;
   write_started_ = events_.ChannelNow();
   ++pending_;
-  asio::async_write(socket_, asio::buffer(slots_[head_]),
-                    [this](const asio::error_code& error, std::size_t bytes) {
-                      --pending_;
-                      OnWritten(error, bytes);
-                    });
+  AsyncWrite(slots_[head_], [this](const asio::error_code& error, std::size_t bytes) {
+    --pending_;
+    OnWritten(error, bytes);
+  });
 }
 
 void FrameChannel::OnWritten(const asio::error_code& error, std::size_t bytes) {
@@ -327,6 +391,8 @@ void FrameChannel::Close(CloseReason reason, bool silent) {
   }
   writing_ = false;
   received_ = 0;
+  // The TLS stream object stays until the channel reopens: pending handlers still hold it.
+  tls_ready_ = false;
   auth_.Reset();  // this connection's keys are of no further use
   if (was_open) ++counters_.disconnects;
   if (!silent) events_.OnChannelClosed(*this, reason);
@@ -344,6 +410,13 @@ void FrameChannel::CheckDeadlines(TimeNs now) {
     return;
   }
   if (state_ != State::kOpen) return;
+  if (tls_pending() && now - opened_at > options_.hello_timeout_ns) {
+    ++counters_.tls_failures;
+    platform::Log(platform::LogLevel::kWarning, "%s: TLS handshake not done within %.1f s: closing",
+                  options_.log_name, static_cast<double>(options_.hello_timeout_ns) * 1e-9);
+    Close(CloseReason::kTlsFailed);
+    return;
+  }
   if (!bound && !heard_ && now - opened_at > options_.hello_timeout_ns) {
     ++counters_.hello_timeouts;
     ++counters_.unidentified;

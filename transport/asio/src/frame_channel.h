@@ -10,12 +10,18 @@
 // numbers) and opened in DeliverFrame; the driver only checks that an accepted connection's
 // first frame names the device it authenticated as.
 //
+// TLS (DriverOptions::tls) sits below everything else: once TCP is up, the channel runs the TLS
+// handshake on a stream layered over its socket, and only then starts the hellos and frames;
+// reads and writes go through that stream. A connection that has not finished its handshake
+// counts as neither connected for writes nor heard from.
+//
 // Lifetime: Asio handlers refer to the channel, so a channel object lives as long as the
 // driver; after Close() it can be reused once pending_operations() is 0.
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -24,6 +30,14 @@
 #include "edgesgd/auth/connection_auth.h"
 
 namespace edgesgd::tcp::internal {
+
+#if EDGESGD_TCP_TLS
+using TlsContext = asio::ssl::context;
+using TlsStream = asio::ssl::stream<asio::ip::tcp::socket&>;
+#else
+struct TlsContext {};  // never created: Open refuses DriverOptions::tls in this build
+struct TlsStream {};
+#endif
 
 enum class CloseReason : std::uint8_t {
   kEndOfStream,  // the peer closed, or a read/write error (reset, broken pipe)
@@ -39,6 +53,7 @@ enum class CloseReason : std::uint8_t {
   kShutdown,     // the driver is stopping
   // A hello or record failed authentication (DriverOptions::auth_keys).
   kUnauthenticated,
+  kTlsFailed,  // the TLS handshake failed or did not finish in time (DriverOptions::tls)
 };
 const char* CloseReasonName(CloseReason reason);
 
@@ -59,8 +74,9 @@ class ChannelEvents {
 
 class FrameChannel {
  public:
+  // `tls` (the driver's, outliving the channel) is set when DriverOptions::tls is.
   FrameChannel(asio::io_context& io, ChannelEvents& events, const DriverOptions& options,
-               DriverCounters& counters);
+               DriverCounters& counters, TlsContext* tls);
   FrameChannel(const FrameChannel&) = delete;
   FrameChannel& operator=(const FrameChannel&) = delete;
 
@@ -113,6 +129,16 @@ class FrameChannel {
   enum class State : std::uint8_t { kClosed, kConnecting, kOpen };
 
   void Opened();
+  // After TCP (and TLS) are up: the authentication hellos, or straight to frames.
+  void BeginFraming();
+  // TLS: the handshake on a fresh stream over the socket; BeginFraming once it is done.
+  void StartTls();
+  bool tls_pending() const { return tls_context_ != nullptr && !tls_ready_; }
+  // Reads and writes through the TLS stream when there is one, else the socket.
+  template <typename Handler>
+  void AsyncReadSome(std::span<std::byte> into, Handler&& handler);
+  template <typename Handler>
+  void AsyncWrite(std::span<const std::byte> bytes, Handler&& handler);
   void ReadMore();
   void OnRead(const asio::error_code& error, std::size_t bytes);
   void DeliverFrame(std::span<const std::byte> frame);
@@ -129,6 +155,10 @@ class FrameChannel {
   std::byte* receive_bytes() { return reinterpret_cast<std::byte*>(receive_words_.data()); }
 
   asio::ip::tcp::socket socket_;
+  TlsContext* tls_context_ = nullptr;
+  // One per connection (a TLS session cannot be reused), replaced when the channel reopens.
+  std::optional<TlsStream> tls_;
+  bool tls_ready_ = false;  // handshake done on the current connection
   ChannelEvents& events_;
   const DriverOptions& options_;
   DriverCounters& counters_;

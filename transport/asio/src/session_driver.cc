@@ -5,6 +5,8 @@
 #include <chrono>
 #include <csignal>
 #include <deque>
+#include <optional>
+#include <string>
 
 #include "edgesgd/asio/asio.h"
 #include "edgesgd/platform/log.h"
@@ -16,6 +18,7 @@ namespace edgesgd::tcp {
 using internal::ChannelEvents;
 using internal::CloseReason;
 using internal::FrameChannel;
+using internal::TlsContext;
 using platform::Log;
 using platform::LogLevel;
 
@@ -137,6 +140,8 @@ class SessionDriver::Impl final : public ChannelEvents {
     std::uint32_t failures = 0;
   };
 
+  // Loads DriverOptions::tls into the context every channel shares. False with `error`.
+  bool OpenTls(const TlsFiles& files, std::string& error);
   FrameChannel& NewChannel();
   void Accept();
   void ScheduleReconnect(Dial& dial);
@@ -164,6 +169,7 @@ class SessionDriver::Impl final : public ChannelEvents {
   asio::steady_timer housekeeping_;
   asio::signal_set signals_;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::optional<TlsContext> tls_context_;
 
   protocol::Session* session_ = nullptr;
   bool in_session_ = false;
@@ -185,6 +191,7 @@ bool SessionDriver::Impl::Open(const DriverOptions& options, std::string& error)
   options_.max_frame_bytes = std::min(options_.max_frame_bytes, wire::kMaxFrameBytes);
   jitter_state_ = options_.seed ^ 0x5DEECE66Dull;
   start_ = std::chrono::steady_clock::now();
+  if (options_.tls && !OpenTls(*options_.tls, error)) return false;
   if (options_.listen) {
     asio::ip::tcp::endpoint endpoint;
     if (!Resolve(io_, *options_.listen, endpoint, error)) return false;
@@ -215,6 +222,38 @@ bool SessionDriver::Impl::Open(const DriverOptions& options, std::string& error)
   return true;
 }
 
+bool SessionDriver::Impl::OpenTls(const TlsFiles& files, std::string& error) {
+#if EDGESGD_TCP_TLS
+  TlsContext& context = tls_context_.emplace(asio::ssl::context::tls);
+  asio::error_code code;
+  const auto failed = [&](const char* what, const std::string& file) {
+    error = std::string("TLS: cannot use the ") + what + " " + file + ": " + code.message();
+    tls_context_.reset();
+    return false;
+  };
+  // TLS 1.2 and later only.
+  context.set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                          asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+                          asio::ssl::context::no_tlsv1_1,
+                      code);
+  if (code) return failed("options", "");
+  context.use_certificate_chain_file(files.certificate, code);
+  if (code) return failed("certificate", files.certificate);
+  // OpenSSL checks here that the key belongs to the certificate.
+  context.use_private_key_file(files.private_key, asio::ssl::context::pem, code);
+  if (code) return failed("private key", files.private_key);
+  context.load_verify_file(files.ca, code);
+  if (code) return failed("CA certificate", files.ca);
+  context.set_verify_mode(asio::ssl::verify_peer | asio::ssl::verify_fail_if_no_peer_cert, code);
+  if (code) return failed("verify mode", "");
+  return true;
+#else
+  (void)files;
+  error = "TLS: this edgesgd was built without it (OpenSSL was not found for this target)";
+  return false;
+#endif
+}
+
 FrameChannel& SessionDriver::Impl::NewChannel() {
   for (const std::unique_ptr<FrameChannel>& channel : channels_) {
     if (!channel->dialled && channel->reusable()) {
@@ -223,7 +262,8 @@ FrameChannel& SessionDriver::Impl::NewChannel() {
       return *channel;
     }
   }
-  channels_.push_back(std::make_unique<FrameChannel>(io_, *this, options_, counters_));
+  channels_.push_back(std::make_unique<FrameChannel>(io_, *this, options_, counters_,
+                                                     tls_context_ ? &*tls_context_ : nullptr));
   return *channels_.back();
 }
 
@@ -512,6 +552,8 @@ void SessionDriver::Impl::Stop(DriverStop reason) {
 
 SessionDriver::SessionDriver() : impl_(std::make_unique<Impl>()) {}
 SessionDriver::~SessionDriver() = default;
+
+bool TlsAvailable() { return EDGESGD_TCP_TLS != 0; }
 
 bool SessionDriver::Open(const DriverOptions& options, std::string& error) {
   return impl_->Open(options, error);

@@ -10,6 +10,7 @@
 //   ASIO_NO_TYPEID       no RTTI (Asio otherwise uses typeid for service identity)
 //   ASIO_NO_DEPRECATED   the current interface only
 // Only transport/asio sources include this header; its public headers stay free of Asio.
+// EDGESGD_TCP_TLS (set by the build when it found OpenSSL) adds Asio's TLS streams.
 
 #if defined(ASIO_VERSION)
 #error "asio was included before edgesgd/asio/asio.h: include this wrapper instead"
@@ -35,3 +36,6 @@ template <typename Exception>
 }  // namespace asio::detail
 
 #include <asio.hpp>
+#if EDGESGD_TCP_TLS
+#include <asio/ssl.hpp>
+#endif

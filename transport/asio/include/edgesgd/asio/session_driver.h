@@ -71,6 +71,16 @@ struct DialTarget {
   Endpoint endpoint;
 };
 
+// PEM files for TLS (DriverOptions::tls).
+struct TlsFiles {
+  std::string certificate;  // this node's certificate (chain)
+  std::string private_key;  // its key, unencrypted
+  std::string ca;           // the certificate authority that signed every node's certificate
+};
+
+// True when this build can run TLS (it found OpenSSL; native Linux builds).
+bool TlsAvailable();
+
 struct DriverOptions {
   std::optional<Endpoint> listen;  // accept connections here (server, gossip peer)
   std::vector<DialTarget> dial;    // connect to these (worker: the server; peer: neighbours)
@@ -101,6 +111,13 @@ struct DriverOptions {
   // frame must then name as sender. Null: plain frames. The ring must outlive the driver.
   const auth::KeyRing* auth_keys = nullptr;
   std::uint32_t auth_device = 0;
+  // TLS 1.2+ on every connection, below the frames (and the authentication hellos): both sides
+  // present their certificate and check the other's against `ca` — the chain only, not the
+  // name, since peers are reached by address; auth_keys binds frames to devices. Adds
+  // confidentiality to auth_keys' integrity. A handshake that fails, or that does not finish
+  // within hello_timeout_ns, is counted (tls_failures), logged and its connection closed.
+  // Open fails when the files do not load or TlsAvailable() is false. Unset: plain TCP.
+  std::optional<TlsFiles> tls;
 };
 
 struct DriverCounters {
@@ -119,6 +136,7 @@ struct DriverCounters {
   std::uint64_t queue_overflows = 0;     // a connected peer's queue was full: disconnected
   std::uint64_t auth_rejected = 0;       // hellos/records failing authentication: bad tag,
                                          // replay, unknown device, a sender not its device
+  std::uint64_t tls_failures = 0;        // TLS handshakes that failed or timed out
   std::uint64_t frames_unroutable = 0;   // no connection to the peer, or queue full while down
   std::uint64_t frames_received = 0;
   std::uint64_t bytes_received = 0;
