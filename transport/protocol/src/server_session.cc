@@ -761,71 +761,62 @@ void ServerSession::CloseRound(TimeNs now) {
 }
 
 Status ServerSession::ApplyRound() {
-  const TensorLayout& layout = config_.layout;
-  if (config_.aggregation == AggregationKind::kMajority) {
-    // V goes straight into the next round's broadcast frame; the server then applies the
-    // frame's own bytes, exactly as every worker will.
-    const wire::FrameHeader header = NextHeader(round_ + 1);
-    const wire::PayloadMessage message =
-        wire::PayloadMessage::ModelBroadcast({wire::BroadcastContent::kAggregate, reported_});
-    EDGESGD_TRY_ASSIGN(const PayloadSpans spans, aggregate_builder_->BeginPayloadFrame(
-                                                     header, message, config_.codec, layout));
-    if (const Status finished = vote_.Finish(spans.words); !finished.ok()) {
-      aggregate_builder_->AbandonPayloadFrame();
-      return finished;
-    }
-    std::fill(spans.scales.begin(), spans.scales.end(), 1.0f);
-    EDGESGD_TRY_ASSIGN(aggregate_frame_, aggregate_builder_->FinishPayloadFrame());
-    const Result<wire::FrameView> view = wire::DecodeFrame(aggregate_frame_);
-    if (!view.ok()) return Status::Internal();
-    EDGESGD_TRY(ApplySignVote(view.value().payload.view.words, layout,
-                              config_.optimizer.learning_rate, config_.optimizer.weight_decay,
-                              model_));
-    aggregate_valid_ = true;
-  } else if (RecompressesDownlink(config_)) {
-    // The dense mean joins the server's residual, whose compression becomes the next broadcast;
-    // as above, the server applies the frame's own payload.
-    EDGESGD_TRY_ASSIGN(const std::span<const float> mean, mean_.Mean());
-    const wire::FrameHeader header = NextHeader(round_ + 1);
-    const wire::PayloadMessage message =
-        wire::PayloadMessage::ModelBroadcast({wire::BroadcastContent::kAggregate, reported_});
-    EDGESGD_TRY_ASSIGN(const PayloadSpans spans, aggregate_builder_->BeginPayloadFrame(
-                                                     header, message, config_.codec, layout));
-    const CodecContext context{config_.seed, round_, 0};
-    if (const Result<PayloadShape> sent = downlink_feedback_.Compress(mean, context, spans);
-        !sent.ok()) {
-      aggregate_builder_->AbandonPayloadFrame();
-      return sent.status();
-    }
-    EDGESGD_TRY_ASSIGN(aggregate_frame_, aggregate_builder_->FinishPayloadFrame());
-    const Result<wire::FrameView> view = wire::DecodeFrame(aggregate_frame_);
-    if (!view.ok()) return Status::Internal();
-    EDGESGD_TRY(DecodeAdd(config_.codec, layout, context, view.value().payload.view, -1.0f, model_,
-                          decode_scratch_));
-    aggregate_valid_ = true;
-  } else if (config_.downlink == DownlinkKind::kAggregate) {
-    // The mean in payload space becomes the next broadcast; applying that frame's payload with
-    // the same DecodeAdd the workers use keeps their models bit-identical to this one.
-    EDGESGD_TRY_ASSIGN(const PayloadView mean, payload_sum_.Mean());
-    const wire::FrameHeader header = NextHeader(round_ + 1);
-    const wire::PayloadMessage message =
-        wire::PayloadMessage::ModelBroadcast({wire::BroadcastContent::kAggregate, reported_});
-    EDGESGD_TRY_ASSIGN(const PayloadSpans spans, aggregate_builder_->BeginPayloadFrame(
-                                                     header, message, config_.codec, layout));
-    std::copy(mean.indices.begin(), mean.indices.end(), spans.indices.begin());
-    std::copy(mean.values.begin(), mean.values.end(), spans.values.begin());
-    EDGESGD_TRY_ASSIGN(aggregate_frame_, aggregate_builder_->FinishPayloadFrame());
-    const Result<wire::FrameView> view = wire::DecodeFrame(aggregate_frame_);
-    if (!view.ok()) return Status::Internal();
-    const CodecContext context{config_.seed, round_, 0};
-    EDGESGD_TRY(DecodeAdd(config_.codec, layout, context, view.value().payload.view, -1.0f, model_,
-                          decode_scratch_));
-    aggregate_valid_ = true;
+  if (config_.aggregation == AggregationKind::kMajority ||
+      config_.downlink == DownlinkKind::kAggregate) {
+    EDGESGD_TRY(BroadcastAndApplyAggregate());
   } else {
     EDGESGD_TRY(mean_.AddScaledMean(-1.0f, model_));
   }
   // A diverged run would broadcast NaN forever; stop it instead, loudly.
   if (!AllFinite(model_)) return Status::DataLoss();
+  return Status::Ok();
+}
+
+Status ServerSession::BroadcastAndApplyAggregate() {
+  const TensorLayout& layout = config_.layout;
+  const wire::FrameHeader header = NextHeader(round_ + 1);
+  const wire::PayloadMessage message =
+      wire::PayloadMessage::ModelBroadcast({wire::BroadcastContent::kAggregate, reported_});
+  EDGESGD_TRY_ASSIGN(const PayloadSpans spans, aggregate_builder_->BeginPayloadFrame(
+                                                   header, message, config_.codec, layout));
+  const CodecContext context{config_.seed, round_, 0};
+  if (const Status filled = FillAggregate(spans, context); !filled.ok()) {
+    aggregate_builder_->AbandonPayloadFrame();
+    return filled;
+  }
+  EDGESGD_TRY_ASSIGN(aggregate_frame_, aggregate_builder_->FinishPayloadFrame());
+  const Result<wire::FrameView> view = wire::DecodeFrame(aggregate_frame_);
+  if (!view.ok()) return Status::Internal();
+  // The server applies the frame's own bytes, exactly as every worker will: their models stay
+  // bit-identical to this one.
+  const PayloadView& payload = view.value().payload.view;
+  if (config_.aggregation == AggregationKind::kMajority) {
+    EDGESGD_TRY(ApplySignVote(payload.words, layout, config_.optimizer.learning_rate,
+                              config_.optimizer.weight_decay, model_));
+  } else {
+    EDGESGD_TRY(
+        DecodeAdd(config_.codec, layout, context, payload, -1.0f, model_, decode_scratch_));
+  }
+  aggregate_valid_ = true;
+  return Status::Ok();
+}
+
+Status ServerSession::FillAggregate(const PayloadSpans& spans, const CodecContext& context) {
+  if (config_.aggregation == AggregationKind::kMajority) {
+    // V = sign(sum_i sign(m_i)) as plain signs: one unit scale per tensor.
+    EDGESGD_TRY(vote_.Finish(spans.words));
+    std::fill(spans.scales.begin(), spans.scales.end(), 1.0f);
+    return Status::Ok();
+  }
+  if (RecompressesDownlink(config_)) {
+    // The dense mean joins the server's residual, whose compression is the broadcast.
+    EDGESGD_TRY_ASSIGN(const std::span<const float> mean, mean_.Mean());
+    return downlink_feedback_.Compress(mean, context, spans).status();
+  }
+  // The mean in payload space.
+  EDGESGD_TRY_ASSIGN(const PayloadView mean, payload_sum_.Mean());
+  std::copy(mean.indices.begin(), mean.indices.end(), spans.indices.begin());
+  std::copy(mean.values.begin(), mean.values.end(), spans.values.begin());
   return Status::Ok();
 }
 

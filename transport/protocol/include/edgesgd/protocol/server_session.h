@@ -346,6 +346,12 @@ class ServerSession final : public Session {
   void TopUp();
   void Select(WorkerSlot& slot);
   Status ApplyRound();
+  // Aggregate downlink or majority vote: builds the next round's broadcast of this round's
+  // aggregate, then applies that frame's payload to the model.
+  Status BroadcastAndApplyAggregate();
+  // Writes this round's aggregate into the broadcast payload: the vote, the re-compressed mean
+  // (RecompressesDownlink) or the mean in payload space.
+  Status FillAggregate(const PayloadSpans& spans, const CodecContext& context);
   Status BuildModelFrame();
   void Finish(wire::LeaveReason reason, Status status);
 
