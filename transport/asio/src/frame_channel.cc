@@ -153,17 +153,20 @@ void FrameChannel::AsyncWrite(std::span<const std::byte> bytes, Handler&& handle
                     std::forward<Handler>(handler));
 }
 
+bool FrameChannel::FreshNonce(std::span<std::byte, auth::kNonceBytes> nonce) {
+  if (platform::FillRandomBytes(nonce).ok()) return true;
+  platform::Log(platform::LogLevel::kError, "%s: no random bytes for a nonce: closing",
+                options_.log_name);
+  Close(CloseReason::kUnauthenticated);
+  return false;
+}
+
 bool FrameChannel::StartHandshake() {
   auth_.Reset();
   expected_ = dialled ? auth::kResponderHelloBytes : auth::kInitiatorHelloBytes;
   if (!dialled) return true;  // the responder speaks second
   std::array<std::byte, auth::kNonceBytes> nonce;
-  if (!platform::FillRandomBytes(nonce).ok()) {
-    platform::Log(platform::LogLevel::kError, "%s: no random bytes for a nonce: closing",
-                  options_.log_name);
-    Close(CloseReason::kUnauthenticated);
-    return false;
-  }
+  if (!FreshNonce(nonce)) return false;
   if (!auth_
            .StartInitiator(*options_.auth_keys, options_.auth_device, nonce,
                            std::span(hello_out_).first<auth::kInitiatorHelloBytes>())
@@ -183,12 +186,7 @@ bool FrameChannel::OnHello() {
     if (!auth_.AcceptResponderHello(hello).ok()) return RejectUnauthenticated("hello");
   } else {
     std::array<std::byte, auth::kNonceBytes> nonce;
-    if (!platform::FillRandomBytes(nonce).ok()) {
-      platform::Log(platform::LogLevel::kError, "%s: no random bytes for a nonce: closing",
-                    options_.log_name);
-      Close(CloseReason::kUnauthenticated);
-      return false;
-    }
+    if (!FreshNonce(nonce)) return false;
     if (!auth_.StartResponder(*options_.auth_keys, hello, nonce, hello_out_).ok()) {
       return RejectUnauthenticated("hello");
     }

@@ -147,6 +147,9 @@ class FrameChannel {
   // when it is written and opened before it is delivered. False after closing the connection.
   bool authenticating() const { return options_.auth_keys != nullptr; }
   bool StartHandshake();
+  // This side's nonce for the hellos; false after closing the connection when the platform
+  // has no random bytes.
+  bool FreshNonce(std::span<std::byte, auth::kNonceBytes> nonce);
   bool OnHello();
   void WriteHello(std::size_t bytes);
   bool RejectUnauthenticated(const char* what);
