@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "edgesgd/core/codec_dispatch.h"
@@ -428,25 +429,47 @@ bool EvaluatesRound(const RunFlags& o, std::uint32_t row_round) {
   return row_round % o.eval_every == 0 || row_round == o.rounds;
 }
 
-MetricsRow ServerRoundRow(const protocol::RoundEvent& event, const RunFlags& o,
-                          double bits_per_coord, Task& task, std::span<const float> model) {
-  MetricsRow row;
-  row.round = event.round + 1;
-  row.time_s = static_cast<double>(event.time_closed) * 1e-9;
-  row.bytes_up = event.bytes_up;
-  row.bytes_down = event.bytes_down;
-  row.bits_per_coord = event.reported == 0
-                           ? bits_per_coord
-                           : static_cast<double>(event.payload_bits) /
-                                 (static_cast<double>(event.reported) *
-                                  static_cast<double>(task.dimension()));
-  if (EvaluatesRound(o, row.round)) {
-    const TaskEvaluation evaluation = task.Evaluate(model);
-    row.loss = evaluation.loss;
-    row.accuracy = evaluation.accuracy;
-    row.dist_to_opt = evaluation.log10_dist_to_opt;
+ServerRunOutput::ServerRunOutput(const RunFlags& flags, const protocol::RunConfig& config,
+                                 Task& task, MetricsWriter& metrics, ProgressLine& progress,
+                                 Readout readout)
+    : flags_(flags),
+      task_(task),
+      metrics_(metrics),
+      progress_(progress),
+      readout_(std::move(readout)),
+      bits_per_coord_(PayloadBitsPerCoordinate(config)) {}
+
+void ServerRunOutput::Drain(protocol::ServerSession& server) {
+  protocol::RoundEvent event;
+  while (server.PollRoundEvent(event)) {
+    MetricsRow row;
+    row.round = event.round + 1;
+    row.time_s = static_cast<double>(event.time_closed) * 1e-9;
+    row.bytes_up = event.bytes_up;
+    row.bytes_down = event.bytes_down;
+    row.bits_per_coord = event.reported == 0
+                             ? bits_per_coord_
+                             : static_cast<double>(event.payload_bits) /
+                                   (static_cast<double>(event.reported) *
+                                    static_cast<double>(task_.dimension()));
+    const bool evaluated = EvaluatesRound(flags_, row.round);
+    if (evaluated) {
+      const std::span<const float> model =
+          readout_ ? readout_(server.model()) : server.model();
+      const TaskEvaluation evaluation = task_.Evaluate(model);
+      row.loss = evaluation.loss;
+      row.accuracy = evaluation.accuracy;
+      row.dist_to_opt = evaluation.log10_dist_to_opt;
+      last_ = row;
+    }
+    metrics_.Write(row);
+    progress_.Update(row);
   }
-  return row;
+  protocol::RejectEvent reject;
+  while (server.PollRejectEvent(reject)) {
+    progress_.Note("server rejected a frame from peer %u in round %u: %s", reject.peer,
+                   reject.round + 1, protocol::RejectReasonName(reject.reason));
+  }
 }
 
 void WriteRunSummary(SummaryWriter& summary, const RunFlags& o, const protocol::RunConfig& config,

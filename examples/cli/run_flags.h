@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 
@@ -161,12 +162,34 @@ double PayloadBitsPerCoordinate(const protocol::RunConfig& config);
 // rounds and the last.
 bool EvaluatesRound(const RunFlags& flags, std::uint32_t row_round);
 
-// One metrics row per closed round of a server: `time_s` from the event, loss and accuracy
-// every eval_every rounds (and at the last) from `model`, bits_per_coord the mean over the
-// round's uploads (a quantization schedule changes it every round; `bits_per_coord` when none
-// arrived). Used by the simulator and the TCP server alike.
-MetricsRow ServerRoundRow(const protocol::RoundEvent& event, const RunFlags& flags,
-                          double bits_per_coord, Task& task, std::span<const float> model);
+// The per-round output of a parameter-server run (simulate, server), drained after every call
+// into the server: one metrics row and progress update per closed round — `time_s` from the
+// event, loss and accuracy every eval_every rounds (and at the last), bits_per_coord the mean
+// over the round's uploads (a quantization schedule changes it every round) — and one note per
+// rejected frame.
+class ServerRunOutput {
+ public:
+  // The model an evaluated round is scored on, given the server's (DEF-A reads it out as
+  // x - mean_i e_i); unset: the server's model.
+  using Readout = std::function<std::span<const float>(std::span<const float> model)>;
+
+  ServerRunOutput(const RunFlags& flags, const protocol::RunConfig& config, Task& task,
+                  MetricsWriter& metrics, ProgressLine& progress, Readout readout = {});
+
+  void Drain(protocol::ServerSession& server);
+
+  // The last evaluated row (all empty before the first).
+  const MetricsRow& last() const { return last_; }
+
+ private:
+  const RunFlags& flags_;
+  Task& task_;
+  MetricsWriter& metrics_;
+  ProgressLine& progress_;
+  Readout readout_;
+  double bits_per_coord_;  // of a round without uploads
+  MetricsRow last_;
+};
 
 // The summary fields every parameter-server run writes (before its own sections).
 void WriteRunSummary(SummaryWriter& summary, const RunFlags& flags,

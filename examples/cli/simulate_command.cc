@@ -329,46 +329,28 @@ int RunSimulate(const SimulateOptions& o) {
                        WithSpeed(link, speeds[w]));
   }
 
-  // DEF-A reads the model out as x - mean_i e_i (ALGORITHMS.md §2); the training dynamics are
-  // DEF's.
-  const bool defa = config.aggregation == protocol::AggregationKind::kMean && o.feedback == "defa";
-  std::vector<float> readout(task.dimension());
-  std::vector<std::span<const float>> residuals(o.workers);
-  const double payload_bits_per_coord = PayloadBitsPerCoordinate(config);
-
   MetricsWriter metrics;
   if (!o.metrics.empty() && !metrics.Open(o.metrics, error)) {
     std::fprintf(stderr, "edgesgd simulate: %s\n", error.c_str());
     return 1;
   }
   ProgressLine progress(o.quiet, IsTerminal(), o.rounds);
-  MetricsRow last;
-  bool have_last = false;
-  network.SetObserver([&](const sim::SimEvent&) {
-    protocol::RoundEvent round;
-    while (server.PollRoundEvent(round)) {
-      std::span<const float> model = server.model();
-      const bool evaluate = EvaluatesRound(o, round.round + 1);
-      if (defa && evaluate) {
-        for (std::size_t w = 0; w < o.workers; ++w) {
-          residuals[w] = workers[w]->error_feedback().residual();
-        }
-        if (DeAveragedReadout(model, residuals, readout).ok()) model = readout;
+  // DEF-A reads the model out as x - mean_i e_i (ALGORITHMS.md §2); the training dynamics are
+  // DEF's.
+  ServerRunOutput::Readout defa_readout;
+  std::vector<float> readout(task.dimension());
+  std::vector<std::span<const float>> residuals(o.workers);
+  if (config.aggregation == protocol::AggregationKind::kMean && o.feedback == "defa") {
+    defa_readout = [&](std::span<const float> model) {
+      for (std::size_t w = 0; w < o.workers; ++w) {
+        residuals[w] = workers[w]->error_feedback().residual();
       }
-      const MetricsRow row = ServerRoundRow(round, o, payload_bits_per_coord, task, model);
-      metrics.Write(row);
-      progress.Update(row);
-      if (evaluate) {
-        last = row;
-        have_last = true;
-      }
-    }
-    protocol::RejectEvent reject;
-    while (server.PollRejectEvent(reject)) {
-      progress.Note("server rejected a frame from peer %u in round %u: %s", reject.peer,
-                    reject.round + 1, protocol::RejectReasonName(reject.reason));
-    }
-  });
+      return DeAveragedReadout(model, residuals, readout).ok() ? std::span<const float>(readout)
+                                                               : model;
+    };
+  }
+  ServerRunOutput output(o, config, task, metrics, progress, std::move(defa_readout));
+  network.SetObserver([&](const sim::SimEvent&) { output.Drain(server); });
   const sim::StopReason stop = network.Run();
   progress.Finish();
   if (!metrics.Close(error)) {
@@ -384,7 +366,7 @@ int RunSimulate(const SimulateOptions& o) {
   const sim::DeviceCounters totals = network.TotalCounters();
   const protocol::ServerCounters& counters = server.counters();
   SummaryWriter summary;
-  WriteRunSummary(summary, o, config, task.dimension(), have_last ? last : MetricsRow{});
+  WriteRunSummary(summary, o, config, task.dimension(), output.last());
   WriteMemoryPlan(summary, plan);
   summary.Begin("network");
   summary.Field("frames_lost", totals.frames_lost);
@@ -394,7 +376,7 @@ int RunSimulate(const SimulateOptions& o) {
   summary.Field("server_rejected_frames", counters.total_rejected());
   summary.Field("deadline_extensions", counters.deadline_extensions);
   summary.End();
-  return FinishServerRun("simulate", "virtual s", o, summary, server.model(), last);
+  return FinishServerRun("simulate", "virtual s", o, summary, server.model(), output.last());
 }
 
 }  // namespace

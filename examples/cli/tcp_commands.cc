@@ -349,9 +349,7 @@ int RunServer(const ServerFlags& o) {
     return 1;
   }
   ProgressLine progress(o.quiet, IsTerminal(), o.rounds);
-  const double bits_per_coord = PayloadBitsPerCoordinate(config);
-  MetricsRow last;
-  bool have_last = false;
+  ServerRunOutput output(o, config, task, metrics, progress);
   std::uint32_t saved_round = server.round();
   bool checkpoint_failed = false;
   driver.SetAfterSessionCall([&] {
@@ -368,21 +366,7 @@ int RunServer(const ServerFlags& o) {
       }
       saved_round = server.round();
     }
-    protocol::RoundEvent round;
-    while (server.PollRoundEvent(round)) {
-      const MetricsRow row = ServerRoundRow(round, o, bits_per_coord, task, server.model());
-      metrics.Write(row);
-      progress.Update(row);
-      if (EvaluatesRound(o, row.round)) {
-        last = row;
-        have_last = true;
-      }
-    }
-    protocol::RejectEvent reject;
-    while (server.PollRejectEvent(reject)) {
-      progress.Note("server rejected a frame from peer %u in round %u: %s", reject.peer,
-                    reject.round + 1, protocol::RejectReasonName(reject.reason));
-    }
+    output.Drain(server);
   });
   const tcp::DriverStop stop = driver.Run(server);
   progress.Finish();
@@ -407,7 +391,7 @@ int RunServer(const ServerFlags& o) {
   const protocol::ServerCounters& counters = server.counters();
   const tcp::DriverCounters& net = driver.counters();
   SummaryWriter summary;
-  WriteRunSummary(summary, o, config, task.dimension(), have_last ? last : MetricsRow{});
+  WriteRunSummary(summary, o, config, task.dimension(), output.last());
   WriteMemoryPlan(summary, plan);
   summary.Begin("network");
   summary.Field("server_rejected_frames", counters.total_rejected());
@@ -426,7 +410,7 @@ int RunServer(const ServerFlags& o) {
   summary.Field("auth_rejected", net.auth_rejected);
   summary.Field("tls_failures", net.tls_failures);
   summary.End();
-  return FinishServerRun("server", "s", o, summary, server.model(), last);
+  return FinishServerRun("server", "s", o, summary, server.model(), output.last());
 }
 
 // ---- worker ----
