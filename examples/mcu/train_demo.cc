@@ -377,8 +377,7 @@ int Run() {
     Log(LogLevel::kError, "EDGESGD-MCU FAIL: training did not reach the targets");
     return 1;
   }
-  platform::internal::SemihostingWrite(platform::internal::Stream::kStdout,
-                                       "EDGESGD-MCU PASS\n");
+  platform::internal::ReportPass();
   return 0;
 }
 

@@ -167,7 +167,7 @@ int Run() {
     Log(LogLevel::kError, "EDGESGD-MCU FAIL: worker did not converge or exceeds the flash budget");
     return 1;
   }
-  platform::internal::SemihostingWrite(platform::internal::Stream::kStdout, "EDGESGD-MCU PASS\n");
+  platform::internal::ReportPass();
   return 0;
 }
 
