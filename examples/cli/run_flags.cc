@@ -429,6 +429,13 @@ bool EvaluatesRound(const RunFlags& o, std::uint32_t row_round) {
   return row_round % o.eval_every == 0 || row_round == o.rounds;
 }
 
+void EvaluateInto(Task& task, std::span<const float> model, MetricsRow& row) {
+  const TaskEvaluation evaluation = task.Evaluate(model);
+  row.loss = evaluation.loss;
+  row.accuracy = evaluation.accuracy;
+  row.dist_to_opt = evaluation.log10_dist_to_opt;
+}
+
 ServerRunOutput::ServerRunOutput(const RunFlags& flags, const protocol::RunConfig& config,
                                  Task& task, MetricsWriter& metrics, ProgressLine& progress,
                                  Readout readout)
@@ -452,14 +459,8 @@ void ServerRunOutput::Drain(protocol::ServerSession& server) {
                              : static_cast<double>(event.payload_bits) /
                                    (static_cast<double>(event.reported) *
                                     static_cast<double>(task_.dimension()));
-    const bool evaluated = EvaluatesRound(flags_, row.round);
-    if (evaluated) {
-      const std::span<const float> model =
-          readout_ ? readout_(server.model()) : server.model();
-      const TaskEvaluation evaluation = task_.Evaluate(model);
-      row.loss = evaluation.loss;
-      row.accuracy = evaluation.accuracy;
-      row.dist_to_opt = evaluation.log10_dist_to_opt;
+    if (EvaluatesRound(flags_, row.round)) {
+      EvaluateInto(task_, readout_ ? readout_(server.model()) : server.model(), row);
       last_ = row;
     }
     metrics_.Write(row);
@@ -470,6 +471,18 @@ void ServerRunOutput::Drain(protocol::ServerSession& server) {
     progress_.Note("server rejected a frame from peer %u in round %u: %s", reject.peer,
                    reject.round + 1, protocol::RejectReasonName(reject.reason));
   }
+}
+
+void WriteGossipRunSummary(SummaryWriter& summary, const RunFlags& o, std::size_t peers,
+                           std::size_t parameters, const MetricsRow& final_row) {
+  summary.Field("task", o.task);
+  summary.Field("mode", "gossip");
+  summary.Field("topology", o.topology);
+  summary.Field("workers", peers);
+  summary.Field("rounds", o.rounds);
+  summary.Field("seed", o.seed);
+  summary.Field("parameters", parameters);
+  summary.Row("final", final_row);
 }
 
 void WriteRunSummary(SummaryWriter& summary, const RunFlags& o, const protocol::RunConfig& config,

@@ -158,6 +158,9 @@ void WriteMemoryPlan(SummaryWriter& summary, const MemoryPlan& plan);
 // without uploads; ServerRoundRow uses the round's actual payloads).
 double PayloadBitsPerCoordinate(const protocol::RunConfig& config);
 
+// Scores `model` into `row`: loss, accuracy and log10 distance to the optimum.
+void EvaluateInto(Task& task, std::span<const float> model, MetricsRow& row);
+
 // Whether the row of round `row_round` (1-based) carries loss and accuracy: every eval_every
 // rounds and the last.
 bool EvaluatesRound(const RunFlags& flags, std::uint32_t row_round);
@@ -190,6 +193,10 @@ class ServerRunOutput {
   double bits_per_coord_;  // of a round without uploads
   MetricsRow last_;
 };
+
+// The summary fields every gossip run (simulate --mode gossip, peer) writes first.
+void WriteGossipRunSummary(SummaryWriter& summary, const RunFlags& flags, std::size_t peers,
+                           std::size_t parameters, const MetricsRow& final_row);
 
 // The summary fields every parameter-server run writes (before its own sections).
 void WriteRunSummary(SummaryWriter& summary, const RunFlags& flags,

@@ -214,10 +214,7 @@ int RunGossip(const SimulateOptions& o, Task& task, const std::vector<double>& s
           }
         }
         row.consensus = consensus / static_cast<double>(n);
-        const TaskEvaluation evaluation = task.Evaluate(average);
-        row.loss = evaluation.loss;
-        row.accuracy = evaluation.accuracy;
-        row.dist_to_opt = evaluation.log10_dist_to_opt;
+        EvaluateInto(task, average, row);
         last = row;
       }
       metrics.Write(row);
@@ -237,14 +234,7 @@ int RunGossip(const SimulateOptions& o, Task& task, const std::vector<double>& s
     return 1;
   }
   SummaryWriter summary;
-  summary.Field("task", o.task);
-  summary.Field("mode", "gossip");
-  summary.Field("topology", o.topology);
-  summary.Field("workers", n);
-  summary.Field("rounds", o.rounds);
-  summary.Field("seed", o.seed);
-  summary.Field("parameters", d);
-  summary.Row("final", last);
+  WriteGossipRunSummary(summary, o, n, d, last);
   summary.Begin("memory_plan");
   summary.Field("peer_arena_bytes", peer_arena);
   summary.End();

@@ -627,10 +627,7 @@ int RunPeer(const PeerFlags& o) {
       row.bytes_down = event.bytes_received;
       row.bits_per_coord = 32.0;
       if (EvaluatesRound(o, row.round)) {
-        const TaskEvaluation evaluation = task.Evaluate(session.model());
-        row.loss = evaluation.loss;
-        row.accuracy = evaluation.accuracy;
-        row.dist_to_opt = evaluation.log10_dist_to_opt;
+        EvaluateInto(task, session.model(), row);
         last = row;
       }
       metrics.Write(row);
@@ -656,15 +653,8 @@ int RunPeer(const PeerFlags& o) {
   }
   const protocol::GossipCounters& counters = session.counters();
   SummaryWriter summary;
-  summary.Field("task", o.task);
-  summary.Field("mode", "gossip");
-  summary.Field("topology", o.topology);
+  WriteGossipRunSummary(summary, o, n, task.dimension(), last);
   summary.Field("peer", o.id);
-  summary.Field("workers", n);
-  summary.Field("rounds", o.rounds);
-  summary.Field("seed", o.seed);
-  summary.Field("parameters", task.dimension());
-  summary.Row("final", last);
   summary.Begin("gossip");
   WriteGossipPlanFields(summary, o, plan);
   summary.Field("neighbours_missed", counters.neighbours_missed);
