@@ -17,23 +17,19 @@ cmake --build --preset release -j "$jobs" --target edgesgd
 edgesgd=build/release/examples/edgesgd
 mkdir -p "$out"
 
-# Heterogeneous fleet: compute speeds cycle over the 8 devices, every link 10 Mbit/s, 20 ms.
-common=(--task softmax --data fashion-mnist --workers 8 --rounds 3000 --batch 32 --seed 1
-        --device-speeds 1,1,0.5,0.5,0.25,2,1,1 --bandwidth-mbps 10 --latency-ms 20
-        --eval-every 100 --quiet)
-
-run() {
-  local name="$1"; shift
+# The fleet (examples/demo/simulate.toml) and the three runs (examples/demo/runs.txt).
+summaries=()
+curves=()
+while IFS='|' read -r name label flags; do
+  [[ -z "$name" || "$name" == \#* ]] && continue
   echo "demo: running $name ..." >&2
-  "$edgesgd" simulate "${common[@]}" "$@" --metrics "$out/$name.csv" --summary "$out/$name.json"
-}
-run dense --codec identity --optimizer momentum --momentum 0.9 --lr 0.05
-run sign_majority --codec sign --aggregate majority --optimizer signum --momentum 0.9 \
-    --lr 0.001 --downlink aggregate
-run top_k_ef --codec top_k --k-ratio 0.01 --feedback ef --optimizer sgd --lr 0.5
+  # shellcheck disable=SC2086 # the flags are words
+  "$edgesgd" simulate --config examples/demo/simulate.toml $flags --quiet \
+      --metrics "$out/$name.csv" --summary "$out/$name.json" </dev/null
+  summaries+=("$out/$name.json=$label")
+  curves+=("$out/$name.csv=$label")
+done < examples/demo/runs.txt
 
-/usr/bin/python3 examples/demo/compare_runs.py "$out/dense.json=dense SGD" \
-    "$out/sign_majority.json=sign + majority vote" "$out/top_k_ef.json=top_k 1% + EF"
-/usr/bin/python3 examples/plot_metrics.py "$out/demo.png" "$out/dense.csv=dense SGD" \
-    "$out/sign_majority.csv=sign + majority vote" "$out/top_k_ef.csv=top_k 1% + EF" \
+/usr/bin/python3 examples/demo/compare_runs.py "${summaries[@]}"
+/usr/bin/python3 examples/plot_metrics.py "$out/demo.png" "${curves[@]}" \
     --x bytes_up --title "8 devices, Fashion-MNIST softmax regression"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The edgesgd demo over real TCP: an `edgesgd server` and 8 `edgesgd worker` processes on
 # loopback train softmax regression on Fashion-MNIST, comparing the simulator demo's three runs
-# (examples/run_demo.sh):
+# (examples/run_demo.sh, listed in examples/demo/runs.txt):
 #   dense SGD            identity codec, 32 bits per coordinate up and down
 #   sign + majority vote signSGD with Signum momentum, 1 bit per coordinate up and down
 #   top_k + EF           1% of coordinates with error feedback
@@ -49,11 +49,12 @@ run() {
   for pid in "${pids[@]:1}"; do wait "$pid"; done
   pids=()
 }
-run dense --codec identity --optimizer momentum --momentum 0.9 --lr 0.05
-run sign_majority --codec sign --aggregate majority --optimizer signum --momentum 0.9 \
-    --lr 0.001 --downlink aggregate
-run top_k_ef --codec top_k --k-ratio 0.01 --feedback ef --optimizer sgd --lr 0.5
+summaries=()
+while IFS='|' read -r name label flags; do
+  [[ -z "$name" || "$name" == \#* ]] && continue
+  # shellcheck disable=SC2086 # the flags are words
+  run "$name" $flags
+  summaries+=("$out/$name.json=$label")
+done < examples/demo/runs.txt
 
-/usr/bin/python3 examples/demo/compare_runs.py --time-label "wall s" \
-    "$out/dense.json=dense SGD" "$out/sign_majority.json=sign + majority vote" \
-    "$out/top_k_ef.json=top_k 1% + EF"
+/usr/bin/python3 examples/demo/compare_runs.py --time-label "wall s" "${summaries[@]}"
