@@ -21,4 +21,9 @@ const char* Status::str() const {
   return "UNKNOWN";
 }
 
+const char* Status::reason() const {
+  if (reason_ != nullptr) return reason_;
+  return ok() ? "ok" : str();
+}
+
 }  // namespace edgesgd

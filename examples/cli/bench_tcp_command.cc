@@ -101,9 +101,9 @@ bool Measure(const BenchTcpOptions& o, const protocol::RunConfig& config, Figure
   ArenaStorage server_storage(protocol::ServerSession::ArenaBytes(config, options));
   protocol::ServerSession server;
   const std::vector<float> initial(o.dimension, 0.0f);
-  if (const protocol::ConfigCheck check = server.Init(server_storage.arena, config, options, initial);
+  if (const Status check = server.Init(server_storage.arena, config, options, initial);
       !check.ok()) {
-    error = check.reason;
+    error = check.reason();
     return false;
   }
   std::vector<std::unique_ptr<SyntheticGradient>> gradients;
@@ -121,10 +121,10 @@ bool Measure(const BenchTcpOptions& o, const protocol::RunConfig& config, Figure
     worker_options.device_id = w + 1;
     worker_options.gradient = &SyntheticGradient::Compute;
     worker_options.user = gradients.back().get();
-    if (const protocol::ConfigCheck check = workers.back()->Init(storages.back()->arena,
+    if (const Status check = workers.back()->Init(storages.back()->arena,
                                                                  worker_options);
         !check.ok()) {
-      error = check.reason;
+      error = check.reason();
       return false;
     }
     pointers.push_back(workers.back().get());

@@ -158,9 +158,9 @@ bool MakeGossipTopology(const std::string& spec, std::uint32_t peers, std::uint6
     out.offsets.resize(static_cast<std::size_t>(peers) + 1);
     out.neighbours.resize(static_cast<std::size_t>(peers) * k);
     std::vector<std::uint32_t> scratch(protocol::RandomRegularScratchWords(peers, k));
-    const protocol::ConfigCheck check = protocol::MakeRandomRegularGraph(
+    const Status check = protocol::MakeRandomRegularGraph(
         peers, k, graph_seed, out.offsets, out.neighbours, scratch);
-    if (!check.ok()) return fail(check.reason);
+    if (!check.ok()) return fail(check.reason());
     out.description = "random regular graph of degree " + std::to_string(k) + " on " + n_text +
                       " peers (seed " + std::to_string(graph_seed) + ")";
   } else if (family == "file") {
@@ -174,12 +174,12 @@ bool MakeGossipTopology(const std::string& spec, std::uint32_t peers, std::uint6
         "or file:PATH");
   }
   const protocol::Topology view = out.view();
-  if (const protocol::ConfigCheck check = protocol::ValidateTopology(view); !check.ok()) {
-    return fail(check.reason);
+  if (const Status check = protocol::ValidateTopology(view); !check.ok()) {
+    return fail(check.reason());
   }
   std::vector<std::uint32_t> words(protocol::ConnectivityScratchWords(peers));
-  if (const protocol::ConfigCheck check = protocol::CheckConnected(view, words); !check.ok()) {
-    return fail(check.reason);
+  if (const Status check = protocol::CheckConnected(view, words); !check.ok()) {
+    return fail(check.reason());
   }
   return true;
 }

@@ -196,10 +196,10 @@ bool BuildGossipPlan(const RunFlags& o, std::size_t peers, GossipPlan& plan, std
                                             : protocol::MixingRule::kMetropolisHastings;
   // The spectrum of W, once: lambda sets DeTAG's eta_g and R and is reported.
   std::vector<std::byte> scratch(protocol::SpectrumScratchBytes(topology));
-  if (const protocol::ConfigCheck check =
+  if (const Status check =
           protocol::ComputeMixingSpectrum(topology, plan.rule, scratch, plan.spectrum);
       !check.ok()) {
-    error = "--topology " + o.topology + ": " + check.reason;
+    error = "--topology " + o.topology + ": " + check.reason();
     return false;
   }
   plan.algorithm = o.gossip == "gt"      ? protocol::GossipAlgorithm::kGradientTracking
@@ -335,12 +335,12 @@ int SetUpTask(const char* command, const RunFlags& o, std::size_t workers, Task&
 
 int ValidateServerRun(const char* command, const protocol::RunConfig& config,
                       const protocol::ServerOptions& options) {
-  if (const protocol::ConfigCheck check = protocol::ValidateRunConfig(config); !check.ok()) {
-    std::fprintf(stderr, "edgesgd %s: inconsistent configuration: %s\n", command, check.reason);
+  if (const Status check = protocol::ValidateRunConfig(config); !check.ok()) {
+    std::fprintf(stderr, "edgesgd %s: inconsistent configuration: %s\n", command, check.reason());
     return 2;
   }
-  if (const protocol::ConfigCheck check = protocol::ValidateServerOptions(options); !check.ok()) {
-    std::fprintf(stderr, "edgesgd %s: %s\n", command, check.reason);
+  if (const Status check = protocol::ValidateServerOptions(options); !check.ok()) {
+    std::fprintf(stderr, "edgesgd %s: %s\n", command, check.reason());
     return 2;
   }
   return 0;

@@ -153,9 +153,9 @@ int RunGossip(const SimulateOptions& o, Task& task, const std::vector<double>& s
     options.samples_per_step = static_cast<std::uint32_t>(task.samples_per_step(i));
     options.initial_model = initial;
     peers[i] = std::make_unique<protocol::GossipPeerSession>();
-    if (const protocol::ConfigCheck check = peers[i]->Init(*arenas[i], config, options);
+    if (const Status check = peers[i]->Init(*arenas[i], config, options);
         !check.ok()) {
-      std::fprintf(stderr, "edgesgd simulate: peer %zu: %s\n", i + 1, check.reason);
+      std::fprintf(stderr, "edgesgd simulate: peer %zu: %s\n", i + 1, check.reason());
       return 2;
     }
   }
@@ -285,10 +285,10 @@ int RunSimulate(const SimulateOptions& o) {
   std::vector<float> initial(task.dimension());
   task.InitialModel(initial);
   protocol::ServerSession server;
-  if (const protocol::ConfigCheck check =
+  if (const Status check =
           server.Init(server_arena, config, server_options, initial);
       !check.ok()) {
-    std::fprintf(stderr, "edgesgd simulate: server: %s\n", check.reason);
+    std::fprintf(stderr, "edgesgd simulate: server: %s\n", check.reason());
     return 1;
   }
   std::vector<std::vector<std::byte>> worker_storage(o.workers);
@@ -304,9 +304,9 @@ int RunSimulate(const SimulateOptions& o) {
     options.user = task.binding(w);
     options.samples_per_step = static_cast<std::uint32_t>(task.samples_per_step(w));
     options.negate_signs = w < o.adversaries;
-    if (const protocol::ConfigCheck check = workers[w]->Init(*worker_arenas[w], options);
+    if (const Status check = workers[w]->Init(*worker_arenas[w], options);
         !check.ok()) {
-      std::fprintf(stderr, "edgesgd simulate: worker %zu: %s\n", w + 1, check.reason);
+      std::fprintf(stderr, "edgesgd simulate: worker %zu: %s\n", w + 1, check.reason());
       return 1;
     }
   }

@@ -310,9 +310,9 @@ int RunServer(const ServerFlags& o) {
   std::vector<float> initial(task.dimension());
   task.InitialModel(initial);
   protocol::ServerSession server;
-  if (const protocol::ConfigCheck check = server.Init(arena.arena, config, server_options, initial);
+  if (const Status check = server.Init(arena.arena, config, server_options, initial);
       !check.ok()) {
-    std::fprintf(stderr, "edgesgd server: %s\n", check.reason);
+    std::fprintf(stderr, "edgesgd server: %s\n", check.reason());
     return 1;
   }
   std::vector<std::byte> state(protocol::ServerSession::StateBytes(config));
@@ -322,9 +322,9 @@ int RunServer(const ServerFlags& o) {
       std::fprintf(stderr, "edgesgd server: --resume: %s\n", error.c_str());
       return 1;
     }
-    if (const protocol::ConfigCheck check = server.RestoreState(saved); !check.ok()) {
+    if (const Status check = server.RestoreState(saved); !check.ok()) {
       std::fprintf(stderr, "edgesgd server: --resume %s: %s\n", o.checkpoint.c_str(),
-                   check.reason);
+                   check.reason());
       return 1;
     }
     platform::Log(platform::LogLevel::kInfo, "server: resuming at round %u of %u from %s",
@@ -494,8 +494,8 @@ int RunWorker(const WorkerFlags& o) {
   worker_options.user = &oracle;
   worker_options.join_retry_ns = Seconds(o.join_retry_s);
   worker_options.heartbeat_interval_ns = Seconds(o.heartbeat_s);
-  if (const protocol::ConfigCheck check = session.Init(arena.arena, worker_options); !check.ok()) {
-    std::fprintf(stderr, "edgesgd worker: %s\n", check.reason);
+  if (const Status check = session.Init(arena.arena, worker_options); !check.ok()) {
+    std::fprintf(stderr, "edgesgd worker: %s\n", check.reason());
     return 2;
   }
   tcp::DriverOptions options = BaseDriverOptions(o.network, o.id, kName, keys, o.id);
@@ -592,9 +592,9 @@ int RunPeer(const PeerFlags& o) {
   gossip_options.samples_per_step = static_cast<std::uint32_t>(task.samples_per_step(o.id - 1));
   gossip_options.initial_model = initial;
   protocol::GossipPeerSession session;
-  if (const protocol::ConfigCheck check = session.Init(arena.arena, config, gossip_options);
+  if (const Status check = session.Init(arena.arena, config, gossip_options);
       !check.ok()) {
-    std::fprintf(stderr, "edgesgd peer: %s\n", check.reason);
+    std::fprintf(stderr, "edgesgd peer: %s\n", check.reason());
     return 2;
   }
 

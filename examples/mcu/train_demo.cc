@@ -260,11 +260,11 @@ Status SetUp() {
   EDGESGD_TRY(g_evaluator.InitParameters(kConfig.seed, initial_model));
 
   Arena server_arena(g_server_arena);
-  const protocol::ConfigCheck server =
+  const Status server =
       g_server.Init(server_arena, kConfig, kServerOptions, initial_model);
   if (!server.ok()) {
-    Log(LogLevel::kError, "server: %s", server.reason);
-    return server.status;
+    Log(LogLevel::kError, "server: %s", server.reason());
+    return server;
   }
   const std::size_t shard = kTrainSlice.size() / kWorkers;
   for (std::uint32_t w = 0; w < kWorkers; ++w) {
@@ -278,10 +278,10 @@ Status SetUp() {
     const protocol::WorkerOptions options{.device_id = w + 1,
                                           .gradient = &ComputeGradient,
                                           .user = &context};
-    const protocol::ConfigCheck worker = g_workers[w].Init(worker_arena, options);
+    const Status worker = g_workers[w].Init(worker_arena, options);
     if (!worker.ok()) {
-      Log(LogLevel::kError, "worker %u: %s", static_cast<unsigned>(w + 1), worker.reason);
-      return worker.status;
+      Log(LogLevel::kError, "worker %u: %s", static_cast<unsigned>(w + 1), worker.reason());
+      return worker;
     }
   }
   return Status::Ok();

@@ -103,9 +103,9 @@ Result<std::span<const std::byte>> Exchange(std::span<const std::byte> frame,
 
 Status Train(std::size_t& update_bytes) {
   Arena arena(g_worker_arena);
-  const protocol::ConfigCheck init =
+  const Status init =
       g_worker.Init(arena, {.device_id = 1, .gradient = &QuadraticGradient});
-  if (!init.ok()) return init.status;
+  if (!init.ok()) return init;
   g_worker.Start(0);
   protocol::OutgoingFrame join;
   if (!g_worker.PollFrame(join)) return Status::Internal();

@@ -26,12 +26,33 @@ Status Quarter(int value, int& out) {
   return Status::Ok();
 }
 
-TEST(StatusTest, IsOneByteAndDefaultsToOk) {
-  static_assert(sizeof(Status) == 1);
+TEST(StatusTest, DefaultsToOkAndStaysTwoWords) {
+  static_assert(sizeof(Status) <= 2 * sizeof(void*));
   constexpr Status status;
   static_assert(status.ok());
   EXPECT_STREQ(Status::DataLoss().str(), "DATA_LOSS");
   EXPECT_STREQ(Status::Ok().str(), "OK");
+  EXPECT_STREQ(Status::Ok().reason(), "ok");
+}
+
+TEST(StatusTest, CarriesTheReasonGivenWhereTheFailureWasFound) {
+  constexpr Status refused = Status::InvalidArgument("k ratio must be in (0, 1]");
+  static_assert(!refused.ok() && refused.has_reason());
+  EXPECT_STREQ(refused.reason(), "k ratio must be in (0, 1]");
+  // Without a text the reason is the code's name; equality compares codes only.
+  EXPECT_STREQ(Status::OutOfRange().reason(), "OUT_OF_RANGE");
+  EXPECT_EQ(refused, Status::InvalidArgument());
+  EXPECT_NE(refused, Status::OutOfRange("k ratio must be in (0, 1]"));
+}
+
+Status RefusesWithReason() { return Status::DataLoss("frame is truncated"); }
+
+TEST(StatusTest, TryPropagatesTheReason) {
+  const auto caller = []() -> Status {
+    EDGESGD_TRY(RefusesWithReason());
+    return Status::Ok();
+  };
+  EXPECT_STREQ(caller().reason(), "frame is truncated");
 }
 
 TEST(StatusTest, TryReturnsEarlyOnError) {

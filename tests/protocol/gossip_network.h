@@ -200,8 +200,8 @@ class GossipNetwork {
       options.user = box.user != nullptr ? box.user : &box.target;
       options.samples_per_step = 8;
       options.initial_model = box.initial;
-      const ConfigCheck check = box.session.Init(*box.arena, config, options);
-      ASSERT_TRUE(check.ok()) << check.reason;
+      const Status check = box.session.Init(*box.arena, config, options);
+      ASSERT_TRUE(check.ok()) << check.reason();
       box.arena->Seal();
     }
   }

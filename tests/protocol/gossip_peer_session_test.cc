@@ -253,8 +253,8 @@ class GossipSessionTest : public ::testing::Test {
     options_.user = &target_;
     options_.samples_per_step = 16;
     options_.initial_model = initial_;
-    const ConfigCheck check = session_.Init(*arena_, config_, options_);
-    ASSERT_TRUE(check.ok()) << check.reason;
+    const Status check = session_.Init(*arena_, config_, options_);
+    ASSERT_TRUE(check.ok()) << check.reason();
   }
 
   // A GossipExchange carrying `values` as `sender`'s model of `round`.
@@ -608,27 +608,27 @@ TEST_F(GossipSessionTest, GradientFailureStillMixes) {
 
 TEST_F(GossipSessionTest, ArenaBytesIsExactAndInitChecksItsInputs) {
   EXPECT_EQ(arena_->used_bytes(), GossipPeerSession::ArenaBytes(config_));
-  EXPECT_EQ(session_.Init(*arena_, config_, options_).status, Status::FailedPrecondition());
+  EXPECT_EQ(session_.Init(*arena_, config_, options_), Status::FailedPrecondition());
 
   std::vector<std::byte> storage(GossipPeerSession::ArenaBytes(config_) + kArenaAlignment);
   {
     GossipPeerSession session;
     Arena small(std::span<std::byte>(storage).first(GossipPeerSession::ArenaBytes(config_) / 2));
-    EXPECT_EQ(session.Init(small, config_, options_).status, Status::ResourceExhausted());
+    EXPECT_EQ(session.Init(small, config_, options_), Status::ResourceExhausted());
     EXPECT_EQ(small.used_bytes(), 0u);
   }
   {
     GossipPeerSession session;
     Arena arena(storage);
     arena.Seal();
-    EXPECT_EQ(session.Init(arena, config_, options_).status, Status::FailedPrecondition());
+    EXPECT_EQ(session.Init(arena, config_, options_), Status::FailedPrecondition());
   }
   const auto expect_invalid = [&](const GossipConfig& config, const GossipOptions& options) {
     GossipPeerSession session;
     Arena arena(storage);
-    const ConfigCheck check = session.Init(arena, config, options);
-    EXPECT_EQ(check.status, Status::InvalidArgument());
-    EXPECT_STRNE(check.reason, "ok");
+    const Status check = session.Init(arena, config, options);
+    EXPECT_EQ(check, Status::InvalidArgument());
+    EXPECT_STRNE(check.reason(), "ok");
     EXPECT_EQ(arena.used_bytes(), 0u);
   };
   GossipOptions options = options_;

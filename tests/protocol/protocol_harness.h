@@ -311,8 +311,8 @@ class Cluster {
           std::function<void(PeerId, WorkerOptions&)> customize = nullptr,
           std::size_t network_capacity = 512)
       : config_(config), server_storage_(ServerSession::ArenaBytes(config, options)) {
-    const ConfigCheck init = server_.Init(server_storage_.arena, config, options, initial_model);
-    EXPECT_TRUE(init.ok()) << init.reason;
+    const Status init = server_.Init(server_storage_.arena, config, options, initial_model);
+    EXPECT_TRUE(init.ok()) << init.reason();
     std::vector<WorkerSession*> pointers;
     for (std::size_t i = 0; i < targets.size(); ++i) {
       problems_.push_back(std::make_unique<QuadraticProblem>());
@@ -324,8 +324,8 @@ class Cluster {
       options_i.gradient = &QuadraticGradient;
       options_i.user = problems_.back().get();
       if (customize) customize(static_cast<PeerId>(i + 1), options_i);
-      const ConfigCheck worker_init = workers_.back()->Init(storages_.back()->arena, options_i);
-      EXPECT_TRUE(worker_init.ok()) << worker_init.reason;
+      const Status worker_init = workers_.back()->Init(storages_.back()->arena, options_i);
+      EXPECT_TRUE(worker_init.ok()) << worker_init.reason();
       pointers.push_back(workers_.back().get());
     }
     const std::size_t max_frame =

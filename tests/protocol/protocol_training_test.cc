@@ -231,7 +231,7 @@ TEST(ProtocolTrainingTest, DynamicQuantizationMatchesDirectComputation) {
   RunConfig config = DirectComputationConfig(CodecKind::kQsgd);
   config.quant_schedule = {QuantScheduleKind::kDq, 2, 6, 4.0f, 0.8f};
   config.codec.qsgd_levels = QsgdLevelsForBits(6).value();
-  ASSERT_TRUE(ValidateRunConfig(config).ok()) << ValidateRunConfig(config).reason;
+  ASSERT_TRUE(ValidateRunConfig(config).ok()) << ValidateRunConfig(config).reason();
   std::vector<RoundEvent> rounds;
   const std::vector<std::uint64_t> bits = ExpectMatchesDirectComputation(config, rounds);
   ASSERT_EQ(rounds.size(), bits.size());
@@ -258,7 +258,7 @@ TEST_P(ProtocolCodecTest, RecompressedDownlinkMatchesDirectComputation) {
     EXPECT_EQ(ValidateRunConfig(config).ok(), SupportsPayloadSum(config.codec.kind));
     return;
   }
-  ASSERT_TRUE(ValidateRunConfig(config).ok()) << ValidateRunConfig(config).reason;
+  ASSERT_TRUE(ValidateRunConfig(config).ok()) << ValidateRunConfig(config).reason();
   std::vector<RoundEvent> rounds;
   ExpectMatchesDirectComputation(config, rounds);
 }

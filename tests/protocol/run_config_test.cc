@@ -24,10 +24,10 @@ struct Case {
 TEST(ProtocolConfigTest, DefaultsAndTestConfigurationsAreValid) {
   RunConfig defaults;
   defaults.layout = TensorLayout::Single(10).value();
-  EXPECT_TRUE(ValidateRunConfig(defaults).ok()) << ValidateRunConfig(defaults).reason;
+  EXPECT_TRUE(ValidateRunConfig(defaults).ok()) << ValidateRunConfig(defaults).reason();
   EXPECT_TRUE(ValidateRunConfig(MeanConfig(10, CodecKind::kQsgd, 3)).ok());
   EXPECT_TRUE(ValidateRunConfig(MajorityConfig(10, 3)).ok());
-  EXPECT_STREQ(ValidateRunConfig(defaults).reason, "ok");
+  EXPECT_STREQ(ValidateRunConfig(defaults).reason(), "ok");
 }
 
 TEST(ProtocolConfigTest, EveryRuleHasItsOwnReason) {
@@ -127,10 +127,10 @@ TEST(ProtocolConfigTest, EveryRuleHasItsOwnReason) {
   for (const Case& test : mean_cases) {
     RunConfig config = MeanConfig(64, CodecKind::kIdentity, 5);
     test.change(config);
-    const ConfigCheck check = ValidateRunConfig(config);
-    EXPECT_EQ(check.status, Status::InvalidArgument()) << test.name;
-    EXPECT_NE(std::string(check.reason).find(test.reason), std::string::npos)
-        << test.name << ": " << check.reason;
+    const Status check = ValidateRunConfig(config);
+    EXPECT_EQ(check, Status::InvalidArgument()) << test.name;
+    EXPECT_NE(std::string(check.reason()).find(test.reason), std::string::npos)
+        << test.name << ": " << check.reason();
   }
 
   const std::vector<Case> majority_cases = {
@@ -147,10 +147,10 @@ TEST(ProtocolConfigTest, EveryRuleHasItsOwnReason) {
   for (const Case& test : majority_cases) {
     RunConfig config = MajorityConfig(64, 5);
     test.change(config);
-    const ConfigCheck check = ValidateRunConfig(config);
-    EXPECT_EQ(check.status, Status::InvalidArgument()) << test.name;
-    EXPECT_NE(std::string(check.reason).find(test.reason), std::string::npos)
-        << test.name << ": " << check.reason;
+    const Status check = ValidateRunConfig(config);
+    EXPECT_EQ(check, Status::InvalidArgument()) << test.name;
+    EXPECT_NE(std::string(check.reason()).find(test.reason), std::string::npos)
+        << test.name << ": " << check.reason();
   }
   const std::vector<Case> schedule_cases = {
       {"dq needs qsgd", [](RunConfig& c) { c.codec.kind = CodecKind::kTopK; }, "needs the qsgd"},
@@ -172,12 +172,12 @@ TEST(ProtocolConfigTest, EveryRuleHasItsOwnReason) {
     RunConfig config = MeanConfig(64, CodecKind::kQsgd, 5);
     config.quant_schedule = {QuantScheduleKind::kDq, 2, 6, 20.0f, 0.99f};
     config.codec.qsgd_levels = 31;  // 6 bits
-    ASSERT_TRUE(ValidateRunConfig(config).ok()) << ValidateRunConfig(config).reason;
+    ASSERT_TRUE(ValidateRunConfig(config).ok()) << ValidateRunConfig(config).reason();
     test.change(config);
-    const ConfigCheck check = ValidateRunConfig(config);
-    EXPECT_EQ(check.status, Status::InvalidArgument()) << test.name;
-    EXPECT_NE(std::string(check.reason).find(test.reason), std::string::npos)
-        << test.name << ": " << check.reason;
+    const Status check = ValidateRunConfig(config);
+    EXPECT_EQ(check, Status::InvalidArgument()) << test.name;
+    EXPECT_NE(std::string(check.reason()).find(test.reason), std::string::npos)
+        << test.name << ": " << check.reason();
   }
   // A fixed schedule reads none of its parameters.
   RunConfig fixed = MeanConfig(64, CodecKind::kTopK, 5);
@@ -300,9 +300,9 @@ TEST(ProtocolConfigTest, FromWelcomeRejectsWhatThisProtocolDoesNotRun) {
     change(welcome);
     RunConfig out = MajorityConfig(3, 3);
     const RunConfig before = out;
-    const ConfigCheck check = FromWelcomeInfo(welcome, out);
-    EXPECT_EQ(check.status, Status::InvalidArgument()) << reason;
-    EXPECT_NE(std::string(check.reason).find(reason), std::string::npos) << check.reason;
+    const Status check = FromWelcomeInfo(welcome, out);
+    EXPECT_EQ(check, Status::InvalidArgument()) << reason;
+    EXPECT_NE(std::string(check.reason()).find(reason), std::string::npos) << check.reason();
     EXPECT_EQ(out, before);
   }
 }
@@ -311,12 +311,12 @@ TEST(ProtocolConfigTest, ServerOptionsRules) {
   ServerOptions options;
   EXPECT_TRUE(ValidateServerOptions(options).ok());
   options.workers = 0;
-  EXPECT_STREQ(ValidateServerOptions(options).reason, "workers must be in 1..256");
+  EXPECT_STREQ(ValidateServerOptions(options).reason(), "workers must be in 1..256");
   options.workers = kMaxWorkers + 1;
   EXPECT_FALSE(ValidateServerOptions(options).ok());
   options.workers = kMaxWorkers;
   options.quorum = 0;
-  EXPECT_STREQ(ValidateServerOptions(options).reason, "quorum must be in 1..workers");
+  EXPECT_STREQ(ValidateServerOptions(options).reason(), "quorum must be in 1..workers");
   options.quorum = 3;
   options.round_deadline_ns = 0;
   EXPECT_FALSE(ValidateServerOptions(options).ok());

@@ -42,8 +42,8 @@ TEST(ServerCheckpointTest, RestoredServerHoldsTheSavedRoundModelAndCounters) {
   ArenaStorage storage(ServerSession::ArenaBytes(config, FourWorkers()));
   ServerSession restored;
   ASSERT_TRUE(restored.Init(storage.arena, config, FourWorkers(), std::vector<float>(kDim)).ok());
-  const ConfigCheck check = restored.RestoreState(state);
-  ASSERT_TRUE(check.ok()) << check.reason;
+  const Status check = restored.RestoreState(state);
+  ASSERT_TRUE(check.ok()) << check.reason();
   EXPECT_EQ(restored.round(), cluster.server().round());
   ASSERT_EQ(restored.model().size(), kDim);
   EXPECT_EQ(std::memcmp(restored.model().data(), cluster.server().model().data(), kDim * 4), 0);
@@ -113,8 +113,8 @@ TEST(ServerCheckpointTest, RecompressedDownlinkResidualSurvivesAResume) {
       << "top_k of 25 % left nothing behind: the test would not see a lost residual";
 
   Cluster resumed(config, FourWorkers(), Targets(4, kDim), initial);
-  const ConfigCheck check = resumed.server().RestoreState(state);
-  ASSERT_TRUE(check.ok()) << check.reason;
+  const Status check = resumed.server().RestoreState(state);
+  ASSERT_TRUE(check.ok()) << check.reason();
   EXPECT_EQ(Save(resumed.server()), state);
   resumed.net().SetLatencyAll(kMs);
   resumed.Start();
@@ -126,7 +126,7 @@ TEST(ServerCheckpointTest, RecompressedDownlinkResidualSurvivesAResume) {
   RunConfig model_downlink = config;
   model_downlink.downlink = DownlinkKind::kModel;
   Cluster other(model_downlink, FourWorkers(), Targets(4, kDim), initial);
-  EXPECT_EQ(other.server().RestoreState(state).status.code(), StatusCode::kDataLoss);
+  EXPECT_EQ(other.server().RestoreState(state).code(), StatusCode::kDataLoss);
 }
 
 TEST(ServerCheckpointTest, DamagedOrForeignCheckpointsAreRefused) {
@@ -145,7 +145,7 @@ TEST(ServerCheckpointTest, DamagedOrForeignCheckpointsAreRefused) {
     EXPECT_TRUE(server.Init(storage.arena, run, options, std::vector<float>(
                                                              run.layout.dimension(), 0.5f))
                     .ok());
-    return server.RestoreState(bytes).status.code();
+    return server.RestoreState(bytes).code();
   };
   EXPECT_EQ(restore(config, FourWorkers(), state), StatusCode::kOk);
 
@@ -172,7 +172,7 @@ TEST(ServerCheckpointTest, DamagedOrForeignCheckpointsAreRefused) {
   ServerSession started;
   ASSERT_TRUE(started.Init(storage.arena, config, FourWorkers(), initial).ok());
   started.Start(0);
-  EXPECT_EQ(started.RestoreState(state).status.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(started.RestoreState(state).code(), StatusCode::kFailedPrecondition);
 }
 
 TEST(ServerCheckpointTest, CheckpointOfAFinishedRunRestoresAsFinished) {

@@ -658,31 +658,31 @@ TEST(ServerInitTest, ArenaBytesIsExactAndInitChecksItsInputs) {
         ServerSession server;
         ASSERT_TRUE(server.Init(storage.arena, config, options, std::vector<float>(100)).ok());
         EXPECT_EQ(storage.arena.used_bytes(), bytes);
-        const ConfigCheck again =
+        const Status again =
             server.Init(storage.arena, config, options, std::vector<float>(100));
-        EXPECT_EQ(again.status, Status::FailedPrecondition());
+        EXPECT_EQ(again, Status::FailedPrecondition());
       }
       ArenaStorage small(bytes - 16);
       ServerSession server;
-      const ConfigCheck check = server.Init(small.arena, config, options, std::vector<float>(100));
-      EXPECT_EQ(check.status, Status::ResourceExhausted());
+      const Status check = server.Init(small.arena, config, options, std::vector<float>(100));
+      EXPECT_EQ(check, Status::ResourceExhausted());
       EXPECT_EQ(small.arena.used_bytes(), 0u);
     }
   }
   ArenaStorage storage(1 << 20);
   ServerSession server;
   RunConfig config = MeanConfig(100, CodecKind::kRegTopK, 3);
-  EXPECT_STREQ(server.Init(storage.arena, config, Options(2, 1), std::vector<float>(99)).reason,
+  EXPECT_STREQ(server.Init(storage.arena, config, Options(2, 1), std::vector<float>(99)).reason(),
                "the initial model's size is not the layout's dimension");
   config.downlink = DownlinkKind::kAggregate;
-  const ConfigCheck check =
+  const Status check =
       server.Init(storage.arena, config, Options(2, 1), std::vector<float>(100));
-  EXPECT_EQ(check.status, Status::InvalidArgument());
-  EXPECT_NE(std::string(check.reason).find("downlink aggregate"), std::string::npos);
+  EXPECT_EQ(check, Status::InvalidArgument());
+  EXPECT_NE(std::string(check.reason()).find("downlink aggregate"), std::string::npos);
   EXPECT_STREQ(server
                    .Init(storage.arena, MeanConfig(100, CodecKind::kTopK, 3), Options(2, 3),
                          std::vector<float>(100))
-                   .reason,
+                   .reason(),
                "quorum must be in 1..workers");
 }
 

@@ -31,8 +31,8 @@ class WorkerSessionTest : public ::testing::Test {
     options.device_id = kId;
     options.gradient = &QuadraticGradient;
     options.user = &problem_;
-    const ConfigCheck init = worker_.Init(storage_->arena, options);
-    ASSERT_TRUE(init.ok()) << init.reason;
+    const Status init = worker_.Init(storage_->arena, options);
+    ASSERT_TRUE(init.ok()) << init.reason();
   }
 
   // Everything the worker wants to send now.
@@ -562,23 +562,23 @@ TEST(WorkerInitTest, RejectsBadOptions) {
   QuadraticProblem problem;
   WorkerOptions options;
   WorkerSession worker;
-  EXPECT_STREQ(worker.Init(storage.arena, options).reason, "a gradient callback is required");
+  EXPECT_STREQ(worker.Init(storage.arena, options).reason(), "a gradient callback is required");
   options.gradient = &QuadraticGradient;
   options.user = &problem;
   options.device_id = 0;
-  EXPECT_EQ(worker.Init(storage.arena, options).status, Status::InvalidArgument());
+  EXPECT_EQ(worker.Init(storage.arena, options), Status::InvalidArgument());
   options.device_id = 1;
   options.join_retry_ns = 0;
-  EXPECT_EQ(worker.Init(storage.arena, options).status, Status::InvalidArgument());
+  EXPECT_EQ(worker.Init(storage.arena, options), Status::InvalidArgument());
   options.join_retry_ns = kSecond;
   ArenaStorage tiny(64);
-  EXPECT_EQ(worker.Init(tiny.arena, options).status, Status::ResourceExhausted());
+  EXPECT_EQ(worker.Init(tiny.arena, options), Status::ResourceExhausted());
   storage.arena.Seal();
-  EXPECT_EQ(worker.Init(storage.arena, options).status, Status::FailedPrecondition());
+  EXPECT_EQ(worker.Init(storage.arena, options), Status::FailedPrecondition());
   ArenaStorage fresh(1 << 16);
   EXPECT_TRUE(worker.Init(fresh.arena, options).ok());
   EXPECT_EQ(fresh.arena.used_bytes(), WorkerSession::InitArenaBytes());
-  EXPECT_EQ(worker.Init(fresh.arena, options).status, Status::FailedPrecondition());
+  EXPECT_EQ(worker.Init(fresh.arena, options), Status::FailedPrecondition());
 }
 
 }  // namespace

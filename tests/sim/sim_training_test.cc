@@ -106,9 +106,9 @@ TrainingResult Train(std::uint64_t seed, const FaultConfig& faults,
   const std::vector<float> initial(kDim, 3.0f);
   ArenaStorage server_storage(protocol::ServerSession::ArenaBytes(config, options));
   protocol::ServerSession server;
-  const protocol::ConfigCheck server_init =
+  const Status server_init =
       server.Init(server_storage.arena, config, options, initial);
-  EXPECT_TRUE(server_init.ok()) << server_init.reason;
+  EXPECT_TRUE(server_init.ok()) << server_init.reason();
 
   std::vector<std::unique_ptr<Quadratic>> problems;
   std::vector<std::unique_ptr<ArenaStorage>> storages;
@@ -125,9 +125,9 @@ TrainingResult Train(std::uint64_t seed, const FaultConfig& faults,
     worker_options.user = problems.back().get();
     worker_options.join_retry_ns = 500 * kMs;
     worker_options.heartbeat_interval_ns = 5'000 * kMs;
-    const protocol::ConfigCheck worker_init =
+    const Status worker_init =
         workers.back()->Init(storages.back()->arena, worker_options);
-    EXPECT_TRUE(worker_init.ok()) << worker_init.reason;
+    EXPECT_TRUE(worker_init.ok()) << worker_init.reason();
   }
 
   SimConfig sim_config;

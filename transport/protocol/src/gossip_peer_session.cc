@@ -82,73 +82,72 @@ const char* GossipRejectReasonName(GossipRejectReason reason) {
   return "unknown";
 }
 
-ConfigCheck ValidateGossipConfig(const GossipConfig& config) {
+Status ValidateGossipConfig(const GossipConfig& config) {
   const GossipAlgorithm algorithm = config.algorithm;
   if (algorithm != GossipAlgorithm::kDpsgd && algorithm != GossipAlgorithm::kGradientTracking &&
       algorithm != GossipAlgorithm::kDetag) {
-    return ConfigCheck::Invalid("unknown gossip algorithm");
+    return Status::InvalidArgument("unknown gossip algorithm");
   }
-  if (const ConfigCheck row = ValidateMixingRow(config.mixing); !row.ok()) return row;
-  if (config.layout.tensor_count() == 0) return ConfigCheck::Invalid("the model has no tensors");
+  if (const Status row = ValidateMixingRow(config.mixing); !row.ok()) return row;
+  if (config.layout.tensor_count() == 0) return Status::InvalidArgument("the model has no tensors");
   if (wire::MaxFrameBytes(ModelCodec(), config.layout) == 0) {
-    return ConfigCheck::Invalid("the model is too large for one frame (1 GiB limit)");
+    return Status::InvalidArgument("the model is too large for one frame (1 GiB limit)");
   }
-  if (config.rounds < 1) return ConfigCheck::Invalid("rounds must be at least 1");
+  if (config.rounds < 1) return Status::InvalidArgument("rounds must be at least 1");
   // Written so that NaN fails.
   if (!(config.learning_rate >= 0.0f && config.learning_rate <= kMaxFloat)) {
-    return ConfigCheck::Invalid("learning rate must be non-negative and finite");
+    return Status::InvalidArgument("learning rate must be non-negative and finite");
   }
   if (algorithm == GossipAlgorithm::kDetag) {
     if (config.gossip_steps < 1 || config.gossip_steps > kMaxGossipSteps) {
-      return ConfigCheck::Invalid("DeTAG's gossip steps per round must be in 1..4096");
+      return Status::InvalidArgument("DeTAG's gossip steps per round must be in 1..4096");
     }
     if (!(config.accel >= 0.0f && config.accel < 1.0f)) {
-      return ConfigCheck::Invalid("accelerated gossip's eta_g must be in [0, 1)");
+      return Status::InvalidArgument("accelerated gossip's eta_g must be in [0, 1)");
     }
   } else if (config.gossip_steps != 1 || config.accel != 0.0f) {
-    return ConfigCheck::Invalid(
+    return Status::InvalidArgument(
         "D-PSGD and gradient tracking take one plain gossip step per round (R = 1, eta_g = 0)");
   }
   if (config.phase_batches < 1 || config.phase_batches > kMaxPhaseBatches) {
-    return ConfigCheck::Invalid("gradient calls per round must be in 1..1048576");
+    return Status::InvalidArgument("gradient calls per round must be in 1..1048576");
   }
   if (std::uint64_t{config.rounds} * config.gossip_steps > std::uint64_t{1} << 40) {
-    return ConfigCheck::Invalid("rounds * gossip steps is too large");
+    return Status::InvalidArgument("rounds * gossip steps is too large");
   }
   if (config.neighbour_deadline_ns == 0) {
-    return ConfigCheck::Invalid("neighbour deadline must be > 0");
+    return Status::InvalidArgument("neighbour deadline must be > 0");
   }
-  return ConfigCheck::Ok();
+  return Status::Ok();
 }
 
 // ---- Init ----
 
-ConfigCheck GossipPeerSession::Init(Arena& arena, const GossipConfig& config,
+Status GossipPeerSession::Init(Arena& arena, const GossipConfig& config,
                                     const GossipOptions& options) {
   if (phase_ != GossipPhase::kUninitialized) {
-    return ConfigCheck{Status::FailedPrecondition(), "the gossip peer is already initialized"};
+    return Status::FailedPrecondition("the gossip peer is already initialized");
   }
-  if (const ConfigCheck check = ValidateGossipConfig(config); !check.ok()) return check;
-  if (options.gradient == nullptr) return ConfigCheck::Invalid("a gradient callback is required");
+  if (const Status check = ValidateGossipConfig(config); !check.ok()) return check;
+  if (options.gradient == nullptr) return Status::InvalidArgument("a gradient callback is required");
   if (options.initial_model.size() != config.layout.dimension()) {
-    return ConfigCheck::Invalid("the initial model's size is not the layout's dimension");
+    return Status::InvalidArgument("the initial model's size is not the layout's dimension");
   }
   if (!AllFinite(options.initial_model)) {
-    return ConfigCheck::Invalid("the initial model is not finite");
+    return Status::InvalidArgument("the initial model is not finite");
   }
-  if (arena.sealed()) return ConfigCheck{Status::FailedPrecondition(), "the arena is sealed"};
+  if (arena.sealed()) return Status::FailedPrecondition("the arena is sealed");
   const std::size_t needed = ArenaBytes(config);
-  if (needed == 0) return ConfigCheck::Invalid("the configuration cannot be sized");
+  if (needed == 0) return Status::InvalidArgument("the configuration cannot be sized");
   if (arena.remaining_bytes() < needed) {
-    return ConfigCheck{Status::ResourceExhausted(),
-                       "the arena is smaller than GossipPeerSession::ArenaBytes"};
+    return Status::ResourceExhausted("the arena is smaller than GossipPeerSession::ArenaBytes");
   }
   config_ = config;
   options_ = options;
   options_.initial_model = {};  // copied below; the caller's buffer need not outlive Init
   vectors_ = TracksGradients(config_.algorithm) ? 2 : 1;
   if (!TakeBuffers(arena).ok()) {
-    return ConfigCheck{Status::Internal(), "arena accounting disagrees with ArenaBytes"};
+    return Status::Internal("arena accounting disagrees with ArenaBytes");
   }
   std::copy(options.initial_model.begin(), options.initial_model.end(),
             exchanged_[0].current.begin());
@@ -159,7 +158,7 @@ ConfigCheck GossipPeerSession::Init(Arena& arena, const GossipConfig& config,
   live_ = all_neighbours_;
   max_receive_bytes_ = MaxFrameBytes(config_);
   phase_ = GossipPhase::kReady;
-  return ConfigCheck::Ok();
+  return Status::Ok();
 }
 
 Status GossipPeerSession::TakeBuffers(Arena& arena) {

@@ -15,57 +15,57 @@ constexpr bool PositiveFinite(float value) { return value > 0.0f && value <= kMa
 constexpr bool NonNegativeFinite(float value) { return value >= 0.0f && value <= kMaxFloat; }
 constexpr bool UnitInterval(float value) { return value >= 0.0f && value < 1.0f; }
 
-ConfigCheck CheckCodec(const CodecParams& codec, const TensorLayout& layout) {
+Status CheckCodec(const CodecParams& codec, const TensorLayout& layout) {
   switch (codec.kind) {
     case CodecKind::kIdentity:
       break;
     case CodecKind::kTopK:
     case CodecKind::kRandK:
       if (!(codec.k_ratio > 0.0f && codec.k_ratio <= 1.0f)) {
-        return ConfigCheck::Invalid("k ratio must be in (0, 1]");
+        return Status::InvalidArgument("k ratio must be in (0, 1]");
       }
       if (codec.kind == CodecKind::kRandK && codec.rand_k_scaling != RandKScaling::kNone &&
           codec.rand_k_scaling != RandKScaling::kUnbiased) {
-        return ConfigCheck::Invalid("unknown rand_k scaling");
+        return Status::InvalidArgument("unknown rand_k scaling");
       }
       break;
     case CodecKind::kRegTopK:
       if (!(codec.k_ratio > 0.0f && codec.k_ratio <= 1.0f)) {
-        return ConfigCheck::Invalid("k ratio must be in (0, 1]");
+        return Status::InvalidArgument("k ratio must be in (0, 1]");
       }
       if (!ValidRegTopKMu(codec.reg_top_k_mu)) {
-        return ConfigCheck::Invalid("reg_top_k mu must be positive and finite");
+        return Status::InvalidArgument("reg_top_k mu must be positive and finite");
       }
       if (!ValidRegTopKQ(codec.reg_top_k_q)) {
-        return ConfigCheck::Invalid("reg_top_k Q must be positive and finite");
+        return Status::InvalidArgument("reg_top_k Q must be positive and finite");
       }
       break;
     case CodecKind::kRandomBlock:
-      if (codec.block_ratio < 1) return ConfigCheck::Invalid("block ratio must be at least 1");
+      if (codec.block_ratio < 1) return Status::InvalidArgument("block ratio must be at least 1");
       break;
     case CodecKind::kSign:
       if (codec.sign_scale != SignScale::kMeanAbs && codec.sign_scale != SignScale::kUnit) {
-        return ConfigCheck::Invalid("unknown sign scale");
+        return Status::InvalidArgument("unknown sign scale");
       }
       break;
     case CodecKind::kQsgd:
       if (codec.qsgd_levels < 1 || codec.qsgd_levels > kMaxQsgdLevels) {
-        return ConfigCheck::Invalid("qsgd levels must be in 1..32767 (2..16 bits)");
+        return Status::InvalidArgument("qsgd levels must be in 1..32767 (2..16 bits)");
       }
-      if (codec.qsgd_bucket < 1) return ConfigCheck::Invalid("qsgd bucket must be at least 1");
+      if (codec.qsgd_bucket < 1) return Status::InvalidArgument("qsgd bucket must be at least 1");
       break;
     default:
-      return ConfigCheck::Invalid("unknown codec");
+      return Status::InvalidArgument("unknown codec");
   }
   // Anything the per-field checks above missed (the codec's own Shape is the authority).
-  if (!EncodedShape(codec, layout).ok()) return ConfigCheck::Invalid("invalid codec parameters");
+  if (!EncodedShape(codec, layout).ok()) return Status::InvalidArgument("invalid codec parameters");
   if (wire::MaxFrameBytes(codec, layout) == 0) {
-    return ConfigCheck::Invalid("an encoded update would exceed the 1 GiB frame limit");
+    return Status::InvalidArgument("an encoded update would exceed the 1 GiB frame limit");
   }
-  return ConfigCheck::Ok();
+  return Status::Ok();
 }
 
-ConfigCheck CheckFeedback(const FeedbackParams& feedback) {
+Status CheckFeedback(const FeedbackParams& feedback) {
   switch (feedback.kind) {
     case FeedbackKind::kNone:
     case FeedbackKind::kEf:
@@ -73,129 +73,129 @@ ConfigCheck CheckFeedback(const FeedbackParams& feedback) {
       break;
     case FeedbackKind::kDef:
       if (!(feedback.detach >= 0.0f && feedback.detach <= 1.0f)) {
-        return ConfigCheck::Invalid("detach coefficient must be in [0, 1]");
+        return Status::InvalidArgument("detach coefficient must be in [0, 1]");
       }
       break;
     default:
-      return ConfigCheck::Invalid("unknown feedback kind");
+      return Status::InvalidArgument("unknown feedback kind");
   }
   if (!PositiveFinite(feedback.learning_rate)) {
-    return ConfigCheck::Invalid("learning rate must be positive and finite");
+    return Status::InvalidArgument("learning rate must be positive and finite");
   }
-  if (!UnitInterval(feedback.momentum)) return ConfigCheck::Invalid("momentum must be in [0, 1)");
+  if (!UnitInterval(feedback.momentum)) return Status::InvalidArgument("momentum must be in [0, 1)");
   if (!NonNegativeFinite(feedback.weight_decay)) {
-    return ConfigCheck::Invalid("weight decay must be non-negative and finite");
+    return Status::InvalidArgument("weight decay must be non-negative and finite");
   }
-  if (feedback.local_steps < 1) return ConfigCheck::Invalid("local steps H must be at least 1");
+  if (feedback.local_steps < 1) return Status::InvalidArgument("local steps H must be at least 1");
   // Belt and braces: core's own validation must agree with the field checks above.
   if (!ValidateFeedbackParams(feedback).ok()) {
-    return ConfigCheck::Invalid("invalid feedback parameters");
+    return Status::InvalidArgument("invalid feedback parameters");
   }
-  return ConfigCheck::Ok();
+  return Status::Ok();
 }
 
-ConfigCheck CheckQuantSchedule(const RunConfig& config) {
+Status CheckQuantSchedule(const RunConfig& config) {
   const QuantScheduleParams& schedule = config.quant_schedule;
   switch (schedule.kind) {
     case QuantScheduleKind::kFixed:
-      return ConfigCheck::Ok();
+      return Status::Ok();
     case QuantScheduleKind::kDq:
       break;
     default:
-      return ConfigCheck::Invalid("unknown quantization schedule");
+      return Status::InvalidArgument("unknown quantization schedule");
   }
   if (config.codec.kind != CodecKind::kQsgd) {
-    return ConfigCheck::Invalid("a dynamic quantization schedule needs the qsgd codec");
+    return Status::InvalidArgument("a dynamic quantization schedule needs the qsgd codec");
   }
   if (config.aggregation != AggregationKind::kMean) {
-    return ConfigCheck::Invalid("a dynamic quantization schedule needs mean aggregation");
+    return Status::InvalidArgument("a dynamic quantization schedule needs mean aggregation");
   }
   if (schedule.bits_min < kMinQsgdBits || schedule.bits_max > kMaxQsgdBits ||
       schedule.bits_min > schedule.bits_max) {
-    return ConfigCheck::Invalid("quantization bits must satisfy 2 <= min <= max <= 16");
+    return Status::InvalidArgument("quantization bits must satisfy 2 <= min <= max <= 16");
   }
   if (!PositiveFinite(schedule.dq_k)) {
-    return ConfigCheck::Invalid("the DQ-SGD constant K must be positive and finite");
+    return Status::InvalidArgument("the DQ-SGD constant K must be positive and finite");
   }
   if (!(schedule.dq_rho > 0.0f && schedule.dq_rho <= 1.0f)) {
-    return ConfigCheck::Invalid("the DQ-SGD contraction rho must be in (0, 1]");
+    return Status::InvalidArgument("the DQ-SGD contraction rho must be in (0, 1]");
   }
   if (!ValidateQuantScheduleParams(schedule).ok()) {
-    return ConfigCheck::Invalid("invalid quantization schedule parameters");
+    return Status::InvalidArgument("invalid quantization schedule parameters");
   }
   if (config.codec.qsgd_levels != QsgdLevelsForBits(schedule.bits_max).value()) {
-    return ConfigCheck::Invalid(
+    return Status::InvalidArgument(
         "with a dynamic quantization schedule the codec's qsgd levels must be those of the "
         "maximum bits (frames are sized for it)");
   }
-  return ConfigCheck::Ok();
+  return Status::Ok();
 }
 
-ConfigCheck CheckMajority(const RunConfig& config) {
+Status CheckMajority(const RunConfig& config) {
   if (config.codec.kind != CodecKind::kSign) {
-    return ConfigCheck::Invalid("majority vote needs the sign codec");
+    return Status::InvalidArgument("majority vote needs the sign codec");
   }
   if (config.codec.sign_scale != SignScale::kUnit) {
-    return ConfigCheck::Invalid("majority vote needs plain signs (sign codec with unit scale)");
+    return Status::InvalidArgument("majority vote needs plain signs (sign codec with unit scale)");
   }
   if (config.tie_rule != TieRule::kPositive && config.tie_rule != TieRule::kNegative) {
-    return ConfigCheck::Invalid("unknown tie rule");
+    return Status::InvalidArgument("unknown tie rule");
   }
   const OptimizerParams& optimizer = config.optimizer;
   if (optimizer.kind != OptimizerKind::kSignum) {
-    return ConfigCheck::Invalid("majority vote runs the Signum optimizer");
+    return Status::InvalidArgument("majority vote runs the Signum optimizer");
   }
   if (!PositiveFinite(optimizer.learning_rate)) {
-    return ConfigCheck::Invalid("Signum learning rate must be positive and finite");
+    return Status::InvalidArgument("Signum learning rate must be positive and finite");
   }
   if (!UnitInterval(optimizer.momentum)) {
-    return ConfigCheck::Invalid("Signum momentum (beta) must be in [0, 1)");
+    return Status::InvalidArgument("Signum momentum (beta) must be in [0, 1)");
   }
   if (!NonNegativeFinite(optimizer.weight_decay)) {
-    return ConfigCheck::Invalid("Signum weight decay must be non-negative and finite");
+    return Status::InvalidArgument("Signum weight decay must be non-negative and finite");
   }
   if (config.feedback.local_steps != 1) {
-    return ConfigCheck::Invalid("majority vote takes one gradient per round (local steps H = 1)");
+    return Status::InvalidArgument("majority vote takes one gradient per round (local steps H = 1)");
   }
-  return ConfigCheck::Ok();
+  return Status::Ok();
 }
 
 }  // namespace
 
-ConfigCheck ValidateRunConfig(const RunConfig& config) {
-  if (config.layout.tensor_count() == 0) return ConfigCheck::Invalid("the model has no tensors");
+Status ValidateRunConfig(const RunConfig& config) {
+  if (config.layout.tensor_count() == 0) return Status::InvalidArgument("the model has no tensors");
   if (wire::MaxFrameBytes(ModelCodec(), config.layout) == 0) {
-    return ConfigCheck::Invalid("the model is too large for one frame (1 GiB limit)");
+    return Status::InvalidArgument("the model is too large for one frame (1 GiB limit)");
   }
-  if (const ConfigCheck codec = CheckCodec(config.codec, config.layout); !codec.ok()) {
+  if (const Status codec = CheckCodec(config.codec, config.layout); !codec.ok()) {
     return codec;
   }
-  if (config.rounds < 1) return ConfigCheck::Invalid("rounds must be at least 1");
-  if (const ConfigCheck schedule = CheckQuantSchedule(config); !schedule.ok()) return schedule;
-  if (config.batch < 1) return ConfigCheck::Invalid("batch size must be at least 1");
+  if (config.rounds < 1) return Status::InvalidArgument("rounds must be at least 1");
+  if (const Status schedule = CheckQuantSchedule(config); !schedule.ok()) return schedule;
+  if (config.batch < 1) return Status::InvalidArgument("batch size must be at least 1");
   if (!(config.participation > 0.0f && config.participation <= 1.0f)) {
-    return ConfigCheck::Invalid("participation must be in (0, 1]");
+    return Status::InvalidArgument("participation must be in (0, 1]");
   }
   if (config.downlink != DownlinkKind::kModel && config.downlink != DownlinkKind::kAggregate) {
-    return ConfigCheck::Invalid("unknown downlink");
+    return Status::InvalidArgument("unknown downlink");
   }
   switch (config.aggregation) {
     case AggregationKind::kMean:
-      if (const ConfigCheck feedback = CheckFeedback(config.feedback); !feedback.ok()) {
+      if (const Status feedback = CheckFeedback(config.feedback); !feedback.ok()) {
         return feedback;
       }
       if (config.downlink == DownlinkKind::kAggregate && !SupportsPayloadSum(config.codec.kind) &&
           !SupportsDownlinkFeedback(config.codec.kind)) {
-        return ConfigCheck::Invalid(
+        return Status::InvalidArgument(
             "downlink aggregate needs a codec whose payloads sum (identity, rand_k, "
             "random_block), one the server can re-compress with (top_k, sign, qsgd), or "
             "majority vote");
       }
-      return ConfigCheck::Ok();
+      return Status::Ok();
     case AggregationKind::kMajority:
       return CheckMajority(config);
   }
-  return ConfigCheck::Invalid("unknown aggregation");
+  return Status::InvalidArgument("unknown aggregation");
 }
 
 RunConfig NormalizedRunConfig(const RunConfig& config) {
@@ -258,33 +258,33 @@ wire::WelcomeInfo ToWelcomeInfo(const RunConfig& config, std::uint32_t assigned_
   return welcome;
 }
 
-ConfigCheck FromWelcomeInfo(const wire::WelcomeInfo& welcome, RunConfig& out) {
+Status FromWelcomeInfo(const wire::WelcomeInfo& welcome, RunConfig& out) {
   const wire::TrainingConfig& training = welcome.training;
   if (training.mode != kServerMode) {
-    return ConfigCheck::Invalid("the Welcome describes a run that is not a parameter-server run");
+    return Status::InvalidArgument("the Welcome describes a run that is not a parameter-server run");
   }
   if (training.quant_schedule >= kQuantScheduleCount) {
-    return ConfigCheck::Invalid("unknown quantization schedule");
+    return Status::InvalidArgument("unknown quantization schedule");
   }
   const bool fixed_schedule =
       training.quant_schedule == static_cast<std::uint8_t>(QuantScheduleKind::kFixed);
   if (fixed_schedule && (training.quant_bits_min != 0 || training.quant_bits_max != 0 ||
                          training.quant_k != 0.0f || training.quant_rho != 0.0f)) {
-    return ConfigCheck::Invalid("quantization-schedule parameters are set beside a fixed schedule");
+    return Status::InvalidArgument("quantization-schedule parameters are set beside a fixed schedule");
   }
   if (training.gossip != 0 || training.topology != 0 || training.gossip_rounds != 0) {
-    return ConfigCheck::Invalid("gossip fields are set in a parameter-server Welcome");
+    return Status::InvalidArgument("gossip fields are set in a parameter-server Welcome");
   }
   if (training.feedback > static_cast<std::uint8_t>(FeedbackKind::kSaef)) {
-    return ConfigCheck::Invalid("unknown feedback kind");
+    return Status::InvalidArgument("unknown feedback kind");
   }
   if (training.optimizer > static_cast<std::uint8_t>(OptimizerKind::kSignum)) {
-    return ConfigCheck::Invalid("unknown optimizer kind");
+    return Status::InvalidArgument("unknown optimizer kind");
   }
   constexpr std::uint8_t kKnownAggregateBits =
       kAggregateMajorityBit | kAggregateDownlinkBit | kAggregateTieNegativeBit;
   if ((training.aggregate & ~kKnownAggregateBits) != 0) {
-    return ConfigCheck::Invalid("unknown aggregation bits");
+    return Status::InvalidArgument("unknown aggregation bits");
   }
 
   RunConfig config;
@@ -318,9 +318,9 @@ ConfigCheck FromWelcomeInfo(const wire::WelcomeInfo& welcome, RunConfig& out) {
   config.participation = training.participation;
   config.rounds = welcome.rounds;
   config.seed = welcome.seed;
-  if (const ConfigCheck check = ValidateRunConfig(config); !check.ok()) return check;
+  if (const Status check = ValidateRunConfig(config); !check.ok()) return check;
   out = config;
-  return ConfigCheck::Ok();
+  return Status::Ok();
 }
 
 }  // namespace edgesgd::protocol

@@ -184,51 +184,50 @@ const char* RejectReasonName(RejectReason reason) {
   return "unknown";
 }
 
-ConfigCheck ValidateServerOptions(const ServerOptions& options) {
+Status ValidateServerOptions(const ServerOptions& options) {
   if (options.workers < 1 || options.workers > kMaxWorkers) {
-    return ConfigCheck::Invalid("workers must be in 1..256");
+    return Status::InvalidArgument("workers must be in 1..256");
   }
   if (options.quorum < 1 || options.quorum > options.workers) {
-    return ConfigCheck::Invalid("quorum must be in 1..workers");
+    return Status::InvalidArgument("quorum must be in 1..workers");
   }
-  if (options.round_deadline_ns == 0) return ConfigCheck::Invalid("round deadline must be > 0");
+  if (options.round_deadline_ns == 0) return Status::InvalidArgument("round deadline must be > 0");
   if (options.liveness_timeout_ns == 0) {
-    return ConfigCheck::Invalid("liveness timeout must be > 0");
+    return Status::InvalidArgument("liveness timeout must be > 0");
   }
-  if (options.join_timeout_ns == 0) return ConfigCheck::Invalid("join timeout must be > 0");
-  return ConfigCheck::Ok();
+  if (options.join_timeout_ns == 0) return Status::InvalidArgument("join timeout must be > 0");
+  return Status::Ok();
 }
 
 // ---- Init ----
 
-ConfigCheck ServerSession::Init(Arena& arena, const RunConfig& config, const ServerOptions& options,
+Status ServerSession::Init(Arena& arena, const RunConfig& config, const ServerOptions& options,
                                 std::span<const float> initial_model) {
   if (phase_ != ServerPhase::kUninitialized) {
-    return ConfigCheck{Status::FailedPrecondition(), "the server is already initialized"};
+    return Status::FailedPrecondition("the server is already initialized");
   }
-  if (const ConfigCheck check = ValidateRunConfig(config); !check.ok()) return check;
-  if (const ConfigCheck check = ValidateServerOptions(options); !check.ok()) return check;
+  if (const Status check = ValidateRunConfig(config); !check.ok()) return check;
+  if (const Status check = ValidateServerOptions(options); !check.ok()) return check;
   if (initial_model.size() != config.layout.dimension()) {
-    return ConfigCheck::Invalid("the initial model's size is not the layout's dimension");
+    return Status::InvalidArgument("the initial model's size is not the layout's dimension");
   }
-  if (!AllFinite(initial_model)) return ConfigCheck::Invalid("the initial model is not finite");
-  if (arena.sealed()) return ConfigCheck{Status::FailedPrecondition(), "the arena is sealed"};
+  if (!AllFinite(initial_model)) return Status::InvalidArgument("the initial model is not finite");
+  if (arena.sealed()) return Status::FailedPrecondition("the arena is sealed");
   const std::size_t needed = ArenaBytes(config, options);
-  if (needed == 0) return ConfigCheck::Invalid("the configuration cannot be sized");
+  if (needed == 0) return Status::InvalidArgument("the configuration cannot be sized");
   if (arena.remaining_bytes() < needed) {
-    return ConfigCheck{Status::ResourceExhausted(),
-                       "the arena is smaller than ServerSession::ArenaBytes"};
+    return Status::ResourceExhausted("the arena is smaller than ServerSession::ArenaBytes");
   }
   config_ = config;
   options_ = options;
   if (!TakeBuffers(arena).ok()) {
-    return ConfigCheck{Status::Internal(), "arena accounting disagrees with ArenaBytes"};
+    return Status::Internal("arena accounting disagrees with ArenaBytes");
   }
   std::copy(initial_model.begin(), initial_model.end(), model_.begin());
   for (WorkerSlot& slot : slots_) slot.held_round = kNoRound;
   max_receive_bytes_ = UpdateFrameBytes(config_);
   phase_ = ServerPhase::kJoining;
-  return ConfigCheck::Ok();
+  return Status::Ok();
 }
 
 Status ServerSession::TakeBuffers(Arena& arena) {
@@ -912,12 +911,11 @@ Result<std::size_t> ServerSession::SaveState(std::span<std::byte> out) const {
   return writer.size();
 }
 
-ConfigCheck ServerSession::RestoreState(std::span<const std::byte> state) {
+Status ServerSession::RestoreState(std::span<const std::byte> state) {
   if (phase_ != ServerPhase::kJoining || started_) {
-    return ConfigCheck{Status::FailedPrecondition(),
-                       "a checkpoint can only be restored after Init and before Start"};
+    return Status::FailedPrecondition("a checkpoint can only be restored after Init and before Start");
   }
-  const ConfigCheck damaged{Status::DataLoss(), "the checkpoint is damaged or not a checkpoint"};
+  const Status damaged = Status::DataLoss("the checkpoint is damaged or not a checkpoint");
   if (state.size() < kStateHeaderBytes + kStateTrailerBytes ||
       std::memcmp(state.data(), kStateMagic, sizeof(kStateMagic)) != 0) {
     return damaged;
@@ -927,7 +925,7 @@ ConfigCheck ServerSession::RestoreState(std::span<const std::byte> state) {
     std::uint32_t dimension = 0;
     std::memcpy(&dimension, state.data() + sizeof(kStateMagic) + 4, sizeof(dimension));
     if (dimension != model_.size()) {
-      return ConfigCheck::Invalid("the checkpoint holds a model of another size");
+      return Status::InvalidArgument("the checkpoint holds a model of another size");
     }
     return damaged;
   }
@@ -941,19 +939,19 @@ ConfigCheck ServerSession::RestoreState(std::span<const std::byte> state) {
   StateReader reader(state);
   reader.Take(sizeof(kStateMagic));
   if (reader.Get<std::uint32_t>() != kStateVersion) {
-    return ConfigCheck{Status::DataLoss(), "the checkpoint has another format version"};
+    return Status::DataLoss("the checkpoint has another format version");
   }
   if (reader.Get<std::uint32_t>() != model_.size()) {
-    return ConfigCheck::Invalid("the checkpoint holds a model of another size");
+    return Status::InvalidArgument("the checkpoint holds a model of another size");
   }
   if (reader.Get<std::uint64_t>() != RunFingerprint(config_, options_.workers)) {
-    return ConfigCheck::Invalid(
+    return Status::InvalidArgument(
         "the checkpoint was written for another configuration (flags or worker count differ)");
   }
   const auto round = reader.Get<std::uint32_t>();
   const auto rounds = reader.Get<std::uint32_t>();
   if (rounds != config_.rounds || round > rounds) {
-    return ConfigCheck{Status::DataLoss(), "the checkpoint's round is out of range"};
+    return Status::DataLoss("the checkpoint's round is out of range");
   }
   const auto sequence = reader.Get<std::uint64_t>();
   ServerCounters counters;
@@ -970,10 +968,10 @@ ConfigCheck ServerSession::RestoreState(std::span<const std::byte> state) {
   for (std::size_t i = 0; i < model_.size(); ++i) {
     float value;
     std::memcpy(&value, model.data() + i * sizeof(float), sizeof(float));
-    if (!std::isfinite(value)) return ConfigCheck::Invalid("the checkpoint's model is not finite");
+    if (!std::isfinite(value)) return Status::InvalidArgument("the checkpoint's model is not finite");
   }
   if (has_residual && !downlink_feedback_.RestoreResidual(residual).ok()) {
-    return ConfigCheck::Invalid("the checkpoint's downlink residual is not finite");
+    return Status::InvalidArgument("the checkpoint's downlink residual is not finite");
   }
   std::memcpy(model_.data(), model.data(), model.size());
   round_ = round;
@@ -984,7 +982,7 @@ ConfigCheck ServerSession::RestoreState(std::span<const std::byte> state) {
   counters_.frames_sent = counters.frames_sent;
   counters_.rounds_completed = counters.rounds_completed;
   if (round_ >= config_.rounds) Finish(wire::LeaveReason::kDone, Status::Ok());
-  return ConfigCheck::Ok();
+  return Status::Ok();
 }
 
 }  // namespace edgesgd::protocol

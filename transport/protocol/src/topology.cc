@@ -178,28 +178,28 @@ float DiagonalWeight(std::span<const float> edge_weights) {
   return diagonal > 0.0 ? static_cast<float>(diagonal) : 0.0f;
 }
 
-ConfigCheck ValidateGraph(const Topology& topology) {
+Status ValidateGraph(const Topology& topology) {
   const std::uint32_t n = topology.peers;
   const AdjacencyView& graph = topology.graph;
   if (graph.offsets.size() != static_cast<std::size_t>(n) + 1 || graph.offsets[0] != 0 ||
       graph.offsets[n] != graph.neighbours.size()) {
-    return ConfigCheck::Invalid("an adjacency needs n + 1 offsets from 0 to its neighbour count");
+    return Status::InvalidArgument("an adjacency needs n + 1 offsets from 0 to its neighbour count");
   }
   for (PeerId peer = 1; peer <= n; ++peer) {
     const std::uint32_t begin = graph.offsets[peer - 1];
     const std::uint32_t end = graph.offsets[peer];
-    if (end < begin) return ConfigCheck::Invalid("adjacency offsets must not decrease");
+    if (end < begin) return Status::InvalidArgument("adjacency offsets must not decrease");
     if (end - begin > kMaxNeighbours) {
-      return ConfigCheck::Invalid("a peer of the graph has more than 32 neighbours");
+      return Status::InvalidArgument("a peer of the graph has more than 32 neighbours");
     }
     for (std::uint32_t k = begin; k < end; ++k) {
       const PeerId other = graph.neighbours[k];
       if (other < 1 || other > n) {
-        return ConfigCheck::Invalid("a neighbour id is outside 1..n");
+        return Status::InvalidArgument("a neighbour id is outside 1..n");
       }
-      if (other == peer) return ConfigCheck::Invalid("a peer cannot be its own neighbour");
+      if (other == peer) return Status::InvalidArgument("a peer cannot be its own neighbour");
       if (k > begin && other <= graph.neighbours[k - 1]) {
-        return ConfigCheck::Invalid("a peer's neighbours must be ascending, each edge once");
+        return Status::InvalidArgument("a peer's neighbours must be ascending, each edge once");
       }
     }
   }
@@ -210,11 +210,11 @@ ConfigCheck ValidateGraph(const Topology& topology) {
       const std::span<const PeerId> row = graph.neighbours.subspan(
           graph.offsets[other - 1], graph.offsets[other] - graph.offsets[other - 1]);
       if (!std::binary_search(row.begin(), row.end(), peer)) {
-        return ConfigCheck::Invalid("the graph is not undirected: an edge is listed one way only");
+        return Status::InvalidArgument("the graph is not undirected: an edge is listed one way only");
       }
     }
   }
-  return ConfigCheck::Ok();
+  return Status::Ok();
 }
 
 // Union-find root with path halving.
@@ -276,29 +276,29 @@ const char* MixingRuleName(MixingRule rule) {
   return "unknown";
 }
 
-ConfigCheck ValidateTopology(const Topology& topology) {
-  if (!KnownKind(topology.kind)) return ConfigCheck::Invalid("unknown topology");
+Status ValidateTopology(const Topology& topology) {
+  if (!KnownKind(topology.kind)) return Status::InvalidArgument("unknown topology");
   const std::uint32_t n = topology.peers;
   if (n < 1 || n > kMaxTopologyPeers) {
-    return ConfigCheck::Invalid("a topology needs 1..16777215 peers");
+    return Status::InvalidArgument("a topology needs 1..16777215 peers");
   }
   switch (topology.kind) {
     case TopologyKind::kComplete:
     case TopologyKind::kStar:
       if (n - 1 > kMaxNeighbours) {
-        return ConfigCheck::Invalid(
+        return Status::InvalidArgument(
             "a peer would have more than 32 neighbours (complete graphs and stars: n <= 33)");
       }
       break;
     case TopologyKind::kTorus:
       if (topology.torus_rows != 0 && n % topology.torus_rows != 0) {
-        return ConfigCheck::Invalid("the torus's rows must divide the number of peers");
+        return Status::InvalidArgument("the torus's rows must divide the number of peers");
       }
       break;
     case TopologyKind::kExponential:
       // Degree ~ 2 log2 n: more than 32 neighbours past 2^16 peers.
       if (n > (1u << 16)) {
-        return ConfigCheck::Invalid("an exponential graph of more than 65536 peers would give "
+        return Status::InvalidArgument("an exponential graph of more than 65536 peers would give "
                                     "a peer more than 32 neighbours");
       }
       break;
@@ -307,7 +307,7 @@ ConfigCheck ValidateTopology(const Topology& topology) {
     case TopologyKind::kRing:
       break;
   }
-  return ConfigCheck::Ok();
+  return Status::Ok();
 }
 
 std::uint32_t Degree(const Topology& topology, PeerId peer) {
@@ -363,49 +363,49 @@ Result<MixingRow> MakeMixingRow(const Topology& topology, MixingRule rule, PeerI
   return row;
 }
 
-ConfigCheck ValidateMixingRow(const MixingRow& row) {
-  if (row.peer == 0) return ConfigCheck::Invalid("a gossip peer id must not be 0");
+Status ValidateMixingRow(const MixingRow& row) {
+  if (row.peer == 0) return Status::InvalidArgument("a gossip peer id must not be 0");
   if (row.degree > kMaxNeighbours) {
-    return ConfigCheck::Invalid("a mixing row has more than 32 neighbours");
+    return Status::InvalidArgument("a mixing row has more than 32 neighbours");
   }
   const std::span<const PeerId> ids = row.neighbour_ids();
   const std::span<const float> weights = row.neighbour_weights();
   double sum = 0.0;
   for (std::size_t k = 0; k < ids.size(); ++k) {
     if (ids[k] == 0 || ids[k] == row.peer) {
-      return ConfigCheck::Invalid("a neighbour id is 0 or the peer itself");
+      return Status::InvalidArgument("a neighbour id is 0 or the peer itself");
     }
     for (std::size_t m = 0; m < k; ++m) {
-      if (ids[m] == ids[k]) return ConfigCheck::Invalid("a neighbour appears twice");
+      if (ids[m] == ids[k]) return Status::InvalidArgument("a neighbour appears twice");
     }
     if (!(std::isfinite(weights[k]) && weights[k] > 0.0f)) {
-      return ConfigCheck::Invalid("neighbour weights must be positive and finite");
+      return Status::InvalidArgument("neighbour weights must be positive and finite");
     }
     sum += static_cast<double>(weights[k]);
   }
   if (!(std::isfinite(row.self_weight) && row.self_weight >= 0.0f)) {
-    return ConfigCheck::Invalid("the self weight must be non-negative and finite");
+    return Status::InvalidArgument("the self weight must be non-negative and finite");
   }
   sum += static_cast<double>(row.self_weight);
   if (!(std::fabs(sum - 1.0) <= static_cast<double>(kMixingRowTolerance))) {
-    return ConfigCheck::Invalid("a mixing row must sum to 1");
+    return Status::InvalidArgument("a mixing row must sum to 1");
   }
-  return ConfigCheck::Ok();
+  return Status::Ok();
 }
 
 // ---- Whole-graph checks and the spectrum ----
 
-ConfigCheck CheckConnected(const Topology& topology, std::span<std::uint32_t> scratch) {
-  if (const ConfigCheck check = ValidateTopology(topology); !check.ok()) return check;
+Status CheckConnected(const Topology& topology, std::span<std::uint32_t> scratch) {
+  if (const Status check = ValidateTopology(topology); !check.ok()) return check;
   if (scratch.size() < ConnectivityScratchWords(topology.peers)) {
-    return ConfigCheck::Invalid("connectivity scratch is smaller than one word per peer");
+    return Status::InvalidArgument("connectivity scratch is smaller than one word per peer");
   }
   if (!Connected(topology, scratch)) {
-    return ConfigCheck::Invalid(
+    return Status::InvalidArgument(
         "the graph is disconnected: some peers can never reach the others, so they cannot "
         "agree on a model");
   }
-  return ConfigCheck::Ok();
+  return Status::Ok();
 }
 
 namespace {
@@ -467,13 +467,13 @@ std::size_t SpectrumScratchBytes(const Topology& topology) {
   return LayoutFor(topology).total + alignof(double);
 }
 
-ConfigCheck ComputeMixingSpectrum(const Topology& topology, MixingRule rule,
+Status ComputeMixingSpectrum(const Topology& topology, MixingRule rule,
                                   std::span<std::byte> scratch, MixingSpectrum& out) {
-  if (!KnownRule(rule)) return ConfigCheck::Invalid("unknown mixing rule");
-  if (const ConfigCheck check = ValidateTopology(topology); !check.ok()) return check;
+  if (!KnownRule(rule)) return Status::InvalidArgument("unknown mixing rule");
+  if (const Status check = ValidateTopology(topology); !check.ok()) return check;
   const std::size_t needed = SpectrumScratchBytes(topology);
   if (scratch.size() < needed) {
-    return ConfigCheck{Status::ResourceExhausted(), "spectrum scratch is too small"};
+    return Status::ResourceExhausted("spectrum scratch is too small");
   }
   // Align the start for doubles (the caller's bytes may start anywhere).
   const auto address = reinterpret_cast<std::uintptr_t>(scratch.data());
@@ -492,12 +492,12 @@ ConfigCheck ComputeMixingSpectrum(const Topology& topology, MixingRule rule,
   };
   // Connectivity first, in the (not yet used) vector space: 3n doubles hold n words.
   if (!Connected(topology, words(layout.vectors, n))) {
-    return ConfigCheck::Invalid(
+    return Status::InvalidArgument(
         "the graph is disconnected: some peers can never reach the others, so they cannot "
         "agree on a model");
   }
   out = MixingSpectrum{};
-  if (n == 1) return ConfigCheck::Ok();
+  if (n == 1) return Status::Ok();
 
   // W in compressed rows, from the same rows the peers use (float weights, as applied).
   const std::span<double> self = doubles(layout.self, n);
@@ -558,7 +558,7 @@ ConfigCheck ComputeMixingSpectrum(const Topology& topology, MixingRule rule,
   out.spectral_gap = 1.0 - out.lambda;
   out.iterations = iteration;
   out.residual = residual;
-  return ConfigCheck::Ok();
+  return Status::Ok();
 }
 
 float AcceleratedGossipRate(double lambda) {
@@ -578,22 +578,22 @@ std::uint32_t DetagGossipSteps(std::uint32_t peers, double lambda) {
 
 // ---- Random regular graphs ----
 
-ConfigCheck MakeRandomRegularGraph(std::uint32_t peers, std::uint32_t degree, std::uint64_t seed,
+Status MakeRandomRegularGraph(std::uint32_t peers, std::uint32_t degree, std::uint64_t seed,
                                    std::span<std::uint32_t> offsets, std::span<PeerId> neighbours,
                                    std::span<std::uint32_t> scratch) {
   if (peers < 2 || peers > kMaxTopologyPeers) {
-    return ConfigCheck::Invalid("a random regular graph needs 2..16777215 peers");
+    return Status::InvalidArgument("a random regular graph needs 2..16777215 peers");
   }
   if (degree == 0 || degree >= peers || degree > kMaxNeighbours) {
-    return ConfigCheck::Invalid("a random regular graph's degree must be in 1..min(n - 1, 32)");
+    return Status::InvalidArgument("a random regular graph's degree must be in 1..min(n - 1, 32)");
   }
   const std::size_t ends = static_cast<std::size_t>(peers) * degree;
   if (ends % 2 != 0) {
-    return ConfigCheck::Invalid("a random regular graph needs n * degree even");
+    return Status::InvalidArgument("a random regular graph needs n * degree even");
   }
   if (offsets.size() != static_cast<std::size_t>(peers) + 1 || neighbours.size() != ends ||
       scratch.size() < RandomRegularScratchWords(peers, degree)) {
-    return ConfigCheck::Invalid("random regular graph buffers have the wrong sizes");
+    return Status::InvalidArgument("random regular graph buffers have the wrong sizes");
   }
   for (std::uint32_t i = 0; i <= peers; ++i) offsets[i] = i * degree;
   const std::span<std::uint32_t> stubs = scratch.first(ends);  // free edge ends: 0-based peers
@@ -656,9 +656,9 @@ ConfigCheck MakeRandomRegularGraph(std::uint32_t peers, std::uint32_t degree, st
     graph.kind = TopologyKind::kGraph;
     graph.peers = peers;
     graph.graph = AdjacencyView{offsets, neighbours};
-    if (Connected(graph, parent)) return ConfigCheck::Ok();
+    if (Connected(graph, parent)) return Status::Ok();
   }
-  return ConfigCheck::Invalid("no connected random regular graph of this degree was found in 100 "
+  return Status::InvalidArgument("no connected random regular graph of this degree was found in 100 "
                               "draws (degree 1 and 2 are rarely connected: use 3 or more)");
 }
 

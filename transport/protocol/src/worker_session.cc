@@ -64,27 +64,26 @@ void NegateSigns(const TensorLayout& layout, std::span<std::uint32_t> words) {
 
 }  // namespace
 
-ConfigCheck WorkerSession::Init(Arena& arena, const WorkerOptions& options) {
+Status WorkerSession::Init(Arena& arena, const WorkerOptions& options) {
   if (phase_ != WorkerPhase::kUninitialized) {
-    return ConfigCheck{Status::FailedPrecondition(), "the worker is already initialized"};
+    return Status::FailedPrecondition("the worker is already initialized");
   }
-  if (options.gradient == nullptr) return ConfigCheck::Invalid("a gradient callback is required");
+  if (options.gradient == nullptr) return Status::InvalidArgument("a gradient callback is required");
   if (options.device_id == kServerPeer) {
-    return ConfigCheck::Invalid("device id 0 is the server's peer id");
+    return Status::InvalidArgument("device id 0 is the server's peer id");
   }
-  if (options.join_retry_ns == 0) return ConfigCheck::Invalid("join retry must be > 0");
+  if (options.join_retry_ns == 0) return Status::InvalidArgument("join retry must be > 0");
   if (options.heartbeat_interval_ns == 0) {
-    return ConfigCheck::Invalid("heartbeat interval must be > 0 (kNever for none)");
+    return Status::InvalidArgument("heartbeat interval must be > 0 (kNever for none)");
   }
-  if (arena.sealed()) return ConfigCheck{Status::FailedPrecondition(), "the arena is sealed"};
+  if (arena.sealed()) return Status::FailedPrecondition("the arena is sealed");
   if (arena.remaining_bytes() < InitArenaBytes()) {
-    return ConfigCheck{Status::ResourceExhausted(),
-                       "the arena is smaller than WorkerSession::InitArenaBytes"};
+    return Status::ResourceExhausted("the arena is smaller than WorkerSession::InitArenaBytes");
   }
   const Result<std::span<std::byte>> control = arena.AllocateBytes(kControlBuilderBytes);
   const Result<std::span<std::byte>> heartbeat = arena.AllocateBytes(kControlBuilderBytes);
   if (!control.ok() || !heartbeat.ok()) {
-    return ConfigCheck{Status::Internal(), "arena accounting disagrees with InitArenaBytes"};
+    return Status::Internal("arena accounting disagrees with InitArenaBytes");
   }
   control_builder_.emplace(control.value());
   heartbeat_builder_.emplace(heartbeat.value());
@@ -92,7 +91,7 @@ ConfigCheck WorkerSession::Init(Arena& arena, const WorkerOptions& options) {
   arena_ = &arena;
   id_ = options.device_id;
   phase_ = WorkerPhase::kIdle;
-  return ConfigCheck::Ok();
+  return Status::Ok();
 }
 
 // ---- Session ----

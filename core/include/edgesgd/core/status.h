@@ -4,8 +4,7 @@
 
 namespace edgesgd {
 
-// The reason an operation failed. One byte, so a Status fits in a register and costs nothing to
-// return on a microcontroller.
+// The kind of failure; one byte.
 enum class StatusCode : std::uint8_t {
   kOk = 0,
   kCancelled,
@@ -22,24 +21,57 @@ enum class StatusCode : std::uint8_t {
   kInternal,
 };
 
-// Outcome of an operation: kOk or the reason it failed. Status never carries a message: the edge
-// of the program (CLI, log) pairs the code with context it knows.
+// Outcome of an operation: kOk, or the reason it failed as a code and a one-line static text
+// ("k ratio must be in (0, 1]"). The text is a string literal (never freed, never copied), so a
+// Status stays two words, needs no heap and is returned in registers. Every layer — core, wire,
+// protocol, transport and the command line — reports through it: the place that checks a value
+// says why it refused it, and callers only add context (a flag name, a file path).
+//
+// Builds short of flash define EDGESGD_STATUS_REASONS=0: the texts are dropped at compile time
+// and reason() falls back to the code's name.
 class [[nodiscard]] Status {
  public:
   constexpr Status() = default;
-  constexpr explicit Status(StatusCode code) : code_(code) {}
+  constexpr explicit Status(StatusCode code, const char* reason = nullptr)
+      : reason_(KeepReason(reason)), code_(code) {}
 
   static constexpr Status Ok() { return Status(); }
-  static constexpr Status InvalidArgument() { return Status(StatusCode::kInvalidArgument); }
-  static constexpr Status OutOfRange() { return Status(StatusCode::kOutOfRange); }
-  static constexpr Status ResourceExhausted() { return Status(StatusCode::kResourceExhausted); }
-  static constexpr Status FailedPrecondition() { return Status(StatusCode::kFailedPrecondition); }
-  static constexpr Status DataLoss() { return Status(StatusCode::kDataLoss); }
-  static constexpr Status Unavailable() { return Status(StatusCode::kUnavailable); }
-  static constexpr Status DeadlineExceeded() { return Status(StatusCode::kDeadlineExceeded); }
-  static constexpr Status Unauthenticated() { return Status(StatusCode::kUnauthenticated); }
-  static constexpr Status NotFound() { return Status(StatusCode::kNotFound); }
-  static constexpr Status Internal() { return Status(StatusCode::kInternal); }
+  static constexpr Status Cancelled(const char* why = nullptr) {
+    return Status(StatusCode::kCancelled, why);
+  }
+  static constexpr Status InvalidArgument(const char* why = nullptr) {
+    return Status(StatusCode::kInvalidArgument, why);
+  }
+  static constexpr Status OutOfRange(const char* why = nullptr) {
+    return Status(StatusCode::kOutOfRange, why);
+  }
+  static constexpr Status ResourceExhausted(const char* why = nullptr) {
+    return Status(StatusCode::kResourceExhausted, why);
+  }
+  static constexpr Status FailedPrecondition(const char* why = nullptr) {
+    return Status(StatusCode::kFailedPrecondition, why);
+  }
+  static constexpr Status DataLoss(const char* why = nullptr) {
+    return Status(StatusCode::kDataLoss, why);
+  }
+  static constexpr Status Unavailable(const char* why = nullptr) {
+    return Status(StatusCode::kUnavailable, why);
+  }
+  static constexpr Status DeadlineExceeded(const char* why = nullptr) {
+    return Status(StatusCode::kDeadlineExceeded, why);
+  }
+  static constexpr Status Unauthenticated(const char* why = nullptr) {
+    return Status(StatusCode::kUnauthenticated, why);
+  }
+  static constexpr Status NotFound(const char* why = nullptr) {
+    return Status(StatusCode::kNotFound, why);
+  }
+  static constexpr Status AlreadyExists(const char* why = nullptr) {
+    return Status(StatusCode::kAlreadyExists, why);
+  }
+  static constexpr Status Internal(const char* why = nullptr) {
+    return Status(StatusCode::kInternal, why);
+  }
 
   constexpr bool ok() const { return code_ == StatusCode::kOk; }
   constexpr StatusCode code() const { return code_; }
@@ -47,13 +79,29 @@ class [[nodiscard]] Status {
   // Upper-snake name of the code, e.g. "INVALID_ARGUMENT". Never null.
   const char* str() const;
 
+  // Why the operation failed, in one line: the text given where the failure was found, or the
+  // code's name when there is none ("ok" for kOk). Never null.
+  const char* reason() const;
+
+  // Whether a text was given (false under EDGESGD_STATUS_REASONS=0).
+  constexpr bool has_reason() const { return reason_ != nullptr; }
+
+  // Equal codes; the texts are explanations, not part of the outcome.
   friend constexpr bool operator==(Status a, Status b) { return a.code_ == b.code_; }
 
  private:
+  static constexpr const char* KeepReason(const char* reason) {
+#if defined(EDGESGD_STATUS_REASONS) && !EDGESGD_STATUS_REASONS
+    (void)reason;
+    return nullptr;
+#else
+    return reason;
+#endif
+  }
+
+  const char* reason_ = nullptr;
   StatusCode code_ = StatusCode::kOk;
 };
-
-static_assert(sizeof(Status) == 1);
 
 namespace internal {
 constexpr Status ToStatus(Status status) { return status; }

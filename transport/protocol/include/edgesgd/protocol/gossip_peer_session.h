@@ -141,7 +141,7 @@ struct GossipConfig {
 // DeTAG: R in 1..kMaxGossipSteps, eta_g in [0, 1)), B in 1..kMaxPhaseBatches and a non-zero
 // deadline. Reads only `config`; does not
 // allocate. Errors: kInvalidArgument with a reason.
-ConfigCheck ValidateGossipConfig(const GossipConfig& config);
+Status ValidateGossipConfig(const GossipConfig& config);
 
 struct GossipOptions {
   GradientFunction gradient = nullptr;  // required
@@ -276,7 +276,7 @@ class GossipPeerSession final : public Session {
   // Errors (with a reason): kInvalidArgument (config, no gradient callback, model size or
   // non-finite model), kFailedPrecondition (already initialized, arena sealed),
   // kResourceExhausted (arena smaller than ArenaBytes; nothing is taken then).
-  ConfigCheck Init(Arena& arena, const GossipConfig& config, const GossipOptions& options);
+  Status Init(Arena& arena, const GossipConfig& config, const GossipOptions& options);
 
   // ---- Session ----
   // Start begins round 0. OnFrame takes any bytes from any peer. None of these allocates.

@@ -69,19 +69,6 @@ constexpr bool RecompressesDownlink(const RunConfig& config) {
          config.downlink == DownlinkKind::kAggregate && !SupportsPayloadSum(config.codec.kind);
 }
 
-// The outcome of a validation: a Status and, when it failed, a one-line explanation for a CLI
-// or a log (a static string, never null; "ok" on success).
-struct [[nodiscard]] ConfigCheck {
-  Status status;
-  const char* reason = "ok";
-
-  constexpr bool ok() const { return status.ok(); }
-  static constexpr ConfigCheck Ok() { return ConfigCheck{}; }
-  static constexpr ConfigCheck Invalid(const char* why) {
-    return ConfigCheck{Status::InvalidArgument(), why};
-  }
-};
-
 // Checks everything a run needs before any memory is taken. Rules (each failure has its own
 // reason): a non-empty layout whose dense model fits one frame; codec parameters valid for the
 // codec (and its update frame within kMaxFrameBytes); rounds >= 1; batch >= 1; participation
@@ -93,7 +80,7 @@ struct [[nodiscard]] ConfigCheck {
 //   kMajority: the sign codec with unit scale (plain signs); the Signum optimizer with valid
 //          lr / momentum (beta) / wd; local steps H == 1 (one gradient per vote).
 // Reads only `config`; does not allocate. Errors: kInvalidArgument.
-ConfigCheck ValidateRunConfig(const RunConfig& config);
+Status ValidateRunConfig(const RunConfig& config);
 
 // `config` with the parameters its aggregation does not use made equal to the ones it does
 // (learning rate, momentum and weight decay live in `feedback` for kMean and in `optimizer` for
@@ -121,7 +108,7 @@ wire::WelcomeInfo ToWelcomeInfo(const RunConfig& config, std::uint32_t assigned_
 // outside their enums, a mode other than kServerMode, gossip fields this protocol does not run,
 // quantization-schedule parameters beside a fixed schedule, then applies ValidateRunConfig. Does not allocate.
 // Errors: kInvalidArgument with a reason.
-ConfigCheck FromWelcomeInfo(const wire::WelcomeInfo& welcome, RunConfig& out);
+Status FromWelcomeInfo(const wire::WelcomeInfo& welcome, RunConfig& out);
 
 // ---- Frame sizes of a run (0 for an invalid configuration) ----
 

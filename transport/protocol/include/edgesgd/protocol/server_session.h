@@ -79,7 +79,7 @@ struct ServerOptions {
 
 // Checks the options. Reasons: workers outside 1..kMaxWorkers, quorum outside 1..workers, a
 // zero deadline, liveness timeout or join timeout. Does not allocate. Errors: kInvalidArgument.
-ConfigCheck ValidateServerOptions(const ServerOptions& options);
+Status ValidateServerOptions(const ServerOptions& options);
 
 // Why the server dropped a received frame. Every rejection is counted, logged as a RejectEvent
 // and otherwise ignored: the round goes on with the other workers.
@@ -208,7 +208,7 @@ class ServerSession final : public Session {
   // Errors (with a reason): kInvalidArgument (config, options, model size), kFailedPrecondition
   // (already initialized, arena sealed), kResourceExhausted (arena smaller than ArenaBytes;
   // nothing is taken then).
-  ConfigCheck Init(Arena& arena, const RunConfig& config, const ServerOptions& options,
+  Status Init(Arena& arena, const RunConfig& config, const ServerOptions& options,
                    std::span<const float> initial_model);
 
   // ---- Session ----
@@ -265,7 +265,7 @@ class ServerSession final : public Session {
   // Errors (with a reason): kFailedPrecondition (not initialized, or already started);
   // kDataLoss (wrong size, magic, version or checksum: a damaged file); kInvalidArgument (a
   // state of another configuration, or a non-finite model).
-  ConfigCheck RestoreState(std::span<const std::byte> state);
+  Status RestoreState(std::span<const std::byte> state);
 
   // ---- State, for drivers and tests ----
   std::span<const float> model() const { return model_; }

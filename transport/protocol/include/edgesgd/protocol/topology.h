@@ -81,7 +81,7 @@ const char* MixingRuleName(MixingRule rule);
 // strictly ascending (no edge twice) and every edge listed from both ends. Connectivity needs
 // scratch: see CheckConnected. Reads only `topology` (O(edges log degree) for kGraph); does not
 // allocate. Errors: kInvalidArgument with a reason.
-ConfigCheck ValidateTopology(const Topology& topology);
+Status ValidateTopology(const Topology& topology);
 
 // Number of neighbours of `peer`; 0 for an invalid topology or a peer outside 1..n. Reads only
 // its arguments; does not allocate.
@@ -135,7 +135,7 @@ inline constexpr float kMixingRowTolerance = 1e-5f;
 // kMixingRowTolerance. Symmetry across peers cannot be checked from one row; a matrix that is
 // not doubly stochastic makes D-PSGD converge to a weighted, not the plain, average. Reads only
 // `row`; does not allocate. Errors: kInvalidArgument with a reason.
-ConfigCheck ValidateMixingRow(const MixingRow& row);
+Status ValidateMixingRow(const MixingRow& row);
 
 // ---- Whole-graph checks and the spectrum of W (once, before training) ----
 
@@ -146,7 +146,7 @@ constexpr std::size_t ConnectivityScratchWords(std::uint32_t peers) { return pee
 // each component averages on its own). Union-find over the edges in `scratch`
 // (ConnectivityScratchWords). Does not allocate. Errors: kInvalidArgument for an invalid
 // topology, a scratch too small, or a disconnected graph (the reason says so).
-ConfigCheck CheckConnected(const Topology& topology, std::span<std::uint32_t> scratch);
+Status CheckConnected(const Topology& topology, std::span<std::uint32_t> scratch);
 
 // What the spectrum of W says about gossip on the topology.
 struct MixingSpectrum {
@@ -174,7 +174,7 @@ inline constexpr std::uint32_t kMaxSpectrumIterations = 2'000'000;
 // Writes `out`; uses `scratch` (SpectrumScratchBytes, any alignment); does not allocate.
 // Errors: kInvalidArgument (invalid or disconnected topology, unknown rule — with a reason),
 // kResourceExhausted (scratch too small).
-ConfigCheck ComputeMixingSpectrum(const Topology& topology, MixingRule rule,
+Status ComputeMixingSpectrum(const Topology& topology, MixingRule rule,
                                   std::span<std::byte> scratch, MixingSpectrum& out);
 
 // Accelerated gossip's momentum for a mixing matrix with this lambda (ALGORITHMS.md §6):
@@ -202,7 +202,7 @@ constexpr std::size_t RandomRegularScratchWords(std::uint32_t peers, std::uint32
 // (RandomRegularScratchWords). Does not allocate. Errors: kInvalidArgument (n < 2, degree 0,
 // degree >= n, degree > kMaxNeighbours, n * degree odd, wrong buffer sizes, no connected graph
 // found — each with a reason).
-ConfigCheck MakeRandomRegularGraph(std::uint32_t peers, std::uint32_t degree, std::uint64_t seed,
+Status MakeRandomRegularGraph(std::uint32_t peers, std::uint32_t degree, std::uint64_t seed,
                                    std::span<std::uint32_t> offsets, std::span<PeerId> neighbours,
                                    std::span<std::uint32_t> scratch);
 

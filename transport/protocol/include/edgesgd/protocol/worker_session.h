@@ -148,7 +148,7 @@ class WorkerSession final : public Session {
   // kInvalidArgument (no gradient callback, device id 0, zero join retry or heartbeat
   // interval), kFailedPrecondition (already initialized, arena sealed), kResourceExhausted
   // (arena smaller than InitArenaBytes()).
-  ConfigCheck Init(Arena& arena, const WorkerOptions& options);
+  Status Init(Arena& arena, const WorkerOptions& options);
 
   // ---- Session (see ServerSession for why the overrides are inline forwarders) ----
   // Start sends the first Join. None of these allocates; the first Welcome takes
