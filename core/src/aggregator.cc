@@ -14,15 +14,18 @@ constexpr bool IsPositiveFinite(float weight) {
 
 }  // namespace
 
-Status MeanAggregator::Init(Arena& arena, const TensorLayout& layout, const CodecParams& codec) {
-  if (layout.tensor_count() == 0) return Status::InvalidArgument();
+Status MeanAggregator::Init(Arena& arena, const CodecRegistry& codecs, const TensorLayout& layout,
+                            const CodecParams& codec) {
+  if (layout.tensor_count() == 0) return Status::InvalidArgument("the layout has no tensors");
   EDGESGD_TRY(EncodedShape(codec, layout));
+  EDGESGD_TRY_ASSIGN(const CodecOps* ops, codecs.For(codec));
   if (arena.sealed()) return Status::FailedPrecondition();
   if (arena.remaining_bytes() < StateBytes(layout, codec)) return Status::ResourceExhausted();
   EDGESGD_TRY_ASSIGN(sum_, arena.Allocate<float>(layout.dimension()));
   EDGESGD_TRY_ASSIGN(scratch_, arena.AllocateBytes(CodecScratchBytes(codec, layout)));
   layout_ = layout;
   codec_ = codec;
+  ops_ = ops;
   initialized_ = true;
   Reset();
   return Status::Ok();
@@ -43,7 +46,7 @@ Status MeanAggregator::CheckAddable(float weight) const {
 
 Status MeanAggregator::Add(const PayloadView& payload, const CodecContext& context, float weight) {
   EDGESGD_TRY(CheckAddable(weight));
-  EDGESGD_TRY(DecodeAdd(codec_, layout_, context, payload, weight, sum_, scratch_));
+  EDGESGD_TRY(ops_->decode_add(codec_, layout_, context, payload, weight, sum_, scratch_));
   total_weight_ += weight;
   ++count_;
   return Status::Ok();
@@ -52,10 +55,11 @@ Status MeanAggregator::Add(const PayloadView& payload, const CodecContext& conte
 Status MeanAggregator::AddWithParams(const CodecParams& params, const PayloadView& payload,
                                      const CodecContext& context, float weight) {
   EDGESGD_TRY(CheckAddable(weight));
-  if (params.kind != codec_.kind || CodecScratchBytes(params, layout_) > scratch_.size()) {
-    return Status::InvalidArgument();
+  if (CodecIdOf(params) != CodecIdOf(codec_) ||
+      CodecScratchBytes(params, layout_) > scratch_.size()) {
+    return Status::InvalidArgument("the parameters are not of the aggregator's codec");
   }
-  EDGESGD_TRY(DecodeAdd(params, layout_, context, payload, weight, sum_, scratch_));
+  EDGESGD_TRY(ops_->decode_add(params, layout_, context, payload, weight, sum_, scratch_));
   total_weight_ += weight;
   ++count_;
   return Status::Ok();
@@ -96,7 +100,7 @@ Status MeanAggregator::AddScaledMean(float scale, std::span<float> model) {
 }
 
 Status PayloadAggregator::Init(Arena& arena, const TensorLayout& layout, const CodecParams& codec) {
-  if (layout.tensor_count() == 0 || !SupportsPayloadSum(codec.kind)) {
+  if (layout.tensor_count() == 0 || !TraitsOf(codec).payload_sum) {
     return Status::InvalidArgument();
   }
   EDGESGD_TRY_ASSIGN(const PayloadShape shape, EncodedShape(codec, layout));

@@ -6,11 +6,14 @@
 
 namespace edgesgd {
 
-Status DownlinkFeedback::Init(Arena& arena, const TensorLayout& layout, const CodecParams& codec) {
-  if (layout.tensor_count() == 0 || !SupportsDownlinkFeedback(codec.kind)) {
-    return Status::InvalidArgument();
+Status DownlinkFeedback::Init(Arena& arena, const CodecRegistry& codecs,
+                              const TensorLayout& layout, const CodecParams& codec) {
+  if (layout.tensor_count() == 0) return Status::InvalidArgument("the layout has no tensors");
+  if (!TraitsOf(codec).downlink_recompress) {
+    return Status::InvalidArgument("the server cannot re-compress its update with this codec");
   }
   EDGESGD_TRY_ASSIGN(const PayloadShape shape, EncodedShape(codec, layout));
+  EDGESGD_TRY_ASSIGN(const CodecOps* ops, codecs.For(codec));
   if (arena.sealed()) return Status::FailedPrecondition();
   if (arena.remaining_bytes() < StateBytes(layout, codec)) return Status::ResourceExhausted();
   EDGESGD_TRY_ASSIGN(residual_, arena.Allocate<float>(layout.dimension()));
@@ -18,6 +21,7 @@ Status DownlinkFeedback::Init(Arena& arena, const TensorLayout& layout, const Co
   std::fill(residual_.begin(), residual_.end(), 0.0f);
   layout_ = layout;
   codec_ = codec;
+  ops_ = ops;
   shape_ = shape;
   initialized_ = true;
   return Status::Ok();
@@ -34,9 +38,9 @@ Result<PayloadShape> DownlinkFeedback::Compress(std::span<const float> update,
     return Status::ResourceExhausted();
   }
   for (std::size_t i = 0; i < residual_.size(); ++i) residual_[i] += update[i];
-  EDGESGD_TRY(Encode(codec_, layout_, context, residual_, out, scratch_));
-  EDGESGD_TRY(
-      DecodeAdd(codec_, layout_, context, PayloadView(out, shape_), -1.0f, residual_, scratch_));
+  EDGESGD_TRY(ops_->encode(codec_, layout_, context, residual_, out, scratch_));
+  EDGESGD_TRY(ops_->decode_add(codec_, layout_, context, PayloadView(out, shape_), -1.0f,
+                               residual_, scratch_));
   return shape_;
 }
 

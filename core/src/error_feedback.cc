@@ -5,11 +5,13 @@
 
 namespace edgesgd {
 
-Status ErrorFeedbackWorker::Init(Arena& arena, const TensorLayout& layout, const CodecParams& codec,
+Status ErrorFeedbackWorker::Init(Arena& arena, const CodecRegistry& codecs,
+                                 const TensorLayout& layout, const CodecParams& codec,
                                  const FeedbackParams& feedback, CodecScratch scratch) {
   EDGESGD_TRY(ValidateFeedbackParams(feedback));
-  if (layout.tensor_count() == 0) return Status::InvalidArgument();
+  if (layout.tensor_count() == 0) return Status::InvalidArgument("the layout has no tensors");
   EDGESGD_TRY_ASSIGN(const PayloadShape shape, EncodedShape(codec, layout));
+  EDGESGD_TRY_ASSIGN(const CodecOps* ops, codecs.For(codec));
   if (arena.sealed()) return Status::FailedPrecondition();
   // Checking the total first keeps a failed Init from leaving half a worker in the arena.
   if (arena.remaining_bytes() < StateBytes(layout, codec, feedback, scratch)) {
@@ -35,8 +37,11 @@ Status ErrorFeedbackWorker::Init(Arena& arena, const TensorLayout& layout, const
   if (buffers.separate_delta) {
     EDGESGD_TRY_ASSIGN(delta_, arena.Allocate<float>(d));
   }
-  if (codec.kind == CodecKind::kRegTopK) {
-    EDGESGD_TRY(reg_top_k_.Init(arena, layout, codec));
+  selector_ = SelectorState{};
+  if (ops->selector_encode != nullptr) {
+    EDGESGD_TRY_ASSIGN(selector_.values,
+                       arena.Allocate<float>(SelectorStateFloats(codec, layout)));
+    ops->selector_reset(codec, selector_);
   }
   scratch_ = {};
   lent_scratch_bytes_ = 0;
@@ -49,9 +54,11 @@ Status ErrorFeedbackWorker::Init(Arena& arena, const TensorLayout& layout, const
 
   layout_ = layout;
   codec_ = codec;
-  init_qsgd_levels_ = codec.qsgd_levels;
+  init_codec_ = codec;
+  ops_ = ops;
   feedback_ = feedback;
   shape_ = shape;
+  init_shape_ = shape;
   buffers_ = buffers;
   detach_ = EffectiveDetach(feedback);
   steps_ = 0;
@@ -59,15 +66,19 @@ Status ErrorFeedbackWorker::Init(Arena& arena, const TensorLayout& layout, const
   return Status::Ok();
 }
 
-Status ErrorFeedbackWorker::SetQsgdLevels(std::uint32_t levels) {
-  if (phase_ == Phase::kUninitialized || codec_.kind != CodecKind::kQsgd) {
-    return Status::FailedPrecondition();
+Status ErrorFeedbackWorker::SetRoundParams(const CodecParams& params) {
+  if (phase_ == Phase::kUninitialized) return Status::FailedPrecondition("not initialized");
+  if (CodecIdOf(params) != CodecIdOf(init_codec_)) {
+    return Status::InvalidArgument("the round's parameters are of another codec");
   }
-  if (levels < 1 || levels > init_qsgd_levels_) return Status::InvalidArgument();
-  CodecParams codec = codec_;
-  codec.qsgd_levels = levels;
-  EDGESGD_TRY_ASSIGN(shape_, EncodedShape(codec, layout_));
-  codec_ = codec;
+  EDGESGD_TRY_ASSIGN(const PayloadShape shape, EncodedShape(params, layout_));
+  if (shape.indices > init_shape_.indices || shape.values > init_shape_.values ||
+      shape.words > init_shape_.words || shape.scales > init_shape_.scales ||
+      CodecScratchBytes(params, layout_) > CodecScratchBytes(init_codec_, layout_)) {
+    return Status::InvalidArgument("the round's payload would not fit the Init codec's buffers");
+  }
+  codec_ = params;
+  shape_ = shape;
   return Status::Ok();
 }
 
@@ -190,8 +201,8 @@ Result<PayloadShape> ErrorFeedbackWorker::Compress(const CodecContext& context,
   FoldDeltaIntoResidual();
   EDGESGD_TRY(EncodeWithSelection(context, error_, out, scratch));
   // e = p - C(p): the fused decompress-and-subtract.
-  EDGESGD_TRY(
-      DecodeAdd(codec_, layout_, context, PayloadView(out, shape_), -1.0f, error_, scratch));
+  EDGESGD_TRY(ops_->decode_add(codec_, layout_, context, PayloadView(out, shape_), -1.0f, error_,
+                               scratch));
   phase_ = Phase::kSent;
   return shape_;
 }
@@ -200,25 +211,28 @@ Status ErrorFeedbackWorker::EncodeWithSelection(const CodecContext& context,
                                                 std::span<const float> input,
                                                 const PayloadSpans& out,
                                                 std::span<std::byte> scratch) {
-  if (codec_.kind == CodecKind::kRegTopK) return reg_top_k_.Encode(input, out, scratch);
-  return Encode(codec_, layout_, context, input, out, scratch);
+  if (ops_->selector_encode != nullptr) {
+    return ops_->selector_encode(codec_, layout_, selector_, input, out, scratch);
+  }
+  return ops_->encode(codec_, layout_, context, input, out, scratch);
 }
 
 Status ErrorFeedbackWorker::ObserveAggregate(std::span<const float> mean_update,
                                              std::uint32_t contributors) {
-  if (codec_.kind != CodecKind::kRegTopK) return Status::Ok();
-  return reg_top_k_.ObserveAggregate(mean_update, contributors);
+  if (ops_ == nullptr || ops_->selector_observe == nullptr) return Status::Ok();
+  return ops_->selector_observe(codec_, selector_, mean_update, contributors);
 }
 
 Status ErrorFeedbackWorker::ObserveModelChange(std::span<const float> model_before,
                                                std::span<const float> model_after,
                                                std::uint32_t contributors) {
-  if (codec_.kind != CodecKind::kRegTopK) return Status::Ok();
-  return reg_top_k_.ObserveModelChange(model_before, model_after, contributors);
+  if (ops_ == nullptr || ops_->selector_observe_change == nullptr) return Status::Ok();
+  return ops_->selector_observe_change(codec_, selector_, model_before, model_after,
+                                       contributors);
 }
 
 void ErrorFeedbackWorker::ForgetAggregate() {
-  if (codec_.kind == CodecKind::kRegTopK) reg_top_k_.Forget();
+  if (ops_ != nullptr && ops_->selector_reset != nullptr) ops_->selector_reset(codec_, selector_);
 }
 
 Status DeAveragedReadout(std::span<const float> synced_model,

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "cli/commands.h"
-#include "cli/flags.h"
-#include "edgesgd/core/codec_dispatch.h"
+#include "cli/codec_flags.h"
+#include "edgesgd/core/codec_registry.h"
 #include "edgesgd/core/random.h"
 #include "edgesgd/platform/clock.h"
 
@@ -27,7 +27,7 @@ struct BenchOptions {
 };
 
 struct CodecFigures {
-  CodecKind kind;
+  std::string_view codec;
   std::size_t encoded_bytes = 0;
   double encode_seconds = 0;
   double decode_seconds = 0;
@@ -87,44 +87,56 @@ int RunBenchCodecs(const BenchOptions& options) {
   });
 
   std::vector<CodecFigures> figures;
-  for (std::size_t k = 0; k < kCodecCount; ++k) {
-    CodecParams params = options.codec.ToParams();
-    params.kind = static_cast<CodecKind>(k);
+  CodecParams top_k_params = TopKParams{};
+  std::string error;
+  bool failed = false;
+  ForEachCodec([&](auto codec) {
+    using Codec = typename decltype(codec)::type;
+    if (failed) return;
+    CodecParams params;
+    if (!options.codec.ParamsFor(Codec::kName, false, params, error)) {
+      std::fprintf(stderr, "edgesgd bench: %s\n", error.c_str());
+      failed = true;
+      return;
+    }
+    if (std::holds_alternative<TopKParams>(params)) top_k_params = params;
     const Result<PayloadShape> shape = EncodedShape(params, *layout);
     if (!shape.ok()) {
-      std::fprintf(stderr, "edgesgd bench: invalid parameters for %s: %s\n",
-                   std::string(CodecName(params.kind)).c_str(), shape.status().str());
-      return 2;
+      std::fprintf(stderr, "edgesgd bench: %s cannot encode --dim %zu: %s\n",
+                   std::string(Codec::kName).c_str(), options.dimension, shape.status().reason());
+      failed = true;
+      return;
     }
     PayloadBuffers payload(*shape);
     std::vector<std::byte> scratch(CodecScratchBytes(params, *layout));
     const CodecContext context{options.seed, 0, 0};
     Status status;
-    CodecFigures row{params.kind};
+    CodecFigures row{Codec::kName};
     row.encoded_bytes = shape->bytes();
     row.encode_seconds = BestSeconds(options.repeats, [&] {
-      status = Encode(params, *layout, context, input, payload.Spans(), scratch);
+      status = AllCodecs().Encode(params, *layout, context, input, payload.Spans(), scratch);
     });
-    if (!status.ok()) {
-      std::fprintf(stderr, "edgesgd bench: %s encode failed: %s\n",
-                   std::string(CodecName(params.kind)).c_str(), status.str());
-      return 1;
+    if (status.ok()) {
+      row.decode_seconds = BestSeconds(options.repeats, [&] {
+        status = AllCodecs().DecodeAdd(params, *layout, context, payload.View(), 1.0f,
+                                       accumulator, scratch);
+      });
     }
-    row.decode_seconds = BestSeconds(options.repeats, [&] {
-      status = DecodeAdd(params, *layout, context, payload.View(), 1.0f, accumulator, scratch);
-    });
     if (!status.ok()) {
-      std::fprintf(stderr, "edgesgd bench: %s decode failed: %s\n",
-                   std::string(CodecName(params.kind)).c_str(), status.str());
-      return 1;
+      std::fprintf(stderr, "edgesgd bench: %s failed: %s\n", std::string(Codec::kName).c_str(),
+                   status.reason());
+      failed = true;
+      return;
     }
     figures.push_back(row);
-  }
+  });
+  if (failed) return 1;
 
   // The baseline exact Top-k would use: nth_element over a copy of the magnitudes (the lightest
   // form — it yields only the threshold, not the sorted index set).
   std::vector<float> magnitudes(options.dimension);
-  const Result<std::size_t> top_k = SparseCount(options.dimension, options.codec.k_ratio);
+  const Result<std::size_t> top_k =
+      SparseCount(options.dimension, std::get<TopKParams>(top_k_params).k_ratio);
   const std::size_t k = top_k.ok() ? top_k.value() : 1;
   const double nth_element_seconds = BestSeconds(options.repeats, [&] {
     for (std::size_t i = 0; i < input.size(); ++i) magnitudes[i] = std::fabs(input[i]);
@@ -136,7 +148,7 @@ int RunBenchCodecs(const BenchOptions& options) {
   const double memcpy_gbps = gbps(memcpy_seconds);
   double top_k_seconds = 0;
   for (const CodecFigures& row : figures) {
-    if (row.kind == CodecKind::kTopK) top_k_seconds = row.encode_seconds;
+    if (row.codec == TopKCodec::kName) top_k_seconds = row.encode_seconds;
   }
 
   if (options.json) {
@@ -151,7 +163,7 @@ int RunBenchCodecs(const BenchOptions& options) {
           "  {\"codec\": \"%s\", \"encoded_bytes\": %zu, \"compression\": %.2f, "
           "\"encode_ms\": %.3f, \"encode_gbps\": %.3f, \"encode_vs_memcpy\": %.3f, "
           "\"decode_ms\": %.3f, \"decode_gbps\": %.3f}%s\n",
-          std::string(CodecName(row.kind)).c_str(), row.encoded_bytes,
+          std::string(row.codec).c_str(), row.encoded_bytes,
           input_bytes / static_cast<double>(row.encoded_bytes), row.encode_seconds * 1e3,
           gbps(row.encode_seconds), gbps(row.encode_seconds) / memcpy_gbps,
           row.decode_seconds * 1e3, gbps(row.decode_seconds),
@@ -168,7 +180,7 @@ int RunBenchCodecs(const BenchOptions& options) {
               "encode ms", "encode GB/s", "vs memcpy", "decode ms", "decode GB/s");
   for (const CodecFigures& row : figures) {
     std::printf("%-13s %14zu %7.1fx %11.3f %11.2f %8.0f%% %11.3f %11.2f\n",
-                std::string(CodecName(row.kind)).c_str(), row.encoded_bytes,
+                std::string(row.codec).c_str(), row.encoded_bytes,
                 input_bytes / static_cast<double>(row.encoded_bytes), row.encode_seconds * 1e3,
                 gbps(row.encode_seconds), 100.0 * gbps(row.encode_seconds) / memcpy_gbps,
                 row.decode_seconds * 1e3, gbps(row.decode_seconds));
@@ -198,7 +210,7 @@ void AddBenchCommand(CLI::App& app, int& exit_code) {
   codecs->add_option("--seed", options->seed, "Seed of the input data and codec randomness")
       ->capture_default_str();
   codecs->add_flag("--json", options->json, "Print one JSON object instead of a table");
-  AddCodecParameterFlags(*codecs, options->codec);
+  options->codec.AddParameters(*codecs);
   codecs->callback([options, &exit_code] { exit_code = RunBenchCodecs(*options); });
   AddBenchTcpCommand(*bench, exit_code);
 }

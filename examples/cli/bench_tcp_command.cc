@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "cli/commands.h"
-#include "cli/flags.h"
 #include "edgesgd/asio/loopback.h"
 #include "edgesgd/core/arena.h"
 #include "edgesgd/core/random.h"
@@ -46,19 +45,17 @@ std::vector<Variant> Variants(const BenchTcpOptions& o) {
   base.feedback.momentum = 0.0f;
   std::vector<Variant> variants;
   protocol::RunConfig dense = base;
-  dense.codec.kind = CodecKind::kIdentity;
+  dense.codec = IdentityParams{};
   dense.feedback.kind = FeedbackKind::kNone;
   variants.push_back({"dense (identity, model downlink)", dense});
   protocol::RunConfig sign = base;
-  sign.codec.kind = CodecKind::kSign;
-  sign.codec.sign_scale = SignScale::kUnit;
+  sign.codec = SignParams{SignScale::kUnit};
   sign.aggregation = protocol::AggregationKind::kMajority;
   sign.optimizer = {OptimizerKind::kSignum, 1e-3f, 0.9f, 0.0f};
   sign.downlink = protocol::DownlinkKind::kAggregate;
   variants.push_back({"sign + majority (1-bit up and down)", sign});
   protocol::RunConfig top_k = base;
-  top_k.codec.kind = CodecKind::kTopK;
-  top_k.codec.k_ratio = o.k_ratio;
+  top_k.codec = TopKParams{o.k_ratio};
   variants.push_back({"top_k + EF (model downlink)", top_k});
   protocol::RunConfig two_way = top_k;
   two_way.downlink = protocol::DownlinkKind::kAggregate;
@@ -101,7 +98,7 @@ bool Measure(const BenchTcpOptions& o, const protocol::RunConfig& config, Figure
   ArenaStorage server_storage(protocol::ServerSession::ArenaBytes(config, options));
   protocol::ServerSession server;
   const std::vector<float> initial(o.dimension, 0.0f);
-  if (const Status check = server.Init(server_storage.arena, config, options, initial);
+  if (const Status check = server.Init(server_storage.arena, AllCodecs(), config, options, initial);
       !check.ok()) {
     error = check.reason();
     return false;
@@ -120,6 +117,7 @@ bool Measure(const BenchTcpOptions& o, const protocol::RunConfig& config, Figure
     protocol::WorkerOptions worker_options;
     worker_options.device_id = w + 1;
     worker_options.gradient = &SyntheticGradient::Compute;
+    worker_options.codecs = &AllCodecs();
     worker_options.user = gradients.back().get();
     if (const Status check = workers.back()->Init(storages.back()->arena,
                                                                  worker_options);

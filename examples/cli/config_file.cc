@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <set>
 
 namespace edgesgd::cli {
 namespace {
@@ -71,7 +72,15 @@ bool ReadConfig(const std::string& path, std::vector<std::string>& flags, std::s
   return true;
 }
 
+// The flags of the last command line ExpandConfigFiles saw (one per process).
+std::set<std::string>& CommandLineFlags() {
+  static std::set<std::string> flags;
+  return flags;
+}
+
 }  // namespace
+
+bool GivenOnCommandLine(const std::string& flag) { return CommandLineFlags().count(flag) > 0; }
 
 bool ExpandConfigFiles(std::vector<std::string>& args, std::string& error) {
   std::size_t insert_at = 0;
@@ -91,6 +100,7 @@ bool ExpandConfigFiles(std::vector<std::string>& args, std::string& error) {
     } else if (args[i].rfind("--config=", 0) == 0) {
       path = args[i].substr(9);
     } else {
+      if (args[i].rfind("--", 0) == 0) CommandLineFlags().insert(args[i].substr(0, args[i].find('=')));
       rest.push_back(args[i]);
       continue;
     }

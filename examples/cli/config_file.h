@@ -15,4 +15,8 @@ namespace edgesgd::cli {
 // naming the file and line.
 bool ExpandConfigFiles(std::vector<std::string>& args, std::string& error);
 
+// Whether `flag` ("--k-ratio") was written on the command line itself rather than read from a
+// --config file, as ExpandConfigFiles saw it (it records every flag it keeps).
+bool GivenOnCommandLine(const std::string& flag);
+
 }  // namespace edgesgd::cli

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <bit>
 #include <cmath>
 #include <cerrno>
 #include <cstdio>
@@ -9,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "edgesgd/core/codec_dispatch.h"
+#include "edgesgd/core/codec_registry.h"
 #include "edgesgd/core/error_feedback.h"
 #include "edgesgd/protocol/worker_session.h"
 
@@ -71,14 +72,7 @@ void AddTrainingFlags(CLI::App& command, RunFlags& o, const char* deadline_help)
                      "Fraction of live workers sampled each round, in (0, 1]")
       ->capture_default_str()
       ->check(CLI::Range(1e-6f, 1.0f));
-  command.add_option("--codec", o.codec,
-                     "Uplink compressor (reg_top_k: Top-k regularised by the last aggregate, "
-                     "see --mu)")
-      ->capture_default_str()
-      ->check(CLI::IsMember(
-          {"identity", "top_k", "rand_k", "random_block", "sign", "qsgd", "reg_top_k"}));
-  AddCodecParameterFlags(command, o.codec_flags);
-  AddQuantScheduleFlags(command, o.quant_flags);
+  o.codec.Add(command, "identity", "Uplink compressor:");
   RunFlags* flags = &o;
   command.add_option("--feedback", o.feedback,
                      "Error feedback of --aggregate mean: none, ef, def (see --detach), saef, "
@@ -253,8 +247,10 @@ protocol::GossipConfig BuildGossipConfig(const RunFlags& o, const Task& task,
 
 std::string CheckRunConsistency(const RunFlags& o) {
   const bool majority = o.aggregate == "majority";
-  if (majority && o.codec != "sign") {
-    return "--aggregate majority counts 1-bit votes: it needs --codec sign";
+  CodecParams codec;
+  if (std::string why; !o.codec.Params(codec, why)) return why;
+  if (majority && !VoteForm(codec).ok()) {
+    return std::string("--aggregate majority: ") + VoteForm(codec).status().reason();
   }
   if (majority && o.optimizer != "signum") {
     return "--aggregate majority trains with Signum on the workers: use --optimizer signum";
@@ -267,10 +263,6 @@ std::string CheckRunConsistency(const RunFlags& o) {
            "--feedback or use --feedback none";
   }
   if (o.quorum > o.workers) return "--quorum cannot exceed --workers";
-  if (std::string why = CheckQuantScheduleFlags(o.quant_flags, o.codec_flags, o.codec);
-      !why.empty()) {
-    return why;
-  }
   if (o.task == "logreg-toy" && o.workers != 2) {
     return "--task logreg-toy is the two-client toy: it needs --workers 2";
   }
@@ -349,18 +341,17 @@ int ValidateServerRun(const char* command, const protocol::RunConfig& config,
 protocol::RunConfig BuildRunConfig(const RunFlags& o, const Task& task) {
   protocol::RunConfig config;
   config.layout = task.layout();
-  config.codec = o.codec_flags.ToParams();
-  config.codec.kind = ParseCodecKind(o.codec).value();
+  std::string unused;
+  (void)o.codec.Params(config.codec, unused);  // CheckRunConsistency has accepted the flags
   config.batch = static_cast<std::uint32_t>(task.samples_per_step(0));
   config.participation = o.participation;
   config.rounds = o.rounds;
   config.seed = o.seed;
   config.downlink =
       o.downlink == "aggregate" ? protocol::DownlinkKind::kAggregate : protocol::DownlinkKind::kModel;
-  config.quant_schedule = o.quant_flags.Apply(config.codec);
   if (o.aggregate == "majority") {
     config.aggregation = protocol::AggregationKind::kMajority;
-    config.codec.sign_scale = SignScale::kUnit;
+    config.codec = VoteForm(config.codec).value();
     config.tie_rule = o.tie == "negative" ? TieRule::kNegative : TieRule::kPositive;
     config.optimizer = {OptimizerKind::kSignum, o.lr, o.momentum, o.weight_decay};
     config.feedback.local_steps = 1;
@@ -488,8 +479,19 @@ void WriteGossipRunSummary(SummaryWriter& summary, const RunFlags& o, std::size_
 void WriteRunSummary(SummaryWriter& summary, const RunFlags& o, const protocol::RunConfig& config,
                      std::size_t parameters, const MetricsRow& final_row) {
   summary.Field("task", o.task);
-  summary.Field("codec", o.codec);
-  summary.Field("quant_schedule", o.quant_flags.schedule);
+  summary.Field("codec", o.codec.codec());
+  summary.Begin("codec_parameters");
+  ForEachParamField(config.codec, [&summary](const CodecFieldValue& field) {
+    const std::string name(field.name);
+    if (field.kind == ParamKind::kReal) {
+      summary.Field(name.c_str(), static_cast<double>(std::bit_cast<float>(field.word)));
+    } else if (field.kind == ParamKind::kChoice && field.word < field.choices.size()) {
+      summary.Field(name.c_str(), std::string(field.choices[field.word]));
+    } else {
+      summary.Field(name.c_str(), field.word);
+    }
+  });
+  summary.End();
   summary.Field("aggregate", o.aggregate);
   summary.Field("feedback",
                 config.aggregation == protocol::AggregationKind::kMean ? o.feedback : "none");

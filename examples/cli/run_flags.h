@@ -11,7 +11,7 @@
 #include <span>
 #include <string>
 
-#include "cli/flags.h"
+#include "cli/codec_flags.h"
 #include "cli/gossip_topology.h"
 #include "cli/metrics.h"
 #include "cli/task.h"
@@ -42,9 +42,7 @@ struct RunFlags {
   float participation = 1.0f;
   float detach = 0.3f;
   std::uint64_t seed = 1;
-  std::string codec = "identity";
-  CodecFlags codec_flags;
-  QuantScheduleFlags quant_flags;
+  CodecFlags codec;  // --codec and its parameters
   std::string feedback = "ef";
   std::string optimizer = "sgd";
   std::string aggregate = "mean";
@@ -115,7 +113,8 @@ void WriteGossipPlanFields(SummaryWriter& summary, const RunFlags& flags, const 
 protocol::GossipConfig BuildGossipConfig(const RunFlags& flags, const Task& task,
                                          const GossipPlan& plan, protocol::PeerId id);
 
-// A one-line reason the training flags cannot work together (parameter-server runs), or empty.
+// A one-line reason the training flags cannot work together (parameter-server runs), or empty:
+// the codec's own checks of its flags, then the combinations.
 std::string CheckRunConsistency(const RunFlags& flags);
 
 // The task of the data flags for `workers` workers, drawn from `seed` with `batch` samples per
@@ -133,7 +132,8 @@ int SetUpTask(const char* command, const RunFlags& flags, std::size_t workers, T
 int ValidateServerRun(const char* command, const protocol::RunConfig& config,
                       const protocol::ServerOptions& options);
 
-// The RunConfig of the flags for `task` (check it with ValidateRunConfig).
+// The RunConfig of the flags for `task`, once CheckRunConsistency passed (check it with
+// ValidateRunConfig). Majority vote takes the codec's vote form (VoteForm).
 protocol::RunConfig BuildRunConfig(const RunFlags& flags, const Task& task);
 
 // Workers, quorum (0 -> 1), round deadline and a liveness timeout of three deadlines.

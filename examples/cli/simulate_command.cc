@@ -16,7 +16,6 @@
 #include <vector>
 
 #include "cli/commands.h"
-#include "cli/flags.h"
 #include "cli/metrics.h"
 #include "cli/run_flags.h"
 #include "cli/task.h"
@@ -53,7 +52,7 @@ std::string CheckConsistency(const SimulateOptions& o) {
            "--mode gossip";
   }
   if (o.mode == "gossip") {
-    if (o.codec != "identity") {
+    if (o.codec.codec() != CodecName(protocol::ModelCodec())) {
       return "--mode gossip exchanges dense models: use --codec identity";
     }
     if (o.aggregate != "mean" || o.optimizer != "sgd") {
@@ -286,7 +285,7 @@ int RunSimulate(const SimulateOptions& o) {
   task.InitialModel(initial);
   protocol::ServerSession server;
   if (const Status check =
-          server.Init(server_arena, config, server_options, initial);
+          server.Init(server_arena, AllCodecs(), config, server_options, initial);
       !check.ok()) {
     std::fprintf(stderr, "edgesgd simulate: server: %s\n", check.reason());
     return 1;
@@ -301,6 +300,7 @@ int RunSimulate(const SimulateOptions& o) {
     protocol::WorkerOptions options;
     options.device_id = static_cast<std::uint32_t>(w + 1);
     options.gradient = &Task::GradientCallback;
+    options.codecs = &AllCodecs();
     options.user = task.binding(w);
     options.samples_per_step = static_cast<std::uint32_t>(task.samples_per_step(w));
     options.negate_signs = w < o.adversaries;

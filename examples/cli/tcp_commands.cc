@@ -310,21 +310,26 @@ int RunServer(const ServerFlags& o) {
   std::vector<float> initial(task.dimension());
   task.InitialModel(initial);
   protocol::ServerSession server;
-  if (const Status check = server.Init(arena.arena, config, server_options, initial);
+  if (const Status check =
+          server.Init(arena.arena, AllCodecs(), config, server_options, initial);
       !check.ok()) {
     std::fprintf(stderr, "edgesgd server: %s\n", check.reason());
     return 1;
   }
-  std::vector<std::byte> state(protocol::ServerSession::StateBytes(config));
+  std::vector<std::byte> state(server.StateBytes());
   if (o.resume) {
     std::vector<std::byte> saved;
     if (!ReadWholeFile(o.checkpoint, saved, error)) {
       std::fprintf(stderr, "edgesgd server: --resume: %s\n", error.c_str());
       return 1;
     }
-    if (const Status check = server.RestoreState(saved); !check.ok()) {
-      std::fprintf(stderr, "edgesgd server: --resume %s: %s\n", o.checkpoint.c_str(),
-                   check.reason());
+    std::string_view differing;
+    if (const Status check = server.RestoreState(saved, &differing); !check.ok()) {
+      const std::string setting = differing == "model"   ? "the model (--task, --data, --dim, --hidden)"
+                                  : differing.empty() ? ""
+                                                      : FlagOf(differing);
+      std::fprintf(stderr, "edgesgd server: --resume %s: %s%s%s\n", o.checkpoint.c_str(),
+                   check.reason(), setting.empty() ? "" : ": it differs in ", setting.c_str());
       return 1;
     }
     platform::Log(platform::LogLevel::kInfo, "server: resuming at round %u of %u from %s",
@@ -491,6 +496,7 @@ int RunWorker(const WorkerFlags& o) {
   protocol::WorkerOptions worker_options;
   worker_options.device_id = o.id;
   worker_options.gradient = &WorkerTask::Gradient;
+  worker_options.codecs = &AllCodecs();
   worker_options.user = &oracle;
   worker_options.join_retry_ns = Seconds(o.join_retry_s);
   worker_options.heartbeat_interval_ns = Seconds(o.heartbeat_s);
@@ -564,7 +570,8 @@ int RunPeer(const PeerFlags& o) {
                  o.id, n);
     return 2;
   }
-  if (o.codec != "identity" || o.aggregate != "mean" || o.optimizer != "sgd") {
+  if (o.codec.codec() != CodecName(protocol::ModelCodec()) || o.aggregate != "mean" ||
+      o.optimizer != "sgd") {
     std::fprintf(stderr,
                  "edgesgd peer: gossip exchanges dense models with plain SGD steps: drop "
                  "--codec, --aggregate and --optimizer\n");

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "cli/commands.h"
-#include "cli/flags.h"
+#include "cli/codec_flags.h"
 #include "edgesgd/core/arena.h"
-#include "edgesgd/core/codec_dispatch.h"
+#include "edgesgd/core/codec_registry.h"
 #include "edgesgd/core/data/synthetic.h"
 #include "edgesgd/core/error_feedback.h"
 #include "edgesgd/core/model/model.h"
@@ -25,9 +25,8 @@ namespace {
 struct TrainOptions {
   std::string task = "softmax";
   std::string data = "fashion-mnist";
-  std::string codec = "top_k";
   std::string feedback = "ef";
-  CodecFlags codec_flags;
+  CodecFlags codec;
   std::size_t rounds = 3000;
   std::size_t batch = 64;
   float lr = 0.05f;
@@ -108,8 +107,11 @@ Result<FeedbackKind> ParseFeedback(const std::string& name) {
 }
 
 int RunTrain(const TrainOptions& options) {
-  CodecParams codec = options.codec_flags.ToParams();
-  codec.kind = ParseCodecKind(options.codec).value();  // validated by the flag's check
+  CodecParams codec;
+  if (std::string error; !options.codec.Params(codec, error)) {
+    std::fprintf(stderr, "edgesgd train: %s\n", error.c_str());
+    return 2;
+  }
   FeedbackParams feedback;
   feedback.kind = ParseFeedback(options.feedback).value();
   feedback.detach = options.detach;
@@ -146,14 +148,16 @@ int RunTrain(const TrainOptions& options) {
   const Result<PayloadShape> shape = EncodedShape(codec, *layout);
   if (!shape.ok() || feedback_bytes == 0) {
     std::fprintf(stderr, "edgesgd train: invalid codec parameters for %s\n",
-                 options.codec.c_str());
+                 options.codec.codec().c_str());
     return 2;
   }
   const std::size_t payload_bytes = ArenaBytes(shape->bytes()) + 4 * kArenaAlignment;
   const std::size_t batch_bytes = ArenaBytesFor<float>(options.batch * spec.features) +
                                   ArenaBytesFor<std::uint8_t>(options.batch);
+  // The server's decode of the upload (rand_k regenerates its indices in it).
+  const std::size_t decode_bytes = ArenaBytes(CodecScratchBytes(codec, *layout));
   const std::size_t arena_bytes = model_bytes + gradient_bytes + scratch_bytes + feedback_bytes +
-                                  payload_bytes + batch_bytes;
+                                  payload_bytes + batch_bytes + decode_bytes;
   std::vector<std::byte> storage(arena_bytes + kArenaAlignment);
   Arena arena{std::span<std::byte>(storage)};
 
@@ -161,7 +165,8 @@ int RunTrain(const TrainOptions& options) {
   ErrorFeedbackWorker worker;
   std::span<float> params = arena.Allocate<float>(d).value();
   std::span<float> gradient = arena.Allocate<float>(d).value();
-  if (!model.Init(spec, arena).ok() || !worker.Init(arena, *layout, codec, feedback).ok()) {
+  if (!model.Init(spec, arena).ok() ||
+      !worker.Init(arena, AllCodecs(), *layout, codec, feedback).ok()) {
     std::fprintf(stderr, "edgesgd train: memory plan too small (internal error)\n");
     return 1;
   }
@@ -172,6 +177,8 @@ int RunTrain(const TrainOptions& options) {
   BatchBuffers batch{arena.Allocate<float>(options.batch * spec.features).value(),
                      arena.Allocate<std::uint8_t>(options.batch).value(),
                      {}};
+  const std::span<std::byte> decode_scratch =
+      arena.AllocateBytes(CodecScratchBytes(codec, *layout)).value();
   arena.Seal();
   if (!model.InitParameters(options.seed, params).ok()) return 1;
 
@@ -179,12 +186,13 @@ int RunTrain(const TrainOptions& options) {
               options.task.c_str(), options.data.c_str(), data.train.num_samples,
               data.test.num_samples, d);
   std::printf("codec %s, feedback %s, lr %g, momentum %g, batch %zu, %zu rounds\n",
-              options.codec.c_str(), options.feedback.c_str(), static_cast<double>(options.lr),
+              options.codec.codec().c_str(), options.feedback.c_str(),
+              static_cast<double>(options.lr),
               static_cast<double>(options.momentum), options.batch, options.rounds);
   std::printf("memory plan: arena %zu bytes = model %zu + gradient %zu + model scratch %zu + "
-              "error feedback %zu + upload frame %zu + batch %zu\n",
+              "error feedback %zu + upload frame %zu + batch %zu + decode scratch %zu\n",
               arena.used_bytes(), model_bytes, gradient_bytes, scratch_bytes, feedback_bytes,
-              payload_bytes, batch_bytes);
+              payload_bytes, batch_bytes, decode_bytes);
   std::printf("upload: %zu bytes per round (dense fp32 would be %zu: %.1fx smaller)\n\n",
               shape->bytes(), 4 * d, 4.0 * static_cast<double>(d) /
                                          static_cast<double>(shape->bytes()));
@@ -214,7 +222,8 @@ int RunTrain(const TrainOptions& options) {
     }
     // What the server would apply: x -= C(p).
     if (status.ok()) {
-      status = DecodeAdd(codec, *layout, context, PayloadView(payload, *sent), -1.0f, params, {});
+      status = AllCodecs().DecodeAdd(worker.codec(), *layout, context, PayloadView(payload, *sent),
+                                     -1.0f, params, decode_scratch);
     }
     if (!status.ok()) {
       std::fprintf(stderr, "edgesgd train: round %zu failed: %s (diverged? try a smaller --lr)\n",
@@ -256,16 +265,13 @@ void AddTrainCommand(CLI::App& app, int& exit_code) {
                     "$EDGESGD_FASHION_MNIST_DIR) or synthetic (a 10-class Gaussian mixture)")
       ->capture_default_str()
       ->check(CLI::IsMember({"fashion-mnist", "synthetic"}));
-  train->add_option("--codec", options->codec, "Compressor of the upload")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"identity", "top_k", "rand_k", "random_block", "sign", "qsgd"}));
+  options->codec.Add(*train, "top_k", "Compressor of the upload:");
   train->add_option("--feedback", options->feedback,
                     "Error feedback: none, ef, def (detached, see --detach) or saef")
       ->capture_default_str()
       ->check(CLI::IsMember({"none", "ef", "def", "saef"}));
   train->add_option("--detach", options->detach, "DEF detach coefficient c in [0, 1]")
       ->capture_default_str();
-  AddCodecParameterFlags(*train, options->codec_flags);
   train->add_option("--rounds", options->rounds, "Training steps (one upload each)")
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{1}, std::size_t{100000000}));

@@ -24,7 +24,7 @@
 #include <span>
 
 #include "edgesgd/core/arena.h"
-#include "edgesgd/core/codec_dispatch.h"
+#include "edgesgd/core/codec_registry.h"
 #include "edgesgd/core/error_feedback.h"
 #include "edgesgd/core/model/mlp.h"
 #include "edgesgd/core/model/model.h"

@@ -11,11 +11,10 @@
 #include "alloc/allocation_counter.h"
 #include "edgesgd/core/aggregator.h"
 #include "edgesgd/core/arena.h"
-#include "edgesgd/core/codec_dispatch.h"
+#include "edgesgd/core/codec_registry.h"
 #include "edgesgd/core/error_feedback.h"
 #include "edgesgd/core/majority_vote.h"
 #include "edgesgd/core/optimizer.h"
-#include "edgesgd/core/quant_schedule.h"
 
 namespace edgesgd {
 namespace {

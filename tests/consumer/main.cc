@@ -3,7 +3,7 @@
 #include <array>
 #include <cstdio>
 
-#include "edgesgd/core/codec_dispatch.h"
+#include "edgesgd/core/codec_registry.h"
 
 int main() {
   const auto layout = edgesgd::TensorLayout::Single(8);

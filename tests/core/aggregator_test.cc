@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/test_util.h"
-#include "edgesgd/core/codec_dispatch.h"
+#include "edgesgd/core/codec_registry.h"
 
 namespace edgesgd {
 namespace {

@@ -12,7 +12,7 @@
 
 #include "core/test_util.h"
 #include "edgesgd/core/aggregator.h"
-#include "edgesgd/core/codec_dispatch.h"
+#include "edgesgd/core/codec_registry.h"
 #include "edgesgd/core/optimizer.h"
 #include "edgesgd/core/random.h"
 

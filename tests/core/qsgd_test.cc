@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/test_util.h"
-#include "edgesgd/core/codec_dispatch.h"
+#include "edgesgd/core/codec_registry.h"
 #include "edgesgd/core/internal/bit_packing.h"
 #include "edgesgd/core/internal/reduce.h"
 #include "edgesgd/core/random.h"

@@ -1,4 +1,3 @@
-#include "edgesgd/core/quant_schedule.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +9,7 @@
 
 #include "core/test_util.h"
 #include "edgesgd/core/aggregator.h"
-#include "edgesgd/core/codec_dispatch.h"
+#include "edgesgd/core/codec_registry.h"
 #include "edgesgd/core/error_feedback.h"
 
 namespace edgesgd {

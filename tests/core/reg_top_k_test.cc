@@ -14,7 +14,7 @@
 #include <random>
 #include <vector>
 
-#include "edgesgd/core/codec_dispatch.h"
+#include "edgesgd/core/codec_registry.h"
 #include "edgesgd/core/error_feedback.h"
 #include "test_util.h"
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "edgesgd/core/arena.h"
-#include "edgesgd/core/codec_dispatch.h"
+#include "edgesgd/core/codec_registry.h"
 #include "edgesgd/core/payload.h"
 #include "edgesgd/core/random.h"
 #include "edgesgd/core/tensor_layout.h"

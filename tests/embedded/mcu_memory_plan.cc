@@ -22,7 +22,7 @@
 
 #include "edgesgd/core/aggregator.h"
 #include "edgesgd/core/arena.h"
-#include "edgesgd/core/codec_dispatch.h"
+#include "edgesgd/core/codec_registry.h"
 #include "edgesgd/core/error_feedback.h"
 #include "edgesgd/core/majority_vote.h"
 #include "edgesgd/core/optimizer.h"

@@ -16,7 +16,7 @@
 
 #include "edgesgd/core/arena.h"
 #include "edgesgd/core/check.h"
-#include "edgesgd/core/codec_dispatch.h"
+#include "edgesgd/core/codec_registry.h"
 #include "edgesgd/core/eigen.h"
 #include "edgesgd/core/random.h"
 #include "edgesgd/platform/clock.h"

@@ -20,8 +20,7 @@
 
 #include "edgesgd/core/arena.h"
 #include "edgesgd/core/codec.h"
-#include "edgesgd/core/codec_dispatch.h"
-#include "edgesgd/core/codec_params.h"
+#include "edgesgd/core/codec_registry.h"
 #include "edgesgd/core/payload.h"
 #include "edgesgd/core/tensor_layout.h"
 

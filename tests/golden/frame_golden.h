@@ -12,7 +12,7 @@
 #include <span>
 
 #include "edgesgd/core/codec.h"
-#include "edgesgd/core/codec_params.h"
+#include "edgesgd/core/codec_registry.h"
 #include "edgesgd/core/tensor_layout.h"
 #include "edgesgd/wire/frame_builder.h"
 #include "edgesgd/wire/messages.h"

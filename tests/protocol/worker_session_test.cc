@@ -9,10 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "edgesgd/core/codec_dispatch.h"
+#include "edgesgd/core/codec_registry.h"
 #include "edgesgd/core/error_feedback.h"
 #include "edgesgd/core/codecs/qsgd.h"
-#include "edgesgd/core/quant_schedule.h"
 #include "protocol/frame_factory.h"
 #include "protocol/protocol_harness.h"
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "edgesgd/core/codec_dispatch.h"
+#include "edgesgd/core/codec_registry.h"
 #include "edgesgd/wire/frame_builder.h"
 #include "edgesgd/wire/wire_format.h"
 

@@ -19,29 +19,6 @@ constexpr float kMaxFloat = std::numeric_limits<float>::max();
 
 constexpr std::uint64_t Bit(std::size_t index) { return std::uint64_t{1} << index; }
 
-// Appends to a fixed ring, overwriting (and counting) the oldest entry when it is full.
-template <typename T, std::size_t N>
-void PushRing(std::array<T, N>& ring, std::size_t& head, std::size_t& size, const T& value,
-              std::uint64_t& dropped) {
-  if (size == N) {
-    ring[head] = value;
-    head = (head + 1) % N;
-    ++dropped;
-    return;
-  }
-  ring[(head + size) % N] = value;
-  ++size;
-}
-
-template <typename T, std::size_t N>
-bool PopRing(std::array<T, N>& ring, std::size_t& head, std::size_t& size, T& out) {
-  if (size == 0) return false;
-  out = ring[head];
-  head = (head + 1) % N;
-  --size;
-  return true;
-}
-
 }  // namespace
 
 const char* GossipAlgorithmName(GossipAlgorithm algorithm) {
@@ -293,11 +270,11 @@ TimeNs GossipPeerSession::DoNextWakeup() const {
 }
 
 bool GossipPeerSession::PollRejectEvent(GossipRejectEvent& out) {
-  return PopRing(reject_log_, reject_head_, reject_size_, out);
+  return reject_log_.Pop(out);
 }
 
 bool GossipPeerSession::PollRoundEvent(GossipRoundEvent& out) {
-  return PopRing(round_log_, round_head_, round_size_, out);
+  return round_log_.Pop(out);
 }
 
 bool GossipPeerSession::IsLive(PeerId peer) const {
@@ -337,8 +314,8 @@ void GossipPeerSession::HandleExchange(std::size_t index, const wire::FrameView&
     Reject(from, GossipRejectReason::kWrongExchange, round, now);
     return;
   }
-  if (view.payload.codec != CodecKind::kIdentity ||
-      view.payload.kind != wire::PayloadKind::kDense) {
+  if (view.payload.codec != CodecIdOf(ModelCodec()) ||
+      view.payload.layout != PayloadLayout::kDense) {
     Reject(from, GossipRejectReason::kWrongCodec, round, now);
     return;
   }
@@ -408,7 +385,7 @@ void GossipPeerSession::Reject(PeerId peer, GossipRejectReason reason, std::uint
                                TimeNs now) {
   ++counters_.rejected[static_cast<std::size_t>(reason)];
   const GossipRejectEvent event{peer, reason, round, now};
-  PushRing(reject_log_, reject_head_, reject_size_, event, counters_.reject_events_dropped);
+  reject_log_.Push(event, counters_.reject_events_dropped);
 }
 
 // ---- Steps and rounds ----
@@ -613,7 +590,7 @@ void GossipPeerSession::FinishRound(TimeNs now) {
                                round_heard_,  round_missed_,
                                round_deadline_passed_, counters_.bytes_sent,
                                counters_.bytes_received};
-  PushRing(round_log_, round_head_, round_size_, event, counters_.round_events_dropped);
+  round_log_.Push(event, counters_.round_events_dropped);
   round_heard_ = 0;
   round_missed_ = 0;
   round_deadline_passed_ = false;

@@ -4,8 +4,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "edgesgd/core/codecs/random_block.h"
-#include "edgesgd/core/optimizer.h"
 #include "edgesgd/core/random.h"
 #include "edgesgd/wire/frame_decoder.h"
 #include "session_util.h"
@@ -14,8 +12,6 @@ namespace edgesgd::protocol {
 namespace {
 
 using internal::AllFinite;
-using internal::MatchesCodec;
-using internal::MatchesScheduledCodec;
 using internal::PayloadBits;
 using internal::SaturatingAdd;
 
@@ -29,130 +25,6 @@ constexpr std::array<JoinRefusal, 3> kJoinRefusals = {{
     {StatusCode::kResourceExhausted, "worker memory is too small for this run"},
     {StatusCode::kResourceExhausted, "worker cannot receive this run's largest frame"},
 }};
-
-// Appends to a fixed ring, overwriting (and counting) the oldest entry when it is full.
-template <typename T, std::size_t N>
-void PushRing(std::array<T, N>& ring, std::size_t& head, std::size_t& size, const T& value,
-              std::uint64_t& dropped) {
-  if (size == N) {
-    ring[head] = value;
-    head = (head + 1) % N;
-    ++dropped;
-    return;
-  }
-  ring[(head + size) % N] = value;
-  ++size;
-}
-
-template <typename T, std::size_t N>
-bool PopRing(std::array<T, N>& ring, std::size_t& head, std::size_t& size, T& out) {
-  if (size == 0) return false;
-  out = ring[head];
-  head = (head + 1) % N;
-  --size;
-  return true;
-}
-
-
-// ---- Checkpoint encoding ----
-
-constexpr std::uint32_t kStateVersion = 1;
-constexpr char kStateMagic[8] = {'E', 'D', 'G', 'S', 'C', 'K', 'P', 'T'};
-constexpr std::uint64_t kFnvOffset = 0xcbf29ce484222325ull;
-constexpr std::uint64_t kFnvPrime = 0x100000001b3ull;
-
-std::uint64_t Fnv1a(std::uint64_t hash, std::span<const std::byte> bytes) {
-  for (const std::byte b : bytes) {
-    hash ^= static_cast<std::uint64_t>(b);
-    hash *= kFnvPrime;
-  }
-  return hash;
-}
-
-// Little-endian field writer over a span the caller sized (StateBytes).
-class StateWriter {
- public:
-  explicit StateWriter(std::span<std::byte> out) : out_(out) {}
-  template <typename T>
-  void Put(T value) {
-    std::memcpy(out_.data() + at_, &value, sizeof(T));
-    at_ += sizeof(T);
-  }
-  void PutBytes(std::span<const std::byte> bytes) {
-    std::memcpy(out_.data() + at_, bytes.data(), bytes.size());
-    at_ += bytes.size();
-  }
-  std::size_t size() const { return at_; }
-  std::span<const std::byte> written() const { return out_.first(at_); }
-
- private:
-  std::span<std::byte> out_;
-  std::size_t at_ = 0;
-};
-
-class StateReader {
- public:
-  explicit StateReader(std::span<const std::byte> in) : in_(in) {}
-  template <typename T>
-  T Get() {
-    T value;
-    std::memcpy(&value, in_.data() + at_, sizeof(T));
-    at_ += sizeof(T);
-    return value;
-  }
-  std::span<const std::byte> Take(std::size_t bytes) {
-    const std::span<const std::byte> taken = in_.subspan(at_, bytes);
-    at_ += bytes;
-    return taken;
-  }
-  std::size_t position() const { return at_; }
-
- private:
-  std::span<const std::byte> in_;
-  std::size_t at_ = 0;
-};
-
-// Identifies a run: every field of the Welcome the workers get, field by field (structs have
-// padding, so never their raw bytes), and the worker count.
-std::uint64_t RunFingerprint(const RunConfig& config, std::uint32_t workers) {
-  const wire::WelcomeInfo welcome = ToWelcomeInfo(config, 0, workers);
-  std::uint64_t hash = kFnvOffset;
-  const auto mix = [&hash](auto value) {
-    hash = Fnv1a(hash, std::as_bytes(std::span(&value, 1)));
-  };
-  mix(welcome.workers);
-  mix(welcome.rounds);
-  mix(welcome.seed);
-  mix(static_cast<std::uint64_t>(welcome.layout.tensor_count()));
-  for (std::size_t t = 0; t < welcome.layout.tensor_count(); ++t) {
-    mix(static_cast<std::uint64_t>(welcome.layout.size(t)));
-  }
-  const CodecParams& codec = welcome.codec;
-  mix(static_cast<std::uint8_t>(codec.kind));
-  mix(codec.k_ratio);
-  mix(static_cast<std::uint8_t>(codec.rand_k_scaling));
-  mix(codec.block_ratio);
-  mix(static_cast<std::uint8_t>(codec.sign_scale));
-  mix(codec.qsgd_levels);
-  mix(codec.qsgd_bucket);
-  const wire::TrainingConfig& training = welcome.training;
-  mix(training.feedback);
-  mix(training.detach);
-  mix(training.optimizer);
-  mix(training.learning_rate);
-  mix(training.momentum);
-  mix(training.weight_decay);
-  mix(training.local_steps);
-  mix(training.batch);
-  mix(training.aggregate);
-  mix(training.participation);
-  mix(training.quant_schedule);
-  mix(training.mode);
-  mix(training.gossip);
-  mix(training.topology);
-  mix(training.gossip_rounds);
-  return hash;
-}
 
 }  // namespace
 
@@ -201,8 +73,8 @@ Status ValidateServerOptions(const ServerOptions& options) {
 
 // ---- Init ----
 
-Status ServerSession::Init(Arena& arena, const RunConfig& config, const ServerOptions& options,
-                                std::span<const float> initial_model) {
+Status ServerSession::Init(Arena& arena, const CodecRegistry& codecs, const RunConfig& config,
+                           const ServerOptions& options, std::span<const float> initial_model) {
   if (phase_ != ServerPhase::kUninitialized) {
     return Status::FailedPrecondition("the server is already initialized");
   }
@@ -212,6 +84,7 @@ Status ServerSession::Init(Arena& arena, const RunConfig& config, const ServerOp
     return Status::InvalidArgument("the initial model's size is not the layout's dimension");
   }
   if (!AllFinite(initial_model)) return Status::InvalidArgument("the initial model is not finite");
+  EDGESGD_TRY(codecs.For(config.codec).status());
   if (arena.sealed()) return Status::FailedPrecondition("the arena is sealed");
   const std::size_t needed = ArenaBytes(config, options);
   if (needed == 0) return Status::InvalidArgument("the configuration cannot be sized");
@@ -220,6 +93,8 @@ Status ServerSession::Init(Arena& arena, const RunConfig& config, const ServerOp
   }
   config_ = config;
   options_ = options;
+  codecs_ = &codecs;
+  aggregation_kind_ = FindAggregation(config_);
   if (!TakeBuffers(arena).ok()) {
     return Status::Internal("arena accounting disagrees with ArenaBytes");
   }
@@ -246,30 +121,13 @@ Status ServerSession::TakeBuffers(Arena& arena) {
   EDGESGD_TRY_ASSIGN(std::span<std::byte> leave_buffer, arena.AllocateBytes(kControlBuilderBytes));
   leave_builder_.emplace(leave_buffer);
 
-  const bool majority = config_.aggregation == AggregationKind::kMajority;
-  const bool aggregate_downlink = config_.downlink == DownlinkKind::kAggregate;
-  if (majority || aggregate_downlink) {
+  if (aggregation_kind_->aggregate_is_payload) {
     EDGESGD_TRY_ASSIGN(std::span<std::byte> buffer,
                        arena.AllocateBytes(wire::FrameBuilderBytes(config_.codec, layout)));
     aggregate_builder_.emplace(buffer);
   }
-  if (majority) {
-    EDGESGD_TRY(vote_.Init(arena, layout, options_.workers, config_.tie_rule));
-  } else if (RecompressesDownlink(config_)) {
-    EDGESGD_TRY(mean_.Init(arena, layout, config_.codec));
-    EDGESGD_TRY(downlink_feedback_.Init(arena, layout, config_.codec));
-    EDGESGD_TRY_ASSIGN(decode_scratch_,
-                       arena.AllocateBytes(CodecScratchBytes(config_.codec, layout)));
-  } else if (aggregate_downlink) {
-    EDGESGD_TRY(payload_sum_.Init(arena, layout, config_.codec));
-    EDGESGD_TRY_ASSIGN(decode_scratch_,
-                       arena.AllocateBytes(CodecScratchBytes(config_.codec, layout)));
-  } else {
-    EDGESGD_TRY(mean_.Init(arena, layout, config_.codec));
-  }
-  if (config_.codec.kind == CodecKind::kQsgd) {
-    EDGESGD_TRY(schedule_.Init(config_.quant_schedule, config_.codec.qsgd_levels, config_.rounds));
-  }
+  const AggregationSetup setup{codecs_, &config_, options_.workers};
+  EDGESGD_TRY_ASSIGN(aggregation_, aggregation_kind_->create(arena, setup));
   return Status::Ok();
 }
 
@@ -408,11 +266,11 @@ TimeNs ServerSession::DoNextWakeup() const {
 }
 
 bool ServerSession::PollRejectEvent(RejectEvent& out) {
-  return PopRing(reject_log_, reject_head_, reject_size_, out);
+  return reject_log_.Pop(out);
 }
 
 bool ServerSession::PollRoundEvent(RoundEvent& out) {
-  return PopRing(round_log_, round_head_, round_size_, out);
+  return round_log_.Pop(out);
 }
 
 std::uint32_t ServerSession::joined_workers() const {
@@ -480,7 +338,7 @@ int ServerSession::Incompatibility(const wire::JoinInfo& join) const {
   // Zero fields mean "not stated" and are not checked.
   if (join.codecs != 0) {
     const std::uint32_t required =
-        wire::CodecBit(config_.codec.kind) | wire::CodecBit(CodecKind::kIdentity);
+        wire::CodecBit(CodecIdOf(config_.codec)) | wire::CodecBit(CodecIdOf(ModelCodec()));
     if ((join.codecs & required) != required) return 0;
   }
   // A device with 4 GiB or more reports the u32 maximum, which is not a limit.
@@ -520,15 +378,17 @@ void ServerSession::HandleUpdate(PeerId from, const wire::FrameView& view, TimeN
     Reject(from, RejectReason::kDuplicate, round, now);
     return;
   }
-  const bool matches = config_.codec.kind == CodecKind::kQsgd
-                           ? MatchesScheduledCodec(config_.codec, schedule_, view.payload)
-                           : MatchesCodec(config_.codec, view.payload);
-  if (!matches) {
+  const wire::EncodedPayload& payload = view.payload;
+  const Result<CodecParams> params =
+      ParamsForPayload(config_.codec, payload.codec, payload.layout, payload.header);
+  if (!params.ok()) {
     Reject(from, RejectReason::kWrongCodec, round, now);
     return;
   }
-  if (const std::optional<RejectReason> reason = Aggregate(from, view); reason.has_value()) {
-    Reject(from, *reason, round, now);
+  const CodecContext context{config_.seed, round, from};
+  if (!codecs_->CheckShared(params.value(), config_.layout, context, payload.view).ok() ||
+      !aggregation_->Add(params.value(), payload.view, context).ok()) {
+    Reject(from, RejectReason::kBadPayload, round, now);
     return;
   }
   slot->reported = true;
@@ -538,43 +398,6 @@ void ServerSession::HandleUpdate(PeerId from, const wire::FrameView& view, TimeN
   ClearPending(*slot, kPendingBroadcast);
   ++reported_;
   ++counters_.updates_accepted;
-}
-
-std::optional<RejectReason> ServerSession::Aggregate(PeerId from, const wire::FrameView& view) {
-  const TensorLayout& layout = config_.layout;
-  const CodecContext context{config_.seed, view.header.round, from};
-  const PayloadView& payload = view.payload.view;
-  if (config_.codec.kind == CodecKind::kRandomBlock) {
-    // Blocks must start where the shared seed says; a block elsewhere would still decode, but
-    // it is not the compressor every other worker ran (and payload sums would not line up).
-    if (payload.indices.size() != layout.tensor_count()) return RejectReason::kBadPayload;
-    for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
-      if (payload.indices[t] != RandomBlockCodec::BlockStart(context, t, layout.size(t))) {
-        return RejectReason::kBadPayload;
-      }
-    }
-  }
-  if (config_.aggregation == AggregationKind::kMajority) {
-    // A vote is plain signs: one unit scale per tensor.
-    if (payload.scales.size() != layout.tensor_count() || !payload.indices.empty() ||
-        !payload.values.empty()) {
-      return RejectReason::kBadPayload;
-    }
-    for (const float scale : payload.scales) {
-      if (scale != 1.0f) return RejectReason::kBadPayload;
-    }
-    if (!vote_.AddVote(payload.words).ok()) return RejectReason::kBadPayload;
-  } else if (config_.downlink == DownlinkKind::kAggregate && !RecompressesDownlink(config_)) {
-    if (!payload_sum_.Add(payload, 1.0f).ok()) return RejectReason::kBadPayload;
-  } else {
-    // Decoded with the frame's own level count, which MatchesScheduledCodec accepted.
-    if (!mean_.AddWithParams(wire::DecodeParams(config_.codec, view.payload), payload, context,
-                             1.0f)
-             .ok()) {
-      return RejectReason::kBadPayload;
-    }
-  }
-  return std::nullopt;
 }
 
 void ServerSession::MarkHeard(WorkerSlot& slot, TimeNs now) {
@@ -605,7 +428,7 @@ void ServerSession::Reject(PeerId peer, RejectReason reason, std::uint32_t round
   ++counters_.rejected[static_cast<std::size_t>(reason)];
   ++rejected_this_round_;
   const RejectEvent event{peer, reason, round, now};
-  PushRing(reject_log_, reject_head_, reject_size_, event, counters_.reject_events_dropped);
+  reject_log_.Push(event, counters_.reject_events_dropped);
 }
 
 // ---- Rounds ----
@@ -662,9 +485,7 @@ void ServerSession::StartRound(TimeNs now) {
   payload_bits_this_round_ = 0;
   rejected_this_round_ = 0;
   extensions_this_round_ = 0;
-  mean_.Reset();
-  payload_sum_.Reset();
-  vote_.Reset();
+  aggregation_->BeginRound();
   if (const Status built = BuildModelFrame(); !built.ok()) {
     Finish(wire::LeaveReason::kFailure, Status::Internal());
     return;
@@ -744,7 +565,7 @@ void ServerSession::CloseRound(TimeNs now) {
                          counters_.bytes_received,
                          counters_.bytes_sent,
                          payload_bits_this_round_};
-  PushRing(round_log_, round_head_, round_size_, event, counters_.round_events_dropped);
+  round_log_.Push(event, counters_.round_events_dropped);
   last_reported_ = reported_;
   if (!applied.ok()) {
     Finish(wire::LeaveReason::kFailure, applied);
@@ -760,11 +581,10 @@ void ServerSession::CloseRound(TimeNs now) {
 }
 
 Status ServerSession::ApplyRound() {
-  if (config_.aggregation == AggregationKind::kMajority ||
-      config_.downlink == DownlinkKind::kAggregate) {
+  if (aggregation_kind_->aggregate_is_payload) {
     EDGESGD_TRY(BroadcastAndApplyAggregate());
   } else {
-    EDGESGD_TRY(mean_.AddScaledMean(-1.0f, model_));
+    EDGESGD_TRY(aggregation_->Apply({}, CodecContext{config_.seed, round_, 0}, model_));
   }
   // A diverged run would broadcast NaN forever; stop it instead, loudly.
   if (!AllFinite(model_)) return Status::DataLoss();
@@ -779,7 +599,7 @@ Status ServerSession::BroadcastAndApplyAggregate() {
   EDGESGD_TRY_ASSIGN(const PayloadSpans spans, aggregate_builder_->BeginPayloadFrame(
                                                    header, message, config_.codec, layout));
   const CodecContext context{config_.seed, round_, 0};
-  if (const Status filled = FillAggregate(spans, context); !filled.ok()) {
+  if (const Status filled = aggregation_->FillBroadcast(spans, context); !filled.ok()) {
     aggregate_builder_->AbandonPayloadFrame();
     return filled;
   }
@@ -788,34 +608,8 @@ Status ServerSession::BroadcastAndApplyAggregate() {
   if (!view.ok()) return Status::Internal();
   // The server applies the frame's own bytes, exactly as every worker will: their models stay
   // bit-identical to this one.
-  const PayloadView& payload = view.value().payload.view;
-  if (config_.aggregation == AggregationKind::kMajority) {
-    EDGESGD_TRY(ApplySignVote(payload.words, layout, config_.optimizer.learning_rate,
-                              config_.optimizer.weight_decay, model_));
-  } else {
-    EDGESGD_TRY(
-        DecodeAdd(config_.codec, layout, context, payload, -1.0f, model_, decode_scratch_));
-  }
+  EDGESGD_TRY(aggregation_->Apply(view.value().payload.view, context, model_));
   aggregate_valid_ = true;
-  return Status::Ok();
-}
-
-Status ServerSession::FillAggregate(const PayloadSpans& spans, const CodecContext& context) {
-  if (config_.aggregation == AggregationKind::kMajority) {
-    // V = sign(sum_i sign(m_i)) as plain signs: one unit scale per tensor.
-    EDGESGD_TRY(vote_.Finish(spans.words));
-    std::fill(spans.scales.begin(), spans.scales.end(), 1.0f);
-    return Status::Ok();
-  }
-  if (RecompressesDownlink(config_)) {
-    // The dense mean joins the server's residual, whose compression is the broadcast.
-    EDGESGD_TRY_ASSIGN(const std::span<const float> mean, mean_.Mean());
-    return downlink_feedback_.Compress(mean, context, spans).status();
-  }
-  // The mean in payload space.
-  EDGESGD_TRY_ASSIGN(const PayloadView mean, payload_sum_.Mean());
-  std::copy(mean.indices.begin(), mean.indices.end(), spans.indices.begin());
-  std::copy(mean.values.begin(), mean.values.end(), spans.values.begin());
   return Status::Ok();
 }
 
@@ -886,101 +680,48 @@ std::uint32_t ServerSession::LiveCount(bool selected_only, bool non_reporters_on
   return count;
 }
 
-Result<std::size_t> ServerSession::SaveState(std::span<std::byte> out) const {
-  if (phase_ == ServerPhase::kUninitialized) return Status::FailedPrecondition();
-  const std::size_t bytes = StateBytes(config_);
-  if (out.size() < bytes) return Status::ResourceExhausted();
-  StateWriter writer(out);
-  writer.PutBytes(std::as_bytes(std::span(kStateMagic)));
-  writer.Put(kStateVersion);
-  writer.Put(static_cast<std::uint32_t>(model_.size()));
-  writer.Put(RunFingerprint(config_, options_.workers));
-  writer.Put(round_);
-  writer.Put(config_.rounds);
-  writer.Put(sequence_);
-  writer.Put(counters_.bytes_received);
-  writer.Put(counters_.bytes_sent);
-  writer.Put(counters_.frames_received);
-  writer.Put(counters_.frames_sent);
-  writer.Put(counters_.rounds_completed);
-  writer.PutBytes(std::as_bytes(model_));
-  if (RecompressesDownlink(config_)) {
-    writer.PutBytes(std::as_bytes(downlink_feedback_.residual()));
-  }
-  writer.Put(Fnv1a(kFnvOffset, writer.written()));
-  return writer.size();
+std::size_t ServerSession::StateBytes() const {
+  if (aggregation_ == nullptr) return 0;
+  return CheckpointBytes(config_, options_.workers, aggregation_->SavedState().size());
 }
 
-Status ServerSession::RestoreState(std::span<const std::byte> state) {
+Result<std::size_t> ServerSession::SaveState(std::span<std::byte> out) const {
+  if (phase_ == ServerPhase::kUninitialized) return Status::FailedPrecondition("not initialized");
+  CheckpointState state;
+  state.round = round_;
+  state.rounds = config_.rounds;
+  state.sequence = sequence_;
+  state.counters = {counters_.bytes_received, counters_.bytes_sent, counters_.frames_received,
+                    counters_.frames_sent, counters_.rounds_completed};
+  state.model = std::as_bytes(model_);
+  state.aggregation = aggregation_->SavedState();
+  return WriteCheckpoint(out, config_, options_.workers, state);
+}
+
+Status ServerSession::RestoreState(std::span<const std::byte> bytes,
+                                   std::string_view* differing_field) {
   if (phase_ != ServerPhase::kJoining || started_) {
-    return Status::FailedPrecondition("a checkpoint can only be restored after Init and before Start");
+    return Status::FailedPrecondition(
+        "a checkpoint can only be restored after Init and before Start");
   }
-  const Status damaged = Status::DataLoss("the checkpoint is damaged or not a checkpoint");
-  if (state.size() < kStateHeaderBytes + kStateTrailerBytes ||
-      std::memcmp(state.data(), kStateMagic, sizeof(kStateMagic)) != 0) {
-    return damaged;
-  }
-  if (state.size() != StateBytes(config_)) {
-    // A whole checkpoint of another model, or a truncated / extended one of this model.
-    std::uint32_t dimension = 0;
-    std::memcpy(&dimension, state.data() + sizeof(kStateMagic) + 4, sizeof(dimension));
-    if (dimension != model_.size()) {
-      return Status::InvalidArgument("the checkpoint holds a model of another size");
-    }
-    return damaged;
-  }
-  const std::size_t body = state.size() - kStateTrailerBytes;
-  std::uint64_t stored_checksum = 0;
-  std::memcpy(&stored_checksum, state.data() + body, sizeof(stored_checksum));
-  if (std::memcmp(state.data(), kStateMagic, sizeof(kStateMagic)) != 0 ||
-      Fnv1a(kFnvOffset, state.first(body)) != stored_checksum) {
-    return damaged;
-  }
-  StateReader reader(state);
-  reader.Take(sizeof(kStateMagic));
-  if (reader.Get<std::uint32_t>() != kStateVersion) {
-    return Status::DataLoss("the checkpoint has another format version");
-  }
-  if (reader.Get<std::uint32_t>() != model_.size()) {
-    return Status::InvalidArgument("the checkpoint holds a model of another size");
-  }
-  if (reader.Get<std::uint64_t>() != RunFingerprint(config_, options_.workers)) {
-    return Status::InvalidArgument(
-        "the checkpoint was written for another configuration (flags or worker count differ)");
-  }
-  const auto round = reader.Get<std::uint32_t>();
-  const auto rounds = reader.Get<std::uint32_t>();
-  if (rounds != config_.rounds || round > rounds) {
-    return Status::DataLoss("the checkpoint's round is out of range");
-  }
-  const auto sequence = reader.Get<std::uint64_t>();
-  ServerCounters counters;
-  counters.bytes_received = reader.Get<std::uint64_t>();
-  counters.bytes_sent = reader.Get<std::uint64_t>();
-  counters.frames_received = reader.Get<std::uint64_t>();
-  counters.frames_sent = reader.Get<std::uint64_t>();
-  counters.rounds_completed = reader.Get<std::uint64_t>();
-  const std::span<const std::byte> model = reader.Take(model_.size() * sizeof(float));
-  const bool has_residual = RecompressesDownlink(config_);
-  const std::span<const std::byte> residual =
-      has_residual ? reader.Take(model_.size() * sizeof(float)) : std::span<const std::byte>{};
+  CheckpointState state;
+  EDGESGD_TRY(ReadCheckpoint(bytes, config_, options_.workers,
+                             aggregation_->SavedState().size(), state, differing_field));
   // Check before touching the live state: a failed restore leaves the session as it was.
   for (std::size_t i = 0; i < model_.size(); ++i) {
     float value;
-    std::memcpy(&value, model.data() + i * sizeof(float), sizeof(float));
+    std::memcpy(&value, state.model.data() + i * sizeof(float), sizeof(float));
     if (!std::isfinite(value)) return Status::InvalidArgument("the checkpoint's model is not finite");
   }
-  if (has_residual && !downlink_feedback_.RestoreResidual(residual).ok()) {
-    return Status::InvalidArgument("the checkpoint's downlink residual is not finite");
-  }
-  std::memcpy(model_.data(), model.data(), model.size());
-  round_ = round;
-  sequence_ = sequence;
-  counters_.bytes_received = counters.bytes_received;
-  counters_.bytes_sent = counters.bytes_sent;
-  counters_.frames_received = counters.frames_received;
-  counters_.frames_sent = counters.frames_sent;
-  counters_.rounds_completed = counters.rounds_completed;
+  EDGESGD_TRY(aggregation_->RestoreState(state.aggregation));
+  std::memcpy(model_.data(), state.model.data(), state.model.size());
+  round_ = state.round;
+  sequence_ = state.sequence;
+  counters_.bytes_received = state.counters.bytes_received;
+  counters_.bytes_sent = state.counters.bytes_sent;
+  counters_.frames_received = state.counters.frames_received;
+  counters_.frames_sent = state.counters.frames_sent;
+  counters_.rounds_completed = state.counters.rounds_completed;
   if (round_ >= config_.rounds) Finish(wire::LeaveReason::kDone, Status::Ok());
   return Status::Ok();
 }

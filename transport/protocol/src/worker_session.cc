@@ -13,7 +13,6 @@ namespace edgesgd::protocol {
 namespace {
 
 using internal::AllFinite;
-using internal::MatchesCodec;
 using internal::SaturatingAdd;
 
 // Bitwise float equality: a Welcome must compare equal to itself even if a field the run does
@@ -22,29 +21,18 @@ bool SameBits(float a, float b) {
   return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b);
 }
 
-bool SameCodec(const CodecParams& a, const CodecParams& b) {
-  return a.kind == b.kind && SameBits(a.k_ratio, b.k_ratio) &&
-         a.rand_k_scaling == b.rand_k_scaling && a.block_ratio == b.block_ratio &&
-         a.sign_scale == b.sign_scale && a.qsgd_levels == b.qsgd_levels &&
-         a.qsgd_bucket == b.qsgd_bucket && SameBits(a.reg_top_k_mu, b.reg_top_k_mu) &&
-         SameBits(a.reg_top_k_q, b.reg_top_k_q);
-}
-
 bool SameTraining(const wire::TrainingConfig& a, const wire::TrainingConfig& b) {
   return a.feedback == b.feedback && SameBits(a.detach, b.detach) && a.optimizer == b.optimizer &&
          SameBits(a.learning_rate, b.learning_rate) && SameBits(a.momentum, b.momentum) &&
          SameBits(a.weight_decay, b.weight_decay) && a.local_steps == b.local_steps &&
          a.batch == b.batch && a.aggregate == b.aggregate &&
-         SameBits(a.participation, b.participation) && a.quant_schedule == b.quant_schedule &&
-         a.mode == b.mode && a.gossip == b.gossip && a.topology == b.topology &&
-         a.gossip_rounds == b.gossip_rounds && a.quant_bits_min == b.quant_bits_min &&
-         a.quant_bits_max == b.quant_bits_max && SameBits(a.quant_k, b.quant_k) &&
-         SameBits(a.quant_rho, b.quant_rho);
+         SameBits(a.participation, b.participation) && a.mode == b.mode &&
+         a.gossip == b.gossip && a.topology == b.topology && a.gossip_rounds == b.gossip_rounds;
 }
 
 bool SameWelcome(const wire::WelcomeInfo& a, const wire::WelcomeInfo& b) {
   return a.assigned_id == b.assigned_id && a.workers == b.workers && a.rounds == b.rounds &&
-         a.seed == b.seed && a.layout == b.layout && SameCodec(a.codec, b.codec) &&
+         a.seed == b.seed && a.layout == b.layout && SameCodecParams(a.codec, b.codec) &&
          SameTraining(a.training, b.training);
 }
 
@@ -69,6 +57,9 @@ Status WorkerSession::Init(Arena& arena, const WorkerOptions& options) {
     return Status::FailedPrecondition("the worker is already initialized");
   }
   if (options.gradient == nullptr) return Status::InvalidArgument("a gradient callback is required");
+  if (options.codecs == nullptr) {
+    return Status::InvalidArgument("a codec registry is required (AllCodecs() has every codec)");
+  }
   if (options.device_id == kServerPeer) {
     return Status::InvalidArgument("device id 0 is the server's peer id");
   }
@@ -290,9 +281,10 @@ Status WorkerSession::ApplyBroadcast(const wire::FrameView& view) {
   const PayloadView& payload = view.payload.view;
   const TensorLayout& layout = config_.layout;
   if (view.message.broadcast.content == wire::BroadcastContent::kModel) {
-    if (view.payload.codec != CodecKind::kIdentity || payload.values.size() != model_.size() ||
+    if (view.payload.codec != CodecIdOf(ModelCodec()) ||
+        view.payload.layout != PayloadLayout::kDense || payload.values.size() != model_.size() ||
         !AllFinite(payload.values)) {
-      return Status::DataLoss();
+      return Status::DataLoss("a model broadcast must be the dense model");
     }
     if (config_.aggregation == AggregationKind::kMean) LearnAggregate(view);
     // A copy, not a decode-add into zeros: 0 + (-0) would turn -0 into +0 and the worker's
@@ -300,9 +292,12 @@ Status WorkerSession::ApplyBroadcast(const wire::FrameView& view) {
     std::copy(payload.values.begin(), payload.values.end(), model_.begin());
     return Status::Ok();
   }
-  if (config_.downlink != DownlinkKind::kAggregate || !MatchesCodec(config_.codec, view.payload)) {
-    return Status::DataLoss();
+  if (config_.downlink != DownlinkKind::kAggregate) {
+    return Status::DataLoss("an aggregate broadcast in a run with the model downlink");
   }
+  const Result<CodecParams> params = ParamsForPayload(config_.codec, view.payload.codec,
+                                                      view.payload.layout, view.payload.header);
+  if (!params.ok()) return params.status();
   const std::uint32_t round = view.header.round;
   if (model_round_ == kNoRound || model_round_ + 1 != round) return Status::FailedPrecondition();
   Status status;
@@ -311,7 +306,8 @@ Status WorkerSession::ApplyBroadcast(const wire::FrameView& view) {
                            config_.optimizer.weight_decay, model_);
   } else {
     const CodecContext context{config_.seed, round - 1, 0};
-    status = DecodeAdd(config_.codec, layout, context, payload, -1.0f, model_, scratch_);
+    status = options_.codecs->DecodeAdd(params.value(), layout, context, payload, -1.0f, model_,
+                                        scratch_);
   }
   // Every failure here is the payload's (both functions leave the model untouched on error).
   return status.ok() ? Status::Ok() : Status::DataLoss();
@@ -344,9 +340,12 @@ void WorkerSession::LearnAggregate(const wire::FrameView& view) {
 Status WorkerSession::Configure(const RunConfig& config) {
   Arena& arena = *arena_;
   const std::size_t needed = WelcomeArenaBytes(config);
-  if (needed == 0) return Status::InvalidArgument();
-  if (arena.sealed()) return Status::FailedPrecondition();
-  if (arena.remaining_bytes() < needed) return Status::ResourceExhausted();
+  if (needed == 0) return Status::InvalidArgument("the run cannot be sized");
+  EDGESGD_TRY(options_.codecs->For(config.codec).status());
+  if (arena.sealed()) return Status::FailedPrecondition("the arena is sealed");
+  if (arena.remaining_bytes() < needed) {
+    return Status::ResourceExhausted("the worker's memory is too small for this run");
+  }
   const TensorLayout& layout = config.layout;
   const std::size_t d = layout.dimension();
   EDGESGD_TRY_ASSIGN(model_, arena.Allocate<float>(d));
@@ -354,10 +353,7 @@ Status WorkerSession::Configure(const RunConfig& config) {
   if (config.aggregation == AggregationKind::kMajority) {
     EDGESGD_TRY_ASSIGN(momentum_, arena.Allocate<float>(d));
   } else {
-    EDGESGD_TRY(feedback_.Init(arena, layout, config.codec, config.feedback));
-    if (config.codec.kind == CodecKind::kQsgd) {
-      EDGESGD_TRY(schedule_.Init(config.quant_schedule, config.codec.qsgd_levels, config.rounds));
-    }
+    EDGESGD_TRY(feedback_.Init(arena, *options_.codecs, layout, config.codec, config.feedback));
     if (config.downlink == DownlinkKind::kAggregate) {
       EDGESGD_TRY_ASSIGN(scratch_, arena.AllocateBytes(CodecScratchBytes(config.codec, layout)));
     }
@@ -410,14 +406,15 @@ Status WorkerSession::ComputeMeanUpdate(std::uint32_t round, const wire::FrameHe
       return stepped;
     }
   }
-  if (schedule_.initialized()) {
-    // The round's level count; buffers were sized for the schedule's maximum.
-    const Result<std::uint32_t> levels = schedule_.LevelsForGradient(round, gradient_);
-    const Status set = levels.ok() ? feedback_.SetQsgdLevels(levels.value()) : levels.status();
-    if (!set.ok()) {
-      ++counters_.encode_errors;
-      return set;
-    }
+  // The codec's choice for the round (a quantization schedule's level count, from the round's
+  // gradient); buffers were sized for the widest choice.
+  const Result<CodecParams> round_params =
+      options_.codecs->RoundParams(config_.codec, round, config_.rounds, gradient_);
+  const Status set =
+      round_params.ok() ? feedback_.SetRoundParams(round_params.value()) : round_params.status();
+  if (!set.ok()) {
+    ++counters_.encode_errors;
+    return set;
   }
   const Result<PayloadSpans> spans =
       update_builder_->BeginPayloadFrame(header, message, feedback_.codec(), config_.layout);
@@ -460,8 +457,9 @@ Status WorkerSession::ComputeMajorityUpdate(std::uint32_t round, const wire::Fra
     return spans.status();
   }
   const CodecContext context{config_.seed, round, id_};
-  if (const Status encoded = Encode(config_.codec, config_.layout, context, momentum_,
-                                    spans.value(), std::span<std::byte>());
+  if (const Status encoded = options_.codecs->Encode(config_.codec, config_.layout, context,
+                                                     momentum_, spans.value(),
+                                                     std::span<std::byte>());
       !encoded.ok()) {
     update_builder_->AbandonPayloadFrame();
     ++counters_.encode_errors;
@@ -486,7 +484,7 @@ void WorkerSession::SendJoin(TimeNs now) {
   if (configured_) memory += WelcomeArenaBytes(config_);
   wire::JoinInfo join;
   join.architecture = wire::HostArchitecture();
-  join.codecs = wire::kAllCodecs;
+  join.codecs = options_.codecs->Mask();
   join.max_frame_bytes = 0;  // frames arrive through the driver, which sizes its buffers
   join.memory_bytes = static_cast<std::uint32_t>(
       std::min<std::size_t>(memory, std::numeric_limits<std::uint32_t>::max()));

@@ -1,8 +1,10 @@
 #include "edgesgd/wire/frame_builder.h"
 
+#include <algorithm>
+#include <array>
 #include <memory>
 
-#include "edgesgd/core/codec_dispatch.h"
+#include "edgesgd/core/codec_registry.h"
 #include "schema_mapping.h"
 
 namespace edgesgd::wire {
@@ -73,10 +75,9 @@ Result<PayloadSpans> FrameBuilder::BeginPayloadFrame(const FrameHeader& header,
   if (pending_) return Status::FailedPrecondition();
   EDGESGD_TRY(internal::CheckPayloadMessage(message));
   EDGESGD_TRY_ASSIGN(const PayloadShape shape, EncodedShape(params, layout));
-  EDGESGD_TRY_ASSIGN(const PayloadMapping mapping, PayloadMappingOf(params.kind));
-  if ((shape.indices != 0 && !mapping.indices) || (shape.values != 0 && !mapping.values) ||
-      (shape.words != 0 && !mapping.words) || (shape.scales != 0 && !mapping.scales)) {
-    return Status::Internal();
+  const PayloadLayout payload_layout = PayloadLayoutOf(params);
+  if (!LayoutHolds(payload_layout, shape)) {
+    return Status::Internal("the codec's payload does not fit the table it names");
   }
   const std::size_t bound = PayloadFrameBytes(shape);
   if (bound == 0) return Status::OutOfRange();
@@ -93,8 +94,9 @@ Result<PayloadSpans> FrameBuilder::BeginPayloadFrame(const FrameHeader& header,
   pending_scales_ = Reserve(builder_, shape.scales, spans.scales);
   pending_header_ = header;
   pending_message_ = message;
-  pending_params_ = params;
-  pending_kind_ = mapping.kind;
+  pending_codec_ = CodecIdOf(params);
+  pending_quantized_ = QuantizedHeaderOf(params);
+  pending_layout_ = payload_layout;
   pending_bound_ = bound;
   pending_ = true;
   return spans;
@@ -107,23 +109,21 @@ flatbuffers::Offset<void> FrameBuilder::CreatePayloadTable() {
   const Offset<Vector<float>> values(pending_values_);
   const Offset<Vector<std::uint32_t>> words(pending_words_);
   const Offset<Vector<float>> scales(pending_scales_);
-  switch (pending_kind_) {
-    case PayloadKind::kDense:
+  switch (pending_layout_) {
+    case PayloadLayout::kDense:
       return fb::CreateDensePayload(builder_, values).Union();
-    case PayloadKind::kSparse:
+    case PayloadLayout::kSparse:
       return fb::CreateSparsePayload(builder_, indices, values).Union();
-    case PayloadKind::kBlock:
+    case PayloadLayout::kBlock:
       return fb::CreateBlockPayload(builder_, indices, values).Union();
-    case PayloadKind::kSign:
+    case PayloadLayout::kSignWords:
       return fb::CreateSignPayload(builder_, words, scales).Union();
-    case PayloadKind::kQuantized:
-      return fb::CreateQuantizedPayload(builder_, words, scales, pending_params_.qsgd_levels,
-                                        pending_params_.qsgd_bucket)
+    case PayloadLayout::kQuantized:
+      return fb::CreateQuantizedPayload(builder_, words, scales, pending_quantized_.levels,
+                                        pending_quantized_.bucket)
           .Union();
-    case PayloadKind::kNone:
-      break;
   }
-  EDGESGD_CHECK(false && "BeginPayloadFrame admits only mapped payload kinds");
+  EDGESGD_CHECK(false && "PayloadLayoutOf gives only known layouts");
   return 0;
 }
 
@@ -131,8 +131,8 @@ Result<std::span<const std::byte>> FrameBuilder::FinishPayloadFrame() {
   if (!pending_) return Status::FailedPrecondition();
   pending_ = false;
   const flatbuffers::Offset<void> payload = CreatePayloadTable();
-  const fb::CodecKind codec = internal::ToFb(pending_params_.kind);
-  const fb::Payload payload_type = internal::ToFb(pending_kind_);
+  const CodecId codec = pending_codec_;
+  const fb::Payload payload_type = internal::ToFb(pending_layout_);
   flatbuffers::Offset<void> message;
   switch (pending_message_.kind) {
     case MessageKind::kUpdate: {
@@ -166,11 +166,12 @@ Result<std::span<const std::byte>> FrameBuilder::FinishPayloadFrame() {
 void FrameBuilder::AbandonPayloadFrame() { pending_ = false; }
 
 Result<std::span<const std::byte>> FrameBuilder::EncodePayloadFrame(
-    const FrameHeader& header, const PayloadMessage& message, const CodecParams& params,
-    const TensorLayout& layout, const CodecContext& context, std::span<const float> input,
-    std::span<std::byte> scratch) {
+    const FrameHeader& header, const PayloadMessage& message, const CodecRegistry& codecs,
+    const CodecParams& params, const TensorLayout& layout, const CodecContext& context,
+    std::span<const float> input, std::span<std::byte> scratch) {
   EDGESGD_TRY_ASSIGN(const PayloadSpans spans, BeginPayloadFrame(header, message, params, layout));
-  if (const Status status = Encode(params, layout, context, input, spans, scratch); !status.ok()) {
+  if (const Status status = codecs.Encode(params, layout, context, input, spans, scratch);
+      !status.ok()) {
     AbandonPayloadFrame();
     return status;
   }
@@ -199,10 +200,8 @@ Result<std::span<const std::byte>> FrameBuilder::EncodeWelcome(const FrameHeader
                                                                const WelcomeInfo& welcome) {
   const TensorLayout& layout = welcome.layout;
   const CodecParams& codec = welcome.codec;
-  if (layout.tensor_count() == 0 || !ValidateCodecParams(codec).ok() ||
-      !internal::InSchema(codec)) {
-    return Status::InvalidArgument();
-  }
+  if (layout.tensor_count() == 0) return Status::InvalidArgument("the layout has no tensors");
+  EDGESGD_TRY(ValidateCodecParams(codec));
   EDGESGD_TRY(StartControlFrame());
 
   std::uint32_t* sizes = nullptr;
@@ -210,17 +209,20 @@ Result<std::span<const std::byte>> FrameBuilder::EncodeWelcome(const FrameHeader
   for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
     sizes[t] = static_cast<std::uint32_t>(layout.size(t));  // TensorLayout keeps sizes < 2^32
   }
-  const auto codec_config = fb::CreateCodecConfig(
-      builder_, internal::ToFb(codec.kind), codec.k_ratio, internal::ToFb(codec.rand_k_scaling),
-      codec.block_ratio, internal::ToFb(codec.sign_scale), codec.qsgd_levels, codec.qsgd_bucket,
-      codec.reg_top_k_mu, codec.reg_top_k_q);
+  std::array<std::uint32_t, kMaxCodecParamWords> words{};
+  const std::size_t word_count = ParamWords(codec, words);
+  std::uint32_t* parameters = nullptr;
+  const auto parameter_vector =
+      word_count == 0 ? flatbuffers::Offset<flatbuffers::Vector<std::uint32_t>>()
+                      : builder_.CreateUninitializedVector(word_count, &parameters);
+  std::copy_n(words.begin(), word_count, parameters);
+  const auto codec_config = fb::CreateCodecConfig(builder_, CodecIdOf(codec), parameter_vector);
   const TrainingConfig& training = welcome.training;
   const auto training_config = fb::CreateTrainingConfig(
       builder_, training.feedback, training.detach, training.optimizer, training.learning_rate,
       training.momentum, training.weight_decay, training.local_steps, training.batch,
-      training.aggregate, training.participation, training.quant_schedule, training.mode,
-      training.gossip, training.topology, training.gossip_rounds, training.quant_bits_min,
-      training.quant_bits_max, training.quant_k, training.quant_rho);
+      training.aggregate, training.participation, training.mode, training.gossip,
+      training.topology, training.gossip_rounds);
   const auto message = fb::CreateWelcome(
       builder_, welcome.assigned_id, welcome.workers, welcome.rounds, welcome.seed,
       static_cast<std::uint32_t>(layout.dimension()), tensor_sizes, codec_config, training_config);

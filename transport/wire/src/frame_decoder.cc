@@ -30,56 +30,52 @@ std::span<const T> AsSpan(const flatbuffers::Vector<T>* vector) {
   return std::span<const T>(vector->data(), vector->size());
 }
 
-// Fills `out` from a payload union member of type `type` that claims to come from `codec`.
-// Errors: kDataLoss (unknown codec, payload table not the one kPayloadMap assigns to the codec,
-// missing table, qsgd parameters out of range).
-Status DecodePayload(fb::CodecKind codec, fb::Payload type, const void* table,
-                     EncodedPayload& out) {
-  if (!internal::FitsSchema<fb::CodecKind>(codec)) return Status::DataLoss();
-  const PayloadMapping& mapping = kPayloadMap[static_cast<std::size_t>(internal::Raw(codec))];
-  if (internal::ToFb(mapping.kind) != type || table == nullptr) return Status::DataLoss();
-  out.codec = mapping.codec;
-  out.kind = mapping.kind;
+// Fills `out` from a payload union member of type `type` from codec `codec`. Which codec may
+// send which table is the receiver's check (ParamsForPayload); here only the table must exist.
+// Errors: kDataLoss (no payload, or a table this version does not know).
+Status DecodePayload(CodecId codec, fb::Payload type, const void* table, EncodedPayload& out) {
+  if (table == nullptr) return Status::DataLoss("the payload is missing");
+  out.codec = codec;
   switch (type) {
     case fb::Payload::DensePayload: {
       const auto* payload = static_cast<const fb::DensePayload*>(table);
+      out.layout = PayloadLayout::kDense;
       out.view.values = AsSpan(payload->values());
       return Status::Ok();
     }
     case fb::Payload::SparsePayload: {
       const auto* payload = static_cast<const fb::SparsePayload*>(table);
+      out.layout = PayloadLayout::kSparse;
       out.view.indices = AsSpan(payload->indices());
       out.view.values = AsSpan(payload->values());
       return Status::Ok();
     }
     case fb::Payload::BlockPayload: {
       const auto* payload = static_cast<const fb::BlockPayload*>(table);
+      out.layout = PayloadLayout::kBlock;
       out.view.indices = AsSpan(payload->starts());
       out.view.values = AsSpan(payload->values());
       return Status::Ok();
     }
     case fb::Payload::SignPayload: {
       const auto* payload = static_cast<const fb::SignPayload*>(table);
+      out.layout = PayloadLayout::kSignWords;
       out.view.words = AsSpan(payload->words());
       out.view.scales = AsSpan(payload->scales());
       return Status::Ok();
     }
     case fb::Payload::QuantizedPayload: {
       const auto* payload = static_cast<const fb::QuantizedPayload*>(table);
+      out.layout = PayloadLayout::kQuantized;
       out.view.words = AsSpan(payload->words());
       out.view.scales = AsSpan(payload->norms());
-      out.qsgd_levels = payload->levels();
-      out.qsgd_bucket = payload->bucket();
-      // The same domain ValidateCodecParams enforces, so DecodeParams() yields usable params.
-      if (out.qsgd_levels < 1 || out.qsgd_levels > kMaxQsgdLevels || out.qsgd_bucket < 1) {
-        return Status::DataLoss();
-      }
+      out.header = QuantizedHeader{payload->levels(), payload->bucket()};
       return Status::Ok();
     }
     case fb::Payload::NONE:
       break;
   }
-  return Status::DataLoss();
+  return Status::DataLoss("the payload table is unknown");
 }
 
 Status DecodeJoin(const fb::Join* join, JoinInfo& out) {
@@ -115,21 +111,14 @@ Status DecodeWelcome(const fb::Welcome* welcome, WelcomeInfo& out) {
   out.layout = layout.value();
 
   const fb::CodecConfig* codec = welcome->codec();
-  if (codec == nullptr || !internal::FitsSchema<fb::CodecKind>(codec->kind()) ||
-      !internal::FitsSchema<fb::RandKScaling>(codec->rand_k_scaling()) ||
-      !internal::FitsSchema<fb::SignScale>(codec->sign_scale())) {
-    return Status::DataLoss();
+  if (codec == nullptr) return Status::DataLoss("the Welcome names no codec");
+  const Result<CodecParams> params =
+      ParamsFromWords(codec->codec(), AsSpan(codec->parameters()));
+  if (!params.ok()) {
+    // The reason (unknown codec, a value outside its domain) is worth more than "malformed".
+    return Status::DataLoss(params.status().reason());
   }
-  out.codec.kind = internal::EnumCast<CodecKind>(codec->kind());
-  out.codec.k_ratio = codec->k_ratio();
-  out.codec.rand_k_scaling = internal::EnumCast<RandKScaling>(codec->rand_k_scaling());
-  out.codec.block_ratio = codec->block_ratio();
-  out.codec.sign_scale = internal::EnumCast<SignScale>(codec->sign_scale());
-  out.codec.qsgd_levels = codec->qsgd_levels();
-  out.codec.qsgd_bucket = codec->qsgd_bucket();
-  out.codec.reg_top_k_mu = codec->reg_top_k_mu();
-  out.codec.reg_top_k_q = codec->reg_top_k_q();
-  if (!ValidateCodecParams(out.codec).ok()) return Status::DataLoss();
+  out.codec = params.value();
 
   // Absent training configuration: all fields at their defaults.
   out.training = TrainingConfig{};
@@ -145,15 +134,10 @@ Status DecodeWelcome(const fb::Welcome* welcome, WelcomeInfo& out) {
     t.batch = training->batch();
     t.aggregate = training->aggregate();
     t.participation = training->participation();
-    t.quant_schedule = training->quant_schedule();
     t.mode = training->mode();
     t.gossip = training->gossip();
     t.topology = training->topology();
     t.gossip_rounds = training->gossip_rounds();
-    t.quant_bits_min = training->quant_bits_min();
-    t.quant_bits_max = training->quant_bits_max();
-    t.quant_k = training->quant_k();
-    t.quant_rho = training->quant_rho();
   }
   return Status::Ok();
 }

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "edgesgd/core/codec_params.h"
+#include "edgesgd/core/payload.h"
 #include "edgesgd/core/status.h"
 #include "edgesgd/wire/edgesgd_generated.h"
 #include "edgesgd/wire/messages.h"
@@ -31,22 +31,6 @@ constexpr bool FitsSchema(E value) {
 }
 
 // ---- Same numbering on both sides ----
-
-static_assert(Raw(fb::CodecKind::MAX) + 1 == kCodecCount);
-static_assert(EnumCast<fb::CodecKind>(CodecKind::kIdentity) == fb::CodecKind::Identity);
-static_assert(EnumCast<fb::CodecKind>(CodecKind::kTopK) == fb::CodecKind::TopK);
-static_assert(EnumCast<fb::CodecKind>(CodecKind::kRandK) == fb::CodecKind::RandK);
-static_assert(EnumCast<fb::CodecKind>(CodecKind::kRandomBlock) == fb::CodecKind::RandomBlock);
-static_assert(EnumCast<fb::CodecKind>(CodecKind::kSign) == fb::CodecKind::Sign);
-static_assert(EnumCast<fb::CodecKind>(CodecKind::kQsgd) == fb::CodecKind::Qsgd);
-static_assert(EnumCast<fb::CodecKind>(CodecKind::kRegTopK) == fb::CodecKind::RegTopK);
-
-static_assert(EnumCast<fb::RandKScaling>(RandKScaling::kNone) == fb::RandKScaling::None);
-static_assert(EnumCast<fb::RandKScaling>(RandKScaling::kUnbiased) == fb::RandKScaling::Unbiased);
-static_assert(fb::RandKScaling::MAX == fb::RandKScaling::Unbiased);
-static_assert(EnumCast<fb::SignScale>(SignScale::kMeanAbs) == fb::SignScale::MeanAbs);
-static_assert(EnumCast<fb::SignScale>(SignScale::kUnit) == fb::SignScale::Unit);
-static_assert(fb::SignScale::MAX == fb::SignScale::Unit);
 
 static_assert(EnumCast<fb::Architecture>(Architecture::kUnknown) == fb::Architecture::Unknown);
 static_assert(EnumCast<fb::Architecture>(Architecture::kX86_64) == fb::Architecture::X86_64);
@@ -75,13 +59,13 @@ static_assert(EnumCast<fb::LeaveReason>(LeaveReason::kFailure) == fb::LeaveReaso
 static_assert(EnumCast<fb::LeaveReason>(LeaveReason::kLowPower) == fb::LeaveReason::LowPower);
 static_assert(fb::LeaveReason::MAX == fb::LeaveReason::LowPower);
 
-static_assert(EnumCast<fb::Payload>(PayloadKind::kNone) == fb::Payload::NONE);
-static_assert(EnumCast<fb::Payload>(PayloadKind::kDense) == fb::Payload::DensePayload);
-static_assert(EnumCast<fb::Payload>(PayloadKind::kSparse) == fb::Payload::SparsePayload);
-static_assert(EnumCast<fb::Payload>(PayloadKind::kBlock) == fb::Payload::BlockPayload);
-static_assert(EnumCast<fb::Payload>(PayloadKind::kSign) == fb::Payload::SignPayload);
-static_assert(EnumCast<fb::Payload>(PayloadKind::kQuantized) == fb::Payload::QuantizedPayload);
-static_assert(fb::Payload::MAX == fb::Payload::QuantizedPayload);
+static_assert(fb::Payload::NONE == fb::Payload(0));
+static_assert(EnumCast<fb::Payload>(PayloadLayout::kDense) == fb::Payload::DensePayload);
+static_assert(EnumCast<fb::Payload>(PayloadLayout::kSparse) == fb::Payload::SparsePayload);
+static_assert(EnumCast<fb::Payload>(PayloadLayout::kBlock) == fb::Payload::BlockPayload);
+static_assert(EnumCast<fb::Payload>(PayloadLayout::kSignWords) == fb::Payload::SignPayload);
+static_assert(EnumCast<fb::Payload>(PayloadLayout::kQuantized) == fb::Payload::QuantizedPayload);
+static_assert(Raw(fb::Payload::MAX) == kPayloadLayoutCount);
 
 static_assert(EnumCast<fb::Message>(MessageKind::kNone) == fb::Message::NONE);
 static_assert(EnumCast<fb::Message>(MessageKind::kJoin) == fb::Message::Join);
@@ -96,16 +80,13 @@ static_assert(fb::Message::MAX == fb::Message::Error);
 
 // ---- C++ -> schema ----
 
-constexpr fb::CodecKind ToFb(CodecKind value) { return EnumCast<fb::CodecKind>(value); }
-constexpr fb::RandKScaling ToFb(RandKScaling value) { return EnumCast<fb::RandKScaling>(value); }
-constexpr fb::SignScale ToFb(SignScale value) { return EnumCast<fb::SignScale>(value); }
 constexpr fb::Architecture ToFb(Architecture value) { return EnumCast<fb::Architecture>(value); }
 constexpr fb::BroadcastContent ToFb(BroadcastContent value) {
   return EnumCast<fb::BroadcastContent>(value);
 }
 constexpr fb::GossipVector ToFb(GossipVector value) { return EnumCast<fb::GossipVector>(value); }
 constexpr fb::LeaveReason ToFb(LeaveReason value) { return EnumCast<fb::LeaveReason>(value); }
-constexpr fb::Payload ToFb(PayloadKind value) { return EnumCast<fb::Payload>(value); }
+constexpr fb::Payload ToFb(PayloadLayout value) { return EnumCast<fb::Payload>(value); }
 constexpr fb::Message ToFb(MessageKind value) { return EnumCast<fb::Message>(value); }
 
 // ---- Values the schema can carry (encoders refuse others with kInvalidArgument, decoders
@@ -114,11 +95,6 @@ constexpr fb::Message ToFb(MessageKind value) { return EnumCast<fb::Message>(val
 constexpr bool InSchema(Architecture value) { return FitsSchema<fb::Architecture>(value); }
 constexpr bool InSchema(LeaveReason value) { return FitsSchema<fb::LeaveReason>(value); }
 constexpr bool InSchema(StatusCode value) { return Raw(value) <= Raw(StatusCode::kInternal); }
-constexpr bool InSchema(const CodecParams& params) {
-  return FitsSchema<fb::CodecKind>(params.kind) &&
-         FitsSchema<fb::RandKScaling>(params.rand_k_scaling) &&
-         FitsSchema<fb::SignScale>(params.sign_scale);
-}
 
 // Errors: kInvalidArgument unless `message` is an Update, ModelBroadcast or GossipExchange whose
 // enums the schema can carry.

@@ -3,8 +3,7 @@
 // Server-side (or all-reduce) averaging of compressed contributions, in two flavours:
 //
 // - MeanAggregator decodes every payload into one dense accumulator (any codec). This is the
-//   x_{t+1} = x_t - mean_i C(p_i) step of error feedback (ALGORITHMS.md §2) and the ghat of
-//   Top-k (§3).
+//   x_{t+1} = x_t - mean_i C(p_i) step of error feedback and the ghat of Top-k (docs/algorithms.md).
 // - PayloadAggregator sums payloads in payload space for codecs whose payloads from different
 //   workers describe the same coordinates in the same order (identity; rand_k, whose indices
 //   come from the shared seed; random_block, whose starts do). The result is again a payload of
@@ -17,7 +16,7 @@
 
 #include "edgesgd/core/arena.h"
 #include "edgesgd/core/codec.h"
-#include "edgesgd/core/codec_dispatch.h"
+#include "edgesgd/core/codec_registry.h"
 #include "edgesgd/core/payload.h"
 #include "edgesgd/core/result.h"
 #include "edgesgd/core/status.h"
@@ -36,11 +35,13 @@ class MeanAggregator {
     return ArenaBytesFor<float>(layout.dimension()) + ArenaBytes(CodecScratchBytes(codec, layout));
   }
 
-  // Takes the accumulator and codec scratch from `arena`; the aggregator starts empty.
-  // Allocates from the arena only. Errors: kInvalidArgument (empty layout, bad codec
-  // parameters), kFailedPrecondition (arena sealed), kResourceExhausted (arena too small;
-  // nothing is taken then).
-  Status Init(Arena& arena, const TensorLayout& layout, const CodecParams& codec);
+  // Takes the accumulator and codec scratch from `arena`; the aggregator starts empty and
+  // decodes with the codec's operations in `codecs` (which must outlive it). Allocates from the
+  // arena only. Errors: kInvalidArgument (empty layout, bad codec parameters),
+  // kFailedPrecondition (codec not registered, arena sealed), kResourceExhausted (arena too
+  // small; nothing is taken then).
+  Status Init(Arena& arena, const CodecRegistry& codecs, const TensorLayout& layout,
+              const CodecParams& codec);
 
   // Forgets all contributions (zeroes the accumulator). Does not allocate.
   void Reset();
@@ -51,9 +52,9 @@ class MeanAggregator {
   // a weight that is not finite and positive; kDataLoss for a malformed payload (nothing added).
   Status Add(const PayloadView& payload, const CodecContext& context, float weight = 1.0f);
 
-  // Add, decoding with `params` instead of the Init codec: a frame that names its own parameters
-  // (a qsgd level count chosen by a quantization schedule). The kind must be the Init codec's
-  // and its scratch no larger. Errors as Add, plus kInvalidArgument for such a mismatch.
+  // Add, decoding with `params` instead of the Init codec's: a frame that names its own
+  // parameters (a qsgd level count chosen by a quantization schedule). The codec must be the
+  // Init one and its scratch no larger. Errors as Add, plus kInvalidArgument for a mismatch.
   Status AddWithParams(const CodecParams& params, const PayloadView& payload,
                        const CodecContext& context, float weight = 1.0f);
 
@@ -83,6 +84,7 @@ class MeanAggregator {
 
   TensorLayout layout_;
   CodecParams codec_;
+  const CodecOps* ops_ = nullptr;
   std::span<float> sum_;
   std::span<std::byte> scratch_;
   float total_weight_ = 0.0f;
@@ -91,15 +93,10 @@ class MeanAggregator {
   bool finished_ = false;
 };
 
-// True for codecs whose payloads can be summed field by field across workers: every worker's
-// payload lists the same coordinates in the same order (given the same seed and round).
-constexpr bool SupportsPayloadSum(CodecKind kind) {
-  return kind == CodecKind::kIdentity || kind == CodecKind::kRandK ||
-         kind == CodecKind::kRandomBlock;
-}
-
-// Weighted mean in payload space. The aggregate's `values` are sum_i w_i v_i / sum_i w_i; its
-// `indices` (random_block starts) are the contributors' common starts. Decoding the aggregate
+// Weighted mean in payload space, for codecs whose payloads sum (CodecTraits::payload_sum: every
+// worker's payload lists the same coordinates in the same order, given the same seed and
+// round). The aggregate's `values` are sum_i w_i v_i / sum_i w_i; its `indices` (random_block
+// starts) are the contributors' common starts. Decoding the aggregate
 // with the round's context gives the same vector as MeanAggregator over the same payloads.
 // rand_k payloads carry no indices, so that all of them come from the same seed and round is
 // the caller's contract; random_block starts travel and are checked.
@@ -108,7 +105,7 @@ class PayloadAggregator {
   // Exact arena bytes Init takes: the payload's index and value fields; 0 for bad parameters
   // or a codec without payload sums.
   static constexpr std::size_t StateBytes(const TensorLayout& layout, const CodecParams& codec) {
-    if (!SupportsPayloadSum(codec.kind)) return 0;
+    if (!TraitsOf(codec).payload_sum) return 0;
     const Result<PayloadShape> shape = EncodedShape(codec, layout);
     if (layout.tensor_count() == 0 || !shape.ok()) return 0;
     return ArenaBytesFor<std::uint32_t>(shape.value().indices) +
@@ -116,8 +113,8 @@ class PayloadAggregator {
   }
 
   // Takes the aggregate payload's storage from `arena`. Allocates from the arena only.
-  // Errors: kInvalidArgument (empty layout, bad codec parameters, or a codec for which
-  // SupportsPayloadSum is false), kFailedPrecondition (arena sealed), kResourceExhausted (arena
+  // Errors: kInvalidArgument (empty layout, bad codec parameters, or a codec whose payloads do
+  // not sum), kFailedPrecondition (arena sealed), kResourceExhausted (arena
   // too small; nothing is taken then).
   Status Init(Arena& arena, const TensorLayout& layout, const CodecParams& codec);
 

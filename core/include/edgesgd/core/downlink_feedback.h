@@ -16,7 +16,7 @@
 
 #include "edgesgd/core/arena.h"
 #include "edgesgd/core/codec.h"
-#include "edgesgd/core/codec_dispatch.h"
+#include "edgesgd/core/codec_registry.h"
 #include "edgesgd/core/payload.h"
 #include "edgesgd/core/result.h"
 #include "edgesgd/core/status.h"
@@ -24,29 +24,26 @@
 
 namespace edgesgd {
 
-// Codecs a server can re-compress its mean update with: those without payload sums whose
-// encoding depends on nothing but its input and the round's shared context. reg_top_k selects
-// from a per-worker posterior the server does not have.
-constexpr bool SupportsDownlinkFeedback(CodecKind kind) {
-  return kind == CodecKind::kTopK || kind == CodecKind::kSign || kind == CodecKind::kQsgd;
-}
-
 class DownlinkFeedback {
  public:
   // Exact arena bytes Init takes: the residual (d floats) and the codec's scratch; 0 for bad
-  // parameters or a codec SupportsDownlinkFeedback rejects.
+  // parameters or a codec a server cannot re-compress with (CodecTraits::downlink_recompress:
+  // the encoding must depend on nothing but its input and the round's shared context).
   static constexpr std::size_t StateBytes(const TensorLayout& layout, const CodecParams& codec) {
-    if (layout.tensor_count() == 0 || !SupportsDownlinkFeedback(codec.kind) ||
+    if (layout.tensor_count() == 0 || !TraitsOf(codec).downlink_recompress ||
         !EncodedShape(codec, layout).ok()) {
       return 0;
     }
     return ArenaBytesFor<float>(layout.dimension()) + ArenaBytes(CodecScratchBytes(codec, layout));
   }
 
-  // Takes the residual (zeroed) and the codec's scratch from `arena`. Allocates from the arena
-  // only. Errors: kInvalidArgument (empty layout, bad codec parameters, unsupported codec),
-  // kFailedPrecondition (arena sealed), kResourceExhausted (arena too small; nothing taken).
-  Status Init(Arena& arena, const TensorLayout& layout, const CodecParams& codec);
+  // Takes the residual (zeroed) and the codec's scratch from `arena`; encodes and decodes with
+  // the codec's operations in `codecs` (which must outlive it). Allocates from the arena only.
+  // Errors: kInvalidArgument (empty layout, bad codec parameters, unsupported codec),
+  // kFailedPrecondition (codec not registered, arena sealed), kResourceExhausted (arena too
+  // small; nothing taken).
+  Status Init(Arena& arena, const CodecRegistry& codecs, const TensorLayout& layout,
+              const CodecParams& codec);
 
   // e_s += update (d floats); writes C(e_s) into `out` (each span at least the codec's shape);
   // e_s -= decode(C(e_s)), decoded exactly as the receivers will. Returns the payload's shape.
@@ -67,6 +64,7 @@ class DownlinkFeedback {
  private:
   TensorLayout layout_;
   CodecParams codec_;
+  const CodecOps* ops_ = nullptr;
   PayloadShape shape_;
   std::span<float> residual_;
   std::span<std::byte> scratch_;

@@ -1,6 +1,6 @@
 #pragma once
 
-// The error-feedback family of ALGORITHMS.md §2 (EF, DEF, DEF-A, SAEF) as one worker-side
+// The error-feedback family (EF, DEF, DEF-A, SAEF; docs/algorithms.md) as one worker-side
 // component. A worker keeps an error (residual) e, a heavy-ball momentum m and, when it takes
 // several local steps per round, its drifting local model. Each round it compresses
 // p = delta + e, where delta is what its local steps moved the model by (eta * m for H = 1),
@@ -22,8 +22,7 @@
 
 #include "edgesgd/core/arena.h"
 #include "edgesgd/core/codec.h"
-#include "edgesgd/core/codec_dispatch.h"
-#include "edgesgd/core/codecs/reg_top_k.h"
+#include "edgesgd/core/codec_registry.h"
 #include "edgesgd/core/payload.h"
 #include "edgesgd/core/result.h"
 #include "edgesgd/core/status.h"
@@ -115,10 +114,10 @@ constexpr float EffectiveDetach(const FeedbackParams& params) {
 // that is exactly zero may carry the other sign), and except after a non-finite m, when the
 // residual is non-finite too and Compress already reports the divergence.
 //
-// Stateful selection: with reg_top_k the worker also keeps the RegTop-k posterior (RegTopKState,
-// d more floats). Compress selects with it; after the round, the caller reports the aggregate
-// (ObserveAggregate or ObserveModelChange) so the next selection can use it. For every other
-// codec those calls do nothing.
+// Stateful selection: for a codec with a selector (reg_top_k's posterior, d more floats) the
+// worker also keeps the selector's state. Compress selects with it; after the round, the caller
+// reports the aggregate (ObserveAggregate or ObserveModelChange) so the next selection can use
+// it. For every other codec those calls do nothing.
 class ErrorFeedbackWorker {
  public:
   // Where the codec's scratch for Compress (CodecScratchBytes(codec, layout) bytes) comes from.
@@ -144,20 +143,23 @@ class ErrorFeedbackWorker {
     return vector_bytes * buffers.count() + SelectionStateBytes(layout, codec) + scratch_bytes;
   }
 
-  // The part of StateBytes that is the codec's selection state across rounds: RegTop-k's
-  // posterior for reg_top_k, 0 for every other codec.
+  // The part of StateBytes that is the codec's selection state across rounds (RegTop-k's
+  // posterior), 0 for codecs without a selector.
   static constexpr std::size_t SelectionStateBytes(const TensorLayout& layout,
                                                    const CodecParams& codec) {
-    return codec.kind == CodecKind::kRegTopK ? RegTopKState::StateBytes(layout) : 0;
+    const std::size_t floats = SelectorStateFloats(codec, layout);
+    return floats == 0 ? 0 : ArenaBytesFor<float>(floats);
   }
 
   // Takes this worker's buffers from `arena` (zeroed: e = 0, m = 0) and remembers the
-  // configuration. Reads only the parameters. Allocates from the arena only, never the heap.
+  // configuration; encodes with the codec's operations in `codecs` (which must outlive the
+  // worker). Reads only the parameters. Allocates from the arena only, never the heap.
   // Errors: kInvalidArgument (empty layout, bad codec or feedback parameters),
-  // kFailedPrecondition (arena sealed), kResourceExhausted (arena too small; checked before
-  // anything is taken, so a failed Init leaves the arena as it was).
-  Status Init(Arena& arena, const TensorLayout& layout, const CodecParams& codec,
-              const FeedbackParams& feedback, CodecScratch scratch = CodecScratch::kOwned);
+  // kFailedPrecondition (codec not registered, arena sealed), kResourceExhausted (arena too
+  // small; checked before anything is taken, so a failed Init leaves the arena as it was).
+  Status Init(Arena& arena, const CodecRegistry& codecs, const TensorLayout& layout,
+              const CodecParams& codec, const FeedbackParams& feedback,
+              CodecScratch scratch = CodecScratch::kOwned);
 
   // Starts a round from the synced model `synced_model` (d floats, read only, may be reused by
   // the caller right after the call): local model := x, delta := 0, gradient point := x - c*e.
@@ -194,7 +196,7 @@ class ErrorFeedbackWorker {
   Result<PayloadShape> Compress(const CodecContext& context, const PayloadSpans& out,
                                 std::span<std::byte> lent_scratch = {});
 
-  // Reports the aggregate of the last compressed round to a stateful selector (reg_top_k):
+  // Reports the aggregate of the last compressed round to a stateful selector (reg_top_k's):
   // `mean_update` is ghat = mean_i C(p_i) (d floats) over `contributors` workers including this
   // one; 0 contributors means no aggregate was formed. Codecs without selection state ignore
   // it (kOk). Does not allocate. Errors (reg_top_k only): kFailedPrecondition when nothing was
@@ -210,16 +212,18 @@ class ErrorFeedbackWorker {
   // missed the round): reg_top_k selects as Top-k next time. Does not allocate.
   void ForgetAggregate();
 
-  // RegTop-k's posterior Delta (d floats) while no aggregate is outstanding; empty otherwise
-  // and for every other codec.
-  std::span<const float> reg_top_k_distortion() const { return reg_top_k_.distortion(); }
+  // The selector's state (RegTop-k's posterior Delta, d floats) while no aggregate is
+  // outstanding; empty otherwise and for codecs without a selector.
+  std::span<const float> selector_state() const {
+    return selector_.awaiting_aggregate ? std::span<const float>() : selector_.values;
+  }
 
-  // qsgd only: quantize the following Compress calls with `levels` levels instead of the count
-  // given at Init (a quantization schedule's choice for the round, see quant_schedule.h).
-  // `levels` must be in 1..the Init count, whose payload size bounds every later one; updates
-  // payload_shape(). Does not allocate. Errors: kFailedPrecondition before Init or for another
-  // codec; kInvalidArgument for a level count outside that range (nothing changes).
-  Status SetQsgdLevels(std::uint32_t levels);
+  // Compresses the following rounds with `params` instead of the Init parameters: a codec's
+  // per-round choice (CodecRegistry::RoundParams, e.g. a quantization schedule's level count).
+  // Same codec, and its payload and scratch no larger than the Init parameters', which sized
+  // the buffers; updates payload_shape(). Does not allocate. Errors: kFailedPrecondition before
+  // Init; kInvalidArgument for another codec or a larger payload (nothing changes).
+  Status SetRoundParams(const CodecParams& params);
 
   // The residual e (d floats); empty for kNone, whose residual is identically zero.
   std::span<const float> residual() const { return error_; }
@@ -232,7 +236,7 @@ class ErrorFeedbackWorker {
   // The c this worker uses (EffectiveDetach of its parameters).
   float detach() const { return detach_; }
   const FeedbackParams& params() const { return feedback_; }
-  // The codec parameters the next Compress uses (the Init ones, with SetQsgdLevels applied).
+  // The codec parameters the next Compress uses (the Init ones, or SetRoundParams').
   const CodecParams& codec() const { return codec_; }
   const TensorLayout& layout() const { return layout_; }
 
@@ -270,9 +274,11 @@ class ErrorFeedbackWorker {
 
   TensorLayout layout_;
   CodecParams codec_;
-  std::uint32_t init_qsgd_levels_ = 0;  // the qsgd level count the buffers were sized for
+  CodecParams init_codec_;  // the parameters the buffers were sized for
+  const CodecOps* ops_ = nullptr;
   FeedbackParams feedback_;
   PayloadShape shape_;
+  PayloadShape init_shape_;
   Buffers buffers_;
   float detach_ = 0.0f;
   std::span<float> point_;  // local - c * e
@@ -282,7 +288,7 @@ class ErrorFeedbackWorker {
   std::span<float> delta_;  // aliases error_ unless buffers_.separate_delta
   // The codec's scratch when owned (empty when lent), and what each Compress must be lent.
   std::span<std::byte> scratch_;
-  RegTopKState reg_top_k_;  // initialised for reg_top_k only
+  SelectorState selector_;  // empty for codecs without a selector
   std::size_t lent_scratch_bytes_ = 0;
   CodecScratch scratch_source_ = CodecScratch::kOwned;
   std::uint32_t steps_ = 0;

@@ -21,6 +21,40 @@ struct PayloadShape {
   friend constexpr bool operator==(const PayloadShape&, const PayloadShape&) = default;
 };
 
+// Which fields a payload uses; the wire format has one table per layout (numbered as here), and
+// each codec names the one its payloads take.
+enum class PayloadLayout : std::uint8_t {
+  kDense = 1,  // values: every coordinate, or coordinates both ends derive from a shared seed
+  kSparse,     // indices (global positions, ascending per tensor) + values
+  kBlock,      // indices (one block start per tensor) + values
+  kSignWords,  // words (packed bits) + scales (one per tensor)
+  kQuantized,  // words (packed fields) + scales (one norm per bucket) + a QuantizedHeader
+};
+inline constexpr std::size_t kPayloadLayoutCount = 5;
+
+// Whether a payload of `layout` can hold a payload of `shape` (it stores every nonzero field).
+constexpr bool LayoutHolds(PayloadLayout layout, const PayloadShape& shape) {
+  switch (layout) {
+    case PayloadLayout::kDense:
+      return shape.indices == 0 && shape.words == 0 && shape.scales == 0;
+    case PayloadLayout::kSparse:
+    case PayloadLayout::kBlock:
+      return shape.words == 0 && shape.scales == 0;
+    case PayloadLayout::kSignWords:
+    case PayloadLayout::kQuantized:
+      return shape.indices == 0 && shape.values == 0;
+  }
+  return false;
+}
+
+// What a kQuantized payload says about its own encoding: the level count and the bucket size it
+// was quantized with (a quantization schedule may change them from round to round).
+struct QuantizedHeader {
+  std::uint32_t levels = 0;
+  std::uint32_t bucket = 0;
+  friend constexpr bool operator==(const QuantizedHeader&, const QuantizedHeader&) = default;
+};
+
 // Writable storage for one encoded payload; each span must hold at least the shape's count.
 struct PayloadSpans {
   std::span<std::uint32_t> indices;

@@ -1,8 +1,8 @@
 #pragma once
 
-// RegTop-k (ALGORITHMS.md §3, Bereyhi et al.): Top-k whose selection is regularised by what the
-// previous aggregate did to the coordinates this worker sent. Worker i keeps a posterior
-// distortion Delta_i (d floats) and selects by
+// RegTop-k (Bereyhi et al., "Regularized Top-k", 2024): Top-k whose selection is regularised by
+// what the previous aggregate did to the coordinates this worker sent. Worker i keeps a
+// posterior distortion Delta_i (d floats) and selects by
 //
 //   score[j] = tanh(|1 + Delta[j]| / mu) * |a[j]|
 //
@@ -17,9 +17,9 @@
 // tanh(|1 + Q| / mu) is 1 (for the default Q) and the choice is exactly Top-k's.
 //
 // The payload, its shape and its decoding are TopKCodec's: indices ascending per tensor, values
-// a[j]. Receivers need no RegTop-k state. The stateless Encode of the codec table is RegTop-k
-// without a posterior (every Delta = Q), i.e. its first round; the per-worker RegTopKState
-// carries Delta from round to round (ErrorFeedbackWorker owns one for this codec).
+// a[j]. Receivers need no RegTop-k state. The stateless Encode is RegTop-k without a posterior
+// (every Delta = Q), i.e. its first round; the posterior is the codec's selector state, which
+// error feedback keeps from round to round (the Selector* functions).
 
 #include <cstddef>
 #include <cstdint>
@@ -31,33 +31,62 @@
 
 namespace edgesgd {
 
+struct RegTopKParams {
+  float k_ratio = 0.01f;  // as top_k's
+  // The score of coordinate j is tanh(|1 + Delta_j| / mu) * |a_j|. mu > 0 sets how strongly a
+  // coordinate whose last aggregate cancelled the worker's own contribution (Delta_j near -1) is
+  // held back; 4 is the paper's choice for linear regression, 5 for ResNet-18.
+  float mu = 4.0f;
+  // Delta of a coordinate with no posterior (not sent last round, or no round yet), > 0. Large
+  // enough that tanh(|1 + Q| / mu) is 1 in float, so such a coordinate scores |a_j| as in Top-k.
+  float q = 1e8f;
+  friend constexpr bool operator==(const RegTopKParams&, const RegTopKParams&) = default;
+};
+
 struct RegTopKCodec {
-  // TopKCodec's shape, after checking k_ratio, mu and Q. Errors: kInvalidArgument.
-  static constexpr Result<PayloadShape> Shape(const CodecParams& params,
-                                              const TensorLayout& layout) {
-    if (!ValidRegTopKMu(params.reg_top_k_mu) || !ValidRegTopKQ(params.reg_top_k_q)) {
-      return Status::InvalidArgument();
+  using Params = RegTopKParams;
+  static constexpr std::string_view kName = "reg_top_k";
+  static constexpr std::string_view kSummary =
+      "RegTop-k: top_k's payload, coordinates scored by the last aggregate (see --mu)";
+  static constexpr PayloadLayout kLayout = PayloadLayout::kSparse;
+  static constexpr CodecTraits kTraits{};
+  static constexpr std::array<ParamField<Params>, 3> kFields{
+      Field<&Params::k_ratio>("k_ratio",
+                              "fraction of each tensor's coordinates sent, in (0, 1]"),
+      Field<&Params::mu>("mu",
+                         "score tanh(|1 + Delta| / mu) * |a|; smaller mu holds back coordinates "
+                         "whose last aggregate cancelled this worker's push more strongly (> 0; "
+                         "4 for linear regression, 5 for ResNet-18)"),
+      Field<&Params::q>("reg_q",
+                        "Delta of coordinates without a posterior (> 0; large enough that they "
+                        "score |a| as in Top-k)")};
+
+  static constexpr TopKParams AsTopK(const Params& params) { return TopKParams{params.k_ratio}; }
+  static constexpr Status Validate(const Params& params) {
+    EDGESGD_TRY(TopKCodec::Validate(AsTopK(params)));
+    if (!PositiveFinite(params.mu)) {
+      return Status::InvalidArgument("reg_top_k mu must be positive and finite");
     }
-    return TopKCodec::Shape(params, layout);
+    if (!PositiveFinite(params.q)) {
+      return Status::InvalidArgument("reg_top_k Q must be positive and finite");
+    }
+    return Status::Ok();
+  }
+  // TopKCodec's shape, after checking k_ratio, mu and Q. Errors: kInvalidArgument.
+  static constexpr Result<PayloadShape> Shape(const Params& params, const TensorLayout& layout) {
+    EDGESGD_TRY(Validate(params));
+    return TopKCodec::Shape(AsTopK(params), layout);
   }
   // Scratch for Encode: the scores of the largest tensor (plus up to 3 bytes to align them) and
   // Top-k's selection scratch. DecodeAdd needs none. 0 for bad parameters.
-  static constexpr std::size_t ScratchBytes(const CodecParams& params, const TensorLayout& layout) {
+  static constexpr std::size_t ScratchBytes(const Params& params, const TensorLayout& layout) {
     if (!Shape(params, layout).ok()) return 0;
     return (sizeof(float) - 1) + LargestTensorSize(layout) * sizeof(float) +
-           TopKCodec::ScratchBytes(params, layout);
-  }
-  // Coordinates of the layout's largest tensor: the scores Encode holds at a time.
-  static constexpr std::size_t LargestTensorSize(const TensorLayout& layout) {
-    std::size_t largest = 0;
-    for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
-      if (layout.size(t) > largest) largest = layout.size(t);
-    }
-    return largest;
+           TopKCodec::ScratchBytes(AsTopK(params), layout);
   }
   // RegTop-k with no posterior (Delta = Q everywhere): EncodeWithDistortion with an empty
   // distortion. Same contract as TopKCodec::Encode.
-  static Status Encode(const CodecParams& params, const TensorLayout& layout,
+  static Status Encode(const Params& params, const TensorLayout& layout,
                        const CodecContext& context, std::span<const float> input,
                        const PayloadSpans& out, std::span<std::byte> scratch);
   // Selects, per tensor in layout order, the k = SparseCount(size, k_ratio) coordinates of
@@ -67,76 +96,48 @@ struct RegTopKCodec {
   // Reads `input` and `distortion`, uses `scratch`; does not allocate.
   // Errors: kInvalidArgument (bad parameters, input or non-empty distortion of the wrong size),
   // kResourceExhausted (an output span or the scratch too small).
-  static Status EncodeWithDistortion(const CodecParams& params, const TensorLayout& layout,
+  static Status EncodeWithDistortion(const Params& params, const TensorLayout& layout,
                                      std::span<const float> distortion,
                                      std::span<const float> input, const PayloadSpans& out,
                                      std::span<std::byte> scratch);
   // TopKCodec::DecodeAdd (the payloads are the same), after checking mu and Q.
-  static Status DecodeAdd(const CodecParams& params, const TensorLayout& layout,
+  static Status DecodeAdd(const Params& params, const TensorLayout& layout,
                           const CodecContext& context, const PayloadView& payload, float weight,
                           std::span<float> accumulator, std::span<std::byte> scratch);
-};
 
-// One worker's RegTop-k posterior: Delta between rounds, and what it sent while the round's
-// aggregate is outstanding. Both live in one d-float buffer: after Encode it holds the sent
-// vector s (zero where nothing was sent), and the aggregate turns it into Delta in one pass —
-// which also makes "s[j] == 0 counts as not sent" the natural guard of the division.
-//
-//   Init                Delta = Q
-//   Encode(a)           select by the scores of Delta, buffer := s         (awaiting)
-//   ObserveAggregate    buffer := Delta from s, ghat and n                 (ready)
-//   Encode again without an aggregate in between (the worker missed it): Delta = Q first.
-class RegTopKState {
- public:
-  // Exact arena bytes Init takes: d floats; 0 for an empty layout.
-  static constexpr std::size_t StateBytes(const TensorLayout& layout) {
-    return layout.tensor_count() == 0 ? 0 : ArenaBytesFor<float>(layout.dimension());
+  // ---- The posterior as selector state ----
+  // One d-float buffer holds Delta between rounds and what was sent while the round's aggregate
+  // is outstanding: after SelectorEncode it holds the sent vector s (zero where nothing was
+  // sent), and the aggregate turns it into Delta in one pass — which also makes "s[j] == 0
+  // counts as not sent" the natural guard of the division.
+  //
+  //   SelectorReset      Delta = Q
+  //   SelectorEncode(a)  select by the scores of Delta, buffer := s            (awaiting)
+  //   SelectorObserve*   buffer := Delta from s, ghat and n                    (ready)
+  //   SelectorEncode again without an aggregate in between (the worker missed it): Delta = Q.
+  static constexpr std::size_t SelectorStateFloats(const Params&, const TensorLayout& layout) {
+    return layout.dimension();
   }
-
-  // Takes the buffer from `arena` and sets Delta = Q. Allocates from the arena only.
-  // Errors: kInvalidArgument (empty layout, params not a valid reg_top_k configuration),
-  // kFailedPrecondition (arena sealed), kResourceExhausted (arena too small; nothing taken).
-  Status Init(Arena& arena, const TensorLayout& layout, const CodecParams& params);
-
-  // RegTopKCodec::EncodeWithDistortion of `input` with the current Delta, then remembers the
-  // sent values for ObserveAggregate. `scratch` holds RegTopKCodec::ScratchBytes. Does not
-  // allocate. Errors: kFailedPrecondition before Init; otherwise the codec's (state unchanged).
-  Status Encode(std::span<const float> input, const PayloadSpans& out,
-                std::span<std::byte> scratch);
-
+  static void SelectorReset(const Params& params, SelectorState& state);
+  // EncodeWithDistortion with the current Delta, then remembers the sent values. Errors: the
+  // codec's (state unchanged), kInvalidArgument for a state of the wrong size.
+  static Status SelectorEncode(const Params& params, const TensorLayout& layout,
+                               SelectorState& state, std::span<const float> input,
+                               const PayloadSpans& out, std::span<std::byte> scratch);
   // The round's aggregate, as the mean of the contributions `mean_update` (ghat, d floats) over
   // `contributors` workers (n, this one included), turns the sent values into Delta.
-  // contributors == 0 means there was no aggregate: Delta = Q. Does not allocate.
-  // Errors: kFailedPrecondition before Init or when nothing was encoded since the last
-  // aggregate (nothing changes); kInvalidArgument for a wrong size (nothing changes).
-  Status ObserveAggregate(std::span<const float> mean_update, std::uint32_t contributors);
-
-  // As ObserveAggregate with ghat = model_before - model_after: the change the aggregate made to
+  // contributors == 0 means there was no aggregate: Delta = Q. Errors: kFailedPrecondition when
+  // nothing was encoded since the last aggregate, kInvalidArgument for a wrong size (nothing
+  // changes either way).
+  static Status SelectorObserve(const Params& params, SelectorState& state,
+                                std::span<const float> mean_update, std::uint32_t contributors);
+  // As SelectorObserve with ghat = model_before - model_after: the change the aggregate made to
   // a model that applies x -= ghat (both d floats). A worker that receives the new model rather
   // than the aggregate learns ghat this way without another buffer.
-  Status ObserveModelChange(std::span<const float> model_before,
-                            std::span<const float> model_after, std::uint32_t contributors);
-
-  // Drops the posterior (Delta = Q): the worker could not learn the last aggregate. Does not
-  // allocate; nothing before Init.
-  void Forget();
-
-  // Delta (d floats) while no aggregate is outstanding; empty before Init and between Encode and
-  // the aggregate (then the buffer holds the sent values).
-  std::span<const float> distortion() const {
-    return awaiting_aggregate_ ? std::span<const float>() : buffer_;
-  }
-  bool awaiting_aggregate() const { return awaiting_aggregate_; }
-  const CodecParams& params() const { return params_; }
-
- private:
-  template <typename MeanAt>
-  Status Observe(std::uint32_t contributors, MeanAt mean_at);
-
-  TensorLayout layout_;
-  CodecParams params_;
-  std::span<float> buffer_;  // Delta, or the sent values while awaiting the aggregate
-  bool awaiting_aggregate_ = false;
+  static Status SelectorObserveChange(const Params& params, SelectorState& state,
+                                      std::span<const float> model_before,
+                                      std::span<const float> model_after,
+                                      std::uint32_t contributors);
 };
 
 }  // namespace edgesgd

@@ -8,6 +8,17 @@
 
 namespace edgesgd {
 
+// What a sign payload's per-tensor scale is.
+enum class SignScale : std::uint8_t {
+  kMeanAbs,  // mean |x| of the tensor (EF-signSGD, keeps magnitude for error feedback)
+  kUnit,     // 1 (plain signSGD and majority vote)
+};
+
+struct SignParams {
+  SignScale scale = SignScale::kMeanAbs;
+  friend constexpr bool operator==(const SignParams&, const SignParams&) = default;
+};
+
 // 1-bit sign per coordinate. Bit j of word w of a tensor is coordinate 32w + j of that tensor;
 // bit 1 means x >= 0 — so sign(0) = +1, the majority-vote convention (also for -0.0 and NaN).
 // Each tensor starts on a fresh word; unused high bits of its last word are 0. `scales` holds
@@ -18,42 +29,53 @@ namespace edgesgd {
 // the canonical quiet NaN (0x7FC00000) so the bytes do not depend on how an FPU propagates NaN
 // payloads; decoders reject such a payload with kDataLoss.
 struct SignCodec {
+  using Params = SignParams;
+  static constexpr std::string_view kName = "sign";
+  static constexpr std::string_view kSummary =
+      "1 bit per coordinate (x >= 0) and one scale per tensor; votes with --aggregate majority";
+  static constexpr PayloadLayout kLayout = PayloadLayout::kSignWords;
+  static constexpr CodecTraits kTraits{.downlink_recompress = true};
+  static constexpr std::array<std::string_view, 2> kScaleNames{"mean_abs", "unit"};
+  static constexpr std::array<ParamField<Params>, 1> kFields{Field<&Params::scale>(
+      "sign_scale",
+      "each tensor's scale: mean_abs (mean |x|, for error feedback) or unit (plain signs; "
+      "majority vote always sends these)",
+      kScaleNames)};
+
+  static constexpr Status Validate(const Params& params) {
+    return params.scale == SignScale::kMeanAbs || params.scale == SignScale::kUnit
+               ? Status::Ok()
+               : Status::InvalidArgument("unknown sign scale");
+  }
   static constexpr std::size_t WordsFor(std::size_t size) { return (size + 31) / 32; }
-  // Errors: kInvalidArgument for bad parameters (including an unknown sign_scale) or an empty
-  // layout.
-  static constexpr Result<PayloadShape> Shape(const CodecParams& params,
-                                              const TensorLayout& layout) {
-    EDGESGD_TRY(ValidateCodecParams(params));
-    if (params.sign_scale != SignScale::kMeanAbs && params.sign_scale != SignScale::kUnit) {
-      return Status::InvalidArgument();
-    }
-    if (layout.tensor_count() == 0) return Status::InvalidArgument();
+  static constexpr Result<PayloadShape> Shape(const Params& params, const TensorLayout& layout) {
+    EDGESGD_TRY(Validate(params));
+    if (layout.tensor_count() == 0) return Status::InvalidArgument("the layout has no tensors");
     PayloadShape shape;
     shape.scales = layout.tensor_count();
     for (std::size_t t = 0; t < layout.tensor_count(); ++t) shape.words += WordsFor(layout.size(t));
     return shape;
   }
   // Needs no scratch (0 bytes).
-  static constexpr std::size_t ScratchBytes(const CodecParams&, const TensorLayout&) { return 0; }
-
+  static constexpr std::size_t ScratchBytes(const Params&, const TensorLayout&) { return 0; }
+  // Majority vote counts plain signs.
+  static constexpr Params VoteForm(const Params&) { return Params{SignScale::kUnit}; }
   // Reads `input` (layout.dimension() floats); writes Shape().words words and one scale per
   // tensor into `out`. Errors: kInvalidArgument (parameters, input length), kResourceExhausted
   // (an output span too small). Does not allocate.
-  static Status Encode(const CodecParams& params, const TensorLayout& layout,
+  static Status Encode(const Params& params, const TensorLayout& layout,
                        const CodecContext& context, std::span<const float> input,
                        const PayloadSpans& out, std::span<std::byte> scratch);
-
   // Verifies the payload (field sizes, zero padding bits, scales finite and >= 0), then
   // accumulator[i] += weight * (bit ? +scale : -scale). Errors: kInvalidArgument (parameters,
   // accumulator length), kDataLoss (malformed payload; the accumulator is left untouched).
   // Does not allocate.
-  static Status DecodeAdd(const CodecParams& params, const TensorLayout& layout,
+  static Status DecodeAdd(const Params& params, const TensorLayout& layout,
                           const CodecContext& context, const PayloadView& payload, float weight,
                           std::span<float> accumulator, std::span<std::byte> scratch);
 };
 
 namespace internal {
-
 // Packs the signs of one tensor `x` into `words` (WordsFor(x.size()) words, padding bits 0) and
 // returns internal::SumAbs(x), bit for bit. SignPack uses the fastest path compiled in (SSE2 on
 // x86-64, NEON on AArch64); SignPackPortable is the plain C++ path. Both are exposed so tests
@@ -61,7 +83,6 @@ namespace internal {
 // WordsFor(x.size()). Do not allocate.
 float SignPack(std::span<const float> x, std::span<std::uint32_t> words);
 float SignPackPortable(std::span<const float> x, std::span<std::uint32_t> words);
-
 }  // namespace internal
 
 }  // namespace edgesgd

@@ -80,6 +80,7 @@
 #include "edgesgd/core/status.h"
 #include "edgesgd/core/tensor_layout.h"
 #include "edgesgd/protocol/run_config.h"
+#include "edgesgd/protocol/event_log.h"
 #include "edgesgd/protocol/session.h"
 #include "edgesgd/protocol/worker_session.h"
 #include "edgesgd/protocol/topology.h"
@@ -431,12 +432,8 @@ class GossipPeerSession final : public Session {
   bool round_deadline_passed_ = false;
 
   GossipCounters counters_;
-  std::array<GossipRejectEvent, kRejectLogCapacity> reject_log_{};
-  std::size_t reject_head_ = 0;
-  std::size_t reject_size_ = 0;
-  std::array<GossipRoundEvent, kRoundLogCapacity> round_log_{};
-  std::size_t round_head_ = 0;
-  std::size_t round_size_ = 0;
+  EventLog<GossipRejectEvent, kRejectLogCapacity> reject_log_;
+  EventLog<GossipRoundEvent, kRoundLogCapacity> round_log_;
 };
 
 }  // namespace edgesgd::protocol

@@ -5,16 +5,15 @@
 // and hands it to every worker in its Welcome (ToWelcomeInfo / FromWelcomeInfo), so a worker
 // needs to be told nothing but how to reach the server.
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 
 #include "edgesgd/core/aggregator.h"
-#include "edgesgd/core/codec_dispatch.h"
-#include "edgesgd/core/codec_params.h"
+#include "edgesgd/core/codec_registry.h"
 #include "edgesgd/core/error_feedback.h"
 #include "edgesgd/core/majority_vote.h"
 #include "edgesgd/core/optimizer.h"
-#include "edgesgd/core/quant_schedule.h"
 #include "edgesgd/core/status.h"
 #include "edgesgd/core/tensor_layout.h"
 #include "edgesgd/wire/messages.h"
@@ -22,7 +21,7 @@
 
 namespace edgesgd::protocol {
 
-// How the server combines the round's updates (ALGORITHMS.md §2 and §4).
+// How the server combines the round's updates (docs/algorithms.md).
 enum class AggregationKind : std::uint8_t {
   kMean = 0,      // x -= mean_i C(p_i); workers run error feedback (ErrorFeedbackWorker)
   kMajority = 1,  // V = sign(sum_i sign(m_i)); x -= lr * (V + wd * x); workers run Signum
@@ -40,11 +39,8 @@ enum class DownlinkKind : std::uint8_t {
 
 struct RunConfig {
   TensorLayout layout;  // the model's tensors over one flat vector of layout.dimension() floats
-  CodecParams codec;    // the uplink codec; with kMajority it must be sign with SignScale::kUnit
-  // qsgd: how each round's level count is chosen. Every worker applies the schedule to its own
-  // gradient and the level count travels in each Update's payload (see quant_schedule.h); with
-  // kDq, codec.qsgd_levels must be QsgdLevelsForBits(bits_max), the count frames are sized for.
-  QuantScheduleParams quant_schedule;
+  // The uplink codec and its parameters; with kMajority its vote form (VoteForm: plain signs).
+  CodecParams codec;
   // The worker algorithm of kMean: EF / DEF / SAEF / none, lr, momentum, wd, local steps H.
   FeedbackParams feedback;
   AggregationKind aggregation = AggregationKind::kMean;
@@ -63,31 +59,70 @@ struct RunConfig {
 
 // True when the server broadcasts its mean update compressed again with the workers' codec and
 // keeps the rest in its own residual (DownlinkFeedback): mean aggregation, the aggregate
-// downlink, and a codec without payload sums (top_k, sign, qsgd).
+// downlink, and a codec without payload sums.
 constexpr bool RecompressesDownlink(const RunConfig& config) {
   return config.aggregation == AggregationKind::kMean &&
-         config.downlink == DownlinkKind::kAggregate && !SupportsPayloadSum(config.codec.kind);
+         config.downlink == DownlinkKind::kAggregate && !TraitsOf(config.codec).payload_sum;
 }
 
 // Checks everything a run needs before any memory is taken. Rules (each failure has its own
 // reason): a non-empty layout whose dense model fits one frame; codec parameters valid for the
-// codec (and its update frame within kMaxFrameBytes); rounds >= 1; batch >= 1; participation
-// in (0, 1]; known enums. A kDq quantization schedule needs the qsgd codec with kMean, valid
-// schedule parameters and codec.qsgd_levels == QsgdLevelsForBits(bits_max).
+// codec (its descriptor's Validate) and its update frame within kMaxFrameBytes; rounds >= 1;
+// batch >= 1; participation in (0, 1]; known enums.
 //   kMean: feedback parameters valid (lr > 0 finite, momentum in [0, 1), wd >= 0 finite,
 //          detach in [0, 1] for DEF, local steps H >= 1); the aggregate downlink needs a codec
-//          whose payloads sum across workers (identity, rand_k, random_block).
-//   kMajority: the sign codec with unit scale (plain signs); the Signum optimizer with valid
-//          lr / momentum (beta) / wd; local steps H == 1 (one gradient per vote).
+//          whose payloads sum across workers or one the server can re-compress with.
+//   kMajority: a codec in its vote form (VoteForm: sign with unit scales); the Signum optimizer
+//          with valid lr / momentum (beta) / wd; local steps H == 1 (one gradient per vote).
 // Reads only `config`; does not allocate. Errors: kInvalidArgument.
 Status ValidateRunConfig(const RunConfig& config);
 
 // `config` with the parameters its aggregation does not use made equal to the ones it does
 // (learning rate, momentum and weight decay live in `feedback` for kMean and in `optimizer` for
-// kMajority; the wire carries one set), and a fixed quantization schedule's unread parameters
-// at their defaults. FromWelcomeInfo(ToWelcomeInfo(c)) == NormalizedRunConfig
-// (c) for every valid c. Does not allocate.
+// kMajority; the wire carries one set). FromWelcomeInfo(ToWelcomeInfo(c)) ==
+// NormalizedRunConfig(c) for every valid c. Does not allocate.
 RunConfig NormalizedRunConfig(const RunConfig& config);
+
+// ---- Every field of a run, named ----
+
+// Calls f(name, value) for every setting that shapes a run of `config` with `workers` workers:
+// the worker count, schedule and seed, the model's layout (as one hash of its tensor sizes), the
+// aggregation, the codec and each of its parameters (named by its descriptor), and the worker
+// algorithm with the learning rate, momentum and weight decay the aggregation reads. `name` (a
+// std::string_view over a string literal) is the --flag of the setting with '_' for '-'
+// ("k_ratio"), or "model" for the layout; `value` holds the setting's bits (a float's IEEE-754 bits, an enum's number). A
+// checkpoint stores them all, so a resumed run can name the setting that changed. Does not
+// allocate.
+template <typename F>
+constexpr void ForEachRunConfigField(const RunConfig& config, std::uint32_t workers, F&& f) {
+  const auto bits = [](float value) { return std::uint64_t{std::bit_cast<std::uint32_t>(value)}; };
+  std::uint64_t layout_hash = 0xcbf29ce484222325ull;  // FNV-1a over the tensor sizes
+  for (std::size_t t = 0; t < config.layout.tensor_count(); ++t) {
+    layout_hash = (layout_hash ^ config.layout.size(t)) * 0x100000001b3ull;
+  }
+  const bool majority = config.aggregation == AggregationKind::kMajority;
+  f("workers", std::uint64_t{workers});
+  f("rounds", std::uint64_t{config.rounds});
+  f("seed", config.seed);
+  f("model", layout_hash);
+  f("batch", std::uint64_t{config.batch});
+  f("participation", bits(config.participation));
+  f("aggregate", static_cast<std::uint64_t>(config.aggregation));
+  f("downlink", static_cast<std::uint64_t>(config.downlink));
+  f("tie", static_cast<std::uint64_t>(config.tie_rule));
+  f("codec", std::uint64_t{CodecIdOf(config.codec)});
+  ForEachParamField(config.codec, [&f](const CodecFieldValue& field) {
+    f(field.name, std::uint64_t{field.word});
+  });
+  f("feedback", static_cast<std::uint64_t>(config.feedback.kind));
+  f("detach", bits(config.feedback.detach));
+  f("local_steps", std::uint64_t{config.feedback.local_steps});
+  f("optimizer", static_cast<std::uint64_t>(config.optimizer.kind));
+  f("lr", bits(majority ? config.optimizer.learning_rate : config.feedback.learning_rate));
+  f("momentum", bits(majority ? config.optimizer.momentum : config.feedback.momentum));
+  f("weight_decay",
+    bits(majority ? config.optimizer.weight_decay : config.feedback.weight_decay));
+}
 
 // ---- The Welcome's encoding of a RunConfig ----
 //
@@ -105,15 +140,15 @@ wire::WelcomeInfo ToWelcomeInfo(const RunConfig& config, std::uint32_t assigned_
                                 std::uint32_t workers);
 
 // The RunConfig a Welcome describes, into `out` (left unchanged on failure). Rejects kinds
-// outside their enums, a mode other than kServerMode, gossip fields this protocol does not run,
-// quantization-schedule parameters beside a fixed schedule, then applies ValidateRunConfig. Does not allocate.
-// Errors: kInvalidArgument with a reason.
+// outside their enums, a mode other than kServerMode and gossip fields this protocol does not
+// run, then applies ValidateRunConfig. Does not allocate. Errors: kInvalidArgument with a
+// reason.
 Status FromWelcomeInfo(const wire::WelcomeInfo& welcome, RunConfig& out);
 
 // ---- Frame sizes of a run (0 for an invalid configuration) ----
 
 // Codec parameters of the full-model broadcast: identity over the layout.
-constexpr CodecParams ModelCodec() { return CodecParams{}; }
+constexpr CodecParams ModelCodec() { return IdentityParams{}; }
 
 // Largest Update frame (the uplink codec's payload) and any control frame. Size a server's
 // receive buffer with it.

@@ -12,13 +12,13 @@
 // holds x_{r-1} — the aggregate A_{r-1} (content Aggregate) that turns x_{r-1} into x_r. The
 // server applies an aggregate by decoding the very frame it broadcasts, so every worker's model
 // stays bit-identical to its own. Updates count with equal weight (Update.samples is
-// informational): x_{r+1} = x_r - mean_i C(p_i) (mean), or x_r - lr * (V + wd * x_r) with
-// V = sign(sum_i sign(m_i)) (majority vote). With a codec whose payloads do not sum, the
-// aggregate broadcast is the mean compressed again, and what that drops waits in the server's
-// residual (RecompressesDownlink, DownlinkFeedback): x_{r+1} = x_r - C(e_s + mean_i C(p_i)).
+// informational). How they combine — the mean, the payload mean, the mean re-compressed with the
+// server's own residual, or the majority vote — is the aggregation component the configuration
+// selects (aggregation_registry.h); the session only admits workers, runs rounds, deadlines and
+// timers, and sends frames.
 //
 // What a driver does:
-//   1. Init(arena, config, options, initial_model) once; Start(now).
+//   1. Init(arena, codecs, config, options, initial_model) once; Start(now).
 //   2. Feed every received frame to OnFrame(peer, bytes, now) — bytes at an 8-byte aligned
 //      address (wire::ReceiveBuffer, arena memory, or std::vector<std::uint64_t> storage);
 //      call OnPeerLost when a link drops and OnTimer(now) once now >= NextWakeup().
@@ -39,11 +39,12 @@
 #include <optional>
 #include <span>
 
-#include "edgesgd/core/aggregator.h"
 #include "edgesgd/core/arena.h"
-#include "edgesgd/core/downlink_feedback.h"
-#include "edgesgd/core/majority_vote.h"
+#include "edgesgd/core/codec_registry.h"
 #include "edgesgd/core/status.h"
+#include "edgesgd/protocol/aggregation_registry.h"
+#include "edgesgd/protocol/checkpoint.h"
+#include "edgesgd/protocol/event_log.h"
 #include "edgesgd/protocol/run_config.h"
 #include "edgesgd/protocol/session.h"
 #include "edgesgd/protocol/worker_session.h"
@@ -170,32 +171,22 @@ class ServerSession final : public Session {
     const TensorLayout& layout = config.layout;
     const std::size_t d = layout.dimension();
     if (d == 0 || options.workers < 1 || options.workers > kMaxWorkers) return 0;
+    const AggregationDescriptor* aggregation = FindAggregation(config);
+    if (aggregation == nullptr) return 0;
     const std::size_t model_builder = wire::FrameBuilderBytes(ModelCodec(), layout);
-    const std::size_t aggregate_builder = wire::FrameBuilderBytes(config.codec, layout);
-    if (model_builder == 0 || aggregate_builder == 0) return 0;
-    std::size_t bytes =
-        ArenaBytesFor<float>(d) + ArenaBytesFor<WorkerSlot>(std::size_t{options.workers} + 1) +
-        ArenaBytesFor<std::uint32_t>(options.workers) + edgesgd::ArenaBytes(model_builder) +
-        (kControlSlots + 1) * edgesgd::ArenaBytes(kControlBuilderBytes);
-    std::size_t aggregator = 0;
-    if (config.aggregation == AggregationKind::kMajority) {
-      aggregator = MajorityVote::StateBytes(layout, options.workers);
-      bytes += edgesgd::ArenaBytes(aggregate_builder);
-    } else if (RecompressesDownlink(config)) {
-      const std::size_t feedback = DownlinkFeedback::StateBytes(layout, config.codec);
-      if (feedback == 0) return 0;
-      aggregator = MeanAggregator::StateBytes(layout, config.codec);
-      bytes += feedback + edgesgd::ArenaBytes(aggregate_builder) +
-               edgesgd::ArenaBytes(CodecScratchBytes(config.codec, layout));
-    } else if (config.downlink == DownlinkKind::kAggregate) {
-      aggregator = PayloadAggregator::StateBytes(layout, config.codec);
-      bytes += edgesgd::ArenaBytes(aggregate_builder) +
-               edgesgd::ArenaBytes(CodecScratchBytes(config.codec, layout));
-    } else {
-      aggregator = MeanAggregator::StateBytes(layout, config.codec);
+    const std::size_t component = aggregation->arena_bytes(config, options.workers);
+    if (model_builder == 0 || component == 0) return 0;
+    std::size_t aggregate_buffer = 0;
+    if (aggregation->aggregate_is_payload) {
+      const std::size_t aggregate_builder = wire::FrameBuilderBytes(config.codec, layout);
+      if (aggregate_builder == 0) return 0;
+      aggregate_buffer = edgesgd::ArenaBytes(aggregate_builder);
     }
-    if (aggregator == 0) return 0;
-    return bytes + aggregator;
+    return ArenaBytesFor<float>(d) +
+           ArenaBytesFor<WorkerSlot>(std::size_t{options.workers} + 1) +
+           ArenaBytesFor<std::uint32_t>(options.workers) + edgesgd::ArenaBytes(model_builder) +
+           (kControlSlots + 1) * edgesgd::ArenaBytes(kControlBuilderBytes) + aggregate_buffer +
+           component;
   }
 
   ServerSession() = default;
@@ -203,13 +194,14 @@ class ServerSession final : public Session {
   ServerSession& operator=(const ServerSession&) = delete;
 
   // Validates `config` and `options`, takes every buffer from `arena` (ArenaBytes) and copies
-  // `initial_model` (layout.dimension() floats) as the round-0 model. Accepts Joins from then
-  // on. Reads its arguments; allocates from the arena only, never afterwards.
-  // Errors (with a reason): kInvalidArgument (config, options, model size), kFailedPrecondition
-  // (already initialized, arena sealed), kResourceExhausted (arena smaller than ArenaBytes;
-  // nothing is taken then).
-  Status Init(Arena& arena, const RunConfig& config, const ServerOptions& options,
-                   std::span<const float> initial_model);
+  // `initial_model` (layout.dimension() floats) as the round-0 model. Decodes and encodes with
+  // the run codec's operations in `codecs` (which must outlive the session). Accepts Joins from
+  // then on. Reads its arguments; allocates from the arena only, never afterwards.
+  // Errors (with a reason): kInvalidArgument (config, options, model size),
+  // kFailedPrecondition (already initialized, arena sealed, the run's codec not in `codecs`),
+  // kResourceExhausted (arena smaller than ArenaBytes; nothing is taken then).
+  Status Init(Arena& arena, const CodecRegistry& codecs, const RunConfig& config,
+              const ServerOptions& options, std::span<const float> initial_model);
 
   // ---- Session ----
   // Start begins the join timeout. OnFrame takes any bytes from any peer; bad frames are
@@ -238,34 +230,30 @@ class ServerSession final : public Session {
   // ---- Checkpoint: the committed state as bytes (the caller stores them) ----
   //
   // The committed state is the round in progress and the model it started from (the model only
-  // changes when a round closes, together with the round number), plus the cumulative byte
-  // counters so that metrics stay cumulative across a restart. Workers' own state (error
-  // feedback residuals, momentum) lives on the workers; the server's own downlink residual
-  // (RecompressesDownlink) is part of the state. Layout, little-endian: magic "EDGSCKPT",
-  // format version, model dimension, a fingerprint of the RunConfig and worker count, round,
-  // rounds, frame sequence, five counters, the model floats, the downlink residual's floats
-  // (when there is one), and an FNV-1a checksum of everything before it.
-  static constexpr std::size_t kStateHeaderBytes = 8 + 4 + 4 + 8 + 4 + 4 + 8 + 5 * 8;
-  static constexpr std::size_t kStateTrailerBytes = 8;
-  // Bytes SaveState writes for `config`.
-  static constexpr std::size_t StateBytes(const RunConfig& config) {
-    const std::size_t vectors = RecompressesDownlink(config) ? 2 : 1;  // + the downlink residual
-    return kStateHeaderBytes + vectors * 4 * config.layout.dimension() + kStateTrailerBytes;
-  }
+  // changes when a round closes, together with the round number), the cumulative byte counters
+  // (so that metrics stay cumulative across a restart) and the aggregation component's state
+  // (the downlink residual of two-way compression). Workers' own state (error feedback
+  // residuals, momentum) lives on the workers. The format, with every field of the run
+  // configuration, is checkpoint.h's.
 
-  // Writes the committed state into `out` (at least StateBytes(config()) bytes) and returns the
-  // bytes written. To lose no committed round, save after every call that advanced round() and
+  // Bytes SaveState writes (after Init).
+  std::size_t StateBytes() const;
+
+  // Writes the committed state into `out` (at least StateBytes() bytes) and returns the bytes
+  // written. To lose no committed round, save after every call that advanced round() and
   // before sending the frames PollFrame hands out. Does not allocate.
   // Errors: kFailedPrecondition before Init; kResourceExhausted if `out` is too small.
   Result<std::size_t> SaveState(std::span<std::byte> out) const;
 
   // Continues a run from SaveState's bytes: after Init (with the same RunConfig and worker
   // count) and before Start. The run resumes at the saved round with the saved model; workers
-  // that join get the full model. Does not allocate.
-  // Errors (with a reason): kFailedPrecondition (not initialized, or already started);
-  // kDataLoss (wrong size, magic, version or checksum: a damaged file); kInvalidArgument (a
-  // state of another configuration, or a non-finite model).
-  Status RestoreState(std::span<const std::byte> state);
+  // that join get the full model. Does not allocate. Errors (with a reason; nothing changes):
+  // kFailedPrecondition (not initialized, or already started); kDataLoss (a damaged file, or
+  // another format version); kInvalidArgument (a state of another configuration — then
+  // `differing_field`, if given, names the first setting that differs, as
+  // ForEachRunConfigField names it — or a non-finite model or residual).
+  Status RestoreState(std::span<const std::byte> state,
+                      std::string_view* differing_field = nullptr);
 
   // ---- State, for drivers and tests ----
   std::span<const float> model() const { return model_; }
@@ -326,8 +314,6 @@ class ServerSession final : public Session {
 
   void HandleJoin(PeerId from, const wire::FrameView& view, TimeNs now);
   void HandleUpdate(PeerId from, const wire::FrameView& view, TimeNs now);
-  // Verifies and aggregates an Update's payload; the reason it was rejected otherwise.
-  std::optional<RejectReason> Aggregate(PeerId from, const wire::FrameView& view);
   // Index of the reason `join` cannot run this configuration, or -1.
   int Incompatibility(const wire::JoinInfo& join) const;
 
@@ -346,12 +332,9 @@ class ServerSession final : public Session {
   void TopUp();
   void Select(WorkerSlot& slot);
   Status ApplyRound();
-  // Aggregate downlink or majority vote: builds the next round's broadcast of this round's
-  // aggregate, then applies that frame's payload to the model.
+  // For a component that broadcasts its aggregate: builds the next round's broadcast of this
+  // round's aggregate, then applies that frame's payload to the model.
   Status BroadcastAndApplyAggregate();
-  // Writes this round's aggregate into the broadcast payload: the vote, the re-compressed mean
-  // (RecompressesDownlink) or the mean in payload space.
-  Status FillAggregate(const PayloadSpans& spans, const CodecContext& context);
   Status BuildModelFrame();
   void Finish(wire::LeaveReason reason, Status status);
 
@@ -367,15 +350,12 @@ class ServerSession final : public Session {
   Status status_;
   std::size_t max_receive_bytes_ = 0;
 
+  const CodecRegistry* codecs_ = nullptr;
+  const AggregationDescriptor* aggregation_kind_ = nullptr;
+  Aggregation* aggregation_ = nullptr;  // in the arena
   std::span<float> model_;
   std::span<WorkerSlot> slots_;          // indexed by peer id; slot 0 (the server) is unused
   std::span<std::uint32_t> candidates_;  // scratch for sampling participants
-  MeanAggregator mean_;
-  DownlinkFeedback downlink_feedback_;  // RecompressesDownlink only
-  QuantSchedule schedule_;  // which qsgd level counts updates may carry
-  PayloadAggregator payload_sum_;
-  MajorityVote vote_;
-  std::span<std::byte> decode_scratch_;
 
   std::optional<wire::FrameBuilder> model_builder_;
   std::optional<wire::FrameBuilder> aggregate_builder_;
@@ -403,12 +383,8 @@ class ServerSession final : public Session {
   PeerId poll_cursor_ = 1;
 
   ServerCounters counters_;
-  std::array<RejectEvent, kRejectLogCapacity> reject_log_{};
-  std::size_t reject_head_ = 0;
-  std::size_t reject_size_ = 0;
-  std::array<RoundEvent, kRoundLogCapacity> round_log_{};
-  std::size_t round_head_ = 0;
-  std::size_t round_size_ = 0;
+  EventLog<RejectEvent, kRejectLogCapacity> reject_log_;
+  EventLog<RoundEvent, kRoundLogCapacity> round_log_;
 };
 
 }  // namespace edgesgd::protocol

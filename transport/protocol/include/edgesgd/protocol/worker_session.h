@@ -6,9 +6,9 @@
 //
 //   kMean      error feedback (ErrorFeedbackWorker): H local steps, each asking the gradient
 //              callback for the gradient at GradientPoint(), then Compress straight into the
-//              Update frame (no copy of the payload). With qsgd, the run's quantization schedule
-//              picks the round's level count from the norm of the round's (last local) gradient
-//              (quant_schedule.h); the frame carries that count.
+//              Update frame (no copy of the payload). A codec that chooses its parameters per
+//              round (qsgd's quantization schedule: the level count from the norm of the round's
+//              last local gradient) is asked first; the frame carries the choice.
 //   kMajority  Signum: one gradient at the model, m = beta * m + (1 - beta) * g, and sign(m)
 //              packed straight into the Update frame (negated when WorkerOptions::negate_signs:
 //              a "blind adversary" for robustness experiments).
@@ -41,9 +41,8 @@
 #include <span>
 
 #include "edgesgd/core/arena.h"
-#include "edgesgd/core/codec_dispatch.h"
+#include "edgesgd/core/codec_registry.h"
 #include "edgesgd/core/error_feedback.h"
-#include "edgesgd/core/quant_schedule.h"
 #include "edgesgd/core/status.h"
 #include "edgesgd/protocol/run_config.h"
 #include "edgesgd/protocol/session.h"
@@ -64,6 +63,9 @@ struct WorkerOptions {
   // assigns the id of the link the Join came on). A Welcome assigning another id is rejected.
   std::uint32_t device_id = wire::kUnassignedDevice;
   GradientFunction gradient = nullptr;  // required
+  // The codecs this device can run (required; must outlive the session). A Join advertises
+  // them, and the server refuses a device that lacks the run's codec.
+  const CodecRegistry* codecs = nullptr;
   void* user = nullptr;
   // Training samples behind one local step, reported in Update.samples and work_samples; 0
   // means the run's batch size.
@@ -145,8 +147,8 @@ class WorkerSession final : public Session {
 
   // Keeps `arena` (it must outlive the session) for the first Welcome and takes the control
   // builders from it. Allocates from the arena only. Errors (with a reason):
-  // kInvalidArgument (no gradient callback, device id 0, zero join retry or heartbeat
-  // interval), kFailedPrecondition (already initialized, arena sealed), kResourceExhausted
+  // kInvalidArgument (no gradient callback or codec registry, device id 0, zero join retry or
+  // heartbeat interval), kFailedPrecondition (already initialized, arena sealed), kResourceExhausted
   // (arena smaller than InitArenaBytes()).
   Status Init(Arena& arena, const WorkerOptions& options);
 
@@ -240,7 +242,6 @@ class WorkerSession final : public Session {
   std::span<float> momentum_;     // kMajority
   std::span<std::byte> scratch_;  // codec scratch for applying aggregates (kMean)
   ErrorFeedbackWorker feedback_;
-  QuantSchedule schedule_;  // kMean with qsgd
 
   std::optional<wire::FrameBuilder> control_builder_;  // Join or Leave
   std::optional<wire::FrameBuilder> heartbeat_builder_;

@@ -6,8 +6,7 @@
 #include <cstdint>
 #include <span>
 
-#include "edgesgd/core/codec.h"
-#include "edgesgd/core/codec_params.h"
+#include "edgesgd/core/codec_registry.h"
 #include "edgesgd/core/payload.h"
 #include "edgesgd/core/result.h"
 #include "edgesgd/core/status.h"
@@ -25,8 +24,8 @@ namespace edgesgd::wire {
 //
 //   FrameBuilder builder(arena.AllocateBytes(FrameBuilderBytes(params, layout)).value());
 //   Result<std::span<const std::byte>> frame = builder.EncodePayloadFrame(
-//       header, PayloadMessage::Update({.worker = id}), params, layout, context, gradient,
-//       scratch);
+//       header, PayloadMessage::Update({.worker = id}), codecs, params, layout, context,
+//       gradient, scratch);
 //
 // or in two steps, when something other than a codec fills the payload:
 //
@@ -59,7 +58,7 @@ class FrameBuilder {
   // codec parameters, an empty layout or a message kind/enum outside the schema;
   // kOutOfRange if the frame would exceed kMaxFrameBytes; kResourceExhausted if the buffer is
   // smaller than PayloadFrameBytes(shape) + kBuilderScratchBytes; kInternal if the codec's shape
-  // has a field its payload table (kPayloadMap) cannot carry.
+  // has a field the payload table it names (PayloadLayoutOf) cannot carry.
   Result<PayloadSpans> BeginPayloadFrame(const FrameHeader& header, const PayloadMessage& message,
                                          const CodecParams& params, const TensorLayout& layout);
 
@@ -71,20 +70,21 @@ class FrameBuilder {
   // Drops a begun payload frame (e.g. when its codec failed). No-op when none is begun.
   void AbandonPayloadFrame();
 
-  // Begin + the codec of `params` (codec_dispatch.h Encode: `input`, `context`, `scratch` as
-  // documented there) writing straight into the frame + Finish: the one path every codec takes.
-  // Errors: those of BeginPayloadFrame, then the codec's (kInvalidArgument for an input of the
-  // wrong length, kResourceExhausted for too little scratch); on error no frame is pending.
+  // Begin + the codec of `params` from `codecs` (CodecRegistry::Encode: `input`, `context`,
+  // `scratch` as documented in codec.h) writing straight into the frame + Finish: the one path
+  // every codec takes. Errors: those of BeginPayloadFrame, then the codec's (kInvalidArgument
+  // for an input of the wrong length, kResourceExhausted for too little scratch,
+  // kFailedPrecondition for an unregistered codec); on error no frame is pending.
   Result<std::span<const std::byte>> EncodePayloadFrame(
-      const FrameHeader& header, const PayloadMessage& message, const CodecParams& params,
-      const TensorLayout& layout, const CodecContext& context, std::span<const float> input,
-      std::span<std::byte> scratch);
+      const FrameHeader& header, const PayloadMessage& message, const CodecRegistry& codecs,
+      const CodecParams& params, const TensorLayout& layout, const CodecContext& context,
+      std::span<const float> input, std::span<std::byte> scratch);
 
   // ---- Control frames ----
   // Each builds a complete frame and needs kMaxControlFrameBytes + kBuilderScratchBytes of
   // buffer. Errors: kFailedPrecondition while a payload frame is begun; kResourceExhausted if
   // the buffer is too small; kInvalidArgument for an enum value outside the schema and, for a
-  // Welcome, for codec parameters ValidateCodecParams rejects or an empty layout. An Error's
+  // Welcome, for codec parameters ValidateCodecParams rejects (its reason) or an empty layout. An Error's
   // reason is cut to kMaxErrorReasonBytes at a UTF-8 character boundary.
 
   Result<std::span<const std::byte>> EncodeJoin(const FrameHeader& header, const JoinInfo& join);
@@ -124,8 +124,9 @@ class FrameBuilder {
   bool pending_ = false;
   FrameHeader pending_header_;
   PayloadMessage pending_message_;
-  CodecParams pending_params_;
-  PayloadKind pending_kind_ = PayloadKind::kNone;
+  CodecId pending_codec_ = 0;
+  QuantizedHeader pending_quantized_;
+  PayloadLayout pending_layout_ = PayloadLayout::kDense;
   std::size_t pending_bound_ = 0;
   flatbuffers::uoffset_t pending_indices_ = 0;  // 0: field absent (empty)
   flatbuffers::uoffset_t pending_values_ = 0;

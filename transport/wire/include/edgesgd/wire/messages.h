@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "edgesgd/core/codec_params.h"
+#include "edgesgd/core/codec_registry.h"
 #include "edgesgd/core/payload.h"
 #include "edgesgd/core/result.h"
 #include "edgesgd/core/status.h"
@@ -58,15 +58,12 @@ constexpr Architecture HostArchitecture() {
 #endif
 }
 
-// Bit of `kind` in JoinInfo::codecs.
-constexpr std::uint32_t CodecBit(CodecKind kind) {
-  return std::uint32_t{1} << static_cast<std::uint32_t>(kind);
-}
-inline constexpr std::uint32_t kAllCodecs = (std::uint32_t{1} << kCodecCount) - 1;
+// Bit of codec `id` in JoinInfo::codecs (CodecRegistry::Mask sets one per registered codec).
+constexpr std::uint32_t CodecBit(CodecId id) { return std::uint32_t{1} << id; }
 
 struct JoinInfo {
   Architecture architecture = Architecture::kUnknown;
-  std::uint32_t codecs = 0;  // CodecBit()s of the codecs the device implements
+  std::uint32_t codecs = 0;  // CodecBit()s of the codecs the device registers
   std::uint32_t max_frame_bytes = 0;
   std::uint32_t memory_bytes = 0;
 
@@ -87,15 +84,10 @@ struct TrainingConfig {
   std::uint32_t batch = 0;
   std::uint8_t aggregate = 0;
   float participation = 0.0f;
-  std::uint8_t quant_schedule = 0;
   std::uint8_t mode = 0;
   std::uint8_t gossip = 0;
   std::uint8_t topology = 0;
   std::uint32_t gossip_rounds = 0;
-  std::uint8_t quant_bits_min = 0;
-  std::uint8_t quant_bits_max = 0;
-  float quant_k = 0.0f;
-  float quant_rho = 0.0f;
 
   friend constexpr bool operator==(const TrainingConfig&, const TrainingConfig&) = default;
 };
@@ -106,7 +98,7 @@ struct WelcomeInfo {
   std::uint32_t rounds = 0;
   std::uint64_t seed = 0;
   TensorLayout layout;  // model dimension and tensor sizes
-  CodecParams codec;
+  CodecParams codec;    // travels as its codec id and parameter words (CodecConfig)
   TrainingConfig training;
 
   friend constexpr bool operator==(const WelcomeInfo&, const WelcomeInfo&) = default;
@@ -192,74 +184,17 @@ struct PayloadMessage {
   friend constexpr bool operator==(const PayloadMessage&, const PayloadMessage&) = default;
 };
 
-// ---- Payload types ----
+// ---- Payloads ----
 
-// The payload tables of the schema's `Payload` union (same numbering).
-enum class PayloadKind : std::uint8_t { kNone = 0, kDense, kSparse, kBlock, kSign, kQuantized };
-
-// Which payload table carries a codec's output, and which PayloadShape fields it stores. Fields
-// map by position: indices -> SparsePayload.indices or BlockPayload.starts; values -> .values;
-// words -> .words; scales -> SignPayload.scales or QuantizedPayload.norms.
-struct PayloadMapping {
-  CodecKind codec = CodecKind::kIdentity;
-  PayloadKind kind = PayloadKind::kNone;
-  bool indices = false;
-  bool values = false;
-  bool words = false;
-  bool scales = false;
-};
-
-// The one place that ties codecs to payload tables, indexed by CodecKind. rand_k shares
-// DensePayload with identity: its coordinates follow from the shared seed, so only values travel.
-// reg_top_k shares SparsePayload with top_k: only the choice of coordinates differs.
-inline constexpr std::array<PayloadMapping, kCodecCount> kPayloadMap = {{
-    {CodecKind::kIdentity, PayloadKind::kDense, false, true, false, false},
-    {CodecKind::kTopK, PayloadKind::kSparse, true, true, false, false},
-    {CodecKind::kRandK, PayloadKind::kDense, false, true, false, false},
-    {CodecKind::kRandomBlock, PayloadKind::kBlock, true, true, false, false},
-    {CodecKind::kSign, PayloadKind::kSign, false, false, true, true},
-    {CodecKind::kQsgd, PayloadKind::kQuantized, false, false, true, true},
-    {CodecKind::kRegTopK, PayloadKind::kSparse, true, true, false, false},
-}};
-
-namespace internal {
-constexpr bool PayloadMapMatchesEnum() {
-  for (std::size_t i = 0; i < kPayloadMap.size(); ++i) {
-    if (static_cast<std::size_t>(kPayloadMap[i].codec) != i) return false;
-  }
-  return true;
-}
-static_assert(PayloadMapMatchesEnum(), "kPayloadMap must be indexed by CodecKind");
-}  // namespace internal
-
-// The row of kPayloadMap for `kind`. Errors: kInvalidArgument for a value outside CodecKind.
-constexpr Result<PayloadMapping> PayloadMappingOf(CodecKind kind) {
-  const auto index = static_cast<std::size_t>(kind);
-  if (index >= kPayloadMap.size()) return Status::InvalidArgument();
-  return kPayloadMap[index];
-}
-
-// A received payload: the codec that produced it, its per-frame parameters and zero-copy spans
-// over the frame's vectors (valid while the frame's bytes are).
+// A received payload: the codec it names, its table (layout) and, for kQuantized, its header,
+// and zero-copy spans over the frame's vectors (valid while the frame's bytes are). Whether the
+// codec and header fit the run is the receiver's decision (ParamsForPayload); the codec's
+// DecodeAdd checks every field size.
 struct EncodedPayload {
-  CodecKind codec = CodecKind::kIdentity;
-  PayloadKind kind = PayloadKind::kNone;
-  std::uint32_t qsgd_levels = 0;  // kQuantized only
-  std::uint32_t qsgd_bucket = 0;  // kQuantized only
+  CodecId codec = 0;
+  PayloadLayout layout = PayloadLayout::kDense;
+  QuantizedHeader header;  // kQuantized only
   PayloadView view;
 };
-
-// The parameters DecodeAdd needs for `payload`: `configured` (the run's parameters from the
-// Welcome) with the codec kind and, for qsgd, the level count and bucket the frame carries.
-// Reads only its arguments. Whether the codec may differ from the configured one is the
-// protocol's decision; DecodeAdd checks every field size against these parameters.
-constexpr CodecParams DecodeParams(CodecParams configured, const EncodedPayload& payload) {
-  configured.kind = payload.codec;
-  if (payload.kind == PayloadKind::kQuantized) {
-    configured.qsgd_levels = payload.qsgd_levels;
-    configured.qsgd_bucket = payload.qsgd_bucket;
-  }
-  return configured;
-}
 
 }  // namespace edgesgd::wire

@@ -9,7 +9,7 @@
 #include <limits>
 #include <string_view>
 
-#include "edgesgd/core/codec_dispatch.h"
+#include "edgesgd/core/codec_registry.h"
 #include "edgesgd/core/payload.h"
 #include "edgesgd/core/tensor_layout.h"
 
@@ -24,7 +24,7 @@ static_assert(sizeof(float) == 4 && std::numeric_limits<float>::is_iec559);
 
 // Schema version carried by every frame; a receiver rejects any other. Bump on a change that an
 // older peer cannot read (see the evolution rules in edgesgd.fbs).
-inline constexpr std::uint16_t kSchemaVersion = 1;
+inline constexpr std::uint16_t kSchemaVersion = 2;
 
 // FlatBuffers file identifier at bytes [8, 12) of every frame (after the length prefix and the
 // root offset). Must equal `file_identifier` in edgesgd.fbs.

@@ -16,7 +16,20 @@ std::uint32_t RandomBlockCodec::BlockStart(const CodecContext& context, std::siz
   return rng.NextBelow(static_cast<std::uint32_t>(size));
 }
 
-Status RandomBlockCodec::Encode(const CodecParams& params, const TensorLayout& layout,
+Status RandomBlockCodec::CheckShared(const RandomBlockParams&, const TensorLayout& layout,
+                                     const CodecContext& context, const PayloadView& payload) {
+  if (payload.indices.size() != layout.tensor_count()) {
+    return Status::DataLoss("a random_block payload needs one block start per tensor");
+  }
+  for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
+    if (payload.indices[t] != BlockStart(context, t, layout.size(t))) {
+      return Status::DataLoss("a block starts elsewhere than the shared seed puts it");
+    }
+  }
+  return Status::Ok();
+}
+
+Status RandomBlockCodec::Encode(const RandomBlockParams& params, const TensorLayout& layout,
                                 const CodecContext& context, std::span<const float> input,
                                 const PayloadSpans& out, std::span<std::byte> scratch) {
   EDGESGD_TRY_ASSIGN(const PayloadShape shape, Shape(params, layout));
@@ -37,7 +50,7 @@ Status RandomBlockCodec::Encode(const CodecParams& params, const TensorLayout& l
   return Status::Ok();
 }
 
-Status RandomBlockCodec::DecodeAdd(const CodecParams& params, const TensorLayout& layout,
+Status RandomBlockCodec::DecodeAdd(const RandomBlockParams& params, const TensorLayout& layout,
                                    const CodecContext&, const PayloadView& payload, float weight,
                                    std::span<float> accumulator, std::span<std::byte> scratch) {
   EDGESGD_TRY_ASSIGN(const PayloadShape shape, Shape(params, layout));

@@ -6,7 +6,7 @@
 
 namespace edgesgd {
 
-Status IdentityCodec::Encode(const CodecParams& params, const TensorLayout& layout,
+Status IdentityCodec::Encode(const IdentityParams& params, const TensorLayout& layout,
                              const CodecContext&, std::span<const float> input,
                              const PayloadSpans& out, std::span<std::byte> scratch) {
   EDGESGD_TRY_ASSIGN(const PayloadShape shape, Shape(params, layout));
@@ -15,7 +15,7 @@ Status IdentityCodec::Encode(const CodecParams& params, const TensorLayout& layo
   return Status::Ok();
 }
 
-Status IdentityCodec::DecodeAdd(const CodecParams& params, const TensorLayout& layout,
+Status IdentityCodec::DecodeAdd(const IdentityParams& params, const TensorLayout& layout,
                                 const CodecContext&, const PayloadView& payload, float weight,
                                 std::span<float> accumulator, std::span<std::byte> scratch) {
   EDGESGD_TRY_ASSIGN(const PayloadShape shape, Shape(params, layout));

@@ -5,7 +5,7 @@
 
 namespace edgesgd {
 
-Status TopKCodec::Encode(const CodecParams& params, const TensorLayout& layout, const CodecContext&,
+Status TopKCodec::Encode(const TopKParams& params, const TensorLayout& layout, const CodecContext&,
                          std::span<const float> input, const PayloadSpans& out,
                          std::span<std::byte> scratch) {
   EDGESGD_TRY_ASSIGN(const PayloadShape shape, Shape(params, layout));
@@ -22,7 +22,7 @@ Status TopKCodec::Encode(const CodecParams& params, const TensorLayout& layout, 
   return Status::Ok();
 }
 
-Status TopKCodec::DecodeAdd(const CodecParams& params, const TensorLayout& layout,
+Status TopKCodec::DecodeAdd(const TopKParams& params, const TensorLayout& layout,
                             const CodecContext&, const PayloadView& payload, float weight,
                             std::span<float> accumulator, std::span<std::byte> scratch) {
   EDGESGD_TRY_ASSIGN(const PayloadShape shape, Shape(params, layout));

@@ -184,7 +184,7 @@ float SignPack(std::span<const float> x, std::span<std::uint32_t> words) {
 
 }  // namespace internal
 
-Status SignCodec::Encode(const CodecParams& params, const TensorLayout& layout, const CodecContext&,
+Status SignCodec::Encode(const SignParams& params, const TensorLayout& layout, const CodecContext&,
                          std::span<const float> input, const PayloadSpans& out,
                          std::span<std::byte> scratch) {
   EDGESGD_TRY_ASSIGN(const PayloadShape shape, Shape(params, layout));
@@ -195,7 +195,7 @@ Status SignCodec::Encode(const CodecParams& params, const TensorLayout& layout, 
     const std::size_t word_count = WordsFor(x.size());
     const float sum_abs = internal::SignPack(x, out.words.subspan(word, word_count));
     float scale = 1.0f;
-    if (params.sign_scale == SignScale::kMeanAbs) {
+    if (params.scale == SignScale::kMeanAbs) {
       scale = sum_abs / static_cast<float>(x.size());
       if (std::isnan(scale)) scale = std::bit_cast<float>(kCanonicalNanBits);
     }
@@ -205,7 +205,7 @@ Status SignCodec::Encode(const CodecParams& params, const TensorLayout& layout, 
   return Status::Ok();
 }
 
-Status SignCodec::DecodeAdd(const CodecParams& params, const TensorLayout& layout,
+Status SignCodec::DecodeAdd(const SignParams& params, const TensorLayout& layout,
                             const CodecContext&, const PayloadView& payload, float weight,
                             std::span<float> accumulator, std::span<std::byte> scratch) {
   EDGESGD_TRY_ASSIGN(const PayloadShape shape, Shape(params, layout));

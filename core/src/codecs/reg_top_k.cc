@@ -15,13 +15,13 @@ float ScoreWeight(float delta, float mu) { return std::tanh(std::fabs(1.0f + del
 
 }  // namespace
 
-Status RegTopKCodec::Encode(const CodecParams& params, const TensorLayout& layout,
+Status RegTopKCodec::Encode(const RegTopKParams& params, const TensorLayout& layout,
                             const CodecContext&, std::span<const float> input,
                             const PayloadSpans& out, std::span<std::byte> scratch) {
   return EncodeWithDistortion(params, layout, std::span<const float>(), input, out, scratch);
 }
 
-Status RegTopKCodec::EncodeWithDistortion(const CodecParams& params, const TensorLayout& layout,
+Status RegTopKCodec::EncodeWithDistortion(const RegTopKParams& params, const TensorLayout& layout,
                                           std::span<const float> distortion,
                                           std::span<const float> input, const PayloadSpans& out,
                                           std::span<std::byte> scratch) {
@@ -39,9 +39,9 @@ Status RegTopKCodec::EncodeWithDistortion(const CodecParams& params, const Tenso
   const std::span<float> scores = internal::ScratchAs<float>(scratch.subspan(skip), largest);
   const std::span<std::byte> select_scratch = scratch.subspan(skip + largest * sizeof(float));
 
-  const float mu = params.reg_top_k_mu;
+  const float mu = params.mu;
   // Every coordinate without a posterior has the same weight; computed once.
-  const float weight_q = ScoreWeight(params.reg_top_k_q, mu);
+  const float weight_q = ScoreWeight(params.q, mu);
   std::size_t written = 0;
   for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
     const std::span<const float> values = layout.Slice(input, t);
@@ -53,7 +53,7 @@ Status RegTopKCodec::EncodeWithDistortion(const CodecParams& params, const Tenso
     } else {
       const std::span<const float> delta = layout.Slice(distortion, t);
       for (std::size_t j = 0; j < values.size(); ++j) {
-        const float weight = delta[j] == params.reg_top_k_q ? weight_q : ScoreWeight(delta[j], mu);
+        const float weight = delta[j] == params.q ? weight_q : ScoreWeight(delta[j], mu);
         tensor_scores[j] = weight * std::fabs(values[j]);
       }
     }
@@ -69,87 +69,89 @@ Status RegTopKCodec::EncodeWithDistortion(const CodecParams& params, const Tenso
   return Status::Ok();
 }
 
-Status RegTopKCodec::DecodeAdd(const CodecParams& params, const TensorLayout& layout,
+Status RegTopKCodec::DecodeAdd(const RegTopKParams& params, const TensorLayout& layout,
                                const CodecContext& context, const PayloadView& payload,
                                float weight, std::span<float> accumulator,
                                std::span<std::byte> scratch) {
-  EDGESGD_TRY(Shape(params, layout).status());
-  return TopKCodec::DecodeAdd(params, layout, context, payload, weight, accumulator, scratch);
+  EDGESGD_TRY(Validate(params));
+  return TopKCodec::DecodeAdd(AsTopK(params), layout, context, payload, weight, accumulator,
+                              scratch);
 }
 
-// ---- RegTopKState ----
+// ---- Selector state ----
 
-Status RegTopKState::Init(Arena& arena, const TensorLayout& layout, const CodecParams& params) {
-  if (layout.tensor_count() == 0 || params.kind != CodecKind::kRegTopK) {
-    return Status::InvalidArgument();
-  }
-  EDGESGD_TRY(RegTopKCodec::Shape(params, layout).status());
-  EDGESGD_TRY_ASSIGN(buffer_, arena.Allocate<float>(layout.dimension()));
-  layout_ = layout;
-  params_ = params;
-  Forget();
-  return Status::Ok();
-}
-
-void RegTopKState::Forget() {
-  std::fill(buffer_.begin(), buffer_.end(), params_.reg_top_k_q);
-  awaiting_aggregate_ = false;
-}
-
-Status RegTopKState::Encode(std::span<const float> input, const PayloadSpans& out,
-                            std::span<std::byte> scratch) {
-  if (buffer_.empty()) return Status::FailedPrecondition();
-  // Still awaiting an aggregate means the last one never came: no posterior (Delta = Q).
-  const std::span<const float> distortion =
-      awaiting_aggregate_ ? std::span<const float>() : std::span<const float>(buffer_);
-  EDGESGD_TRY(
-      RegTopKCodec::EncodeWithDistortion(params_, layout_, distortion, input, out, scratch));
-  // Only now, with the selection done, may the buffer stop holding Delta.
-  const std::size_t sent = RegTopKCodec::Shape(params_, layout_).value().indices;
-  std::fill(buffer_.begin(), buffer_.end(), 0.0f);
-  for (std::size_t i = 0; i < sent; ++i) buffer_[out.indices[i]] = out.values[i];
-  awaiting_aggregate_ = true;
-  return Status::Ok();
-}
+namespace {
 
 template <typename MeanAt>
-Status RegTopKState::Observe(std::uint32_t contributors, MeanAt mean_at) {
-  if (buffer_.empty() || !awaiting_aggregate_) return Status::FailedPrecondition();
+Status Observe(const RegTopKParams& params, SelectorState& state, std::uint32_t contributors,
+               MeanAt mean_at) {
+  if (state.values.empty() || !state.awaiting_aggregate) {
+    return Status::FailedPrecondition("no update was sent since the last aggregate");
+  }
   if (contributors == 0) {
-    Forget();
+    RegTopKCodec::SelectorReset(params, state);
     return Status::Ok();
   }
   const auto n = static_cast<float>(contributors);
-  const float q = params_.reg_top_k_q;
-  for (std::size_t j = 0; j < buffer_.size(); ++j) {
-    const float sent = buffer_[j];
+  const std::span<float> buffer = state.values;
+  for (std::size_t j = 0; j < buffer.size(); ++j) {
+    const float sent = buffer[j];
     // s == 0 (nothing sent, or a zero sent) has no ratio: Q. A non-finite ratio (an overflowing
     // aggregate) would poison the scores: Q as well.
-    float delta = q;
+    float delta = params.q;
     if (sent != 0.0f) {
       const float ratio = (n * mean_at(j) - sent) / sent;
       if (std::isfinite(ratio)) delta = ratio;
     }
-    buffer_[j] = delta;
+    buffer[j] = delta;
   }
-  awaiting_aggregate_ = false;
+  state.awaiting_aggregate = false;
   return Status::Ok();
 }
 
-Status RegTopKState::ObserveAggregate(std::span<const float> mean_update,
-                                      std::uint32_t contributors) {
-  if (!buffer_.empty() && mean_update.size() != buffer_.size()) return Status::InvalidArgument();
-  return Observe(contributors, [mean_update](std::size_t j) { return mean_update[j]; });
+}  // namespace
+
+void RegTopKCodec::SelectorReset(const RegTopKParams& params, SelectorState& state) {
+  std::fill(state.values.begin(), state.values.end(), params.q);
+  state.awaiting_aggregate = false;
 }
 
-Status RegTopKState::ObserveModelChange(std::span<const float> model_before,
-                                        std::span<const float> model_after,
-                                        std::uint32_t contributors) {
-  if (!buffer_.empty() &&
-      (model_before.size() != buffer_.size() || model_after.size() != buffer_.size())) {
-    return Status::InvalidArgument();
+Status RegTopKCodec::SelectorEncode(const RegTopKParams& params, const TensorLayout& layout,
+                                    SelectorState& state, std::span<const float> input,
+                                    const PayloadSpans& out, std::span<std::byte> scratch) {
+  if (state.values.size() != layout.dimension()) {
+    return Status::InvalidArgument("the RegTop-k posterior does not match the layout");
   }
-  return Observe(contributors, [model_before, model_after](std::size_t j) {
+  // Still awaiting an aggregate means the last one never came: no posterior (Delta = Q).
+  const std::span<const float> distortion =
+      state.awaiting_aggregate ? std::span<const float>() : std::span<const float>(state.values);
+  EDGESGD_TRY(EncodeWithDistortion(params, layout, distortion, input, out, scratch));
+  // Only now, with the selection done, may the buffer stop holding Delta.
+  const std::size_t sent = Shape(params, layout).value().indices;
+  std::fill(state.values.begin(), state.values.end(), 0.0f);
+  for (std::size_t i = 0; i < sent; ++i) state.values[out.indices[i]] = out.values[i];
+  state.awaiting_aggregate = true;
+  return Status::Ok();
+}
+
+Status RegTopKCodec::SelectorObserve(const RegTopKParams& params, SelectorState& state,
+                                     std::span<const float> mean_update,
+                                     std::uint32_t contributors) {
+  if (mean_update.size() != state.values.size()) {
+    return Status::InvalidArgument("the aggregate's size differs from the model's");
+  }
+  return Observe(params, state, contributors,
+                 [mean_update](std::size_t j) { return mean_update[j]; });
+}
+
+Status RegTopKCodec::SelectorObserveChange(const RegTopKParams& params, SelectorState& state,
+                                           std::span<const float> model_before,
+                                           std::span<const float> model_after,
+                                           std::uint32_t contributors) {
+  if (model_before.size() != state.values.size() || model_after.size() != state.values.size()) {
+    return Status::InvalidArgument("the models' sizes differ from the posterior's");
+  }
+  return Observe(params, state, contributors, [model_before, model_after](std::size_t j) {
     return model_before[j] - model_after[j];
   });
 }

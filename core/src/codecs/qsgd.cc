@@ -138,10 +138,10 @@ struct QsgdShape {
   float levels_f;
 };
 
-QsgdShape MakeShape(const CodecParams& params) {
-  const std::uint32_t width = QsgdBitsPerCoordinate(params.qsgd_levels);
-  return {params.qsgd_levels, params.qsgd_bucket, width, width - 1,
-          static_cast<float>(params.qsgd_levels)};
+QsgdShape MakeShape(const QsgdParams& params) {
+  const std::uint32_t levels = QsgdCodec::MaxLevels(params);
+  const std::uint32_t width = QsgdBitsPerCoordinate(levels);
+  return {levels, params.bucket, width, width - 1, static_cast<float>(levels)};
 }
 
 // Quantises coordinates x[0..count) that share one bucket factor. On entry fields[j] holds the
@@ -480,7 +480,7 @@ bool QsgdDitherWords(QsgdKernel kernel, const CodecContext& context, std::uint32
   return true;
 }
 
-Status QsgdEncodeWith(QsgdKernel kernel, const CodecParams& params, const TensorLayout& layout,
+Status QsgdEncodeWith(QsgdKernel kernel, const QsgdParams& params, const TensorLayout& layout,
                       const CodecContext& context, std::span<const float> input,
                       const PayloadSpans& out, std::span<std::byte> scratch) {
   EDGESGD_TRY_ASSIGN(const PayloadShape payload_shape, QsgdCodec::Shape(params, layout));
@@ -508,7 +508,7 @@ Status QsgdEncodeWith(QsgdKernel kernel, const CodecParams& params, const Tensor
   return ok ? Status::Ok() : Status::InvalidArgument();
 }
 
-Status QsgdDecodeAddWith(QsgdKernel kernel, const CodecParams& params, const TensorLayout& layout,
+Status QsgdDecodeAddWith(QsgdKernel kernel, const QsgdParams& params, const TensorLayout& layout,
                          const CodecContext&, const PayloadView& payload, float weight,
                          std::span<float> accumulator, std::span<std::byte> scratch) {
   EDGESGD_TRY_ASSIGN(const PayloadShape payload_shape, QsgdCodec::Shape(params, layout));
@@ -539,17 +539,51 @@ Status QsgdDecodeAddWith(QsgdKernel kernel, const CodecParams& params, const Ten
 
 }  // namespace internal
 
-Status QsgdCodec::Encode(const CodecParams& params, const TensorLayout& layout,
+Status QsgdCodec::Encode(const QsgdParams& params, const TensorLayout& layout,
                          const CodecContext& context, std::span<const float> input,
                          const PayloadSpans& out, std::span<std::byte> scratch) {
   return internal::QsgdEncodeWith(QsgdKernel::kAuto, params, layout, context, input, out, scratch);
 }
 
-Status QsgdCodec::DecodeAdd(const CodecParams& params, const TensorLayout& layout,
+Status QsgdCodec::DecodeAdd(const QsgdParams& params, const TensorLayout& layout,
                             const CodecContext& context, const PayloadView& payload, float weight,
                             std::span<float> accumulator, std::span<std::byte> scratch) {
   return internal::QsgdDecodeAddWith(QsgdKernel::kAuto, params, layout, context, payload, weight,
                                      accumulator, scratch);
+}
+
+Result<std::uint32_t> DqBits(const QsgdParams& params, float gradient_norm,
+                             std::uint32_t round, std::uint32_t rounds) {
+  QsgdParams dq = params;
+  dq.schedule = QuantScheduleKind::kDq;
+  EDGESGD_TRY(QsgdCodec::Validate(dq));
+  if (rounds == 0) return Status::InvalidArgument("a run has at least one round");
+  if (!(gradient_norm >= 0.0f && gradient_norm <= std::numeric_limits<float>::max())) {
+    return Status::InvalidArgument("the gradient norm is not finite");
+  }
+  const std::uint32_t remaining = round < rounds ? rounds - 1 - round : 0;
+  // Double precision: rho^(remaining / 2) underflows float long before it stops mattering.
+  const double scaled = static_cast<double>(gradient_norm) *
+                        std::pow(static_cast<double>(params.dq_rho), 0.5 * remaining) *
+                        static_cast<double>(params.dq_k);
+  // Past kMaxQsgdLevels every width is clipped to at most 16 bits anyway; comparing first keeps
+  // the conversion below in range.
+  if (!(scaled <= static_cast<double>(kMaxQsgdLevels))) return params.bits_max;
+  const auto levels = static_cast<std::uint32_t>(std::ceil(scaled));
+  const std::uint32_t bits = QsgdBitsPerCoordinate(levels);  // 1 + ceil(log2(s + 1))
+  if (bits < params.bits_min) return params.bits_min;
+  if (bits > params.bits_max) return params.bits_max;
+  return bits;
+}
+
+Result<QsgdParams> QsgdCodec::RoundParams(const QsgdParams& params, std::uint32_t round,
+                                          std::uint32_t rounds, std::span<const float> gradient) {
+  EDGESGD_TRY(Validate(params));
+  if (params.schedule != QuantScheduleKind::kDq) return params;
+  EDGESGD_TRY_ASSIGN(const std::uint32_t bits,
+                     DqBits(params, std::sqrt(internal::SumSquares(gradient)), round, rounds));
+  EDGESGD_TRY_ASSIGN(const std::uint32_t levels, QsgdLevelsForBits(bits));
+  return QsgdParams{.levels = levels, .bucket = params.bucket};
 }
 
 }  // namespace edgesgd

@@ -172,7 +172,7 @@ Selection SelectTensor(const CodecContext& context, const TensorLayout& layout, 
 
 }  // namespace
 
-Result<std::size_t> RandKCodec::SelectedIndices(const CodecParams& params,
+Result<std::size_t> RandKCodec::SelectedIndices(const RandKParams& params,
                                                 const TensorLayout& layout,
                                                 const CodecContext& context, std::size_t tensor,
                                                 std::span<std::uint32_t> indices,
@@ -191,7 +191,7 @@ Result<std::size_t> RandKCodec::SelectedIndices(const CodecParams& params,
   return k;
 }
 
-Status RandKCodec::Encode(const CodecParams& params, const TensorLayout& layout,
+Status RandKCodec::Encode(const RandKParams& params, const TensorLayout& layout,
                           const CodecContext& context, std::span<const float> input,
                           const PayloadSpans& out, std::span<std::byte> scratch) {
   EDGESGD_TRY_ASSIGN(const PayloadShape shape, Shape(params, layout));
@@ -205,8 +205,8 @@ Status RandKCodec::Encode(const CodecParams& params, const TensorLayout& layout,
     const std::span<float> values = out.values.subspan(first_value, k);
     const Selection selection = SelectTensor(context, layout, t, k, scratch);
     const auto prefetch = [&](std::uint32_t index) { PrefetchForRead(&x[index]); };
-    if (params.rand_k_scaling == RandKScaling::kUnbiased) {
-      const float scale = ValueScale(params.rand_k_scaling, x.size(), k);
+    if (params.scaling == RandKScaling::kUnbiased) {
+      const float scale = ValueScale(params.scaling, x.size(), k);
       ForEachSelected(selection, prefetch,
                       [&](std::size_t n, std::uint32_t index) { values[n] = x[index] * scale; });
     } else {
@@ -219,7 +219,7 @@ Status RandKCodec::Encode(const CodecParams& params, const TensorLayout& layout,
   return Status::Ok();
 }
 
-Status RandKCodec::DecodeAdd(const CodecParams& params, const TensorLayout& layout,
+Status RandKCodec::DecodeAdd(const RandKParams& params, const TensorLayout& layout,
                              const CodecContext& context, const PayloadView& payload, float weight,
                              std::span<float> accumulator, std::span<std::byte> scratch) {
   EDGESGD_TRY_ASSIGN(const PayloadShape shape, Shape(params, layout));

@@ -1,0 +1,539 @@
+#pragma once
+
+// The codec registry: the one place a codec is made known (one line in KnownCodecs, in wire-id
+// order, append only), and everything that works on "any codec" without naming one.
+//
+// Two kinds of access:
+//   - Parameters (CodecParams, a closed variant of every codec's own Params) and what follows
+//     from them alone — names, validation, payload shapes and sizes, traits, the Welcome's
+//     parameter words, the fields behind flags and fingerprints — are constexpr functions that
+//     visit the variant. They compile to a few comparisons and link no codec's code.
+//   - Encoding and decoding go through a CodecRegistry: a table of the operations of the codecs a
+//     program registers. A program links only the codecs in its table (a microcontroller image
+//     that registers top_k carries no qsgd), like an inference runtime's op resolver. Host
+//     programs use AllCodecs(); MakeCodecOps<TopKCodec, ...>() builds a smaller table.
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <variant>
+
+#include "edgesgd/core/codec.h"
+#include "edgesgd/core/codecs/identity.h"
+#include "edgesgd/core/codecs/qsgd.h"
+#include "edgesgd/core/codecs/rand_k.h"
+#include "edgesgd/core/codecs/random_block.h"
+#include "edgesgd/core/codecs/reg_top_k.h"
+#include "edgesgd/core/codecs/sign.h"
+#include "edgesgd/core/codecs/top_k.h"
+
+namespace edgesgd {
+
+template <CodecDescriptor... Codecs>
+struct CodecList {
+  using Params = std::variant<typename Codecs::Params...>;
+  static constexpr std::size_t kCount = sizeof...(Codecs);
+};
+
+// Every codec edgesgd knows. The position is the codec's CodecId on the wire: append only.
+using KnownCodecs = CodecList<IdentityCodec, TopKCodec, RandKCodec, RandomBlockCodec, SignCodec,
+                              QsgdCodec, RegTopKCodec>;
+
+// The parameters of one codec of KnownCodecs: which codec (index() is its CodecId) and its own
+// parameter struct. A run configuration holds one; the default is identity.
+using CodecParams = KnownCodecs::Params;
+inline constexpr std::size_t kCodecCount = KnownCodecs::kCount;
+static_assert(kCodecCount <= 32, "JoinInfo advertises codecs as bits of a u32");
+
+namespace internal {
+
+template <typename Params, typename... Codecs>
+struct CodecForImpl;
+template <typename Params, typename First, typename... Rest>
+struct CodecForImpl<Params, First, Rest...> {
+  using Type = std::conditional_t<std::is_same_v<Params, typename First::Params>, First,
+                                  typename CodecForImpl<Params, Rest...>::Type>;
+};
+template <typename Params>
+struct CodecForImpl<Params> {
+  using Type = void;
+};
+template <typename Params, typename List>
+struct CodecForList;
+template <typename Params, typename... Codecs>
+struct CodecForList<Params, CodecList<Codecs...>> {
+  using Type = typename CodecForImpl<Params, Codecs...>::Type;
+};
+
+template <typename Codec, typename List>
+struct IndexOf;
+template <typename Codec, typename... Codecs>
+struct IndexOf<Codec, CodecList<Codecs...>> {
+  static constexpr std::size_t Find() {
+    constexpr bool matches[] = {std::is_same_v<Codec, Codecs>...};
+    for (std::size_t i = 0; i < sizeof...(Codecs); ++i) {
+      if (matches[i]) return i;
+    }
+    return sizeof...(Codecs);
+  }
+  static constexpr std::size_t kValue = Find();
+};
+
+template <typename List>
+struct ForEachCodecImpl;
+template <typename... Codecs>
+struct ForEachCodecImpl<CodecList<Codecs...>> {
+  template <typename F>
+  static constexpr void Run(F&& f) {
+    (f(std::type_identity<Codecs>{}), ...);
+  }
+};
+
+// Alternative I of `params`, which holds it (checked by the caller). get_if rather than get:
+// no bad_variant_access path to link on a microcontroller.
+template <std::size_t I>
+constexpr const std::variant_alternative_t<I, CodecParams>& Alternative(const CodecParams& params) {
+  const auto* own = std::get_if<I>(&params);
+  if (own == nullptr) __builtin_unreachable();
+  return *own;
+}
+
+// Calls f(params as its own type) for the alternative `params` holds and returns its result.
+template <std::size_t I = 0, typename F>
+constexpr decltype(auto) VisitParams(const CodecParams& params, F&& f) {
+  if constexpr (I + 1 == kCodecCount) {
+    return f(Alternative<I>(params));
+  } else {
+    if (params.index() == I) return f(Alternative<I>(params));
+    return VisitParams<I + 1>(params, std::forward<F>(f));
+  }
+}
+
+}  // namespace internal
+
+// The codec whose parameter struct is `Params`.
+template <typename Params>
+using CodecFor = typename internal::CodecForList<Params, KnownCodecs>::Type;
+
+// The wire id of a known codec.
+template <typename Codec>
+inline constexpr CodecId kCodecId = static_cast<CodecId>(internal::IndexOf<Codec, KnownCodecs>::kValue);
+
+// Calls f(std::type_identity<Codec>{}) for every known codec, in id order.
+template <typename F>
+constexpr void ForEachCodec(F&& f) {
+  internal::ForEachCodecImpl<KnownCodecs>::Run(std::forward<F>(f));
+}
+
+// Calls f.template operator()<Codec>(params as Codec::Params) and returns its result.
+template <typename F>
+constexpr decltype(auto) VisitCodec(const CodecParams& params, F&& f) {
+  return internal::VisitParams(params, [&f](const auto& own) -> decltype(auto) {
+    using Codec = CodecFor<std::remove_cvref_t<decltype(own)>>;
+    return f.template operator()<Codec>(own);
+  });
+}
+
+// ---- What follows from the parameters alone ----
+
+constexpr CodecId CodecIdOf(const CodecParams& params) {
+  return static_cast<CodecId>(params.index());
+}
+
+// Lower-snake name used by the CLI, logs and docs ("top_k"); "unknown" for an id no codec has.
+constexpr std::string_view CodecName(CodecId id) {
+  std::string_view name = "unknown";
+  std::size_t index = 0;
+  ForEachCodec([&](auto codec) {
+    if (index++ == id) name = decltype(codec)::type::kName;
+  });
+  return name;
+}
+constexpr std::string_view CodecName(const CodecParams& params) {
+  return CodecName(CodecIdOf(params));
+}
+
+// The default parameters of the codec with wire id `id`. Errors: kNotFound.
+constexpr Result<CodecParams> DefaultCodecParams(CodecId id) {
+  Result<CodecParams> found = Status::NotFound("no codec has this id");
+  std::size_t index = 0;
+  ForEachCodec([&](auto codec) {
+    if (index++ == id) found = CodecParams(typename decltype(codec)::type::Params{});
+  });
+  return found;
+}
+// The default parameters of the codec named `name`. Errors: kNotFound.
+constexpr Result<CodecParams> DefaultCodecParams(std::string_view name) {
+  Result<CodecParams> found = Status::NotFound("no codec has this name");
+  ForEachCodec([&](auto codec) {
+    using Codec = typename decltype(codec)::type;
+    if (Codec::kName == name) found = CodecParams(typename Codec::Params{});
+  });
+  return found;
+}
+
+// Checks the parameters; the reason names what is wrong. Errors: kInvalidArgument.
+constexpr Status ValidateCodecParams(const CodecParams& params) {
+  return VisitCodec(params, []<typename Codec>(const typename Codec::Params& own) {
+    return Codec::Validate(own);
+  });
+}
+
+// Exact element counts of one payload. Errors: kInvalidArgument (parameters, empty layout).
+constexpr Result<PayloadShape> EncodedShape(const CodecParams& params, const TensorLayout& layout) {
+  return VisitCodec(params, [&layout]<typename Codec>(const typename Codec::Params& own) {
+    return Codec::Shape(own, layout);
+  });
+}
+
+// Bytes of one encoded payload (all fields), 0 for invalid parameters. For qsgd with the dq
+// schedule, the widest round's.
+constexpr std::size_t MaxEncodedBytes(const CodecParams& params, const TensorLayout& layout) {
+  const Result<PayloadShape> shape = EncodedShape(params, layout);
+  return shape.ok() ? shape.value().bytes() : 0;
+}
+
+// Scratch bytes Encode and DecodeAdd need; 0 for invalid parameters.
+constexpr std::size_t CodecScratchBytes(const CodecParams& params, const TensorLayout& layout) {
+  return VisitCodec(params, [&layout]<typename Codec>(const typename Codec::Params& own) {
+    return Codec::ScratchBytes(own, layout);
+  });
+}
+
+// Floats of selector state a sender keeps across rounds (0 for stateless codecs).
+constexpr std::size_t SelectorStateFloats(const CodecParams& params, const TensorLayout& layout) {
+  return VisitCodec(params,
+                    [&layout]<typename Codec>(const typename Codec::Params& own) -> std::size_t {
+                      if constexpr (HasSelector<Codec>) {
+                        return Codec::SelectorStateFloats(own, layout);
+                      } else {
+                        return 0;
+                      }
+                    });
+}
+
+constexpr PayloadLayout PayloadLayoutOf(const CodecParams& params) {
+  return VisitCodec(params, []<typename Codec>(const typename Codec::Params&) {
+    return Codec::kLayout;
+  });
+}
+
+constexpr CodecTraits TraitsOf(const CodecParams& params) {
+  return VisitCodec(params, []<typename Codec>(const typename Codec::Params&) {
+    return Codec::kTraits;
+  });
+}
+
+// What a kQuantized payload encoded with `params` says about itself; zeros for other layouts.
+constexpr QuantizedHeader QuantizedHeaderOf(const CodecParams& params) {
+  return VisitCodec(params, []<typename Codec>(const typename Codec::Params& own) {
+    if constexpr (HasQuantizedHeader<Codec>) {
+      return Codec::QuantizedHeaderOf(own);
+    } else {
+      return QuantizedHeader{};
+    }
+  });
+}
+
+// The parameters to decode a received payload with: the run's `configured` parameters, checked
+// against the codec id, payload layout and (kQuantized) header the payload names. Errors:
+// kDataLoss with the reason (another codec, another layout, a header the run cannot produce).
+constexpr Result<CodecParams> ParamsForPayload(const CodecParams& configured, CodecId codec,
+                                               PayloadLayout layout,
+                                               const QuantizedHeader& header) {
+  if (codec != CodecIdOf(configured)) return Status::DataLoss("a payload of another codec");
+  if (layout != PayloadLayoutOf(configured)) {
+    return Status::DataLoss("a payload laid out for another codec");
+  }
+  return VisitCodec(configured,
+                    [&header]<typename Codec>(const typename Codec::Params& own)
+                        -> Result<CodecParams> {
+                      if constexpr (HasQuantizedHeader<Codec>) {
+                        EDGESGD_TRY_ASSIGN(const typename Codec::Params params,
+                                           Codec::ParamsForHeader(own, header));
+                        return CodecParams(params);
+                      } else {
+                        return CodecParams(own);
+                      }
+                    });
+}
+
+// The parameters of a codec whose payloads are plain sign votes (majority vote). Errors:
+// kInvalidArgument for a codec that cannot vote.
+constexpr Result<CodecParams> VoteForm(const CodecParams& params) {
+  return VisitCodec(params,
+                    []<typename Codec>(const typename Codec::Params& own) -> Result<CodecParams> {
+                      if constexpr (HasVoteForm<Codec>) {
+                        return CodecParams(Codec::VoteForm(own));
+                      } else {
+                        return Status::InvalidArgument(
+                            "majority vote counts 1-bit votes: it needs the sign codec");
+                      }
+                    });
+}
+
+// ---- Parameter fields ----
+
+// One parameter of a configured codec, as every consumer of fields sees it.
+struct CodecFieldValue {
+  std::string_view name;
+  ParamKind kind = ParamKind::kReal;
+  std::span<const std::string_view> choices;
+  std::uint32_t word = 0;
+  const char* unused_because = nullptr;  // nullptr when these parameters read the field
+};
+
+// Calls f(const CodecFieldValue&) for every field of the configured codec, in its list order.
+template <typename F>
+constexpr void ForEachParamField(const CodecParams& params, F&& f) {
+  VisitCodec(params, [&f]<typename Codec>(const typename Codec::Params& own) {
+    for (const ParamField<typename Codec::Params>& field : Codec::kFields) {
+      f(CodecFieldValue{field.name, field.kind, field.choices, field.get(own),
+                        field.unused_because != nullptr ? field.unused_because(own) : nullptr});
+    }
+  });
+}
+
+// Whether `a` and `b` are the same codec with the same parameter bits (a NaN equals itself, so
+// a configuration always compares equal to its own copy).
+constexpr bool SameCodecParams(const CodecParams& a, const CodecParams& b) {
+  if (CodecIdOf(a) != CodecIdOf(b)) return false;
+  std::array<std::uint32_t, kMaxCodecParamWords> words_a{};
+  std::array<std::uint32_t, kMaxCodecParamWords> words_b{};
+  bool same = true;
+  std::size_t index = 0;
+  ForEachParamField(a, [&](const CodecFieldValue& field) { words_a[index++] = field.word; });
+  index = 0;
+  ForEachParamField(b, [&](const CodecFieldValue& field) { words_b[index++] = field.word; });
+  for (std::size_t i = 0; i < kMaxCodecParamWords; ++i) same &= words_a[i] == words_b[i];
+  return same;
+}
+
+// The parameters as the Welcome carries them: one word per field, in list order, written into
+// `words` (at least kMaxCodecParamWords). Returns how many were written.
+constexpr std::size_t ParamWords(const CodecParams& params, std::span<std::uint32_t> words) {
+  std::size_t count = 0;
+  ForEachParamField(params, [&](const CodecFieldValue& field) {
+    if (count < words.size()) words[count] = field.word;
+    ++count;
+  });
+  return count;
+}
+
+// The parameters of codec `id` from its Welcome words, validated. Errors: kNotFound (no codec
+// has the id), kDataLoss (a word count other than the codec's field count), and the codec's
+// kInvalidArgument with its reason for values outside their domain.
+constexpr Result<CodecParams> ParamsFromWords(CodecId id, std::span<const std::uint32_t> words) {
+  EDGESGD_TRY_ASSIGN(CodecParams params, DefaultCodecParams(id));
+  return VisitCodec(params,
+                    [words]<typename Codec>(const typename Codec::Params& defaults)
+                        -> Result<CodecParams> {
+                      if (words.size() != Codec::kFields.size()) {
+                        return Status::DataLoss("the codec's parameter count does not match");
+                      }
+                      typename Codec::Params own = defaults;
+                      for (std::size_t i = 0; i < words.size(); ++i) {
+                        Codec::kFields[i].set(own, words[i]);
+                      }
+                      EDGESGD_TRY(Codec::Validate(own));
+                      return CodecParams(own);
+                    });
+}
+
+static_assert(
+    [] {
+      bool fits = true;
+      ForEachCodec([&](auto codec) {
+        fits &= decltype(codec)::type::kFields.size() <= kMaxCodecParamWords;
+      });
+      return fits;
+    }(),
+    "a codec has more parameters than a Welcome carries");
+
+// ---- Operations, registered per program ----
+
+// The run-time operations of one codec (see the contract in codec.h). Optional hooks are
+// nullptr for a codec that does not have them.
+struct CodecOps {
+  CodecId id = 0;
+  Status (*encode)(const CodecParams&, const TensorLayout&, const CodecContext&,
+                   std::span<const float>, const PayloadSpans&, std::span<std::byte>) = nullptr;
+  Status (*decode_add)(const CodecParams&, const TensorLayout&, const CodecContext&,
+                       const PayloadView&, float, std::span<float>,
+                       std::span<std::byte>) = nullptr;
+  Status (*check_shared)(const CodecParams&, const TensorLayout&, const CodecContext&,
+                         const PayloadView&) = nullptr;
+  Result<CodecParams> (*round_params)(const CodecParams&, std::uint32_t, std::uint32_t,
+                                      std::span<const float>) = nullptr;
+  void (*selector_reset)(const CodecParams&, SelectorState&) = nullptr;
+  Status (*selector_encode)(const CodecParams&, const TensorLayout&, SelectorState&,
+                            std::span<const float>, const PayloadSpans&,
+                            std::span<std::byte>) = nullptr;
+  Status (*selector_observe)(const CodecParams&, SelectorState&, std::span<const float>,
+                             std::uint32_t) = nullptr;
+  Status (*selector_observe_change)(const CodecParams&, SelectorState&, std::span<const float>,
+                                    std::span<const float>, std::uint32_t) = nullptr;
+};
+
+namespace internal {
+
+inline constexpr Status kOtherCodecsParams =
+    Status::InvalidArgument("the parameters belong to another codec");
+
+template <typename Codec>
+constexpr CodecOps OpsOf() {
+  using Params = typename Codec::Params;
+  CodecOps ops;
+  ops.id = kCodecId<Codec>;
+  ops.encode = [](const CodecParams& params, const TensorLayout& layout,
+                  const CodecContext& context, std::span<const float> input,
+                  const PayloadSpans& out, std::span<std::byte> scratch) {
+    const Params* own = std::get_if<Params>(&params);
+    return own == nullptr ? kOtherCodecsParams
+                          : Codec::Encode(*own, layout, context, input, out, scratch);
+  };
+  ops.decode_add = [](const CodecParams& params, const TensorLayout& layout,
+                      const CodecContext& context, const PayloadView& payload, float weight,
+                      std::span<float> accumulator, std::span<std::byte> scratch) {
+    const Params* own = std::get_if<Params>(&params);
+    return own == nullptr ? kOtherCodecsParams
+                          : Codec::DecodeAdd(*own, layout, context, payload, weight, accumulator,
+                                             scratch);
+  };
+  if constexpr (HasSharedCheck<Codec>) {
+    ops.check_shared = [](const CodecParams& params, const TensorLayout& layout,
+                          const CodecContext& context, const PayloadView& payload) {
+      const Params* own = std::get_if<Params>(&params);
+      return own == nullptr ? kOtherCodecsParams
+                            : Codec::CheckShared(*own, layout, context, payload);
+    };
+  }
+  if constexpr (HasRoundParams<Codec>) {
+    ops.round_params = [](const CodecParams& params, std::uint32_t round, std::uint32_t rounds,
+                          std::span<const float> gradient) -> Result<CodecParams> {
+      const Params* own = std::get_if<Params>(&params);
+      if (own == nullptr) return kOtherCodecsParams;
+      EDGESGD_TRY_ASSIGN(const Params chosen, Codec::RoundParams(*own, round, rounds, gradient));
+      return CodecParams(chosen);
+    };
+  }
+  if constexpr (HasSelector<Codec>) {
+    ops.selector_reset = [](const CodecParams& params, SelectorState& state) {
+      if (const Params* own = std::get_if<Params>(&params); own != nullptr) {
+        Codec::SelectorReset(*own, state);
+      }
+    };
+    ops.selector_encode = [](const CodecParams& params, const TensorLayout& layout,
+                             SelectorState& state, std::span<const float> input,
+                             const PayloadSpans& out, std::span<std::byte> scratch) {
+      const Params* own = std::get_if<Params>(&params);
+      return own == nullptr ? kOtherCodecsParams
+                            : Codec::SelectorEncode(*own, layout, state, input, out, scratch);
+    };
+    ops.selector_observe = [](const CodecParams& params, SelectorState& state,
+                              std::span<const float> mean_update, std::uint32_t contributors) {
+      const Params* own = std::get_if<Params>(&params);
+      return own == nullptr ? kOtherCodecsParams
+                            : Codec::SelectorObserve(*own, state, mean_update, contributors);
+    };
+    ops.selector_observe_change = [](const CodecParams& params, SelectorState& state,
+                                     std::span<const float> before,
+                                     std::span<const float> after, std::uint32_t contributors) {
+      const Params* own = std::get_if<Params>(&params);
+      return own == nullptr
+                 ? kOtherCodecsParams
+                 : Codec::SelectorObserveChange(*own, state, before, after, contributors);
+    };
+  }
+  return ops;
+}
+
+}  // namespace internal
+
+// The operations of the given codecs, for a CodecRegistry. Only these codecs' encoders and
+// decoders are referenced, so only they are linked.
+template <CodecDescriptor... Codecs>
+constexpr std::array<CodecOps, sizeof...(Codecs)> MakeCodecOps() {
+  static_assert(((kCodecId<Codecs> < kCodecCount) && ...), "register only KnownCodecs");
+  return {internal::OpsOf<Codecs>()...};
+}
+
+// The codecs a program can encode and decode: a view of a table of CodecOps (MakeCodecOps),
+// which must outlive it. Lookups scan the table (a handful of entries). Does not allocate.
+class CodecRegistry {
+ public:
+  constexpr explicit CodecRegistry(std::span<const CodecOps> ops) : ops_(ops) {}
+
+  // The operations of codec `id`, or nullptr when this program did not register it.
+  constexpr const CodecOps* Find(CodecId id) const {
+    for (const CodecOps& ops : ops_) {
+      if (ops.id == id) return &ops;
+    }
+    return nullptr;
+  }
+  // The operations for `params`. Errors: kFailedPrecondition when their codec is not registered.
+  constexpr Result<const CodecOps*> For(const CodecParams& params) const {
+    const CodecOps* ops = Find(CodecIdOf(params));
+    if (ops == nullptr) {
+      return Status::FailedPrecondition("this program does not register the run's codec");
+    }
+    return ops;
+  }
+  // Bit k set for every registered codec id k (what a Join advertises).
+  constexpr std::uint32_t Mask() const {
+    std::uint32_t mask = 0;
+    for (const CodecOps& ops : ops_) mask |= std::uint32_t{1} << ops.id;
+    return mask;
+  }
+  constexpr std::span<const CodecOps> ops() const { return ops_; }
+
+  // Encode / DecodeAdd of the codec of `params` (contract in codec.h); kFailedPrecondition for
+  // an unregistered codec.
+  Status Encode(const CodecParams& params, const TensorLayout& layout,
+                const CodecContext& context, std::span<const float> input,
+                const PayloadSpans& out, std::span<std::byte> scratch) const {
+    EDGESGD_TRY_ASSIGN(const CodecOps* ops, For(params));
+    return ops->encode(params, layout, context, input, out, scratch);
+  }
+  Status DecodeAdd(const CodecParams& params, const TensorLayout& layout,
+                   const CodecContext& context, const PayloadView& payload, float weight,
+                   std::span<float> accumulator, std::span<std::byte> scratch) const {
+    EDGESGD_TRY_ASSIGN(const CodecOps* ops, For(params));
+    return ops->decode_add(params, layout, context, payload, weight, accumulator, scratch);
+  }
+  // The codec's shared-seed check of a received payload (kOk for codecs without one).
+  Status CheckShared(const CodecParams& params, const TensorLayout& layout,
+                     const CodecContext& context, const PayloadView& payload) const {
+    EDGESGD_TRY_ASSIGN(const CodecOps* ops, For(params));
+    return ops->check_shared == nullptr ? Status::Ok()
+                                        : ops->check_shared(params, layout, context, payload);
+  }
+  // The round's parameters (`params` itself for codecs without a per-round choice).
+  Result<CodecParams> RoundParams(const CodecParams& params, std::uint32_t round,
+                                  std::uint32_t rounds, std::span<const float> gradient) const {
+    EDGESGD_TRY_ASSIGN(const CodecOps* ops, For(params));
+    return ops->round_params == nullptr ? params
+                                        : ops->round_params(params, round, rounds, gradient);
+  }
+
+ private:
+  std::span<const CodecOps> ops_;
+};
+
+namespace internal {
+template <typename List>
+struct OpsOfList;
+template <typename... Codecs>
+struct OpsOfList<CodecList<Codecs...>> {
+  static constexpr std::array<CodecOps, sizeof...(Codecs)> kOps = MakeCodecOps<Codecs...>();
+};
+}  // namespace internal
+
+// Every known codec's operations (links every codec).
+const CodecRegistry& AllCodecs();
+
+}  // namespace edgesgd

@@ -1,0 +1,199 @@
+#include "cli/codec_flags.h"
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "cli/config_file.h"
+
+namespace edgesgd::cli {
+namespace {
+
+// A parameter word as the user writes it.
+std::string FormatWord(ParamKind kind, std::span<const std::string_view> choices,
+                       std::uint32_t word) {
+  char text[32];
+  switch (kind) {
+    case ParamKind::kReal:
+      std::snprintf(text, sizeof(text), "%g", static_cast<double>(std::bit_cast<float>(word)));
+      return text;
+    case ParamKind::kBitWidth:
+      std::snprintf(text, sizeof(text), "%u", std::bit_width(word) + 1);  // levels 2^(b-1) - 1
+      return text;
+    case ParamKind::kChoice:
+      return word < choices.size() ? std::string(choices[word]) : std::to_string(word);
+    case ParamKind::kInteger:
+      break;
+  }
+  return std::to_string(word);
+}
+
+// The word for what the user wrote. False with `error` for text that is not such a value.
+bool ParseWord(const CodecFieldValue& field, const std::string& text, std::uint32_t& word,
+               std::string& error) {
+  const std::string flag = FlagOf(field.name);
+  char* end = nullptr;
+  switch (field.kind) {
+    case ParamKind::kReal: {
+      const double value = std::strtod(text.c_str(), &end);
+      if (text.empty() || *end != '\0' || !std::isfinite(value)) {
+        error = flag + " expects a finite number, got '" + text + "'";
+        return false;
+      }
+      word = std::bit_cast<std::uint32_t>(static_cast<float>(value));
+      return true;
+    }
+    case ParamKind::kInteger:
+    case ParamKind::kBitWidth: {
+      const unsigned long long value = std::strtoull(text.c_str(), &end, 10);
+      const unsigned long long limit = field.kind == ParamKind::kBitWidth ? 32 : 0xFFFFFFFFull;
+      if (text.empty() || text[0] == '-' || *end != '\0' || value > limit) {
+        error = flag + " expects a whole number up to " + std::to_string(limit) + ", got '" +
+                text + "'";
+        return false;
+      }
+      word = field.kind == ParamKind::kBitWidth && value > 0
+                 ? static_cast<std::uint32_t>((std::uint64_t{1} << (value - 1)) - 1)
+                 : static_cast<std::uint32_t>(value);
+      return true;
+    }
+    case ParamKind::kChoice:
+      for (std::size_t i = 0; i < field.choices.size(); ++i) {
+        if (field.choices[i] == text) {
+          word = static_cast<std::uint32_t>(i);
+          return true;
+        }
+      }
+      error = flag + " must be one of";
+      for (const std::string_view choice : field.choices) error += " " + std::string(choice);
+      error += ", got '" + text + "'";
+      return false;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string FlagOf(std::string_view name) {
+  std::string flag = "--" + std::string(name);
+  for (char& c : flag) {
+    if (c == '_') c = '-';
+  }
+  return flag;
+}
+
+const CodecFlags::Flag* CodecFlags::Find(std::string_view name) const {
+  for (const Flag& flag : flags_) {
+    if (flag.name == name) return &flag;
+  }
+  return nullptr;
+}
+
+void CodecFlags::Add(CLI::App& command, const std::string& default_codec,
+                     const std::string& codec_help) {
+  codec_ = default_codec;
+  std::vector<std::string> names;
+  std::string help = codec_help;
+  ForEachCodec([&](auto codec) {
+    using Codec = typename decltype(codec)::type;
+    names.emplace_back(Codec::kName);
+    help += "\n  " + std::string(Codec::kName) + ": " + std::string(Codec::kSummary);
+  });
+  command.add_option("--codec", codec_, help)->capture_default_str()->check(CLI::IsMember(names));
+  AddParameters(command);
+}
+
+void CodecFlags::AddParameters(CLI::App& command) {
+  // One flag per parameter name, in registry order; its help names every codec that reads it.
+  struct Entry {
+    std::string name;
+    ParamKind kind;
+    std::string help;
+    std::string codecs;
+    std::string default_text;
+  };
+  std::vector<Entry> entries;
+  ForEachCodec([&](auto codec) {
+    using Codec = typename decltype(codec)::type;
+    ForEachParamField(CodecParams(typename Codec::Params{}), [&](const CodecFieldValue& field) {
+      for (Entry& entry : entries) {
+        if (entry.name == field.name) {
+          entry.codecs += ", " + std::string(Codec::kName);
+          return;
+        }
+      }
+      std::string field_help;
+      for (const ParamField<typename Codec::Params>& declared : Codec::kFields) {
+        if (declared.name == field.name) field_help = std::string(declared.help);
+      }
+      entries.push_back({std::string(field.name), field.kind, field_help,
+                         std::string(Codec::kName),
+                         FormatWord(field.kind, field.choices, field.word)});
+    });
+  });
+  for (const Entry& entry : entries) {
+    Flag& flag = flags_.emplace_back();
+    flag.name = entry.name;
+    flag.kind = entry.kind;
+    flag.option = command.add_option(FlagOf(entry.name), flag.value,
+                                     entry.codecs + ": " + entry.help)
+                      ->default_str(entry.default_text);
+  }
+}
+
+bool CodecFlags::ParamsFor(std::string_view name, bool strict, CodecParams& out,
+                           std::string& error) const {
+  const Result<CodecParams> defaults = DefaultCodecParams(name);
+  if (!defaults.ok()) {
+    error = "--codec " + std::string(name) + " is not a codec";
+    return false;
+  }
+  // Fields in descriptor order, so a field's applicability (unused_because) is judged with the
+  // settings before it (the schedule comes before the dq parameters it enables).
+  std::vector<std::uint32_t> words;
+  ForEachParamField(defaults.value(),
+                    [&words](const CodecFieldValue& field) { words.push_back(field.word); });
+  bool parsed = true;
+  std::size_t index = 0;
+  ForEachParamField(defaults.value(), [&](const CodecFieldValue& field) {
+    const Flag* flag = Find(field.name);
+    if (parsed && flag != nullptr && flag->option->count() > 0 &&
+        !ParseWord(field, flag->value, words[index], error)) {
+      parsed = false;
+    }
+    ++index;
+  });
+  if (!parsed) return false;
+  const Result<CodecParams> params = ParamsFromWords(CodecIdOf(defaults.value()), words);
+  if (!params.ok()) {
+    error = "--codec " + std::string(name) + ": " + params.status().reason();
+    return false;
+  }
+  if (strict) {
+    for (const Flag& flag : flags_) {
+      if (flag.option->count() == 0 || !GivenOnCommandLine(FlagOf(flag.name))) continue;
+      const char* unused = nullptr;
+      bool read = false;
+      ForEachParamField(params.value(), [&](const CodecFieldValue& field) {
+        if (field.name != flag.name) return;
+        read = true;
+        unused = field.unused_because;
+      });
+      if (!read) {
+        error = FlagOf(flag.name) + " is not a parameter of --codec " + std::string(name);
+        return false;
+      }
+      if (unused != nullptr) {
+        error = FlagOf(flag.name) + " does not apply: " + unused;
+        return false;
+      }
+    }
+  }
+  out = params.value();
+  return true;
+}
+
+}  // namespace edgesgd::cli

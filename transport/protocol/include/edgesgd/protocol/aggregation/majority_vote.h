@@ -1,0 +1,38 @@
+#pragma once
+
+// signSGD with majority vote: every update is a vote of plain signs (sign codec, unit scales),
+// the server counts them and broadcasts V = sign(sum_i sign(m_i)), again one bit per
+// coordinate, which every participant applies as the Signum step x -= lr * (V + wd * x).
+
+#include "edgesgd/core/majority_vote.h"
+#include "edgesgd/protocol/aggregation.h"
+
+namespace edgesgd::protocol {
+
+class MajorityVoteAggregation final : public Aggregation {
+ public:
+  static constexpr bool Serves(const RunConfig& config) {
+    return config.aggregation == AggregationKind::kMajority;
+  }
+  static constexpr std::size_t ArenaBytes(const RunConfig& config, std::uint32_t workers) {
+    const std::size_t votes = MajorityVote::StateBytes(config.layout, workers);
+    return votes == 0 ? 0 : edgesgd::ArenaBytes(sizeof(MajorityVoteAggregation)) + votes;
+  }
+
+  static constexpr bool kAggregateIsPayload = true;
+
+  Status Init(Arena& arena, const AggregationSetup& setup);
+
+  void BeginRound() override;
+  Status Add(const CodecParams& params, const PayloadView& payload,
+             const CodecContext& context) override;
+  Status FillBroadcast(const PayloadSpans& out, const CodecContext& context) override;
+  Status Apply(const PayloadView& broadcast, const CodecContext& context,
+               std::span<float> model) override;
+
+ private:
+  const RunConfig* config_ = nullptr;
+  MajorityVote vote_;
+};
+
+}  // namespace edgesgd::protocol

@@ -1,0 +1,44 @@
+#pragma once
+
+// Mean aggregation in payload space, with the aggregate downlink, for codecs whose payloads sum
+// (identity, rand_k, random_block: every worker's payload lists the same coordinates). The
+// mean of the payloads is again a payload of the codec: the broadcast costs what one update
+// costs, and a worker that holds the previous model applies it as x -= decode(mean).
+
+#include "edgesgd/core/aggregator.h"
+#include "edgesgd/protocol/aggregation.h"
+
+namespace edgesgd::protocol {
+
+class PayloadMeanAggregation final : public Aggregation {
+ public:
+  static constexpr bool Serves(const RunConfig& config) {
+    return config.aggregation == AggregationKind::kMean &&
+           config.downlink == DownlinkKind::kAggregate && TraitsOf(config.codec).payload_sum;
+  }
+  static constexpr std::size_t ArenaBytes(const RunConfig& config, std::uint32_t) {
+    const std::size_t sum = PayloadAggregator::StateBytes(config.layout, config.codec);
+    if (sum == 0) return 0;
+    return edgesgd::ArenaBytes(sizeof(PayloadMeanAggregation)) + sum +
+           edgesgd::ArenaBytes(CodecScratchBytes(config.codec, config.layout));
+  }
+
+  static constexpr bool kAggregateIsPayload = true;
+
+  Status Init(Arena& arena, const AggregationSetup& setup);
+
+  void BeginRound() override;
+  Status Add(const CodecParams& params, const PayloadView& payload,
+             const CodecContext& context) override;
+  Status FillBroadcast(const PayloadSpans& out, const CodecContext& context) override;
+  Status Apply(const PayloadView& broadcast, const CodecContext& context,
+               std::span<float> model) override;
+
+ private:
+  const CodecRegistry* codecs_ = nullptr;
+  const RunConfig* config_ = nullptr;
+  PayloadAggregator sum_;
+  std::span<std::byte> decode_scratch_;
+};
+
+}  // namespace edgesgd::protocol
