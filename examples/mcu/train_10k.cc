@@ -52,7 +52,10 @@ constexpr TensorLayout kLayout = TensorLayout::FromSizes(kTensorSizes).value();
 constexpr std::size_t kDimension = kLayout.dimension();
 static_assert(kDimension >= 10000);
 
-constexpr CodecParams kCodec{.kind = CodecKind::kTopK, .k_ratio = 0.02f};
+constexpr TopKParams kTopK{.k_ratio = 0.02f};
+constexpr CodecParams kCodec = kTopK;
+constexpr auto kCodecOps = MakeCodecOps<TopKCodec>();
+constexpr CodecRegistry kCodecs(kCodecOps);
 constexpr FeedbackParams kFeedback{.kind = FeedbackKind::kEf,
                                    .detach = 0.0f,
                                    .learning_rate = 0.1f,
@@ -113,8 +116,10 @@ const ImageSlice kLossSlice = kTrainSlice.First(kLossImages);
   std::copy(synced.begin(), synced.end(), g_vector.begin());
   const Result<wire::FrameView> view = wire::DecodeFrame(frame);
   if (!view.ok()) return view.status();
-  return DecodeAdd(wire::DecodeParams(kCodec, view->payload), kLayout, context, view->payload.view,
-                   -1.0f, g_vector, {});
+  EDGESGD_TRY_ASSIGN(const CodecParams params,
+                     ParamsForPayload(kCodec, view->payload.codec, view->payload.layout,
+                                      view->payload.header));
+  return kCodecs.DecodeAdd(params, kLayout, context, view->payload.view, -1.0f, g_vector, {});
 }
 
 // One round: the gradient at the model, one EF step compressed into an Update frame, and the
@@ -157,7 +162,7 @@ const ImageSlice kLossSlice = kTrainSlice.First(kLossImages);
 Status Train(Evaluation& first, Evaluation& last, std::size_t& frame_bytes) {
   EDGESGD_TRY(CheckLayout());
   Arena arena(g_arena);
-  EDGESGD_TRY(g_worker.Init(arena, kLayout, kCodec, kFeedback, kLentScratch));
+  EDGESGD_TRY(g_worker.Init(arena, kCodecs, kLayout, kCodec, kFeedback, kLentScratch));
   EDGESGD_TRY(g_model.Init(kSpec, arena));
   arena.Seal();
   EDGESGD_TRY(g_model.InitParameters(kSeed, g_vector));
@@ -181,13 +186,13 @@ Status Train(Evaluation& first, Evaluation& last, std::size_t& frame_bytes) {
 int Run() {
   Log(LogLevel::kInfo, "MLP %zu-%zu-%zu: %zu parameters, top_k %.0f%% + EF, %u rounds of batch %u",
       kSpec.features, kSpec.hidden, kSpec.classes, kDimension,
-      static_cast<double>(kCodec.k_ratio * 100.0f), static_cast<unsigned>(kRounds),
+      static_cast<double>(kTopK.k_ratio * 100.0f), static_cast<unsigned>(kRounds),
       static_cast<unsigned>(kBatch));
   Evaluation first;
   Evaluation last;
   std::size_t frame_bytes = 0;
   if (const Status status = Train(first, last, frame_bytes); !status.ok()) {
-    Log(LogLevel::kError, "EDGESGD-MCU FAIL: training failed: %s", status.str());
+    Log(LogLevel::kError, "EDGESGD-MCU FAIL: training failed: %s", status.reason());
     return 1;
   }
   Log(LogLevel::kInfo,
@@ -196,7 +201,7 @@ int Run() {
       kFeedbackBytes, kVectorBytes, kVectorBytes, kCodecScratchBytes, kBuilderBytes,
       kModelScratchBytes, kBatchBytes, kPlanBytes);
   Log(LogLevel::kInfo, "update frame %zu B (dense would be %zu B)", frame_bytes,
-      wire::MaxFrameBytes(CodecParams{}, kLayout));
+      wire::MaxFrameBytes(IdentityParams{}, kLayout));
   platform::internal::LogMemoryUse();
   const std::size_t static_ram = platform::internal::StaticRamBytes();
   const std::size_t ram = static_ram + platform::internal::StackPeakBytes();

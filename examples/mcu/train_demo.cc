@@ -64,11 +64,15 @@ constexpr std::size_t kLossImages = 256;
 constexpr float kRequiredLossFactor = 3.0f;
 constexpr float kRequiredMargin = 0.5f;
 
+constexpr TopKParams kTopK{.k_ratio = 0.05f};
+// The one codec the image runs (server and workers alike).
+constexpr auto kCodecOps = MakeCodecOps<TopKCodec>();
+constexpr CodecRegistry kCodecs(kCodecOps);
+
 constexpr RunConfig MakeConfig() {
   RunConfig config;
   config.layout = kLayout;
-  config.codec.kind = CodecKind::kTopK;
-  config.codec.k_ratio = 0.05f;
+  config.codec = kTopK;
   config.feedback = FeedbackParams{.kind = FeedbackKind::kEf,
                                    .detach = 0.0f,
                                    .learning_rate = 0.02f,
@@ -261,7 +265,7 @@ Status SetUp() {
 
   Arena server_arena(g_server_arena);
   const Status server =
-      g_server.Init(server_arena, kConfig, kServerOptions, initial_model);
+      g_server.Init(server_arena, kCodecs, kConfig, kServerOptions, initial_model);
   if (!server.ok()) {
     Log(LogLevel::kError, "server: %s", server.reason());
     return server;
@@ -277,6 +281,7 @@ Status SetUp() {
     Arena& worker_arena = context.arena.emplace(g_worker_arenas[w].bytes);
     const protocol::WorkerOptions options{.device_id = w + 1,
                                           .gradient = &ComputeGradient,
+                                          .codecs = &kCodecs,
                                           .user = &context};
     const Status worker = g_workers[w].Init(worker_arena, options);
     if (!worker.ok()) {
@@ -336,15 +341,15 @@ int Run() {
       "softmax regression on %zu Fashion-MNIST images (%zux%zu), %zu held out; %u workers, "
       "top_k %.0f%% + error feedback, %u rounds of batch %u; loss on the first %zu images",
       kTrainSlice.size(), kImageSide, kImageSide, kTestSlice.size(),
-      static_cast<unsigned>(kWorkers), static_cast<double>(kConfig.codec.k_ratio * 100.0f),
+      static_cast<unsigned>(kWorkers), static_cast<double>(kTopK.k_ratio * 100.0f),
       static_cast<unsigned>(kRounds), static_cast<unsigned>(kBatch), kLossSlice.size());
   if (const Status status = SetUp(); !status.ok()) {
-    Log(LogLevel::kError, "set-up failed: %s", status.str());
+    Log(LogLevel::kError, "set-up failed: %s", status.reason());
     return 1;
   }
   Progress progress;
   if (const Status status = Train(progress); !status.ok()) {
-    Log(LogLevel::kError, "training failed: %s", status.str());
+    Log(LogLevel::kError, "training failed: %s", status.reason());
     return 1;
   }
 

@@ -52,14 +52,17 @@ struct NamedCodec {
   CodecParams params;
 };
 
-constexpr NamedCodec kCodecs[] = {
-    {"identity", CodecParams{.kind = CodecKind::kIdentity}},
-    {"top_k 1%", CodecParams{.kind = CodecKind::kTopK, .k_ratio = 0.01f}},
-    {"rand_k 1%", CodecParams{.kind = CodecKind::kRandK, .k_ratio = 0.01f}},
-    {"random_block 1/64", CodecParams{.kind = CodecKind::kRandomBlock, .block_ratio = 64}},
-    {"sign", CodecParams{.kind = CodecKind::kSign}},
-    {"qsgd 4 bit", CodecParams{.kind = CodecKind::kQsgd, .qsgd_levels = 7, .qsgd_bucket = 512}},
-};
+// Every known codec with its default parameters (top_k and rand_k keep 1 %, random_block 1/64,
+// qsgd 8 bits), from the registry: a new codec joins the report by being registered.
+constexpr std::array<NamedCodec, kCodecCount> kCodecs = [] {
+  std::array<NamedCodec, kCodecCount> codecs{};
+  std::size_t next = 0;
+  ForEachCodec([&](auto codec) {
+    using Codec = typename decltype(codec)::type;
+    codecs[next++] = {Codec::kName.data(), typename Codec::Params{}};
+  });
+  return codecs;
+}();
 
 // Classic EF with momentum, one local step (the demos' worker algorithm).
 constexpr FeedbackParams kFeedback{.kind = FeedbackKind::kEf,
@@ -173,7 +176,11 @@ void PrintComponentTable() {
     at += platform::internal::Format(std::span(header).subspan(at), " %s |", codec.name);
   }
   Line("%.*s", static_cast<int>(at), header.data());
-  Line("|---|---:|---:|---:|---:|---:|---:|");
+  at = platform::internal::Format(header, "|---|");
+  for (std::size_t i = 0; i < kCodecs.size(); ++i) {
+    at += platform::internal::Format(std::span(header).subspan(at), "---:|");
+  }
+  Line("%.*s", static_cast<int>(at), header.data());
   static constexpr auto kLayout = Layout(kTableDimension);
   Row("payload (`MaxEncodedBytes`)", [](const CodecParams& c) { return MaxEncodedBytes(c, kLayout); });
   Row("Update frame (`wire::MaxFrameBytes`)",
@@ -245,7 +252,7 @@ int CheckPlanIsExact() {
       ErrorFeedbackWorker worker;
       const std::size_t plan =
           ErrorFeedbackWorker::StateBytes(layout, codec.params, feedback, scratch);
-      if (!worker.Init(arena, layout, codec.params, feedback, scratch).ok() ||
+      if (!worker.Init(arena, AllCodecs(), layout, codec.params, feedback, scratch).ok() ||
           arena.used_bytes() != plan) {
         Log(LogLevel::kError, "FAIL %s: ErrorFeedbackWorker (momentum %.1f) took %zu B, plan %zu B",
             codec.name, static_cast<double>(feedback.momentum), arena.used_bytes(), plan);
@@ -256,7 +263,8 @@ int CheckPlanIsExact() {
       Arena arena(g_arena_storage);
       MeanAggregator aggregator;
       const std::size_t plan = MeanAggregator::StateBytes(layout, codec.params);
-      if (!aggregator.Init(arena, layout, codec.params).ok() || arena.used_bytes() != plan) {
+      if (!aggregator.Init(arena, AllCodecs(), layout, codec.params).ok() ||
+          arena.used_bytes() != plan) {
         Log(LogLevel::kError, "FAIL %s: MeanAggregator took %zu B, plan %zu B", codec.name,
             arena.used_bytes(), plan);
         ++failures;

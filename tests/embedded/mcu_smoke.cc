@@ -94,10 +94,12 @@ void CheckArena() {
   SMOKE_EXPECT(arena.Allocate<std::uint32_t>(1).status() == Status::FailedPrecondition());
 }
 
-// The identity codec through the runtime dispatch table, with buffers sized at compile time
-// from the codec's exact payload shape: the pattern an MCU application uses.
+// The identity codec through a registry of the one codec the image uses, with buffers sized at
+// compile time from the codec's exact payload shape: the pattern an MCU application uses.
 constexpr std::size_t kDimension = 8;
-constexpr CodecParams kIdentityParams{.kind = CodecKind::kIdentity};
+constexpr CodecParams kIdentityParams = IdentityParams{};
+constexpr auto kIdentityOps = MakeCodecOps<IdentityCodec>();
+constexpr CodecRegistry kIdentityOnly(kIdentityOps);
 constexpr std::size_t kIdentityBytes =
     MaxEncodedBytes(kIdentityParams, TensorLayout::Single(kDimension).value());
 static_assert(kIdentityBytes == 4 * kDimension);
@@ -115,20 +117,24 @@ void CheckIdentityCodec() {
   std::array<float, kIdentityBytes / sizeof(float)> values{};
   const PayloadSpans out{.indices = {}, .values = values, .words = {}, .scales = {}};
   const CodecContext context{.seed = 7, .round = 3, .worker = 1};
-  SMOKE_EXPECT(Encode(kIdentityParams, layout.value(), context, input, out, {}).ok());
+  SMOKE_EXPECT(kIdentityOnly.Encode(kIdentityParams, layout.value(), context, input, out, {}).ok());
 
   std::array<float, kDimension> accumulator;
   accumulator.fill(1.0f);
   const PayloadView payload(out, shape.value());
-  SMOKE_EXPECT(
-      DecodeAdd(kIdentityParams, layout.value(), context, payload, 0.5f, accumulator, {}).ok());
+  SMOKE_EXPECT(kIdentityOnly
+                   .DecodeAdd(kIdentityParams, layout.value(), context, payload, 0.5f,
+                              accumulator, {})
+                   .ok());
   // Exact: every value is a small multiple of a power of two.
   for (std::size_t i = 0; i < kDimension; ++i) {
     SMOKE_EXPECT(accumulator[i] == 1.0f + 0.5f * input[i]);
   }
   // A truncated payload is bad data, so a Status, never a crash.
   const PayloadView truncated({}, std::span<const float>(values).first(kDimension - 1), {}, {});
-  SMOKE_EXPECT(DecodeAdd(kIdentityParams, layout.value(), context, truncated, 1.0f, accumulator, {})
+  SMOKE_EXPECT(kIdentityOnly
+                   .DecodeAdd(kIdentityParams, layout.value(), context, truncated, 1.0f,
+                              accumulator, {})
                    .code() == StatusCode::kDataLoss);
 }
 

@@ -1,5 +1,6 @@
 #include "edgesgd/protocol/checkpoint.h"
 
+#include <cmath>
 #include <cstring>
 
 namespace edgesgd::protocol {
@@ -82,8 +83,8 @@ Status CompareConfiguration(std::span<const std::byte> records, const RunConfig&
     std::uint8_t length = 0;
     std::span<const std::byte> stored_name;
     std::uint64_t stored_value = 0;
-    const bool read = reader.Get(length) && reader.Take(length, stored_name) &&
-                      reader.Get(stored_value);
+    const bool read =
+        reader.Get(length) && reader.Take(length, stored_name) && reader.Get(stored_value);
     const bool same_name =
         read && std::string_view(reinterpret_cast<const char*>(stored_name.data()),
                                  stored_name.size()) == name;
@@ -173,15 +174,20 @@ Status ReadCheckpoint(std::span<const std::byte> bytes, const RunConfig& config,
       !reader.Get(state.counters.bytes_received) || !reader.Get(state.counters.bytes_sent) ||
       !reader.Get(state.counters.frames_received) || !reader.Get(state.counters.frames_sent) ||
       !reader.Get(state.counters.rounds_completed) || !reader.Get(dimension) ||
-      dimension != config.layout.dimension() || !reader.Take(4 * std::size_t{dimension},
-                                                              state.model) ||
-      !reader.Get(aggregation_size) || aggregation_size != aggregation_bytes ||
-      !reader.Take(aggregation_size, state.aggregation) ||
+      dimension != config.layout.dimension() ||
+      !reader.Take(4 * std::size_t{dimension}, state.model) || !reader.Get(aggregation_size) ||
+      aggregation_size != aggregation_bytes || !reader.Take(aggregation_size, state.aggregation) ||
       reader.position() != bytes.size() - 8) {
     return damaged;
   }
   if (state.rounds != config.rounds || state.round > state.rounds) {
     return Status::DataLoss("the checkpoint's round is out of range");
+  }
+  for (std::size_t at = 0; at < state.model.size(); at += sizeof(float)) {
+    float value;
+    std::memcpy(&value, state.model.data() + at, sizeof(float));
+    if (!std::isfinite(value))
+      return Status::InvalidArgument("the checkpoint's model is not finite");
   }
   out = state;
   return Status::Ok();

@@ -101,12 +101,13 @@ Status ValidateGossipConfig(const GossipConfig& config) {
 // ---- Init ----
 
 Status GossipPeerSession::Init(Arena& arena, const GossipConfig& config,
-                                    const GossipOptions& options) {
+                               const GossipOptions& options) {
   if (phase_ != GossipPhase::kUninitialized) {
     return Status::FailedPrecondition("the gossip peer is already initialized");
   }
   if (const Status check = ValidateGossipConfig(config); !check.ok()) return check;
-  if (options.gradient == nullptr) return Status::InvalidArgument("a gradient callback is required");
+  if (options.gradient == nullptr)
+    return Status::InvalidArgument("a gradient callback is required");
   if (options.initial_model.size() != config.layout.dimension()) {
     return Status::InvalidArgument("the initial model's size is not the layout's dimension");
   }
@@ -269,13 +270,9 @@ TimeNs GossipPeerSession::DoNextWakeup() const {
   return phase_ == GossipPhase::kRunning ? deadline_ : kNever;
 }
 
-bool GossipPeerSession::PollRejectEvent(GossipRejectEvent& out) {
-  return reject_log_.Pop(out);
-}
+bool GossipPeerSession::PollRejectEvent(GossipRejectEvent& out) { return reject_log_.Pop(out); }
 
-bool GossipPeerSession::PollRoundEvent(GossipRoundEvent& out) {
-  return round_log_.Pop(out);
-}
+bool GossipPeerSession::PollRoundEvent(GossipRoundEvent& out) { return round_log_.Pop(out); }
 
 bool GossipPeerSession::IsLive(PeerId peer) const {
   const int index = NeighbourIndex(peer);
@@ -586,9 +583,12 @@ void GossipPeerSession::CloseStep(TimeNs now, bool deadline_passed) {
 
 void GossipPeerSession::FinishRound(TimeNs now) {
   ++counters_.rounds_completed;
-  const GossipRoundEvent event{round_,        now,
-                               round_heard_,  round_missed_,
-                               round_deadline_passed_, counters_.bytes_sent,
+  const GossipRoundEvent event{round_,
+                               now,
+                               round_heard_,
+                               round_missed_,
+                               round_deadline_passed_,
+                               counters_.bytes_sent,
                                counters_.bytes_received};
   round_log_.Push(event, counters_.round_events_dropped);
   round_heard_ = 0;

@@ -43,7 +43,8 @@ Status CheckFeedback(const FeedbackParams& feedback) {
   if (!PositiveFinite(feedback.learning_rate)) {
     return Status::InvalidArgument("learning rate must be positive and finite");
   }
-  if (!UnitInterval(feedback.momentum)) return Status::InvalidArgument("momentum must be in [0, 1)");
+  if (!UnitInterval(feedback.momentum))
+    return Status::InvalidArgument("momentum must be in [0, 1)");
   if (!NonNegativeFinite(feedback.weight_decay)) {
     return Status::InvalidArgument("weight decay must be non-negative and finite");
   }
@@ -77,7 +78,8 @@ Status CheckMajority(const RunConfig& config) {
     return Status::InvalidArgument("Signum weight decay must be non-negative and finite");
   }
   if (config.feedback.local_steps != 1) {
-    return Status::InvalidArgument("majority vote takes one gradient per round (local steps H = 1)");
+    return Status::InvalidArgument(
+        "majority vote takes one gradient per round (local steps H = 1)");
   }
   return Status::Ok();
 }
@@ -170,7 +172,8 @@ wire::WelcomeInfo ToWelcomeInfo(const RunConfig& config, std::uint32_t assigned_
 Status FromWelcomeInfo(const wire::WelcomeInfo& welcome, RunConfig& out) {
   const wire::TrainingConfig& training = welcome.training;
   if (training.mode != kServerMode) {
-    return Status::InvalidArgument("the Welcome describes a run that is not a parameter-server run");
+    return Status::InvalidArgument(
+        "the Welcome describes a run that is not a parameter-server run");
   }
   if (training.gossip != 0 || training.topology != 0 || training.gossip_rounds != 0) {
     return Status::InvalidArgument("gossip fields are set in a parameter-server Welcome");

@@ -4,74 +4,14 @@
 #include <cmath>
 #include <cstring>
 
-#include "edgesgd/core/random.h"
 #include "edgesgd/wire/frame_decoder.h"
 #include "session_util.h"
 
 namespace edgesgd::protocol {
-namespace {
 
 using internal::AllFinite;
 using internal::PayloadBits;
 using internal::SaturatingAdd;
-
-// Why a Join is refused; sent back in an Error frame (WorkerSlot::error_reason indexes this).
-struct JoinRefusal {
-  StatusCode code;
-  const char* text;
-};
-constexpr std::array<JoinRefusal, 3> kJoinRefusals = {{
-    {StatusCode::kFailedPrecondition, "worker does not implement this run's codec"},
-    {StatusCode::kResourceExhausted, "worker memory is too small for this run"},
-    {StatusCode::kResourceExhausted, "worker cannot receive this run's largest frame"},
-}};
-
-}  // namespace
-
-const char* RejectReasonName(RejectReason reason) {
-  switch (reason) {
-    case RejectReason::kMalformed:
-      return "malformed";
-    case RejectReason::kUnknownSender:
-      return "unknown_sender";
-    case RejectReason::kLate:
-      return "late";
-    case RejectReason::kStale:
-      return "stale";
-    case RejectReason::kFuture:
-      return "future";
-    case RejectReason::kDuplicate:
-      return "duplicate";
-    case RejectReason::kNotSelected:
-      return "not_selected";
-    case RejectReason::kWrongCodec:
-      return "wrong_codec";
-    case RejectReason::kBadPayload:
-      return "bad_payload";
-    case RejectReason::kUnexpectedMessage:
-      return "unexpected_message";
-    case RejectReason::kIncompatible:
-      return "incompatible";
-  }
-  return "unknown";
-}
-
-Status ValidateServerOptions(const ServerOptions& options) {
-  if (options.workers < 1 || options.workers > kMaxWorkers) {
-    return Status::InvalidArgument("workers must be in 1..256");
-  }
-  if (options.quorum < 1 || options.quorum > options.workers) {
-    return Status::InvalidArgument("quorum must be in 1..workers");
-  }
-  if (options.round_deadline_ns == 0) return Status::InvalidArgument("round deadline must be > 0");
-  if (options.liveness_timeout_ns == 0) {
-    return Status::InvalidArgument("liveness timeout must be > 0");
-  }
-  if (options.join_timeout_ns == 0) return Status::InvalidArgument("join timeout must be > 0");
-  return Status::Ok();
-}
-
-// ---- Init ----
 
 Status ServerSession::Init(Arena& arena, const CodecRegistry& codecs, const RunConfig& config,
                            const ServerOptions& options, std::span<const float> initial_model) {
@@ -95,43 +35,20 @@ Status ServerSession::Init(Arena& arena, const CodecRegistry& codecs, const RunC
   options_ = options;
   codecs_ = &codecs;
   aggregation_kind_ = FindAggregation(config_);
-  if (!TakeBuffers(arena).ok()) {
-    return Status::Internal("arena accounting disagrees with ArenaBytes");
-  }
+  // The arena holds ArenaBytes: none of these fails.
+  model_ = arena.Allocate<float>(config_.layout.dimension()).value();
+  slots_ = arena.Allocate<WorkerSlot>(std::size_t{options_.workers} + 1).value();
+  candidates_ = arena.Allocate<std::uint32_t>(options_.workers).value();
+  EDGESGD_TRY(
+      outbox_.Init(arena, config_, options_.workers, aggregation_kind_->aggregate_is_payload));
+  EDGESGD_TRY_ASSIGN(aggregation_,
+                     aggregation_kind_->create(arena, {codecs_, &config_, options_.workers}));
   std::copy(initial_model.begin(), initial_model.end(), model_.begin());
   for (WorkerSlot& slot : slots_) slot.held_round = kNoRound;
   max_receive_bytes_ = UpdateFrameBytes(config_);
   phase_ = ServerPhase::kJoining;
   return Status::Ok();
 }
-
-Status ServerSession::TakeBuffers(Arena& arena) {
-  const TensorLayout& layout = config_.layout;
-  const std::size_t d = layout.dimension();
-  EDGESGD_TRY_ASSIGN(model_, arena.Allocate<float>(d));
-  EDGESGD_TRY_ASSIGN(slots_, arena.Allocate<WorkerSlot>(std::size_t{options_.workers} + 1));
-  EDGESGD_TRY_ASSIGN(candidates_, arena.Allocate<std::uint32_t>(options_.workers));
-  EDGESGD_TRY_ASSIGN(std::span<std::byte> model_buffer,
-                     arena.AllocateBytes(wire::FrameBuilderBytes(ModelCodec(), layout)));
-  model_builder_.emplace(model_buffer);
-  for (std::optional<wire::FrameBuilder>& builder : control_builders_) {
-    EDGESGD_TRY_ASSIGN(std::span<std::byte> buffer, arena.AllocateBytes(kControlBuilderBytes));
-    builder.emplace(buffer);
-  }
-  EDGESGD_TRY_ASSIGN(std::span<std::byte> leave_buffer, arena.AllocateBytes(kControlBuilderBytes));
-  leave_builder_.emplace(leave_buffer);
-
-  if (aggregation_kind_->aggregate_is_payload) {
-    EDGESGD_TRY_ASSIGN(std::span<std::byte> buffer,
-                       arena.AllocateBytes(wire::FrameBuilderBytes(config_.codec, layout)));
-    aggregate_builder_.emplace(buffer);
-  }
-  const AggregationSetup setup{codecs_, &config_, options_.workers};
-  EDGESGD_TRY_ASSIGN(aggregation_, aggregation_kind_->create(arena, setup));
-  return Status::Ok();
-}
-
-// ---- Session ----
 
 void ServerSession::DoStart(TimeNs now) {
   if (phase_ != ServerPhase::kJoining) return;
@@ -158,27 +75,20 @@ void ServerSession::DoFrame(PeerId from, std::span<const std::byte> frame, TimeN
     case wire::MessageKind::kUpdate:
       HandleUpdate(from, view, now);
       break;
-    case wire::MessageKind::kHeartbeat:
-      if (WorkerSlot* slot = KnownSender(from, view.header.sender); slot != nullptr) {
-        MarkHeard(*slot, now);
+    default: {
+      WorkerSlot* slot = KnownSender(from, view.header.sender);
+      const bool control =
+          view.kind == wire::MessageKind::kHeartbeat || view.kind == wire::MessageKind::kLeave;
+      if (slot == nullptr) {
+        if (control) Reject(from, RejectReason::kUnknownSender, view.header.round, now);
+      } else if (view.kind == wire::MessageKind::kLeave) {
+        MarkGone(*slot);  // leaving on its own (shutdown, failure, low power) until it rejoins
       } else {
-        Reject(from, RejectReason::kUnknownSender, view.header.round, now);
-      }
-      break;
-    case wire::MessageKind::kLeave:
-      // A worker leaving on its own (shutdown, failure, low power) is gone until it joins again.
-      if (WorkerSlot* slot = KnownSender(from, view.header.sender); slot != nullptr) {
-        MarkGone(*slot);
-      } else {
-        Reject(from, RejectReason::kUnknownSender, view.header.round, now);
-      }
-      break;
-    default:
-      if (WorkerSlot* slot = KnownSender(from, view.header.sender); slot != nullptr) {
         MarkHeard(*slot, now);
       }
-      Reject(from, RejectReason::kUnexpectedMessage, view.header.round, now);
+      if (!control) Reject(from, RejectReason::kUnexpectedMessage, view.header.round, now);
       break;
+    }
   }
   Advance(now);
 }
@@ -203,47 +113,10 @@ void ServerSession::DoTimer(TimeNs now) {
 }
 
 bool ServerSession::DoPollFrame(OutgoingFrame& out) {
-  const std::uint32_t n = options_.workers;
-  std::uint32_t visited = 0;
-  while (pending_workers_ > 0 && visited < n) {
-    const PeerId peer = (poll_cursor_ - 1 + visited) % n + 1;
-    WorkerSlot& slot = slots_[peer];
-    if (slot.pending == 0) {
-      ++visited;
-      continue;
-    }
-    // Per worker, frames go out in protocol order: Welcome (or Error), broadcast, Leave.
-    std::span<const std::byte> bytes;
-    if ((slot.pending & kPendingWelcome) != 0) {
-      const Result<std::span<const std::byte>> frame = BuildControlFrame(peer, kPendingWelcome);
-      ClearPending(slot, kPendingWelcome);
-      if (frame.ok()) bytes = frame.value();
-    } else if ((slot.pending & kPendingError) != 0) {
-      const Result<std::span<const std::byte>> frame = BuildControlFrame(peer, kPendingError);
-      ClearPending(slot, kPendingError);
-      if (frame.ok()) bytes = frame.value();
-    } else if ((slot.pending & kPendingBroadcast) != 0) {
-      bytes = slot.broadcast == kBroadcastAggregate ? aggregate_frame_ : model_frame_;
-      ClearPending(slot, kPendingBroadcast);
-    } else if ((slot.pending & kPendingLeave) != 0) {
-      bytes = leave_frame_;
-      ClearPending(slot, kPendingLeave);
-    } else {
-      ClearPending(slot, slot.pending);
-    }
-    if (bytes.empty()) continue;  // nothing could be built; look at this worker's next frame
-    poll_cursor_ = peer;
-    out.to = peer;
-    out.bytes = bytes;
-    out.work_samples = 0;
-    ++counters_.frames_sent;
-    counters_.bytes_sent += bytes.size();
-    return true;
-  }
-  // Drained: the next batch goes out in peer order again (deterministic runs, and updates then
-  // tend to arrive in peer order, which fixes the order of the float sums).
-  poll_cursor_ = 1;
-  return false;
+  if (phase_ == ServerPhase::kUninitialized || !outbox_.PollFrame(round_, out)) return false;
+  ++counters_.frames_sent;
+  counters_.bytes_sent += out.bytes.size();
+  return true;
 }
 
 TimeNs ServerSession::DoNextWakeup() const {
@@ -265,13 +138,9 @@ TimeNs ServerSession::DoNextWakeup() const {
   return next;
 }
 
-bool ServerSession::PollRejectEvent(RejectEvent& out) {
-  return reject_log_.Pop(out);
-}
+bool ServerSession::PollRejectEvent(RejectEvent& out) { return reject_log_.Pop(out); }
 
-bool ServerSession::PollRoundEvent(RoundEvent& out) {
-  return round_log_.Pop(out);
-}
+bool ServerSession::PollRoundEvent(RoundEvent& out) { return round_log_.Pop(out); }
 
 std::uint32_t ServerSession::joined_workers() const {
   std::uint32_t count = 0;
@@ -283,12 +152,7 @@ std::uint32_t ServerSession::live_workers() const { return LiveCount(false, fals
 
 // ---- Frames from workers ----
 
-const ServerSession::WorkerSlot* ServerSession::Slot(PeerId peer) const {
-  if (peer == kServerPeer || peer > options_.workers || slots_.empty()) return nullptr;
-  return &slots_[peer];
-}
-
-ServerSession::WorkerSlot* ServerSession::Slot(PeerId peer) {
+ServerSession::WorkerSlot* ServerSession::Slot(PeerId peer) const {
   if (peer == kServerPeer || peer > options_.workers || slots_.empty()) return nullptr;
   return &slots_[peer];
 }
@@ -308,13 +172,12 @@ void ServerSession::HandleJoin(PeerId from, const wire::FrameView& view, TimeNs 
   }
   if (phase_ == ServerPhase::kDone) {
     // The run is over: tell a latecomer (or a worker that missed its Leave) so.
-    if (!leave_frame_.empty()) SetPending(*slot, kPendingLeave);
+    if (outbox_.has_leave()) outbox_.Owe(from, ServerOutbox::kLeave);
     return;
   }
-  if (const int reason = Incompatibility(view.join); reason >= 0) {
+  if (const Status refused = CheckWorkerCanRun(config_, view.join); !refused.ok()) {
     Reject(from, RejectReason::kIncompatible, view.header.round, now);
-    slot->error_reason = static_cast<std::uint8_t>(reason);
-    SetPending(*slot, kPendingError);
+    outbox_.OweRefusal(from, refused.code(), refused.reason());
     return;
   }
   if (slot->joined) {
@@ -327,27 +190,10 @@ void ServerSession::HandleJoin(PeerId from, const wire::FrameView& view, TimeNs 
   slot->last_heard = now;
   // A (re)joining worker may hold any model or none: it gets the full model next.
   slot->held_round = kNoRound;
-  SetPending(*slot, kPendingWelcome);
+  outbox_.Owe(from, ServerOutbox::kWelcome);
   if (phase_ == ServerPhase::kTraining && slot->selected && !slot->reported) {
-    slot->broadcast = kBroadcastModel;
-    SetPending(*slot, kPendingBroadcast);
+    outbox_.OweBroadcast(from, false);
   }
-}
-
-int ServerSession::Incompatibility(const wire::JoinInfo& join) const {
-  // Zero fields mean "not stated" and are not checked.
-  if (join.codecs != 0) {
-    const std::uint32_t required =
-        wire::CodecBit(CodecIdOf(config_.codec)) | wire::CodecBit(CodecIdOf(ModelCodec()));
-    if ((join.codecs & required) != required) return 0;
-  }
-  // A device with 4 GiB or more reports the u32 maximum, which is not a limit.
-  if (join.memory_bytes != 0 && join.memory_bytes != 0xFFFFFFFFu &&
-      join.memory_bytes < WorkerSession::WelcomeArenaBytes(config_)) {
-    return 1;
-  }
-  if (join.max_frame_bytes != 0 && join.max_frame_bytes < BroadcastFrameBytes(config_)) return 2;
-  return -1;
 }
 
 void ServerSession::HandleUpdate(PeerId from, const wire::FrameView& view, TimeNs now) {
@@ -395,7 +241,7 @@ void ServerSession::HandleUpdate(PeerId from, const wire::FrameView& view, TimeN
   slot->held_round = round;
   payload_bits_this_round_ += PayloadBits(view.payload.view);
   // A broadcast queued by a revival is no longer needed: the worker has answered.
-  ClearPending(*slot, kPendingBroadcast);
+  outbox_.Forgive(from, ServerOutbox::kBroadcast);
   ++reported_;
   ++counters_.updates_accepted;
 }
@@ -410,8 +256,7 @@ void ServerSession::MarkHeard(WorkerSlot& slot, TimeNs now) {
   slot.live = true;
   ++counters_.revivals;
   if (phase_ == ServerPhase::kTraining && slot.selected && !slot.reported) {
-    slot.broadcast = kBroadcastModel;
-    SetPending(slot, kPendingBroadcast);
+    outbox_.OweBroadcast(PeerOf(slot), false);
   }
 }
 
@@ -421,7 +266,8 @@ void ServerSession::MarkGone(WorkerSlot& slot) {
     ++counters_.workers_lost;
   }
   slot.held_round = kNoRound;
-  ClearPending(slot, kPendingWelcome | kPendingError | kPendingBroadcast);
+  outbox_.Forgive(PeerOf(slot),
+                  ServerOutbox::kWelcome | ServerOutbox::kRefusal | ServerOutbox::kBroadcast);
 }
 
 void ServerSession::Reject(PeerId peer, RejectReason reason, std::uint32_t round, TimeNs now) {
@@ -431,14 +277,15 @@ void ServerSession::Reject(PeerId peer, RejectReason reason, std::uint32_t round
   reject_log_.Push(event, counters_.reject_events_dropped);
 }
 
-// ---- Rounds ----
-
 void ServerSession::Advance(TimeNs now) {
   if (phase_ == ServerPhase::kJoining) {
     const std::uint32_t live = LiveCount(false, false);
     const bool timed_out = join_deadline_passed_ || now >= join_deadline_;
     const std::uint32_t enough = std::max<std::uint32_t>(1, options_.quorum);
-    if (live >= options_.workers || (timed_out && live >= enough)) StartTraining(now);
+    if (live >= options_.workers || (timed_out && live >= enough)) {
+      phase_ = ServerPhase::kTraining;
+      StartRound(now);  // round 0, or the round RestoreState resumed at
+    }
     return;
   }
   if (phase_ != ServerPhase::kTraining) return;
@@ -468,17 +315,11 @@ void ServerSession::Advance(TimeNs now) {
   if (reported_ == 0 && waiting == 0) TopUp();
 }
 
-void ServerSession::StartTraining(TimeNs now) {
-  phase_ = ServerPhase::kTraining;
-  // round_ is 0, or the round RestoreState resumed at.
-  StartRound(now);
-}
-
 void ServerSession::StartRound(TimeNs now) {
   for (WorkerSlot& slot : slots_) {
     slot.selected = false;
     slot.reported = false;
-    ClearPending(slot, kPendingBroadcast);
+    outbox_.Forgive(PeerOf(slot), ServerOutbox::kBroadcast);
   }
   selected_ = 0;
   reported_ = 0;
@@ -486,31 +327,18 @@ void ServerSession::StartRound(TimeNs now) {
   rejected_this_round_ = 0;
   extensions_this_round_ = 0;
   aggregation_->BeginRound();
-  if (const Status built = BuildModelFrame(); !built.ok()) {
+  if (const Status built = outbox_.BuildModel(round_, last_reported_, model_); !built.ok()) {
     Finish(wire::LeaveReason::kFailure, Status::Internal());
     return;
   }
 
-  // Sample round(P * live) of the live workers (at least one), by a partial Fisher-Yates
-  // shuffle driven by the shared participation stream: the same workers for the same seed,
-  // round and set of live workers, on every machine.
   std::uint32_t count = 0;
   for (PeerId peer = 1; peer <= options_.workers; ++peer) {
     if (slots_[peer].joined && slots_[peer].live) candidates_[count++] = peer;
   }
-  if (count > 0) {
-    const double exact = static_cast<double>(config_.participation) * count + 0.5;
-    std::uint32_t take = static_cast<std::uint32_t>(exact);
-    take = std::clamp<std::uint32_t>(take, 1, count);
-    if (take < count) {
-      CounterRng rng(config_.seed, round_, 0, StreamId(RandomPurpose::kParticipation));
-      for (std::uint32_t i = 0; i < take; ++i) {
-        const std::uint32_t j = i + rng.NextBelow(count - i);
-        std::swap(candidates_[i], candidates_[j]);
-      }
-    }
-    for (std::uint32_t i = 0; i < take; ++i) Select(slots_[candidates_[i]]);
-  }
+  const std::span<const std::uint32_t> participants = internal::SampleParticipants(
+      candidates_.first(count), config_.participation, config_.seed, round_);
+  for (const std::uint32_t peer : participants) Select(slots_[peer]);
   deadline_ = SaturatingAdd(now, options_.round_deadline_ns);
 }
 
@@ -520,11 +348,8 @@ void ServerSession::Select(WorkerSlot& slot) {
   // The aggregate of the previous round is only useful to a worker known to hold that round's
   // start model: one whose update for it was accepted.
   const bool holds_previous = round_ > 0 && slot.held_round == round_ - 1;
-  slot.broadcast =
-      config_.downlink == DownlinkKind::kAggregate && aggregate_valid_ && holds_previous
-          ? kBroadcastAggregate
-          : kBroadcastModel;
-  SetPending(slot, kPendingBroadcast);
+  outbox_.OweBroadcast(PeerOf(slot), config_.downlink == DownlinkKind::kAggregate &&
+                                         aggregate_valid_ && holds_previous);
 }
 
 void ServerSession::ExtendRound(TimeNs now) {
@@ -534,7 +359,7 @@ void ServerSession::ExtendRound(TimeNs now) {
   for (PeerId peer = 1; peer <= options_.workers; ++peer) {
     WorkerSlot& slot = slots_[peer];
     if (slot.selected && slot.live && !slot.reported) {
-      SetPending(slot, kPendingBroadcast);
+      outbox_.Owe(peer, ServerOutbox::kBroadcast);
       resent = true;
     }
   }
@@ -592,20 +417,15 @@ Status ServerSession::ApplyRound() {
 }
 
 Status ServerSession::BroadcastAndApplyAggregate() {
-  const TensorLayout& layout = config_.layout;
-  const wire::FrameHeader header = NextHeader(round_ + 1);
-  const wire::PayloadMessage message =
-      wire::PayloadMessage::ModelBroadcast({wire::BroadcastContent::kAggregate, reported_});
-  EDGESGD_TRY_ASSIGN(const PayloadSpans spans, aggregate_builder_->BeginPayloadFrame(
-                                                   header, message, config_.codec, layout));
+  EDGESGD_TRY_ASSIGN(const PayloadSpans spans, outbox_.BeginAggregate(round_ + 1, reported_));
   const CodecContext context{config_.seed, round_, 0};
   if (const Status filled = aggregation_->FillBroadcast(spans, context); !filled.ok()) {
-    aggregate_builder_->AbandonPayloadFrame();
+    outbox_.AbandonAggregate();
     return filled;
   }
-  EDGESGD_TRY_ASSIGN(aggregate_frame_, aggregate_builder_->FinishPayloadFrame());
-  const Result<wire::FrameView> view = wire::DecodeFrame(aggregate_frame_);
-  if (!view.ok()) return Status::Internal();
+  EDGESGD_TRY_ASSIGN(const std::span<const std::byte> frame, outbox_.FinishAggregate());
+  const Result<wire::FrameView> view = wire::DecodeFrame(frame);
+  if (!view.ok()) return Status::Internal("the aggregate frame does not decode");
   // The server applies the frame's own bytes, exactly as every worker will: their models stay
   // bit-identical to this one.
   EDGESGD_TRY(aggregation_->Apply(view.value().payload.view, context, model_));
@@ -613,60 +433,15 @@ Status ServerSession::BroadcastAndApplyAggregate() {
   return Status::Ok();
 }
 
-Status ServerSession::BuildModelFrame() {
-  const wire::FrameHeader header = NextHeader(round_);
-  const wire::PayloadMessage message =
-      wire::PayloadMessage::ModelBroadcast({wire::BroadcastContent::kModel, last_reported_});
-  EDGESGD_TRY_ASSIGN(const PayloadSpans spans, model_builder_->BeginPayloadFrame(
-                                                   header, message, ModelCodec(), config_.layout));
-  std::copy(model_.begin(), model_.end(), spans.values.begin());
-  EDGESGD_TRY_ASSIGN(model_frame_, model_builder_->FinishPayloadFrame());
-  return Status::Ok();
-}
-
 void ServerSession::Finish(wire::LeaveReason reason, Status status) {
   status_ = status;
-  const Result<std::span<const std::byte>> leave =
-      leave_builder_->EncodeLeave(NextHeader(round_), wire::LeaveInfo{reason});
-  leave_frame_ = leave.ok() ? leave.value() : std::span<const std::byte>();
+  const bool leave = outbox_.BuildLeave(round_, reason);
   for (PeerId peer = 1; peer <= options_.workers; ++peer) {
-    WorkerSlot& slot = slots_[peer];
-    ClearPending(slot, kPendingBroadcast);
-    if (slot.joined && !leave_frame_.empty()) SetPending(slot, kPendingLeave);
+    outbox_.Forgive(peer, ServerOutbox::kBroadcast);
+    if (slots_[peer].joined && leave) outbox_.Owe(peer, ServerOutbox::kLeave);
   }
   phase_ = ServerPhase::kDone;
   deadline_ = kNever;
-}
-
-// ---- Outgoing frames ----
-
-void ServerSession::SetPending(WorkerSlot& slot, std::uint8_t bits) {
-  if (bits == 0) return;
-  if (slot.pending == 0) ++pending_workers_;
-  slot.pending = static_cast<std::uint8_t>(slot.pending | bits);
-}
-
-void ServerSession::ClearPending(WorkerSlot& slot, std::uint8_t bits) {
-  if (slot.pending == 0) return;
-  slot.pending = static_cast<std::uint8_t>(slot.pending & ~bits);
-  if (slot.pending == 0) --pending_workers_;
-}
-
-Result<std::span<const std::byte>> ServerSession::BuildControlFrame(PeerId peer, std::uint8_t bit) {
-  // A ring of builders: a frame handed out by PollFrame stays intact while the next few control
-  // frames are built (one per call in practice, so a drained driver never sees it reused).
-  wire::FrameBuilder& builder = *control_builders_[next_control_slot_];
-  next_control_slot_ = (next_control_slot_ + 1) % kControlSlots;
-  const wire::FrameHeader header = NextHeader(round_);
-  if (bit == kPendingWelcome) {
-    return builder.EncodeWelcome(header, ToWelcomeInfo(config_, peer, options_.workers));
-  }
-  const JoinRefusal& reason = kJoinRefusals[slots_[peer].error_reason];
-  return builder.EncodeError(header, wire::ErrorInfo{reason.code, reason.text});
-}
-
-wire::FrameHeader ServerSession::NextHeader(std::uint32_t round) {
-  return wire::FrameHeader{kServerPeer, round, sequence_++};
 }
 
 std::uint32_t ServerSession::LiveCount(bool selected_only, bool non_reporters_only) const {
@@ -690,7 +465,7 @@ Result<std::size_t> ServerSession::SaveState(std::span<std::byte> out) const {
   CheckpointState state;
   state.round = round_;
   state.rounds = config_.rounds;
-  state.sequence = sequence_;
+  state.sequence = outbox_.sequence();
   state.counters = {counters_.bytes_received, counters_.bytes_sent, counters_.frames_received,
                     counters_.frames_sent, counters_.rounds_completed};
   state.model = std::as_bytes(model_);
@@ -705,18 +480,13 @@ Status ServerSession::RestoreState(std::span<const std::byte> bytes,
         "a checkpoint can only be restored after Init and before Start");
   }
   CheckpointState state;
-  EDGESGD_TRY(ReadCheckpoint(bytes, config_, options_.workers,
-                             aggregation_->SavedState().size(), state, differing_field));
-  // Check before touching the live state: a failed restore leaves the session as it was.
-  for (std::size_t i = 0; i < model_.size(); ++i) {
-    float value;
-    std::memcpy(&value, state.model.data() + i * sizeof(float), sizeof(float));
-    if (!std::isfinite(value)) return Status::InvalidArgument("the checkpoint's model is not finite");
-  }
+  EDGESGD_TRY(ReadCheckpoint(bytes, config_, options_.workers, aggregation_->SavedState().size(),
+                             state, differing_field));
+  // Everything was checked before the live state changes: a failed restore changes nothing.
   EDGESGD_TRY(aggregation_->RestoreState(state.aggregation));
   std::memcpy(model_.data(), state.model.data(), state.model.size());
   round_ = state.round;
-  sequence_ = state.sequence;
+  outbox_.set_sequence(state.sequence);
   counters_.bytes_received = state.counters.bytes_received;
   counters_.bytes_sent = state.counters.bytes_sent;
   counters_.frames_received = state.counters.frames_received;

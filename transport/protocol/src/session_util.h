@@ -2,10 +2,14 @@
 
 // Small helpers shared by the server and worker sessions (not part of the public API).
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <span>
+#include <utility>
 
 #include "edgesgd/core/payload.h"
+#include "edgesgd/core/random.h"
 #include "edgesgd/protocol/session.h"
 #include "edgesgd/wire/messages.h"
 
@@ -19,6 +23,27 @@ inline bool AllFinite(std::span<const float> values) {
     if (!std::isfinite(value)) return false;
   }
   return true;
+}
+
+// The participants of a round: round(P * n) of the n `candidates` (at least one, none of none),
+// by a partial Fisher-Yates shuffle driven by the shared participation stream, so that the
+// same seed, round and candidates give the same participants on every machine. Shuffles
+// `candidates` in place and returns its first part. Does not allocate.
+inline std::span<std::uint32_t> SampleParticipants(std::span<std::uint32_t> candidates,
+                                                   float participation, std::uint64_t seed,
+                                                   std::uint32_t round) {
+  const auto count = static_cast<std::uint32_t>(candidates.size());
+  if (count == 0) return candidates;
+  const double exact = static_cast<double>(participation) * count + 0.5;
+  const std::uint32_t take = std::clamp<std::uint32_t>(static_cast<std::uint32_t>(exact), 1, count);
+  if (take < count) {
+    CounterRng rng(seed, round, 0, StreamId(RandomPurpose::kParticipation));
+    for (std::uint32_t i = 0; i < take; ++i) {
+      const std::uint32_t j = i + rng.NextBelow(count - i);
+      std::swap(candidates[i], candidates[j]);
+    }
+  }
+  return candidates.first(take);
 }
 
 // Bits of a payload's fields (every field element is 32 bits; the frame around it not counted).

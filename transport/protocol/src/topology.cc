@@ -183,7 +183,8 @@ Status ValidateGraph(const Topology& topology) {
   const AdjacencyView& graph = topology.graph;
   if (graph.offsets.size() != static_cast<std::size_t>(n) + 1 || graph.offsets[0] != 0 ||
       graph.offsets[n] != graph.neighbours.size()) {
-    return Status::InvalidArgument("an adjacency needs n + 1 offsets from 0 to its neighbour count");
+    return Status::InvalidArgument(
+        "an adjacency needs n + 1 offsets from 0 to its neighbour count");
   }
   for (PeerId peer = 1; peer <= n; ++peer) {
     const std::uint32_t begin = graph.offsets[peer - 1];
@@ -210,7 +211,8 @@ Status ValidateGraph(const Topology& topology) {
       const std::span<const PeerId> row = graph.neighbours.subspan(
           graph.offsets[other - 1], graph.offsets[other] - graph.offsets[other - 1]);
       if (!std::binary_search(row.begin(), row.end(), peer)) {
-        return Status::InvalidArgument("the graph is not undirected: an edge is listed one way only");
+        return Status::InvalidArgument(
+            "the graph is not undirected: an edge is listed one way only");
       }
     }
   }
@@ -298,8 +300,9 @@ Status ValidateTopology(const Topology& topology) {
     case TopologyKind::kExponential:
       // Degree ~ 2 log2 n: more than 32 neighbours past 2^16 peers.
       if (n > (1u << 16)) {
-        return Status::InvalidArgument("an exponential graph of more than 65536 peers would give "
-                                    "a peer more than 32 neighbours");
+        return Status::InvalidArgument(
+            "an exponential graph of more than 65536 peers would give "
+            "a peer more than 32 neighbours");
       }
       break;
     case TopologyKind::kGraph:
@@ -468,7 +471,7 @@ std::size_t SpectrumScratchBytes(const Topology& topology) {
 }
 
 Status ComputeMixingSpectrum(const Topology& topology, MixingRule rule,
-                                  std::span<std::byte> scratch, MixingSpectrum& out) {
+                             std::span<std::byte> scratch, MixingSpectrum& out) {
   if (!KnownRule(rule)) return Status::InvalidArgument("unknown mixing rule");
   if (const Status check = ValidateTopology(topology); !check.ok()) return check;
   const std::size_t needed = SpectrumScratchBytes(topology);
@@ -517,7 +520,8 @@ Status ComputeMixingSpectrum(const Topology& topology, MixingRule rule,
       ids[edge] = row[k] - 1;
       ++edge;
     }
-    self[peer - 1] = static_cast<double>(DiagonalWeight(std::span<const float>(row_weights).first(degree)));
+    self[peer - 1] =
+        static_cast<double>(DiagonalWeight(std::span<const float>(row_weights).first(degree)));
   }
   offsets[n] = static_cast<std::uint32_t>(edge);
 
@@ -579,8 +583,8 @@ std::uint32_t DetagGossipSteps(std::uint32_t peers, double lambda) {
 // ---- Random regular graphs ----
 
 Status MakeRandomRegularGraph(std::uint32_t peers, std::uint32_t degree, std::uint64_t seed,
-                                   std::span<std::uint32_t> offsets, std::span<PeerId> neighbours,
-                                   std::span<std::uint32_t> scratch) {
+                              std::span<std::uint32_t> offsets, std::span<PeerId> neighbours,
+                              std::span<std::uint32_t> scratch) {
   if (peers < 2 || peers > kMaxTopologyPeers) {
     return Status::InvalidArgument("a random regular graph needs 2..16777215 peers");
   }
@@ -658,8 +662,9 @@ Status MakeRandomRegularGraph(std::uint32_t peers, std::uint32_t degree, std::ui
     graph.graph = AdjacencyView{offsets, neighbours};
     if (Connected(graph, parent)) return Status::Ok();
   }
-  return Status::InvalidArgument("no connected random regular graph of this degree was found in 100 "
-                              "draws (degree 1 and 2 are rarely connected: use 3 or more)");
+  return Status::InvalidArgument(
+      "no connected random regular graph of this degree was found in 100 "
+      "draws (degree 1 and 2 are rarely connected: use 3 or more)");
 }
 
 }  // namespace edgesgd::protocol

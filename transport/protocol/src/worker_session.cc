@@ -26,8 +26,8 @@ bool SameTraining(const wire::TrainingConfig& a, const wire::TrainingConfig& b) 
          SameBits(a.learning_rate, b.learning_rate) && SameBits(a.momentum, b.momentum) &&
          SameBits(a.weight_decay, b.weight_decay) && a.local_steps == b.local_steps &&
          a.batch == b.batch && a.aggregate == b.aggregate &&
-         SameBits(a.participation, b.participation) && a.mode == b.mode &&
-         a.gossip == b.gossip && a.topology == b.topology && a.gossip_rounds == b.gossip_rounds;
+         SameBits(a.participation, b.participation) && a.mode == b.mode && a.gossip == b.gossip &&
+         a.topology == b.topology && a.gossip_rounds == b.gossip_rounds;
 }
 
 bool SameWelcome(const wire::WelcomeInfo& a, const wire::WelcomeInfo& b) {
@@ -56,7 +56,8 @@ Status WorkerSession::Init(Arena& arena, const WorkerOptions& options) {
   if (phase_ != WorkerPhase::kUninitialized) {
     return Status::FailedPrecondition("the worker is already initialized");
   }
-  if (options.gradient == nullptr) return Status::InvalidArgument("a gradient callback is required");
+  if (options.gradient == nullptr)
+    return Status::InvalidArgument("a gradient callback is required");
   if (options.codecs == nullptr) {
     return Status::InvalidArgument("a codec registry is required (AllCodecs() has every codec)");
   }
@@ -295,8 +296,8 @@ Status WorkerSession::ApplyBroadcast(const wire::FrameView& view) {
   if (config_.downlink != DownlinkKind::kAggregate) {
     return Status::DataLoss("an aggregate broadcast in a run with the model downlink");
   }
-  const Result<CodecParams> params = ParamsForPayload(config_.codec, view.payload.codec,
-                                                      view.payload.layout, view.payload.header);
+  const Result<CodecParams> params =
+      ParamsForPayload(config_.codec, view.payload.codec, view.payload.layout, view.payload.header);
   if (!params.ok()) return params.status();
   const std::uint32_t round = view.header.round;
   if (model_round_ == kNoRound || model_round_ + 1 != round) return Status::FailedPrecondition();
@@ -321,8 +322,8 @@ void WorkerSession::LearnAggregate(const wire::FrameView& view) {
   // the aggregate of its last update. (A worker whose update arrived too late to count cannot
   // tell either: its selector then takes the others' sum for the full one, for one round.)
   const std::uint32_t round = view.header.round;
-  const bool holds_previous = update_round_ != kNoRound && update_round_ + 1 == round &&
-                              model_round_ == update_round_;
+  const bool holds_previous =
+      update_round_ != kNoRound && update_round_ + 1 == round && model_round_ == update_round_;
   if (!holds_previous) {
     feedback_.ForgetAggregate();
     return;
@@ -457,9 +458,8 @@ Status WorkerSession::ComputeMajorityUpdate(std::uint32_t round, const wire::Fra
     return spans.status();
   }
   const CodecContext context{config_.seed, round, id_};
-  if (const Status encoded = options_.codecs->Encode(config_.codec, config_.layout, context,
-                                                     momentum_, spans.value(),
-                                                     std::span<std::byte>());
+  if (const Status encoded = options_.codecs->Encode(
+          config_.codec, config_.layout, context, momentum_, spans.value(), std::span<std::byte>());
       !encoded.ok()) {
     update_builder_->AbandonPayloadFrame();
     ++counters_.encode_errors;
@@ -540,6 +540,22 @@ wire::FrameHeader WorkerSession::NextHeader(std::uint32_t round) {
 
 std::uint32_t WorkerSession::StepSamples() const {
   return options_.samples_per_step != 0 ? options_.samples_per_step : config_.batch;
+}
+
+Status CheckWorkerCanRun(const RunConfig& config, const wire::JoinInfo& join) {
+  // The dense model broadcasts are copied, not decoded: the run's codec is all a worker needs.
+  if (join.codecs != 0 && (join.codecs & wire::CodecBit(CodecIdOf(config.codec))) == 0) {
+    return Status::FailedPrecondition("worker does not implement this run's codec");
+  }
+  // A device with 4 GiB or more reports the u32 maximum, which is not a limit.
+  if (join.memory_bytes != 0 && join.memory_bytes != 0xFFFFFFFFu &&
+      join.memory_bytes < WorkerSession::WelcomeArenaBytes(config)) {
+    return Status::ResourceExhausted("worker memory is too small for this run");
+  }
+  if (join.max_frame_bytes != 0 && join.max_frame_bytes < BroadcastFrameBytes(config)) {
+    return Status::ResourceExhausted("worker cannot receive this run's largest frame");
+  }
+  return Status::Ok();
 }
 
 }  // namespace edgesgd::protocol

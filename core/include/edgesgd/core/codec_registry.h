@@ -93,10 +93,12 @@ struct ForEachCodecImpl<CodecList<Codecs...>> {
   }
 };
 
-// Alternative I of `params`, which holds it (checked by the caller). get_if rather than get:
-// no bad_variant_access path to link on a microcontroller.
+// Alternative I of `params`, which holds it (checked by the caller). At run time get_if rather
+// than get: no bad_variant_access path to link on a microcontroller. In constant evaluation get,
+// because GCC 12 does not fold get_if's null test on the address of a temporary.
 template <std::size_t I>
 constexpr const std::variant_alternative_t<I, CodecParams>& Alternative(const CodecParams& params) {
+  if (std::is_constant_evaluated()) return std::get<I>(params);
   const auto* own = std::get_if<I>(&params);
   if (own == nullptr) __builtin_unreachable();
   return *own;

@@ -48,8 +48,8 @@ class Aggregation {
                      const CodecContext& context) = 0;
 
   // Writes the round's aggregate into `out` (spans of EncodedShape(config.codec)). Called once
-  // per closed round, only for a component whose aggregate is a payload. Errors: the aggregate cannot be formed
-  // (kFailedPrecondition: no updates; the codec's error for a diverged run).
+  // per closed round, only for a component whose aggregate is a payload. Errors: the aggregate
+  // cannot be formed (kFailedPrecondition: no updates; the codec's error for a diverged run).
   virtual Status FillBroadcast(const PayloadSpans& out, const CodecContext& context) = 0;
 
   // Applies the closed round to `model`: from `broadcast`, the aggregate payload as decoded from

@@ -62,11 +62,12 @@ Result<std::size_t> WriteCheckpoint(std::span<std::byte> out, const RunConfig& c
 
 // Reads a checkpoint written for `config` and `workers` with `aggregation_bytes` of component
 // state. Checks, in order: magic, format version, checksum (a damaged file), every field of the
-// configuration, then the state's sizes and round. On success `out` views `bytes`.
-// Errors (with a reason): kDataLoss for a damaged file or another format version;
-// kInvalidArgument when the configuration differs — `differing_field` (if given) is then the
-// name of the first field that differs (ForEachRunConfigField's names), or empty when the
-// stored configuration has fields this one lacks.
+// configuration, then the state's sizes and round, and that the model is finite. On success
+// `out` views `bytes`. Errors (with a reason): kDataLoss for a damaged file or another format
+// version; kInvalidArgument for a non-finite model, or when the configuration differs —
+// `differing_field` (if given) is then the name of the first field that differs
+// (ForEachRunConfigField's names), or empty when the stored configuration has fields this one
+// lacks.
 Status ReadCheckpoint(std::span<const std::byte> bytes, const RunConfig& config,
                       std::uint32_t workers, std::size_t aggregation_bytes, CheckpointState& out,
                       std::string_view* differing_field = nullptr);

@@ -79,11 +79,11 @@
 #include "edgesgd/core/arena.h"
 #include "edgesgd/core/status.h"
 #include "edgesgd/core/tensor_layout.h"
-#include "edgesgd/protocol/run_config.h"
 #include "edgesgd/protocol/event_log.h"
+#include "edgesgd/protocol/run_config.h"
 #include "edgesgd/protocol/session.h"
-#include "edgesgd/protocol/worker_session.h"
 #include "edgesgd/protocol/topology.h"
+#include "edgesgd/protocol/worker_session.h"
 #include "edgesgd/wire/frame_builder.h"
 #include "edgesgd/wire/frame_decoder.h"
 #include "edgesgd/wire/messages.h"
@@ -190,10 +190,10 @@ struct GossipRoundEvent {
   // with at least one vector's weight moved onto the diagonal (silent or lost).
   std::uint32_t neighbours_heard = 0;
   std::uint32_t neighbours_missed = 0;
-  bool deadline_passed = false;         // a step closed by the deadline rather than by the last
-                                        // vector
-  std::uint64_t bytes_sent = 0;         // cumulative bytes of every frame handed out by PollFrame
-  std::uint64_t bytes_received = 0;     // cumulative bytes of every frame received
+  bool deadline_passed = false;      // a step closed by the deadline rather than by the last
+                                     // vector
+  std::uint64_t bytes_sent = 0;      // cumulative bytes of every frame handed out by PollFrame
+  std::uint64_t bytes_received = 0;  // cumulative bytes of every frame received
 };
 
 struct GossipCounters {
@@ -337,10 +337,10 @@ class GossipPeerSession final : public Session {
   // One exchanged vector's working state.
   struct Exchanged {
     wire::GossipVector kind = wire::GossipVector::kModel;
-    std::span<float> current;   // Z_r
-    std::span<float> previous;  // Z_{r-1} (empty when eta_g = 0)
-    std::span<float> mix;       // sum of W_ij Z_j,r over the neighbours heard this step
-    std::span<float> next_mix;  // the same for next step's vectors received early
+    std::span<float> current;      // Z_r
+    std::span<float> previous;     // Z_{r-1} (empty when eta_g = 0)
+    std::span<float> mix;          // sum of W_ij Z_j,r over the neighbours heard this step
+    std::span<float> next_mix;     // the same for next step's vectors received early
     std::uint64_t heard = 0;       // mixed into `mix` this step
     std::uint64_t heard_next = 0;  // mixed into `next_mix`
     std::array<std::optional<wire::FrameBuilder>, 2> builders;  // by step parity
@@ -401,16 +401,16 @@ class GossipPeerSession final : public Session {
   GossipPhase phase_ = GossipPhase::kUninitialized;
   Status status_;
   std::size_t max_receive_bytes_ = 0;
-  std::uint64_t all_neighbours_ = 0;  // mask of every neighbour
-  std::uint64_t live_ = 0;            // mask of live neighbours
+  std::uint64_t all_neighbours_ = 0;                       // mask of every neighbour
+  std::uint64_t live_ = 0;                                 // mask of live neighbours
   std::array<std::uint64_t, kMaxNeighbours> lost_step_{};  // CurrentStep() when last marked lost
   std::array<std::uint8_t, kMaxNeighbours> pending_{};     // pending bits per neighbour
   std::size_t pending_frames_ = 0;                         // set bits over pending_
 
   std::array<Exchanged, kMaxVectors> exchanged_;
-  std::size_t vectors_ = 1;  // exchanged vectors: 1, or 2 when tracking
-  std::span<float> gradient_;        // g_k
-  std::span<float> batch_gradient_;  // one call's gradient when B > 1
+  std::size_t vectors_ = 1;             // exchanged vectors: 1, or 2 when tracking
+  std::span<float> gradient_;           // g_k
+  std::span<float> batch_gradient_;     // one call's gradient when B > 1
   std::span<float> previous_gradient_;  // g_{k-1} (tracking)
   // x_k and y_k: for R > 1 separate snapshots, for R = 1 the working copies (which do not change
   // until the round's single step closes).

@@ -90,9 +90,9 @@ RunConfig NormalizedRunConfig(const RunConfig& config);
 // aggregation, the codec and each of its parameters (named by its descriptor), and the worker
 // algorithm with the learning rate, momentum and weight decay the aggregation reads. `name` (a
 // std::string_view over a string literal) is the --flag of the setting with '_' for '-'
-// ("k_ratio"), or "model" for the layout; `value` holds the setting's bits (a float's IEEE-754 bits, an enum's number). A
-// checkpoint stores them all, so a resumed run can name the setting that changed. Does not
-// allocate.
+// ("k_ratio"), or "model" for the layout; `value` holds the setting's bits (a float's IEEE-754
+// bits, an enum's number). A checkpoint stores them all, so a resumed run can name the setting that
+// changed. Does not allocate.
 template <typename F>
 constexpr void ForEachRunConfigField(const RunConfig& config, std::uint32_t workers, F&& f) {
   const auto bits = [](float value) { return std::uint64_t{std::bit_cast<std::uint32_t>(value)}; };
@@ -120,8 +120,7 @@ constexpr void ForEachRunConfigField(const RunConfig& config, std::uint32_t work
   f("optimizer", static_cast<std::uint64_t>(config.optimizer.kind));
   f("lr", bits(majority ? config.optimizer.learning_rate : config.feedback.learning_rate));
   f("momentum", bits(majority ? config.optimizer.momentum : config.feedback.momentum));
-  f("weight_decay",
-    bits(majority ? config.optimizer.weight_decay : config.feedback.weight_decay));
+  f("weight_decay", bits(majority ? config.optimizer.weight_decay : config.feedback.weight_decay));
 }
 
 // ---- The Welcome's encoding of a RunConfig ----

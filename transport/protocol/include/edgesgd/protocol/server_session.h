@@ -46,113 +46,13 @@
 #include "edgesgd/protocol/checkpoint.h"
 #include "edgesgd/protocol/event_log.h"
 #include "edgesgd/protocol/run_config.h"
+#include "edgesgd/protocol/server_outbox.h"
+#include "edgesgd/protocol/server_types.h"
 #include "edgesgd/protocol/session.h"
 #include "edgesgd/protocol/worker_session.h"
 #include "edgesgd/wire/frame_builder.h"
 
 namespace edgesgd::protocol {
-
-// Most workers one server admits (peer ids 1..kMaxWorkers).
-inline constexpr std::uint32_t kMaxWorkers = 256;
-
-// Nanoseconds per second, for writing durations.
-inline constexpr TimeNs kNsPerSecond = 1'000'000'000;
-
-struct ServerOptions {
-  std::uint32_t workers = 1;  // n, in 1..kMaxWorkers: the run starts when n workers joined
-  // q, in 1..n: at the deadline a round closes if at least min(q, live participants) (and at
-  // least one) reported; otherwise the server re-sends the broadcast to the participants that
-  // have not reported and extends the deadline.
-  std::uint32_t quorum = 1;
-  TimeNs round_deadline_ns = 30 * kNsPerSecond;  // from the round's start; kNever: no deadline
-  // A worker not heard from for this long (any valid frame counts; workers send heartbeats, so
-  // keep this a few WorkerOptions::heartbeat_interval_ns) is considered gone: it is no longer
-  // sampled or waited for, and any frame from it later brings it back. This is the only thing
-  // that detects a device that stops silently (its link never drops): with kNever, only
-  // OnPeerLost and Leave remove workers, and a round whose quorum needs a silent worker keeps
-  // re-sending to it until it returns.
-  TimeNs liveness_timeout_ns = 60 * kNsPerSecond;
-  // The server never retries a join itself (workers re-send Join until welcomed); what it can
-  // do is stop waiting: after this long since Start, training starts as soon as at least
-  // `quorum` live workers have joined. kNever (default): wait for all n.
-  TimeNs join_timeout_ns = kNever;
-};
-
-// Checks the options. Reasons: workers outside 1..kMaxWorkers, quorum outside 1..workers, a
-// zero deadline, liveness timeout or join timeout. Does not allocate. Errors: kInvalidArgument.
-Status ValidateServerOptions(const ServerOptions& options);
-
-// Why the server dropped a received frame. Every rejection is counted, logged as a RejectEvent
-// and otherwise ignored: the round goes on with the other workers.
-enum class RejectReason : std::uint8_t {
-  kMalformed = 0,      // DecodeFrame failed (truncated, corrupt, misaligned, other version)
-  kUnknownSender,      // not a worker peer id, never joined, or header/update id != the link
-  kLate,               // an Update for the round that just closed (a straggler)
-  kStale,              // an Update for an older round
-  kFuture,             // an Update for a round that has not started
-  kDuplicate,          // a second Update from the same worker in the round
-  kNotSelected,        // an Update from a worker that is not a participant of the round
-  kWrongCodec,         // an Update whose codec (or qsgd levels/bucket) is not the run's
-  kBadPayload,         // the payload failed verification (sizes, indices, non-finite, starts)
-  kUnexpectedMessage,  // a message a server does not take (Welcome, ModelBroadcast, ...), or
-                       // an Update before training started
-  kIncompatible,       // a Join from a device that cannot run this configuration (it gets an
-                       // Error frame saying why)
-};
-inline constexpr std::size_t kRejectReasonCount = 11;
-
-// Lower-snake name of a reason ("late"), for logs and metrics; never null.
-const char* RejectReasonName(RejectReason reason);
-
-struct RejectEvent {
-  PeerId peer = 0;
-  RejectReason reason = RejectReason::kMalformed;
-  std::uint32_t round = 0;  // the frame's round when it could be decoded, else the server's
-  TimeNs time = 0;
-};
-
-// One closed round, for a metrics row.
-struct RoundEvent {
-  std::uint32_t round = 0;
-  TimeNs time_closed = 0;
-  std::uint32_t selected = 0;             // participants (including top-ups)
-  std::uint32_t reported = 0;             // accepted updates aggregated
-  std::uint32_t rejected = 0;             // frames rejected while this round was open
-  std::uint32_t deadline_extensions = 0;  // times the deadline passed below quorum
-  std::uint64_t bytes_up = 0;    // cumulative bytes of every frame received (accepted or not)
-  std::uint64_t bytes_down = 0;  // cumulative bytes of every frame handed out by PollFrame
-  // Bits of the payloads of this round's accepted updates (their fields, not the frames around
-  // them): payload_bits / (reported * d) is the round's mean bits per coordinate, which a
-  // quantization schedule changes from round to round.
-  std::uint64_t payload_bits = 0;
-};
-
-struct ServerCounters {
-  std::array<std::uint64_t, kRejectReasonCount> rejected{};  // indexed by RejectReason
-  std::uint64_t frames_received = 0;
-  std::uint64_t bytes_received = 0;
-  std::uint64_t frames_sent = 0;
-  std::uint64_t bytes_sent = 0;
-  std::uint64_t joins = 0;         // first Joins of a worker id
-  std::uint64_t rejoins = 0;       // Joins of an id already admitted (resync, restart)
-  std::uint64_t workers_lost = 0;  // liveness timeouts, OnPeerLost and Leaves
-  std::uint64_t revivals = 0;      // a lost worker heard from again
-  std::uint64_t updates_accepted = 0;
-  std::uint64_t rounds_completed = 0;  // closed and applied (a failed apply ends the run)
-  std::uint64_t deadline_extensions = 0;
-  std::uint64_t top_ups = 0;  // participants added because none of the sampled could report
-  std::uint64_t reject_events_dropped = 0;  // overwritten before a driver drained them
-  std::uint64_t round_events_dropped = 0;
-
-  std::uint64_t rejected_for(RejectReason reason) const {
-    return rejected[static_cast<std::size_t>(reason)];
-  }
-  std::uint64_t total_rejected() const {
-    std::uint64_t total = 0;
-    for (const std::uint64_t count : rejected) total += count;
-    return total;
-  }
-};
 
 enum class ServerPhase : std::uint8_t { kUninitialized, kJoining, kTraining, kDone };
 
@@ -160,33 +60,20 @@ class ServerSession final : public Session {
  public:
   static constexpr std::size_t kRejectLogCapacity = 32;
   static constexpr std::size_t kRoundLogCapacity = 32;
-  // Welcome / Error frames that can be outstanding at once (one per call in practice).
-  static constexpr std::size_t kControlSlots = 4;
-  static constexpr std::size_t kControlBuilderBytes =
-      wire::kMaxControlFrameBytes + wire::kBuilderScratchBytes;
 
   // Exact arena bytes Init takes for `config` and `options`; 0 when either is invalid in a way
   // that prevents sizing (see ValidateRunConfig / ValidateServerOptions for the full checks).
   static constexpr std::size_t ArenaBytes(const RunConfig& config, const ServerOptions& options) {
-    const TensorLayout& layout = config.layout;
-    const std::size_t d = layout.dimension();
+    const std::size_t d = config.layout.dimension();
     if (d == 0 || options.workers < 1 || options.workers > kMaxWorkers) return 0;
     const AggregationDescriptor* aggregation = FindAggregation(config);
     if (aggregation == nullptr) return 0;
-    const std::size_t model_builder = wire::FrameBuilderBytes(ModelCodec(), layout);
+    const std::size_t outbox =
+        ServerOutbox::ArenaBytes(config, options.workers, aggregation->aggregate_is_payload);
     const std::size_t component = aggregation->arena_bytes(config, options.workers);
-    if (model_builder == 0 || component == 0) return 0;
-    std::size_t aggregate_buffer = 0;
-    if (aggregation->aggregate_is_payload) {
-      const std::size_t aggregate_builder = wire::FrameBuilderBytes(config.codec, layout);
-      if (aggregate_builder == 0) return 0;
-      aggregate_buffer = edgesgd::ArenaBytes(aggregate_builder);
-    }
-    return ArenaBytesFor<float>(d) +
-           ArenaBytesFor<WorkerSlot>(std::size_t{options.workers} + 1) +
-           ArenaBytesFor<std::uint32_t>(options.workers) + edgesgd::ArenaBytes(model_builder) +
-           (kControlSlots + 1) * edgesgd::ArenaBytes(kControlBuilderBytes) + aggregate_buffer +
-           component;
+    if (outbox == 0 || component == 0) return 0;
+    return ArenaBytesFor<float>(d) + ArenaBytesFor<WorkerSlot>(std::size_t{options.workers} + 1) +
+           ArenaBytesFor<std::uint32_t>(options.workers) + outbox + component;
   }
 
   ServerSession() = default;
@@ -285,19 +172,9 @@ class ServerSession final : public Session {
     bool live;
     bool selected;
     bool reported;
-    std::uint8_t pending;       // kPending* bits: frames waiting for PollFrame
-    std::uint8_t broadcast;     // Broadcast: what this worker is sent in the current round
-    std::uint8_t error_reason;  // index into the incompatibility reasons, for a pending Error
   };
-  enum Broadcast : std::uint8_t { kBroadcastModel = 0, kBroadcastAggregate = 1 };
-  static constexpr std::uint8_t kPendingWelcome = 1;
-  static constexpr std::uint8_t kPendingError = 2;
-  static constexpr std::uint8_t kPendingBroadcast = 4;
-  static constexpr std::uint8_t kPendingLeave = 8;
   static constexpr std::uint32_t kNoRound = 0xFFFFFFFFu;
 
-  // Init's allocations, in order. Errors: those of Arena (none after Init's size check).
-  Status TakeBuffers(Arena& arena);
 
   void DoStart(TimeNs now);
   void DoFrame(PeerId from, std::span<const std::byte> frame, TimeNs now);
@@ -306,16 +183,16 @@ class ServerSession final : public Session {
   bool DoPollFrame(OutgoingFrame& out);
   TimeNs DoNextWakeup() const;
 
-  const WorkerSlot* Slot(PeerId peer) const;
-  WorkerSlot* Slot(PeerId peer);
+  // The slot of worker `peer` (the span's elements are mutable through a const session, as the
+  // arena memory behind them is), or nullptr for a peer id outside 1..workers.
+  WorkerSlot* Slot(PeerId peer) const;
+  PeerId PeerOf(const WorkerSlot& slot) const { return static_cast<PeerId>(&slot - slots_.data()); }
   // The slot of `from` when it is an admitted worker and `sender` (the frame's claimed id)
   // agrees; nullptr otherwise.
   WorkerSlot* KnownSender(PeerId from, std::uint32_t sender);
 
   void HandleJoin(PeerId from, const wire::FrameView& view, TimeNs now);
   void HandleUpdate(PeerId from, const wire::FrameView& view, TimeNs now);
-  // Index of the reason `join` cannot run this configuration, or -1.
-  int Incompatibility(const wire::JoinInfo& join) const;
 
   void MarkHeard(WorkerSlot& slot, TimeNs now);
   void MarkGone(WorkerSlot& slot);
@@ -323,7 +200,6 @@ class ServerSession final : public Session {
 
   // Moves the run forward as far as the current state and time allow.
   void Advance(TimeNs now);
-  void StartTraining(TimeNs now);
   void StartRound(TimeNs now);
   void CloseRound(TimeNs now);
   // Re-sends the broadcast to participants that have not reported, or tops up the
@@ -332,16 +208,11 @@ class ServerSession final : public Session {
   void TopUp();
   void Select(WorkerSlot& slot);
   Status ApplyRound();
-  // For a component that broadcasts its aggregate: builds the next round's broadcast of this
-  // round's aggregate, then applies that frame's payload to the model.
+  // For a component whose aggregate is a payload: builds the next round's aggregate frame, then
+  // applies that frame's payload to the model.
   Status BroadcastAndApplyAggregate();
-  Status BuildModelFrame();
   void Finish(wire::LeaveReason reason, Status status);
 
-  void SetPending(WorkerSlot& slot, std::uint8_t bits);
-  void ClearPending(WorkerSlot& slot, std::uint8_t bits);
-  Result<std::span<const std::byte>> BuildControlFrame(PeerId peer, std::uint8_t bit);
-  wire::FrameHeader NextHeader(std::uint32_t round);
   std::uint32_t LiveCount(bool selected_only, bool non_reporters_only) const;
 
   RunConfig config_;
@@ -357,15 +228,8 @@ class ServerSession final : public Session {
   std::span<WorkerSlot> slots_;          // indexed by peer id; slot 0 (the server) is unused
   std::span<std::uint32_t> candidates_;  // scratch for sampling participants
 
-  std::optional<wire::FrameBuilder> model_builder_;
-  std::optional<wire::FrameBuilder> aggregate_builder_;
-  std::optional<wire::FrameBuilder> leave_builder_;
-  std::array<std::optional<wire::FrameBuilder>, kControlSlots> control_builders_;
-  std::size_t next_control_slot_ = 0;
-  std::span<const std::byte> model_frame_;
-  std::span<const std::byte> aggregate_frame_;  // the aggregate of round round_ - 1
-  std::span<const std::byte> leave_frame_;
-  bool aggregate_valid_ = false;
+  ServerOutbox outbox_;
+  bool aggregate_valid_ = false;  // the outbox holds the aggregate of round round_ - 1
 
   std::uint32_t round_ = 0;
   TimeNs deadline_ = kNever;
@@ -377,10 +241,7 @@ class ServerSession final : public Session {
   std::uint32_t rejected_this_round_ = 0;
   std::uint32_t extensions_this_round_ = 0;
   std::uint32_t last_reported_ = 0;
-  std::uint64_t sequence_ = 0;
   bool started_ = false;
-  std::uint32_t pending_workers_ = 0;  // workers with a nonzero `pending`
-  PeerId poll_cursor_ = 1;
 
   ServerCounters counters_;
   EventLog<RejectEvent, kRejectLogCapacity> reject_log_;

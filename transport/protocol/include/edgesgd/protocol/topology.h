@@ -153,9 +153,9 @@ struct MixingSpectrum {
   // max(|lambda_2(W)|, |lambda_n(W)|): the factor by which one plain gossip round shrinks the
   // worst disagreement; 0 for the complete graph and for n = 1.
   double lambda = 0.0;
-  double spectral_gap = 1.0;        // 1 - lambda
-  std::uint32_t iterations = 0;     // power iterations taken
-  double residual = 0.0;            // ||W^2 v - mu v|| at the end (an upper bound on |mu error|)
+  double spectral_gap = 1.0;     // 1 - lambda
+  std::uint32_t iterations = 0;  // power iterations taken
+  double residual = 0.0;         // ||W^2 v - mu v|| at the end (an upper bound on |mu error|)
 };
 
 // Bytes of scratch ComputeMixingSpectrum needs for `topology` (0 if it is invalid): three
@@ -175,7 +175,7 @@ inline constexpr std::uint32_t kMaxSpectrumIterations = 2'000'000;
 // Errors: kInvalidArgument (invalid or disconnected topology, unknown rule — with a reason),
 // kResourceExhausted (scratch too small).
 Status ComputeMixingSpectrum(const Topology& topology, MixingRule rule,
-                                  std::span<std::byte> scratch, MixingSpectrum& out);
+                             std::span<std::byte> scratch, MixingSpectrum& out);
 
 // Accelerated gossip's momentum for a mixing matrix with this lambda (ALGORITHMS.md §6):
 // eta_g = (1 - sqrt(1 - lambda^2)) / (1 + sqrt(1 - lambda^2)), in [0, 1). lambda is clamped to
@@ -203,7 +203,7 @@ constexpr std::size_t RandomRegularScratchWords(std::uint32_t peers, std::uint32
 // degree >= n, degree > kMaxNeighbours, n * degree odd, wrong buffer sizes, no connected graph
 // found — each with a reason).
 Status MakeRandomRegularGraph(std::uint32_t peers, std::uint32_t degree, std::uint64_t seed,
-                                   std::span<std::uint32_t> offsets, std::span<PeerId> neighbours,
-                                   std::span<std::uint32_t> scratch);
+                              std::span<std::uint32_t> offsets, std::span<PeerId> neighbours,
+                              std::span<std::uint32_t> scratch);
 
 }  // namespace edgesgd::protocol

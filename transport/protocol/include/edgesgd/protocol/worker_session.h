@@ -98,6 +98,11 @@ struct WorkerCounters {
   std::uint64_t updates_resent = 0;
 };
 
+// Why a device that sent `join` cannot run `config` (kOk when it can): it lacks the run's codec,
+// its memory is below WelcomeArenaBytes, or it cannot receive the largest broadcast. Zero fields
+// of the Join mean "not stated" and are not checked. Does not allocate.
+Status CheckWorkerCanRun(const RunConfig& config, const wire::JoinInfo& join);
+
 enum class WorkerPhase : std::uint8_t { kUninitialized, kIdle, kJoining, kTraining, kFinished };
 
 class WorkerSession final : public Session {
@@ -148,8 +153,8 @@ class WorkerSession final : public Session {
   // Keeps `arena` (it must outlive the session) for the first Welcome and takes the control
   // builders from it. Allocates from the arena only. Errors (with a reason):
   // kInvalidArgument (no gradient callback or codec registry, device id 0, zero join retry or
-  // heartbeat interval), kFailedPrecondition (already initialized, arena sealed), kResourceExhausted
-  // (arena smaller than InitArenaBytes()).
+  // heartbeat interval), kFailedPrecondition (already initialized, arena sealed),
+  // kResourceExhausted (arena smaller than InitArenaBytes()).
   Status Init(Arena& arena, const WorkerOptions& options);
 
   // ---- Session (see ServerSession for why the overrides are inline forwarders) ----
