@@ -122,6 +122,8 @@ flatbuffers::Offset<void> FrameBuilder::CreatePayloadTable() {
       return fb::CreateQuantizedPayload(builder_, words, scales, pending_quantized_.levels,
                                         pending_quantized_.bucket)
           .Union();
+    case PayloadLayout::kPackedWords:
+      return fb::CreatePackedPayload(builder_, words).Union();
   }
   EDGESGD_CHECK(false && "PayloadLayoutOf gives only known layouts");
   return 0;

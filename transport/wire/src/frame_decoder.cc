@@ -72,6 +72,12 @@ Status DecodePayload(CodecId codec, fb::Payload type, const void* table, Encoded
       out.header = QuantizedHeader{payload->levels(), payload->bucket()};
       return Status::Ok();
     }
+    case fb::Payload::PackedPayload: {
+      const auto* payload = static_cast<const fb::PackedPayload*>(table);
+      out.layout = PayloadLayout::kPackedWords;
+      out.view.words = AsSpan(payload->words());
+      return Status::Ok();
+    }
     case fb::Payload::NONE:
       break;
   }

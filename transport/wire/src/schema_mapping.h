@@ -65,6 +65,7 @@ static_assert(EnumCast<fb::Payload>(PayloadLayout::kSparse) == fb::Payload::Spar
 static_assert(EnumCast<fb::Payload>(PayloadLayout::kBlock) == fb::Payload::BlockPayload);
 static_assert(EnumCast<fb::Payload>(PayloadLayout::kSignWords) == fb::Payload::SignPayload);
 static_assert(EnumCast<fb::Payload>(PayloadLayout::kQuantized) == fb::Payload::QuantizedPayload);
+static_assert(EnumCast<fb::Payload>(PayloadLayout::kPackedWords) == fb::Payload::PackedPayload);
 static_assert(Raw(fb::Payload::MAX) == kPayloadLayoutCount);
 
 static_assert(EnumCast<fb::Message>(MessageKind::kNone) == fb::Message::NONE);

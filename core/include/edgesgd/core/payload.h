@@ -29,8 +29,9 @@ enum class PayloadLayout : std::uint8_t {
   kBlock,      // indices (one block start per tensor) + values
   kSignWords,  // words (packed bits) + scales (one per tensor)
   kQuantized,  // words (packed fields) + scales (one norm per bucket) + a QuantizedHeader
+  kPackedWords,  // words only: fixed-width fields packed LSB-first, each tensor on fresh words
 };
-inline constexpr std::size_t kPayloadLayoutCount = 5;
+inline constexpr std::size_t kPayloadLayoutCount = 6;
 
 // Whether a payload of `layout` can hold a payload of `shape` (it stores every nonzero field).
 constexpr bool LayoutHolds(PayloadLayout layout, const PayloadShape& shape) {
@@ -43,6 +44,8 @@ constexpr bool LayoutHolds(PayloadLayout layout, const PayloadShape& shape) {
     case PayloadLayout::kSignWords:
     case PayloadLayout::kQuantized:
       return shape.indices == 0 && shape.values == 0;
+    case PayloadLayout::kPackedWords:
+      return shape.indices == 0 && shape.values == 0 && shape.scales == 0;
   }
   return false;
 }
