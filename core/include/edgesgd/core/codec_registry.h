@@ -24,6 +24,7 @@
 
 #include "edgesgd/core/codec.h"
 #include "edgesgd/core/codecs/identity.h"
+#include "edgesgd/core/codecs/natural.h"
 #include "edgesgd/core/codecs/qsgd.h"
 #include "edgesgd/core/codecs/rand_k.h"
 #include "edgesgd/core/codecs/random_block.h"
@@ -41,7 +42,7 @@ struct CodecList {
 
 // Every codec edgesgd knows. The position is the codec's CodecId on the wire: append only.
 using KnownCodecs = CodecList<IdentityCodec, TopKCodec, RandKCodec, RandomBlockCodec, SignCodec,
-                              QsgdCodec, RegTopKCodec>;
+                              QsgdCodec, RegTopKCodec, NaturalCodec>;
 
 // The parameters of one codec of KnownCodecs: which codec (index() is its CodecId) and its own
 // parameter struct. A run configuration holds one; the default is identity.

@@ -1,0 +1,212 @@
+#include "edgesgd/core/codecs/natural.h"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cstring>
+
+#include "edgesgd/core/internal/codec_checks.h"
+#include "edgesgd/core/internal/philox_batch.h"
+#include "edgesgd/core/random.h"
+
+// The encoder's inner loop is compiled once per x86-64 instruction set and chosen at run time
+// (as the Philox generator is): every path computes the same bytes.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define EDGESGD_NATURAL_X86 1
+// GCC vectorises 256 bits wide under AVX-512 unless told otherwise; Clang takes no width here.
+#if defined(__clang__)
+#define EDGESGD_NATURAL_AVX512 "avx512f,avx512bw,avx512vl"
+#else
+#define EDGESGD_NATURAL_AVX512 "avx512f,avx512bw,avx512vl,prefer-vector-width=512"
+#endif
+#else
+#define EDGESGD_NATURAL_X86 0
+#endif
+#if defined(__GNUC__)
+#define EDGESGD_NATURAL_INLINE inline __attribute__((always_inline))
+#else
+#define EDGESGD_NATURAL_INLINE inline
+#endif
+
+namespace edgesgd {
+namespace {
+
+constexpr std::uint32_t kExponentMask = 0xFFu;
+constexpr std::uint32_t kMantissaMask = 0x7FFFFFu;
+constexpr std::uint32_t kTopExponent = 254;  // the largest finite one
+// Coordinates per batch of random words: 64 Philox blocks, the widest path's pass.
+constexpr std::size_t kChunk = 4 * internal::kPhiloxBatchBlocks;
+
+// The rounded exponents of `count` (<= kChunk) coordinates, one byte each, and whether all of
+// them are finite. `random` holds one uniform word per coordinate; its top 23 bits decide.
+// Written to a local array (copied out by the caller): stores through a byte pointer into the
+// payload could alias anything, which would keep the loop from being vectorised.
+EDGESGD_NATURAL_INLINE bool RoundedExponents(const float* x, std::size_t count,
+                                             const std::uint32_t* random,
+                                             std::array<std::uint8_t, kChunk>& exponents) {
+  std::uint32_t non_finite = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::uint32_t bits = std::bit_cast<std::uint32_t>(x[i]);
+    const std::uint32_t exponent = (bits >> 23) & kExponentMask;
+    non_finite |= static_cast<std::uint32_t>(exponent == kExponentMask);
+    // Up with probability mantissa / 2^23; never past the largest finite exponent. Both
+    // comparisons are of values below 2^23, so signed ones (one instruction on every SIMD set).
+    const auto draw = static_cast<std::int32_t>(random[i] >> 9);
+    const auto mantissa = static_cast<std::int32_t>(bits & kMantissaMask);
+    const std::uint32_t up = static_cast<std::uint32_t>(draw < mantissa) &
+                             static_cast<std::uint32_t>(static_cast<std::int32_t>(exponent) <
+                                                        static_cast<std::int32_t>(kTopExponent));
+    exponents[i] = static_cast<std::uint8_t>(exponent + up);
+  }
+  return non_finite == 0;
+}
+
+// The sign plane of `count` (<= kChunk) coordinates: bit j of word w set when coordinate
+// 32w + j is non-negative (its sign bit clear).
+EDGESGD_NATURAL_INLINE void SignBits(const float* x, std::size_t count, std::uint32_t* words) {
+  for (std::size_t w = 0; w < (count + 31) / 32; ++w) {
+    const std::size_t bits_here = std::min<std::size_t>(32, count - 32 * w);
+    std::uint32_t word = 0;
+    for (std::size_t j = 0; j < bits_here; ++j) {
+      word |= (~std::bit_cast<std::uint32_t>(x[32 * w + j]) >> 31) << j;
+    }
+    words[w] = word;
+  }
+}
+
+// One tensor's exponent plane and sign plane (`exponents` as bytes, `signs` as words), the
+// rounding drawn from the stream of `plan` with kFill. False for a NaN or infinite input.
+template <internal::PhiloxFillFunction kFill>
+EDGESGD_NATURAL_INLINE bool EncodePlanes(const internal::PhiloxPlan& plan, std::span<const float> x,
+                                         std::uint8_t* exponents, std::uint32_t* signs) {
+  std::array<std::uint32_t, kChunk> random;
+  std::array<std::uint8_t, kChunk> rounded;
+  for (std::size_t start = 0; start < x.size(); start += kChunk) {
+    const std::size_t count = std::min(kChunk, x.size() - start);
+    kFill(plan, static_cast<std::uint32_t>(start / 4), random);  // word i % 4 of block i / 4
+    if (!RoundedExponents(x.data() + start, count, random.data(), rounded)) return false;
+    std::memcpy(exponents + start, rounded.data(), count);
+    SignBits(x.data() + start, count, signs + start / 32);
+  }
+  return true;
+}
+
+using EncodePlanesFunction = bool (*)(const internal::PhiloxPlan&, std::span<const float>,
+                                      std::uint8_t*, std::uint32_t*);
+
+#if EDGESGD_NATURAL_X86
+__attribute__((target("avx2"))) bool EncodePlanesAvx2(const internal::PhiloxPlan& plan,
+                                                      std::span<const float> x,
+                                                      std::uint8_t* exponents,
+                                                      std::uint32_t* signs) {
+  return EncodePlanes<internal::PhiloxFillAvx2>(plan, x, exponents, signs);
+}
+__attribute__((target(EDGESGD_NATURAL_AVX512))) bool EncodePlanesAvx512(
+    const internal::PhiloxPlan& plan, std::span<const float> x, std::uint8_t* exponents,
+    std::uint32_t* signs) {
+  return EncodePlanes<internal::PhiloxFillAvx512>(plan, x, exponents, signs);
+}
+#endif
+
+// The fastest encoder this CPU runs.
+EncodePlanesFunction BestEncodePlanes() {
+  switch (internal::BestPhiloxIsa()) {
+#if EDGESGD_NATURAL_X86
+    case internal::PhiloxIsa::kAvx512:
+      return &EncodePlanesAvx512;
+    case internal::PhiloxIsa::kAvx2:
+      return &EncodePlanesAvx2;
+    case internal::PhiloxIsa::kSse2:
+      return &EncodePlanes<internal::PhiloxFillSse2>;
+#endif
+    default:
+      return &EncodePlanes<internal::PhiloxFillPortable>;
+  }
+}
+
+// The exponent plane of a tensor's words, as bytes.
+std::uint8_t* BytesOf(std::span<std::uint32_t> words) {
+  return reinterpret_cast<std::uint8_t*>(words.data());
+}
+const std::uint8_t* BytesOf(std::span<const std::uint32_t> words) {
+  return reinterpret_cast<const std::uint8_t*>(words.data());
+}
+
+}  // namespace
+
+Status NaturalCodec::Encode(const NaturalParams& params, const TensorLayout& layout,
+                            const CodecContext& context, std::span<const float> input,
+                            const PayloadSpans& out, std::span<std::byte> scratch) {
+  EDGESGD_TRY_ASSIGN(const PayloadShape shape, Shape(params, layout));
+  EDGESGD_TRY(internal::CheckEncodeArgs(layout, input, out, shape, scratch, 0));
+  const EncodePlanesFunction encode_planes = BestEncodePlanes();
+  std::size_t word = 0;
+  for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
+    const std::span<const float> x = layout.Slice(input, t);
+    const std::span<std::uint32_t> exponent_words =
+        out.words.subspan(word, ExponentWordsFor(x.size()));
+    const std::span<std::uint32_t> sign_words =
+        out.words.subspan(word + exponent_words.size(), SignWordsFor(x.size()));
+    word += exponent_words.size() + sign_words.size();
+    exponent_words.back() = 0;  // its unused bytes
+    const internal::PhiloxPlan plan = internal::MakePhiloxPlan(
+        context.seed, context.round, static_cast<std::uint32_t>(t),
+        StreamId(RandomPurpose::kQuantizationDither, context.worker));
+    if (!encode_planes(plan, x, BytesOf(exponent_words), sign_words.data())) {
+      return Status::InvalidArgument("natural compression got a NaN or infinite value");
+    }
+  }
+  return Status::Ok();
+}
+
+Status NaturalCodec::DecodeAdd(const NaturalParams& params, const TensorLayout& layout,
+                               const CodecContext&, const PayloadView& payload, float weight,
+                               std::span<float> accumulator, std::span<std::byte> scratch) {
+  EDGESGD_TRY_ASSIGN(const PayloadShape shape, Shape(params, layout));
+  EDGESGD_TRY(internal::CheckDecodeArgs(layout, payload, shape, accumulator, scratch, 0));
+  // Verify everything before the first write, so a rejected payload changes nothing.
+  std::size_t word = 0;
+  for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
+    const std::size_t size = layout.size(t);
+    const std::span<const std::uint32_t> exponent_words =
+        payload.words.subspan(word, ExponentWordsFor(size));
+    const std::uint32_t sign_tail = payload.words[word + WordsFor(size) - 1];
+    word += WordsFor(size);
+    const std::uint8_t* const exponents = BytesOf(exponent_words);
+    std::uint32_t bad = 0;
+    for (std::size_t i = 0; i < size; ++i) bad |= exponents[i] == kExponentMask ? 1u : 0u;
+    if (bad != 0) return Status::DataLoss("a natural coordinate has exponent 255");
+    const std::size_t exponent_tail = size % 4;
+    const std::size_t sign_bits = size % 32;
+    if ((exponent_tail != 0 && (exponent_words.back() >> (8 * exponent_tail)) != 0) ||
+        (sign_bits != 0 && (sign_tail >> sign_bits) != 0)) {
+      return Status::DataLoss("a natural payload has padding set");
+    }
+  }
+  word = 0;
+  std::array<std::uint8_t, 32> block;
+  for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
+    const std::span<float> acc = layout.Slice(accumulator, t);
+    const std::uint8_t* const exponents =
+        BytesOf(payload.words.subspan(word, ExponentWordsFor(acc.size())));
+    const std::span<const std::uint32_t> signs =
+        payload.words.subspan(word + ExponentWordsFor(acc.size()), SignWordsFor(acc.size()));
+    word += WordsFor(acc.size());
+    // 32 coordinates (one sign word) at a time, their exponents copied out of the payload so
+    // the accumulator's stores cannot alias them.
+    for (std::size_t start = 0; start < acc.size(); start += 32) {
+      const std::size_t count = std::min<std::size_t>(32, acc.size() - start);
+      std::memcpy(block.data(), exponents + start, count);
+      const std::uint32_t negative = ~signs[start / 32];
+      float* const out = acc.data() + start;
+      for (std::size_t j = 0; j < count; ++j) {
+        const std::uint32_t bits =
+            (((negative >> j) & 1u) << 31) | (std::uint32_t{block[j]} << 23);
+        out[j] += weight * std::bit_cast<float>(bits);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace edgesgd
