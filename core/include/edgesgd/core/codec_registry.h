@@ -23,6 +23,7 @@
 #include <variant>
 
 #include "edgesgd/core/codec.h"
+#include "edgesgd/core/codecs/fp16.h"
 #include "edgesgd/core/codecs/identity.h"
 #include "edgesgd/core/codecs/natural.h"
 #include "edgesgd/core/codecs/qsgd.h"
@@ -42,7 +43,7 @@ struct CodecList {
 
 // Every codec edgesgd knows. The position is the codec's CodecId on the wire: append only.
 using KnownCodecs = CodecList<IdentityCodec, TopKCodec, RandKCodec, RandomBlockCodec, SignCodec,
-                              QsgdCodec, RegTopKCodec, NaturalCodec>;
+                              QsgdCodec, RegTopKCodec, NaturalCodec, Fp16Codec>;
 
 // The parameters of one codec of KnownCodecs: which codec (index() is its CodecId) and its own
 // parameter struct. A run configuration holds one; the default is identity.
