@@ -275,6 +275,33 @@ def server_resume(cluster):
     print("resumed at round %d; final model bit-identical to simulate" % resumed_at)
 
 
+def resume_refuses_changes(cluster):
+    """A checkpoint belongs to one configuration: --resume with any run setting changed is
+    refused, naming the setting (its flag), and with the same settings it is taken."""
+    args = DATA + ["--workers", "2", "--rounds", "4", "--seed", "5", "--quorum", "2",
+                   "--codec", "top_k", "--k-ratio", "0.1", "--feedback", "ef", "--lr", "0.1",
+                   "--checkpoint", cluster.path("run.ckpt")]
+    train_over_tcp(cluster, args, 2)
+    changes = [(["--k-ratio", "0.2"], "--k-ratio"), (["--codec", "rand_k"], "--codec"),
+               (["--downlink", "aggregate"], "--downlink"), (["--lr", "0.2"], "--lr"),
+               (["--seed", "6"], "--seed"), (["--workers", "3", "--quorum", "2"], "--workers"),
+               (["--batch", "16"], "--batch"), (["--local-steps", "2"], "--local-steps"),
+               (["--participation", "0.5"], "--participation"), (["--rounds", "5"], "--rounds"),
+               (["--optimizer", "momentum"], "--momentum")]
+    for index, (change, flag) in enumerate(changes):
+        name = "resume%d" % index
+        process = cluster.start(name, ["server", "--listen", "127.0.0.1:0", "--resume"] + args +
+                                change)
+        cluster.wait(process, timeout=30, expect=1)
+        check("differs in %s" % flag in cluster.tail(name),
+              "resume with %s was not refused naming %s: %s" % (" ".join(change), flag,
+                                                               cluster.tail(name)))
+    same = cluster.start("same", ["server", "--listen", "127.0.0.1:0", "--resume"] + args)
+    cluster.wait(same, timeout=30)
+    print("--resume refused %d changed settings, each named; the unchanged run resumed" %
+          len(changes))
+
+
 def hostile_clients(cluster):
     """Random bytes, a 4 GiB length prefix, garbage in a valid-length frame and a connection
     that never speaks: each is closed and counted, and the run completes meanwhile. Plain frames
@@ -665,6 +692,7 @@ SCENARIOS = {
     "matches_simulate": matches_simulate,
     "kill_worker": kill_worker,
     "server_resume": server_resume,
+    "resume_refuses_changes": resume_refuses_changes,
     "hostile_clients": hostile_clients,
     "auth_attacks": auth_attacks,
     "slow_worker": slow_worker,
