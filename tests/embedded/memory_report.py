@@ -4,8 +4,9 @@
 Reads the images of a cortex-m4 build: flash and RAM from arm-none-eabi-size, the RAM each
 training image measured on qemu (static + stack peak, its "memory:" line, via run_mcu.sh), the
 memory plan the edgesgd_mcu_memory_plan image computes on the target, and checks the two
-targets: core + wire + worker session + one codec under 64 KiB of flash (the minimal worker
-image), and a 10,000-parameter model with top_k + EF training in under 128 KiB of RAM.
+targets: core + wire + worker session + one registered codec within 48 KiB of flash (the
+minimal worker image), and a 10,000-parameter model with top_k + EF training in under 128 KiB
+of RAM.
 
   tests/embedded/memory_report.py --build build/cortex-m4 [--out memory_report.md]
 
@@ -21,7 +22,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUN_MCU = os.path.join(HERE, "run_mcu.sh")
-FLASH_TARGET = 64 * 1024
+FLASH_TARGET = 48 * 1024
 RAM_TARGET = 128 * 1024
 ALIGNMENT_SLACK = 16
 
@@ -34,7 +35,7 @@ IMAGES = [
      "MLP 196-49-10 (10,153 params), top_k 2% + EF without momentum, top_k scratch lent "
      "from the gradient buffer, batch 2"),
     ("edgesgd_mcu_worker_min", "examples/mcu",
-     "one WorkerSession (top_k + EF), core + wire only"),
+     "one WorkerSession (top_k + EF), core + wire only, top_k the one registered codec"),
     ("edgesgd_mcu_smoke", "tests/embedded", "smoke test: core, no wire"),
     ("edgesgd_mcu_golden", "tests/embedded", "golden vectors: core + wire"),
     ("edgesgd_mcu_memory_plan", "tests/embedded", "memory plan printer"),
@@ -121,7 +122,8 @@ def main():
     _, ram_10k = measured["edgesgd_mcu_train_10k"]
     lines += ["", "## Targets", "",
               "| target | figure | budget | met |", "|---|---:|---:|---|",
-              f"| core + wire + worker session + one codec (top_k), -Os: flash of "
+              f"| core + wire + worker session + one registered codec (top_k), -Os, Status "
+              f"reasons stripped: flash of "
               f"`edgesgd_mcu_worker_min` | {flash_min} B ({kib(flash_min)}) | "
               f"{FLASH_TARGET} B | {'yes' if flash_min <= FLASH_TARGET else 'no'} |",
               f"| 10,153-parameter MLP training with top_k + EF: RAM of `edgesgd_mcu_train_10k` "

@@ -51,11 +51,10 @@ EDGESGD_FP16_CLONES void AddHalves(const std::uint32_t* words, float weight, flo
 
 }  // namespace
 
-Status Fp16Codec::Encode(const Fp16Params& params, const TensorLayout& layout,
-                         const CodecContext&, std::span<const float> input,
-                         const PayloadSpans& out, std::span<std::byte> scratch) {
-  EDGESGD_TRY_ASSIGN(const PayloadShape shape, Shape(params, layout));
-  EDGESGD_TRY(internal::CheckEncodeArgs(layout, input, out, shape, scratch, 0));
+Status Fp16Codec::Encode(const Fp16Params& params, const TensorLayout& layout, const CodecContext&,
+                         std::span<const float> input, const PayloadSpans& out,
+                         std::span<std::byte> scratch) {
+  EDGESGD_TRY(internal::CheckedEncodeShape<Fp16Codec>(params, layout, input, out, scratch));
   std::size_t word = 0;
   for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
     const std::span<const float> x = layout.Slice(input, t);
@@ -70,8 +69,8 @@ Status Fp16Codec::Encode(const Fp16Params& params, const TensorLayout& layout,
 Status Fp16Codec::DecodeAdd(const Fp16Params& params, const TensorLayout& layout,
                             const CodecContext&, const PayloadView& payload, float weight,
                             std::span<float> accumulator, std::span<std::byte> scratch) {
-  EDGESGD_TRY_ASSIGN(const PayloadShape shape, Shape(params, layout));
-  EDGESGD_TRY(internal::CheckDecodeArgs(layout, payload, shape, accumulator, scratch, 0));
+  EDGESGD_TRY(
+      internal::CheckedDecodeShape<Fp16Codec>(params, layout, payload, accumulator, scratch));
   // Verify everything before the first write, so a rejected payload changes nothing.
   std::uint32_t bad = 0;
   for (const std::uint32_t word : payload.words) {

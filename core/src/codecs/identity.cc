@@ -9,8 +9,7 @@ namespace edgesgd {
 Status IdentityCodec::Encode(const IdentityParams& params, const TensorLayout& layout,
                              const CodecContext&, std::span<const float> input,
                              const PayloadSpans& out, std::span<std::byte> scratch) {
-  EDGESGD_TRY_ASSIGN(const PayloadShape shape, Shape(params, layout));
-  EDGESGD_TRY(internal::CheckEncodeArgs(layout, input, out, shape, scratch, 0));
+  EDGESGD_TRY(internal::CheckedEncodeShape<IdentityCodec>(params, layout, input, out, scratch));
   std::copy(input.begin(), input.end(), out.values.begin());
   return Status::Ok();
 }
@@ -18,8 +17,8 @@ Status IdentityCodec::Encode(const IdentityParams& params, const TensorLayout& l
 Status IdentityCodec::DecodeAdd(const IdentityParams& params, const TensorLayout& layout,
                                 const CodecContext&, const PayloadView& payload, float weight,
                                 std::span<float> accumulator, std::span<std::byte> scratch) {
-  EDGESGD_TRY_ASSIGN(const PayloadShape shape, Shape(params, layout));
-  EDGESGD_TRY(internal::CheckDecodeArgs(layout, payload, shape, accumulator, scratch, 0));
+  EDGESGD_TRY(
+      internal::CheckedDecodeShape<IdentityCodec>(params, layout, payload, accumulator, scratch));
   for (std::size_t i = 0; i < accumulator.size(); ++i) {
     accumulator[i] += weight * payload.values[i];
   }

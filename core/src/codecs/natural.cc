@@ -137,8 +137,7 @@ const std::uint8_t* BytesOf(std::span<const std::uint32_t> words) {
 Status NaturalCodec::Encode(const NaturalParams& params, const TensorLayout& layout,
                             const CodecContext& context, std::span<const float> input,
                             const PayloadSpans& out, std::span<std::byte> scratch) {
-  EDGESGD_TRY_ASSIGN(const PayloadShape shape, Shape(params, layout));
-  EDGESGD_TRY(internal::CheckEncodeArgs(layout, input, out, shape, scratch, 0));
+  EDGESGD_TRY(internal::CheckedEncodeShape<NaturalCodec>(params, layout, input, out, scratch));
   const EncodePlanesFunction encode_planes = BestEncodePlanes();
   std::size_t word = 0;
   for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
@@ -149,9 +148,9 @@ Status NaturalCodec::Encode(const NaturalParams& params, const TensorLayout& lay
         out.words.subspan(word + exponent_words.size(), SignWordsFor(x.size()));
     word += exponent_words.size() + sign_words.size();
     exponent_words.back() = 0;  // its unused bytes
-    const internal::PhiloxPlan plan = internal::MakePhiloxPlan(
-        context.seed, context.round, static_cast<std::uint32_t>(t),
-        StreamId(RandomPurpose::kQuantizationDither, context.worker));
+    const internal::PhiloxPlan plan =
+        internal::MakePhiloxPlan(context.seed, context.round, static_cast<std::uint32_t>(t),
+                                 StreamId(RandomPurpose::kQuantizationDither, context.worker));
     if (!encode_planes(plan, x, BytesOf(exponent_words), sign_words.data())) {
       return Status::InvalidArgument("natural compression got a NaN or infinite value");
     }
@@ -162,8 +161,8 @@ Status NaturalCodec::Encode(const NaturalParams& params, const TensorLayout& lay
 Status NaturalCodec::DecodeAdd(const NaturalParams& params, const TensorLayout& layout,
                                const CodecContext&, const PayloadView& payload, float weight,
                                std::span<float> accumulator, std::span<std::byte> scratch) {
-  EDGESGD_TRY_ASSIGN(const PayloadShape shape, Shape(params, layout));
-  EDGESGD_TRY(internal::CheckDecodeArgs(layout, payload, shape, accumulator, scratch, 0));
+  EDGESGD_TRY(
+      internal::CheckedDecodeShape<NaturalCodec>(params, layout, payload, accumulator, scratch));
   // Verify everything before the first write, so a rejected payload changes nothing.
   std::size_t word = 0;
   for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
@@ -200,8 +199,7 @@ Status NaturalCodec::DecodeAdd(const NaturalParams& params, const TensorLayout& 
       const std::uint32_t negative = ~signs[start / 32];
       float* const out = acc.data() + start;
       for (std::size_t j = 0; j < count; ++j) {
-        const std::uint32_t bits =
-            (((negative >> j) & 1u) << 31) | (std::uint32_t{block[j]} << 23);
+        const std::uint32_t bits = (((negative >> j) & 1u) << 31) | (std::uint32_t{block[j]} << 23);
         out[j] += weight * std::bit_cast<float>(bits);
       }
     }

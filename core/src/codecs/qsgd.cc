@@ -552,8 +552,8 @@ Status QsgdCodec::DecodeAdd(const QsgdParams& params, const TensorLayout& layout
                                      accumulator, scratch);
 }
 
-Result<std::uint32_t> DqBits(const QsgdParams& params, float gradient_norm,
-                             std::uint32_t round, std::uint32_t rounds) {
+Result<std::uint32_t> DqBits(const QsgdParams& params, float gradient_norm, std::uint32_t round,
+                             std::uint32_t rounds) {
   QsgdParams dq = params;
   dq.schedule = QuantScheduleKind::kDq;
   EDGESGD_TRY(QsgdCodec::Validate(dq));

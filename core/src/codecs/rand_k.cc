@@ -194,9 +194,7 @@ Result<std::size_t> RandKCodec::SelectedIndices(const RandKParams& params,
 Status RandKCodec::Encode(const RandKParams& params, const TensorLayout& layout,
                           const CodecContext& context, std::span<const float> input,
                           const PayloadSpans& out, std::span<std::byte> scratch) {
-  EDGESGD_TRY_ASSIGN(const PayloadShape shape, Shape(params, layout));
-  EDGESGD_TRY(
-      internal::CheckEncodeArgs(layout, input, out, shape, scratch, ScratchBytes(params, layout)));
+  EDGESGD_TRY(internal::CheckedEncodeShape<RandKCodec>(params, layout, input, out, scratch));
   EDGESGD_TRY(CheckScratchAlignment(scratch));
   std::size_t first_value = 0;
   for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
@@ -222,9 +220,8 @@ Status RandKCodec::Encode(const RandKParams& params, const TensorLayout& layout,
 Status RandKCodec::DecodeAdd(const RandKParams& params, const TensorLayout& layout,
                              const CodecContext& context, const PayloadView& payload, float weight,
                              std::span<float> accumulator, std::span<std::byte> scratch) {
-  EDGESGD_TRY_ASSIGN(const PayloadShape shape, Shape(params, layout));
-  EDGESGD_TRY(internal::CheckDecodeArgs(layout, payload, shape, accumulator, scratch,
-                                        ScratchBytes(params, layout)));
+  EDGESGD_TRY(internal::CheckedDecodeShape<RandKCodec>(params, layout, payload, accumulator,
+                                                       scratch, ScratchBytes(params, layout)));
   EDGESGD_TRY(CheckScratchAlignment(scratch));
   // The indices come from the shared seed, so the only thing to verify is the values.
   if (!internal::AllFinite(payload.values)) return Status::DataLoss();

@@ -32,8 +32,7 @@ Status RandomBlockCodec::CheckShared(const RandomBlockParams&, const TensorLayou
 Status RandomBlockCodec::Encode(const RandomBlockParams& params, const TensorLayout& layout,
                                 const CodecContext& context, std::span<const float> input,
                                 const PayloadSpans& out, std::span<std::byte> scratch) {
-  EDGESGD_TRY_ASSIGN(const PayloadShape shape, Shape(params, layout));
-  EDGESGD_TRY(internal::CheckEncodeArgs(layout, input, out, shape, scratch, 0));
+  EDGESGD_TRY(internal::CheckedEncodeShape<RandomBlockCodec>(params, layout, input, out, scratch));
   std::size_t first_value = 0;
   for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
     const std::span<const float> x = layout.Slice(input, t);
@@ -53,8 +52,8 @@ Status RandomBlockCodec::Encode(const RandomBlockParams& params, const TensorLay
 Status RandomBlockCodec::DecodeAdd(const RandomBlockParams& params, const TensorLayout& layout,
                                    const CodecContext&, const PayloadView& payload, float weight,
                                    std::span<float> accumulator, std::span<std::byte> scratch) {
-  EDGESGD_TRY_ASSIGN(const PayloadShape shape, Shape(params, layout));
-  EDGESGD_TRY(internal::CheckDecodeArgs(layout, payload, shape, accumulator, scratch, 0));
+  EDGESGD_TRY(internal::CheckedDecodeShape<RandomBlockCodec>(params, layout, payload, accumulator,
+                                                             scratch));
   // Verify everything before the first write, so a rejected payload changes nothing.
   for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
     if (payload.indices[t] >= layout.size(t)) return Status::DataLoss();

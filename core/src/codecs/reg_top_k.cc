@@ -25,9 +25,7 @@ Status RegTopKCodec::EncodeWithDistortion(const RegTopKParams& params, const Ten
                                           std::span<const float> distortion,
                                           std::span<const float> input, const PayloadSpans& out,
                                           std::span<std::byte> scratch) {
-  EDGESGD_TRY_ASSIGN(const PayloadShape shape, Shape(params, layout));
-  EDGESGD_TRY(
-      internal::CheckEncodeArgs(layout, input, out, shape, scratch, ScratchBytes(params, layout)));
+  EDGESGD_TRY(internal::CheckedEncodeShape<RegTopKCodec>(params, layout, input, out, scratch));
   if (!distortion.empty() && distortion.size() != layout.dimension()) {
     return Status::InvalidArgument();
   }

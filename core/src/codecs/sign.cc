@@ -187,8 +187,7 @@ float SignPack(std::span<const float> x, std::span<std::uint32_t> words) {
 Status SignCodec::Encode(const SignParams& params, const TensorLayout& layout, const CodecContext&,
                          std::span<const float> input, const PayloadSpans& out,
                          std::span<std::byte> scratch) {
-  EDGESGD_TRY_ASSIGN(const PayloadShape shape, Shape(params, layout));
-  EDGESGD_TRY(internal::CheckEncodeArgs(layout, input, out, shape, scratch, 0));
+  EDGESGD_TRY(internal::CheckedEncodeShape<SignCodec>(params, layout, input, out, scratch));
   std::size_t word = 0;
   for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
     const std::span<const float> x = layout.Slice(input, t);
@@ -208,8 +207,8 @@ Status SignCodec::Encode(const SignParams& params, const TensorLayout& layout, c
 Status SignCodec::DecodeAdd(const SignParams& params, const TensorLayout& layout,
                             const CodecContext&, const PayloadView& payload, float weight,
                             std::span<float> accumulator, std::span<std::byte> scratch) {
-  EDGESGD_TRY_ASSIGN(const PayloadShape shape, Shape(params, layout));
-  EDGESGD_TRY(internal::CheckDecodeArgs(layout, payload, shape, accumulator, scratch, 0));
+  EDGESGD_TRY(
+      internal::CheckedDecodeShape<SignCodec>(params, layout, payload, accumulator, scratch));
   // Verify everything before the first write, so a rejected payload changes nothing.
   if (!internal::AllFinite(payload.scales)) return Status::DataLoss();
   for (const float scale : payload.scales) {

@@ -8,9 +8,7 @@ namespace edgesgd {
 Status TopKCodec::Encode(const TopKParams& params, const TensorLayout& layout, const CodecContext&,
                          std::span<const float> input, const PayloadSpans& out,
                          std::span<std::byte> scratch) {
-  EDGESGD_TRY_ASSIGN(const PayloadShape shape, Shape(params, layout));
-  EDGESGD_TRY(
-      internal::CheckEncodeArgs(layout, input, out, shape, scratch, ScratchBytes(params, layout)));
+  EDGESGD_TRY(internal::CheckedEncodeShape<TopKCodec>(params, layout, input, out, scratch));
   std::size_t written = 0;
   for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
     EDGESGD_TRY_ASSIGN(const std::size_t k, SparseCount(layout.size(t), params.k_ratio));
@@ -25,8 +23,8 @@ Status TopKCodec::Encode(const TopKParams& params, const TensorLayout& layout, c
 Status TopKCodec::DecodeAdd(const TopKParams& params, const TensorLayout& layout,
                             const CodecContext&, const PayloadView& payload, float weight,
                             std::span<float> accumulator, std::span<std::byte> scratch) {
-  EDGESGD_TRY_ASSIGN(const PayloadShape shape, Shape(params, layout));
-  EDGESGD_TRY(internal::CheckDecodeArgs(layout, payload, shape, accumulator, scratch, 0));
+  EDGESGD_TRY(
+      internal::CheckedDecodeShape<TopKCodec>(params, layout, payload, accumulator, scratch));
   // Verify everything before the first write, so a bad payload leaves no partial sum behind.
   std::size_t position = 0;
   for (std::size_t t = 0; t < layout.tensor_count(); ++t) {

@@ -134,8 +134,7 @@ constexpr Value FromWord(std::uint32_t word) {
 // kChoice over `choices`). `kind` may name kBitWidth for an integer level count.
 template <auto Member>
 constexpr ParamField<typename internal::MemberOf<decltype(Member)>::Class> Field(
-    std::string_view name, std::string_view help,
-    std::span<const std::string_view> choices = {}) {
+    std::string_view name, std::string_view help, std::span<const std::string_view> choices = {}) {
   using Params = typename internal::MemberOf<decltype(Member)>::Class;
   using Value = typename internal::MemberOf<decltype(Member)>::Type;
   ParamField<Params> field;
@@ -175,6 +174,30 @@ constexpr ParamField<Params> AsBitWidth(ParamField<Params> field) {
   return field;
 }
 
+// The parameters of a codec that has none: an empty struct, a distinct type per codec (`Tag`, the
+// codec) so that CodecParams can tell the codecs apart.
+template <typename Tag>
+struct NoParams {
+  friend constexpr bool operator==(const NoParams&, const NoParams&) = default;
+};
+
+// What a codec without parameters inherits: no fields, nothing to validate.
+template <typename Params>
+struct WithoutParameters {
+  static constexpr std::array<ParamField<Params>, 0> kFields{};
+  static constexpr Status Validate(const Params&) { return Status::Ok(); }
+};
+
+// Declares a codec's Encode and DecodeAdd (the contract at the top of this file) for its
+// parameter type, inside the descriptor struct.
+#define EDGESGD_CODEC_OPERATIONS(ParamsType)                                                     \
+  static Status Encode(const ParamsType& params, const TensorLayout& layout,                     \
+                       const CodecContext& context, std::span<const float> input,                \
+                       const PayloadSpans& out, std::span<std::byte> scratch);                   \
+  static Status DecodeAdd(const ParamsType& params, const TensorLayout& layout,                  \
+                          const CodecContext& context, const PayloadView& payload, float weight, \
+                          std::span<float> accumulator, std::span<std::byte> scratch)
+
 // Most parameter words a codec has (the Welcome reserves this many).
 inline constexpr std::size_t kMaxCodecParamWords = 8;
 
@@ -195,6 +218,24 @@ constexpr Result<std::size_t> SparseCount(std::size_t size, float ratio) {
   if (count < 1) count = 1;
   if (count > size) count = size;
   return count;
+}
+
+// The payload shape of `layout` as the sum over its tensors of per_tensor(size), which returns a
+// PayloadShape or a Result of one (whose error is passed on). Errors: kInvalidArgument for an
+// empty layout.
+template <typename PerTensor>
+constexpr Result<PayloadShape> SumOverTensors(const TensorLayout& layout, PerTensor per_tensor) {
+  if (layout.tensor_count() == 0) return Status::InvalidArgument("the layout has no tensors");
+  PayloadShape sum;
+  for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
+    const Result<PayloadShape> tensor = per_tensor(layout.size(t));
+    if (!tensor.ok()) return tensor.status();
+    sum.indices += tensor.value().indices;
+    sum.values += tensor.value().values;
+    sum.words += tensor.value().words;
+    sum.scales += tensor.value().scales;
+  }
+  return sum;
 }
 
 // The size of the layout's largest tensor.
@@ -226,11 +267,11 @@ concept CodecDescriptor = requires(const typename C::Params& params, const Tenso
 //                                       `configured` parameters allow that header (kDataLoss
 //                                       otherwise)
 template <typename C>
-concept HasQuantizedHeader =
-    requires(const typename C::Params& params, const QuantizedHeader& header) {
-      { C::QuantizedHeaderOf(params) } -> std::same_as<QuantizedHeader>;
-      { C::ParamsForHeader(params, header) } -> std::same_as<Result<typename C::Params>>;
-    };
+concept HasQuantizedHeader = requires(const typename C::Params& params,
+                                      const QuantizedHeader& header) {
+  { C::QuantizedHeaderOf(params) } -> std::same_as<QuantizedHeader>;
+  { C::ParamsForHeader(params, header) } -> std::same_as<Result<typename C::Params>>;
+};
 
 // Parameters chosen anew each round by the sender from what it is about to send (a quantization
 // schedule): RoundParams(params, round, rounds, input) returns the round's parameters, whose
@@ -239,7 +280,7 @@ template <typename C>
 concept HasRoundParams = requires(const typename C::Params& params, std::span<const float> input) {
   {
     C::RoundParams(params, std::uint32_t{}, std::uint32_t{}, input)
-  } -> std::same_as<Result<typename C::Params>>;
+    } -> std::same_as<Result<typename C::Params>>;
 };
 
 // Shared-seed choices visible in the payload that a receiver can recompute and must check
@@ -279,7 +320,7 @@ concept HasSelector = requires(const typename C::Params& params, const TensorLay
   { C::SelectorObserve(params, state, input, std::uint32_t{}) } -> std::same_as<Status>;
   {
     C::SelectorObserveChange(params, state, input, input, std::uint32_t{})
-  } -> std::same_as<Status>;
+    } -> std::same_as<Status>;
 };
 
 }  // namespace edgesgd

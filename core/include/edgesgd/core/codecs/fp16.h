@@ -19,42 +19,31 @@
 
 namespace edgesgd {
 
-struct Fp16Params {
-  friend constexpr bool operator==(const Fp16Params&, const Fp16Params&) = default;
-};
+using Fp16Params = NoParams<struct Fp16Codec>;
 
-struct Fp16Codec {
+struct Fp16Codec : WithoutParameters<Fp16Params> {
   using Params = Fp16Params;
   static constexpr std::string_view kName = "fp16";
   static constexpr std::string_view kSummary =
       "IEEE half precision (round to nearest even, saturating at 65504), 2 bytes per coordinate";
   static constexpr PayloadLayout kLayout = PayloadLayout::kPackedWords;
   static constexpr CodecTraits kTraits{.downlink_recompress = true};
-  static constexpr std::array<ParamField<Params>, 0> kFields{};
 
-  static constexpr Status Validate(const Params&) { return Status::Ok(); }
   static constexpr std::size_t WordsFor(std::size_t size) { return (size + 1) / 2; }
   static constexpr Result<PayloadShape> Shape(const Params&, const TensorLayout& layout) {
-    if (layout.tensor_count() == 0) return Status::InvalidArgument("the layout has no tensors");
-    PayloadShape shape;
-    for (std::size_t t = 0; t < layout.tensor_count(); ++t) shape.words += WordsFor(layout.size(t));
-    return shape;
+    return SumOverTensors(layout,
+                          [](std::size_t size) { return PayloadShape{.words = WordsFor(size)}; });
   }
   static constexpr std::size_t ScratchBytes(const Params&, const TensorLayout&) { return 0; }
 
-  // Reads `input` (layout.dimension() floats); writes Shape().words words. Errors:
+  // Encode reads `input` (layout.dimension() floats) and writes Shape().words words. Errors:
   // kInvalidArgument (input size, a NaN or infinite input), kResourceExhausted (out.words too
   // small). Does not allocate.
-  static Status Encode(const Params& params, const TensorLayout& layout,
-                       const CodecContext& context, std::span<const float> input,
-                       const PayloadSpans& out, std::span<std::byte> scratch);
-  // Verifies the whole payload first (word count, no NaN or infinite half, zero padding), then
-  // accumulator += weight * decode(payload) (a half converts to float exactly). Errors:
+  // DecodeAdd verifies the whole payload first (word count, no NaN or infinite half, zero padding),
+  // then accumulator += weight * decode(payload) (a half converts to float exactly). Errors:
   // kInvalidArgument (accumulator size), kDataLoss (malformed payload; the accumulator is left
   // untouched). Does not allocate.
-  static Status DecodeAdd(const Params& params, const TensorLayout& layout,
-                          const CodecContext& context, const PayloadView& payload, float weight,
-                          std::span<float> accumulator, std::span<std::byte> scratch);
+  EDGESGD_CODEC_OPERATIONS(Params);
 };
 
 namespace internal {
@@ -62,9 +51,9 @@ namespace internal {
 // The half nearest to `value` (ties to even), saturated to +-65504; `value` must be finite.
 // Branch-free (both roundings are computed and one is kept) so that loops over it vectorise.
 constexpr std::uint16_t HalfFromFloat(float value) {
-  constexpr std::uint32_t kLargestHalf = 0x477FE000u;  // 65504 as a float
+  constexpr std::uint32_t kLargestHalf = 0x477FE000u;         // 65504 as a float
   constexpr std::uint32_t kSmallestNormalHalf = 0x38800000u;  // 2^-14
-  constexpr std::uint32_t kHalfOfOne = 0x3F000000u;  // 0.5f: its ulp is the half ulp 2^-24
+  constexpr std::uint32_t kHalfOfOne = 0x3F000000u;           // 0.5f: its ulp is the half ulp 2^-24
   const std::uint32_t bits = std::bit_cast<std::uint32_t>(value);
   const std::uint32_t sign = (bits >> 16) & 0x8000u;
   const std::uint32_t magnitude = std::min(bits & 0x7FFFFFFFu, kLargestHalf);
@@ -75,7 +64,8 @@ constexpr std::uint16_t HalfFromFloat(float value) {
   // Otherwise: round the 13 dropped mantissa bits to nearest even, then move the exponent from
   // bias 127 to bias 15.
   const std::uint32_t normal = (magnitude + 0xFFFu + ((magnitude >> 13) & 1u) - (112u << 23)) >> 13;
-  const std::uint32_t use_subnormal = 0u - static_cast<std::uint32_t>(magnitude < kSmallestNormalHalf);
+  const std::uint32_t use_subnormal =
+      0u - static_cast<std::uint32_t>(magnitude < kSmallestNormalHalf);
   return static_cast<std::uint16_t>(sign | (subnormal & use_subnormal) | (normal & ~use_subnormal));
 }
 

@@ -4,33 +4,22 @@
 
 namespace edgesgd {
 
-struct IdentityParams {
-  friend constexpr bool operator==(const IdentityParams&, const IdentityParams&) = default;
-};
+using IdentityParams = NoParams<struct IdentityCodec>;
 
 // Dense fp32: the uncompressed baseline (4 bytes per coordinate in `values`).
-struct IdentityCodec {
+struct IdentityCodec : WithoutParameters<IdentityParams> {
   using Params = IdentityParams;
   static constexpr std::string_view kName = "identity";
-  static constexpr std::string_view kSummary = "dense fp32, 4 bytes per coordinate (no compression)";
+  static constexpr std::string_view kSummary =
+      "dense fp32, 4 bytes per coordinate (no compression)";
   static constexpr PayloadLayout kLayout = PayloadLayout::kDense;
   static constexpr CodecTraits kTraits{.payload_sum = true};
-  static constexpr std::array<ParamField<Params>, 0> kFields{};
 
-  static constexpr Status Validate(const Params&) { return Status::Ok(); }
   static constexpr Result<PayloadShape> Shape(const Params&, const TensorLayout& layout) {
-    if (layout.tensor_count() == 0) return Status::InvalidArgument("the layout has no tensors");
-    PayloadShape shape;
-    shape.values = layout.dimension();
-    return shape;
+    return SumOverTensors(layout, [](std::size_t size) { return PayloadShape{.values = size}; });
   }
   static constexpr std::size_t ScratchBytes(const Params&, const TensorLayout&) { return 0; }
-  static Status Encode(const Params& params, const TensorLayout& layout,
-                       const CodecContext& context, std::span<const float> input,
-                       const PayloadSpans& out, std::span<std::byte> scratch);
-  static Status DecodeAdd(const Params& params, const TensorLayout& layout,
-                          const CodecContext& context, const PayloadView& payload, float weight,
-                          std::span<float> accumulator, std::span<std::byte> scratch);
+  EDGESGD_CODEC_OPERATIONS(Params);
 };
 
 }  // namespace edgesgd

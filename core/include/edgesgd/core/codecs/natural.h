@@ -31,11 +31,9 @@
 
 namespace edgesgd {
 
-struct NaturalParams {
-  friend constexpr bool operator==(const NaturalParams&, const NaturalParams&) = default;
-};
+using NaturalParams = NoParams<struct NaturalCodec>;
 
-struct NaturalCodec {
+struct NaturalCodec : WithoutParameters<NaturalParams> {
   using Params = NaturalParams;
   static constexpr std::string_view kName = "natural";
   static constexpr std::string_view kSummary =
@@ -43,9 +41,7 @@ struct NaturalCodec {
       "(sign + exponent)";
   static constexpr PayloadLayout kLayout = PayloadLayout::kPackedWords;
   static constexpr CodecTraits kTraits{.downlink_recompress = true};
-  static constexpr std::array<ParamField<Params>, 0> kFields{};
 
-  static constexpr Status Validate(const Params&) { return Status::Ok(); }
   // Words of the exponent and sign planes of one tensor of `size` coordinates.
   static constexpr std::size_t ExponentWordsFor(std::size_t size) { return (size + 3) / 4; }
   static constexpr std::size_t SignWordsFor(std::size_t size) { return (size + 31) / 32; }
@@ -53,25 +49,18 @@ struct NaturalCodec {
     return ExponentWordsFor(size) + SignWordsFor(size);
   }
   static constexpr Result<PayloadShape> Shape(const Params&, const TensorLayout& layout) {
-    if (layout.tensor_count() == 0) return Status::InvalidArgument("the layout has no tensors");
-    PayloadShape shape;
-    for (std::size_t t = 0; t < layout.tensor_count(); ++t) shape.words += WordsFor(layout.size(t));
-    return shape;
+    return SumOverTensors(layout,
+                          [](std::size_t size) { return PayloadShape{.words = WordsFor(size)}; });
   }
   static constexpr std::size_t ScratchBytes(const Params&, const TensorLayout&) { return 0; }
 
-  // Reads `input` (layout.dimension() floats); writes Shape().words words. Errors:
+  // Encode reads `input` (layout.dimension() floats) and writes Shape().words words. Errors:
   // kInvalidArgument (input size, a NaN or infinite input), kResourceExhausted (out.words too
   // small). Does not allocate; about 1 KiB of stack.
-  static Status Encode(const Params& params, const TensorLayout& layout,
-                       const CodecContext& context, std::span<const float> input,
-                       const PayloadSpans& out, std::span<std::byte> scratch);
-  // Verifies the whole payload first (word count, no exponent 255, zero padding), then
+  // DecodeAdd verifies the whole payload first (word count, no exponent 255, zero padding), then
   // accumulator += weight * decode(payload). Errors: kInvalidArgument (accumulator size),
   // kDataLoss (malformed payload; the accumulator is left untouched). Does not allocate.
-  static Status DecodeAdd(const Params& params, const TensorLayout& layout,
-                          const CodecContext& context, const PayloadView& payload, float weight,
-                          std::span<float> accumulator, std::span<std::byte> scratch);
+  EDGESGD_CODEC_OPERATIONS(Params);
 };
 
 }  // namespace edgesgd

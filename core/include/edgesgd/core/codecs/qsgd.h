@@ -133,8 +133,9 @@ struct QsgdCodec {
           kScheduleNames),
       ConditionalField<&Params::bits_min>("bits_min", "dq: fewest bits per coordinate",
                                           &internal::QsgdUnusedWithoutDq),
-      ConditionalField<&Params::bits_max>(
-          "bits_max", "dq: most bits per coordinate (frames are sized for it)", &internal::QsgdUnusedWithoutDq),
+      ConditionalField<&Params::bits_max>("bits_max",
+                                          "dq: most bits per coordinate (frames are sized for it)",
+                                          &internal::QsgdUnusedWithoutDq),
       ConditionalField<&Params::dq_k>("dq_k", "dq: the constant K scaling the level count, > 0",
                                       &internal::QsgdUnusedWithoutDq),
       ConditionalField<&Params::dq_rho>(
@@ -183,14 +184,11 @@ struct QsgdCodec {
   }
   static constexpr Result<PayloadShape> Shape(const Params& params, const TensorLayout& layout) {
     EDGESGD_TRY(Validate(params));
-    if (layout.tensor_count() == 0) return Status::InvalidArgument("the layout has no tensors");
     const std::uint32_t levels = MaxLevels(params);
-    PayloadShape shape;
-    for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
-      shape.words += WordsFor(layout.size(t), levels);
-      shape.scales += BucketsFor(layout.size(t), params.bucket);
-    }
-    return shape;
+    return SumOverTensors(layout, [&params, levels](std::size_t size) {
+      return PayloadShape{.words = WordsFor(size, levels),
+                          .scales = BucketsFor(size, params.bucket)};
+    });
   }
   static constexpr std::size_t ScratchBytes(const Params&, const TensorLayout&) { return 0; }
 
@@ -222,19 +220,14 @@ struct QsgdCodec {
   // The round's parameters: `params` itself (fixed), or with the dq schedule a fixed schedule at
   // the levels DqBits picks from the norm of `gradient` (summed in the codecs' fixed lane
   // order). Errors: kInvalidArgument for a non-finite gradient, rounds == 0 or bad parameters.
-  static Result<Params> RoundParams(const Params& params, std::uint32_t round,
-                                    std::uint32_t rounds, std::span<const float> gradient);
+  static Result<Params> RoundParams(const Params& params, std::uint32_t round, std::uint32_t rounds,
+                                    std::span<const float> gradient);
 
-  // Reads `input` (layout.dimension() floats); writes the first Shape().words elements of
-  // out.words and Shape().scales elements of out.scales. Errors as above; does not allocate.
-  static Status Encode(const Params& params, const TensorLayout& layout,
-                       const CodecContext& context, std::span<const float> input,
-                       const PayloadSpans& out, std::span<std::byte> scratch);
-  // Reads `payload`; accumulator += weight * decode(payload), or untouched on any error. Errors
-  // as above; does not allocate.
-  static Status DecodeAdd(const Params& params, const TensorLayout& layout,
-                          const CodecContext& context, const PayloadView& payload, float weight,
-                          std::span<float> accumulator, std::span<std::byte> scratch);
+  // Encode reads `input` (layout.dimension() floats) and writes the first Shape().words elements
+  // of out.words and Shape().scales elements of out.scales. DecodeAdd reads `payload`:
+  // accumulator += weight * decode(payload), or untouched on any error. Errors as above;
+  // neither allocates.
+  EDGESGD_CODEC_OPERATIONS(Params);
 };
 
 // DQ-SGD's bits_t for a gradient of norm `gradient_norm` in round `round` of `rounds` (T >= 1;

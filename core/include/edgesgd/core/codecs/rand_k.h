@@ -37,8 +37,7 @@ struct RandKCodec {
   static constexpr CodecTraits kTraits{.payload_sum = true};
   static constexpr std::array<std::string_view, 2> kScalingNames{"none", "unbiased"};
   static constexpr std::array<ParamField<Params>, 2> kFields{
-      Field<&Params::k_ratio>("k_ratio",
-                              "fraction of each tensor's coordinates sent, in (0, 1]"),
+      Field<&Params::k_ratio>("k_ratio", "fraction of each tensor's coordinates sent, in (0, 1]"),
       Field<&Params::scaling>("rand_k_scaling",
                               "none (error feedback's biased form) or unbiased (values times "
                               "d/k)",
@@ -53,13 +52,10 @@ struct RandKCodec {
   }
   static constexpr Result<PayloadShape> Shape(const Params& params, const TensorLayout& layout) {
     EDGESGD_TRY(Validate(params));
-    if (layout.tensor_count() == 0) return Status::InvalidArgument("the layout has no tensors");
-    PayloadShape shape;
-    for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
-      EDGESGD_TRY_ASSIGN(const std::size_t k, SparseCount(layout.size(t), params.k_ratio));
-      shape.values += k;
-    }
-    return shape;
+    return SumOverTensors(layout, [&params](std::size_t size) -> Result<PayloadShape> {
+      EDGESGD_TRY_ASSIGN(const std::size_t k, SparseCount(size, params.k_ratio));
+      return PayloadShape{.values = k};
+    });
   }
   // A membership bitmap over the largest tensor (one bit per coordinate, in u32 words); 0 for
   // bad parameters. Scratch must be 4-byte aligned (an Arena's is).
@@ -83,20 +79,16 @@ struct RandKCodec {
                                              const CodecContext& context, std::size_t tensor,
                                              std::span<std::uint32_t> indices,
                                              std::span<std::byte> scratch);
-  // Reads `input` (layout.dimension() floats); writes Shape().values values into out.values,
-  // tensor after tensor. Errors: kInvalidArgument (parameters, input length, misaligned
-  // scratch), kResourceExhausted (out.values or scratch too small). Does not allocate.
-  static Status Encode(const Params& params, const TensorLayout& layout,
-                       const CodecContext& context, std::span<const float> input,
-                       const PayloadSpans& out, std::span<std::byte> scratch);
-  // Regenerates each tensor's indices from `context` (same seed and round as the encoder) and
-  // adds weight * value at each. Verifies first (field sizes, finite values). Errors:
+  // Encode reads `input` (layout.dimension() floats) and writes Shape().values values into
+  // out.values, tensor after tensor. Errors: kInvalidArgument (parameters, input length,
+  // misaligned scratch), kResourceExhausted (out.values or scratch too small). Does not
+  // allocate.
+  // DecodeAdd regenerates each tensor's indices from `context` (same seed and round as the encoder)
+  // and adds weight * value at each. Verifies first (field sizes, finite values). Errors:
   // kInvalidArgument (parameters, accumulator length, misaligned scratch), kResourceExhausted
   // (scratch too small), kDataLoss (malformed payload; the accumulator is left untouched).
   // Does not allocate.
-  static Status DecodeAdd(const Params& params, const TensorLayout& layout,
-                          const CodecContext& context, const PayloadView& payload, float weight,
-                          std::span<float> accumulator, std::span<std::byte> scratch);
+  EDGESGD_CODEC_OPERATIONS(Params);
 };
 
 }  // namespace edgesgd

@@ -41,13 +41,9 @@ struct RandomBlockCodec {
   }
   static constexpr Result<PayloadShape> Shape(const Params& params, const TensorLayout& layout) {
     EDGESGD_TRY(Validate(params));
-    if (layout.tensor_count() == 0) return Status::InvalidArgument("the layout has no tensors");
-    PayloadShape shape;
-    shape.indices = layout.tensor_count();
-    for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
-      shape.values += BlockLength(layout.size(t), params.block_ratio);
-    }
-    return shape;
+    return SumOverTensors(layout, [&params](std::size_t size) {
+      return PayloadShape{.indices = 1, .values = BlockLength(size, params.block_ratio)};
+    });
   }
   // Needs no scratch (0 bytes).
   static constexpr std::size_t ScratchBytes(const Params&, const TensorLayout&) { return 0; }
@@ -57,20 +53,15 @@ struct RandomBlockCodec {
   // it); size 0 gives 0. Reads nothing else, does not allocate.
   static std::uint32_t BlockStart(const CodecContext& context, std::size_t tensor,
                                   std::size_t size);
-  // Reads `input` (layout.dimension() floats); writes one start per tensor into out.indices and
-  // the blocks' values into out.values. Errors: kInvalidArgument (parameters, input length),
-  // kResourceExhausted (an output span too small). Does not allocate.
-  static Status Encode(const Params& params, const TensorLayout& layout,
-                       const CodecContext& context, std::span<const float> input,
-                       const PayloadSpans& out, std::span<std::byte> scratch);
-  // Adds weight * value over each tensor's block, located by the transmitted start (the
-  // context is not consulted, so a payload decodes the same whatever round the receiver is in).
-  // Verifies first: field sizes, start < tensor size, finite values. Errors: kInvalidArgument
-  // (parameters, accumulator length), kDataLoss (malformed payload; the accumulator is left
-  // untouched). Does not allocate.
-  static Status DecodeAdd(const Params& params, const TensorLayout& layout,
-                          const CodecContext& context, const PayloadView& payload, float weight,
-                          std::span<float> accumulator, std::span<std::byte> scratch);
+  // Encode reads `input` (layout.dimension() floats) and writes one start per tensor into
+  // out.indices and the blocks' values into out.values. Errors: kInvalidArgument (parameters,
+  // input length), kResourceExhausted (an output span too small). Does not allocate.
+  // DecodeAdd adds weight * value over each tensor's block, located by the transmitted start
+  // (the context is not consulted, so a payload decodes the same whatever round the receiver is
+  // in). Verifies first: field sizes, start < tensor size, finite values. Errors:
+  // kInvalidArgument (parameters, accumulator length), kDataLoss (malformed payload; the
+  // accumulator is left untouched). Does not allocate.
+  EDGESGD_CODEC_OPERATIONS(Params);
   // Every block starts where the shared seed puts it in the context's round: a block elsewhere
   // still decodes, but it is not the compressor every other worker ran, and sums of payloads
   // would not line up. Errors: kDataLoss (a start differs, or the field has the wrong size).

@@ -51,8 +51,7 @@ struct RegTopKCodec {
   static constexpr PayloadLayout kLayout = PayloadLayout::kSparse;
   static constexpr CodecTraits kTraits{};
   static constexpr std::array<ParamField<Params>, 3> kFields{
-      Field<&Params::k_ratio>("k_ratio",
-                              "fraction of each tensor's coordinates sent, in (0, 1]"),
+      Field<&Params::k_ratio>("k_ratio", "fraction of each tensor's coordinates sent, in (0, 1]"),
       Field<&Params::mu>("mu",
                          "score tanh(|1 + Delta| / mu) * |a|; smaller mu holds back coordinates "
                          "whose last aggregate cancelled this worker's push more strongly (> 0; "
@@ -84,11 +83,10 @@ struct RegTopKCodec {
     return (sizeof(float) - 1) + LargestTensorSize(layout) * sizeof(float) +
            TopKCodec::ScratchBytes(AsTopK(params), layout);
   }
-  // RegTop-k with no posterior (Delta = Q everywhere): EncodeWithDistortion with an empty
-  // distortion. Same contract as TopKCodec::Encode.
-  static Status Encode(const Params& params, const TensorLayout& layout,
-                       const CodecContext& context, std::span<const float> input,
-                       const PayloadSpans& out, std::span<std::byte> scratch);
+  // Encode is RegTop-k with no posterior (Delta = Q everywhere): EncodeWithDistortion with an
+  // empty distortion, under TopKCodec::Encode's contract. DecodeAdd is TopKCodec::DecodeAdd
+  // (the payloads are the same), after checking mu and Q.
+  EDGESGD_CODEC_OPERATIONS(Params);
   // Selects, per tensor in layout order, the k = SparseCount(size, k_ratio) coordinates of
   // largest score (ties by lower index; a NaN score ranks first, as in TopKCodec) and writes
   // their global indices (ascending) to out.indices and input there to out.values.
@@ -100,10 +98,6 @@ struct RegTopKCodec {
                                      std::span<const float> distortion,
                                      std::span<const float> input, const PayloadSpans& out,
                                      std::span<std::byte> scratch);
-  // TopKCodec::DecodeAdd (the payloads are the same), after checking mu and Q.
-  static Status DecodeAdd(const Params& params, const TensorLayout& layout,
-                          const CodecContext& context, const PayloadView& payload, float weight,
-                          std::span<float> accumulator, std::span<std::byte> scratch);
 
   // ---- The posterior as selector state ----
   // One d-float buffer holds Delta between rounds and what was sent while the round's aggregate

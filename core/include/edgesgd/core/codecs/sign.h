@@ -50,29 +50,22 @@ struct SignCodec {
   static constexpr std::size_t WordsFor(std::size_t size) { return (size + 31) / 32; }
   static constexpr Result<PayloadShape> Shape(const Params& params, const TensorLayout& layout) {
     EDGESGD_TRY(Validate(params));
-    if (layout.tensor_count() == 0) return Status::InvalidArgument("the layout has no tensors");
-    PayloadShape shape;
-    shape.scales = layout.tensor_count();
-    for (std::size_t t = 0; t < layout.tensor_count(); ++t) shape.words += WordsFor(layout.size(t));
-    return shape;
+    return SumOverTensors(layout, [](std::size_t size) {
+      return PayloadShape{.words = WordsFor(size), .scales = 1};
+    });
   }
   // Needs no scratch (0 bytes).
   static constexpr std::size_t ScratchBytes(const Params&, const TensorLayout&) { return 0; }
   // Majority vote counts plain signs.
   static constexpr Params VoteForm(const Params&) { return Params{SignScale::kUnit}; }
-  // Reads `input` (layout.dimension() floats); writes Shape().words words and one scale per
-  // tensor into `out`. Errors: kInvalidArgument (parameters, input length), kResourceExhausted
-  // (an output span too small). Does not allocate.
-  static Status Encode(const Params& params, const TensorLayout& layout,
-                       const CodecContext& context, std::span<const float> input,
-                       const PayloadSpans& out, std::span<std::byte> scratch);
-  // Verifies the payload (field sizes, zero padding bits, scales finite and >= 0), then
+  // Encode reads `input` (layout.dimension() floats) and writes Shape().words words and one
+  // scale per tensor into `out`. Errors: kInvalidArgument (parameters, input length),
+  // kResourceExhausted (an output span too small). Does not allocate.
+  // DecodeAdd verifies the payload (field sizes, zero padding bits, scales finite and >= 0), then
   // accumulator[i] += weight * (bit ? +scale : -scale). Errors: kInvalidArgument (parameters,
   // accumulator length), kDataLoss (malformed payload; the accumulator is left untouched).
   // Does not allocate.
-  static Status DecodeAdd(const Params& params, const TensorLayout& layout,
-                          const CodecContext& context, const PayloadView& payload, float weight,
-                          std::span<float> accumulator, std::span<std::byte> scratch);
+  EDGESGD_CODEC_OPERATIONS(Params);
 };
 
 namespace internal {

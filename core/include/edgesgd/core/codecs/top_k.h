@@ -24,8 +24,7 @@ struct TopKCodec {
   static constexpr PayloadLayout kLayout = PayloadLayout::kSparse;
   static constexpr CodecTraits kTraits{.downlink_recompress = true};
   static constexpr std::array<ParamField<Params>, 1> kFields{
-      Field<&Params::k_ratio>("k_ratio",
-                              "fraction of each tensor's coordinates sent, in (0, 1]")};
+      Field<&Params::k_ratio>("k_ratio", "fraction of each tensor's coordinates sent, in (0, 1]")};
 
   static constexpr Status Validate(const Params& params) {
     return UnitRatio(params.k_ratio) ? Status::Ok()
@@ -33,14 +32,10 @@ struct TopKCodec {
   }
   static constexpr Result<PayloadShape> Shape(const Params& params, const TensorLayout& layout) {
     EDGESGD_TRY(Validate(params));
-    if (layout.tensor_count() == 0) return Status::InvalidArgument("the layout has no tensors");
-    PayloadShape shape;
-    for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
-      EDGESGD_TRY_ASSIGN(const std::size_t k, SparseCount(layout.size(t), params.k_ratio));
-      shape.indices += k;
-      shape.values += k;
-    }
-    return shape;
+    return SumOverTensors(layout, [&params](std::size_t size) -> Result<PayloadShape> {
+      EDGESGD_TRY_ASSIGN(const std::size_t k, SparseCount(size, params.k_ratio));
+      return PayloadShape{.indices = k, .values = k};
+    });
   }
   // Candidate slots (index + bits each) that make the one-pass selection of k of `size`
   // coordinates likely; see internal/top_k_select.h.
@@ -60,22 +55,17 @@ struct TopKCodec {
     }
     return internal::TopKeysScratchBytesForCapacity(largest);
   }
-  // Writes, per tensor in layout order, its k indices (global positions, strictly ascending)
+  // Encode writes, per tensor in layout order, its k indices (global positions, strictly ascending)
   // to out.indices and the input values there to out.values. Reads `input`, uses `scratch`.
   // Does not allocate. Errors: kInvalidArgument (k_ratio outside (0, 1], input size differs
   // from layout.dimension()), kResourceExhausted (an output span or scratch too small).
   // A NaN input ranks above infinities (see internal/top_k_select.h) and is sent as is.
-  static Status Encode(const Params& params, const TensorLayout& layout,
-                       const CodecContext& context, std::span<const float> input,
-                       const PayloadSpans& out, std::span<std::byte> scratch);
-  // accumulator[i] += weight * value for every (i, value) of the payload. Reads `payload`,
-  // writes `accumulator`; needs no scratch and does not allocate. Verifies the whole payload
-  // before touching the accumulator: field sizes equal Shape(), each tensor's indices strictly
-  // ascending within that tensor, values finite; otherwise kDataLoss. kInvalidArgument for bad
-  // parameters or an accumulator whose size differs from layout.dimension().
-  static Status DecodeAdd(const Params& params, const TensorLayout& layout,
-                          const CodecContext& context, const PayloadView& payload, float weight,
-                          std::span<float> accumulator, std::span<std::byte> scratch);
+  // DecodeAdd: accumulator[i] += weight * value for every (i, value) of the payload. Reads
+  // `payload`, writes `accumulator`; needs no scratch and does not allocate. Verifies the whole
+  // payload before touching the accumulator: field sizes equal Shape(), each tensor's indices
+  // strictly ascending within that tensor, values finite; otherwise kDataLoss. kInvalidArgument for
+  // bad parameters or an accumulator whose size differs from layout.dimension().
+  EDGESGD_CODEC_OPERATIONS(Params);
 };
 
 }  // namespace edgesgd

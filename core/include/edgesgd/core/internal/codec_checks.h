@@ -41,6 +41,30 @@ inline Status CheckDecodeArgs(const TensorLayout& layout, const PayloadView& pay
   return Status::Ok();
 }
 
+// The start of every Encode: the payload's shape for `params`, after checking the call against
+// it (CheckEncodeArgs) and the codec's ScratchBytes.
+template <typename Codec>
+Result<PayloadShape> CheckedEncodeShape(const typename Codec::Params& params,
+                                        const TensorLayout& layout, std::span<const float> input,
+                                        const PayloadSpans& out, std::span<std::byte> scratch) {
+  EDGESGD_TRY_ASSIGN(const PayloadShape shape, Codec::Shape(params, layout));
+  EDGESGD_TRY(
+      CheckEncodeArgs(layout, input, out, shape, scratch, Codec::ScratchBytes(params, layout)));
+  return shape;
+}
+
+// The start of every DecodeAdd, likewise (CheckDecodeArgs), with the decoder's own scratch need
+// (most decoders need none even where the encoder does).
+template <typename Codec>
+Result<PayloadShape> CheckedDecodeShape(const typename Codec::Params& params,
+                                        const TensorLayout& layout, const PayloadView& payload,
+                                        std::span<float> accumulator, std::span<std::byte> scratch,
+                                        std::size_t scratch_needed = 0) {
+  EDGESGD_TRY_ASSIGN(const PayloadShape shape, Codec::Shape(params, layout));
+  EDGESGD_TRY(CheckDecodeArgs(layout, payload, shape, accumulator, scratch, scratch_needed));
+  return shape;
+}
+
 // True when no element is NaN or infinite. Decoders reject payloads with non-finite floats
 // (kDataLoss): one poisoned value from a faulty or hostile peer would otherwise spread through
 // the aggregate into every model.

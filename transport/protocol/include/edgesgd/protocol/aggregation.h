@@ -76,6 +76,17 @@ class Aggregation {
   ~Aggregation() = default;
 };
 
+// Declares, inside a component's class, its Init (what its descriptor's factory calls) and its
+// overrides of the interface above.
+#define EDGESGD_AGGREGATION_COMPONENT()                                                           \
+  Status Init(Arena& arena, const AggregationSetup& setup);                                       \
+  void BeginRound() override;                                                                     \
+  Status Add(const CodecParams& params, const PayloadView& payload, const CodecContext& context)  \
+      override;                                                                                   \
+  Status FillBroadcast(const PayloadSpans& out, const CodecContext& context) override;            \
+  Status Apply(const PayloadView& broadcast, const CodecContext& context, std::span<float> model) \
+      override
+
 // What creating a component needs.
 struct AggregationSetup {
   const CodecRegistry* codecs = nullptr;

@@ -4,7 +4,19 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "edgesgd/protocol/session.h"
+
 namespace edgesgd::protocol {
+
+// A frame a session dropped, for its driver's log: who sent it, why (`Reason`, the session's
+// enum), its round when it could be decoded (else the session's), and when.
+template <typename Reason>
+struct RejectEventOf {
+  PeerId peer = 0;
+  Reason reason{};
+  std::uint32_t round = 0;
+  TimeNs time = 0;
+};
 
 // The last N events of a session (rejected frames, closed rounds) for its driver to drain: a
 // fixed ring that overwrites its oldest entry when full and counts what it dropped. Does not

@@ -175,12 +175,7 @@ inline constexpr std::size_t kGossipRejectReasonCount = 10;
 // Lower-snake name of a reason ("late"), for logs and metrics; never null.
 const char* GossipRejectReasonName(GossipRejectReason reason);
 
-struct GossipRejectEvent {
-  PeerId peer = 0;
-  GossipRejectReason reason = GossipRejectReason::kMalformed;
-  std::uint32_t round = 0;  // the frame's round when it could be decoded, else the peer's
-  TimeNs time = 0;
-};
+using GossipRejectEvent = RejectEventOf<GossipRejectReason>;
 
 // One completed round (all its R exchange steps), for a metrics row.
 struct GossipRoundEvent {

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "edgesgd/core/status.h"
+#include "edgesgd/protocol/event_log.h"
 #include "edgesgd/protocol/session.h"
 
 namespace edgesgd::protocol {
@@ -64,12 +65,7 @@ inline constexpr std::size_t kRejectReasonCount = 11;
 // Lower-snake name of a reason ("late"), for logs and metrics; never null.
 const char* RejectReasonName(RejectReason reason);
 
-struct RejectEvent {
-  PeerId peer = 0;
-  RejectReason reason = RejectReason::kMalformed;
-  std::uint32_t round = 0;  // the frame's round when it could be decoded, else the server's
-  TimeNs time = 0;
-};
+using RejectEvent = RejectEventOf<RejectReason>;
 
 // One closed round, for a metrics row.
 struct RoundEvent {

@@ -12,8 +12,7 @@ namespace edgesgd::protocol {
 class MeanAggregation final : public Aggregation {
  public:
   static constexpr bool Serves(const RunConfig& config) {
-    return config.aggregation == AggregationKind::kMean &&
-           config.downlink == DownlinkKind::kModel;
+    return config.aggregation == AggregationKind::kMean && config.downlink == DownlinkKind::kModel;
   }
   static constexpr std::size_t ArenaBytes(const RunConfig& config, std::uint32_t) {
     const std::size_t mean = MeanAggregator::StateBytes(config.layout, config.codec);
@@ -22,14 +21,7 @@ class MeanAggregation final : public Aggregation {
 
   static constexpr bool kAggregateIsPayload = false;
 
-  Status Init(Arena& arena, const AggregationSetup& setup);
-
-  void BeginRound() override;
-  Status Add(const CodecParams& params, const PayloadView& payload,
-             const CodecContext& context) override;
-  Status FillBroadcast(const PayloadSpans& out, const CodecContext& context) override;
-  Status Apply(const PayloadView& broadcast, const CodecContext& context,
-               std::span<float> model) override;
+  EDGESGD_AGGREGATION_COMPONENT();
 
  private:
   MeanAggregator mean_;

@@ -25,14 +25,7 @@ class PayloadMeanAggregation final : public Aggregation {
 
   static constexpr bool kAggregateIsPayload = true;
 
-  Status Init(Arena& arena, const AggregationSetup& setup);
-
-  void BeginRound() override;
-  Status Add(const CodecParams& params, const PayloadView& payload,
-             const CodecContext& context) override;
-  Status FillBroadcast(const PayloadSpans& out, const CodecContext& context) override;
-  Status Apply(const PayloadView& broadcast, const CodecContext& context,
-               std::span<float> model) override;
+  EDGESGD_AGGREGATION_COMPONENT();
 
  private:
   const CodecRegistry* codecs_ = nullptr;

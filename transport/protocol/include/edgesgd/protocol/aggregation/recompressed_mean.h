@@ -25,14 +25,7 @@ class RecompressedMeanAggregation final : public Aggregation {
 
   static constexpr bool kAggregateIsPayload = true;
 
-  Status Init(Arena& arena, const AggregationSetup& setup);
-
-  void BeginRound() override;
-  Status Add(const CodecParams& params, const PayloadView& payload,
-             const CodecContext& context) override;
-  Status FillBroadcast(const PayloadSpans& out, const CodecContext& context) override;
-  Status Apply(const PayloadView& broadcast, const CodecContext& context,
-               std::span<float> model) override;
+  EDGESGD_AGGREGATION_COMPONENT();
 
   std::span<const std::byte> SavedState() const override {
     return std::as_bytes(feedback_.residual());
