@@ -142,7 +142,8 @@ void ErrorFeedbackWorker::Step(std::span<const float> gradient) {
     }
   };
   // Three loops rather than one with branches inside, so each vectorises. The expression
-  // order (g + wd*point, then beta*m + g) is §2's and is what bit-exact tests reproduce.
+  // order (g + wd*point, then beta*m + g) follows docs/algorithms.md §2; bit-exact tests
+  // reproduce it.
   if (feedback_.local_steps == 1) {
     // The only step of the round: the local model is never read again, so only m and delta
     // (which may be the residual itself) advance.

@@ -1,4 +1,4 @@
-"""Runs and checks shared by f_detag_ring and f_detag_complete (experiment F, ALGORITHMS.md §6):
+"""Runs and checks shared by f_detag_ring and f_detag_complete (experiment F, docs/algorithms.md §6):
 D-PSGD, gradient tracking and DeTAG at an equal number of vectors sent per neighbour and an
 equal number of gradient samples (each run computes one mini-batch per vector it sends)."""
 

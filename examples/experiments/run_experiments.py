@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Runs the reference experiments of ALGORITHMS.md with `edgesgd simulate`, plots them and
+"""Runs the reference experiments with `edgesgd simulate`, plots them and
 writes examples/experiments/RESULTS.md.
 
 Usage: run_experiments.py [--edgesgd PATH] [--only a,f_detag_ring,...] [--jobs N]

@@ -8,7 +8,7 @@ import gossip_comparison as comparison  # noqa: E402
 
 TITLE = "F: DeTAG vs gradient tracking vs D-PSGD on the complete graph of 16 (and the ring)"
 CLAIM = (
-    "Lu & De Sa (ICML 2021), ALGORITHMS.md §6: DeTAG's advantage over D-PSGD comes from the "
+    "Lu & De Sa (ICML 2021), docs/algorithms.md §6: DeTAG's advantage over D-PSGD comes from the "
     "graph's small spectral gap and the data's heterogeneity, so it is smaller on the complete "
     "graph (lambda 0: one gossip round averages exactly, DeTAG's recipe gives R = 1 and it "
     "becomes gradient tracking with a 2-batch phase) than on a ring. Checked on label-sorted "

@@ -8,7 +8,7 @@ import gossip_comparison as comparison  # noqa: E402
 
 TITLE = "F: DeTAG vs gradient tracking vs D-PSGD on a ring of 16, label-sorted Fashion-MNIST"
 CLAIM = (
-    "Lu & De Sa (ICML 2021), ALGORITHMS.md §6: on unshuffled data and sparse graphs DeTAG "
+    "Lu & De Sa (ICML 2021), docs/algorithms.md §6: on unshuffled data and sparse graphs DeTAG "
     "(gradient tracking whose mixing is R rounds of accelerated gossip, with a mini-batch "
     "accumulated over the phase) reaches a lower average loss and a lower consensus distance "
     "mean_i ||x_i - mean x||^2 than D-PSGD at the same communication. Checked on a ring of 16 "
@@ -16,7 +16,7 @@ CLAIM = (
     "per neighbour and computes the same number of samples (DeTAG accumulates 12 mini-batches "
     "per phase — one per vector it sends — gradient tracking 2), one lr shared by all three, "
     "at two values: 0.05 and 0.01 (tracking's step-size limit is tighter than D-PSGD's, so the "
-    "comparison depends on it). The independent re-run of ALGORITHMS.md found neither GT nor "
+    "comparison depends on it). An independent re-run found neither GT nor "
     "DeTAG beating D-PSGD at equal bytes here."
 )
 

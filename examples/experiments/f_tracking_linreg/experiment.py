@@ -2,10 +2,10 @@
 
 TITLE = "F: gradient tracking and DeTAG vs D-PSGD on heterogeneous linear regression (ring of 12)"
 CLAIM = (
-    "Lu & De Sa (ICML 2021), ALGORITHMS.md §6: on heterogeneous data D-PSGD converges only to a "
+    "Lu & De Sa (ICML 2021), docs/algorithms.md §6: on heterogeneous data D-PSGD converges only to a "
     "neighbourhood of the optimum (a bias floor set by the data heterogeneity and the spectral "
     "gap), while gradient tracking — and DeTAG, tracking with accelerated gossip over R rounds "
-    "per phase — converge to the optimum itself. Checked on the §3 linear-regression generator "
+    "per phase — converge to the optimum itself. Checked on the linear-regression generator of experiment A "
     "(12 peers, d = 100, full local gradients, lr 0.02) on a ring with weights 1/3, every "
     "algorithm sending 2400 vectors per neighbour. Metric: log10 ||mean_i x_i - x*||^2. "
     "Independent re-run: D-PSGD +0.2..+1.2, GT -26, DeTAG -6."

@@ -9,7 +9,8 @@
 //   x_{t+1} = x_t - mean_i C(p_i)
 //
 // which MeanAggregator does: Add() every received payload with weight 1, then
-// AddScaledMean(-1.0f, x). With H = 1 the whole round is exactly §2's DEF update.
+// AddScaledMean(-1.0f, x). With H = 1 the whole round is exactly the DEF
+// update of docs/algorithms.md §2.
 //
 // The detach coefficient c chooses where the gradient is taken: at x - c * e. c = 0 is classic
 // EF (the synced model), c = 1 is SAEF (the virtual model x - e), DEF sits in between. DEF-A

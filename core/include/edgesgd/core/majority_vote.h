@@ -1,7 +1,8 @@
 #pragma once
 
-// The server side of signSGD with majority vote (ALGORITHMS.md §4): each worker sends one sign
-// bit per coordinate, the server returns V = sign(sum_i sign_i), again one bit per coordinate.
+// The server side of signSGD with majority vote (docs/algorithms.md §5): each worker sends one
+// sign bit per coordinate, the server returns V = sign(sum_i sign_i), again one bit per
+// coordinate.
 // Votes are packed as in SignCodec: bit j of a tensor's word w is its coordinate 32w + j,
 // bit 1 = +1 (non-negative), each tensor starts on a fresh word, padding bits are 0.
 //

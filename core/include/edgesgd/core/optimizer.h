@@ -1,7 +1,7 @@
 #pragma once
 
-// First-order optimizers for a single device or a server that owns the model (ALGORITHMS.md §2
-// and §4), plus the worker-side pieces of distributed Signum with majority vote.
+// First-order optimizers for a single device or a server that owns the model (docs/algorithms.md
+// §4), plus the worker-side pieces of distributed Signum with majority vote.
 //
 //   kSgd       x -= eta * (g + wd * x)
 //   kMomentum  m = beta * m + (g + wd * x);  x -= eta * m      (heavy ball, no dampening)
@@ -93,16 +93,17 @@ class Optimizer {
   bool initialized_ = false;
 };
 
-// The Signum worker's momentum update of distributed signSGD with majority vote (§4):
+// The Signum worker's momentum update of distributed signSGD with majority vote
+// (docs/algorithms.md §4):
 // state = beta * state + (1 - beta) * gradient, over d floats; the worker then sends
 // sign(state) (SignCodec with SignScale::kUnit). beta = 0 gives plain signSGD. Does not
 // allocate. Errors: kInvalidArgument for beta outside [0, 1) or sizes that differ.
 Status SignumMomentumUpdate(float beta, std::span<const float> gradient, std::span<float> state);
 
-// The Signum worker's model update from the vote V (§4): x -= eta * (V + wd * x), V = +1 where
-// the coordinate's bit is 1 and -1 where it is 0, in SignCodec's layout (bit j of a tensor's
-// word w is its coordinate 32w + j; each tensor starts on a fresh word). Reads `vote_words`,
-// writes `model` (layout.dimension() floats). Does not allocate.
+// The Signum worker's model update from the vote V (docs/algorithms.md §4):
+// x -= eta * (V + wd * x), V = +1 where the coordinate's bit is 1 and -1 where it is 0, in
+// SignCodec's layout (bit j of a tensor's word w is its coordinate 32w + j; each tensor starts
+// on a fresh word). Reads `vote_words`, writes `model` (layout.dimension() floats). Does not allocate.
 // Errors: kInvalidArgument for bad eta/wd (as OptimizerParams) or a model of the wrong size;
 // kDataLoss when the word count is not the layout's or a padding bit is set (the vote comes
 // from the network). The model is untouched on error.

@@ -12,7 +12,7 @@
 
 namespace edgesgd {
 
-// Synthetic data for the small experiments of ALGORITHMS.md. Every generator writes into caller
+// Synthetic data for the small experiments (examples/experiments). Every generator writes into caller
 // buffers and is a pure function of its parameters (including the seed); its randomness comes
 // from the stream StreamId(RandomPurpose::kDataSampling, kDataSetupWorker - 1) with a
 // per-generator round word and the client/part index as tensor word. Normal variates are

@@ -2,7 +2,7 @@
 
 // A decentralized gossip peer as a sans-I/O state machine (see session.h). Peers are the nodes
 // of a Topology (topology.h); each knows only its own row of the mixing matrix W and talks only
-// to its neighbours. Three algorithms of ALGORITHMS.md §6 share one exchange mechanism:
+// to its neighbours. Three algorithms of docs/algorithms.md §6 share one exchange mechanism:
 //
 // An exchange step sends this peer's vector(s) to every live neighbour (GossipExchange{phase 0,
 // step r, vector Model or Tracker}, dense identity payload, envelope round k), collects the

@@ -1,6 +1,6 @@
 #pragma once
 
-// Gossip topologies and their mixing matrices (ALGORITHMS.md §6). A topology is an undirected
+// Gossip topologies and their mixing matrices (docs/algorithms.md §6). A topology is an undirected
 // graph over peers 1..n; the mixing matrix W is symmetric and doubly stochastic by construction:
 //
 //   kMetropolisHastings  W_ij = 1 / (1 + max(deg_i, deg_j)) on every edge
@@ -177,7 +177,7 @@ inline constexpr std::uint32_t kMaxSpectrumIterations = 2'000'000;
 Status ComputeMixingSpectrum(const Topology& topology, MixingRule rule,
                              std::span<std::byte> scratch, MixingSpectrum& out);
 
-// Accelerated gossip's momentum for a mixing matrix with this lambda (ALGORITHMS.md §6):
+// Accelerated gossip's momentum for a mixing matrix with this lambda (docs/algorithms.md §6):
 // eta_g = (1 - sqrt(1 - lambda^2)) / (1 + sqrt(1 - lambda^2)), in [0, 1). lambda is clamped to
 // [0, 1).
 float AcceleratedGossipRate(double lambda);
