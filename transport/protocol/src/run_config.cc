@@ -110,9 +110,9 @@ Status ValidateRunConfig(const RunConfig& config) {
       if (config.downlink == DownlinkKind::kAggregate && !TraitsOf(config.codec).payload_sum &&
           !TraitsOf(config.codec).downlink_recompress) {
         return Status::InvalidArgument(
-            "downlink aggregate needs a codec whose payloads sum (identity, rand_k, "
-            "random_block), one the server can re-compress with (top_k, sign, qsgd), or "
-            "majority vote");
+            "downlink aggregate needs a codec whose payloads sum or that the server can "
+            "re-compress with; this one is neither (reg_top_k selects with each worker's "
+            "posterior): use the model downlink");
       }
       return Status::Ok();
     case AggregationKind::kMajority:

@@ -62,19 +62,23 @@ constexpr Status ValidateFeedbackParams(const FeedbackParams& params) {
     case FeedbackKind::kSaef:
       break;
     case FeedbackKind::kDef:
-      if (!(params.detach >= 0.0f && params.detach <= 1.0f)) return Status::InvalidArgument();
+      if (!(params.detach >= 0.0f && params.detach <= 1.0f)) {
+        return Status::InvalidArgument("the detach coefficient must be in [0, 1]");
+      }
       break;
     default:
-      return Status::InvalidArgument();
+      return Status::InvalidArgument("unknown error feedback");
   }
   if (!(params.learning_rate > 0.0f && params.learning_rate <= kMaxFloat)) {
-    return Status::InvalidArgument();
+    return Status::InvalidArgument("the learning rate must be positive and finite");
   }
-  if (!(params.momentum >= 0.0f && params.momentum < 1.0f)) return Status::InvalidArgument();
+  if (!(params.momentum >= 0.0f && params.momentum < 1.0f)) {
+    return Status::InvalidArgument("the momentum must be in [0, 1)");
+  }
   if (!(params.weight_decay >= 0.0f && params.weight_decay <= kMaxFloat)) {
-    return Status::InvalidArgument();
+    return Status::InvalidArgument("the weight decay must be non-negative and finite");
   }
-  if (params.local_steps < 1) return Status::InvalidArgument();
+  if (params.local_steps < 1) return Status::InvalidArgument("local steps must be at least 1");
   return Status::Ok();
 }
 

@@ -42,16 +42,18 @@ constexpr Status ValidateOptimizerParams(const OptimizerParams& params) {
       break;
     case OptimizerKind::kMomentum:
     case OptimizerKind::kSignum:
-      if (!(params.momentum >= 0.0f && params.momentum < 1.0f)) return Status::InvalidArgument();
+      if (!(params.momentum >= 0.0f && params.momentum < 1.0f)) {
+        return Status::InvalidArgument("the momentum must be in [0, 1)");
+      }
       break;
     default:
-      return Status::InvalidArgument();
+      return Status::InvalidArgument("unknown optimizer");
   }
   if (!(params.learning_rate > 0.0f && params.learning_rate <= kMaxFloat)) {
-    return Status::InvalidArgument();
+    return Status::InvalidArgument("the learning rate must be positive and finite");
   }
   if (!(params.weight_decay >= 0.0f && params.weight_decay <= kMaxFloat)) {
-    return Status::InvalidArgument();
+    return Status::InvalidArgument("the weight decay must be non-negative and finite");
   }
   return Status::Ok();
 }

@@ -1,7 +1,8 @@
 #pragma once
 
-// RegTop-k (Bereyhi et al., "Regularized Top-k", 2024): Top-k whose selection is regularised by
-// what the previous aggregate did to the coordinates this worker sent. Worker i keeps a
+// RegTop-k (Bereyhi et al., "Regularized Top-k", arXiv:2501.05633, 2025): Top-k whose
+// selection is regularised by what the previous aggregate did to the coordinates this worker
+// sent. Worker i keeps a
 // posterior distortion Delta_i (d floats) and selects by
 //
 //   score[j] = tanh(|1 + Delta[j]| / mu) * |a[j]|

@@ -36,9 +36,10 @@ Result<std::size_t> ReadFrameLength(std::span<const std::byte> prefix,
 // never crashes, whatever the bytes. Checks, in order: alignment, length prefix against the
 // limit and against frame.size(), file identifier, the FlatBuffers verifier (bounds, offsets,
 // alignment, strings; at most 4 nested and 8 tables), schema version, then message content:
-// union types known and present, payload table consistent with the codec (kPayloadMap), enums
-// in range, qsgd levels/bucket and Welcome configuration valid, reason length. It does not
-// check payload field sizes against a layout — the codec's DecodeAdd does (kDataLoss).
+// union types known and present, enums in range, the Welcome's codec parameters within the
+// codec's domain, reason length. The receiver checks the rest: which payload table a codec may
+// send (ParamsForPayload), the run configuration (ValidateRunConfig) and payload field sizes
+// against a layout (the codec's DecodeAdd, kDataLoss).
 // Reads only `frame`; does not allocate.
 // Errors:
 //   kInvalidArgument   frame.data() is not kFrameAlignment-aligned (receive into a

@@ -1,7 +1,7 @@
 #pragma once
 
-// Mean aggregation with the aggregate downlink for codecs whose payloads do not sum (top_k,
-// sign, qsgd): the server compresses the dense mean again with the workers' codec and keeps what
+// Mean aggregation with the aggregate downlink for codecs whose payloads do not sum but that
+// declare downlink_recompress (top_k, sign, qsgd, natural, fp16): the server compresses the dense mean again with the workers' codec and keeps what
 // that drops in its own residual (two-way error feedback, DownlinkFeedback):
 //   e_s += mean_i C(p_i);   b = C(e_s);   e_s -= b;   x -= b   (server and every worker)
 // The residual is the component's state across rounds, so it is part of the checkpoint.
