@@ -1,14 +1,17 @@
 // ServerSession checkpoints: SaveState/RestoreState round-trip the committed state (round, model,
 // cumulative counters, the re-compressed downlink's residual), a restored server resumes at the
-// saved round and finishes the run, and
-// damaged or foreign checkpoints are refused with a reason, leaving the session untouched.
+// saved round and finishes the run, and damaged or foreign checkpoints are refused with a reason
+// (a foreign one naming the setting that differs), leaving the session untouched.
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstring>
+#include <string>
+#include <string_view>
 #include <vector>
 
+#include "edgesgd/protocol/checkpoint.h"
 #include "protocol/protocol_harness.h"
 
 namespace edgesgd::protocol::testing {
@@ -22,7 +25,7 @@ ServerOptions FourWorkers() {
 }
 
 std::vector<std::byte> Save(const ServerSession& server) {
-  std::vector<std::byte> bytes(ServerSession::StateBytes(server.config()));
+  std::vector<std::byte> bytes(server.StateBytes());
   const Result<std::size_t> written = server.SaveState(bytes);
   EXPECT_TRUE(written.ok());
   EXPECT_EQ(written.value(), bytes.size());
@@ -41,7 +44,9 @@ TEST(ServerCheckpointTest, RestoredServerHoldsTheSavedRoundModelAndCounters) {
 
   ArenaStorage storage(ServerSession::ArenaBytes(config, FourWorkers()));
   ServerSession restored;
-  ASSERT_TRUE(restored.Init(storage.arena, config, FourWorkers(), std::vector<float>(kDim)).ok());
+  ASSERT_TRUE(
+      restored.Init(storage.arena, AllCodecs(), config, FourWorkers(), std::vector<float>(kDim))
+          .ok());
   const Status check = restored.RestoreState(state);
   ASSERT_TRUE(check.ok()) << check.reason();
   EXPECT_EQ(restored.round(), cluster.server().round());
@@ -59,7 +64,7 @@ TEST(ServerCheckpointTest, RestoredServerHoldsTheSavedRoundModelAndCounters) {
 
 TEST(ServerCheckpointTest, ResumedServerFinishesTheRemainingRounds) {
   constexpr std::size_t kDim = 16;
-  const RunConfig config = MeanConfig(kDim, CodecKind::kTopK, 30);
+  const RunConfig config = MeanConfig(kDim, kCodecId<TopKCodec>, 30);
   std::vector<std::byte> state;
   {
     Cluster first(config, FourWorkers(), Targets(4, kDim), std::vector<float>(kDim, 2.0f));
@@ -87,7 +92,7 @@ TEST(ServerCheckpointTest, ResumedServerFinishesTheRemainingRounds) {
 // uninterrupted one only if the checkpoint carried it.
 TEST(ServerCheckpointTest, RecompressedDownlinkResidualSurvivesAResume) {
   constexpr std::size_t kDim = 24;
-  RunConfig config = MeanConfig(kDim, CodecKind::kTopK, 30);
+  RunConfig config = MeanConfig(kDim, kCodecId<TopKCodec>, 30);
   config.downlink = DownlinkKind::kAggregate;
   config.feedback.kind = FeedbackKind::kNone;
   config.feedback.momentum = 0.0f;
@@ -104,11 +109,13 @@ TEST(ServerCheckpointTest, RecompressedDownlinkResidualSurvivesAResume) {
     ASSERT_TRUE(cluster.RunUntilFinished(1000 * kSecond));
     uninterrupted.assign(cluster.server().model().begin(), cluster.server().model().end());
   }
-  ASSERT_EQ(state.size(), ServerSession::kStateHeaderBytes + 2 * 4 * kDim +
-                              ServerSession::kStateTrailerBytes);
+  // The checkpoint holds the model and the residual: d floats each.
+  ASSERT_EQ(state.size(), CheckpointBytes(config, 4, 4 * kDim));
+  CheckpointState stored;
+  ASSERT_TRUE(ReadCheckpoint(state, config, 4, 4 * kDim, stored).ok());
+  ASSERT_EQ(stored.aggregation.size(), 4 * kDim);
   std::vector<float> residual(kDim);
-  std::memcpy(residual.data(), state.data() + ServerSession::kStateHeaderBytes + 4 * kDim,
-              4 * kDim);
+  std::memcpy(residual.data(), stored.aggregation.data(), 4 * kDim);
   EXPECT_TRUE(std::any_of(residual.begin(), residual.end(), [](float v) { return v != 0.0f; }))
       << "top_k of 25 % left nothing behind: the test would not see a lost residual";
 
@@ -122,11 +129,13 @@ TEST(ServerCheckpointTest, RecompressedDownlinkResidualSurvivesAResume) {
   ASSERT_EQ(resumed.server().model().size(), kDim);
   EXPECT_EQ(std::memcmp(resumed.server().model().data(), uninterrupted.data(), 4 * kDim), 0);
 
-  // The same checkpoint does not fit a run that broadcasts the model.
+  // The same checkpoint does not fit a run that broadcasts the model, and says so.
   RunConfig model_downlink = config;
   model_downlink.downlink = DownlinkKind::kModel;
   Cluster other(model_downlink, FourWorkers(), Targets(4, kDim), initial);
-  EXPECT_EQ(other.server().RestoreState(state).code(), StatusCode::kDataLoss);
+  std::string_view differing;
+  EXPECT_EQ(other.server().RestoreState(state, &differing).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(differing, "downlink");
 }
 
 TEST(ServerCheckpointTest, DamagedOrForeignCheckpointsAreRefused) {
@@ -135,42 +144,66 @@ TEST(ServerCheckpointTest, DamagedOrForeignCheckpointsAreRefused) {
   const std::vector<float> initial(kDim, 0.5f);
   ArenaStorage source_storage(ServerSession::ArenaBytes(config, FourWorkers()));
   ServerSession source;
-  ASSERT_TRUE(source.Init(source_storage.arena, config, FourWorkers(), initial).ok());
+  ASSERT_TRUE(source.Init(source_storage.arena, AllCodecs(), config, FourWorkers(), initial).ok());
   const std::vector<std::byte> state = Save(source);
 
+  // The restore's status, and in `differing` the setting it names.
+  std::string_view differing;
   const auto restore = [&](const RunConfig& run, const ServerOptions& options,
                            std::span<const std::byte> bytes) {
     ArenaStorage storage(ServerSession::ArenaBytes(run, options));
     ServerSession server;
-    EXPECT_TRUE(server.Init(storage.arena, run, options, std::vector<float>(
-                                                             run.layout.dimension(), 0.5f))
+    EXPECT_TRUE(server
+                    .Init(storage.arena, AllCodecs(), run, options,
+                          std::vector<float>(run.layout.dimension(), 0.5f))
                     .ok());
-    return server.RestoreState(bytes).code();
+    differing = {};
+    return server.RestoreState(bytes, &differing);
   };
-  EXPECT_EQ(restore(config, FourWorkers(), state), StatusCode::kOk);
+  const auto expect_damaged = [&](std::span<const std::byte> bytes, const char* what) {
+    const Status check = restore(config, FourWorkers(), bytes);
+    EXPECT_EQ(check, Status::DataLoss()) << what;
+    EXPECT_NE(std::string_view(check.reason()).find("damaged"), std::string_view::npos)
+        << what << ": " << check.reason();
+  };
+  EXPECT_TRUE(restore(config, FourWorkers(), state).ok());
 
+  CheckpointState stored;
+  ASSERT_TRUE(ReadCheckpoint(state, config, 4, 0, stored).ok());
+  const auto model_offset = static_cast<std::size_t>(stored.model.data() - state.data());
   std::vector<std::byte> flipped = state;
-  flipped[ServerSession::kStateHeaderBytes + 3] ^= std::byte{0x40};  // a model bit
-  EXPECT_EQ(restore(config, FourWorkers(), flipped), StatusCode::kDataLoss);
-  EXPECT_EQ(restore(config, FourWorkers(), std::span(state).first(state.size() - 1)),
-            StatusCode::kDataLoss);
-  EXPECT_EQ(restore(config, FourWorkers(), std::vector<std::byte>(state.size())),
-            StatusCode::kDataLoss);
+  flipped[model_offset + 3] ^= std::byte{0x40};  // a model bit
+  expect_damaged(flipped, "a flipped model bit");
+  expect_damaged(std::span(state).first(state.size() - 1), "one byte short");
+  expect_damaged(std::span(state).first(12), "the header only");
+  expect_damaged(std::vector<std::byte>(state.size()), "zeros");
+
+  // Another format version is refused as such, before anything else is read.
+  for (const std::uint32_t version : {kCheckpointVersion - 1, kCheckpointVersion + 1}) {
+    std::vector<std::byte> other_version = state;
+    std::memcpy(other_version.data() + 8, &version, sizeof(version));  // after the magic
+    const Status check = restore(config, FourWorkers(), other_version);
+    EXPECT_EQ(check, Status::DataLoss()) << version;
+    EXPECT_NE(std::string_view(check.reason()).find("version"), std::string_view::npos)
+        << check.reason();
+  }
 
   RunConfig other_seed = config;
   other_seed.seed += 1;
-  EXPECT_EQ(restore(other_seed, FourWorkers(), state), StatusCode::kInvalidArgument);
+  EXPECT_EQ(restore(other_seed, FourWorkers(), state), Status::InvalidArgument());
+  EXPECT_EQ(differing, "seed");
   ServerOptions three = FourWorkers();
   three.workers = 3;
   three.quorum = 3;
-  EXPECT_EQ(restore(config, three, state), StatusCode::kInvalidArgument);
-  EXPECT_EQ(restore(MajorityConfig(kDim + 1, 20), FourWorkers(), state),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(restore(config, three, state), Status::InvalidArgument());
+  EXPECT_EQ(differing, "workers");
+  EXPECT_EQ(restore(MajorityConfig(kDim + 1, 20), FourWorkers(), state), Status::InvalidArgument());
+  EXPECT_EQ(differing, "model");
 
   // Not after Start: the run has begun from another state.
   ArenaStorage storage(ServerSession::ArenaBytes(config, FourWorkers()));
   ServerSession started;
-  ASSERT_TRUE(started.Init(storage.arena, config, FourWorkers(), initial).ok());
+  ASSERT_TRUE(started.Init(storage.arena, AllCodecs(), config, FourWorkers(), initial).ok());
   started.Start(0);
   EXPECT_EQ(started.RestoreState(state).code(), StatusCode::kFailedPrecondition);
 }
@@ -184,7 +217,9 @@ TEST(ServerCheckpointTest, CheckpointOfAFinishedRunRestoresAsFinished) {
   const std::vector<std::byte> state = Save(cluster.server());
   ArenaStorage storage(ServerSession::ArenaBytes(config, FourWorkers()));
   ServerSession restored;
-  ASSERT_TRUE(restored.Init(storage.arena, config, FourWorkers(), std::vector<float>(kDim)).ok());
+  ASSERT_TRUE(
+      restored.Init(storage.arena, AllCodecs(), config, FourWorkers(), std::vector<float>(kDim))
+          .ok());
   ASSERT_TRUE(restored.RestoreState(state).ok());
   EXPECT_TRUE(restored.Finished());
   EXPECT_EQ(restored.round(), 5u);
