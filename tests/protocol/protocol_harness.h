@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "core/test_util.h"
@@ -428,6 +429,24 @@ inline RunConfig MajorityConfig(std::size_t dimension, std::uint32_t rounds) {
   config.rounds = rounds;
   config.seed = 7;
   return config;
+}
+
+// One configuration served by each aggregation component (aggregation_registry.h), with the
+// component's name, on one tensor of `dimension` coordinates.
+struct ComponentConfig {
+  std::string_view component;
+  RunConfig config;
+};
+inline std::vector<ComponentConfig> ConfigPerAggregation(std::size_t dimension,
+                                                         std::uint32_t rounds) {
+  RunConfig payload_mean = MeanConfig(dimension, kCodecId<RandKCodec>, rounds);
+  payload_mean.downlink = DownlinkKind::kAggregate;
+  RunConfig recompressed_mean = MeanConfig(dimension, kCodecId<TopKCodec>, rounds);
+  recompressed_mean.downlink = DownlinkKind::kAggregate;
+  return {{"mean", MeanConfig(dimension, kCodecId<TopKCodec>, rounds)},
+          {"payload_mean", payload_mean},
+          {"recompressed_mean", recompressed_mean},
+          {"majority_vote", MajorityConfig(dimension, rounds)}};
 }
 
 inline std::vector<std::vector<float>> Targets(std::size_t workers, std::size_t dimension,
