@@ -36,6 +36,44 @@ std::vector<std::byte> Save(const ServerSession& server) {
   return bytes;
 }
 
+// The settings of a server: its run configuration and worker count.
+struct ServerSettings {
+  RunConfig config;
+  std::uint32_t workers = 4;
+};
+
+// A server of `settings`, initialised (not started) with a constant model.
+struct FreshServer {
+  explicit FreshServer(const ServerSettings& settings)
+      : storage(ServerSession::ArenaBytes(settings.config, Options(settings))) {
+    const Status init = server.Init(storage.arena, AllCodecs(), settings.config, Options(settings),
+                                    std::vector<float>(settings.config.layout.dimension(), 0.25f));
+    EXPECT_TRUE(init.ok()) << init.reason();
+  }
+  static ServerOptions Options(const ServerSettings& settings) {
+    ServerOptions options;
+    options.workers = settings.workers;
+    return options;
+  }
+  ArenaStorage storage;
+  ServerSession server;
+};
+
+// A checkpoint of a fresh server of `run`.
+std::vector<std::byte> CheckpointOf(const ServerSettings& run) {
+  const FreshServer fresh(run);
+  return Save(fresh.server);
+}
+
+// Restores `checkpoint` into a fresh server of `run`; the setting the refusal names goes to
+// `differing`.
+Status RestoreInto(const ServerSettings& run, std::span<const std::byte> checkpoint,
+                   std::string_view& differing) {
+  FreshServer fresh(run);
+  differing = {};
+  return fresh.server.RestoreState(checkpoint, &differing);
+}
+
 TEST(ServerCheckpointTest, RestoredServerHoldsTheSavedRoundModelAndCounters) {
   constexpr std::size_t kDim = 16;
   const RunConfig config = MajorityConfig(kDim, 40);
@@ -151,26 +189,15 @@ TEST(ServerCheckpointTest, DamagedOrForeignCheckpointsAreRefused) {
   ASSERT_TRUE(source.Init(source_storage.arena, AllCodecs(), config, FourWorkers(), initial).ok());
   const std::vector<std::byte> state = Save(source);
 
-  // The restore's status, and in `differing` the setting it names.
-  std::string_view differing;
-  const auto restore = [&](const RunConfig& run, const ServerOptions& options,
-                           std::span<const std::byte> bytes) {
-    ArenaStorage storage(ServerSession::ArenaBytes(run, options));
-    ServerSession server;
-    EXPECT_TRUE(server
-                    .Init(storage.arena, AllCodecs(), run, options,
-                          std::vector<float>(run.layout.dimension(), 0.5f))
-                    .ok());
-    differing = {};
-    return server.RestoreState(bytes, &differing);
-  };
+  std::string_view differing;  // the setting a refusal names
+  const ServerSettings same{config, 4};
   const auto expect_damaged = [&](std::span<const std::byte> bytes, const char* what) {
-    const Status check = restore(config, FourWorkers(), bytes);
+    const Status check = RestoreInto(same, bytes, differing);
     EXPECT_EQ(check, Status::DataLoss()) << what;
     EXPECT_NE(std::string_view(check.reason()).find("damaged"), std::string_view::npos)
         << what << ": " << check.reason();
   };
-  EXPECT_TRUE(restore(config, FourWorkers(), state).ok());
+  EXPECT_TRUE(RestoreInto(same, state, differing).ok());
 
   CheckpointState stored;
   ASSERT_TRUE(ReadCheckpoint(state, config, 4, 0, stored).ok());
@@ -186,7 +213,7 @@ TEST(ServerCheckpointTest, DamagedOrForeignCheckpointsAreRefused) {
   for (const std::uint32_t version : {kCheckpointVersion - 1, kCheckpointVersion + 1}) {
     std::vector<std::byte> other_version = state;
     std::memcpy(other_version.data() + 8, &version, sizeof(version));  // after the magic
-    const Status check = restore(config, FourWorkers(), other_version);
+    const Status check = RestoreInto(same, other_version, differing);
     EXPECT_EQ(check, Status::DataLoss()) << version;
     EXPECT_NE(std::string_view(check.reason()).find("version"), std::string_view::npos)
         << check.reason();
@@ -194,14 +221,12 @@ TEST(ServerCheckpointTest, DamagedOrForeignCheckpointsAreRefused) {
 
   RunConfig other_seed = config;
   other_seed.seed += 1;
-  EXPECT_EQ(restore(other_seed, FourWorkers(), state), Status::InvalidArgument());
+  EXPECT_EQ(RestoreInto({other_seed, 4}, state, differing), Status::InvalidArgument());
   EXPECT_EQ(differing, "seed");
-  ServerOptions three = FourWorkers();
-  three.workers = 3;
-  three.quorum = 3;
-  EXPECT_EQ(restore(config, three, state), Status::InvalidArgument());
+  EXPECT_EQ(RestoreInto({config, 3}, state, differing), Status::InvalidArgument());
   EXPECT_EQ(differing, "workers");
-  EXPECT_EQ(restore(MajorityConfig(kDim + 1, 20), FourWorkers(), state), Status::InvalidArgument());
+  EXPECT_EQ(RestoreInto({MajorityConfig(kDim + 1, 20), 4}, state, differing),
+            Status::InvalidArgument());
   EXPECT_EQ(differing, "model");
 
   // Not after Start: the run has begun from another state.
@@ -213,12 +238,6 @@ TEST(ServerCheckpointTest, DamagedOrForeignCheckpointsAreRefused) {
 }
 
 // ---- A refused resume names the setting that differs ----
-
-// The settings of a server: its run configuration and worker count.
-struct ServerSettings {
-  RunConfig config;
-  std::uint32_t workers = 4;
-};
 
 using FieldValues = std::vector<std::pair<std::string_view, std::uint64_t>>;
 
@@ -364,34 +383,6 @@ std::optional<ServerSettings> WithOtherValue(const ServerSettings& run, std::str
   }
   if (!Valid(changed)) return std::nullopt;
   return changed;
-}
-
-// A checkpoint of a fresh server of `run`.
-std::vector<std::byte> CheckpointOf(const ServerSettings& run) {
-  ServerOptions options;
-  options.workers = run.workers;
-  ArenaStorage storage(ServerSession::ArenaBytes(run.config, options));
-  ServerSession server;
-  EXPECT_TRUE(server
-                  .Init(storage.arena, AllCodecs(), run.config, options,
-                        std::vector<float>(run.config.layout.dimension(), 0.25f))
-                  .ok());
-  return Save(server);
-}
-
-// Restores `checkpoint` into a fresh server of `run`; the setting the refusal names goes to
-// `differing`.
-Status RestoreInto(const ServerSettings& run, std::span<const std::byte> checkpoint,
-                   std::string_view& differing) {
-  ServerOptions options;
-  options.workers = run.workers;
-  ArenaStorage storage(ServerSession::ArenaBytes(run.config, options));
-  ServerSession server;
-  const Status init = server.Init(storage.arena, AllCodecs(), run.config, options,
-                                  std::vector<float>(run.config.layout.dimension(), 0.25f));
-  EXPECT_TRUE(init.ok()) << init.reason();
-  differing = {};
-  return server.RestoreState(checkpoint, &differing);
 }
 
 // For a run of every aggregation component, and a mean run of every codec (and qsgd's dq
