@@ -198,7 +198,7 @@ TEST(MajorityVoteTest, CountsSignCodecPayloads) {
   }
 }
 
-// ALGORITHMS.md §4, experiment D in miniature: workers whose signs are right with probability
+// Experiment D of docs/algorithms.md in miniature: workers whose signs are right with probability
 // 0.6 per coordinate; the vote's per-coordinate error falls with the number of workers, and a
 // minority of blind adversaries (negated signs) does not break it.
 TEST(MajorityVoteTest, VoteErrorFallsWithWorkersAndToleratesAdversaries) {

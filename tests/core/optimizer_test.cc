@@ -170,7 +170,7 @@ TEST(OptimizerTest, ApplySignVoteRejectsBadInput) {
   }
 }
 
-// ALGORITHMS.md §4, experiment C (shortened): with heavy noise on one coordinate, signSGD at
+// Experiment C of docs/algorithms.md (shortened): with heavy noise on one coordinate, signSGD at
 // lr 1e-2 beats SGD at lr 1e-3 on f(x) = ||x||^2 / 2.
 TEST(OptimizerTest, SignSgdBeatsSgdUnderSparseNoise) {
   constexpr std::size_t kDim = 100;
