@@ -27,7 +27,7 @@ std::vector<SteadyStateCase> Cases() {
   using protocol::testing::MajorityConfig;
   using protocol::testing::MeanConfig;
   std::vector<SteadyStateCase> cases;
-  protocol::RunConfig top_k = MeanConfig(300, CodecKind::kTopK, 1000);
+  protocol::RunConfig top_k = MeanConfig(300, kCodecId<TopKCodec>, 1000);
   top_k.feedback.kind = FeedbackKind::kDef;
   top_k.feedback.local_steps = 2;
   top_k.feedback.learning_rate = 0.02f;
@@ -35,25 +35,28 @@ std::vector<SteadyStateCase> Cases() {
   protocol::RunConfig two_way = top_k;
   two_way.downlink = protocol::DownlinkKind::kAggregate;
   cases.push_back({"mean_top_k_recompressed_downlink", two_way});
-  protocol::RunConfig rand_k = MeanConfig(300, CodecKind::kRandK, 1000);
+  protocol::RunConfig rand_k = MeanConfig(300, kCodecId<RandKCodec>, 1000);
   rand_k.downlink = protocol::DownlinkKind::kAggregate;
   rand_k.participation = 0.75f;
   rand_k.feedback.learning_rate = 0.02f;
   cases.push_back({"mean_rand_k_aggregate_downlink", rand_k});
-  protocol::RunConfig qsgd = MeanConfig(300, CodecKind::kQsgd, 1000);
-  qsgd.codec.qsgd_levels = 15;
-  qsgd.codec.qsgd_bucket = 64;
+  protocol::RunConfig qsgd = MeanConfig(300, kCodecId<QsgdCodec>, 1000);
+  qsgd.codec = QsgdParams{.levels = 15, .bucket = 64};
   qsgd.feedback.learning_rate = 0.02f;
   cases.push_back({"mean_qsgd_model_downlink", qsgd});
   // The workers learn RegTop-k's posterior from every broadcast; quorum 3 of 4 and partial
   // participation make some of them forget it now and then.
-  protocol::RunConfig reg_top_k = MeanConfig(300, CodecKind::kRegTopK, 1000);
+  protocol::RunConfig reg_top_k = MeanConfig(300, kCodecId<RegTopKCodec>, 1000);
   reg_top_k.participation = 0.75f;
   reg_top_k.feedback.learning_rate = 0.02f;
   cases.push_back({"mean_reg_top_k_model_downlink", reg_top_k});
   protocol::RunConfig dq = qsgd;
-  dq.quant_schedule = {QuantScheduleKind::kDq, 2, 6, 2.0f, 0.99f};
-  dq.codec.qsgd_levels = QsgdLevelsForBits(6).value();
+  dq.codec = QsgdParams{.bucket = 64,
+                        .schedule = QuantScheduleKind::kDq,
+                        .bits_min = 2,
+                        .bits_max = 6,
+                        .dq_k = 2.0f,
+                        .dq_rho = 0.99f};
   cases.push_back({"mean_qsgd_dq_schedule", dq});
   protocol::RunConfig majority = MajorityConfig(300, 1000);
   majority.downlink = protocol::DownlinkKind::kAggregate;

@@ -6,9 +6,12 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
+#include <variant>
 #include <vector>
 
 #include "alloc/allocation_counter.h"
+#include "core/test_util.h"
 #include "edgesgd/core/aggregator.h"
 #include "edgesgd/core/arena.h"
 #include "edgesgd/core/codec_registry.h"
@@ -54,17 +57,13 @@ TEST(AllocationCounterTest, CountsHeapAllocations) {
   }
 }
 
-class SteadyStateTest : public ::testing::TestWithParam<CodecKind> {};
+class SteadyStateTest : public ::testing::TestWithParam<CodecId> {};
 
 TEST_P(SteadyStateTest, ErrorFeedbackRoundsDoNotAllocate) {
   const TensorLayout layout = TestLayout();
   const std::size_t d = layout.dimension();
-  CodecParams codec;
-  codec.kind = GetParam();
-  codec.k_ratio = 0.05f;
-  codec.block_ratio = 8;
-  codec.qsgd_levels = 15;
-  codec.qsgd_bucket = 128;
+  const CodecParams codec = test_util::EveryCodec(
+      {.k_ratio = 0.05f, .block_ratio = 8, .qsgd_levels = 15, .qsgd_bucket = 128})[GetParam()];
   FeedbackParams feedback;
   feedback.kind = FeedbackKind::kDef;
   feedback.detach = 0.3f;
@@ -93,16 +92,16 @@ TEST_P(SteadyStateTest, ErrorFeedbackRoundsDoNotAllocate) {
   Arena arena{std::span<std::byte>(storage)};
   std::vector<ErrorFeedbackWorker> workers(kWorkers);
   for (std::size_t w = 0; w < kWorkers; ++w) {
-    ASSERT_TRUE((is_lean(w)
-                     ? workers[w].Init(arena, layout, codec, lean_feedback, CodecScratch::kLent)
-                     : workers[w].Init(arena, layout, codec, feedback))
+    ASSERT_TRUE((is_lean(w) ? workers[w].Init(arena, AllCodecs(), layout, codec, lean_feedback,
+                                              CodecScratch::kLent)
+                            : workers[w].Init(arena, AllCodecs(), layout, codec, feedback))
                     .ok());
   }
   // The scratch the lean workers are lent (aligned, as Compress requires).
   const std::span<std::byte> lent_scratch =
       arena.AllocateBytes(CodecScratchBytes(codec, layout)).value();
   MeanAggregator aggregator;
-  ASSERT_TRUE(aggregator.Init(arena, layout, codec).ok());
+  ASSERT_TRUE(aggregator.Init(arena, AllCodecs(), layout, codec).ok());
   Optimizer optimizer;
   ASSERT_TRUE(optimizer.Init(arena, d, optimizer_params).ok());
   arena.Seal();
@@ -140,26 +139,31 @@ TEST_P(SteadyStateTest, ErrorFeedbackRoundsDoNotAllocate) {
     ASSERT_TRUE(optimizer.Step(single_device, gradient).ok());
   }
   EXPECT_EQ(testing::HeapAllocationCount() - before, 0u)
-      << "codec " << CodecName(codec.kind) << " allocated in steady state";
+      << "codec " << CodecName(codec) << " allocated in steady state";
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryCodec, SteadyStateTest,
-                         ::testing::Values(CodecKind::kIdentity, CodecKind::kTopK,
-                                           CodecKind::kRandK, CodecKind::kRandomBlock,
-                                           CodecKind::kSign, CodecKind::kQsgd,
-                                           CodecKind::kRegTopK),
-                         [](const auto& param_info) { return std::string(CodecName(param_info.param)); });
+                         ::testing::Values(kCodecId<IdentityCodec>, kCodecId<TopKCodec>,
+                                           kCodecId<RandKCodec>, kCodecId<RandomBlockCodec>,
+                                           kCodecId<SignCodec>, kCodecId<QsgdCodec>,
+                                           kCodecId<RegTopKCodec>),
+                         [](const ::testing::TestParamInfo<CodecId>& param_info) {
+                           return std::string(CodecName(param_info.param));
+                         });
 
-// DQ-SGD: each round a level count from the schedule, the worker quantizing with it and the
-// aggregator decoding each payload with its own count, all inside the Init buffers.
+// DQ-SGD: each round a level count from qsgd's schedule (the registry's RoundParams), the worker
+// quantizing with it and the aggregator decoding each payload with its own count, all inside
+// the Init buffers.
 TEST(SteadyStateTest, DynamicQuantizationRoundsDoNotAllocate) {
   const TensorLayout layout = TestLayout();
   const std::size_t d = layout.dimension();
-  QuantScheduleParams schedule_params{QuantScheduleKind::kDq, 2, 8, 5.0f, 0.98f};
-  CodecParams codec;
-  codec.kind = CodecKind::kQsgd;
-  codec.qsgd_levels = QsgdLevelsForBits(schedule_params.bits_max).value();
-  codec.qsgd_bucket = 128;
+  const QsgdParams dq{.bucket = 128,
+                      .schedule = QuantScheduleKind::kDq,
+                      .bits_min = 2,
+                      .bits_max = 8,
+                      .dq_k = 5.0f,
+                      .dq_rho = 0.98f};
+  const CodecParams codec = dq;
   FeedbackParams feedback;
   feedback.kind = FeedbackKind::kEf;
   feedback.learning_rate = 0.05f;
@@ -169,12 +173,12 @@ TEST(SteadyStateTest, DynamicQuantizationRoundsDoNotAllocate) {
   std::vector<std::byte> storage(arena_bytes + kArenaAlignment);
   Arena arena{std::span<std::byte>(storage)};
   std::vector<ErrorFeedbackWorker> workers(kWorkers);
-  for (auto& worker : workers) ASSERT_TRUE(worker.Init(arena, layout, codec, feedback).ok());
+  for (auto& worker : workers) {
+    ASSERT_TRUE(worker.Init(arena, AllCodecs(), layout, codec, feedback).ok());
+  }
   MeanAggregator aggregator;
-  ASSERT_TRUE(aggregator.Init(arena, layout, codec).ok());
+  ASSERT_TRUE(aggregator.Init(arena, AllCodecs(), layout, codec).ok());
   arena.Seal();
-  QuantSchedule schedule;
-  ASSERT_TRUE(schedule.Init(schedule_params, codec.qsgd_levels, kSteadyStateRounds).ok());
 
   const PayloadShape shape = EncodedShape(codec, layout).value();
   std::vector<std::uint32_t> indices(shape.indices), words(shape.words);
@@ -182,7 +186,7 @@ TEST(SteadyStateTest, DynamicQuantizationRoundsDoNotAllocate) {
   const PayloadSpans out{indices, values, words, scales};
   const auto targets = Targets(d);
   std::vector<float> model(d, 0.0f), gradient(d);
-  std::uint32_t fewest_levels = codec.qsgd_levels, most_levels = 0;
+  std::uint32_t fewest_levels = QsgdCodec::MaxLevels(dq), most_levels = 0;
 
   const std::size_t before = testing::HeapAllocationCount();
   for (int round = 0; round < kSteadyStateRounds; ++round) {
@@ -194,11 +198,14 @@ TEST(SteadyStateTest, DynamicQuantizationRoundsDoNotAllocate) {
       const std::span<const float> point = worker.GradientPoint();
       for (std::size_t i = 0; i < d; ++i) gradient[i] = point[i] - targets[w][i];
       ASSERT_TRUE(worker.LocalStep(gradient).ok());
-      const Result<std::uint32_t> levels = schedule.LevelsForGradient(t, gradient);
-      ASSERT_TRUE(levels.ok());
-      fewest_levels = std::min(fewest_levels, levels.value());
-      most_levels = std::max(most_levels, levels.value());
-      ASSERT_TRUE(worker.SetQsgdLevels(levels.value()).ok());
+      const Result<CodecParams> round_params =
+          AllCodecs().RoundParams(codec, t, kSteadyStateRounds, gradient);
+      ASSERT_TRUE(round_params.ok());
+      const auto* chosen = std::get_if<QsgdParams>(&round_params.value());
+      ASSERT_NE(chosen, nullptr);
+      fewest_levels = std::min(fewest_levels, chosen->levels);
+      most_levels = std::max(most_levels, chosen->levels);
+      ASSERT_TRUE(worker.SetRoundParams(*chosen).ok());
       const CodecContext context{99, t, static_cast<std::uint32_t>(w)};
       const Result<PayloadShape> sent = worker.Compress(context, out);
       ASSERT_TRUE(sent.ok());
@@ -213,9 +220,7 @@ TEST(SteadyStateTest, DynamicQuantizationRoundsDoNotAllocate) {
 TEST(SteadyStateTest, SignumMajorityVoteRoundsDoNotAllocate) {
   const TensorLayout layout = TestLayout();
   const std::size_t d = layout.dimension();
-  CodecParams codec;
-  codec.kind = CodecKind::kSign;
-  codec.sign_scale = SignScale::kUnit;
+  const SignParams codec{.scale = SignScale::kUnit};
   std::vector<std::byte> storage(MajorityVote::StateBytes(layout, kWorkers) + kArenaAlignment);
   Arena arena{std::span<std::byte>(storage)};
   MajorityVote vote;
@@ -236,7 +241,7 @@ TEST(SteadyStateTest, SignumMajorityVoteRoundsDoNotAllocate) {
     for (std::size_t w = 0; w < kWorkers; ++w) {
       for (std::size_t i = 0; i < d; ++i) gradient[i] = model[i] - targets[w][i];
       ASSERT_TRUE(SignumMomentumUpdate(0.9f, gradient, momenta[w]).ok());
-      ASSERT_TRUE(Encode(codec, layout, {}, momenta[w], out, {}).ok());
+      ASSERT_TRUE(SignCodec::Encode(codec, layout, {}, momenta[w], out, {}).ok());
       ASSERT_TRUE(vote.AddVote(words).ok());
     }
     ASSERT_TRUE(vote.Finish(vote_words).ok());

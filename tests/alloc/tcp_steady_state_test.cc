@@ -40,7 +40,7 @@ void RunCase(const char* name, const protocol::RunConfig& config,
   ArenaStorage server_storage(protocol::ServerSession::ArenaBytes(config, options));
   protocol::ServerSession server;
   ASSERT_TRUE(server
-                  .Init(server_storage.arena, config, options,
+                  .Init(server_storage.arena, AllCodecs(), config, options,
                         std::vector<float>(config.layout.dimension(), 1.0f))
                   .ok());
 
@@ -73,6 +73,7 @@ void RunCase(const char* name, const protocol::RunConfig& config,
     protocol::WorkerOptions worker_options;
     worker_options.device_id = w + 1;
     worker_options.gradient = &protocol::testing::QuadraticGradient;
+    worker_options.codecs = &AllCodecs();
     worker_options.user = problems.back().get();
     worker_options.heartbeat_interval_ns = 5 * tcp::kNsPerMs;  // heartbeats in the window too
     ASSERT_TRUE(workers.back()->Init(storages.back()->arena, worker_options).ok());
@@ -94,8 +95,8 @@ void RunCase(const char* name, const protocol::RunConfig& config,
 }
 
 TEST(TcpSteadyStateTest, RoundsOverSocketsDoNotAllocate) {
-  protocol::RunConfig top_k =
-      protocol::testing::MeanConfig(2000, CodecKind::kTopK, kWarmupRounds + kMeasuredRounds + 10);
+  protocol::RunConfig top_k = protocol::testing::MeanConfig(2000, kCodecId<TopKCodec>,
+                                                            kWarmupRounds + kMeasuredRounds + 10);
   top_k.feedback.learning_rate = 0.02f;
   RunCase("mean_top_k", top_k);
   protocol::RunConfig majority =

@@ -16,6 +16,7 @@ namespace {
 
 using test_util::ArenaBox;
 using test_util::DecodeDense;
+using test_util::EveryCodec;
 using test_util::kInf;
 using test_util::kNaN;
 using test_util::PayloadBuffers;
@@ -23,20 +24,6 @@ using test_util::PayloadBuffers;
 TensorLayout TestLayout() {
   const std::uint64_t sizes[] = {29, 64, 3, 100};
   return TensorLayout::FromSizes(sizes).value();
-}
-
-std::vector<CodecParams> AllCodecs() {
-  std::vector<CodecParams> all;
-  for (std::size_t i = 0; i < kCodecCount; ++i) {
-    CodecParams params;
-    params.kind = static_cast<CodecKind>(i);
-    params.k_ratio = 0.2f;
-    params.block_ratio = 4;
-    params.qsgd_levels = 15;
-    params.qsgd_bucket = 16;
-    all.push_back(params);
-  }
-  return all;
 }
 
 std::vector<float> RandomVector(std::size_t d, std::uint32_t stream) {
@@ -49,7 +36,7 @@ TEST(AggregatorTest, MeanOfIdentityPayloadsIsTheDenseMean) {
   const CodecParams identity;
   ArenaBox box(MeanAggregator::StateBytes(layout, identity));
   MeanAggregator aggregator;
-  ASSERT_TRUE(aggregator.Init(box.arena, layout, identity).ok());
+  ASSERT_TRUE(aggregator.Init(box.arena, AllCodecs(), layout, identity).ok());
   std::vector<std::vector<float>> inputs;
   for (std::uint32_t i = 0; i < 3; ++i) {
     inputs.push_back(RandomVector(d, i));
@@ -75,7 +62,7 @@ TEST(AggregatorTest, WeightedMeanAndServerStep) {
   const TensorLayout layout = TensorLayout::Single(3).value();
   ArenaBox box(MeanAggregator::StateBytes(layout, CodecParams{}));
   MeanAggregator aggregator;
-  ASSERT_TRUE(aggregator.Init(box.arena, layout, CodecParams{}).ok());
+  ASSERT_TRUE(aggregator.Init(box.arena, AllCodecs(), layout, CodecParams{}).ok());
   const std::vector<float> a = {1.0f, 2.0f, -4.0f};
   const std::vector<float> b = {5.0f, -2.0f, 0.0f};
   ASSERT_TRUE(aggregator.Add(PayloadView({}, a, {}, {}), {}, 1.0f).ok());
@@ -92,17 +79,17 @@ TEST(AggregatorTest, WeightedMeanAndServerStep) {
 TEST(AggregatorTest, AcceptsEveryCodec) {
   const TensorLayout layout = TestLayout();
   const std::size_t d = layout.dimension();
-  for (const CodecParams& codec : AllCodecs()) {
-    SCOPED_TRACE(CodecName(codec.kind));
+  for (const CodecParams& codec : EveryCodec({})) {
+    SCOPED_TRACE(CodecName(codec));
     ArenaBox box(MeanAggregator::StateBytes(layout, codec));
     MeanAggregator aggregator;
-    ASSERT_TRUE(aggregator.Init(box.arena, layout, codec).ok());
+    ASSERT_TRUE(aggregator.Init(box.arena, AllCodecs(), layout, codec).ok());
     EXPECT_EQ(box.arena.used_bytes(), MeanAggregator::StateBytes(layout, codec));
     PayloadBuffers payload(EncodedShape(codec, layout).value());
     const CodecContext context{8, 3, 1};
     std::vector<std::byte> scratch(CodecScratchBytes(codec, layout));
     const std::vector<float> input = RandomVector(d, 9);
-    ASSERT_TRUE(Encode(codec, layout, context, input, payload.spans(), scratch).ok());
+    ASSERT_TRUE(AllCodecs().Encode(codec, layout, context, input, payload.spans(), scratch).ok());
     ASSERT_TRUE(aggregator.Add(payload.view(), context).ok());
     const Result<std::span<const float>> mean = aggregator.Mean();
     ASSERT_TRUE(mean.ok());
@@ -115,7 +102,7 @@ TEST(AggregatorTest, CorruptPayloadLeavesTheSumUntouched) {
   const TensorLayout layout = TensorLayout::Single(4).value();
   ArenaBox box(MeanAggregator::StateBytes(layout, CodecParams{}));
   MeanAggregator aggregator;
-  ASSERT_TRUE(aggregator.Init(box.arena, layout, CodecParams{}).ok());
+  ASSERT_TRUE(aggregator.Init(box.arena, AllCodecs(), layout, CodecParams{}).ok());
   const std::vector<float> good = {1.0f, 2.0f, 3.0f, 4.0f};
   const std::vector<float> short_values = {1.0f, 2.0f, 3.0f};
   ASSERT_TRUE(aggregator.Add(PayloadView({}, good, {}, {}), {}).ok());
@@ -144,19 +131,22 @@ TEST(AggregatorTest, RejectsBadArguments) {
   EXPECT_EQ(aggregator.AddScaledMean(-1.0f, x), Status::FailedPrecondition());
   {
     ArenaBox box(MeanAggregator::StateBytes(layout, CodecParams{}) - 1);
-    EXPECT_EQ(aggregator.Init(box.arena, layout, CodecParams{}), Status::ResourceExhausted());
+    EXPECT_EQ(aggregator.Init(box.arena, AllCodecs(), layout, CodecParams{}),
+              Status::ResourceExhausted());
     EXPECT_EQ(box.arena.used_bytes(), 0u);
-    CodecParams bad;
-    bad.kind = CodecKind::kQsgd;
-    bad.qsgd_levels = 0;
-    EXPECT_EQ(aggregator.Init(box.arena, layout, bad), Status::InvalidArgument());
+    const CodecParams bad = QsgdParams{.levels = 0};
+    EXPECT_EQ(aggregator.Init(box.arena, AllCodecs(), layout, bad), Status::InvalidArgument());
     EXPECT_EQ(MeanAggregator::StateBytes(layout, bad), 0u);
-    EXPECT_EQ(aggregator.Init(box.arena, TensorLayout(), CodecParams{}), Status::InvalidArgument());
+    EXPECT_EQ(aggregator.Init(box.arena, AllCodecs(), TensorLayout(), CodecParams{}),
+              Status::InvalidArgument());
+    EXPECT_EQ(aggregator.Init(box.arena, test_util::TopKOnlyCodecs(), layout, CodecParams{}),
+              Status::FailedPrecondition());
     box.arena.Seal();
-    EXPECT_EQ(aggregator.Init(box.arena, layout, CodecParams{}), Status::FailedPrecondition());
+    EXPECT_EQ(aggregator.Init(box.arena, AllCodecs(), layout, CodecParams{}),
+              Status::FailedPrecondition());
   }
   ArenaBox box(MeanAggregator::StateBytes(layout, CodecParams{}));
-  ASSERT_TRUE(aggregator.Init(box.arena, layout, CodecParams{}).ok());
+  ASSERT_TRUE(aggregator.Init(box.arena, AllCodecs(), layout, CodecParams{}).ok());
   for (const float weight : {0.0f, -1.0f, kNaN, kInf}) {
     EXPECT_EQ(aggregator.AddDense(x, weight), Status::InvalidArgument());
     EXPECT_EQ(aggregator.Add(PayloadView({}, x, {}, {}), {}, weight), Status::InvalidArgument());
@@ -175,49 +165,54 @@ TEST(AggregatorTest, PayloadMeanEqualsDenseMean) {
   const TensorLayout layout = TestLayout();
   const std::size_t d = layout.dimension();
   constexpr std::uint32_t kWorkers = 5;
-  for (const CodecParams& codec : AllCodecs()) {
-    if (!SupportsPayloadSum(codec.kind)) continue;
-    for (const RandKScaling scaling : {RandKScaling::kNone, RandKScaling::kUnbiased}) {
-      CodecParams params = codec;
-      params.rand_k_scaling = scaling;
-      SCOPED_TRACE(CodecName(params.kind));
-      ArenaBox dense_box(MeanAggregator::StateBytes(layout, params));
-      MeanAggregator dense;
-      ASSERT_TRUE(dense.Init(dense_box.arena, layout, params).ok());
-      const std::size_t bytes = PayloadAggregator::StateBytes(layout, params);
-      ArenaBox payload_box(bytes);
-      PayloadAggregator compressed;
-      ASSERT_TRUE(compressed.Init(payload_box.arena, layout, params).ok());
-      EXPECT_EQ(payload_box.arena.used_bytes(), bytes);
+  std::vector<CodecParams> summable;
+  for (const CodecParams& codec : EveryCodec({})) {
+    if (!TraitsOf(codec).payload_sum) continue;
+    summable.push_back(codec);
+    if (const auto* rand_k = std::get_if<RandKParams>(&codec)) {
+      summable.push_back(
+          RandKParams{.k_ratio = rand_k->k_ratio, .scaling = RandKScaling::kUnbiased});
+    }
+  }
+  for (const CodecParams& params : summable) {
+    SCOPED_TRACE(CodecName(params));
+    ArenaBox dense_box(MeanAggregator::StateBytes(layout, params));
+    MeanAggregator dense;
+    ASSERT_TRUE(dense.Init(dense_box.arena, AllCodecs(), layout, params).ok());
+    const std::size_t bytes = PayloadAggregator::StateBytes(layout, params);
+    ArenaBox payload_box(bytes);
+    PayloadAggregator compressed;
+    ASSERT_TRUE(compressed.Init(payload_box.arena, layout, params).ok());
+    EXPECT_EQ(payload_box.arena.used_bytes(), bytes);
 
-      const PayloadShape shape = EncodedShape(params, layout).value();
-      EXPECT_EQ(compressed.payload_shape(), shape);
-      std::vector<std::byte> scratch(CodecScratchBytes(params, layout));
-      for (std::uint32_t round = 0; round < 3; ++round) {
-        dense.Reset();
-        compressed.Reset();
-        for (std::uint32_t i = 0; i < kWorkers; ++i) {
-          // Same seed and round for everyone (shared indices); the worker id differs.
-          const CodecContext context{123, round, i};
-          PayloadBuffers payload(shape);
-          const std::vector<float> input = RandomVector(d, round * 100 + i);
-          ASSERT_TRUE(Encode(params, layout, context, input, payload.spans(), scratch).ok());
-          const float weight = 1.0f + static_cast<float>(i % 2);
-          ASSERT_TRUE(dense.Add(payload.view(), context, weight).ok());
-          ASSERT_TRUE(compressed.Add(payload.view(), weight).ok());
-        }
-        const Result<PayloadView> aggregate = compressed.Mean();
-        ASSERT_TRUE(aggregate.ok());
-        EXPECT_EQ(aggregate.value().values.size(), shape.values);
-        EXPECT_EQ(aggregate.value().indices.size(), shape.indices);
-        const std::vector<float> decoded =
-            DecodeDense(params, layout, CodecContext{123, round, 0}, aggregate.value());
-        const Result<std::span<const float>> mean = dense.Mean();
-        ASSERT_TRUE(mean.ok());
-        for (std::size_t j = 0; j < d; ++j) {
-          ASSERT_NEAR(decoded[j], mean.value()[j], 1e-6f * (1.0f + std::abs(mean.value()[j])))
-              << "round " << round << " coordinate " << j;
-        }
+    const PayloadShape shape = EncodedShape(params, layout).value();
+    EXPECT_EQ(compressed.payload_shape(), shape);
+    std::vector<std::byte> scratch(CodecScratchBytes(params, layout));
+    for (std::uint32_t round = 0; round < 3; ++round) {
+      dense.Reset();
+      compressed.Reset();
+      for (std::uint32_t i = 0; i < kWorkers; ++i) {
+        // Same seed and round for everyone (shared indices); the worker id differs.
+        const CodecContext context{123, round, i};
+        PayloadBuffers payload(shape);
+        const std::vector<float> input = RandomVector(d, round * 100 + i);
+        ASSERT_TRUE(
+            AllCodecs().Encode(params, layout, context, input, payload.spans(), scratch).ok());
+        const float weight = 1.0f + static_cast<float>(i % 2);
+        ASSERT_TRUE(dense.Add(payload.view(), context, weight).ok());
+        ASSERT_TRUE(compressed.Add(payload.view(), weight).ok());
+      }
+      const Result<PayloadView> aggregate = compressed.Mean();
+      ASSERT_TRUE(aggregate.ok());
+      EXPECT_EQ(aggregate.value().values.size(), shape.values);
+      EXPECT_EQ(aggregate.value().indices.size(), shape.indices);
+      const std::vector<float> decoded =
+          DecodeDense(params, layout, CodecContext{123, round, 0}, aggregate.value());
+      const Result<std::span<const float>> mean = dense.Mean();
+      ASSERT_TRUE(mean.ok());
+      for (std::size_t j = 0; j < d; ++j) {
+        ASSERT_NEAR(decoded[j], mean.value()[j], 1e-6f * (1.0f + std::abs(mean.value()[j])))
+            << "round " << round << " coordinate " << j;
       }
     }
   }
@@ -225,15 +220,13 @@ TEST(AggregatorTest, PayloadMeanEqualsDenseMean) {
 
 TEST(AggregatorTest, PayloadAggregatorChecksBlockStarts) {
   const TensorLayout layout = TestLayout();
-  CodecParams codec;
-  codec.kind = CodecKind::kRandomBlock;
-  codec.block_ratio = 4;
+  const CodecParams codec = RandomBlockParams{.block_ratio = 4};
   ArenaBox box(PayloadAggregator::StateBytes(layout, codec));
   PayloadAggregator aggregator;
   ASSERT_TRUE(aggregator.Init(box.arena, layout, codec).ok());
   PayloadBuffers payload(EncodedShape(codec, layout).value());
   const std::vector<float> input = RandomVector(layout.dimension(), 1);
-  ASSERT_TRUE(Encode(codec, layout, {4, 2, 0}, input, payload.spans(), {}).ok());
+  ASSERT_TRUE(AllCodecs().Encode(codec, layout, {4, 2, 0}, input, payload.spans(), {}).ok());
   ASSERT_TRUE(aggregator.Add(payload.view()).ok());
 
   PayloadBuffers shifted = payload;
@@ -261,17 +254,17 @@ TEST(AggregatorTest, PayloadAggregatorChecksBlockStarts) {
   aggregator.Reset();
   EXPECT_EQ(aggregator.Mean().status(), Status::FailedPrecondition());
   // After Reset another round's starts are accepted.
-  ASSERT_TRUE(Encode(codec, layout, {4, 3, 0}, input, shifted.spans(), {}).ok());
+  ASSERT_TRUE(AllCodecs().Encode(codec, layout, {4, 3, 0}, input, shifted.spans(), {}).ok());
   EXPECT_TRUE(aggregator.Add(shifted.view()).ok());
 }
 
 TEST(AggregatorTest, PayloadAggregatorRejectsCodecsWithoutPayloadSums) {
   const TensorLayout layout = TestLayout();
-  for (const CodecParams& codec : AllCodecs()) {
+  for (const CodecParams& codec : EveryCodec({})) {
     const std::size_t bytes = PayloadAggregator::StateBytes(layout, codec);
     ArenaBox box(bytes + 1024);
     PayloadAggregator aggregator;
-    if (SupportsPayloadSum(codec.kind)) {
+    if (TraitsOf(codec).payload_sum) {
       EXPECT_GT(bytes, 0u);
       ASSERT_TRUE(aggregator.Init(box.arena, layout, codec).ok());
       EXPECT_EQ(box.arena.used_bytes(), bytes);
@@ -284,20 +277,20 @@ TEST(AggregatorTest, PayloadAggregatorRejectsCodecsWithoutPayloadSums) {
   PayloadAggregator uninitialized;
   EXPECT_EQ(uninitialized.Add(PayloadView()), Status::FailedPrecondition());
   EXPECT_EQ(uninitialized.Mean().status(), Status::FailedPrecondition());
-  static_assert(SupportsPayloadSum(CodecKind::kRandK) && !SupportsPayloadSum(CodecKind::kTopK));
+  static_assert(TraitsOf(RandKParams{}).payload_sum && !TraitsOf(TopKParams{}).payload_sum);
 }
 
 TEST(AggregatorTest, StateBytesMatchesArenaUsage) {
   for (const std::uint64_t size : {1u, 31u, 1000u}) {
     const std::uint64_t sizes[] = {size, 7};
     const TensorLayout layout = TensorLayout::FromSizes(sizes).value();
-    for (const CodecParams& codec : AllCodecs()) {
+    for (const CodecParams& codec : EveryCodec({})) {
       const std::size_t bytes = MeanAggregator::StateBytes(layout, codec);
       EXPECT_EQ(bytes, ArenaBytesFor<float>(layout.dimension()) +
                            ArenaBytes(CodecScratchBytes(codec, layout)));
       ArenaBox box(bytes);
       MeanAggregator aggregator;
-      ASSERT_TRUE(aggregator.Init(box.arena, layout, codec).ok());
+      ASSERT_TRUE(aggregator.Init(box.arena, AllCodecs(), layout, codec).ok());
       EXPECT_EQ(box.arena.used_bytes(), bytes);
     }
   }

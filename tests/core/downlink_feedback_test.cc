@@ -23,13 +23,8 @@ TensorLayout TestLayout() {
   return TensorLayout::FromSizes(sizes).value();
 }
 
-CodecParams Codec(CodecKind kind) {
-  CodecParams codec;
-  codec.kind = kind;
-  codec.k_ratio = 0.1f;
-  codec.qsgd_levels = 7;
-  codec.qsgd_bucket = 16;
-  return codec;
+CodecParams Codec(CodecId id) {
+  return test_util::EveryCodec({.k_ratio = 0.1f, .qsgd_levels = 7, .qsgd_bucket = 16})[id];
 }
 
 std::vector<float> RandomVector(std::size_t d, std::uint32_t stream) {
@@ -38,17 +33,16 @@ std::vector<float> RandomVector(std::size_t d, std::uint32_t stream) {
 
 TEST(DownlinkFeedbackTest, SupportsExactlyTheStatelessCodecsWithoutPayloadSums) {
   const TensorLayout layout = TestLayout();
-  for (std::size_t i = 0; i < kCodecCount; ++i) {
-    const auto kind = static_cast<CodecKind>(i);
-    const CodecParams codec = Codec(kind);
+  for (CodecId id = 0; id < kCodecCount; ++id) {
+    const CodecParams codec = Codec(id);
     const bool supported =
-        kind == CodecKind::kTopK || kind == CodecKind::kSign || kind == CodecKind::kQsgd;
-    EXPECT_EQ(SupportsDownlinkFeedback(kind), supported) << CodecName(kind);
-    EXPECT_EQ(DownlinkFeedback::StateBytes(layout, codec) > 0, supported) << CodecName(kind);
+        id == kCodecId<TopKCodec> || id == kCodecId<SignCodec> || id == kCodecId<QsgdCodec>;
+    EXPECT_EQ(TraitsOf(codec).downlink_recompress, supported) << CodecName(id);
+    EXPECT_EQ(DownlinkFeedback::StateBytes(layout, codec) > 0, supported) << CodecName(id);
     ArenaBox box(1 << 16);
     DownlinkFeedback feedback;
-    const Status init = feedback.Init(box.arena, layout, codec);
-    EXPECT_EQ(init.ok(), supported) << CodecName(kind);
+    const Status init = feedback.Init(box.arena, AllCodecs(), layout, codec);
+    EXPECT_EQ(init.ok(), supported) << CodecName(id);
     if (supported) {
       EXPECT_EQ(box.arena.used_bytes(), DownlinkFeedback::StateBytes(layout, codec));
     } else {
@@ -60,10 +54,15 @@ TEST(DownlinkFeedbackTest, SupportsExactlyTheStatelessCodecsWithoutPayloadSums) 
 
 TEST(DownlinkFeedbackTest, InitTakesNothingFromASmallArena) {
   const TensorLayout layout = TestLayout();
-  const CodecParams codec = Codec(CodecKind::kTopK);
+  const CodecParams codec = Codec(kCodecId<TopKCodec>);
   ArenaBox box(DownlinkFeedback::StateBytes(layout, codec) - 8);
   DownlinkFeedback feedback;
-  EXPECT_EQ(feedback.Init(box.arena, layout, codec).code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(feedback.Init(box.arena, AllCodecs(), layout, codec).code(),
+            StatusCode::kResourceExhausted);
+  EXPECT_EQ(
+      feedback.Init(box.arena, test_util::TopKOnlyCodecs(), layout, Codec(kCodecId<SignCodec>))
+          .code(),
+      StatusCode::kFailedPrecondition);
   EXPECT_EQ(box.arena.used_bytes(), 0u);
   EXPECT_EQ(feedback.Compress(RandomVector(layout.dimension(), 0), {1, 0, 0}, {}).status().code(),
             StatusCode::kFailedPrecondition);
@@ -71,7 +70,7 @@ TEST(DownlinkFeedbackTest, InitTakesNothingFromASmallArena) {
 
 // Nothing is lost, only delayed: after any number of rounds, what was broadcast plus what the
 // residual holds is everything that went in.
-class DownlinkFeedbackCodecTest : public ::testing::TestWithParam<CodecKind> {};
+class DownlinkFeedbackCodecTest : public ::testing::TestWithParam<CodecId> {};
 
 TEST_P(DownlinkFeedbackCodecTest, BroadcastPlusResidualIsEveryUpdate) {
   const TensorLayout layout = TestLayout();
@@ -79,7 +78,7 @@ TEST_P(DownlinkFeedbackCodecTest, BroadcastPlusResidualIsEveryUpdate) {
   const CodecParams codec = Codec(GetParam());
   ArenaBox box(DownlinkFeedback::StateBytes(layout, codec));
   DownlinkFeedback feedback;
-  ASSERT_TRUE(feedback.Init(box.arena, layout, codec).ok());
+  ASSERT_TRUE(feedback.Init(box.arena, AllCodecs(), layout, codec).ok());
   PayloadBuffers payload(EncodedShape(codec, layout).value());
   std::vector<double> fed(d, 0.0), delivered(d, 0.0);
   for (std::uint32_t round = 0; round < 30; ++round) {
@@ -100,18 +99,18 @@ TEST_P(DownlinkFeedbackCodecTest, BroadcastPlusResidualIsEveryUpdate) {
 }
 
 INSTANTIATE_TEST_SUITE_P(SupportedCodecs, DownlinkFeedbackCodecTest,
-                         ::testing::Values(CodecKind::kTopK, CodecKind::kSign, CodecKind::kQsgd),
-                         [](const ::testing::TestParamInfo<CodecKind>& param_info) {
+                         ::testing::Values(kCodecId<TopKCodec>, kCodecId<SignCodec>,
+                                           kCodecId<QsgdCodec>),
+                         [](const ::testing::TestParamInfo<CodecId>& param_info) {
                            return std::string(CodecName(param_info.param));
                          });
 
 TEST(DownlinkFeedbackTest, TopKSendsTheLargestOfResidualPlusUpdate) {
   const TensorLayout layout = TensorLayout::Single(10).value();
-  CodecParams codec = Codec(CodecKind::kTopK);
-  codec.k_ratio = 0.2f;  // 2 of 10
+  const CodecParams codec = TopKParams{.k_ratio = 0.2f};  // 2 of 10
   ArenaBox box(DownlinkFeedback::StateBytes(layout, codec));
   DownlinkFeedback feedback;
-  ASSERT_TRUE(feedback.Init(box.arena, layout, codec).ok());
+  ASSERT_TRUE(feedback.Init(box.arena, AllCodecs(), layout, codec).ok());
   PayloadBuffers payload(EncodedShape(codec, layout).value());
   const std::vector<float> first = {0.9f, 0, 0, 0.5f, 0, 0, 0, 0, -1.0f, 0.1f};
   ASSERT_TRUE(feedback.Compress(first, {1, 0, 0}, payload.spans()).ok());
@@ -130,10 +129,10 @@ TEST(DownlinkFeedbackTest, TopKSendsTheLargestOfResidualPlusUpdate) {
 TEST(DownlinkFeedbackTest, ErrorsChangeNothing) {
   const TensorLayout layout = TestLayout();
   const std::size_t d = layout.dimension();
-  const CodecParams codec = Codec(CodecKind::kTopK);
+  const CodecParams codec = Codec(kCodecId<TopKCodec>);
   ArenaBox box(DownlinkFeedback::StateBytes(layout, codec));
   DownlinkFeedback feedback;
-  ASSERT_TRUE(feedback.Init(box.arena, layout, codec).ok());
+  ASSERT_TRUE(feedback.Init(box.arena, AllCodecs(), layout, codec).ok());
   const PayloadShape shape = EncodedShape(codec, layout).value();
   PayloadBuffers payload(shape);
   ASSERT_TRUE(feedback.Compress(RandomVector(d, 1), {1, 0, 0}, payload.spans()).ok());
@@ -156,11 +155,11 @@ TEST(DownlinkFeedbackTest, ErrorsChangeNothing) {
 TEST(DownlinkFeedbackTest, RestoredResidualContinuesTheRun) {
   const TensorLayout layout = TestLayout();
   const std::size_t d = layout.dimension();
-  const CodecParams codec = Codec(CodecKind::kTopK);
+  const CodecParams codec = Codec(kCodecId<TopKCodec>);
   ArenaBox box(2 * DownlinkFeedback::StateBytes(layout, codec));
   DownlinkFeedback original, restored;
-  ASSERT_TRUE(original.Init(box.arena, layout, codec).ok());
-  ASSERT_TRUE(restored.Init(box.arena, layout, codec).ok());
+  ASSERT_TRUE(original.Init(box.arena, AllCodecs(), layout, codec).ok());
+  ASSERT_TRUE(restored.Init(box.arena, AllCodecs(), layout, codec).ok());
   PayloadBuffers a(EncodedShape(codec, layout).value()), b(EncodedShape(codec, layout).value());
   ASSERT_TRUE(original.Compress(RandomVector(d, 4), {1, 0, 0}, a.spans()).ok());
   // Stored at an odd offset, as inside a checkpoint file read into a byte buffer.

@@ -41,19 +41,9 @@ TensorLayout TestLayout() {
 }
 
 // One configuration per codec, lossy enough that the residual matters.
-std::vector<CodecParams> AllCodecs() {
-  std::vector<CodecParams> all;
-  for (std::size_t i = 0; i < kCodecCount; ++i) {
-    CodecParams params;
-    params.kind = static_cast<CodecKind>(i);
-    params.k_ratio = 0.1f;
-    params.block_ratio = 8;
-    params.sign_scale = SignScale::kMeanAbs;
-    params.qsgd_levels = 7;
-    params.qsgd_bucket = 32;
-    all.push_back(params);
-  }
-  return all;
+std::vector<CodecParams> LossyCodecs() {
+  return test_util::EveryCodec(
+      {.k_ratio = 0.1f, .block_ratio = 8, .qsgd_levels = 7, .qsgd_bucket = 32});
 }
 
 // A noisy quadratic per worker: grad_i(z)_j = a_j (z_j - b_ij) + noise(worker, step, j).
@@ -98,7 +88,7 @@ class SoloRun {
         model_(InitialModel(layout.dimension())),
         gradient_(layout.dimension()),
         decoded_(layout.dimension()) {
-    init_status_ = worker_.Init(box_.arena, layout, codec, feedback);
+    init_status_ = worker_.Init(box_.arena, AllCodecs(), layout, codec, feedback);
   }
 
   Status init_status() const { return init_status_; }
@@ -136,9 +126,9 @@ class SoloRun {
 
 TEST(ErrorFeedbackTest, DefWithZeroDetachReproducesEfBitForBit) {
   const TensorLayout layout = TestLayout();
-  for (const CodecParams& codec : AllCodecs()) {
+  for (const CodecParams& codec : LossyCodecs()) {
     for (const std::uint32_t local_steps : {1u, 3u}) {
-      SCOPED_TRACE(CodecName(codec.kind));
+      SCOPED_TRACE(CodecName(codec));
       SCOPED_TRACE(local_steps);
       // EF ignores `detach`; give it a different value to prove it.
       SoloRun ef(layout, codec, Feedback(FeedbackKind::kEf, 0.7f, local_steps));
@@ -163,8 +153,8 @@ TEST(ErrorFeedbackTest, MatchesReferenceDefRoundForEveryCodec) {
   const TensorLayout layout = TestLayout();
   const std::size_t d = layout.dimension();
   constexpr std::uint32_t kWorkers = 4;
-  for (const CodecParams& codec : AllCodecs()) {
-    SCOPED_TRACE(CodecName(codec.kind));
+  for (const CodecParams& codec : LossyCodecs()) {
+    SCOPED_TRACE(CodecName(codec));
     const FeedbackParams feedback = Feedback(FeedbackKind::kDef, 0.3f);
     const float c = feedback.detach;
     const float lr = feedback.learning_rate;
@@ -176,11 +166,11 @@ TEST(ErrorFeedbackTest, MatchesReferenceDefRoundForEveryCodec) {
     for (auto& worker : workers) {
       boxes.push_back(
           std::make_unique<ArenaBox>(ErrorFeedbackWorker::StateBytes(layout, codec, feedback)));
-      ASSERT_TRUE(worker.Init(boxes.back()->arena, layout, codec, feedback).ok());
+      ASSERT_TRUE(worker.Init(boxes.back()->arena, AllCodecs(), layout, codec, feedback).ok());
     }
     ArenaBox server_box(MeanAggregator::StateBytes(layout, codec));
     MeanAggregator server;
-    ASSERT_TRUE(server.Init(server_box.arena, layout, codec).ok());
+    ASSERT_TRUE(server.Init(server_box.arena, AllCodecs(), layout, codec).ok());
     std::vector<float> x = InitialModel(d);
 
     std::vector<float> ref_x = x;
@@ -214,7 +204,8 @@ TEST(ErrorFeedbackTest, MatchesReferenceDefRoundForEveryCodec) {
           ref_m[i][j] = beta * ref_m[i][j] + g;
           p[j] = lr * ref_m[i][j] + ref_e[i][j];
         }
-        ASSERT_TRUE(Encode(codec, layout, context, p, ref_payload.spans(), scratch).ok());
+        ASSERT_TRUE(
+            AllCodecs().Encode(codec, layout, context, p, ref_payload.spans(), scratch).ok());
         const std::vector<float> sent = DecodeDense(codec, layout, context, ref_payload.view());
         for (std::size_t j = 0; j < d; ++j) {
           ref_e[i][j] = p[j] - sent[j];
@@ -232,9 +223,7 @@ TEST(ErrorFeedbackTest, MatchesReferenceDefRoundForEveryCodec) {
 
 TEST(ErrorFeedbackTest, GradientPointIsDetachedFromTheSyncedModel) {
   const TensorLayout layout = TestLayout();
-  CodecParams codec;
-  codec.kind = CodecKind::kTopK;
-  codec.k_ratio = 0.1f;
+  const CodecParams codec = TopKParams{.k_ratio = 0.1f};
   struct Case {
     FeedbackKind kind;
     float detach;
@@ -268,16 +257,16 @@ TEST(ErrorFeedbackTest, GradientPointIsDetachedFromTheSyncedModel) {
 TEST(ErrorFeedbackTest, ConservesMassForEveryCodec) {
   const TensorLayout layout = TestLayout();
   const std::size_t d = layout.dimension();
-  for (const CodecParams& codec : AllCodecs()) {
+  for (const CodecParams& codec : LossyCodecs()) {
     for (const FeedbackKind kind : {FeedbackKind::kEf, FeedbackKind::kDef, FeedbackKind::kSaef}) {
       for (const std::uint32_t local_steps : {1u, 4u}) {
-        SCOPED_TRACE(CodecName(codec.kind));
+        SCOPED_TRACE(CodecName(codec));
         SCOPED_TRACE(static_cast<int>(kind));
         SCOPED_TRACE(local_steps);
         const FeedbackParams feedback = Feedback(kind, 0.3f, local_steps);
         ArenaBox box(ErrorFeedbackWorker::StateBytes(layout, codec, feedback));
         ErrorFeedbackWorker worker;
-        ASSERT_TRUE(worker.Init(box.arena, layout, codec, feedback).ok());
+        ASSERT_TRUE(worker.Init(box.arena, AllCodecs(), layout, codec, feedback).ok());
         PayloadBuffers payload(EncodedShape(codec, layout).value());
         std::vector<float> x = InitialModel(d);
         std::vector<float> gradient(d);
@@ -327,7 +316,7 @@ TEST(ErrorFeedbackTest, NoFeedbackSendsTheDeltaAndKeepsNoResidual) {
     const FeedbackParams feedback = Feedback(FeedbackKind::kNone, 0.5f, local_steps);
     ArenaBox box(ErrorFeedbackWorker::StateBytes(layout, codec, feedback));
     ErrorFeedbackWorker worker;
-    ASSERT_TRUE(worker.Init(box.arena, layout, codec, feedback).ok());
+    ASSERT_TRUE(worker.Init(box.arena, AllCodecs(), layout, codec, feedback).ok());
     EXPECT_TRUE(worker.residual().empty());
     EXPECT_EQ(worker.detach(), 0.0f);
     PayloadBuffers payload(worker.payload_shape());
@@ -351,9 +340,7 @@ TEST(ErrorFeedbackTest, NoFeedbackSendsTheDeltaAndKeepsNoResidual) {
 TEST(ErrorFeedbackTest, LocalStepsAccumulateTheModelDelta) {
   const TensorLayout layout = TestLayout();
   const std::size_t d = layout.dimension();
-  CodecParams codec;
-  codec.kind = CodecKind::kRandomBlock;
-  codec.block_ratio = 4;
+  const CodecParams codec = RandomBlockParams{.block_ratio = 4};
   constexpr std::uint32_t kSteps = 5;
   for (const FeedbackKind kind : {FeedbackKind::kEf, FeedbackKind::kDef}) {
     SCOPED_TRACE(static_cast<int>(kind));
@@ -431,7 +418,7 @@ TEST(ErrorFeedbackTest, AbandonedRoundIsCarriedInTheResidual) {
     const FeedbackParams feedback = Feedback(FeedbackKind::kSaef, 0.0f, local_steps);
     ArenaBox box(ErrorFeedbackWorker::StateBytes(layout, codec, feedback));
     ErrorFeedbackWorker worker;
-    ASSERT_TRUE(worker.Init(box.arena, layout, codec, feedback).ok());
+    ASSERT_TRUE(worker.Init(box.arena, AllCodecs(), layout, codec, feedback).ok());
     const std::vector<float> x = InitialModel(d);
     std::vector<float> gradient(d);
     ASSERT_TRUE(worker.BeginRound(x).ok());
@@ -469,7 +456,7 @@ TEST(ErrorFeedbackTest, DeAveragedReadout) {
   const TensorLayout layout = TensorLayout::Single(4).value();
   ArenaBox box(MeanAggregator::StateBytes(layout, CodecParams{}));
   MeanAggregator aggregator;
-  ASSERT_TRUE(aggregator.Init(box.arena, layout, CodecParams{}).ok());
+  ASSERT_TRUE(aggregator.Init(box.arena, AllCodecs(), layout, CodecParams{}).ok());
   for (const auto residual : residuals) ASSERT_TRUE(aggregator.AddDense(residual).ok());
   const Result<std::span<const float>> aggregated = aggregator.Mean();
   ASSERT_TRUE(aggregated.ok());
@@ -489,7 +476,7 @@ TEST(ErrorFeedbackTest, StateBytesMatchesArenaUsage) {
   using CodecScratch = ErrorFeedbackWorker::CodecScratch;
   const TensorLayout layout = TestLayout();
   const std::size_t vector_bytes = ArenaBytesFor<float>(layout.dimension());
-  for (const CodecParams& codec : AllCodecs()) {
+  for (const CodecParams& codec : LossyCodecs()) {
     for (const FeedbackKind kind :
          {FeedbackKind::kNone, FeedbackKind::kEf, FeedbackKind::kDef, FeedbackKind::kSaef}) {
       for (const std::uint32_t local_steps : {1u, 2u}) {
@@ -502,14 +489,15 @@ TEST(ErrorFeedbackTest, StateBytesMatchesArenaUsage) {
                   ErrorFeedbackWorker::StateBytes(layout, codec, feedback, source);
               ArenaBox box(bytes);
               ErrorFeedbackWorker worker;
-              ASSERT_TRUE(worker.Init(box.arena, layout, codec, feedback, source).ok());
+              ASSERT_TRUE(
+                  worker.Init(box.arena, AllCodecs(), layout, codec, feedback, source).ok());
               EXPECT_EQ(box.arena.used_bytes(), bytes);
               // The documented plan: point, + momentum, + residual, + local, + delta,
               // + RegTop-k's posterior, + the codec's scratch unless it is lent.
               const bool error = kind != FeedbackKind::kNone;
               const bool local = local_steps > 1 && EffectiveDetach(feedback) > 0.0f;
               const bool delta = local_steps > 1 || !error;
-              const bool posterior = codec.kind == CodecKind::kRegTopK;
+              const bool posterior = std::holds_alternative<RegTopKParams>(codec);
               const std::size_t vectors = 1u + (momentum > 0.0f ? 1u : 0u) + (error ? 1u : 0u) +
                                           (local ? 1u : 0u) + (delta ? 1u : 0u) +
                                           (posterior ? 1u : 0u);
@@ -543,10 +531,10 @@ TEST(ErrorFeedbackTest, ZeroMomentumWithLentScratchMatchesReference) {
     float detach;
     std::uint32_t local_steps;
   };
-  for (const CodecParams& codec : AllCodecs()) {
+  for (const CodecParams& codec : LossyCodecs()) {
     for (const Case& test : {Case{FeedbackKind::kEf, 0.0f, 1}, Case{FeedbackKind::kSaef, 0.0f, 1},
                              Case{FeedbackKind::kEf, 0.0f, 3}, Case{FeedbackKind::kDef, 0.3f, 3}}) {
-      SCOPED_TRACE(CodecName(codec.kind));
+      SCOPED_TRACE(CodecName(codec));
       SCOPED_TRACE(static_cast<int>(test.kind));
       SCOPED_TRACE(test.local_steps);
       FeedbackParams feedback = Feedback(test.kind, test.detach, test.local_steps);
@@ -554,7 +542,8 @@ TEST(ErrorFeedbackTest, ZeroMomentumWithLentScratchMatchesReference) {
       const float c = EffectiveDetach(feedback);
       ArenaBox box(ErrorFeedbackWorker::StateBytes(layout, codec, feedback, CodecScratch::kLent));
       ErrorFeedbackWorker worker;
-      ASSERT_TRUE(worker.Init(box.arena, layout, codec, feedback, CodecScratch::kLent).ok());
+      ASSERT_TRUE(
+          worker.Init(box.arena, AllCodecs(), layout, codec, feedback, CodecScratch::kLent).ok());
       EXPECT_TRUE(worker.momentum().empty());
       const PayloadShape shape = EncodedShape(codec, layout).value();
       PayloadBuffers payload(shape);
@@ -608,7 +597,8 @@ TEST(ErrorFeedbackTest, ZeroMomentumWithLentScratchMatchesReference) {
           }
         }
         for (std::size_t j = 0; j < d; ++j) p[j] = ref_e[j] + delta[j];
-        ASSERT_TRUE(Encode(codec, layout, context, p, ref_payload.spans(), scratch).ok());
+        ASSERT_TRUE(
+            AllCodecs().Encode(codec, layout, context, p, ref_payload.spans(), scratch).ok());
         const std::vector<float> sent = DecodeDense(codec, layout, context, ref_payload.view());
         for (std::size_t j = 0; j < d; ++j) ref_e[j] = p[j] - sent[j];
         ASSERT_TRUE(SamePayloadBits(payload, ref_payload)) << "round " << round;
@@ -657,22 +647,26 @@ TEST(ErrorFeedbackTest, RejectsBadParameters) {
     ErrorFeedbackWorker worker;
     FeedbackParams bad = good;
     bad.local_steps = 0;
-    EXPECT_EQ(worker.Init(box.arena, layout, codec, bad), Status::InvalidArgument());
+    EXPECT_EQ(worker.Init(box.arena, AllCodecs(), layout, codec, bad), Status::InvalidArgument());
     EXPECT_EQ(ErrorFeedbackWorker::StateBytes(layout, codec, bad), 0u);
-    CodecParams bad_codec;
-    bad_codec.kind = CodecKind::kTopK;
-    bad_codec.k_ratio = 0.0f;
-    EXPECT_EQ(worker.Init(box.arena, layout, bad_codec, good), Status::InvalidArgument());
-    EXPECT_EQ(worker.Init(box.arena, TensorLayout(), codec, good), Status::InvalidArgument());
+    const CodecParams bad_codec = TopKParams{.k_ratio = 0.0f};
+    EXPECT_EQ(worker.Init(box.arena, AllCodecs(), layout, bad_codec, good),
+              Status::InvalidArgument());
+    EXPECT_EQ(worker.Init(box.arena, AllCodecs(), TensorLayout(), codec, good),
+              Status::InvalidArgument());
+    EXPECT_EQ(worker.Init(box.arena, test_util::TopKOnlyCodecs(), layout, codec, good),
+              Status::FailedPrecondition());
     EXPECT_EQ(box.arena.used_bytes(), 0u);
   }
   {
     ArenaBox box(bytes - kArenaAlignment);
     ErrorFeedbackWorker worker;
-    EXPECT_EQ(worker.Init(box.arena, layout, codec, good), Status::ResourceExhausted());
+    EXPECT_EQ(worker.Init(box.arena, AllCodecs(), layout, codec, good),
+              Status::ResourceExhausted());
     EXPECT_EQ(box.arena.used_bytes(), 0u);
     box.arena.Seal();
-    EXPECT_EQ(worker.Init(box.arena, layout, codec, good), Status::FailedPrecondition());
+    EXPECT_EQ(worker.Init(box.arena, AllCodecs(), layout, codec, good),
+              Status::FailedPrecondition());
   }
   ArenaBox box(bytes);
   ErrorFeedbackWorker worker;
@@ -680,7 +674,7 @@ TEST(ErrorFeedbackTest, RejectsBadParameters) {
   const std::vector<float> short_vector(d - 1, 1.0f);
   PayloadBuffers payload(EncodedShape(codec, layout).value());
   EXPECT_EQ(worker.BeginRound(x), Status::FailedPrecondition());
-  ASSERT_TRUE(worker.Init(box.arena, layout, codec, good).ok());
+  ASSERT_TRUE(worker.Init(box.arena, AllCodecs(), layout, codec, good).ok());
   EXPECT_EQ(worker.LocalStep(x), Status::FailedPrecondition());
   EXPECT_EQ(worker.Compress({}, payload.spans()).status(), Status::FailedPrecondition());
   EXPECT_EQ(worker.BeginRound(short_vector), Status::InvalidArgument());

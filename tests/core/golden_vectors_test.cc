@@ -58,19 +58,17 @@ TEST(GoldenVectorsTest, RegTopKWithPosteriorEncodesToTheRecordedBytes) {
   const TensorLayout& layout = golden::kLayout;
   std::array<float, golden::kInputSize> input;
   golden::FillInput(input);
-  const CodecParams params = golden::Params(CodecKind::kRegTopK);
+  const RegTopKParams params{.k_ratio = golden::kKeepRatio};
   std::vector<float> delta(input.size());
   for (std::size_t i = 0; i < delta.size(); ++i) {
-    delta[i] = i % 6 == 5 ? params.reg_top_k_q
-                          : 0.5f * static_cast<float>(static_cast<int>(i % 6) - 2);
+    delta[i] = i % 6 == 5 ? params.q : 0.5f * static_cast<float>(static_cast<int>(i % 6) - 2);
   }
   // The input's margin: per tensor, the k-th and (k+1)-th largest scores differ by > 1e-4
   // relatively, or are exactly equal (equal |a| and Delta: the index decides everywhere alike).
   for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
     std::vector<std::pair<float, std::size_t>> scores;
     for (std::size_t j = layout.offset(t); j < layout.offset(t) + layout.size(t); ++j) {
-      scores.emplace_back(std::tanh(std::fabs(1.0f + delta[j]) / params.reg_top_k_mu) *
-                              std::fabs(input[j]),
+      scores.emplace_back(std::tanh(std::fabs(1.0f + delta[j]) / params.mu) * std::fabs(input[j]),
                           j);
     }
     std::sort(scores.begin(), scores.end(), [](const auto& a, const auto& b) {

@@ -169,9 +169,7 @@ TEST(MajorityVoteTest, CountsSignCodecPayloads) {
   const std::uint64_t sizes[] = {50, 7};
   const TensorLayout layout = TensorLayout::FromSizes(sizes).value();
   const std::size_t d = layout.dimension();
-  CodecParams codec;
-  codec.kind = CodecKind::kSign;
-  codec.sign_scale = SignScale::kUnit;
+  const SignParams codec{.scale = SignScale::kUnit};
   const PayloadShape shape = EncodedShape(codec, layout).value();
   ASSERT_EQ(shape.words, MajorityVote::WordsFor(layout));
   constexpr std::uint32_t kWorkers = 5;
@@ -187,7 +185,7 @@ TEST(MajorityVoteTest, CountsSignCodecPayloads) {
     momentum[i] = 0.0f;
     std::vector<std::uint32_t> words(shape.words);
     std::vector<float> scales(shape.scales);
-    ASSERT_TRUE(Encode(codec, layout, {}, momentum, {{}, {}, words, scales}, {}).ok());
+    ASSERT_TRUE(SignCodec::Encode(codec, layout, {}, momentum, {{}, {}, words, scales}, {}).ok());
     ASSERT_TRUE(vote.AddVote(words).ok());
     for (std::size_t j = 0; j < d; ++j) sign_sum[j] += momentum[j] < 0.0f ? -1 : 1;
   }
@@ -200,7 +198,7 @@ TEST(MajorityVoteTest, CountsSignCodecPayloads) {
   }
 }
 
-// ALGORITHMS.md §4, experiment D in miniature: workers whose signs are right with probability
+// Experiment D of docs/algorithms.md in miniature: workers whose signs are right with probability
 // 0.6 per coordinate; the vote's per-coordinate error falls with the number of workers, and a
 // minority of blind adversaries (negated signs) does not break it.
 TEST(MajorityVoteTest, VoteErrorFallsWithWorkersAndToleratesAdversaries) {

@@ -120,9 +120,7 @@ TEST(OptimizerTest, SignumWorkerPiecesMatchSignumStep) {
   Optimizer signum;
   ASSERT_TRUE(signum.Init(box.arena, d, params).ok());
 
-  CodecParams sign_codec;
-  sign_codec.kind = CodecKind::kSign;
-  sign_codec.sign_scale = SignScale::kUnit;
+  const SignParams sign_codec{.scale = SignScale::kUnit};
   const PayloadShape shape = EncodedShape(sign_codec, layout).value();
   std::vector<std::uint32_t> words(shape.words);
   std::vector<float> scales(shape.scales);
@@ -140,7 +138,7 @@ TEST(OptimizerTest, SignumWorkerPiecesMatchSignumStep) {
     ASSERT_TRUE(signum.Step(x, gradient).ok());
 
     ASSERT_TRUE(SignumMomentumUpdate(params.momentum, gradient, state).ok());
-    ASSERT_TRUE(Encode(sign_codec, layout, {}, state, {{}, {}, words, scales}, {}).ok());
+    ASSERT_TRUE(SignCodec::Encode(sign_codec, layout, {}, state, {{}, {}, words, scales}, {}).ok());
     ASSERT_EQ(words, PackSigns(state, layout));
     ASSERT_TRUE(ApplySignVote(words, layout, params.learning_rate, params.weight_decay, y).ok());
     ASSERT_EQ(std::memcmp(x.data(), y.data(), d * sizeof(float)), 0) << "step " << step;
@@ -172,7 +170,7 @@ TEST(OptimizerTest, ApplySignVoteRejectsBadInput) {
   }
 }
 
-// ALGORITHMS.md §4, experiment C (shortened): with heavy noise on one coordinate, signSGD at
+// Experiment C of docs/algorithms.md (shortened): with heavy noise on one coordinate, signSGD at
 // lr 1e-2 beats SGD at lr 1e-3 on f(x) = ||x||^2 / 2.
 TEST(OptimizerTest, SignSgdBeatsSgdUnderSparseNoise) {
   constexpr std::size_t kDim = 100;

@@ -39,14 +39,6 @@ std::vector<QsgdKernel> SupportedKernels() {
   return kernels;
 }
 
-CodecParams QsgdParams(std::uint32_t levels, std::uint32_t bucket = 512) {
-  CodecParams params;
-  params.kind = CodecKind::kQsgd;
-  params.qsgd_levels = levels;
-  params.qsgd_bucket = bucket;
-  return params;
-}
-
 std::vector<float> GaussianInput(std::size_t size, std::uint32_t seed) {
   std::mt19937 engine(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -77,7 +69,7 @@ struct Encoded {
   PayloadView View() const { return PayloadView({}, {}, words, norms); }
 };
 
-Encoded Encode(const CodecParams& params, const TensorLayout& layout, const CodecContext& context,
+Encoded Encode(const QsgdParams& params, const TensorLayout& layout, const CodecContext& context,
                const std::vector<float>& input, QsgdKernel kernel = QsgdKernel::kAuto) {
   const PayloadShape shape = QsgdCodec::Shape(params, layout).value();
   Encoded encoded;
@@ -89,7 +81,7 @@ Encoded Encode(const CodecParams& params, const TensorLayout& layout, const Code
   return encoded;
 }
 
-std::vector<float> Decode(const CodecParams& params, const TensorLayout& layout,
+std::vector<float> Decode(const QsgdParams& params, const TensorLayout& layout,
                           const Encoded& encoded, float weight = 1.0f,
                           QsgdKernel kernel = QsgdKernel::kAuto) {
   std::vector<float> acc(layout.dimension(), 0.0f);
@@ -121,9 +113,9 @@ std::uint32_t NaiveReadField(const std::vector<std::uint32_t>& words, std::size_
   return value;
 }
 
-Encoded ReferenceEncode(const CodecParams& params, const TensorLayout& layout,
+Encoded ReferenceEncode(const QsgdParams& params, const TensorLayout& layout,
                         const CodecContext& context, const std::vector<float>& input) {
-  const std::uint32_t s = params.qsgd_levels;
+  const std::uint32_t s = params.levels;
   const std::uint32_t width = QsgdBitsPerCoordinate(s);
   const auto levels = static_cast<float>(s);
   Encoded encoded;
@@ -131,8 +123,8 @@ Encoded ReferenceEncode(const CodecParams& params, const TensorLayout& layout,
     const std::size_t first_word = encoded.words.size();
     encoded.words.resize(first_word + QsgdCodec::WordsFor(layout.size(t), s), 0u);
     const float* x = input.data() + layout.offset(t);
-    for (std::size_t begin = 0; begin < layout.size(t); begin += params.qsgd_bucket) {
-      const std::size_t end = std::min<std::size_t>(begin + params.qsgd_bucket, layout.size(t));
+    for (std::size_t begin = 0; begin < layout.size(t); begin += params.bucket) {
+      const std::size_t end = std::min<std::size_t>(begin + params.bucket, layout.size(t));
       const float norm = std::sqrt(internal::SumSquares({x + begin, end - begin}));
       encoded.norms.push_back(norm);
       const float factor = norm > 0.0f ? levels / norm : 0.0f;
@@ -155,15 +147,15 @@ Encoded ReferenceEncode(const CodecParams& params, const TensorLayout& layout,
   return encoded;
 }
 
-void ReferenceDecodeAdd(const CodecParams& params, const TensorLayout& layout,
+void ReferenceDecodeAdd(const QsgdParams& params, const TensorLayout& layout,
                         const Encoded& encoded, float weight, std::vector<float>& acc) {
-  const std::uint32_t s = params.qsgd_levels;
+  const std::uint32_t s = params.levels;
   const std::uint32_t width = QsgdBitsPerCoordinate(s);
   std::size_t first_word = 0;
   std::size_t norm_index = 0;
   for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
     for (std::size_t i = 0; i < layout.size(t); ++i) {
-      const float norm = encoded.norms[norm_index + i / params.qsgd_bucket];
+      const float norm = encoded.norms[norm_index + i / params.bucket];
       const float scale = weight * (norm / static_cast<float>(s));
       const std::uint32_t field = NaiveReadField(encoded.words, first_word, i, width);
       const std::uint32_t level = field & ((1u << (width - 1)) - 1u);
@@ -172,7 +164,7 @@ void ReferenceDecodeAdd(const CodecParams& params, const TensorLayout& layout,
       a = a + ((field >> (width - 1)) != 0 ? -magnitude : magnitude);
     }
     first_word += QsgdCodec::WordsFor(layout.size(t), s);
-    norm_index += QsgdCodec::BucketsFor(layout.size(t), params.qsgd_bucket);
+    norm_index += QsgdCodec::BucketsFor(layout.size(t), params.bucket);
   }
 }
 
@@ -286,8 +278,9 @@ TEST(QsgdParamsTest, RejectsBadParameters) {
   std::vector<float> norms(1000);
   std::vector<float> acc(100, 0.0f);
   const PayloadSpans out{{}, {}, words, norms};
-  for (const CodecParams& params :
-       {QsgdParams(0), QsgdParams(kMaxQsgdLevels + 1), QsgdParams(127, 0)}) {
+  for (const QsgdParams& params :
+       {QsgdParams{.levels = 0}, QsgdParams{.levels = kMaxQsgdLevels + 1},
+        QsgdParams{.levels = 127, .bucket = 0}}) {
     EXPECT_EQ(QsgdCodec::Shape(params, layout).status(), Status::InvalidArgument());
     EXPECT_EQ(QsgdCodec::Encode(params, layout, CodecContext{}, input, out, {}),
               Status::InvalidArgument());
@@ -296,15 +289,12 @@ TEST(QsgdParamsTest, RejectsBadParameters) {
               Status::InvalidArgument());
     EXPECT_EQ(MaxEncodedBytes(params, layout), 0u);
   }
-  // Only the qsgd fields count, whatever the kind says.
-  CodecParams wrong_kind = QsgdParams(0);
-  wrong_kind.kind = CodecKind::kIdentity;
-  EXPECT_EQ(QsgdCodec::Shape(wrong_kind, layout).status(), Status::InvalidArgument());
-  EXPECT_EQ(QsgdCodec::Shape(QsgdParams(1, 1), TensorLayout()).status(), Status::InvalidArgument());
+  EXPECT_EQ(QsgdCodec::Shape(QsgdParams{.levels = 1, .bucket = 1}, TensorLayout()).status(),
+            Status::InvalidArgument());
 }
 
 TEST(QsgdParamsTest, RejectsWrongSizesAndSmallSpans) {
-  const CodecParams params = QsgdParams(127, 10);
+  const QsgdParams params{.levels = 127, .bucket = 10};
   const TensorLayout layout = Layout({100});
   const PayloadShape shape = QsgdCodec::Shape(params, layout).value();
   ASSERT_EQ(shape.words, 25u);
@@ -340,17 +330,18 @@ TEST(QsgdParamsTest, RejectsWrongSizesAndSmallSpans) {
 TEST(QsgdParamsTest, ShapeForBucketsThatDoNotDivideTheSize) {
   // Two tensors: 1000 coordinates at 3 bits (s = 3) = 3000 bits = 94 words (93.75), buckets of
   // 128 -> 8; 33 coordinates -> 99 bits = 4 words, 1 bucket.
-  const PayloadShape shape = QsgdCodec::Shape(QsgdParams(3, 128), Layout({1000, 33})).value();
+  const PayloadShape shape =
+      QsgdCodec::Shape(QsgdParams{.levels = 3, .bucket = 128}, Layout({1000, 33})).value();
   EXPECT_EQ(shape.words, 94u + 4u);
   EXPECT_EQ(shape.scales, 8u + 1u);
   EXPECT_EQ(shape.indices, 0u);
   EXPECT_EQ(shape.values, 0u);
-  EXPECT_EQ(EncodedShape(QsgdParams(3, 128), Layout({1000, 33})).value(), shape);
-  EXPECT_EQ(MaxEncodedBytes(QsgdParams(3, 128), Layout({1000, 33})), 4u * (98u + 9u));
-  static_assert(
-      QsgdCodec::Shape(CodecParams{.kind = CodecKind::kQsgd}, TensorLayout::Single(1024).value())
-          .value()
-          .words == 256);
+  EXPECT_EQ(EncodedShape(QsgdParams{.levels = 3, .bucket = 128}, Layout({1000, 33})).value(),
+            shape);
+  EXPECT_EQ(MaxEncodedBytes(QsgdParams{.levels = 3, .bucket = 128}, Layout({1000, 33})),
+            4u * (98u + 9u));
+  static_assert(QsgdCodec::Shape(QsgdParams{}, TensorLayout::Single(1024).value()).value().words ==
+                256);
 }
 
 // ---- Dither.
@@ -384,7 +375,7 @@ TEST(QsgdDitherTest, EveryKernelMatchesScalarPhilox) {
 }
 
 TEST(QsgdDitherTest, SameContextSameBytesOtherWorkerOtherBytes) {
-  const CodecParams params = QsgdParams(7, 64);
+  const QsgdParams params{.levels = 7, .bucket = 64};
   const TensorLayout layout = Layout({500, 77});
   const std::vector<float> input = GaussianInput(577, 1);
   const Encoded a = Encode(params, layout, CodecContext{9, 4, 1}, input);
@@ -428,7 +419,7 @@ TEST(QsgdEncodeTest, MatchesReferenceBitForBitOnEveryKernel) {
   };
   std::uint32_t seed = 100;
   for (const Case& c : cases) {
-    const CodecParams params = QsgdParams(c.levels, c.bucket);
+    const QsgdParams params{.levels = c.levels, .bucket = c.bucket};
     const TensorLayout layout = Layout(c.sizes);
     const std::vector<float> input = MixedInput(layout.dimension(), ++seed);
     const CodecContext context{seed * 77u, seed, seed % 5u};
@@ -455,7 +446,7 @@ TEST(QsgdEncodeTest, NormsMatchSumSquaresForEveryBucketSize) {
   // Batched norm computation must reproduce internal::SumSquares' lane order exactly.
   for (std::uint32_t bucket = 1; bucket <= 70; ++bucket) {
     const std::vector<float> input = MixedInput(bucket * 9u + 3u, bucket);
-    const CodecParams params = QsgdParams(15, bucket);
+    const QsgdParams params{.levels = 15, .bucket = bucket};
     const Encoded encoded = Encode(params, Layout({input.size()}), CodecContext{}, input);
     for (std::size_t b = 0; b < encoded.norms.size(); ++b) {
       const std::size_t begin = b * bucket;
@@ -471,7 +462,7 @@ TEST(QsgdEncodeTest, NormsMatchSumSquaresForEveryBucketSize) {
 TEST(QsgdEncodeTest, LevelsAndWidthsForTypicalLevelCounts) {
   for (const std::uint32_t s : {1u, 3u, 127u, 32767u}) {
     const std::uint32_t width = QsgdBitsPerCoordinate(s);
-    const CodecParams params = QsgdParams(s, 100);  // 100 does not divide 1037 or 50
+    const QsgdParams params{.levels = s, .bucket = 100};  // 100 does not divide 1037 or 50
     const TensorLayout layout = Layout({1037, 50});
     const std::vector<float> input = GaussianInput(layout.dimension(), s);
     const Encoded encoded = Encode(params, layout, CodecContext{5, 6, 7}, input);
@@ -502,7 +493,7 @@ TEST(QsgdEncodeTest, LevelsAndWidthsForTypicalLevelCounts) {
 }
 
 TEST(QsgdEncodeTest, ZeroAndUnderflowingBucketsGetLevelZero) {
-  const CodecParams params = QsgdParams(127, 4);
+  const QsgdParams params{.levels = 127, .bucket = 4};
   // Bucket 0: zeros; bucket 1: squares underflow to 0; bucket 2: ordinary values.
   const std::vector<float> input = {0.0f,   -0.0f, 0.0f, 0.0f,  1e-30f, -1e-30f,
                                     2e-30f, 0.0f,  1.0f, -2.0f, 0.5f,   0.0f};
@@ -521,7 +512,7 @@ TEST(QsgdEncodeTest, ZeroAndUnderflowingBucketsGetLevelZero) {
 }
 
 TEST(QsgdEncodeTest, RejectsNonFiniteInput) {
-  const CodecParams params = QsgdParams(127, 16);
+  const QsgdParams params{.levels = 127, .bucket = 16};
   const TensorLayout layout = Layout({100});
   for (const float bad : {kNan, kInf, -kInf, 3e19f}) {
     for (const std::size_t where : {0u, 50u, 99u}) {
@@ -539,7 +530,7 @@ TEST(QsgdEncodeTest, RejectsNonFiniteInput) {
 }
 
 TEST(QsgdEncodeTest, HighResolutionRoundTripIsClose) {
-  const CodecParams params = QsgdParams(32767, 256);
+  const QsgdParams params{.levels = 32767, .bucket = 256};
   const TensorLayout layout = Layout({3000, 10});
   const std::vector<float> input = GaussianInput(layout.dimension(), 11);
   const Encoded encoded = Encode(params, layout, CodecContext{3, 3, 3}, input);
@@ -551,7 +542,7 @@ TEST(QsgdEncodeTest, HighResolutionRoundTripIsClose) {
 }
 
 TEST(QsgdEncodeTest, DecodeAddAccumulatesWithWeight) {
-  const CodecParams params = QsgdParams(3, 32);
+  const QsgdParams params{.levels = 3, .bucket = 32};
   const TensorLayout layout = Layout({100, 60});
   const std::vector<float> input = GaussianInput(160, 4);
   const Encoded encoded = Encode(params, layout, CodecContext{1, 1, 1}, input);
@@ -562,20 +553,21 @@ TEST(QsgdEncodeTest, DecodeAddAccumulatesWithWeight) {
   for (std::size_t i = 0; i < 160; ++i) EXPECT_FLOAT_EQ(acc[i], 1.0f - 0.5f * once[i]);
 }
 
-TEST(QsgdEncodeTest, WorksThroughTheCodecTable) {
-  const CodecParams params = QsgdParams(15, 50);
+TEST(QsgdEncodeTest, WorksThroughTheRegistry) {
+  const QsgdParams params{.levels = 15, .bucket = 50};
   const TensorLayout layout = Layout({333});
   const std::vector<float> input = GaussianInput(333, 5);
   const PayloadShape shape = EncodedShape(params, layout).value();
   std::vector<std::uint32_t> words(shape.words);
   std::vector<float> norms(shape.scales);
   const PayloadSpans out{{}, {}, words, norms};
-  ASSERT_EQ(edgesgd::Encode(params, layout, CodecContext{8, 8, 8}, input, out, {}), Status::Ok());
+  ASSERT_EQ(AllCodecs().Encode(params, layout, CodecContext{8, 8, 8}, input, out, {}),
+            Status::Ok());
   const Encoded expected = ReferenceEncode(params, layout, CodecContext{8, 8, 8}, input);
   EXPECT_EQ(words, expected.words);
   std::vector<float> acc(333, 0.0f);
   ASSERT_EQ(
-      edgesgd::DecodeAdd(params, layout, CodecContext{}, PayloadView(out, shape), 1.0f, acc, {}),
+      AllCodecs().DecodeAdd(params, layout, CodecContext{}, PayloadView(out, shape), 1.0f, acc, {}),
       Status::Ok());
   EXPECT_EQ(CodecScratchBytes(params, layout), 0u);
 }
@@ -584,7 +576,7 @@ TEST(QsgdEncodeTest, WorksThroughTheCodecTable) {
 
 TEST(QsgdStatisticsTest, DecodedMeanIsUnbiased) {
   for (const std::uint32_t s : {1u, 3u}) {
-    const CodecParams params = QsgdParams(s, 64);
+    const QsgdParams params{.levels = s, .bucket = 64};
     const TensorLayout layout = Layout({150, 70});
     const std::vector<float> input = GaussianInput(layout.dimension(), 21 + s);
     constexpr int kTrials = 4000;
@@ -619,7 +611,7 @@ TEST(QsgdStatisticsTest, VarianceWithinTheQsgdBound) {
   };
   for (const Case c : {Case{1, 64, true}, Case{1, 64, false}, Case{2, 256, true},
                        Case{15, 16, false}, Case{127, 512, false}}) {
-    const CodecParams params = QsgdParams(c.levels, c.bucket);
+    const QsgdParams params{.levels = c.levels, .bucket = c.bucket};
     const std::size_t size = 4 * c.bucket;
     const TensorLayout layout = Layout({size});
     std::vector<float> input = GaussianInput(size, c.levels + c.bucket);
@@ -658,7 +650,7 @@ TEST(QsgdStatisticsTest, VarianceWithinTheQsgdBound) {
 class QsgdMalformedTest : public testing::Test {
  protected:
   // s = 5 (4-bit fields, levels 6 and 7 representable but invalid); sizes leave padding.
-  const CodecParams params_ = QsgdParams(5, 16);
+  const QsgdParams params_{.levels = 5, .bucket = 16};
   const TensorLayout layout_ = Layout({37, 20});
   const std::vector<float> input_ = GaussianInput(57, 8);
   const Encoded good_ = Encode(params_, layout_, CodecContext{1, 2, 3}, input_);
@@ -750,7 +742,7 @@ TEST_F(QsgdMalformedTest, RejectsWrongFieldSizes) {
 
 TEST(QsgdMalformedFullRangeTest, AllFieldValuesValidWhenSIsAllOnes) {
   // s = 7 fills its 3 level bits: any level field is valid, only padding and norms can be bad.
-  const CodecParams params = QsgdParams(7, 10);
+  const QsgdParams params{.levels = 7, .bucket = 10};
   const TensorLayout layout = Layout({30});
   Encoded encoded;
   encoded.words.assign(QsgdCodec::WordsFor(30, 7), 0xFFFFFFFFu);

@@ -1,4 +1,6 @@
-
+// The DQ-SGD quantization schedule of the qsgd codec (QuantScheduleKind::kDq): DqBits, the
+// round's parameters a sender picks (QsgdCodec::RoundParams) and the headers a receiver accepts
+// (QsgdCodec::ParamsForHeader).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +12,7 @@
 #include "core/test_util.h"
 #include "edgesgd/core/aggregator.h"
 #include "edgesgd/core/codec_registry.h"
+#include "edgesgd/core/codecs/qsgd.h"
 #include "edgesgd/core/error_feedback.h"
 
 namespace edgesgd {
@@ -19,16 +22,30 @@ using test_util::ArenaBox;
 using test_util::Layout;
 using test_util::PayloadBuffers;
 
-QuantScheduleParams Dq(float k, float rho, std::uint32_t bits_min = 2, std::uint32_t bits_max = 8) {
-  return QuantScheduleParams{QuantScheduleKind::kDq, bits_min, bits_max, k, rho};
+QsgdParams Dq(float k, float rho, std::uint32_t bits_min = 2, std::uint32_t bits_max = 8) {
+  return QsgdParams{.schedule = QuantScheduleKind::kDq,
+                    .bits_min = bits_min,
+                    .bits_max = bits_max,
+                    .dq_k = k,
+                    .dq_rho = rho};
 }
 
-CodecParams Qsgd(std::uint32_t levels, std::uint32_t bucket = 512) {
-  CodecParams codec;
-  codec.kind = CodecKind::kQsgd;
-  codec.qsgd_levels = levels;
-  codec.qsgd_bucket = bucket;
-  return codec;
+QsgdParams Qsgd(std::uint32_t levels, std::uint32_t bucket = 512) {
+  return QsgdParams{.levels = levels, .bucket = bucket};
+}
+
+// The level count `params` quantizes round `round` of `rounds` with, for a gradient of `norm`.
+Result<std::uint32_t> RoundLevels(const QsgdParams& params, std::uint32_t round,
+                                  std::uint32_t rounds, float norm) {
+  const float gradient[] = {norm};
+  EDGESGD_TRY_ASSIGN(const QsgdParams chosen,
+                     QsgdCodec::RoundParams(params, round, rounds, gradient));
+  return chosen.levels;
+}
+
+// Whether a receiver running `params` decodes a frame quantized with `levels`.
+bool Accepts(const QsgdParams& params, std::uint32_t levels) {
+  return QsgdCodec::ParamsForHeader(params, {.levels = levels, .bucket = params.bucket}).ok();
 }
 
 // The rule written out independently: s = ceil(norm * rho^((T-1-t)/2) * K),
@@ -94,69 +111,76 @@ TEST(QuantScheduleTest, DqBitsNeverDecreaseAsTheEndApproaches) {
 TEST(QuantScheduleTest, RejectsBadParameters) {
   constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
   constexpr float kInf = std::numeric_limits<float>::infinity();
-  EXPECT_TRUE(ValidateQuantScheduleParams(QuantScheduleParams{}).ok());
-  EXPECT_TRUE(ValidateQuantScheduleParams(Dq(20.0f, 0.99f)).ok());
-  EXPECT_TRUE(ValidateQuantScheduleParams(Dq(20.0f, 1.0f, 2, 16)).ok());
-  EXPECT_TRUE(ValidateQuantScheduleParams(Dq(20.0f, 0.99f, 4, 4)).ok());
-  const QuantScheduleParams bad[] = {
+  EXPECT_TRUE(QsgdCodec::Validate(QsgdParams{}).ok());
+  EXPECT_TRUE(QsgdCodec::Validate(Dq(20.0f, 0.99f)).ok());
+  EXPECT_TRUE(QsgdCodec::Validate(Dq(20.0f, 1.0f, 2, 16)).ok());
+  EXPECT_TRUE(QsgdCodec::Validate(Dq(20.0f, 0.99f, 4, 4)).ok());
+  const QsgdParams bad[] = {
       Dq(20.0f, 0.99f, 1, 8), Dq(20.0f, 0.99f, 2, 17), Dq(20.0f, 0.99f, 6, 5), Dq(0.0f, 0.99f),
       Dq(-1.0f, 0.99f),       Dq(kNan, 0.99f),         Dq(kInf, 0.99f),        Dq(20.0f, 0.0f),
       Dq(20.0f, 1.01f),       Dq(20.0f, kNan),         Dq(20.0f, -0.5f),
   };
-  for (const QuantScheduleParams& params : bad) {
-    EXPECT_EQ(ValidateQuantScheduleParams(params), Status::InvalidArgument());
+  for (const QsgdParams& params : bad) {
+    EXPECT_EQ(QsgdCodec::Validate(params), Status::InvalidArgument());
     EXPECT_EQ(DqBits(params, 1.0f, 0, 10).status(), Status::InvalidArgument());
-    QuantSchedule schedule;
-    EXPECT_EQ(schedule.Init(params, 127, 10), Status::InvalidArgument());
-    EXPECT_FALSE(schedule.initialized());
+    EXPECT_EQ(RoundLevels(params, 0, 10, 1.0f).status(), Status::InvalidArgument());
   }
-  QuantScheduleParams unknown;
-  unknown.kind = static_cast<QuantScheduleKind>(7);
-  EXPECT_EQ(ValidateQuantScheduleParams(unknown), Status::InvalidArgument());
+  QsgdParams unknown;
+  unknown.schedule = static_cast<QuantScheduleKind>(7);
+  EXPECT_EQ(QsgdCodec::Validate(unknown), Status::InvalidArgument());
   // Bad norms and run lengths.
   EXPECT_EQ(DqBits(Dq(20.0f, 0.99f), -1.0f, 0, 10).status(), Status::InvalidArgument());
   EXPECT_EQ(DqBits(Dq(20.0f, 0.99f), kNan, 0, 10).status(), Status::InvalidArgument());
   EXPECT_EQ(DqBits(Dq(20.0f, 0.99f), kInf, 0, 10).status(), Status::InvalidArgument());
   EXPECT_EQ(DqBits(Dq(20.0f, 0.99f), 1.0f, 0, 0).status(), Status::InvalidArgument());
-  QuantSchedule schedule;
-  EXPECT_EQ(schedule.Levels(0, 1.0f).status(), Status::FailedPrecondition());
-  EXPECT_EQ(schedule.Init(Dq(20.0f, 0.99f), 127, 0), Status::InvalidArgument());
-  EXPECT_EQ(schedule.Init(QuantScheduleParams{}, 0, 10), Status::InvalidArgument());
-  EXPECT_EQ(schedule.Init(QuantScheduleParams{}, kMaxQsgdLevels + 1, 10),
-            Status::InvalidArgument());
-  ASSERT_TRUE(schedule.Init(Dq(20.0f, 0.99f), 127, 10).ok());
-  EXPECT_EQ(schedule.Levels(0, kNan).status(), Status::InvalidArgument());
+  EXPECT_EQ(RoundLevels(Dq(20.0f, 0.99f), 0, 0, 1.0f).status(), Status::InvalidArgument());
+  EXPECT_EQ(RoundLevels(Qsgd(0), 0, 10, 1.0f).status(), Status::InvalidArgument());
+  EXPECT_EQ(RoundLevels(Qsgd(kMaxQsgdLevels + 1), 0, 10, 1.0f).status(), Status::InvalidArgument());
+  ASSERT_TRUE(RoundLevels(Dq(20.0f, 0.99f), 0, 10, 1.0f).ok());
+  EXPECT_EQ(RoundLevels(Dq(20.0f, 0.99f), 0, 10, kNan).status(), Status::InvalidArgument());
 }
 
 TEST(QuantScheduleTest, FixedScheduleAlwaysUsesTheCodecLevels) {
-  QuantSchedule schedule;
-  ASSERT_TRUE(schedule.Init(QuantScheduleParams{}, 7, 100).ok());
-  EXPECT_EQ(schedule.max_levels(), 7u);
+  const QsgdParams fixed = Qsgd(7);
+  EXPECT_EQ(QsgdCodec::MaxLevels(fixed), 7u);
+  EXPECT_EQ(QsgdCodec::QuantizedHeaderOf(fixed), (QuantizedHeader{.levels = 7, .bucket = 512}));
   for (const std::uint32_t t : {0u, 50u, 99u}) {
-    EXPECT_EQ(schedule.Levels(t, 1e-9f).value(), 7u);
-    EXPECT_EQ(schedule.Levels(t, 1e9f).value(), 7u);
+    EXPECT_EQ(RoundLevels(fixed, t, 100, 1e-9f).value(), 7u);
+    EXPECT_EQ(RoundLevels(fixed, t, 100, 1e9f).value(), 7u);
   }
   // A fixed schedule never reads the gradient, even a non-finite one.
   const std::vector<float> nan_gradient(3, std::numeric_limits<float>::quiet_NaN());
-  EXPECT_EQ(schedule.LevelsForGradient(3, nan_gradient).value(), 7u);
-  EXPECT_TRUE(schedule.Accepts(7));
-  EXPECT_FALSE(schedule.Accepts(3));
-  EXPECT_FALSE(schedule.Accepts(127));
+  EXPECT_EQ(QsgdCodec::RoundParams(fixed, 3, 100, nan_gradient).value(), fixed);
+  EXPECT_TRUE(Accepts(fixed, 7));
+  EXPECT_FALSE(Accepts(fixed, 3));
+  EXPECT_FALSE(Accepts(fixed, 127));
+  // Nor a frame bucketed differently from the run.
+  EXPECT_EQ(QsgdCodec::ParamsForHeader(fixed, {.levels = 7, .bucket = 256}).status(),
+            Status::DataLoss());
 }
 
 TEST(QuantScheduleTest, DqScheduleUsesFullLevelCountsOfItsBitWidths) {
-  QuantSchedule schedule;
-  ASSERT_TRUE(schedule.Init(Dq(20.0f, 0.99f, 3, 6), 31, 600).ok());
-  EXPECT_EQ(schedule.max_levels(), 31u);                // 6 bits
-  EXPECT_EQ(schedule.Levels(599, 1.0f).value(), 31u);   // s = 20 -> 6 bits -> 31 levels
-  EXPECT_EQ(schedule.Levels(599, 0.125f).value(), 3u);  // s = ceil(2.5) = 3 -> 3 bits -> 3 levels
-  EXPECT_EQ(schedule.Levels(0, 1e-6f).value(), 3u);     // clipped up to 3 bits
-  // The vector form uses the Euclidean norm: (3, 4) has norm 5.
+  const QsgdParams dq = Dq(20.0f, 0.99f, 3, 6);
+  EXPECT_EQ(QsgdCodec::MaxLevels(dq), 31u);                  // 6 bits
+  EXPECT_EQ(QsgdCodec::QuantizedHeaderOf(dq).levels, 31u);   // frames are sized for it
+  EXPECT_EQ(RoundLevels(dq, 599, 600, 1.0f).value(), 31u);   // s = 20 -> 6 bits -> 31 levels
+  EXPECT_EQ(RoundLevels(dq, 599, 600, 0.125f).value(), 3u);  // s = ceil(2.5) = 3 -> 3 bits
+  EXPECT_EQ(RoundLevels(dq, 0, 600, 1e-6f).value(), 3u);     // clipped up to 3 bits
+  // The round's parameters are a fixed schedule at the chosen count, in the run's buckets.
+  const float unit_gradient[] = {1.0f};
+  EXPECT_EQ(QsgdCodec::RoundParams(dq, 599, 600, unit_gradient).value(),
+            (QsgdParams{.levels = 31, .bucket = dq.bucket}));
+  // The norm is the Euclidean one: (3, 4) has norm 5.
   const std::vector<float> gradient = {3.0f, 0.0f, 4.0f};
-  EXPECT_EQ(schedule.LevelsForGradient(599, gradient).value(), schedule.Levels(599, 5.0f).value());
-  for (const std::uint32_t levels : {3u, 7u, 15u, 31u}) EXPECT_TRUE(schedule.Accepts(levels));
+  EXPECT_EQ(QsgdCodec::RoundParams(dq, 599, 600, gradient).value().levels,
+            RoundLevels(dq, 599, 600, 5.0f).value());
+  for (const std::uint32_t levels : {3u, 7u, 15u, 31u}) {
+    EXPECT_TRUE(Accepts(dq, levels)) << levels;
+    EXPECT_EQ(QsgdCodec::ParamsForHeader(dq, {.levels = levels, .bucket = dq.bucket}).value(),
+              (QsgdParams{.levels = levels, .bucket = dq.bucket}));
+  }
   for (const std::uint32_t levels : {0u, 1u, 2u, 4u, 20u, 63u, 127u}) {
-    EXPECT_FALSE(schedule.Accepts(levels)) << levels;
+    EXPECT_FALSE(Accepts(dq, levels)) << levels;
   }
 }
 
@@ -172,24 +196,24 @@ TEST(QuantScheduleTest, ErrorFeedbackWorkerQuantizesWithTheRoundsLevels) {
   feedback.momentum = 0.0f;
   ArenaBox box(ErrorFeedbackWorker::StateBytes(layout, codec, feedback));
   ErrorFeedbackWorker worker;
-  ASSERT_TRUE(worker.Init(box.arena, layout, codec, feedback).ok());
+  ASSERT_TRUE(worker.Init(box.arena, AllCodecs(), layout, codec, feedback).ok());
   PayloadBuffers buffers(worker.payload_shape());
   const std::size_t max_words = worker.payload_shape().words;
 
   ArenaBox aggregator_box(MeanAggregator::StateBytes(layout, codec));
   MeanAggregator aggregator;
-  ASSERT_TRUE(aggregator.Init(aggregator_box.arena, layout, codec).ok());
+  ASSERT_TRUE(aggregator.Init(aggregator_box.arena, AllCodecs(), layout, codec).ok());
 
-  EXPECT_EQ(worker.SetQsgdLevels(0), Status::InvalidArgument());
-  EXPECT_EQ(worker.SetQsgdLevels(255), Status::InvalidArgument());
+  EXPECT_EQ(worker.SetRoundParams(Qsgd(0, 128)), Status::InvalidArgument());
+  EXPECT_EQ(worker.SetRoundParams(Qsgd(255, 128)), Status::InvalidArgument());
   std::vector<float> model(layout.dimension(), 0.0f);
   std::vector<float> gradient(layout.dimension());
   for (std::size_t i = 0; i < gradient.size(); ++i) {
     gradient[i] = std::sin(0.37f * static_cast<float>(i)) + 0.01f;
   }
   for (const std::uint32_t levels : {1u, 7u, 127u, 3u}) {
-    ASSERT_TRUE(worker.SetQsgdLevels(levels).ok());
-    EXPECT_EQ(worker.codec().qsgd_levels, levels);
+    ASSERT_TRUE(worker.SetRoundParams(Qsgd(levels, 128)).ok());
+    EXPECT_EQ(std::get<QsgdParams>(worker.codec()).levels, levels);
     EXPECT_LE(worker.payload_shape().words, max_words);
     EXPECT_EQ(worker.payload_shape().words, EncodedShape(Qsgd(levels, 128), layout).value().words);
     ASSERT_TRUE(worker.BeginRound(model).ok());
@@ -218,15 +242,15 @@ TEST(QuantScheduleTest, ErrorFeedbackWorkerQuantizesWithTheRoundsLevels) {
   CodecParams identity;
   EXPECT_EQ(aggregator.AddWithParams(identity, PayloadView(), CodecContext{1, 0, 1}),
             Status::InvalidArgument());
-  // Only qsgd has a level count to set.
+  // The round's parameters must be of the worker's codec.
   ErrorFeedbackWorker sign_worker;
-  CodecParams sign;
-  sign.kind = CodecKind::kSign;
+  const CodecParams sign = SignParams{};
   ArenaBox sign_box(ErrorFeedbackWorker::StateBytes(layout, sign, feedback));
-  ASSERT_TRUE(sign_worker.Init(sign_box.arena, layout, sign, feedback).ok());
-  EXPECT_EQ(sign_worker.SetQsgdLevels(3), Status::FailedPrecondition());
+  ASSERT_TRUE(sign_worker.Init(sign_box.arena, AllCodecs(), layout, sign, feedback).ok());
+  EXPECT_EQ(sign_worker.SetRoundParams(Qsgd(3)), Status::InvalidArgument());
+  EXPECT_EQ(sign_worker.codec(), sign);
   ErrorFeedbackWorker uninitialized;
-  EXPECT_EQ(uninitialized.SetQsgdLevels(3), Status::FailedPrecondition());
+  EXPECT_EQ(uninitialized.SetRoundParams(Qsgd(3)), Status::FailedPrecondition());
 }
 
 }  // namespace

@@ -21,16 +21,8 @@ using test_util::Layout;
 constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-CodecParams RandKParams(float ratio, RandKScaling scaling = RandKScaling::kNone) {
-  CodecParams params;
-  params.kind = CodecKind::kRandK;
-  params.k_ratio = ratio;
-  params.rand_k_scaling = scaling;
-  return params;
-}
-
 // Scratch as u32 storage, so it is suitably aligned.
-std::vector<std::uint32_t> ScratchFor(const CodecParams& params, const TensorLayout& layout) {
+std::vector<std::uint32_t> ScratchFor(const RandKParams& params, const TensorLayout& layout) {
   return std::vector<std::uint32_t>(RandKCodec::ScratchBytes(params, layout) / 4 + 1, 0xFFFFFFFFu);
 }
 
@@ -38,7 +30,7 @@ std::span<std::byte> AsBytes(std::vector<std::uint32_t>& words) {
   return std::as_writable_bytes(std::span(words));
 }
 
-std::vector<std::uint32_t> Indices(const CodecParams& params, const TensorLayout& layout,
+std::vector<std::uint32_t> Indices(const RandKParams& params, const TensorLayout& layout,
                                    const CodecContext& context, std::size_t tensor) {
   std::vector<std::uint32_t> scratch = ScratchFor(params, layout);
   std::vector<std::uint32_t> indices(layout.size(tensor), 0xFFFFFFFFu);
@@ -49,7 +41,7 @@ std::vector<std::uint32_t> Indices(const CodecParams& params, const TensorLayout
   return indices;
 }
 
-std::vector<float> Encode(const CodecParams& params, const TensorLayout& layout,
+std::vector<float> Encode(const RandKParams& params, const TensorLayout& layout,
                           const CodecContext& context, const std::vector<float>& x) {
   std::vector<float> values(RandKCodec::Shape(params, layout).value().values, kNan);
   std::vector<std::uint32_t> scratch = ScratchFor(params, layout);
@@ -94,7 +86,7 @@ void ExpectBinomial(double observed, double trials, double p, const char* what) 
 
 TEST(RandKTest, ShapeAndScratch) {
   const TensorLayout layout = Layout({1000, 7, 3});
-  const CodecParams params = RandKParams(0.1f);
+  const RandKParams params{.k_ratio = 0.1f};
   const PayloadShape shape = RandKCodec::Shape(params, layout).value();
   EXPECT_EQ(shape.values, 100u + 1u + 1u);
   EXPECT_EQ(shape.indices + shape.words + shape.scales, 0u);
@@ -107,7 +99,7 @@ TEST(RandKTest, IndicesAreDistinctAscendingAndInRange) {
   for (const std::size_t size : {1u, 2u, 31u, 32u, 33u, 100u, 1000u, 4097u}) {
     for (const float ratio : {0.001f, 0.1f, 0.5f, 0.51f, 0.9f, 1.0f}) {
       const TensorLayout layout = Layout({size});
-      const CodecParams params = RandKParams(ratio);
+      const RandKParams params{.k_ratio = ratio};
       const std::vector<std::uint32_t> indices = Indices(params, layout, {7, 3, 0}, 0);
       ASSERT_EQ(indices.size(), SparseCount(size, ratio).value());
       for (std::size_t n = 0; n < indices.size(); ++n) {
@@ -123,7 +115,7 @@ TEST(RandKTest, IndicesAreDistinctAscendingAndInRange) {
 TEST(RandKTest, IndicesFollowFloydOverTheSharedStream) {
   const TensorLayout layout = Layout({1, 50, 333, 64});
   for (const float ratio : {0.02f, 0.3f, 0.5f, 0.7f, 1.0f}) {
-    const CodecParams params = RandKParams(ratio);
+    const RandKParams params{.k_ratio = ratio};
     for (std::uint32_t round = 0; round < 5; ++round) {
       const CodecContext context{0x0123456789ABCDEFull, round, 0};
       for (std::uint32_t t = 0; t < layout.tensor_count(); ++t) {
@@ -139,15 +131,16 @@ TEST(RandKTest, IndicesFollowFloydOverTheSharedStream) {
 TEST(RandKTest, GoldenIndices) {
   const TensorLayout layout = Layout({100, 37});
   const CodecContext context{42, 7, 0};
-  EXPECT_EQ(Indices(RandKParams(0.05f), layout, context, 0),
+  EXPECT_EQ(Indices(RandKParams{.k_ratio = 0.05f}, layout, context, 0),
             (std::vector<std::uint32_t>{27, 53, 80, 84, 97}));
-  EXPECT_EQ(Indices(RandKParams(0.05f), layout, context, 1), (std::vector<std::uint32_t>{18, 36}));
+  EXPECT_EQ(Indices(RandKParams{.k_ratio = 0.05f}, layout, context, 1),
+            (std::vector<std::uint32_t>{18, 36}));
   // k = 33 of 37: Floyd draws the four coordinates left out.
   std::vector<std::uint32_t> all_but;
   for (std::uint32_t i = 0; i < 37; ++i) {
     if (i != 13 && i != 17 && i != 34 && i != 36) all_but.push_back(i);
   }
-  EXPECT_EQ(Indices(RandKParams(0.9f), layout, context, 1), all_but);
+  EXPECT_EQ(Indices(RandKParams{.k_ratio = 0.9f}, layout, context, 1), all_but);
 }
 
 // 2^24 coordinates: ~168k draws read thousands of Philox blocks, and NextBelow rejects a few
@@ -157,14 +150,15 @@ TEST(RandKTest, IndicesFollowFloydOnALargeTensor) {
   constexpr std::uint32_t kSize = 1u << 24;
   const TensorLayout layout = Layout({kSize});
   const CodecContext context{0xC0FFEEull, 12, 0};
-  const std::vector<std::uint32_t> indices = Indices(RandKParams(0.01f), layout, context, 0);
+  const std::vector<std::uint32_t> indices =
+      Indices(RandKParams{.k_ratio = 0.01f}, layout, context, 0);
   const auto k = static_cast<std::uint32_t>(SparseCount(kSize, 0.01f).value());
   EXPECT_EQ(indices, NaiveFloyd(context, 0, kSize, k));
 }
 
 TEST(RandKTest, SameSeedAndRoundGiveSameIndicesOnEveryWorker) {
   const TensorLayout layout = Layout({500, 500});
-  const CodecParams params = RandKParams(0.05f);
+  const RandKParams params{.k_ratio = 0.05f};
   const std::vector<std::uint32_t> reference = Indices(params, layout, {11, 4, 0}, 0);
   for (std::uint32_t worker = 1; worker < 5; ++worker) {
     EXPECT_EQ(Indices(params, layout, {11, 4, worker}, 0), reference);
@@ -190,7 +184,7 @@ TEST(RandKTest, EachCoordinateChosenWithFrequencyKOverD) {
   // 0.05 runs Floyd on the kept coordinates, 0.8 on the left-out ones.
   for (const float ratio : {0.05f, 0.8f}) {
     const TensorLayout layout = Layout({kSize});
-    const CodecParams params = RandKParams(ratio);
+    const RandKParams params{.k_ratio = ratio};
     const std::size_t k = SparseCount(kSize, ratio).value();
     std::vector<int> counts(kSize, 0);
     for (int round = 0; round < kRounds; ++round) {
@@ -208,7 +202,7 @@ TEST(RandKTest, EverySubsetIsEquallyLikely) {
   // 5 choose 2 and 5 choose 3 both have 10 subsets; k = 3 uses the complement path.
   for (const float ratio : {0.4f, 0.6f}) {
     const TensorLayout layout = Layout({5});
-    const CodecParams params = RandKParams(ratio);
+    const RandKParams params{.k_ratio = ratio};
     std::map<std::uint32_t, int> counts;
     for (int round = 0; round < kRounds; ++round) {
       std::uint32_t mask = 0;
@@ -227,7 +221,7 @@ TEST(RandKTest, ScaledDecodeIsUnbiased) {
   constexpr std::size_t kSize = 64;
   constexpr int kRounds = 20000;
   const TensorLayout layout = Layout({kSize});
-  const CodecParams params = RandKParams(0.125f, RandKScaling::kUnbiased);  // k = 8
+  const RandKParams params{.k_ratio = 0.125f, .scaling = RandKScaling::kUnbiased};  // k = 8
   const std::vector<float> x = Gaussian(kSize, 3);
   std::vector<double> sum(kSize, 0.0);
   std::vector<std::uint32_t> scratch = ScratchFor(params, layout);
@@ -260,7 +254,7 @@ TEST(RandKTest, ValuesAreInputAtSelectedIndices) {
   const std::vector<float> x = Gaussian(layout.dimension(), 4);
   const CodecContext context{5, 17, 2};
   for (const RandKScaling scaling : {RandKScaling::kNone, RandKScaling::kUnbiased}) {
-    const CodecParams params = RandKParams(0.1f, scaling);
+    const RandKParams params{.k_ratio = 0.1f, .scaling = scaling};
     const std::vector<float> values = Encode(params, layout, context, x);
     std::size_t n = 0;
     for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
@@ -277,7 +271,7 @@ TEST(RandKTest, ValuesAreInputAtSelectedIndices) {
 
 TEST(RandKTest, RoundTripAddsWeightedValuesAtSelectedIndices) {
   const TensorLayout layout = Layout({300, 45, 1000});
-  const CodecParams params = RandKParams(0.2f, RandKScaling::kUnbiased);
+  const RandKParams params{.k_ratio = 0.2f, .scaling = RandKScaling::kUnbiased};
   const CodecContext context{77, 3, 1};
   const std::vector<float> x = Gaussian(layout.dimension(), 5);
   const std::vector<float> values = Encode(params, layout, context, x);
@@ -299,7 +293,7 @@ TEST(RandKTest, RoundTripAddsWeightedValuesAtSelectedIndices) {
 
 TEST(RandKTest, DecodeRejectsMalformedPayloadsAndLeavesAccumulatorUntouched) {
   const TensorLayout layout = Layout({100, 20});
-  const CodecParams params = RandKParams(0.1f);
+  const RandKParams params{.k_ratio = 0.1f};
   const CodecContext context{1, 2, 0};
   const std::vector<float> good = Encode(params, layout, context, Gaussian(120, 7));
   std::vector<std::uint32_t> scratch = ScratchFor(params, layout);
@@ -331,7 +325,7 @@ TEST(RandKTest, RejectsBadParametersAndBuffers) {
   const TensorLayout layout = Layout({100, 20});
   const std::vector<float> x = Gaussian(layout.dimension(), 8);
   for (const float ratio : {0.0f, -0.1f, 1.5f, kNan, kInf}) {
-    const CodecParams params = RandKParams(ratio);
+    const RandKParams params{.k_ratio = ratio};
     EXPECT_EQ(RandKCodec::Shape(params, layout).status(), Status::InvalidArgument()) << ratio;
     EXPECT_EQ(RandKCodec::ScratchBytes(params, layout), 0u);
     std::vector<float> values(200);
@@ -339,13 +333,13 @@ TEST(RandKTest, RejectsBadParametersAndBuffers) {
     EXPECT_EQ(RandKCodec::Encode(params, layout, {}, x, {{}, values, {}, {}}, AsBytes(scratch)),
               Status::InvalidArgument());
   }
-  CodecParams bad_scaling = RandKParams(0.1f);
-  bad_scaling.rand_k_scaling = static_cast<RandKScaling>(5);
+  RandKParams bad_scaling{.k_ratio = 0.1f};
+  bad_scaling.scaling = static_cast<RandKScaling>(5);
   EXPECT_EQ(RandKCodec::Shape(bad_scaling, layout).status(), Status::InvalidArgument());
-  EXPECT_EQ(RandKCodec::Shape(RandKParams(0.1f), TensorLayout()).status(),
+  EXPECT_EQ(RandKCodec::Shape(RandKParams{.k_ratio = 0.1f}, TensorLayout()).status(),
             Status::InvalidArgument());
 
-  const CodecParams params = RandKParams(0.1f);  // 10 + 2 values, 16 scratch bytes
+  const RandKParams params{.k_ratio = 0.1f};  // 10 + 2 values, 16 scratch bytes
   std::vector<float> values(12);
   std::vector<std::uint32_t> scratch(5);
   const auto bytes = AsBytes(scratch);

@@ -15,13 +15,6 @@ namespace {
 constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-CodecParams BlockParams(std::uint32_t ratio) {
-  CodecParams params;
-  params.kind = CodecKind::kRandomBlock;
-  params.block_ratio = ratio;
-  return params;
-}
-
 TensorLayout Layout(const std::vector<std::uint64_t>& sizes) {
   return TensorLayout::FromSizes(sizes).value();
 }
@@ -32,7 +25,7 @@ struct Encoded {
   PayloadView View() const { return PayloadView(starts, values, {}, {}); }
 };
 
-Encoded EncodeBlock(const CodecParams& params, const TensorLayout& layout,
+Encoded EncodeBlock(const RandomBlockParams& params, const TensorLayout& layout,
                     const CodecContext& context, const std::vector<float>& x) {
   const PayloadShape shape = RandomBlockCodec::Shape(params, layout).value();
   Encoded encoded;
@@ -68,7 +61,8 @@ void ExpectBlockValues(const TensorLayout& layout, const std::uint32_t ratio,
 
 TEST(RandomBlockTest, ShapeHasOneStartPerTensorAndAtLeastOneValue) {
   const TensorLayout layout = Layout({1000, 10, 64});
-  const PayloadShape shape = RandomBlockCodec::Shape(BlockParams(64), layout).value();
+  const PayloadShape shape =
+      RandomBlockCodec::Shape(RandomBlockParams{.block_ratio = 64}, layout).value();
   EXPECT_EQ(shape.indices, 3u);
   EXPECT_EQ(shape.values, 15u + 1u + 1u);
   EXPECT_EQ(shape.words + shape.scales, 0u);
@@ -97,7 +91,7 @@ TEST(RandomBlockTest, GoldenStarts) {
 
 TEST(RandomBlockTest, SameBlockOnEveryWorker) {
   const TensorLayout layout = Layout({640, 100, 33});
-  const CodecParams params = BlockParams(8);
+  const RandomBlockParams params{.block_ratio = 8};
   for (std::uint32_t round = 0; round < 10; ++round) {
     std::vector<std::uint32_t> reference;
     for (std::uint32_t worker = 0; worker < 4; ++worker) {
@@ -114,7 +108,7 @@ TEST(RandomBlockTest, WrapsAtTheTensorEnd) {
   // Tensor 1 (100 coordinates, blocks of 25) wraps whenever its start is above 75; the block
   // must come back to the tensor's own start, not spill into a neighbour.
   const TensorLayout layout = Layout({50, 100, 30});
-  const CodecParams params = BlockParams(4);
+  const RandomBlockParams params{.block_ratio = 4};
   const std::vector<float> x = Ramp(layout.dimension());
   int wrapped = 0;
   for (std::uint32_t round = 0; round < 200; ++round) {
@@ -147,7 +141,7 @@ TEST(RandomBlockTest, EveryStartReachableRoughlyUniformly) {
 
 TEST(RandomBlockTest, RoundTripAddsWeightedBlock) {
   const TensorLayout layout = Layout({50, 100, 30});
-  const CodecParams params = BlockParams(3);
+  const RandomBlockParams params{.block_ratio = 3};
   const std::vector<float> x = Ramp(layout.dimension(), 0.5f);
   for (std::uint32_t round = 0; round < 20; ++round) {
     const Encoded encoded = EncodeBlock(params, layout, {8, round, 1}, x);
@@ -170,7 +164,7 @@ TEST(RandomBlockTest, RoundTripAddsWeightedBlock) {
 
 TEST(RandomBlockTest, DecodeRejectsMalformedPayloadsAndLeavesAccumulatorUntouched) {
   const TensorLayout layout = Layout({50, 100, 30});
-  const CodecParams params = BlockParams(4);
+  const RandomBlockParams params{.block_ratio = 4};
   const Encoded good = EncodeBlock(params, layout, {1, 1, 0}, Ramp(layout.dimension()));
   std::vector<float> acc(layout.dimension(), 4.0f);
   const std::vector<float> before = acc;
@@ -214,17 +208,14 @@ TEST(RandomBlockTest, RejectsBadParametersAndBuffers) {
   const std::vector<float> x = Ramp(layout.dimension());
   std::vector<std::uint32_t> starts(2);
   std::vector<float> values(12 + 25);
-  for (const CodecKind kind : {CodecKind::kRandomBlock, CodecKind::kIdentity}) {
-    CodecParams bad = BlockParams(0);
-    bad.kind = kind;
-    EXPECT_EQ(RandomBlockCodec::Shape(bad, layout).status(), Status::InvalidArgument());
-    EXPECT_EQ(RandomBlockCodec::Encode(bad, layout, {}, x, {starts, values, {}, {}}, {}),
-              Status::InvalidArgument());
-  }
-  EXPECT_EQ(RandomBlockCodec::Shape(BlockParams(4), TensorLayout()).status(),
+  const RandomBlockParams bad{.block_ratio = 0};
+  EXPECT_EQ(RandomBlockCodec::Shape(bad, layout).status(), Status::InvalidArgument());
+  EXPECT_EQ(RandomBlockCodec::Encode(bad, layout, {}, x, {starts, values, {}, {}}, {}),
+            Status::InvalidArgument());
+  EXPECT_EQ(RandomBlockCodec::Shape(RandomBlockParams{.block_ratio = 4}, TensorLayout()).status(),
             Status::InvalidArgument());
 
-  const CodecParams params = BlockParams(4);
+  const RandomBlockParams params{.block_ratio = 4};
   EXPECT_EQ(RandomBlockCodec::Encode(params, layout, {}, std::span(x).first(149),
                                      {starts, values, {}, {}}, {}),
             Status::InvalidArgument());
@@ -241,7 +232,7 @@ TEST(RandomBlockTest, RejectsBadParametersAndBuffers) {
   EXPECT_EQ(
       RandomBlockCodec::DecodeAdd(params, layout, {}, view, 1.0f, std::span(acc).first(149), {}),
       Status::InvalidArgument());
-  EXPECT_EQ(RandomBlockCodec::DecodeAdd(BlockParams(0), layout, {}, view, 1.0f, acc, {}),
+  EXPECT_EQ(RandomBlockCodec::DecodeAdd(bad, layout, {}, view, 1.0f, acc, {}),
             Status::InvalidArgument());
   EXPECT_TRUE(RandomBlockCodec::DecodeAdd(params, layout, {}, view, 1.0f, acc, {}).ok());
 }

@@ -22,20 +22,13 @@ constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr std::uint32_t kCanonicalNan = 0x7FC00000u;
 
-CodecParams SignParams(SignScale scale = SignScale::kMeanAbs) {
-  CodecParams params;
-  params.kind = CodecKind::kSign;
-  params.sign_scale = scale;
-  return params;
-}
-
 struct Encoded {
   std::vector<std::uint32_t> words;
   std::vector<float> scales;
   PayloadView View() const { return PayloadView({}, {}, words, scales); }
 };
 
-Encoded EncodeSign(const CodecParams& params, const TensorLayout& layout,
+Encoded EncodeSign(const SignParams& params, const TensorLayout& layout,
                    const std::vector<float>& input) {
   const PayloadShape shape = SignCodec::Shape(params, layout).value();
   Encoded encoded;
@@ -87,12 +80,12 @@ std::uint32_t Bits(float v) { return std::bit_cast<std::uint32_t>(v); }
 
 TEST(SignTest, ShapeCountsWordsPerTensor) {
   const TensorLayout layout = Layout({1, 32, 33, 64, 65});
-  const PayloadShape shape = SignCodec::Shape(SignParams(), layout).value();
+  const PayloadShape shape = SignCodec::Shape(SignParams{}, layout).value();
   EXPECT_EQ(shape.words, 1u + 1u + 2u + 2u + 3u);
   EXPECT_EQ(shape.scales, 5u);
   EXPECT_EQ(shape.indices, 0u);
   EXPECT_EQ(shape.values, 0u);
-  EXPECT_EQ(SignCodec::ScratchBytes(SignParams(), layout), 0u);
+  EXPECT_EQ(SignCodec::ScratchBytes(SignParams{}, layout), 0u);
 }
 
 TEST(SignTest, MatchesNaiveForOddSizesAndMultiTensorLayouts) {
@@ -104,7 +97,7 @@ TEST(SignTest, MatchesNaiveForOddSizesAndMultiTensorLayouts) {
   for (const auto& sizes : layouts) {
     const TensorLayout layout = Layout(sizes);
     const std::vector<float> x = MixedInput(layout.dimension(), seed++);
-    const Encoded encoded = EncodeSign(SignParams(), layout, x);
+    const Encoded encoded = EncodeSign(SignParams{}, layout, x);
     EXPECT_EQ(encoded.words, NaiveWords(layout, x)) << "layout of " << sizes.size();
     for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
       const float* tensor = x.data() + layout.offset(t);
@@ -123,7 +116,7 @@ TEST(SignTest, GoldenBytes) {
   for (int i = 0; i < 107; ++i) {
     x[static_cast<std::size_t>(i)] = static_cast<float>((i * 37) % 101 - 50) / 7.0f;
   }
-  const Encoded encoded = EncodeSign(SignParams(), Layout({70, 37}), x);
+  const Encoded encoded = EncodeSign(SignParams{}, Layout({70, 37}), x);
   EXPECT_EQ(encoded.words, (std::vector<std::uint32_t>{0x6d2da5a4u, 0x5b4b4969u, 0x0000001au,
                                                        0x5a5b4b49u, 0x00000012u}));
   ASSERT_EQ(encoded.scales.size(), 2u);
@@ -134,7 +127,7 @@ TEST(SignTest, GoldenBytes) {
 TEST(SignTest, ZeroNegativeZeroAndNanCountAsNonNegative) {
   const std::vector<float> x = {0.0f, -0.0f, kNan, -kNan, -1e-45f, 1e-45f, -kInf, kInf, -2.0f};
   const TensorLayout layout = Layout({x.size()});
-  const Encoded encoded = EncodeSign(SignParams(SignScale::kUnit), layout, x);
+  const Encoded encoded = EncodeSign(SignParams{.scale = SignScale::kUnit}, layout, x);
   ASSERT_EQ(encoded.words.size(), 1u);
   EXPECT_EQ(encoded.words[0], 0b0'1010'1111u);
   EXPECT_EQ(encoded.scales[0], 1.0f);
@@ -144,13 +137,13 @@ TEST(SignTest, NanInputGivesCanonicalNanScale) {
   for (const float nan : {kNan, -kNan, std::bit_cast<float>(0x7F800001u)}) {
     std::vector<float> x = MixedInput(100, 3);
     x[41] = nan;
-    const Encoded encoded = EncodeSign(SignParams(), Layout({100}), x);
+    const Encoded encoded = EncodeSign(SignParams{}, Layout({100}), x);
     EXPECT_EQ(Bits(encoded.scales[0]), kCanonicalNan);
   }
   // An infinite input is not NaN: |x| sums to +inf.
   std::vector<float> x = MixedInput(100, 4);
   x[7] = -kInf;
-  EXPECT_EQ(EncodeSign(SignParams(), Layout({100}), x).scales[0], kInf);
+  EXPECT_EQ(EncodeSign(SignParams{}, Layout({100}), x).scales[0], kInf);
 }
 
 TEST(SignTest, SimdAndPortablePathsWriteIdenticalBytes) {
@@ -171,7 +164,8 @@ TEST(SignTest, SimdAndPortablePathsWriteIdenticalBytes) {
 
 TEST(SignTest, UnitScaleIsOne) {
   const TensorLayout layout = Layout({10, 40});
-  const Encoded encoded = EncodeSign(SignParams(SignScale::kUnit), layout, MixedInput(50, 5));
+  const Encoded encoded =
+      EncodeSign(SignParams{.scale = SignScale::kUnit}, layout, MixedInput(50, 5));
   EXPECT_EQ(encoded.scales, (std::vector<float>{1.0f, 1.0f}));
 }
 
@@ -179,7 +173,7 @@ TEST(SignTest, RoundTripAddsWeightedSignedScale) {
   const TensorLayout layout = Layout({45, 1, 64, 100});
   const std::vector<float> x = MixedInput(layout.dimension(), 6);
   for (const SignScale scale_kind : {SignScale::kMeanAbs, SignScale::kUnit}) {
-    const CodecParams params = SignParams(scale_kind);
+    const SignParams params{.scale = scale_kind};
     const Encoded encoded = EncodeSign(params, layout, x);
     std::vector<float> acc = MixedInput(layout.dimension(), 7);
     const std::vector<float> before = acc;
@@ -199,7 +193,7 @@ TEST(SignTest, RoundTripAddsWeightedSignedScale) {
 
 TEST(SignTest, DecodeRejectsMalformedPayloadsAndLeavesAccumulatorUntouched) {
   const TensorLayout layout = Layout({33, 64, 5});
-  const CodecParams params = SignParams();
+  const SignParams params{};
   const Encoded good = EncodeSign(params, layout, MixedInput(layout.dimension(), 8));
   std::vector<float> acc(layout.dimension(), 1.5f);
   const std::vector<float> before = acc;
@@ -246,14 +240,14 @@ TEST(SignTest, RejectsBadParametersAndBuffers) {
   std::vector<float> scales(2);
   std::vector<float> acc(layout.dimension());
 
-  CodecParams bad = SignParams();
-  bad.sign_scale = static_cast<SignScale>(9);
+  SignParams bad{};
+  bad.scale = static_cast<SignScale>(9);
   EXPECT_EQ(SignCodec::Shape(bad, layout).status(), Status::InvalidArgument());
   EXPECT_EQ(SignCodec::Encode(bad, layout, {}, x, {{}, {}, words, scales}, {}),
             Status::InvalidArgument());
-  EXPECT_EQ(SignCodec::Shape(SignParams(), TensorLayout()).status(), Status::InvalidArgument());
+  EXPECT_EQ(SignCodec::Shape(SignParams{}, TensorLayout()).status(), Status::InvalidArgument());
 
-  const CodecParams params = SignParams();
+  const SignParams params{};
   const std::vector<float> short_input(layout.dimension() - 1);
   EXPECT_EQ(SignCodec::Encode(params, layout, {}, short_input, {{}, {}, words, scales}, {}),
             Status::InvalidArgument());

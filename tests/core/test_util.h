@@ -62,12 +62,40 @@ inline TensorLayout Layout(const std::vector<std::uint64_t>& sizes) {
   return TensorLayout::FromSizes(sizes).value();
 }
 
+// The sparsity and quantization of a test's codec list (EveryCodec); every other parameter keeps
+// its default.
+struct CodecSettings {
+  float k_ratio = 0.2f;           // top_k, rand_k, reg_top_k
+  std::uint32_t block_ratio = 4;  // random_block
+  std::uint32_t qsgd_levels = 15;
+  std::uint32_t qsgd_bucket = 16;
+};
+
+// One configuration of every known codec, in id order.
+inline std::vector<CodecParams> EveryCodec(const CodecSettings& settings) {
+  static_assert(kCodecCount == 7, "list the new codec here");
+  return {IdentityParams{},
+          TopKParams{.k_ratio = settings.k_ratio},
+          RandKParams{.k_ratio = settings.k_ratio},
+          RandomBlockParams{.block_ratio = settings.block_ratio},
+          SignParams{},
+          QsgdParams{.levels = settings.qsgd_levels, .bucket = settings.qsgd_bucket},
+          RegTopKParams{.k_ratio = settings.k_ratio}};
+}
+
+// The registry of a program that links top_k and no other codec.
+inline const CodecRegistry& TopKOnlyCodecs() {
+  static constexpr auto kOps = MakeCodecOps<TopKCodec>();
+  static constexpr CodecRegistry kRegistry(kOps);
+  return kRegistry;
+}
+
 // Dense decode of a payload into a fresh vector.
 inline std::vector<float> DecodeDense(const CodecParams& codec, const TensorLayout& layout,
                                       const CodecContext& context, const PayloadView& payload) {
   std::vector<float> out(layout.dimension(), 0.0f);
   std::vector<std::byte> scratch(CodecScratchBytes(codec, layout));
-  EXPECT_TRUE(DecodeAdd(codec, layout, context, payload, 1.0f, out, scratch).ok());
+  EXPECT_TRUE(AllCodecs().DecodeAdd(codec, layout, context, payload, 1.0f, out, scratch).ok());
   return out;
 }
 

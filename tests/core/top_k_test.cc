@@ -318,13 +318,6 @@ TEST(TopKSelect, BadArguments) {
 // ----------------------------------------------------------------------------------------------
 // The codec.
 
-CodecParams TopKParams(float ratio) {
-  CodecParams params;
-  params.kind = CodecKind::kTopK;
-  params.k_ratio = ratio;
-  return params;
-}
-
 TensorLayout Layout(std::vector<std::uint64_t> sizes) {
   return TensorLayout::FromSizes(sizes).value();
 }
@@ -336,7 +329,7 @@ struct Encoded {
   std::vector<float> values;
 };
 
-Encoded EncodeTopK(const CodecParams& params, const TensorLayout& layout,
+Encoded EncodeTopK(const TopKParams& params, const TensorLayout& layout,
                    const std::vector<float>& x) {
   Encoded encoded;
   encoded.shape = TopKCodec::Shape(params, layout).value();
@@ -349,7 +342,7 @@ Encoded EncodeTopK(const CodecParams& params, const TensorLayout& layout,
 }
 
 // Per tensor: the sort's choice among that tensor's coordinates, as global positions.
-std::vector<std::uint32_t> SortTopKPerTensor(const CodecParams& params, const TensorLayout& layout,
+std::vector<std::uint32_t> SortTopKPerTensor(const TopKParams& params, const TensorLayout& layout,
                                              const std::vector<float>& x) {
   std::vector<std::uint32_t> all;
   for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
@@ -364,12 +357,7 @@ std::vector<std::uint32_t> SortTopKPerTensor(const CodecParams& params, const Te
 }
 
 TEST(TopKCodec, ShapeAndScratchAreConstexpr) {
-  constexpr CodecParams kParams = [] {
-    CodecParams p;
-    p.kind = CodecKind::kTopK;
-    p.k_ratio = 0.01f;
-    return p;
-  }();
+  constexpr TopKParams kParams{.k_ratio = 0.01f};
   constexpr TensorLayout kLayout = TensorLayout::Single(100000).value();
   static_assert(TopKCodec::Shape(kParams, kLayout).value().indices == 1000);
   static_assert(TopKCodec::Shape(kParams, kLayout).value().bytes() == 8000);
@@ -388,7 +376,7 @@ TEST(TopKCodec, EncodeMatchesSortPerTensor) {
         SCOPED_TRACE(testing::Message()
                      << "tensors=" << sizes.size() << " dim=" << layout.dimension()
                      << " ratio=" << ratio << " seed=" << seed);
-        const CodecParams params = TopKParams(ratio);
+        const TopKParams params{.k_ratio = ratio};
         std::vector<float> x = Normal(layout.dimension(), seed);
         if (seed == 3) {
           for (auto& v : x) v = std::round(v * 2.0f);  // ties and zeros
@@ -407,7 +395,7 @@ TEST(TopKCodec, EncodeMatchesSortPerTensor) {
 
 TEST(TopKCodec, RoundTripAddsWeightedValues) {
   const TensorLayout layout = Layout({300, 7, 20000});
-  const CodecParams params = TopKParams(0.05f);
+  const TopKParams params{.k_ratio = 0.05f};
   const std::vector<float> x = Normal(layout.dimension(), 4);
   const Encoded encoded = EncodeTopK(params, layout, x);
   ASSERT_TRUE(encoded.status.ok());
@@ -433,7 +421,7 @@ TEST(TopKCodec, RoundTripAddsWeightedValues) {
 
 class TopKMalformedPayload : public testing::Test {
  protected:
-  TopKMalformedPayload() : layout_(Layout({100, 50, 200})), params_(TopKParams(0.1f)) {
+  TopKMalformedPayload() : layout_(Layout({100, 50, 200})), params_(TopKParams{.k_ratio = 0.1f}) {
     x_ = Normal(layout_.dimension(), 8);
     encoded_ = EncodeTopK(params_, layout_, x_);
     accumulator_ = Normal(layout_.dimension(), 99);
@@ -450,7 +438,7 @@ class TopKMalformedPayload : public testing::Test {
   }
 
   TensorLayout layout_;
-  CodecParams params_;
+  TopKParams params_;
   std::vector<float> x_;
   Encoded encoded_;
   std::vector<float> accumulator_;
@@ -524,7 +512,7 @@ TEST(TopKCodec, BadParametersAndBuffers) {
   const TensorLayout layout = Layout({100, 100});
   const std::vector<float> x = Normal(200, 2);
   for (const float ratio : {0.0f, -0.1f, 1.5f, kNaN, kInf}) {
-    const CodecParams params = TopKParams(ratio);
+    const TopKParams params{.k_ratio = ratio};
     EXPECT_EQ(TopKCodec::Shape(params, layout).status(), Status::InvalidArgument());
     EXPECT_EQ(TopKCodec::ScratchBytes(params, layout), 0u);
     std::vector<std::uint32_t> indices(200);
@@ -537,7 +525,7 @@ TEST(TopKCodec, BadParametersAndBuffers) {
               Status::InvalidArgument());
   }
 
-  const CodecParams params = TopKParams(0.1f);
+  const TopKParams params{.k_ratio = 0.1f};
   const PayloadShape shape = TopKCodec::Shape(params, layout).value();
   std::vector<std::uint32_t> indices(shape.indices);
   std::vector<float> values(shape.values);

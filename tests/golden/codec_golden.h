@@ -43,29 +43,8 @@ inline void FillInput(std::span<float, kInputSize> input) {
   for (std::size_t i = 0; i < input.size(); ++i) input[i] = InputValue(i);
 }
 
-// The parameters of the cases below: top_k/rand_k keep a quarter, random_block a quarter,
-// qsgd 7 levels over buckets of 16.
-constexpr CodecParams Params(CodecKind kind) {
-  CodecParams params;
-  params.kind = kind;
-  params.k_ratio = 0.25f;
-  params.block_ratio = 4;
-  params.qsgd_levels = 7;
-  params.qsgd_bucket = 16;
-  return params;
-}
-constexpr CodecParams WithSignScale(CodecParams params, SignScale scale) {
-  params.sign_scale = scale;
-  return params;
-}
-constexpr CodecParams WithUnbiased(CodecParams params) {
-  params.rand_k_scaling = RandKScaling::kUnbiased;
-  return params;
-}
-constexpr CodecParams WithLevels(CodecParams params, std::uint32_t levels) {
-  params.qsgd_levels = levels;
-  return params;
-}
+// The sparsifiers' cases keep a quarter of each tensor.
+inline constexpr float kKeepRatio = 0.25f;
 
 struct CodecCase {
   const char* name;
@@ -76,37 +55,35 @@ struct CodecCase {
 };
 
 inline constexpr CodecCase kCodecCases[] = {
-    {"identity", Params(CodecKind::kIdentity),
+    {"identity", IdentityParams{},
      "0000f0bf000030400000403f0000a0bf000050c00000b03f000020bf000028c00000004000000000"
      "000000c0000028400000203f0000b0bf000050400000a03f000040bf000030c00000f03f000000be"
      "000008c0000020400000003f0000c0bf000048400000903f000060bf000038c00000e03f000080be"
      "000010c0000018400000c03e0000d0bf000040400000803f000080bf000040c00000d03f0000c0be"
      "000018c0000010400000803e0000e0bf000038400000603f000090bf000048c0"},
-    {"top_k", Params(CodecKind::kTopK),
+    {"top_k", TopKParams{.k_ratio = kKeepRatio},
      "0100000004000000070000000e00000011000000180000001b0000001f0000002200000025000000"
      "2c0000002f00000000003040000050c0000028c000005040000030c000004840000038c000001840"
      "00004040000040c000003840000048c0"},
-    {"rand_k", Params(CodecKind::kRandK),
+    {"rand_k", RandKParams{.k_ratio = kKeepRatio},
      "000050c00000b03f00002840000000be000020400000c0bf000038c0000018400000d03f0000c0be"
      "000018c0000090bf"},
-    {"rand_k_unbiased", WithUnbiased(Params(CodecKind::kRandK)),
+    {"rand_k_unbiased", RandKParams{.k_ratio = kKeepRatio, .scaling = RandKScaling::kUnbiased},
      "b76d57c12449b64000002e41499204bfdbb625416edbc6c049923ec1666610419999c5406666b6bf"
      "666610c1cdcc88c0"},
-    {"random_block", Params(CodecKind::kRandomBlock),
+    {"random_block", RandomBlockParams{.block_ratio = 4},
      "16000000080000000000003f0000c0bf000048400000903f000060bf000038c00000e03f000040c0"
      "0000d03f0000c0be000018c0"},
-    {"sign_mean_abs", WithSignScale(Params(CodecKind::kSign), SignScale::kMeanAbs),
-     "26db64136cb20100967bda3fe535d43f"},
-    {"sign_unit", WithSignScale(Params(CodecKind::kSign), SignScale::kUnit),
-     "26db64136cb201000000803f0000803f"},
-    {"qsgd_s7", Params(CodecKind::kQsgd),
+    {"sign_mean_abs", SignParams{.scale = SignScale::kMeanAbs}, "26db64136cb20100967bda3fe535d43f"},
+    {"sign_unit", SignParams{.scale = SignScale::kUnit}, "26db64136cb201000000803f0000803f"},
+    {"qsgd_s7", QsgdParams{.levels = 7, .bucket = 16},
      "39901ba802399013a9823a9113b90200a8123a911ab80239a20e0000ad71fc408ccfdd40e696f440"
      "6fd15b40"},
-    {"qsgd_s1", WithLevels(Params(CodecKind::kQsgd), 1),
+    {"qsgd_s1", QsgdParams{.levels = 1, .bucket = 16},
      "86a360089a96a0000a82e22038000000ad71fc408ccfdd40e696f4406fd15b40"},
-    // Without a posterior (the codec table's stateless Encode: a worker's first round) RegTop-k
-    // is Top-k, byte for byte.
-    {"reg_top_k_first_round", Params(CodecKind::kRegTopK),
+    // Without a posterior (the registry's stateless Encode: a worker's first round) RegTop-k is
+    // Top-k, byte for byte.
+    {"reg_top_k_first_round", RegTopKParams{.k_ratio = kKeepRatio},
      "0100000004000000070000000e00000011000000180000001b0000001f0000002200000025000000"
      "2c0000002f00000000003040000050c0000028c000005040000030c000004840000038c000001840"
      "00004040000040c000003840000048c0"},
@@ -197,8 +174,9 @@ inline Result<std::size_t> EncodeCase(const CodecCase& golden, CaseBuffers& buff
                          std::span(buffers.values).first(shape.values),
                          std::span(buffers.words).first(shape.words),
                          std::span(buffers.scales).first(shape.scales)};
-  EDGESGD_TRY(Encode(golden.params, kLayout, kContext, buffers.input, out,
-                     std::span(buffers.scratch).first(CodecScratchBytes(golden.params, kLayout))));
+  EDGESGD_TRY(AllCodecs().Encode(
+      golden.params, kLayout, kContext, buffers.input, out,
+      std::span(buffers.scratch).first(CodecScratchBytes(golden.params, kLayout))));
   const std::size_t length = PayloadHex(PayloadView(out, shape), buffers.hex);
   if (length == 0 && shape.bytes() != 0) return Status::InvalidArgument();
   return length;

@@ -55,8 +55,8 @@ class FrameFactory {
     std::vector<std::byte> scratch(CodecScratchBytes(codec, layout) + 16);
     const CodecContext context{seed, round, worker};
     const Result<std::span<const std::byte>> frame = builder.EncodePayloadFrame(
-        {sender, round, sequence}, wire::PayloadMessage::Update({worker, 8}), codec, layout,
-        context, input, AlignedScratch(scratch, CodecScratchBytes(codec, layout)));
+        {sender, round, sequence}, wire::PayloadMessage::Update({worker, 8}), AllCodecs(), codec,
+        layout, context, input, AlignedScratch(scratch, CodecScratchBytes(codec, layout)));
     EXPECT_TRUE(frame.ok());
     return frame.ok() ? Frame(frame.value()) : Frame();
   }
@@ -70,8 +70,8 @@ class FrameFactory {
     const CodecContext context{seed, round == 0 ? 0 : round - 1, 0};
     const Result<std::span<const std::byte>> frame = builder.EncodePayloadFrame(
         {kServerPeer, round, 0}, wire::PayloadMessage::ModelBroadcast({content, participants}),
-        codec, layout,
-        context, input, AlignedScratch(scratch, CodecScratchBytes(codec, layout)));
+        AllCodecs(), codec, layout, context, input,
+        AlignedScratch(scratch, CodecScratchBytes(codec, layout)));
     EXPECT_TRUE(frame.ok());
     return frame.ok() ? Frame(frame.value()) : Frame();
   }

@@ -314,7 +314,7 @@ TEST_F(GossipSessionTest, StartSendsTheModelToEachNeighbour) {
     EXPECT_EQ(view.value().header.sender, 1u);
     EXPECT_EQ(view.value().header.round, 0u);
     EXPECT_EQ(view.value().message.gossip.vector, wire::GossipVector::kModel);
-    EXPECT_EQ(view.value().payload.codec, CodecKind::kIdentity);
+    EXPECT_EQ(view.value().payload.codec, kCodecId<IdentityCodec>);
     const std::span<const float> values = view.value().payload.view.values;
     ASSERT_EQ(values.size(), initial_.size());
     for (const float v : values) EXPECT_EQ(v, 3.0f);
@@ -421,10 +421,8 @@ TEST_F(GossipSessionTest, CountsEveryKindOfBadFrame) {
   Feed(2, ModelFrame(2, 0, model, {1, 0, wire::GossipVector::kModel}));
   Feed(2, ModelFrame(2, 0, model, {0, 3, wire::GossipVector::kModel}));
   EXPECT_EQ(Rejected(GossipRejectReason::kWrongExchange), 3u);
-  CodecParams rand_k;
-  rand_k.kind = CodecKind::kRandK;
-  rand_k.k_ratio = 0.5f;
-  Feed(2, ModelFrame(2, 0, model, {0, 0, wire::GossipVector::kModel}, rand_k));
+  Feed(2,
+       ModelFrame(2, 0, model, {0, 0, wire::GossipVector::kModel}, RandKParams{.k_ratio = 0.5f}));
   EXPECT_EQ(Rejected(GossipRejectReason::kWrongCodec), 1u);
   Feed(2, Filled(2, 0, 1.0f, TestLayout().dimension() + 1));
   Feed(2, Filled(2, 0, 1.0f, 3));

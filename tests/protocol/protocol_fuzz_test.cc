@@ -109,7 +109,7 @@ void ExpectValidFrames(Session& session, std::uint64_t* count = nullptr) {
 }
 
 TEST(ProtocolFuzzTest, LiveRunSurvivesInjectedGarbageWithoutStalling) {
-  RunConfig config = MeanConfig(24, CodecKind::kRandomBlock, 100);
+  RunConfig config = MeanConfig(24, kCodecId<RandomBlockCodec>, 100);
   config.downlink = DownlinkKind::kAggregate;
   config.participation = 0.75f;
   ServerOptions options;
@@ -172,9 +172,10 @@ TEST(ProtocolFuzzTest, LiveRunSurvivesInjectedGarbageWithoutStalling) {
 
 TEST(ProtocolFuzzTest, SessionsSurviveThousandsOfFramesDirectly) {
   for (const bool majority : {false, true}) {
-    RunConfig config = majority ? MajorityConfig(40, 1000) : MeanConfig(40, CodecKind::kTopK, 1000);
+    RunConfig config =
+        majority ? MajorityConfig(40, 1000) : MeanConfig(40, kCodecId<TopKCodec>, 1000);
     config.downlink = DownlinkKind::kAggregate;
-    if (!majority) config.codec.kind = CodecKind::kRandK;
+    if (!majority) config.codec = QuarterSparse(kCodecId<RandKCodec>);
     ServerOptions options;
     options.workers = 3;
     options.round_deadline_ns = kSecond;
@@ -200,7 +201,9 @@ TEST(ProtocolFuzzTest, SessionsSurviveThousandsOfFramesDirectly) {
     // Fresh sessions: the server is mid-training, the worker configured.
     ArenaStorage server_storage(ServerSession::ArenaBytes(config, options));
     ServerSession server;
-    ASSERT_TRUE(server.Init(server_storage.arena, config, options, std::vector<float>(40)).ok());
+    ASSERT_TRUE(
+        server.Init(server_storage.arena, AllCodecs(), config, options, std::vector<float>(40))
+            .ok());
     server.Start(0);
     for (PeerId w = 1; w <= 3; ++w) server.OnFrame(w, factory.Join(w).bytes(), 0);
     ASSERT_EQ(server.phase(), ServerPhase::kTraining);
@@ -220,6 +223,7 @@ TEST(ProtocolFuzzTest, SessionsSurviveThousandsOfFramesDirectly) {
       worker = std::make_unique<WorkerSession>();
       WorkerOptions worker_options;
       worker_options.gradient = &QuadraticGradient;
+      worker_options.codecs = &AllCodecs();
       worker_options.user = &problem;
       ASSERT_TRUE(worker->Init(worker_storage->arena, worker_options).ok());
       worker->Start(0);

@@ -19,9 +19,12 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string_view>
 #include <vector>
 
+#include "core/test_util.h"
 #include "edgesgd/core/arena.h"
+#include "edgesgd/core/codec_registry.h"
 #include "edgesgd/protocol/run_config.h"
 #include "edgesgd/protocol/server_session.h"
 #include "edgesgd/protocol/session.h"
@@ -311,7 +314,8 @@ class Cluster {
           std::function<void(PeerId, WorkerOptions&)> customize = nullptr,
           std::size_t network_capacity = 512)
       : config_(config), server_storage_(ServerSession::ArenaBytes(config, options)) {
-    const Status init = server_.Init(server_storage_.arena, config, options, initial_model);
+    const Status init =
+        server_.Init(server_storage_.arena, AllCodecs(), config, options, initial_model);
     EXPECT_TRUE(init.ok()) << init.reason();
     std::vector<WorkerSession*> pointers;
     for (std::size_t i = 0; i < targets.size(); ++i) {
@@ -323,6 +327,7 @@ class Cluster {
       options_i.device_id = static_cast<std::uint32_t>(i + 1);
       options_i.gradient = &QuadraticGradient;
       options_i.user = problems_.back().get();
+      if (options_i.codecs == nullptr) options_i.codecs = &AllCodecs();
       if (customize) customize(static_cast<PeerId>(i + 1), options_i);
       const Status worker_init = workers_.back()->Init(storages_.back()->arena, options_i);
       EXPECT_TRUE(worker_init.ok()) << worker_init.reason();
@@ -393,13 +398,17 @@ inline float Distance(std::span<const float> a, std::span<const float> b) {
   return static_cast<float>(std::sqrt(sum));
 }
 
+// Codec `codec` at its defaults, except that the sparsifiers keep a quarter of each tensor.
+inline CodecParams QuarterSparse(CodecId codec) {
+  return edgesgd::test_util::EveryCodec(
+      {.k_ratio = 0.25f, .block_ratio = 4, .qsgd_levels = 127, .qsgd_bucket = 512})[codec];
+}
+
 // A mean-aggregation configuration on one tensor of `dimension` coordinates.
-inline RunConfig MeanConfig(std::size_t dimension, CodecKind codec, std::uint32_t rounds) {
+inline RunConfig MeanConfig(std::size_t dimension, CodecId codec, std::uint32_t rounds) {
   RunConfig config;
   config.layout = TensorLayout::Single(dimension).value();
-  config.codec.kind = codec;
-  config.codec.k_ratio = 0.25f;
-  config.codec.block_ratio = 4;
+  config.codec = QuarterSparse(codec);
   config.feedback.kind = FeedbackKind::kEf;
   config.feedback.learning_rate = 0.2f;
   config.feedback.momentum = 0.5f;
@@ -414,13 +423,30 @@ inline RunConfig MeanConfig(std::size_t dimension, CodecKind codec, std::uint32_
 inline RunConfig MajorityConfig(std::size_t dimension, std::uint32_t rounds) {
   RunConfig config;
   config.layout = TensorLayout::Single(dimension).value();
-  config.codec.kind = CodecKind::kSign;
-  config.codec.sign_scale = SignScale::kUnit;
+  config.codec = SignParams{.scale = SignScale::kUnit};
   config.aggregation = AggregationKind::kMajority;
   config.optimizer = OptimizerParams{OptimizerKind::kSignum, 0.01f, 0.5f, 0.0f};
   config.rounds = rounds;
   config.seed = 7;
   return config;
+}
+
+// One configuration served by each aggregation component (aggregation_registry.h), with the
+// component's name, on one tensor of `dimension` coordinates.
+struct ComponentConfig {
+  std::string_view component;
+  RunConfig config;
+};
+inline std::vector<ComponentConfig> ConfigPerAggregation(std::size_t dimension,
+                                                         std::uint32_t rounds) {
+  RunConfig payload_mean = MeanConfig(dimension, kCodecId<RandKCodec>, rounds);
+  payload_mean.downlink = DownlinkKind::kAggregate;
+  RunConfig recompressed_mean = MeanConfig(dimension, kCodecId<TopKCodec>, rounds);
+  recompressed_mean.downlink = DownlinkKind::kAggregate;
+  return {{"mean", MeanConfig(dimension, kCodecId<TopKCodec>, rounds)},
+          {"payload_mean", payload_mean},
+          {"recompressed_mean", recompressed_mean},
+          {"majority_vote", MajorityConfig(dimension, rounds)}};
 }
 
 inline std::vector<std::vector<float>> Targets(std::size_t workers, std::size_t dimension,

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "edgesgd/core/aggregator.h"
@@ -26,7 +27,7 @@ class ProtocolTopKTest : public ::testing::TestWithParam<DownlinkKind> {};
 // (two-way error feedback): it must reach the optimum as closely as the model downlink.
 TEST_P(ProtocolTopKTest, MeanErrorFeedbackTopKConverges) {
   constexpr std::size_t kDim = 32;
-  RunConfig config = MeanConfig(kDim, CodecKind::kTopK, 400);
+  RunConfig config = MeanConfig(kDim, kCodecId<TopKCodec>, 400);
   config.downlink = GetParam();
   config.feedback.learning_rate = 0.05f;
   config.feedback.momentum = 0.0f;
@@ -40,7 +41,7 @@ TEST_P(ProtocolTopKTest, MeanErrorFeedbackTopKConverges) {
   ASSERT_TRUE(cluster.RunUntilFinished(1000 * kSecond));
 
   // Top-k with error feedback on heterogeneous targets settles near, not at, the optimum
-  // (ALGORITHMS.md §3); a 100-fold reduction of the distance is the protocol working.
+  // (docs/algorithms.md); a 100-fold reduction of the distance is the protocol working.
   const std::vector<float> optimum = cluster.MeanTarget();
   const float start = Distance(initial, optimum);
   const float end = Distance(cluster.server().model(), optimum);
@@ -69,7 +70,7 @@ INSTANTIATE_TEST_SUITE_P(Downlinks, ProtocolTopKTest,
 
 TEST(ProtocolTrainingTest, IdenticalTargetsConvergeToTheTarget) {
   constexpr std::size_t kDim = 24;
-  RunConfig config = MeanConfig(kDim, CodecKind::kTopK, 300);
+  RunConfig config = MeanConfig(kDim, kCodecId<TopKCodec>, 300);
   config.feedback.learning_rate = 0.1f;
   config.feedback.momentum = 0.5f;
   ServerOptions options;
@@ -84,10 +85,11 @@ TEST(ProtocolTrainingTest, IdenticalTargetsConvergeToTheTarget) {
 
 // What the core components compute when wired together by hand, without the protocol.
 // Updates reach the server in worker order (equal latencies), so the reference adds them in that
-// order too. A re-compressed downlink (RecompressesDownlink) goes through DownlinkFeedback. With `learn_aggregates` every worker reports the model change to its
-// error-feedback worker after each round (what WorkerSession does on the next broadcast), so a
-// stateful selector (reg_top_k) sees the aggregate; without it, it never does. Payloads use the
-// level count the quantization schedule picks from each worker's gradient.
+// order too. A re-compressed downlink (RecompressesDownlink) goes through DownlinkFeedback.
+// With `learn_aggregates` every worker reports the model change to its error-feedback worker
+// after each round (what WorkerSession does on the next broadcast), so a stateful selector
+// (reg_top_k) sees the aggregate; without it, it never does. Payloads use the parameters the
+// codec picks for the round from each worker's gradient (qsgd's quantization schedule).
 struct DirectRun {
   std::vector<float> model;
   std::vector<std::uint64_t> payload_bits;  // per round, summed over workers
@@ -101,19 +103,14 @@ DirectRun RunDirectly(const RunConfig& config, const std::vector<std::vector<flo
   Arena arena(std::as_writable_bytes(std::span(storage)));
   std::vector<ErrorFeedbackWorker> workers(workers_count);
   for (auto& worker : workers) {
-    EXPECT_TRUE(worker.Init(arena, config.layout, config.codec, config.feedback).ok());
-  }
-  QuantSchedule schedule;
-  const bool scheduled = config.codec.kind == CodecKind::kQsgd;
-  if (scheduled) {
-    EXPECT_TRUE(schedule.Init(config.quant_schedule, config.codec.qsgd_levels, config.rounds).ok());
+    EXPECT_TRUE(worker.Init(arena, AllCodecs(), config.layout, config.codec, config.feedback).ok());
   }
   MeanAggregator aggregator;
-  EXPECT_TRUE(aggregator.Init(arena, config.layout, config.codec).ok());
+  EXPECT_TRUE(aggregator.Init(arena, AllCodecs(), config.layout, config.codec).ok());
   DownlinkFeedback downlink;
   std::span<std::byte> downlink_scratch;
   if (RecompressesDownlink(config)) {
-    EXPECT_TRUE(downlink.Init(arena, config.layout, config.codec).ok());
+    EXPECT_TRUE(downlink.Init(arena, AllCodecs(), config.layout, config.codec).ok());
     downlink_scratch =
         arena.AllocateBytes(CodecScratchBytes(config.codec, config.layout)).value();
   }
@@ -131,10 +128,10 @@ DirectRun RunDirectly(const RunConfig& config, const std::vector<std::vector<flo
         for (std::size_t i = 0; i < d; ++i) gradient[i] = point[i] - targets[w][i];
         EXPECT_TRUE(workers[w].LocalStep(gradient).ok());
       }
-      if (scheduled) {
-        EXPECT_TRUE(workers[w].SetQsgdLevels(schedule.LevelsForGradient(round, gradient).value())
-                        .ok());
-      }
+      const Result<CodecParams> round_params =
+          AllCodecs().RoundParams(config.codec, round, config.rounds, gradient);
+      EXPECT_TRUE(round_params.ok());
+      EXPECT_TRUE(workers[w].SetRoundParams(round_params.value()).ok());
       const CodecContext context{config.seed, round, w + 1};
       const Result<PayloadShape> sent = workers[w].Compress(context, out);
       EXPECT_TRUE(sent.ok());
@@ -149,8 +146,9 @@ DirectRun RunDirectly(const RunConfig& config, const std::vector<std::vector<flo
       const Result<PayloadShape> sent =
           downlink.Compress(aggregator.Mean().value(), context, out);
       EXPECT_TRUE(sent.ok());
-      EXPECT_TRUE(DecodeAdd(config.codec, config.layout, context, PayloadView(out, *sent), -1.0f,
-                            run.model, downlink_scratch)
+      EXPECT_TRUE(AllCodecs()
+                      .DecodeAdd(config.codec, config.layout, context, PayloadView(out, *sent),
+                                 -1.0f, run.model, downlink_scratch)
                       .ok());
     } else {
       EXPECT_TRUE(aggregator.AddScaledMean(-1.0f, run.model).ok());
@@ -189,8 +187,8 @@ std::vector<std::uint64_t> ExpectMatchesDirectComputation(const RunConfig& confi
   const std::span<const float> served = cluster.server().model();
   EXPECT_EQ(served.size(), reference.model.size());
   EXPECT_EQ(std::memcmp(served.data(), reference.model.data(), d * sizeof(float)), 0)
-      << "codec " << CodecName(config.codec.kind);
-  if (config.codec.kind == CodecKind::kRegTopK) {
+      << "codec " << CodecName(config.codec);
+  if (std::holds_alternative<RegTopKParams>(config.codec)) {
     // The workers did learn from the broadcasts: never seeing an aggregate gives another run.
     const DirectRun blind = RunDirectly(config, targets, initial, false);
     EXPECT_NE(std::memcmp(served.data(), blind.model.data(), d * sizeof(float)), 0);
@@ -199,12 +197,13 @@ std::vector<std::uint64_t> ExpectMatchesDirectComputation(const RunConfig& confi
 }
 
 // A layout of two tensors and DEF with two local steps: every part of the worker is exercised.
-RunConfig DirectComputationConfig(CodecKind codec) {
+RunConfig DirectComputationConfig(CodecId codec) {
   const std::uint64_t sizes[] = {20, 45};
   RunConfig config = MeanConfig(65, codec, 25);
   config.layout = TensorLayout::FromSizes(sizes).value();
-  config.codec.qsgd_levels = 7;
-  config.codec.qsgd_bucket = 16;
+  if (std::holds_alternative<QsgdParams>(config.codec)) {
+    config.codec = QsgdParams{.levels = 7, .bucket = 16};
+  }
   config.feedback.kind = FeedbackKind::kDef;
   config.feedback.detach = 0.3f;
   config.feedback.local_steps = 2;
@@ -214,7 +213,7 @@ RunConfig DirectComputationConfig(CodecKind codec) {
   return config;
 }
 
-class ProtocolCodecTest : public ::testing::TestWithParam<CodecKind> {};
+class ProtocolCodecTest : public ::testing::TestWithParam<CodecId> {};
 
 TEST_P(ProtocolCodecTest, MatchesDirectComputation) {
   std::vector<RoundEvent> rounds;
@@ -228,9 +227,13 @@ TEST_P(ProtocolCodecTest, MatchesDirectComputation) {
 // DQ-SGD: the level count follows each worker's gradient norm and the rounds left, the frames
 // carry it, and the server decodes each with its own count: still bit for bit the reference.
 TEST(ProtocolTrainingTest, DynamicQuantizationMatchesDirectComputation) {
-  RunConfig config = DirectComputationConfig(CodecKind::kQsgd);
-  config.quant_schedule = {QuantScheduleKind::kDq, 2, 6, 4.0f, 0.8f};
-  config.codec.qsgd_levels = QsgdLevelsForBits(6).value();
+  RunConfig config = DirectComputationConfig(kCodecId<QsgdCodec>);
+  config.codec = QsgdParams{.bucket = 16,
+                            .schedule = QuantScheduleKind::kDq,
+                            .bits_min = 2,
+                            .bits_max = 6,
+                            .dq_k = 4.0f,
+                            .dq_rho = 0.8f};
   ASSERT_TRUE(ValidateRunConfig(config).ok()) << ValidateRunConfig(config).reason();
   std::vector<RoundEvent> rounds;
   const std::vector<std::uint64_t> bits = ExpectMatchesDirectComputation(config, rounds);
@@ -252,10 +255,10 @@ TEST(ProtocolTrainingTest, DynamicQuantizationMatchesDirectComputation) {
 TEST_P(ProtocolCodecTest, RecompressedDownlinkMatchesDirectComputation) {
   RunConfig config = DirectComputationConfig(GetParam());
   config.downlink = DownlinkKind::kAggregate;
-  if (!RecompressesDownlink(config) || !SupportsDownlinkFeedback(config.codec.kind)) {
+  if (!RecompressesDownlink(config) || !TraitsOf(config.codec).downlink_recompress) {
     // Summable codecs broadcast the payload mean (tested below); reg_top_k has no server-side
     // re-compression and the configuration is refused.
-    EXPECT_EQ(ValidateRunConfig(config).ok(), SupportsPayloadSum(config.codec.kind));
+    EXPECT_EQ(ValidateRunConfig(config).ok(), TraitsOf(config.codec).payload_sum);
     return;
   }
   ASSERT_TRUE(ValidateRunConfig(config).ok()) << ValidateRunConfig(config).reason();
@@ -264,11 +267,11 @@ TEST_P(ProtocolCodecTest, RecompressedDownlinkMatchesDirectComputation) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllCodecs, ProtocolCodecTest,
-                         ::testing::Values(CodecKind::kIdentity, CodecKind::kTopK,
-                                           CodecKind::kRandK, CodecKind::kRandomBlock,
-                                           CodecKind::kSign, CodecKind::kQsgd,
-                                           CodecKind::kRegTopK),
-                         [](const ::testing::TestParamInfo<CodecKind>& param_info) {
+                         ::testing::Values(kCodecId<IdentityCodec>, kCodecId<TopKCodec>,
+                                           kCodecId<RandKCodec>, kCodecId<RandomBlockCodec>,
+                                           kCodecId<SignCodec>, kCodecId<QsgdCodec>,
+                                           kCodecId<RegTopKCodec>),
+                         [](const ::testing::TestParamInfo<CodecId>& param_info) {
                            return std::string(CodecName(param_info.param));
                          });
 
@@ -335,7 +338,7 @@ float MajorityDistanceWithAdversaries(std::uint32_t adversaries, float* start) {
 }
 
 TEST(ProtocolTrainingTest, MajorityVoteToleratesBlindAdversaries) {
-  // A third of the workers send negated signs (ALGORITHMS.md §4): the vote still trains. Their
+  // A third of the workers send negated signs (docs/algorithms.md): the vote still trains. Their
   // data is like everyone else's, so the equilibrium stays where it was; they only slow it.
   float start = 0.0f;
   const float with_minority = MajorityDistanceWithAdversaries(3, &start);
@@ -389,7 +392,7 @@ struct BroadcastCounter : Interceptor {
   int models = 0;
 };
 
-class ProtocolDownlinkTest : public ::testing::TestWithParam<CodecKind> {};
+class ProtocolDownlinkTest : public ::testing::TestWithParam<CodecId> {};
 
 TEST_P(ProtocolDownlinkTest, AggregateDownlinkKeepsModelsBitIdentical) {
   constexpr std::size_t kDim = 50;
@@ -413,10 +416,10 @@ TEST_P(ProtocolDownlinkTest, AggregateDownlinkKeepsModelsBitIdentical) {
 }
 
 INSTANTIATE_TEST_SUITE_P(SummableAndRecompressedCodecs, ProtocolDownlinkTest,
-                         ::testing::Values(CodecKind::kIdentity, CodecKind::kRandK,
-                                           CodecKind::kRandomBlock, CodecKind::kTopK,
-                                           CodecKind::kSign, CodecKind::kQsgd),
-                         [](const ::testing::TestParamInfo<CodecKind>& param_info) {
+                         ::testing::Values(kCodecId<IdentityCodec>, kCodecId<RandKCodec>,
+                                           kCodecId<RandomBlockCodec>, kCodecId<TopKCodec>,
+                                           kCodecId<SignCodec>, kCodecId<QsgdCodec>),
+                         [](const ::testing::TestParamInfo<CodecId>& param_info) {
                            return std::string(CodecName(param_info.param));
                          });
 

@@ -3,9 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
+#include <bit>
 #include <functional>
 #include <limits>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "edgesgd/wire/frame_builder.h"
@@ -25,7 +28,7 @@ TEST(ProtocolConfigTest, DefaultsAndTestConfigurationsAreValid) {
   RunConfig defaults;
   defaults.layout = TensorLayout::Single(10).value();
   EXPECT_TRUE(ValidateRunConfig(defaults).ok()) << ValidateRunConfig(defaults).reason();
-  EXPECT_TRUE(ValidateRunConfig(MeanConfig(10, CodecKind::kQsgd, 3)).ok());
+  EXPECT_TRUE(ValidateRunConfig(MeanConfig(10, kCodecId<QsgdCodec>, 3)).ok());
   EXPECT_TRUE(ValidateRunConfig(MajorityConfig(10, 3)).ok());
   EXPECT_STREQ(ValidateRunConfig(defaults).reason(), "ok");
 }
@@ -34,68 +37,32 @@ TEST(ProtocolConfigTest, EveryRuleHasItsOwnReason) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const std::vector<Case> mean_cases = {
       {"empty layout", [](RunConfig& c) { c.layout = TensorLayout(); }, "no tensors"},
-      {"k ratio",
-       [](RunConfig& c) {
-         c.codec.kind = CodecKind::kTopK;
-         c.codec.k_ratio = 0.0f;
-       },
-       "k ratio"},
-      {"k ratio nan",
-       [&](RunConfig& c) {
-         c.codec.kind = CodecKind::kRandK;
-         c.codec.k_ratio = nan;
-       },
-       "k ratio"},
-      {"block ratio",
-       [](RunConfig& c) {
-         c.codec.kind = CodecKind::kRandomBlock;
-         c.codec.block_ratio = 0;
-       },
+      {"k ratio", [](RunConfig& c) { c.codec = TopKParams{.k_ratio = 0.0f}; }, "k ratio"},
+      {"k ratio nan", [&](RunConfig& c) { c.codec = RandKParams{.k_ratio = nan}; }, "k ratio"},
+      {"unknown rand_k scaling",
+       [](RunConfig& c) { c.codec = RandKParams{.scaling = static_cast<RandKScaling>(9)}; },
+       "unknown rand_k scaling"},
+      {"block ratio", [](RunConfig& c) { c.codec = RandomBlockParams{.block_ratio = 0}; },
        "block ratio"},
-      {"qsgd levels",
-       [](RunConfig& c) {
-         c.codec.kind = CodecKind::kQsgd;
-         c.codec.qsgd_levels = 0;
-       },
-       "qsgd levels"},
-      {"qsgd bucket",
-       [](RunConfig& c) {
-         c.codec.kind = CodecKind::kQsgd;
-         c.codec.qsgd_bucket = 0;
-       },
-       "qsgd bucket"},
-      {"reg_top_k k ratio",
-       [](RunConfig& c) {
-         c.codec.kind = CodecKind::kRegTopK;
-         c.codec.k_ratio = 1.5f;
-       },
+      {"unknown sign scale",
+       [](RunConfig& c) { c.codec = SignParams{.scale = static_cast<SignScale>(9)}; },
+       "unknown sign scale"},
+      {"qsgd levels", [](RunConfig& c) { c.codec = QsgdParams{.levels = 0}; }, "qsgd levels"},
+      {"qsgd bucket", [](RunConfig& c) { c.codec = QsgdParams{.bucket = 0}; }, "qsgd bucket"},
+      {"reg_top_k k ratio", [](RunConfig& c) { c.codec = RegTopKParams{.k_ratio = 1.5f}; },
        "k ratio"},
-      {"reg_top_k mu",
-       [](RunConfig& c) {
-         c.codec.kind = CodecKind::kRegTopK;
-         c.codec.reg_top_k_mu = 0.0f;
-       },
+      {"reg_top_k mu", [](RunConfig& c) { c.codec = RegTopKParams{.mu = 0.0f}; },
        "mu must be positive"},
-      {"reg_top_k mu nan",
-       [&](RunConfig& c) {
-         c.codec.kind = CodecKind::kRegTopK;
-         c.codec.reg_top_k_mu = nan;
-       },
+      {"reg_top_k mu nan", [&](RunConfig& c) { c.codec = RegTopKParams{.mu = nan}; },
        "mu must be positive"},
-      {"reg_top_k q",
-       [](RunConfig& c) {
-         c.codec.kind = CodecKind::kRegTopK;
-         c.codec.reg_top_k_q = -1.0f;
-       },
+      {"reg_top_k q", [](RunConfig& c) { c.codec = RegTopKParams{.q = -1.0f}; },
        "Q must be positive"},
       {"reg_top_k aggregate downlink",
        [](RunConfig& c) {
-         c.codec.kind = CodecKind::kRegTopK;
+         c.codec = RegTopKParams{};
          c.downlink = DownlinkKind::kAggregate;
        },
        "downlink aggregate needs"},
-      {"unknown codec", [](RunConfig& c) { c.codec.kind = static_cast<CodecKind>(9); },
-       "unknown codec"},
       {"rounds", [](RunConfig& c) { c.rounds = 0; }, "rounds"},
       {"batch", [](RunConfig& c) { c.batch = 0; }, "batch"},
       {"participation 0", [](RunConfig& c) { c.participation = 0.0f; }, "participation"},
@@ -113,19 +80,13 @@ TEST(ProtocolConfigTest, EveryRuleHasItsOwnReason) {
       {"momentum", [](RunConfig& c) { c.feedback.momentum = 1.0f; }, "momentum"},
       {"weight decay", [](RunConfig& c) { c.feedback.weight_decay = -1.0f; }, "weight decay"},
       {"local steps", [](RunConfig& c) { c.feedback.local_steps = 0; }, "local steps H"},
-      {"aggregate downlink codec",
-       [](RunConfig& c) {
-         c.codec.kind = CodecKind::kRegTopK;
-         c.downlink = DownlinkKind::kAggregate;
-       },
-       "downlink aggregate needs"},
       {"unknown downlink", [](RunConfig& c) { c.downlink = static_cast<DownlinkKind>(5); },
        "unknown downlink"},
       {"unknown aggregation", [](RunConfig& c) { c.aggregation = static_cast<AggregationKind>(5); },
        "unknown aggregation"},
   };
   for (const Case& test : mean_cases) {
-    RunConfig config = MeanConfig(64, CodecKind::kIdentity, 5);
+    RunConfig config = MeanConfig(64, kCodecId<IdentityCodec>, 5);
     test.change(config);
     const Status check = ValidateRunConfig(config);
     EXPECT_EQ(check, Status::InvalidArgument()) << test.name;
@@ -134,8 +95,8 @@ TEST(ProtocolConfigTest, EveryRuleHasItsOwnReason) {
   }
 
   const std::vector<Case> majority_cases = {
-      {"not sign", [](RunConfig& c) { c.codec.kind = CodecKind::kTopK; }, "needs the sign codec"},
-      {"scaled signs", [](RunConfig& c) { c.codec.sign_scale = SignScale::kMeanAbs; },
+      {"not sign", [](RunConfig& c) { c.codec = TopKParams{}; }, "needs the sign codec"},
+      {"scaled signs", [](RunConfig& c) { c.codec = SignParams{.scale = SignScale::kMeanAbs}; },
        "unit scale"},
       {"optimizer", [](RunConfig& c) { c.optimizer.kind = OptimizerKind::kMomentum; }, "Signum"},
       {"lr", [](RunConfig& c) { c.optimizer.learning_rate = -1.0f; }, "Signum learning rate"},
@@ -152,37 +113,45 @@ TEST(ProtocolConfigTest, EveryRuleHasItsOwnReason) {
     EXPECT_NE(std::string(check.reason()).find(test.reason), std::string::npos)
         << test.name << ": " << check.reason();
   }
+  // qsgd's dq quantization schedule: its parameters are the codec's.
+  const auto with_dq = [](const std::function<void(QsgdParams&)>& change) {
+    return [change](RunConfig& c) {
+      QsgdParams dq = std::get<QsgdParams>(c.codec);
+      change(dq);
+      c.codec = dq;
+    };
+  };
   const std::vector<Case> schedule_cases = {
-      {"dq needs qsgd", [](RunConfig& c) { c.codec.kind = CodecKind::kTopK; }, "needs the qsgd"},
-      {"dq needs mean",
-       [](RunConfig& c) { c.aggregation = AggregationKind::kMajority; }, "needs mean"},
-      {"bits min", [](RunConfig& c) { c.quant_schedule.bits_min = 1; }, "quantization bits"},
-      {"bits max", [](RunConfig& c) { c.quant_schedule.bits_max = 17; }, "quantization bits"},
-      {"bits order", [](RunConfig& c) { c.quant_schedule.bits_min = 7; }, "quantization bits"},
-      {"K", [](RunConfig& c) { c.quant_schedule.dq_k = 0.0f; }, "constant K"},
-      {"K nan", [&](RunConfig& c) { c.quant_schedule.dq_k = nan; }, "constant K"},
-      {"rho", [](RunConfig& c) { c.quant_schedule.dq_rho = 1.5f; }, "rho"},
-      {"rho 0", [](RunConfig& c) { c.quant_schedule.dq_rho = 0.0f; }, "rho"},
-      {"levels", [](RunConfig& c) { c.codec.qsgd_levels = 127; }, "those of the maximum bits"},
+      {"dq votes", [](RunConfig& c) { c.aggregation = AggregationKind::kMajority; },
+       "needs the sign codec"},
+      {"bits min", with_dq([](QsgdParams& q) { q.bits_min = 1; }), "quantization bits"},
+      {"bits max", with_dq([](QsgdParams& q) { q.bits_max = 17; }), "quantization bits"},
+      {"bits order", with_dq([](QsgdParams& q) { q.bits_min = 7; }), "quantization bits"},
+      {"K", with_dq([](QsgdParams& q) { q.dq_k = 0.0f; }), "constant K"},
+      {"K nan", with_dq([&](QsgdParams& q) { q.dq_k = nan; }), "constant K"},
+      {"rho", with_dq([](QsgdParams& q) { q.dq_rho = 1.5f; }), "rho"},
+      {"rho 0", with_dq([](QsgdParams& q) { q.dq_rho = 0.0f; }), "rho"},
       {"unknown schedule",
-       [](RunConfig& c) { c.quant_schedule.kind = static_cast<QuantScheduleKind>(4); },
+       with_dq([](QsgdParams& q) { q.schedule = static_cast<QuantScheduleKind>(4); }),
        "unknown quantization schedule"},
   };
+  RunConfig dq_config = MeanConfig(64, kCodecId<QsgdCodec>, 5);
+  dq_config.codec = QsgdParams{.schedule = QuantScheduleKind::kDq, .bits_min = 2, .bits_max = 6};
+  ASSERT_TRUE(ValidateRunConfig(dq_config).ok()) << ValidateRunConfig(dq_config).reason();
   for (const Case& test : schedule_cases) {
-    RunConfig config = MeanConfig(64, CodecKind::kQsgd, 5);
-    config.quant_schedule = {QuantScheduleKind::kDq, 2, 6, 20.0f, 0.99f};
-    config.codec.qsgd_levels = 31;  // 6 bits
-    ASSERT_TRUE(ValidateRunConfig(config).ok()) << ValidateRunConfig(config).reason();
+    RunConfig config = dq_config;
     test.change(config);
     const Status check = ValidateRunConfig(config);
     EXPECT_EQ(check, Status::InvalidArgument()) << test.name;
     EXPECT_NE(std::string(check.reason()).find(test.reason), std::string::npos)
         << test.name << ": " << check.reason();
   }
-  // A fixed schedule reads none of its parameters.
-  RunConfig fixed = MeanConfig(64, CodecKind::kTopK, 5);
-  fixed.quant_schedule.bits_min = 0;
-  fixed.quant_schedule.dq_k = nan;
+  // The dq schedule sizes frames for bits_max whatever `levels` says, which it does not read.
+  with_dq([](QsgdParams& q) { q.levels = 3; })(dq_config);
+  EXPECT_TRUE(ValidateRunConfig(dq_config).ok());
+  // A fixed schedule reads none of the dq parameters.
+  RunConfig fixed = MeanConfig(64, kCodecId<QsgdCodec>, 5);
+  fixed.codec = QsgdParams{.bits_min = 0, .dq_k = nan};
   EXPECT_TRUE(ValidateRunConfig(fixed).ok());
 
   // The aggregate downlink is fine for majority vote (the vote itself travels).
@@ -193,11 +162,10 @@ TEST(ProtocolConfigTest, EveryRuleHasItsOwnReason) {
 
 std::vector<RunConfig> SampleConfigs() {
   std::vector<RunConfig> configs;
-  RunConfig mean = MeanConfig(100, CodecKind::kQsgd, 17);
+  RunConfig mean = MeanConfig(100, kCodecId<QsgdCodec>, 17);
   const std::uint64_t sizes[] = {30, 1, 69};
   mean.layout = TensorLayout::FromSizes(sizes).value();
-  mean.codec.qsgd_levels = 15;
-  mean.codec.qsgd_bucket = 32;
+  mean.codec = QsgdParams{.levels = 15, .bucket = 32};
   mean.feedback.kind = FeedbackKind::kDef;
   mean.feedback.detach = 0.3f;
   mean.feedback.local_steps = 4;
@@ -205,25 +173,27 @@ std::vector<RunConfig> SampleConfigs() {
   mean.seed = 0xFEEDFACECAFEBEEFull;
   mean.batch = 64;
   configs.push_back(mean);
-  RunConfig aggregate = MeanConfig(50, CodecKind::kRandK, 9);
-  aggregate.codec.rand_k_scaling = RandKScaling::kUnbiased;
+  RunConfig aggregate = MeanConfig(50, kCodecId<RandKCodec>, 9);
+  aggregate.codec = RandKParams{.k_ratio = 0.25f, .scaling = RandKScaling::kUnbiased};
   aggregate.downlink = DownlinkKind::kAggregate;
   configs.push_back(aggregate);
   // RegTop-k's mu and Q reach the workers with the codec.
-  RunConfig regularised = MeanConfig(40, CodecKind::kRegTopK, 12);
-  regularised.codec.k_ratio = 0.6f;
-  regularised.codec.reg_top_k_mu = 2.5f;
-  regularised.codec.reg_top_k_q = 5e6f;
+  RunConfig regularised = MeanConfig(40, kCodecId<RegTopKCodec>, 12);
+  regularised.codec = RegTopKParams{.k_ratio = 0.6f, .mu = 2.5f, .q = 5e6f};
   configs.push_back(regularised);
   RunConfig majority = MajorityConfig(70, 1000);
   majority.tie_rule = TieRule::kNegative;
   majority.downlink = DownlinkKind::kAggregate;
   majority.optimizer.weight_decay = 5e-4f;
   configs.push_back(majority);
-  RunConfig dq = MeanConfig(40, CodecKind::kQsgd, 600);
-  dq.quant_schedule = {QuantScheduleKind::kDq, 3, 7, 12.5f, 0.995f};
-  dq.codec.qsgd_levels = 63;
-  dq.codec.qsgd_bucket = 8;
+  RunConfig dq = MeanConfig(40, kCodecId<QsgdCodec>, 600);
+  dq.codec = QsgdParams{.levels = 63,
+                        .bucket = 8,
+                        .schedule = QuantScheduleKind::kDq,
+                        .bits_min = 3,
+                        .bits_max = 7,
+                        .dq_k = 12.5f,
+                        .dq_rho = 0.995f};
   configs.push_back(dq);
   return configs;
 }
@@ -255,19 +225,16 @@ TEST(ProtocolConfigTest, WelcomeRoundTrip) {
             kAggregateMajorityBit | kAggregateDownlinkBit | kAggregateTieNegativeBit);
   EXPECT_EQ(majority.training.learning_rate, SampleConfigs()[3].optimizer.learning_rate);
   const wire::WelcomeInfo regularised = ToWelcomeInfo(SampleConfigs()[2], 1, 1);
-  EXPECT_EQ(regularised.codec.reg_top_k_mu, 2.5f);
-  EXPECT_EQ(regularised.codec.reg_top_k_q, 5e6f);
-  // The schedule's fields travel only beside a dynamic schedule.
-  const wire::TrainingConfig fixed = ToWelcomeInfo(SampleConfigs()[0], 1, 1).training;
-  EXPECT_EQ(fixed.quant_schedule, 0u);
-  EXPECT_EQ(fixed.quant_bits_min, 0u);
-  EXPECT_EQ(fixed.quant_k, 0.0f);
-  const wire::TrainingConfig dq = ToWelcomeInfo(SampleConfigs()[4], 1, 1).training;
-  EXPECT_EQ(dq.quant_schedule, static_cast<std::uint8_t>(QuantScheduleKind::kDq));
-  EXPECT_EQ(dq.quant_bits_min, 3u);
-  EXPECT_EQ(dq.quant_bits_max, 7u);
-  EXPECT_EQ(dq.quant_k, 12.5f);
-  EXPECT_EQ(dq.quant_rho, 0.995f);
+  EXPECT_EQ(std::get<RegTopKParams>(regularised.codec).mu, 2.5f);
+  EXPECT_EQ(std::get<RegTopKParams>(regularised.codec).q, 5e6f);
+  // The quantization schedule travels with the codec: qsgd's parameter words.
+  const wire::WelcomeInfo dq = ToWelcomeInfo(SampleConfigs()[4], 1, 1);
+  std::array<std::uint32_t, kMaxCodecParamWords> words{};
+  ASSERT_EQ(ParamWords(dq.codec, words), 7u);
+  EXPECT_EQ(std::vector<std::uint32_t>(words.begin(), words.begin() + 7),
+            (std::vector<std::uint32_t>{63, 8, static_cast<std::uint32_t>(QuantScheduleKind::kDq),
+                                        3, 7, std::bit_cast<std::uint32_t>(12.5f),
+                                        std::bit_cast<std::uint32_t>(0.995f)}));
 }
 
 TEST(ProtocolConfigTest, FromWelcomeRejectsWhatThisProtocolDoesNotRun) {
@@ -276,19 +243,15 @@ TEST(ProtocolConfigTest, FromWelcomeRejectsWhatThisProtocolDoesNotRun) {
       {[](wire::WelcomeInfo& w) { w.training.mode = 1; }, "not a parameter-server run"},
       {[](wire::WelcomeInfo& w) { w.training.gossip = 1; }, "gossip"},
       {[](wire::WelcomeInfo& w) { w.training.gossip_rounds = 3; }, "gossip"},
-      {[](wire::WelcomeInfo& w) { w.training.quant_schedule = 2; }, "unknown quantization"},
-      {[](wire::WelcomeInfo& w) { w.training.quant_k = 3.0f; }, "beside a fixed schedule"},
-      {[](wire::WelcomeInfo& w) { w.training.quant_bits_max = 8; }, "beside a fixed schedule"},
-      // A dynamic schedule with the codec's 15 levels (4 bits) but no bit range.
-      {[](wire::WelcomeInfo& w) { w.training.quant_schedule = 1; }, "quantization bits"},
       {[](wire::WelcomeInfo& w) {
-         w.training.quant_schedule = 1;
-         w.training.quant_bits_min = 2;
-         w.training.quant_bits_max = 8;
-         w.training.quant_k = 20.0f;
-         w.training.quant_rho = 0.99f;
+         w.codec = QsgdParams{.schedule = static_cast<QuantScheduleKind>(2)};
        },
-       "those of the maximum bits"},
+       "unknown quantization"},
+      // A dynamic schedule without a bit range.
+      {[](wire::WelcomeInfo& w) {
+         w.codec = QsgdParams{.schedule = QuantScheduleKind::kDq, .bits_min = 0, .bits_max = 0};
+       },
+       "quantization bits"},
       {[](wire::WelcomeInfo& w) { w.training.feedback = 9; }, "feedback kind"},
       {[](wire::WelcomeInfo& w) { w.training.optimizer = 3; }, "optimizer kind"},
       {[](wire::WelcomeInfo& w) { w.training.aggregate = 8; }, "aggregation bits"},

@@ -1,14 +1,21 @@
 // ServerSession checkpoints: SaveState/RestoreState round-trip the committed state (round, model,
 // cumulative counters, the re-compressed downlink's residual), a restored server resumes at the
-// saved round and finishes the run, and
-// damaged or foreign checkpoints are refused with a reason, leaving the session untouched.
+// saved round and finishes the run, and damaged or foreign checkpoints are refused with a reason
+// (a foreign one naming the setting that differs), leaving the session untouched.
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cstring>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
+#include "edgesgd/protocol/checkpoint.h"
 #include "protocol/protocol_harness.h"
 
 namespace edgesgd::protocol::testing {
@@ -22,11 +29,49 @@ ServerOptions FourWorkers() {
 }
 
 std::vector<std::byte> Save(const ServerSession& server) {
-  std::vector<std::byte> bytes(ServerSession::StateBytes(server.config()));
+  std::vector<std::byte> bytes(server.StateBytes());
   const Result<std::size_t> written = server.SaveState(bytes);
   EXPECT_TRUE(written.ok());
   EXPECT_EQ(written.value(), bytes.size());
   return bytes;
+}
+
+// The settings of a server: its run configuration and worker count.
+struct ServerSettings {
+  RunConfig config;
+  std::uint32_t workers = 4;
+};
+
+// A server of `settings`, initialised (not started) with a constant model.
+struct FreshServer {
+  explicit FreshServer(const ServerSettings& settings)
+      : storage(ServerSession::ArenaBytes(settings.config, Options(settings))) {
+    const Status init = server.Init(storage.arena, AllCodecs(), settings.config, Options(settings),
+                                    std::vector<float>(settings.config.layout.dimension(), 0.25f));
+    EXPECT_TRUE(init.ok()) << init.reason();
+  }
+  static ServerOptions Options(const ServerSettings& settings) {
+    ServerOptions options;
+    options.workers = settings.workers;
+    return options;
+  }
+  ArenaStorage storage;
+  ServerSession server;
+};
+
+// A checkpoint of a fresh server of `run`.
+std::vector<std::byte> CheckpointOf(const ServerSettings& run) {
+  const FreshServer fresh(run);
+  return Save(fresh.server);
+}
+
+// Restores `checkpoint` into a fresh server of `run`; the setting the refusal names goes to
+// `differing`.
+Status RestoreInto(const ServerSettings& run, std::span<const std::byte> checkpoint,
+                   std::string_view& differing) {
+  FreshServer fresh(run);
+  differing = {};
+  return fresh.server.RestoreState(checkpoint, &differing);
 }
 
 TEST(ServerCheckpointTest, RestoredServerHoldsTheSavedRoundModelAndCounters) {
@@ -41,7 +86,9 @@ TEST(ServerCheckpointTest, RestoredServerHoldsTheSavedRoundModelAndCounters) {
 
   ArenaStorage storage(ServerSession::ArenaBytes(config, FourWorkers()));
   ServerSession restored;
-  ASSERT_TRUE(restored.Init(storage.arena, config, FourWorkers(), std::vector<float>(kDim)).ok());
+  ASSERT_TRUE(
+      restored.Init(storage.arena, AllCodecs(), config, FourWorkers(), std::vector<float>(kDim))
+          .ok());
   const Status check = restored.RestoreState(state);
   ASSERT_TRUE(check.ok()) << check.reason();
   EXPECT_EQ(restored.round(), cluster.server().round());
@@ -59,7 +106,7 @@ TEST(ServerCheckpointTest, RestoredServerHoldsTheSavedRoundModelAndCounters) {
 
 TEST(ServerCheckpointTest, ResumedServerFinishesTheRemainingRounds) {
   constexpr std::size_t kDim = 16;
-  const RunConfig config = MeanConfig(kDim, CodecKind::kTopK, 30);
+  const RunConfig config = MeanConfig(kDim, kCodecId<TopKCodec>, 30);
   std::vector<std::byte> state;
   {
     Cluster first(config, FourWorkers(), Targets(4, kDim), std::vector<float>(kDim, 2.0f));
@@ -87,7 +134,7 @@ TEST(ServerCheckpointTest, ResumedServerFinishesTheRemainingRounds) {
 // uninterrupted one only if the checkpoint carried it.
 TEST(ServerCheckpointTest, RecompressedDownlinkResidualSurvivesAResume) {
   constexpr std::size_t kDim = 24;
-  RunConfig config = MeanConfig(kDim, CodecKind::kTopK, 30);
+  RunConfig config = MeanConfig(kDim, kCodecId<TopKCodec>, 30);
   config.downlink = DownlinkKind::kAggregate;
   config.feedback.kind = FeedbackKind::kNone;
   config.feedback.momentum = 0.0f;
@@ -104,11 +151,13 @@ TEST(ServerCheckpointTest, RecompressedDownlinkResidualSurvivesAResume) {
     ASSERT_TRUE(cluster.RunUntilFinished(1000 * kSecond));
     uninterrupted.assign(cluster.server().model().begin(), cluster.server().model().end());
   }
-  ASSERT_EQ(state.size(), ServerSession::kStateHeaderBytes + 2 * 4 * kDim +
-                              ServerSession::kStateTrailerBytes);
+  // The checkpoint holds the model and the residual: d floats each.
+  ASSERT_EQ(state.size(), CheckpointBytes(config, 4, 4 * kDim));
+  CheckpointState stored;
+  ASSERT_TRUE(ReadCheckpoint(state, config, 4, 4 * kDim, stored).ok());
+  ASSERT_EQ(stored.aggregation.size(), 4 * kDim);
   std::vector<float> residual(kDim);
-  std::memcpy(residual.data(), state.data() + ServerSession::kStateHeaderBytes + 4 * kDim,
-              4 * kDim);
+  std::memcpy(residual.data(), stored.aggregation.data(), 4 * kDim);
   EXPECT_TRUE(std::any_of(residual.begin(), residual.end(), [](float v) { return v != 0.0f; }))
       << "top_k of 25 % left nothing behind: the test would not see a lost residual";
 
@@ -122,11 +171,13 @@ TEST(ServerCheckpointTest, RecompressedDownlinkResidualSurvivesAResume) {
   ASSERT_EQ(resumed.server().model().size(), kDim);
   EXPECT_EQ(std::memcmp(resumed.server().model().data(), uninterrupted.data(), 4 * kDim), 0);
 
-  // The same checkpoint does not fit a run that broadcasts the model.
+  // The same checkpoint does not fit a run that broadcasts the model, and says so.
   RunConfig model_downlink = config;
   model_downlink.downlink = DownlinkKind::kModel;
   Cluster other(model_downlink, FourWorkers(), Targets(4, kDim), initial);
-  EXPECT_EQ(other.server().RestoreState(state).code(), StatusCode::kDataLoss);
+  std::string_view differing;
+  EXPECT_EQ(other.server().RestoreState(state, &differing).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(differing, "downlink");
 }
 
 TEST(ServerCheckpointTest, DamagedOrForeignCheckpointsAreRefused) {
@@ -135,44 +186,263 @@ TEST(ServerCheckpointTest, DamagedOrForeignCheckpointsAreRefused) {
   const std::vector<float> initial(kDim, 0.5f);
   ArenaStorage source_storage(ServerSession::ArenaBytes(config, FourWorkers()));
   ServerSession source;
-  ASSERT_TRUE(source.Init(source_storage.arena, config, FourWorkers(), initial).ok());
+  ASSERT_TRUE(source.Init(source_storage.arena, AllCodecs(), config, FourWorkers(), initial).ok());
   const std::vector<std::byte> state = Save(source);
 
-  const auto restore = [&](const RunConfig& run, const ServerOptions& options,
-                           std::span<const std::byte> bytes) {
-    ArenaStorage storage(ServerSession::ArenaBytes(run, options));
-    ServerSession server;
-    EXPECT_TRUE(server.Init(storage.arena, run, options, std::vector<float>(
-                                                             run.layout.dimension(), 0.5f))
-                    .ok());
-    return server.RestoreState(bytes).code();
+  std::string_view differing;  // the setting a refusal names
+  const ServerSettings same{config, 4};
+  const auto expect_damaged = [&](std::span<const std::byte> bytes, const char* what) {
+    const Status check = RestoreInto(same, bytes, differing);
+    EXPECT_EQ(check, Status::DataLoss()) << what;
+    EXPECT_NE(std::string_view(check.reason()).find("damaged"), std::string_view::npos)
+        << what << ": " << check.reason();
   };
-  EXPECT_EQ(restore(config, FourWorkers(), state), StatusCode::kOk);
+  EXPECT_TRUE(RestoreInto(same, state, differing).ok());
 
+  CheckpointState stored;
+  ASSERT_TRUE(ReadCheckpoint(state, config, 4, 0, stored).ok());
+  const auto model_offset = static_cast<std::size_t>(stored.model.data() - state.data());
   std::vector<std::byte> flipped = state;
-  flipped[ServerSession::kStateHeaderBytes + 3] ^= std::byte{0x40};  // a model bit
-  EXPECT_EQ(restore(config, FourWorkers(), flipped), StatusCode::kDataLoss);
-  EXPECT_EQ(restore(config, FourWorkers(), std::span(state).first(state.size() - 1)),
-            StatusCode::kDataLoss);
-  EXPECT_EQ(restore(config, FourWorkers(), std::vector<std::byte>(state.size())),
-            StatusCode::kDataLoss);
+  flipped[model_offset + 3] ^= std::byte{0x40};  // a model bit
+  expect_damaged(flipped, "a flipped model bit");
+  expect_damaged(std::span(state).first(state.size() - 1), "one byte short");
+  expect_damaged(std::span(state).first(12), "the header only");
+  expect_damaged(std::vector<std::byte>(state.size()), "zeros");
+
+  // Another format version is refused as such, before anything else is read.
+  for (const std::uint32_t version : {kCheckpointVersion - 1, kCheckpointVersion + 1}) {
+    std::vector<std::byte> other_version = state;
+    std::memcpy(other_version.data() + 8, &version, sizeof(version));  // after the magic
+    const Status check = RestoreInto(same, other_version, differing);
+    EXPECT_EQ(check, Status::DataLoss()) << version;
+    EXPECT_NE(std::string_view(check.reason()).find("version"), std::string_view::npos)
+        << check.reason();
+  }
 
   RunConfig other_seed = config;
   other_seed.seed += 1;
-  EXPECT_EQ(restore(other_seed, FourWorkers(), state), StatusCode::kInvalidArgument);
-  ServerOptions three = FourWorkers();
-  three.workers = 3;
-  three.quorum = 3;
-  EXPECT_EQ(restore(config, three, state), StatusCode::kInvalidArgument);
-  EXPECT_EQ(restore(MajorityConfig(kDim + 1, 20), FourWorkers(), state),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(RestoreInto({other_seed, 4}, state, differing), Status::InvalidArgument());
+  EXPECT_EQ(differing, "seed");
+  EXPECT_EQ(RestoreInto({config, 3}, state, differing), Status::InvalidArgument());
+  EXPECT_EQ(differing, "workers");
+  EXPECT_EQ(RestoreInto({MajorityConfig(kDim + 1, 20), 4}, state, differing),
+            Status::InvalidArgument());
+  EXPECT_EQ(differing, "model");
 
   // Not after Start: the run has begun from another state.
   ArenaStorage storage(ServerSession::ArenaBytes(config, FourWorkers()));
   ServerSession started;
-  ASSERT_TRUE(started.Init(storage.arena, config, FourWorkers(), initial).ok());
+  ASSERT_TRUE(started.Init(storage.arena, AllCodecs(), config, FourWorkers(), initial).ok());
   started.Start(0);
   EXPECT_EQ(started.RestoreState(state).code(), StatusCode::kFailedPrecondition);
+}
+
+// ---- A refused resume names the setting that differs ----
+
+using FieldValues = std::vector<std::pair<std::string_view, std::uint64_t>>;
+
+FieldValues FieldsOf(const ServerSettings& run) {
+  FieldValues fields;
+  ForEachRunConfigField(
+      run.config, run.workers,
+      [&fields](std::string_view name, std::uint64_t value) { fields.emplace_back(name, value); });
+  return fields;
+}
+
+// The name of the first field whose value differs between `a` and `b` (as ReadCheckpoint
+// compares them), or "" when none does.
+std::string_view FirstDifference(const FieldValues& a, const FieldValues& b) {
+  for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    if (a[i] != b[i]) return a[i].first;
+  }
+  return a.size() == b.size() ? std::string_view() : std::string_view("(count)");
+}
+
+bool Valid(const ServerSettings& run) {
+  return run.workers >= 1 && ValidateRunConfig(run.config).ok();
+}
+
+// Candidate words for a codec parameter other than `word`, most plausible first.
+std::vector<std::uint32_t> OtherWords(const CodecFieldValue& field) {
+  switch (field.kind) {
+    case ParamKind::kReal: {
+      const float value = std::bit_cast<float>(field.word);
+      return {std::bit_cast<std::uint32_t>(value * 0.5f),
+              std::bit_cast<std::uint32_t>(value * 1.5f),
+              std::bit_cast<std::uint32_t>(value + 0.25f)};
+    }
+    case ParamKind::kInteger:
+      return {field.word + 1, field.word - 1};
+    case ParamKind::kBitWidth:  // the next narrower or wider full level count
+      return {field.word / 2, field.word * 2 + 1};
+    case ParamKind::kChoice: {
+      std::vector<std::uint32_t> others;
+      for (std::uint32_t i = 0; i < field.choices.size(); ++i) {
+        if (i != field.word) others.push_back(i);
+      }
+      return others;
+    }
+  }
+  return {};
+}
+
+// `run` with the codec parameter `name` changed to a value that keeps the run valid.
+std::optional<ServerSettings> WithOtherCodecParameter(const ServerSettings& run,
+                                                      std::string_view name) {
+  std::array<std::uint32_t, kMaxCodecParamWords> words{};
+  const std::size_t count = ParamWords(run.config.codec, words);
+  std::size_t index = 0;
+  std::optional<ServerSettings> changed;
+  ForEachParamField(run.config.codec, [&](const CodecFieldValue& field) {
+    const std::size_t at = index++;
+    if (field.name != name) return;
+    for (const std::uint32_t other : OtherWords(field)) {
+      std::array<std::uint32_t, kMaxCodecParamWords> other_words = words;
+      other_words[at] = other;
+      const Result<CodecParams> params =
+          ParamsFromWords(CodecIdOf(run.config.codec), std::span(other_words).first(count));
+      if (!params.ok()) continue;
+      ServerSettings candidate = run;
+      candidate.config.codec = params.value();
+      if (Valid(candidate)) {
+        changed = candidate;
+        return;
+      }
+    }
+  });
+  return changed;
+}
+
+// `run` with the setting `name` (of ForEachRunConfigField) changed so that the run stays valid,
+// or nothing when the run admits no other value (a majority vote has one codec). Fails the test
+// for a name it does not know: every field must be covered.
+std::optional<ServerSettings> WithOtherValue(const ServerSettings& run, std::string_view name) {
+  bool codec_parameter = false;
+  ForEachParamField(run.config.codec,
+                    [&](const CodecFieldValue& field) { codec_parameter |= field.name == name; });
+  if (codec_parameter) return WithOtherCodecParameter(run, name);
+
+  ServerSettings changed = run;
+  RunConfig& c = changed.config;
+  if (name == "workers") {
+    ++changed.workers;
+  } else if (name == "rounds") {
+    ++c.rounds;
+  } else if (name == "seed") {
+    ++c.seed;
+  } else if (name == "model") {
+    c.layout = TensorLayout::Single(c.layout.dimension() + 1).value();
+  } else if (name == "batch") {
+    ++c.batch;
+  } else if (name == "participation") {
+    c.participation = c.participation == 1.0f ? 0.5f : 1.0f;
+  } else if (name == "aggregate") {
+    if (c.aggregation == AggregationKind::kMean) {
+      // A vote needs plain signs, Signum and one gradient per round.
+      c.aggregation = AggregationKind::kMajority;
+      c.codec = SignParams{.scale = SignScale::kUnit};
+      c.optimizer.kind = OptimizerKind::kSignum;
+      c.feedback.local_steps = 1;
+    } else {
+      c.aggregation = AggregationKind::kMean;
+    }
+  } else if (name == "downlink") {
+    c.downlink =
+        c.downlink == DownlinkKind::kModel ? DownlinkKind::kAggregate : DownlinkKind::kModel;
+  } else if (name == "tie") {
+    c.tie_rule = c.tie_rule == TieRule::kPositive ? TieRule::kNegative : TieRule::kPositive;
+  } else if (name == "codec") {
+    for (CodecId id = 0; id < kCodecCount; ++id) {
+      if (id == CodecIdOf(run.config.codec)) continue;
+      c.codec = QuarterSparse(id);
+      if (Valid(changed)) return changed;
+    }
+    return std::nullopt;
+  } else if (name == "feedback") {
+    c.feedback.kind =
+        c.feedback.kind == FeedbackKind::kEf ? FeedbackKind::kSaef : FeedbackKind::kEf;
+  } else if (name == "detach") {
+    c.feedback.detach = c.feedback.detach > 0.5f ? 0.25f : c.feedback.detach + 0.25f;
+  } else if (name == "local_steps") {
+    ++c.feedback.local_steps;
+  } else if (name == "optimizer") {
+    c.optimizer.kind = c.optimizer.kind == OptimizerKind::kSignum ? OptimizerKind::kMomentum
+                                                                  : OptimizerKind::kSignum;
+  } else if (name == "lr") {  // whichever set the aggregation reads
+    c.feedback.learning_rate *= 0.5f;
+    c.optimizer.learning_rate *= 0.5f;
+  } else if (name == "momentum") {
+    c.feedback.momentum *= 0.5f;
+    c.optimizer.momentum *= 0.5f;
+  } else if (name == "weight_decay") {
+    c.feedback.weight_decay += 1e-3f;
+    c.optimizer.weight_decay += 1e-3f;
+  } else {
+    ADD_FAILURE() << "no way to change the setting " << name;
+    return std::nullopt;
+  }
+  if (!Valid(changed)) return std::nullopt;
+  return changed;
+}
+
+// For a run of every aggregation component, and a mean run of every codec (and qsgd's dq
+// schedule), each setting the checkpoint records is changed in turn: resuming the original's
+// checkpoint with the changed run is refused, naming that setting.
+TEST(ServerCheckpointTest, AResumeWithAnySettingChangedNamesTheSetting) {
+  constexpr std::size_t kDim = 16;
+  struct Case {
+    std::string_view component;
+    RunConfig config;
+    std::vector<std::string_view> fixed;  // settings with one valid value in this run
+  };
+  std::vector<Case> cases;
+  for (const auto& [component, config] : ConfigPerAggregation(kDim, 10)) {
+    // A majority vote admits one codec (plain signs), one local step and the Signum optimizer.
+    cases.push_back(
+        {component, config,
+         component == "majority_vote"
+             ? std::vector<std::string_view>{"codec", "sign_scale", "local_steps", "optimizer"}
+             : std::vector<std::string_view>{}});
+  }
+  for (CodecId id = 0; id < kCodecCount; ++id) {
+    // reg_top_k's payloads neither sum nor can the server re-compress them: model downlink only.
+    cases.push_back({"mean", MeanConfig(kDim, id, 10),
+                     id == kCodecId<RegTopKCodec> ? std::vector<std::string_view>{"downlink"}
+                                                  : std::vector<std::string_view>{}});
+  }
+  RunConfig dq = MeanConfig(kDim, kCodecId<QsgdCodec>, 10);
+  dq.codec = QsgdParams{.schedule = QuantScheduleKind::kDq};
+  cases.push_back({"mean", dq, {}});
+
+  for (const Case& test : cases) {
+    const ServerSettings original{test.config, 4};
+    SCOPED_TRACE(std::string(test.component) + " with " +
+                 std::string(CodecName(test.config.codec)));
+    ASSERT_TRUE(Valid(original));
+    const AggregationDescriptor* aggregation = FindAggregation(test.config);
+    ASSERT_NE(aggregation, nullptr);
+    EXPECT_EQ(aggregation->name, test.component);
+    const std::vector<std::byte> checkpoint = CheckpointOf(original);
+    const FieldValues fields = FieldsOf(original);
+
+    std::vector<std::string_view> unchangeable;
+    for (const auto& [name, value] : fields) {
+      SCOPED_TRACE(std::string(name));
+      const std::optional<ServerSettings> changed = WithOtherValue(original, name);
+      if (!changed.has_value()) {
+        unchangeable.push_back(name);
+        continue;
+      }
+      ASSERT_EQ(FirstDifference(fields, FieldsOf(*changed)), name);
+      std::string_view differing;
+      EXPECT_EQ(RestoreInto(*changed, checkpoint, differing), Status::InvalidArgument());
+      EXPECT_EQ(differing, name);
+    }
+    EXPECT_EQ(unchangeable, test.fixed);
+    // Unchanged, the checkpoint restores.
+    std::string_view differing;
+    EXPECT_TRUE(RestoreInto(original, checkpoint, differing).ok());
+  }
 }
 
 TEST(ServerCheckpointTest, CheckpointOfAFinishedRunRestoresAsFinished) {
@@ -184,7 +454,9 @@ TEST(ServerCheckpointTest, CheckpointOfAFinishedRunRestoresAsFinished) {
   const std::vector<std::byte> state = Save(cluster.server());
   ArenaStorage storage(ServerSession::ArenaBytes(config, FourWorkers()));
   ServerSession restored;
-  ASSERT_TRUE(restored.Init(storage.arena, config, FourWorkers(), std::vector<float>(kDim)).ok());
+  ASSERT_TRUE(
+      restored.Init(storage.arena, AllCodecs(), config, FourWorkers(), std::vector<float>(kDim))
+          .ok());
   ASSERT_TRUE(restored.RestoreState(state).ok());
   EXPECT_TRUE(restored.Finished());
   EXPECT_EQ(restored.round(), 5u);

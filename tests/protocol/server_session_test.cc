@@ -36,7 +36,7 @@ std::vector<RoundEvent> RoundsFor(Cluster& cluster) { return cluster.DrainRounds
 // ---- Joining ----
 
 TEST(ServerSessionTest, WaitsForAllWorkersThenStarts) {
-  Cluster cluster(MeanConfig(kDim, CodecKind::kTopK, 5), Options(3, 3), Targets(3, kDim),
+  Cluster cluster(MeanConfig(kDim, kCodecId<TopKCodec>, 5), Options(3, 3), Targets(3, kDim),
                   std::vector<float>(kDim, 1.0f));
   cluster.net().SetLatencyAll(kMs);
   cluster.net().SetWorkerDown(3, true);
@@ -57,7 +57,7 @@ TEST(ServerSessionTest, WaitsForAllWorkersThenStarts) {
 TEST(ServerSessionTest, JoinTimeoutStartsWithAQuorumOfWorkers) {
   ServerOptions options = Options(3, 2);
   options.join_timeout_ns = 2 * kSecond;
-  Cluster cluster(MeanConfig(kDim, CodecKind::kTopK, 5), options, Targets(3, kDim),
+  Cluster cluster(MeanConfig(kDim, kCodecId<TopKCodec>, 5), options, Targets(3, kDim),
                   std::vector<float>(kDim, 1.0f));
   cluster.net().SetLatencyAll(kMs);
   cluster.net().SetWorkerDown(3, true);
@@ -73,10 +73,12 @@ TEST(ServerSessionTest, JoinTimeoutStartsWithAQuorumOfWorkers) {
 }
 
 TEST(ServerSessionTest, IncompatibleWorkerGetsAnErrorWithTheReason) {
-  const RunConfig config = MeanConfig(kDim, CodecKind::kTopK, 5);
+  const RunConfig config = MeanConfig(kDim, kCodecId<TopKCodec>, 5);
   ArenaStorage storage(ServerSession::ArenaBytes(config, Options(2, 1)));
   ServerSession server;
-  ASSERT_TRUE(server.Init(storage.arena, config, Options(2, 1), std::vector<float>(kDim)).ok());
+  ASSERT_TRUE(
+      server.Init(storage.arena, AllCodecs(), config, Options(2, 1), std::vector<float>(kDim))
+          .ok());
   server.Start(0);
   FrameFactory factory;
   wire::JoinInfo join;
@@ -97,7 +99,7 @@ TEST(ServerSessionTest, IncompatibleWorkerGetsAnErrorWithTheReason) {
 
   // A worker without the codec is refused too; one that states nothing is admitted.
   join = {};
-  join.codecs = wire::CodecBit(CodecKind::kIdentity);
+  join.codecs = wire::CodecBit(kCodecId<IdentityCodec>);
   server.OnFrame(2, factory.Join(2, join).bytes(), 0);
   ASSERT_TRUE(server.PollFrame(out));
   EXPECT_EQ(wire::DecodeFrame(out.bytes).value().error.code, StatusCode::kFailedPrecondition);
@@ -112,7 +114,7 @@ TEST(ServerSessionTest, IncompatibleWorkerGetsAnErrorWithTheReason) {
 // ---- Quorum, deadlines, stragglers ----
 
 TEST(ServerSessionTest, QuorumClosesTheRoundAtTheDeadline) {
-  Cluster cluster(MeanConfig(kDim, CodecKind::kTopK, 8), Options(4, 3), Targets(4, kDim),
+  Cluster cluster(MeanConfig(kDim, kCodecId<TopKCodec>, 8), Options(4, 3), Targets(4, kDim),
                   std::vector<float>(kDim, 1.0f));
   cluster.net().SetLatencyAll(kMs);
   cluster.Start();
@@ -135,7 +137,7 @@ TEST(ServerSessionTest, QuorumClosesTheRoundAtTheDeadline) {
 }
 
 TEST(ServerSessionTest, BelowQuorumResendsAndExtendsUntilTheWorkerReturns) {
-  Cluster cluster(MeanConfig(kDim, CodecKind::kTopK, 4), Options(3, 3), Targets(3, kDim),
+  Cluster cluster(MeanConfig(kDim, kCodecId<TopKCodec>, 4), Options(3, 3), Targets(3, kDim),
                   std::vector<float>(kDim, 1.0f));
   cluster.net().SetLatencyAll(kMs);
   Recorder recorder;
@@ -161,7 +163,7 @@ TEST(ServerSessionTest, BelowQuorumResendsAndExtendsUntilTheWorkerReturns) {
 }
 
 TEST(ServerSessionTest, StragglerIsLeftBehindAndItsUpdateRejectedAsLate) {
-  Cluster cluster(MeanConfig(kDim, CodecKind::kTopK, 6), Options(3, 2), Targets(3, kDim),
+  Cluster cluster(MeanConfig(kDim, kCodecId<TopKCodec>, 6), Options(3, 2), Targets(3, kDim),
                   std::vector<float>(kDim, 1.0f));
   cluster.net().SetLatencyAll(kMs);
   // An update costs 8 samples * 10 ms: a full round takes 82 ms from broadcast to last update.
@@ -201,7 +203,7 @@ TEST(ServerSessionTest, StragglerIsLeftBehindAndItsUpdateRejectedAsLate) {
 TEST(ServerSessionTest, SilentDropOutIsTimedOutAndRoundsKeepCompleting) {
   WorkerOptions worker_options;
   worker_options.heartbeat_interval_ns = 500 * kMs;
-  Cluster cluster(MeanConfig(kDim, CodecKind::kTopK, 10), Options(4, 4, kSecond, 3 * kSecond),
+  Cluster cluster(MeanConfig(kDim, kCodecId<TopKCodec>, 10), Options(4, 4, kSecond, 3 * kSecond),
                   Targets(4, kDim), std::vector<float>(kDim, 1.0f), worker_options);
   cluster.net().SetLatencyAll(kMs);
   cluster.Start();
@@ -220,7 +222,7 @@ TEST(ServerSessionTest, SilentDropOutIsTimedOutAndRoundsKeepCompleting) {
 }
 
 TEST(ServerSessionTest, LostLinkDropsTheWorkerAndARejoinGetsTheFullModel) {
-  RunConfig config = MeanConfig(kDim, CodecKind::kRandK, 12);
+  RunConfig config = MeanConfig(kDim, kCodecId<RandKCodec>, 12);
   config.downlink = DownlinkKind::kAggregate;
   Cluster cluster(config, Options(3, 3), Targets(3, kDim), std::vector<float>(kDim, 1.0f));
   cluster.net().SetLatencyAll(kMs);
@@ -263,7 +265,7 @@ TEST(ServerSessionTest, LostLinkDropsTheWorkerAndARejoinGetsTheFullModel) {
 TEST(ServerSessionTest, TimedOutWorkerIsRevivedByItsHeartbeats) {
   WorkerOptions worker_options;
   worker_options.heartbeat_interval_ns = 500 * kMs;
-  Cluster cluster(MeanConfig(kDim, CodecKind::kTopK, 12), Options(3, 2, kSecond, 2 * kSecond),
+  Cluster cluster(MeanConfig(kDim, kCodecId<TopKCodec>, 12), Options(3, 2, kSecond, 2 * kSecond),
                   Targets(3, kDim), std::vector<float>(kDim, 1.0f), worker_options);
   cluster.net().SetLatencyAll(kMs);
   cluster.Start();
@@ -278,7 +280,7 @@ TEST(ServerSessionTest, TimedOutWorkerIsRevivedByItsHeartbeats) {
 }
 
 TEST(ServerSessionTest, NeverStallsWhenEverySampledWorkerVanishes) {
-  RunConfig config = MeanConfig(kDim, CodecKind::kTopK, 8);
+  RunConfig config = MeanConfig(kDim, kCodecId<TopKCodec>, 8);
   config.participation = 0.25f;  // one worker per round
   WorkerOptions worker_options;
   worker_options.heartbeat_interval_ns = 300 * kMs;
@@ -318,7 +320,7 @@ std::set<PeerId> ExpectedSample(std::uint64_t seed, std::uint32_t round, std::ui
 }
 
 std::vector<std::set<PeerId>> SampledSets(std::uint64_t seed) {
-  RunConfig config = MeanConfig(kDim, CodecKind::kTopK, 20);
+  RunConfig config = MeanConfig(kDim, kCodecId<TopKCodec>, 20);
   config.participation = 0.3f;
   config.seed = seed;
   Cluster cluster(config, Options(10, 1), Targets(10, kDim), std::vector<float>(kDim, 1.0f));
@@ -356,7 +358,7 @@ TEST(ServerSessionTest, PartialParticipationSamplesDeterministically) {
 }
 
 TEST(ServerSessionTest, WorkerThatMissedARoundGetsTheFullModel) {
-  RunConfig config = MeanConfig(kDim, CodecKind::kRandomBlock, 8);
+  RunConfig config = MeanConfig(kDim, kCodecId<RandomBlockCodec>, 8);
   config.downlink = DownlinkKind::kAggregate;
   Cluster cluster(config, Options(3, 2), Targets(3, kDim), std::vector<float>(kDim, 1.0f));
   cluster.net().SetLatencyAll(kMs);
@@ -395,7 +397,7 @@ class ServerRejectionTest : public ::testing::Test {
   static constexpr std::uint32_t kRounds = 5;
 
   void SetUp() override {
-    config_ = MeanConfig(kDim, CodecKind::kTopK, kRounds);
+    config_ = MeanConfig(kDim, kCodecId<TopKCodec>, kRounds);
     cluster_ = std::make_unique<Cluster>(config_, Options(3, 3), Targets(3, kDim),
                                          std::vector<float>(kDim, 1.0f));
     cluster_->net().SetLatencyAll(kMs);
@@ -517,11 +519,9 @@ TEST_F(ServerRejectionTest, Duplicate) {
 }
 
 TEST_F(ServerRejectionTest, WrongCodec) {
-  CodecParams identity;
-  Inject(1, ValidUpdate(1, 2, identity));
-  CodecParams other_k = config_.codec;
-  other_k.kind = CodecKind::kRandK;
-  Inject(1, ValidUpdate(1, 2, other_k));
+  Inject(1, ValidUpdate(1, 2, IdentityParams{}));
+  const auto& top_k = std::get<TopKParams>(config_.codec);
+  Inject(1, ValidUpdate(1, 2, RandKParams{.k_ratio = top_k.k_ratio}));
   ExpectRejected(RejectReason::kWrongCodec, 2, 1, 2);
   ExpectRunCompletes();
 }
@@ -530,18 +530,22 @@ TEST_F(ServerRejectionTest, WrongCodec) {
 // worker's own choice) and no other: below the range, between widths, or above the frames'
 // sizing are all the wrong codec.
 TEST(ServerScheduleTest, AcceptsOnlyTheSchedulesLevelCounts) {
-  RunConfig config = MeanConfig(kDim, CodecKind::kQsgd, 4);
-  config.quant_schedule = {QuantScheduleKind::kDq, 3, 5, 20.0f, 0.99f};
-  config.codec.qsgd_levels = QsgdLevelsForBits(5).value();
+  RunConfig config = MeanConfig(kDim, kCodecId<QsgdCodec>, 4);
+  const QsgdParams dq{.schedule = QuantScheduleKind::kDq,
+                      .bits_min = 3,
+                      .bits_max = 5,
+                      .dq_k = 20.0f,
+                      .dq_rho = 0.99f};
+  config.codec = dq;
   Cluster cluster(config, Options(3, 3), Targets(3, kDim), std::vector<float>(kDim, 1.0f));
   cluster.net().SetLatencyAll(kMs);
   cluster.Start();
   ASSERT_TRUE(cluster.RunUntilRound(2, 100 * kSecond));
   ASSERT_EQ(cluster.server().reported_count(), 0u);
   FrameFactory factory;
+  // What a sender's round parameters look like: a fixed level count in the run's buckets.
   for (const std::uint32_t levels : {1u, 5u, 31u}) {
-    CodecParams codec = config.codec;
-    codec.qsgd_levels = levels;
+    const QsgdParams codec{.levels = levels, .bucket = dq.bucket};
     const Frame frame = factory.Update(1, 1, 2, codec, config.layout,
                                        PseudoRandom(kDim, levels, 1.0f), config.seed);
     cluster.net().DeliverNow(1, 0, frame.bytes());
@@ -549,8 +553,7 @@ TEST(ServerScheduleTest, AcceptsOnlyTheSchedulesLevelCounts) {
   EXPECT_EQ(cluster.server().counters().rejected_for(RejectReason::kWrongCodec), 3u);
   // A 3-bit update (the narrowest the schedule allows) from worker 1 is accepted; its own
   // update then arrives as a duplicate.
-  CodecParams narrow = config.codec;
-  narrow.qsgd_levels = QsgdLevelsForBits(3).value();
+  const QsgdParams narrow{.levels = QsgdLevelsForBits(3).value(), .bucket = dq.bucket};
   const Frame frame =
       factory.Update(1, 1, 2, narrow, config.layout, PseudoRandom(kDim, 9, 1.0f), config.seed);
   cluster.net().DeliverNow(1, 0, frame.bytes());
@@ -600,7 +603,7 @@ TEST_F(ServerRejectionTest, UnexpectedMessage) {
 }
 
 TEST(ServerRejectionStandaloneTest, NotSelected) {
-  RunConfig config = MeanConfig(kDim, CodecKind::kTopK, 5);
+  RunConfig config = MeanConfig(kDim, kCodecId<TopKCodec>, 5);
   config.participation = 0.5f;
   Cluster cluster(config, Options(4, 1), Targets(4, kDim), std::vector<float>(kDim, 1.0f));
   cluster.net().SetLatencyAll(kMs);
@@ -621,10 +624,12 @@ TEST(ServerRejectionStandaloneTest, NotSelected) {
 }
 
 TEST(ServerRejectionStandaloneTest, UpdateBeforeTrainingIsUnexpected) {
-  const RunConfig config = MeanConfig(kDim, CodecKind::kTopK, 5);
+  const RunConfig config = MeanConfig(kDim, kCodecId<TopKCodec>, 5);
   ArenaStorage storage(ServerSession::ArenaBytes(config, Options(2, 1)));
   ServerSession server;
-  ASSERT_TRUE(server.Init(storage.arena, config, Options(2, 1), std::vector<float>(kDim)).ok());
+  ASSERT_TRUE(
+      server.Init(storage.arena, AllCodecs(), config, Options(2, 1), std::vector<float>(kDim))
+          .ok());
   server.Start(0);
   FrameFactory factory;
   server.OnFrame(1, factory.Join(1).bytes(), 0);
@@ -644,11 +649,10 @@ TEST(ServerInitTest, ArenaBytesIsExactAndInitChecksItsInputs) {
   // Mean with a summable codec, mean with one the server re-compresses, majority vote.
   for (const int aggregation : {0, 1, 2}) {
     for (const DownlinkKind downlink : {DownlinkKind::kModel, DownlinkKind::kAggregate}) {
-      RunConfig config = aggregation == 2 ? MajorityConfig(100, 3)
-                                          : MeanConfig(100,
-                                                       aggregation == 0 ? CodecKind::kRandK
-                                                                        : CodecKind::kTopK,
-                                                       3);
+      RunConfig config =
+          aggregation == 2
+              ? MajorityConfig(100, 3)
+              : MeanConfig(100, aggregation == 0 ? kCodecId<RandKCodec> : kCodecId<TopKCodec>, 3);
       config.downlink = downlink;
       const ServerOptions options = Options(7, 3);
       const std::size_t bytes = ServerSession::ArenaBytes(config, options);
@@ -656,38 +660,47 @@ TEST(ServerInitTest, ArenaBytesIsExactAndInitChecksItsInputs) {
       {
         ArenaStorage storage(bytes);
         ServerSession server;
-        ASSERT_TRUE(server.Init(storage.arena, config, options, std::vector<float>(100)).ok());
+        ASSERT_TRUE(
+            server.Init(storage.arena, AllCodecs(), config, options, std::vector<float>(100)).ok());
         EXPECT_EQ(storage.arena.used_bytes(), bytes);
         const Status again =
-            server.Init(storage.arena, config, options, std::vector<float>(100));
+            server.Init(storage.arena, AllCodecs(), config, options, std::vector<float>(100));
         EXPECT_EQ(again, Status::FailedPrecondition());
       }
       ArenaStorage small(bytes - 16);
       ServerSession server;
-      const Status check = server.Init(small.arena, config, options, std::vector<float>(100));
+      const Status check =
+          server.Init(small.arena, AllCodecs(), config, options, std::vector<float>(100));
       EXPECT_EQ(check, Status::ResourceExhausted());
       EXPECT_EQ(small.arena.used_bytes(), 0u);
     }
   }
   ArenaStorage storage(1 << 20);
   ServerSession server;
-  RunConfig config = MeanConfig(100, CodecKind::kRegTopK, 3);
-  EXPECT_STREQ(server.Init(storage.arena, config, Options(2, 1), std::vector<float>(99)).reason(),
-               "the initial model's size is not the layout's dimension");
+  RunConfig config = MeanConfig(100, kCodecId<RegTopKCodec>, 3);
+  EXPECT_STREQ(
+      server.Init(storage.arena, AllCodecs(), config, Options(2, 1), std::vector<float>(99))
+          .reason(),
+      "the initial model's size is not the layout's dimension");
+  // A program that does not register the run's codec cannot serve it.
+  const Status unregistered = server.Init(storage.arena, test_util::TopKOnlyCodecs(), config,
+                                          Options(2, 1), std::vector<float>(100));
+  EXPECT_EQ(unregistered, Status::FailedPrecondition());
+  EXPECT_EQ(storage.arena.used_bytes(), 0u);
   config.downlink = DownlinkKind::kAggregate;
   const Status check =
-      server.Init(storage.arena, config, Options(2, 1), std::vector<float>(100));
+      server.Init(storage.arena, AllCodecs(), config, Options(2, 1), std::vector<float>(100));
   EXPECT_EQ(check, Status::InvalidArgument());
   EXPECT_NE(std::string(check.reason()).find("downlink aggregate"), std::string::npos);
   EXPECT_STREQ(server
-                   .Init(storage.arena, MeanConfig(100, CodecKind::kTopK, 3), Options(2, 3),
-                         std::vector<float>(100))
+                   .Init(storage.arena, AllCodecs(), MeanConfig(100, kCodecId<TopKCodec>, 3),
+                         Options(2, 3), std::vector<float>(100))
                    .reason(),
                "quorum must be in 1..workers");
 }
 
 TEST(ServerInitTest, DivergedModelEndsTheRunWithAFailure) {
-  RunConfig config = MeanConfig(kDim, CodecKind::kIdentity, 500);
+  RunConfig config = MeanConfig(kDim, kCodecId<IdentityCodec>, 500);
   config.feedback.learning_rate = 3.0f;  // |1 - 3| > 1: x - t doubles every round
   config.feedback.momentum = 0.0f;
   Cluster cluster(config, Options(2, 2), Targets(2, kDim), std::vector<float>(kDim, 1.0f));

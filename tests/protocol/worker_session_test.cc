@@ -30,6 +30,7 @@ class WorkerSessionTest : public ::testing::Test {
     options.device_id = kId;
     options.gradient = &QuadraticGradient;
     options.user = &problem_;
+    if (options.codecs == nullptr) options.codecs = &AllCodecs();
     const Status init = worker_.Init(storage_->arena, options);
     ASSERT_TRUE(init.ok()) << init.reason();
   }
@@ -75,7 +76,7 @@ class WorkerSessionTest : public ::testing::Test {
 };
 
 TEST_F(WorkerSessionTest, JoinsAndRetriesUntilWelcomed) {
-  Make(MeanConfig(kDim, CodecKind::kTopK, 10));
+  Make(MeanConfig(kDim, kCodecId<TopKCodec>, 10));
   EXPECT_EQ(worker_.NextWakeup(), kNever);
   worker_.Start(0);
   auto frames = Poll();
@@ -83,7 +84,7 @@ TEST_F(WorkerSessionTest, JoinsAndRetriesUntilWelcomed) {
   wire::FrameView join = frames[0].first.View();
   ASSERT_EQ(join.kind, wire::MessageKind::kJoin);
   EXPECT_EQ(join.header.sender, kId);
-  EXPECT_EQ(join.join.codecs, wire::kAllCodecs);
+  EXPECT_EQ(join.join.codecs, AllCodecs().Mask());
   EXPECT_EQ(join.join.architecture, wire::HostArchitecture());
   EXPECT_GE(join.join.memory_bytes, WorkerSession::WelcomeArenaBytes(config_));
   EXPECT_EQ(frames[0].second, 0u);
@@ -110,7 +111,7 @@ TEST_F(WorkerSessionTest, JoinsAndRetriesUntilWelcomed) {
 }
 
 TEST_F(WorkerSessionTest, ChecksEveryWelcome) {
-  Make(MeanConfig(kDim, CodecKind::kTopK, 10));
+  Make(MeanConfig(kDim, kCodecId<TopKCodec>, 10));
   worker_.Start(0);
   Poll();
   // An invalid configuration (majority vote over top_k), another worker's id, the server
@@ -140,12 +141,13 @@ TEST_F(WorkerSessionTest, ChecksEveryWelcome) {
 }
 
 TEST_F(WorkerSessionTest, ArenaTooSmallLeavesWithAFailure) {
-  const RunConfig config = MeanConfig(kDim, CodecKind::kTopK, 10);
+  const RunConfig config = MeanConfig(kDim, kCodecId<TopKCodec>, 10);
   config_ = config;
   storage_ = std::make_unique<ArenaStorage>(WorkerSession::InitArenaBytes() + 256);
   WorkerOptions options;
   options.device_id = kId;
   options.gradient = &QuadraticGradient;
+  options.codecs = &AllCodecs();
   options.user = &problem_;
   ASSERT_TRUE(worker_.Init(storage_->arena, options).ok());
   worker_.Start(0);
@@ -163,7 +165,7 @@ TEST_F(WorkerSessionTest, ArenaTooSmallLeavesWithAFailure) {
 }
 
 TEST_F(WorkerSessionTest, ErrorWhileJoiningEndsTheSessionWithTheServersReason) {
-  Make(MeanConfig(kDim, CodecKind::kTopK, 10));
+  Make(MeanConfig(kDim, kCodecId<TopKCodec>, 10));
   worker_.Start(0);
   Poll();
   Feed(factory_.Error(kServerPeer, StatusCode::kResourceExhausted, "worker memory is too small"));
@@ -174,7 +176,7 @@ TEST_F(WorkerSessionTest, ErrorWhileJoiningEndsTheSessionWithTheServersReason) {
 }
 
 TEST_F(WorkerSessionTest, ModelBroadcastIsAnsweredWithAnUpdateBuiltInTheFrame) {
-  RunConfig config = MeanConfig(kDim, CodecKind::kTopK, 10);
+  RunConfig config = MeanConfig(kDim, kCodecId<TopKCodec>, 10);
   config.feedback.local_steps = 3;
   Make(config);
   Join();
@@ -192,7 +194,7 @@ TEST_F(WorkerSessionTest, ModelBroadcastIsAnsweredWithAnUpdateBuiltInTheFrame) {
   EXPECT_EQ(update.message.update.worker, kId);
   EXPECT_EQ(update.message.update.samples, 3 * config.batch);
   EXPECT_EQ(frames[0].second, 3u * config.batch);  // work for the simulator
-  EXPECT_EQ(update.payload.codec, CodecKind::kTopK);
+  EXPECT_EQ(update.payload.codec, kCodecId<TopKCodec>);
   EXPECT_EQ(update.payload.view.indices.size(),
             EncodedShape(config.codec, config.layout).value().indices);
   EXPECT_EQ(worker_.counters().updates_sent, 1u);
@@ -202,15 +204,17 @@ TEST_F(WorkerSessionTest, ModelBroadcastIsAnsweredWithAnUpdateBuiltInTheFrame) {
 // gives the worker's own gradient in that round, and a Welcome with other schedule constants
 // describes another run.
 TEST_F(WorkerSessionTest, QuantizationScheduleFromTheWelcomeSetsEachRoundsLevels) {
-  RunConfig config = MeanConfig(kDim, CodecKind::kQsgd, 10);
-  config.quant_schedule = {QuantScheduleKind::kDq, 2, 8, 3.0f, 0.5f};
-  config.codec.qsgd_levels = QsgdLevelsForBits(8).value();
+  RunConfig config = MeanConfig(kDim, kCodecId<QsgdCodec>, 10);
+  const QsgdParams dq{.schedule = QuantScheduleKind::kDq,
+                      .bits_min = 2,
+                      .bits_max = 8,
+                      .dq_k = 3.0f,
+                      .dq_rho = 0.5f};
+  config.codec = dq;
   config.feedback.momentum = 0.0f;
   Make(config);
   Join();
-  EXPECT_EQ(worker_.config().quant_schedule, config.quant_schedule);
-  QuantSchedule schedule;
-  ASSERT_TRUE(schedule.Init(config.quant_schedule, config.codec.qsgd_levels, 10).ok());
+  EXPECT_EQ(worker_.config().codec, config.codec);
   const std::vector<float> model = PseudoRandom(kDim, 21, 2.0f);
   std::vector<float> gradient(kDim);
   for (std::size_t i = 0; i < kDim; ++i) gradient[i] = model[i] - problem_.target[i];
@@ -221,25 +225,29 @@ TEST_F(WorkerSessionTest, QuantizationScheduleFromTheWelcomeSetsEachRoundsLevels
     ASSERT_EQ(frames.size(), 1u);
     const wire::FrameView update = frames[0].first.View();
     ASSERT_EQ(update.kind, wire::MessageKind::kUpdate);
-    EXPECT_EQ(update.payload.qsgd_levels, schedule.LevelsForGradient(round, gradient).value())
+    EXPECT_EQ(update.payload.header.levels,
+              QsgdCodec::RoundParams(dq, round, 10, gradient).value().levels)
         << "round " << round;
+    EXPECT_EQ(update.payload.header.bucket, dq.bucket);
     EXPECT_EQ(update.payload.view.words.size(),
-              QsgdCodec::WordsFor(kDim, update.payload.qsgd_levels));
-    sent_levels.push_back(update.payload.qsgd_levels);
+              QsgdCodec::WordsFor(kDim, update.payload.header.levels));
+    sent_levels.push_back(update.payload.header.levels);
   }
   // The same gradient gets more levels as the end approaches (rho = 0.5 halves the damping
   // every two rounds).
   EXPECT_LT(sent_levels.front(), sent_levels.back());
   EXPECT_EQ(worker_.counters().encode_errors, 0u);
   RunConfig other = config;
-  other.quant_schedule.dq_k = 4.0f;
+  QsgdParams other_dq = dq;
+  other_dq.dq_k = 4.0f;
+  other.codec = other_dq;
   Feed(factory_.Welcome(ToWelcomeInfo(other, kId, 4)));
   EXPECT_EQ(worker_.counters().rejected_welcomes, 1u);
-  EXPECT_EQ(worker_.config().quant_schedule.dq_k, 3.0f);
+  EXPECT_EQ(std::get<QsgdParams>(worker_.config().codec).dq_k, 3.0f);
 }
 
 TEST_F(WorkerSessionTest, RepeatedBroadcastResendsTheSameUpdateAndStaleOnesAreIgnored) {
-  Make(MeanConfig(kDim, CodecKind::kRandomBlock, 10));
+  Make(MeanConfig(kDim, kCodecId<RandomBlockCodec>, 10));
   Join();
   const std::vector<float> model = PseudoRandom(kDim, 21, 2.0f);
   Feed(ModelFrame(1, model));
@@ -265,7 +273,7 @@ TEST_F(WorkerSessionTest, RepeatedBroadcastResendsTheSameUpdateAndStaleOnesAreIg
 }
 
 TEST_F(WorkerSessionTest, AggregateIsAppliedWhenItFitsAndTriggersAResyncWhenNot) {
-  RunConfig config = MeanConfig(kDim, CodecKind::kRandK, 10);
+  RunConfig config = MeanConfig(kDim, kCodecId<RandKCodec>, 10);
   config.downlink = DownlinkKind::kAggregate;
   Make(config);
   Join();
@@ -284,8 +292,9 @@ TEST_F(WorkerSessionTest, AggregateIsAppliedWhenItFitsAndTriggersAResyncWhenNot)
     const std::size_t scratch_bytes = CodecScratchBytes(config.codec, config.layout);
     std::vector<std::uint64_t> scratch_words(scratch_bytes / 8 + 4);
     const std::span<std::byte> aligned = ArenaStorage::Aligned(scratch_words, scratch_bytes);
-    ASSERT_TRUE(DecodeAdd(config.codec, config.layout, CodecContext{config.seed, 0, 0},
-                          frame.View().payload.view, -1.0f, expected, aligned)
+    ASSERT_TRUE(AllCodecs()
+                    .DecodeAdd(config.codec, config.layout, CodecContext{config.seed, 0, 0},
+                               frame.View().payload.view, -1.0f, expected, aligned)
                     .ok());
   }
   EXPECT_EQ(std::memcmp(worker_.model().data(), expected.data(), kDim * sizeof(float)), 0);
@@ -320,7 +329,7 @@ TEST_F(WorkerSessionTest, AggregateIsAppliedWhenItFitsAndTriggersAResyncWhenNot)
 }
 
 TEST_F(WorkerSessionTest, BadBroadcastPayloadsAreCountedAndDropped) {
-  RunConfig config = MeanConfig(kDim, CodecKind::kRandomBlock, 10);
+  RunConfig config = MeanConfig(kDim, kCodecId<RandomBlockCodec>, 10);
   config.downlink = DownlinkKind::kAggregate;
   Make(config);
   Join();
@@ -332,10 +341,8 @@ TEST_F(WorkerSessionTest, BadBroadcastPayloadsAreCountedAndDropped) {
                           std::vector<float>(kDim, 1.0f), config.seed));
   Feed(ModelFrame(0, std::vector<float>(kDim, 1.0f)));
   ASSERT_EQ(Poll().size(), 1u);
-  CodecParams top_k = config.codec;
-  top_k.kind = CodecKind::kTopK;
-  Feed(factory_.Broadcast(1, wire::BroadcastContent::kAggregate, top_k, config.layout,
-                          std::vector<float>(kDim, 1.0f), config.seed));
+  Feed(factory_.Broadcast(1, wire::BroadcastContent::kAggregate, QuarterSparse(kCodecId<TopKCodec>),
+                          config.layout, std::vector<float>(kDim, 1.0f), config.seed));
   EXPECT_TRUE(Poll().empty());
   EXPECT_EQ(worker_.counters().bad_payloads, 3u);
   EXPECT_EQ(worker_.model_round(), 0u);
@@ -352,6 +359,7 @@ TEST_F(WorkerSessionTest, BlindAdversarySendsTheNegatedVote) {
     WorkerOptions options;
     options.device_id = kId;
     options.gradient = &QuadraticGradient;
+    options.codecs = &AllCodecs();
     options.user = &problem;
     options.negate_signs = negate;
     ASSERT_TRUE(worker.Init(storage.arena, options).ok());
@@ -365,7 +373,7 @@ TEST_F(WorkerSessionTest, BlindAdversarySendsTheNegatedVote) {
     ASSERT_TRUE(worker.PollFrame(out));
     const Frame frame(out.bytes);
     const wire::FrameView view = frame.View();
-    ASSERT_EQ(view.payload.codec, CodecKind::kSign);
+    ASSERT_EQ(view.payload.codec, kCodecId<SignCodec>);
     ASSERT_EQ(view.payload.view.scales.size(), 1u);
     EXPECT_EQ(view.payload.view.scales[0], 1.0f);
     votes.emplace_back(view.payload.view.words.begin(), view.payload.view.words.end());
@@ -377,7 +385,7 @@ TEST_F(WorkerSessionTest, BlindAdversarySendsTheNegatedVote) {
 }
 
 TEST_F(WorkerSessionTest, MalformedUnknownAndUnexpectedFramesAreCounted) {
-  Make(MeanConfig(kDim, CodecKind::kTopK, 10));
+  Make(MeanConfig(kDim, kCodecId<TopKCodec>, 10));
   worker_.Start(0);
   Poll();
   const std::vector<float> model(kDim, 1.0f);
@@ -400,7 +408,8 @@ TEST_F(WorkerSessionTest, MalformedUnknownAndUnexpectedFramesAreCounted) {
 TEST_F(WorkerSessionTest, HeartbeatsKeepTheServerInformed) {
   WorkerOptions options;
   options.heartbeat_interval_ns = kSecond;
-  Make(MeanConfig(kDim, CodecKind::kTopK, 10), 0, options);
+  options.codecs = &AllCodecs();
+  Make(MeanConfig(kDim, kCodecId<TopKCodec>, 10), 0, options);
   Join();
   EXPECT_EQ(worker_.NextWakeup(), kSecond);
   worker_.OnTimer(kSecond);
@@ -423,7 +432,7 @@ TEST_F(WorkerSessionTest, HeartbeatsKeepTheServerInformed) {
 }
 
 TEST_F(WorkerSessionTest, LeaveEndsTheSession) {
-  Make(MeanConfig(kDim, CodecKind::kTopK, 10));
+  Make(MeanConfig(kDim, kCodecId<TopKCodec>, 10));
   Join();
   Feed(factory_.Leave(kServerPeer, wire::LeaveReason::kShutdown));
   EXPECT_TRUE(worker_.Finished());
@@ -434,7 +443,7 @@ TEST_F(WorkerSessionTest, LeaveEndsTheSession) {
 }
 
 TEST_F(WorkerSessionTest, GradientErrorSkipsTheRoundAndTheNextOneWorks) {
-  Make(MeanConfig(kDim, CodecKind::kTopK, 10));
+  Make(MeanConfig(kDim, kCodecId<TopKCodec>, 10));
   Join();
   problem_.fail = true;
   Feed(ModelFrame(0, std::vector<float>(kDim, 1.0f)));
@@ -446,7 +455,7 @@ TEST_F(WorkerSessionTest, GradientErrorSkipsTheRoundAndTheNextOneWorks) {
 }
 
 TEST_F(WorkerSessionTest, LostServerLinkMakesTheWorkerJoinAgain) {
-  Make(MeanConfig(kDim, CodecKind::kTopK, 10));
+  Make(MeanConfig(kDim, kCodecId<TopKCodec>, 10));
   Join();
   worker_.OnPeerLost(kServerPeer, 50);
   const auto frames = Poll();
@@ -461,7 +470,7 @@ TEST_F(WorkerSessionTest, LostServerLinkMakesTheWorkerJoinAgain) {
 // tells it the aggregate (x_{r-1} - x_r over `participants` contributors), and its next selection
 // uses it; after a round it sat out, it selects without a posterior (as Top-k).
 TEST_F(WorkerSessionTest, RegTopKLearnsTheAggregateOnlyRightAfterItsOwnUpdate) {
-  RunConfig config = MeanConfig(kDim, CodecKind::kRegTopK, 10);
+  RunConfig config = MeanConfig(kDim, kCodecId<RegTopKCodec>, 10);
   config.feedback.momentum = 0.0f;
   const std::vector<float> model0 = PseudoRandom(kDim, 31, 2.0f);
 
@@ -488,7 +497,8 @@ TEST_F(WorkerSessionTest, RegTopKLearnsTheAggregateOnlyRightAfterItsOwnUpdate) {
   std::vector<std::uint32_t> expected_round0, expected_learned, expected_forgot;
   for (const bool learn : {true, false}) {
     ErrorFeedbackWorker reference;
-    ASSERT_TRUE(reference.Init(arena, config.layout, config.codec, config.feedback).ok());
+    ASSERT_TRUE(
+        reference.Init(arena, AllCodecs(), config.layout, config.codec, config.feedback).ok());
     expected_round0 = round_of(reference, model0, 0);
     std::size_t largest = 0;
     for (std::size_t i = 0; i < indices.size(); ++i) {
@@ -513,7 +523,7 @@ TEST_F(WorkerSessionTest, RegTopKLearnsTheAggregateOnlyRightAfterItsOwnUpdate) {
     EXPECT_EQ(frames.size(), 1u);
     if (frames.empty()) return std::vector<std::uint32_t>();
     const wire::FrameView update = frames[0].first.View();
-    EXPECT_EQ(update.payload.codec, CodecKind::kRegTopK);
+    EXPECT_EQ(update.payload.codec, kCodecId<RegTopKCodec>);
     return std::vector<std::uint32_t>(update.payload.view.indices.begin(),
                                       update.payload.view.indices.end());
   };
@@ -537,6 +547,7 @@ TEST_F(WorkerSessionTest, RegTopKLearnsTheAggregateOnlyRightAfterItsOwnUpdate) {
   WorkerOptions options;
   options.device_id = kId;
   options.gradient = &QuadraticGradient;
+  options.codecs = &AllCodecs();
   options.user = &second_problem;
   ASSERT_TRUE(second.Init(second_storage.arena, options).ok());
   second.Start(0);
@@ -564,6 +575,10 @@ TEST(WorkerInitTest, RejectsBadOptions) {
   EXPECT_STREQ(worker.Init(storage.arena, options).reason(), "a gradient callback is required");
   options.gradient = &QuadraticGradient;
   options.user = &problem;
+  const Status without_codecs = worker.Init(storage.arena, options);
+  EXPECT_EQ(without_codecs, Status::InvalidArgument());
+  EXPECT_NE(std::string(without_codecs.reason()).find("codec registry"), std::string::npos);
+  options.codecs = &AllCodecs();
   options.device_id = 0;
   EXPECT_EQ(worker.Init(storage.arena, options), Status::InvalidArgument());
   options.device_id = 1;

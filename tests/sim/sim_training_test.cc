@@ -90,7 +90,7 @@ TrainingResult Train(std::uint64_t seed, const FaultConfig& faults,
                      TimeNs time_limit_ns = 3'600'000 * kMs) {
   protocol::RunConfig config;
   config.layout = TensorLayout::Single(kDim).value();
-  config.codec.kind = CodecKind::kIdentity;
+  config.codec = IdentityParams{};
   config.feedback.kind = FeedbackKind::kEf;
   config.feedback.learning_rate = 0.2f;
   config.feedback.momentum = 0.5f;
@@ -107,7 +107,7 @@ TrainingResult Train(std::uint64_t seed, const FaultConfig& faults,
   ArenaStorage server_storage(protocol::ServerSession::ArenaBytes(config, options));
   protocol::ServerSession server;
   const Status server_init =
-      server.Init(server_storage.arena, config, options, initial);
+      server.Init(server_storage.arena, AllCodecs(), config, options, initial);
   EXPECT_TRUE(server_init.ok()) << server_init.reason();
 
   std::vector<std::unique_ptr<Quadratic>> problems;
@@ -122,6 +122,7 @@ TrainingResult Train(std::uint64_t seed, const FaultConfig& faults,
     protocol::WorkerOptions worker_options;
     worker_options.device_id = id;
     worker_options.gradient = &QuadraticGradient;
+    worker_options.codecs = &AllCodecs();
     worker_options.user = problems.back().get();
     worker_options.join_retry_ns = 500 * kMs;
     worker_options.heartbeat_interval_ns = 5'000 * kMs;

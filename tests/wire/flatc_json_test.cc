@@ -47,24 +47,22 @@ std::string FlatcJson(std::span<const std::byte> frame, const std::string& name)
 
 TEST(WireFlatc, DecodesTopKUpdate) {
   const TensorLayout layout = TensorLayout::Single(8).value();
-  CodecParams params;
-  params.kind = CodecKind::kTopK;
-  params.k_ratio = 0.25f;  // k = 2 of 8
+  const CodecParams params = TopKParams{.k_ratio = 0.25f};  // k = 2 of 8
   const float input[] = {0.0f, 5.0f, 0.0f, 0.0f, -7.0f, 0.0f, 0.0f, 1.0f};
   std::vector<std::uint64_t> storage(FrameBuilderBytes(params, layout) / 8 + 1);
   std::vector<std::uint64_t> scratch(CodecScratchBytes(params, layout) / 8 + 1);
   FrameBuilder builder(std::as_writable_bytes(std::span<std::uint64_t>(storage)));
   const auto frame = builder.EncodePayloadFrame(
       {.sender = 7, .round = 3, .sequence = 42},
-      PayloadMessage::Update({.worker = 5, .samples = 32}), params, layout, {}, input,
+      PayloadMessage::Update({.worker = 5, .samples = 32}), AllCodecs(), params, layout, {}, input,
       std::as_writable_bytes(std::span<std::uint64_t>(scratch)));
   ASSERT_TRUE(frame.ok());
 
   const std::string json = FlatcJson(*frame, "wire_top_k_update");
   ASSERT_FALSE(json.empty()) << "flatc failed";
   for (const char* expected :
-       {"\"version\":1", "\"sender\":7", "\"round\":3", "\"sequence\":42",
-        "\"message_type\":\"Update\"", "\"worker\":5", "\"samples\":32", "\"codec\":\"TopK\"",
+       {"\"version\":2", "\"sender\":7", "\"round\":3", "\"sequence\":42",
+        "\"message_type\":\"Update\"", "\"worker\":5", "\"samples\":32", "\"codec\":1,",
         "\"payload_type\":\"SparsePayload\"", "\"indices\":[1,4]", "\"values\":[5.0,-7.0]"}) {
     EXPECT_NE(json.find(expected), std::string::npos) << expected << " not in " << json;
   }
@@ -82,9 +80,7 @@ TEST(WireFlatc, DecodesWelcomeAndQuantizedBroadcast) {
   welcome.seed = 0x1234567890ull;
   const std::uint64_t sizes[] = {784, 10};
   welcome.layout = TensorLayout::FromSizes(sizes).value();
-  welcome.codec.kind = CodecKind::kQsgd;
-  welcome.codec.qsgd_levels = 7;
-  welcome.codec.qsgd_bucket = 128;
+  welcome.codec = QsgdParams{.levels = 7, .bucket = 128};
   welcome.training.learning_rate = 0.5f;
   welcome.training.local_steps = 4;
   const auto frame = builder.EncodeWelcome({.sender = 0, .round = 0, .sequence = 1}, welcome);
@@ -94,17 +90,16 @@ TEST(WireFlatc, DecodesWelcomeAndQuantizedBroadcast) {
   for (const char* expected :
        {"\"message_type\":\"Welcome\"", "\"assigned_id\":3", "\"workers\":8", "\"rounds\":500",
         "\"seed\":78187493520", "\"dimension\":794", "\"tensor_sizes\":[784,10]",
-        "\"kind\":\"Qsgd\"", "\"qsgd_levels\":7", "\"qsgd_bucket\":128", "\"learning_rate\":0.5",
-        "\"local_steps\":4"}) {
+        // qsgd (5): bits (the level count), bucket, fixed schedule, bits_min 2, bits_max 8,
+        // dq_k 20.0 and dq_rho 0.99 as their IEEE-754 bits.
+        "\"codec\":{\"codec\":5,\"parameters\":[7,128,0,2,8,1101004800,1065185444]}",
+        "\"learning_rate\":0.5", "\"local_steps\":4"}) {
     EXPECT_NE(json.find(expected), std::string::npos) << expected << " not in " << json;
   }
 
   // A qsgd aggregate broadcast: levels and bucket travel with the payload.
   const TensorLayout layout = TensorLayout::Single(40).value();
-  CodecParams params;
-  params.kind = CodecKind::kQsgd;
-  params.qsgd_levels = 3;
-  params.qsgd_bucket = 16;
+  const CodecParams params = QsgdParams{.levels = 3, .bucket = 16};
   const auto spans = builder.BeginPayloadFrame(
       {.sender = 0, .round = 9, .sequence = 2},
       PayloadMessage::ModelBroadcast({.content = BroadcastContent::kAggregate, .participants = 6}),
@@ -124,7 +119,7 @@ TEST(WireFlatc, DecodesWelcomeAndQuantizedBroadcast) {
   ASSERT_FALSE(broadcast_json.empty()) << "flatc failed";
   for (const char* expected :
        {"\"round\":9", "\"message_type\":\"ModelBroadcast\"", "\"content\":\"Aggregate\"",
-        "\"participants\":6", "\"codec\":\"Qsgd\"", "\"payload_type\":\"QuantizedPayload\"",
+        "\"participants\":6", "\"codec\":5,", "\"payload_type\":\"QuantizedPayload\"",
         "\"words\":[1,2,3,4]", "\"norms\":[0.25,0.5,0.75]", "\"levels\":3", "\"bucket\":16"}) {
     EXPECT_NE(broadcast_json.find(expected), std::string::npos)
         << expected << " not in " << broadcast_json;

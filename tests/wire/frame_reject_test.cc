@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "core/test_util.h"
 #include "edgesgd/core/codec_registry.h"
 #include "edgesgd/wire/edgesgd_generated.h"
 #include "edgesgd/wire/frame_builder.h"
@@ -79,25 +81,21 @@ std::vector<Sample> SampleFrames() {
       PayloadMessage::Update({.worker = 2, .samples = 8}),
       PayloadMessage::ModelBroadcast({.content = BroadcastContent::kModel, .participants = 3}),
       PayloadMessage::GossipExchange({.phase = 1, .step = 2, .vector = GossipVector::kModel})};
-  for (std::size_t k = 0; k < kCodecCount; ++k) {
-    CodecParams params;
-    params.kind = static_cast<CodecKind>(k);
-    params.k_ratio = 0.2f;
-    params.block_ratio = 4;
-    params.qsgd_levels = 7;
-    params.qsgd_bucket = 16;
-    add(builder.EncodePayloadFrame(header, messages[k % 3], params, layout,
+  const std::vector<CodecParams> codecs = test_util::EveryCodec(
+      {.k_ratio = 0.2f, .block_ratio = 4, .qsgd_levels = 7, .qsgd_bucket = 16});
+  for (std::size_t k = 0; k < codecs.size(); ++k) {
+    add(builder.EncodePayloadFrame(header, messages[k % 3], AllCodecs(), codecs[k], layout,
                                    {.seed = 5, .round = 11, .worker = 2}, input,
                                    std::as_writable_bytes(std::span<std::uint64_t>(scratch))),
-        params);
+        codecs[k]);
   }
   WelcomeInfo welcome;
   welcome.assigned_id = 4;
   welcome.layout = layout;
-  welcome.codec.kind = CodecKind::kTopK;
+  welcome.codec = TopKParams{};
   welcome.training.learning_rate = 0.1f;
   add(builder.EncodeWelcome(header, welcome), {});
-  add(builder.EncodeJoin(header, {Architecture::kAarch64, kAllCodecs, 4096, 65536}), {});
+  add(builder.EncodeJoin(header, {Architecture::kAarch64, AllCodecs().Mask(), 4096, 65536}), {});
   add(builder.EncodeHeartbeat(header, {77, 66}), {});
   add(builder.EncodeLeave(header, {LeaveReason::kFailure}), {});
   add(builder.EncodeError(header, {StatusCode::kDataLoss, "bad frame from 3"}), {});
@@ -132,7 +130,8 @@ class RawFrame {
       : allocator_(reinterpret_cast<std::uint8_t*>(storage_.data()), sizeof(storage_)),
         fbb_(sizeof(storage_), &allocator_, false, 8) {}
   flatbuffers::FlatBufferBuilder& fbb() { return fbb_; }
-  Bytes Finish(fb::Message type, flatbuffers::Offset<void> message, std::uint16_t version = 1) {
+  Bytes Finish(fb::Message type, flatbuffers::Offset<void> message,
+               std::uint16_t version = kSchemaVersion) {
     const auto envelope = fb::CreateEnvelope(fbb_, version, 1, 2, 3, type, message);
     fbb_.TrackMinAlign(8);
     fb::FinishSizePrefixedEnvelopeBuffer(fbb_, envelope);
@@ -241,7 +240,8 @@ TEST(WireReject, WrongIdentifier) {
 }
 
 TEST(WireReject, WrongVersion) {
-  for (const std::uint16_t version : {std::uint16_t{0}, std::uint16_t{2}, std::uint16_t{0xFFFF}}) {
+  for (const std::uint16_t version : {std::uint16_t{0}, std::uint16_t{kSchemaVersion - 1},
+                                      std::uint16_t{kSchemaVersion + 1}, std::uint16_t{0xFFFF}}) {
     RawFrame raw;
     const auto heartbeat = fb::CreateHeartbeat(raw.fbb(), 1, 2);
     EXPECT_EQ(Decode(raw.Finish(fb::Message::Heartbeat, heartbeat.Union(), version)).status(),
@@ -297,7 +297,7 @@ TEST(WireReject, MissingOrUnknownMessage) {
 }
 
 // An Update frame with the given codec and payload parts.
-Bytes CraftUpdate(fb::CodecKind codec, fb::Payload type, bool with_table, std::uint32_t levels = 7,
+Bytes CraftUpdate(CodecId codec, fb::Payload type, bool with_table, std::uint32_t levels = 7,
                   std::uint32_t bucket = 16) {
   RawFrame raw;
   flatbuffers::FlatBufferBuilder& fbb = raw.fbb();
@@ -331,50 +331,86 @@ Bytes CraftUpdate(fb::CodecKind codec, fb::Payload type, bool with_table, std::u
   return raw.Finish(fb::Message::Update, update.Union());
 }
 
-TEST(WireReject, InconsistentPayload) {
-  using fb::CodecKind;
+// Whether a receiver running `configured` takes the payload of a decoded frame.
+Status ReceiverCheck(const CodecParams& configured, std::span<const std::byte> frame) {
+  const Result<FrameView> view = Decode(frame);
+  EDGESGD_TRY(view);
+  const EncodedPayload& payload = view.value().payload;
+  return ParamsForPayload(configured, payload.codec, payload.layout, payload.header).status();
+}
+
+TEST(WireReject, MissingPayloadTable) {
   using fb::Payload;
-  // The well-formed baselines decode.
-  EXPECT_TRUE(Decode(CraftUpdate(CodecKind::TopK, Payload::SparsePayload, true)).ok());
-  EXPECT_TRUE(Decode(CraftUpdate(CodecKind::RandK, Payload::DensePayload, true)).ok());
-  EXPECT_TRUE(Decode(CraftUpdate(CodecKind::Qsgd, Payload::QuantizedPayload, true)).ok());
-  // Payload table other than the one kPayloadMap assigns to the codec.
-  EXPECT_EQ(Decode(CraftUpdate(CodecKind::TopK, Payload::DensePayload, true)).status(),
-            Status::DataLoss());
-  EXPECT_EQ(Decode(CraftUpdate(CodecKind::Sign, Payload::QuantizedPayload, true)).status(),
-            Status::DataLoss());
-  EXPECT_EQ(Decode(CraftUpdate(CodecKind::Identity, Payload::NONE, false)).status(),
+  EXPECT_TRUE(Decode(CraftUpdate(kCodecId<TopKCodec>, Payload::SparsePayload, true)).ok());
+  EXPECT_EQ(Decode(CraftUpdate(kCodecId<IdentityCodec>, Payload::NONE, false)).status(),
             Status::DataLoss());
   // Type present, table missing.
-  EXPECT_EQ(Decode(CraftUpdate(CodecKind::Sign, Payload::SignPayload, false)).status(),
+  EXPECT_EQ(Decode(CraftUpdate(kCodecId<SignCodec>, Payload::SignPayload, false)).status(),
             Status::DataLoss());
-  // Unknown codec.
-  EXPECT_EQ(Decode(CraftUpdate(static_cast<CodecKind>(99), Payload::DensePayload, true)).status(),
+}
+
+// The decoder reports the codec, table and header a frame names; whether they fit the run is the
+// receiver's check (ParamsForPayload), which refuses every inconsistency.
+TEST(WireReject, InconsistentPayloadIsRefusedByTheReceiver) {
+  using fb::Payload;
+  const CodecParams top_k = TopKParams{};
+  const CodecParams rand_k = RandKParams{};
+  const CodecParams sign = SignParams{};
+  const CodecParams qsgd = QsgdParams{.levels = 7, .bucket = 16};
+  // The well-formed baselines decode and are accepted.
+  EXPECT_TRUE(
+      ReceiverCheck(top_k, CraftUpdate(kCodecId<TopKCodec>, Payload::SparsePayload, true)).ok());
+  EXPECT_TRUE(
+      ReceiverCheck(rand_k, CraftUpdate(kCodecId<RandKCodec>, Payload::DensePayload, true)).ok());
+  EXPECT_TRUE(
+      ReceiverCheck(qsgd, CraftUpdate(kCodecId<QsgdCodec>, Payload::QuantizedPayload, true)).ok());
+  // A payload table other than the one the codec names.
+  EXPECT_EQ(ReceiverCheck(top_k, CraftUpdate(kCodecId<TopKCodec>, Payload::DensePayload, true)),
             Status::DataLoss());
-  // qsgd parameters outside ValidateCodecParams' domain.
-  EXPECT_EQ(Decode(CraftUpdate(CodecKind::Qsgd, Payload::QuantizedPayload, true, 0)).status(),
+  EXPECT_EQ(ReceiverCheck(sign, CraftUpdate(kCodecId<SignCodec>, Payload::QuantizedPayload, true)),
             Status::DataLoss());
+  // Another codec than the run's, and a codec no one knows.
+  EXPECT_EQ(ReceiverCheck(top_k, CraftUpdate(kCodecId<RegTopKCodec>, Payload::SparsePayload, true)),
+            Status::DataLoss());
+  EXPECT_EQ(ReceiverCheck(rand_k, CraftUpdate(99, Payload::DensePayload, true)),
+            Status::DataLoss());
+  // qsgd headers the run cannot produce: outside every codec's domain, or another level count
+  // or bucket than the run's.
+  const CodecParams dq = QsgdParams{.bucket = 16, .schedule = QuantScheduleKind::kDq};
+  for (const CodecParams& configured : {qsgd, dq}) {
+    for (const std::uint32_t levels : {0u, kMaxQsgdLevels + 1, 255u}) {
+      EXPECT_EQ(ReceiverCheck(configured, CraftUpdate(kCodecId<QsgdCodec>,
+                                                      Payload::QuantizedPayload, true, levels)),
+                Status::DataLoss())
+          << levels;
+    }
+    EXPECT_EQ(ReceiverCheck(configured, CraftUpdate(kCodecId<QsgdCodec>, Payload::QuantizedPayload,
+                                                    true, 7, 0)),
+              Status::DataLoss());
+  }
   EXPECT_EQ(
-      Decode(CraftUpdate(CodecKind::Qsgd, Payload::QuantizedPayload, true, kMaxQsgdLevels + 1))
-          .status(),
+      ReceiverCheck(qsgd, CraftUpdate(kCodecId<QsgdCodec>, Payload::QuantizedPayload, true, 3)),
       Status::DataLoss());
-  EXPECT_EQ(Decode(CraftUpdate(CodecKind::Qsgd, Payload::QuantizedPayload, true, 7, 0)).status(),
-            Status::DataLoss());
+  EXPECT_TRUE(
+      ReceiverCheck(dq, CraftUpdate(kCodecId<QsgdCodec>, Payload::QuantizedPayload, true, 3)).ok());
 }
 
 TEST(WireReject, PayloadFieldSizesAreCheckedByTheCodec) {
   // DecodeFrame does not know the layout; DecodeAdd rejects a payload of the wrong shape.
-  const auto view = Decode(CraftUpdate(fb::CodecKind::TopK, fb::Payload::SparsePayload, true));
+  const auto view = Decode(CraftUpdate(kCodecId<TopKCodec>, fb::Payload::SparsePayload, true));
   ASSERT_TRUE(view.ok());
-  CodecParams params;
-  params.kind = CodecKind::kTopK;
-  params.k_ratio = 0.5f;
+  const CodecParams params = TopKParams{.k_ratio = 0.5f};
+  const EncodedPayload& payload = view->payload;
+  const Result<CodecParams> decode_params =
+      ParamsForPayload(params, payload.codec, payload.layout, payload.header);
+  ASSERT_TRUE(decode_params.ok());
   const TensorLayout layout = TensorLayout::Single(100).value();  // expects 50 indices
   std::vector<float> accumulator(100, 0.0f);
   std::vector<std::uint64_t> scratch(CodecScratchBytes(params, layout) / 8 + 1);
-  EXPECT_EQ(DecodeAdd(DecodeParams(params, view->payload), layout, {}, view->payload.view, 1.0f,
-                      accumulator, std::as_writable_bytes(std::span<std::uint64_t>(scratch))),
-            Status::DataLoss());
+  EXPECT_EQ(
+      AllCodecs().DecodeAdd(decode_params.value(), layout, {}, payload.view, 1.0f, accumulator,
+                            std::as_writable_bytes(std::span<std::uint64_t>(scratch))),
+      Status::DataLoss());
 }
 
 // A Welcome frame with a tweak applied to otherwise valid content.
@@ -382,26 +418,34 @@ struct WelcomeFields {
   std::vector<std::uint32_t> sizes = {10, 20};
   std::uint32_t dimension = 30;
   bool with_codec = true;
-  fb::CodecKind kind = fb::CodecKind::TopK;
-  float k_ratio = 0.5f;
-  fb::SignScale sign_scale = fb::SignScale::MeanAbs;
-  float reg_top_k_mu = 4.0f;
+  CodecId codec = kCodecId<TopKCodec>;
+  std::vector<std::uint32_t> parameters = {std::bit_cast<std::uint32_t>(0.5f)};  // k_ratio
 };
 
 Bytes CraftWelcome(const WelcomeFields& f) {
   RawFrame raw;
   flatbuffers::FlatBufferBuilder& fbb = raw.fbb();
   const auto sizes = fbb.CreateVector(f.sizes.data(), f.sizes.size());
-  const auto codec = f.with_codec
-                         ? fb::CreateCodecConfig(fbb, f.kind, f.k_ratio, fb::RandKScaling::None, 64,
-                                                 f.sign_scale, 127, 512, f.reg_top_k_mu)
-                         : 0;
+  const auto codec =
+      f.with_codec ? fb::CreateCodecConfig(
+                         fbb, f.codec, fbb.CreateVector(f.parameters.data(), f.parameters.size()))
+                   : 0;
   const auto welcome = fb::CreateWelcome(fbb, 1, 2, 3, 4, f.dimension, sizes, codec, 0);
   return raw.Finish(fb::Message::Welcome, welcome.Union());
 }
 
+// The decoder refuses it with kDataLoss and the reason, which contains `because`.
+void ExpectRefusedWelcome(const WelcomeFields& f, std::string_view because) {
+  const Status status = Decode(CraftWelcome(f)).status();
+  EXPECT_EQ(status, Status::DataLoss());
+  EXPECT_NE(std::string_view(status.reason()).find(because), std::string_view::npos)
+      << status.reason();
+}
+
 TEST(WireReject, InvalidWelcome) {
-  EXPECT_TRUE(Decode(CraftWelcome({})).ok());
+  const auto view = Decode(CraftWelcome({}));
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ(view->welcome.codec, CodecParams(TopKParams{.k_ratio = 0.5f}));
   WelcomeFields f;
   f.dimension = 31;
   EXPECT_EQ(Decode(CraftWelcome(f)).status(), Status::DataLoss());
@@ -423,20 +467,32 @@ TEST(WireReject, InvalidWelcome) {
   f = {};
   f.with_codec = false;
   EXPECT_EQ(Decode(CraftWelcome(f)).status(), Status::DataLoss());
+  // Codec words ParamsFromWords refuses, with its reason.
   f = {};
-  f.k_ratio = 2.0f;  // ValidateCodecParams rejects it
-  EXPECT_EQ(Decode(CraftWelcome(f)).status(), Status::DataLoss());
+  f.parameters = {std::bit_cast<std::uint32_t>(2.0f)};
+  ExpectRefusedWelcome(f, "k ratio");
   f = {};
-  f.kind = static_cast<fb::CodecKind>(kCodecCount);
-  EXPECT_EQ(Decode(CraftWelcome(f)).status(), Status::DataLoss());
+  f.parameters.push_back(0);
+  ExpectRefusedWelcome(f, "parameter count");
   f = {};
-  f.kind = fb::CodecKind::RegTopK;
+  f.codec = static_cast<CodecId>(kCodecCount);
+  ExpectRefusedWelcome(f, "no codec has this id");
+  f = {};
+  f.codec = kCodecId<RegTopKCodec>;
+  f.parameters = {std::bit_cast<std::uint32_t>(0.5f), std::bit_cast<std::uint32_t>(4.0f),
+                  std::bit_cast<std::uint32_t>(1e8f)};  // k_ratio, mu, Q
   EXPECT_TRUE(Decode(CraftWelcome(f)).ok());
-  f.reg_top_k_mu = 0.0f;  // ValidateCodecParams rejects it
-  EXPECT_EQ(Decode(CraftWelcome(f)).status(), Status::DataLoss());
+  f.parameters[1] = std::bit_cast<std::uint32_t>(0.0f);
+  ExpectRefusedWelcome(f, "mu");
   f = {};
-  f.sign_scale = static_cast<fb::SignScale>(2);
-  EXPECT_EQ(Decode(CraftWelcome(f)).status(), Status::DataLoss());
+  f.codec = kCodecId<SignCodec>;
+  f.parameters = {2};  // a sign scale outside the schema
+  ExpectRefusedWelcome(f, "sign scale");
+  // A codec without parameters needs no vector.
+  f = {};
+  f.codec = kCodecId<IdentityCodec>;
+  f.parameters = {};
+  EXPECT_TRUE(Decode(CraftWelcome(f)).ok());
 }
 
 TEST(WireReject, OutOfRangeEnumsAndStrings) {
@@ -467,7 +523,7 @@ TEST(WireReject, OutOfRangeEnumsAndStrings) {
     const auto values = raw.fbb().CreateVector(std::vector<float>{1.0f});
     const auto payload = fb::CreateDensePayload(raw.fbb(), values);
     const auto gossip = fb::CreateGossipExchange(raw.fbb(), 1, 1, static_cast<fb::GossipVector>(9),
-                                                 fb::CodecKind::Identity, fb::Payload::DensePayload,
+                                                 kCodecId<IdentityCodec>, fb::Payload::DensePayload,
                                                  payload.Union());
     EXPECT_EQ(Decode(raw.Finish(fb::Message::GossipExchange, gossip.Union())).status(),
               Status::DataLoss());
@@ -477,7 +533,7 @@ TEST(WireReject, OutOfRangeEnumsAndStrings) {
     const auto values = raw.fbb().CreateVector(std::vector<float>{1.0f});
     const auto payload = fb::CreateDensePayload(raw.fbb(), values);
     const auto broadcast = fb::CreateModelBroadcast(raw.fbb(), static_cast<fb::BroadcastContent>(5),
-                                                    1, fb::CodecKind::Identity,
+                                                    1, kCodecId<IdentityCodec>,
                                                     fb::Payload::DensePayload, payload.Union());
     EXPECT_EQ(Decode(raw.Finish(fb::Message::ModelBroadcast, broadcast.Union())).status(),
               Status::DataLoss());
@@ -552,12 +608,19 @@ TEST(WireFuzz, RandomAndMutatedFramesNeverCrash) {
                              view->kind == MessageKind::kModelBroadcast ||
                              view->kind == MessageKind::kGossipExchange;
     if (has_payload && origin != nullptr) {
-      // Decoding an accepted payload must be safe too: ok, or a Status from the codec.
-      const CodecParams params = DecodeParams(origin->params, view->payload);
+      // Receiving an accepted payload must be safe too: the receiver's check, then the codec's
+      // DecodeAdd, each ok or a Status.
+      const EncodedPayload& payload = view->payload;
+      const Result<CodecParams> params =
+          ParamsForPayload(origin->params, payload.codec, payload.layout, payload.header);
+      if (!params.ok()) {
+        ++outcomes[std::string("receiver ") + params.status().str()];
+        continue;
+      }
       accumulator.assign(origin->layout.dimension(), 0.0f);
-      const Status status = DecodeAdd(params, origin->layout, {.seed = 5, .round = 11, .worker = 2},
-                                      view->payload.view, 1.0f, accumulator,
-                                      std::as_writable_bytes(std::span<std::uint64_t>(scratch)));
+      const Status status = AllCodecs().DecodeAdd(
+          params.value(), origin->layout, {.seed = 5, .round = 11, .worker = 2}, payload.view, 1.0f,
+          accumulator, std::as_writable_bytes(std::span<std::uint64_t>(scratch)));
       ++outcomes[std::string("decode_add ") + status.str()];
     }
   }

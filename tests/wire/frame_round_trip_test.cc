@@ -13,8 +13,10 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <variant>
 #include <vector>
 
+#include "core/test_util.h"
 #include "edgesgd/core/codec_registry.h"
 #include "edgesgd/wire/frame_builder.h"
 #include "edgesgd/wire/frame_decoder.h"
@@ -55,14 +57,10 @@ std::vector<float> RandomInput(std::size_t dimension, std::uint32_t seed) {
   return input;
 }
 
-CodecParams ParamsFor(CodecKind kind) {
-  CodecParams params;
-  params.kind = kind;
-  params.k_ratio = 0.1f;
-  params.block_ratio = 8;
-  params.qsgd_levels = 15;
-  params.qsgd_bucket = 64;
-  return params;
+// One configuration of every codec.
+std::vector<CodecParams> TestCodecs() {
+  return test_util::EveryCodec(
+      {.k_ratio = 0.1f, .block_ratio = 8, .qsgd_levels = 15, .qsgd_bucket = 64});
 }
 
 TensorLayout MultiTensorLayout() {
@@ -96,8 +94,9 @@ ReferencePayload EncodeReference(const CodecParams& params, const TensorLayout& 
   ref.scales.resize(shape.scales);
   AlignedStorage scratch(CodecScratchBytes(params, layout));
   const PayloadSpans spans{ref.indices, ref.values, ref.words, ref.scales};
-  EXPECT_TRUE(Encode(params, layout, context, input, spans,
-                     scratch.bytes().first(CodecScratchBytes(params, layout)))
+  EXPECT_TRUE(AllCodecs()
+                  .Encode(params, layout, context, input, spans,
+                          scratch.bytes().first(CodecScratchBytes(params, layout)))
                   .ok());
   return ref;
 }
@@ -117,9 +116,8 @@ TEST(WireRoundTrip, EveryCodecInEveryPayloadMessage) {
   const CodecContext context{.seed = 77, .round = 4, .worker = 5};
   const FrameHeader header{.sender = 5, .round = 4, .sequence = 1234567890123ull};
 
-  for (std::size_t k = 0; k < kCodecCount; ++k) {
-    const CodecParams params = ParamsFor(static_cast<CodecKind>(k));
-    SCOPED_TRACE(std::string(CodecName(params.kind)));
+  for (const CodecParams& params : TestCodecs()) {
+    SCOPED_TRACE(std::string(CodecName(params)));
     const ReferencePayload ref = EncodeReference(params, layout, context, input);
     const std::size_t scratch_bytes = CodecScratchBytes(params, layout);
     AlignedStorage scratch(scratch_bytes);
@@ -127,8 +125,9 @@ TEST(WireRoundTrip, EveryCodecInEveryPayloadMessage) {
     FrameBuilder builder(buffer.bytes());
 
     for (const PayloadMessage& message : AllPayloadMessages()) {
-      const Result<std::span<const std::byte>> frame = builder.EncodePayloadFrame(
-          header, message, params, layout, context, input, scratch.bytes().first(scratch_bytes));
+      const Result<std::span<const std::byte>> frame =
+          builder.EncodePayloadFrame(header, message, AllCodecs(), params, layout, context, input,
+                                     scratch.bytes().first(scratch_bytes));
       ASSERT_TRUE(frame.ok()) << frame.status().str();
       EXPECT_LE(frame->size(), MaxFrameBytes(params, layout));
       EXPECT_EQ(frame->size() % kFrameAlignment, 0u);
@@ -139,8 +138,9 @@ TEST(WireRoundTrip, EveryCodecInEveryPayloadMessage) {
       EXPECT_EQ(decoded->kind, message.kind);
       EXPECT_EQ(decoded->message, message);
       const EncodedPayload& payload = decoded->payload;
-      EXPECT_EQ(payload.codec, params.kind);
-      EXPECT_EQ(payload.kind, kPayloadMap[k].kind);
+      EXPECT_EQ(payload.codec, CodecIdOf(params));
+      EXPECT_EQ(payload.layout, PayloadLayoutOf(params));
+      EXPECT_EQ(payload.header, QuantizedHeaderOf(params));
       ExpectSameElements(payload.view.indices, ref.indices);
       ExpectSameElements(payload.view.values, ref.values);
       ExpectSameElements(payload.view.words, ref.words);
@@ -156,16 +156,21 @@ TEST(WireRoundTrip, EveryCodecInEveryPayloadMessage) {
         EXPECT_LT(static_cast<const std::byte*>(p), end);
       }
 
-      // Decoding from the frame equals decoding the codec's own output.
-      const CodecParams decode_params = DecodeParams(ParamsFor(CodecKind::kIdentity), payload);
-      EXPECT_EQ(decode_params, params);
+      // A receiver running `params` accepts the frame and decodes it with what the frame names;
+      // that equals decoding the codec's own output.
+      const Result<CodecParams> decode_params =
+          ParamsForPayload(params, payload.codec, payload.layout, payload.header);
+      ASSERT_TRUE(decode_params.ok()) << decode_params.status().reason();
+      EXPECT_EQ(decode_params.value(), params);
       std::vector<float> from_frame(layout.dimension(), 0.5f);
       std::vector<float> from_reference(layout.dimension(), 0.5f);
-      ASSERT_TRUE(DecodeAdd(decode_params, layout, context, payload.view, 2.0f, from_frame,
-                            scratch.bytes().first(scratch_bytes))
+      ASSERT_TRUE(AllCodecs()
+                      .DecodeAdd(decode_params.value(), layout, context, payload.view, 2.0f,
+                                 from_frame, scratch.bytes().first(scratch_bytes))
                       .ok());
-      ASSERT_TRUE(DecodeAdd(params, layout, context, ref.view(), 2.0f, from_reference,
-                            scratch.bytes().first(scratch_bytes))
+      ASSERT_TRUE(AllCodecs()
+                      .DecodeAdd(params, layout, context, ref.view(), 2.0f, from_reference,
+                                 scratch.bytes().first(scratch_bytes))
                       .ok());
       EXPECT_EQ(from_frame, from_reference);
     }
@@ -215,16 +220,24 @@ TEST(WireRoundTrip, TwoStepBuildWritesIntoTheFrame) {
 
 TEST(WireRoundTrip, CodecFailureLeavesNoFramePending) {
   const TensorLayout layout = TensorLayout::Single(64).value();
-  const CodecParams params = ParamsFor(CodecKind::kTopK);
+  const CodecParams params = TopKParams{.k_ratio = 0.1f};
   AlignedStorage buffer(FrameBuilderBytes(params, layout));
   FrameBuilder builder(buffer.bytes());
   const std::vector<float> wrong_length(63, 1.0f);
   AlignedStorage scratch(CodecScratchBytes(params, layout));
   EXPECT_EQ(builder
-                .EncodePayloadFrame({}, PayloadMessage::Update({}), params, layout, {},
+                .EncodePayloadFrame({}, PayloadMessage::Update({}), AllCodecs(), params, layout, {},
                                     wrong_length, scratch.bytes())
                 .status(),
             Status::InvalidArgument());
+  EXPECT_FALSE(builder.payload_frame_pending());
+  // A codec the program did not register cannot fill a frame either.
+  const std::vector<float> input(64, 1.0f);
+  EXPECT_EQ(builder
+                .EncodePayloadFrame({}, PayloadMessage::Update({}), test_util::TopKOnlyCodecs(),
+                                    SignParams{}, layout, {}, input, scratch.bytes())
+                .status(),
+            Status::FailedPrecondition());
   EXPECT_FALSE(builder.payload_frame_pending());
 }
 
@@ -232,8 +245,7 @@ TEST(WireRoundTrip, RejectsBadBuilderArguments) {
   const TensorLayout layout = TensorLayout::Single(64).value();
   AlignedStorage buffer(4096);
   FrameBuilder builder(buffer.bytes());
-  CodecParams bad = ParamsFor(CodecKind::kTopK);
-  bad.k_ratio = 0.0f;
+  const CodecParams bad = TopKParams{.k_ratio = 0.0f};
   EXPECT_EQ(builder.BeginPayloadFrame({}, PayloadMessage::Update({}), bad, layout).status(),
             Status::InvalidArgument());
   PayloadMessage not_payload;
@@ -257,9 +269,8 @@ TEST(WireRoundTrip, RejectsBadBuilderArguments) {
 
 TEST(WireRoundTrip, CapacityIsCheckedBeforeWriting) {
   const TensorLayout layout = MultiTensorLayout();
-  for (std::size_t k = 0; k < kCodecCount; ++k) {
-    const CodecParams params = ParamsFor(static_cast<CodecKind>(k));
-    SCOPED_TRACE(std::string(CodecName(params.kind)));
+  for (const CodecParams& params : TestCodecs()) {
+    SCOPED_TRACE(std::string(CodecName(params)));
     const PayloadShape shape = EncodedShape(params, layout).value();
     const std::size_t exact = PayloadFrameBytes(shape) + kBuilderScratchBytes;
     // Exactly the documented capacity suffices...
@@ -315,15 +326,21 @@ WelcomeInfo LargestWelcome() {
   std::array<std::uint64_t, kMaxTensors> sizes{};
   for (std::size_t t = 0; t < kMaxTensors; ++t) sizes[t] = 1000 + t;
   welcome.layout = TensorLayout::FromSizes(sizes).value();
-  welcome.codec.kind = CodecKind::kQsgd;
-  welcome.codec.k_ratio = 0.015625f;
-  welcome.codec.rand_k_scaling = RandKScaling::kUnbiased;
-  welcome.codec.block_ratio = 0xFFFFFFFFu;
-  welcome.codec.sign_scale = SignScale::kUnit;
-  welcome.codec.qsgd_levels = kMaxQsgdLevels;
-  welcome.codec.qsgd_bucket = 0xFFFFFFFFu;
-  welcome.codec.reg_top_k_mu = 0.5f;  // away from the schema defaults, so they are stored
-  welcome.codec.reg_top_k_q = 3e7f;
+  // The codec with the most parameter words.
+  static_assert([] {
+    bool most = true;
+    ForEachCodec([&most](auto codec) {
+      most &= decltype(codec)::type::kFields.size() <= QsgdCodec::kFields.size();
+    });
+    return most;
+  }());
+  welcome.codec = QsgdParams{.levels = kMaxQsgdLevels,
+                             .bucket = 0xFFFFFFFFu,
+                             .schedule = QuantScheduleKind::kDq,
+                             .bits_min = 3,
+                             .bits_max = kMaxQsgdBits,
+                             .dq_k = 20.0f,
+                             .dq_rho = 0.99f};
   welcome.training = {.feedback = 255,
                       .detach = 0.3f,
                       .optimizer = 255,
@@ -334,15 +351,10 @@ WelcomeInfo LargestWelcome() {
                       .batch = 0xFFFFFFFFu,
                       .aggregate = 255,
                       .participation = 0.5f,
-                      .quant_schedule = 255,
                       .mode = 255,
                       .gossip = 255,
                       .topology = 255,
-                      .gossip_rounds = 0xFFFFFFFFu,
-                      .quant_bits_min = 255,
-                      .quant_bits_max = 255,
-                      .quant_k = 20.0f,
-                      .quant_rho = 0.99f};
+                      .gossip_rounds = 0xFFFFFFFFu};
   return welcome;
 }
 
@@ -355,7 +367,7 @@ TEST(WireRoundTrip, ControlMessages) {
 
   {
     const JoinInfo join{.architecture = HostArchitecture(),
-                        .codecs = kAllCodecs,
+                        .codecs = AllCodecs().Mask(),
                         .max_frame_bytes = 65536,
                         .memory_bytes = 1u << 20};
     const auto frame = builder.EncodeJoin(header, join);
@@ -429,37 +441,37 @@ TEST(WireRoundTrip, ControlMessages) {
   }
 }
 
+template <typename... F>
+struct Overloaded : F... {
+  using F::operator()...;
+};
+
 // Theoretical payload bytes of each codec, written from the codecs' documented formats rather
 // than from EncodedShape, so the frames are checked against the algorithms' bit counts.
 std::size_t TheoreticalPayloadBytes(const CodecParams& params, const TensorLayout& layout) {
   std::size_t bytes = 0;
   for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
     const std::size_t n = layout.size(t);
-    switch (params.kind) {
-      case CodecKind::kIdentity:
-        bytes += 4 * n;
-        break;
-      case CodecKind::kTopK:  // u32 index + f32 value per kept coordinate
-      case CodecKind::kRegTopK:
-        bytes += 8 * SparseCount(n, params.k_ratio).value();
-        break;
-      case CodecKind::kRandK:  // values only: indices follow from the shared seed
-        bytes += 4 * SparseCount(n, params.k_ratio).value();
-        break;
-      case CodecKind::kRandomBlock: {  // one start + the block's values
-        const std::size_t block = n / params.block_ratio;
-        bytes += 4 + 4 * (block == 0 ? 1 : block);
-        break;
-      }
-      case CodecKind::kSign:  // 1 bit per coordinate in whole u32 words + one f32 scale
-        bytes += 4 * ((n + 31) / 32) + 4;
-        break;
-      case CodecKind::kQsgd: {  // (1 + ceil(log2(s+1))) bits per coordinate + a norm per bucket
-        const std::size_t bits = n * QsgdBitsPerCoordinate(params.qsgd_levels);
-        bytes += 4 * ((bits + 31) / 32) + 4 * ((n + params.qsgd_bucket - 1) / params.qsgd_bucket);
-        break;
-      }
-    }
+    bytes += std::visit(
+        Overloaded{[n](const IdentityParams&) { return 4 * n; },
+                   // u32 index + f32 value per kept coordinate
+                   [n](const TopKParams& p) { return 8 * SparseCount(n, p.k_ratio).value(); },
+                   [n](const RegTopKParams& p) { return 8 * SparseCount(n, p.k_ratio).value(); },
+                   // values only: indices follow from the shared seed
+                   [n](const RandKParams& p) { return 4 * SparseCount(n, p.k_ratio).value(); },
+                   // one start + the block's values
+                   [n](const RandomBlockParams& p) {
+                     const std::size_t block = n / p.block_ratio;
+                     return 4 + 4 * (block == 0 ? 1 : block);
+                   },
+                   // 1 bit per coordinate in whole u32 words + one f32 scale
+                   [n](const SignParams&) { return 4 * ((n + 31) / 32) + 4; },
+                   // (1 + ceil(log2(s+1))) bits per coordinate + a norm per bucket
+                   [n](const QsgdParams& p) {
+                     const std::size_t bits = n * QsgdBitsPerCoordinate(p.levels);
+                     return 4 * ((bits + 31) / 32) + 4 * ((n + p.bucket - 1) / p.bucket);
+                   }},
+        params);
   }
   return bytes;
 }
@@ -482,20 +494,20 @@ TEST(WireFrameSize, MatchesCodecTheoryPlusConstantOverhead) {
   std::array<std::size_t, kCodecCount> max_overhead{};
   min_overhead.fill(SIZE_MAX);
 
-  for (std::size_t k = 0; k < kCodecCount; ++k) {
-    const CodecParams params = ParamsFor(static_cast<CodecKind>(k));
+  for (const CodecParams& params : TestCodecs()) {
+    const CodecId k = CodecIdOf(params);
     for (const TensorLayout& layout : layouts) {
       const std::vector<float> input = RandomInput(layout.dimension(), 3);
       const std::size_t payload_bytes = MaxEncodedBytes(params, layout);
       ASSERT_EQ(payload_bytes, TheoreticalPayloadBytes(params, layout))
-          << CodecName(params.kind) << " d=" << layout.dimension();
+          << CodecName(params) << " d=" << layout.dimension();
       AlignedStorage scratch(CodecScratchBytes(params, layout));
       AlignedStorage buffer(FrameBuilderBytes(params, layout));
       FrameBuilder builder(buffer.bytes());
       for (const PayloadMessage& message : AllPayloadMessages()) {
         const auto frame =
-            builder.EncodePayloadFrame({.sender = 1, .round = 1, .sequence = 1}, message, params,
-                                       layout, {}, input, scratch.bytes());
+            builder.EncodePayloadFrame({.sender = 1, .round = 1, .sequence = 1}, message,
+                                       AllCodecs(), params, layout, {}, input, scratch.bytes());
         ASSERT_TRUE(frame.ok());
         ASSERT_GE(frame->size(), payload_bytes);
         const std::size_t overhead = frame->size() - payload_bytes;
@@ -504,17 +516,16 @@ TEST(WireFrameSize, MatchesCodecTheoryPlusConstantOverhead) {
         max_overhead[k] = std::max(max_overhead[k], overhead);
         std::printf(
             "[wire] %-12s %-14s %9zu %10zu %10zu %8zu %9.4f\n",
-            std::string(CodecName(params.kind)).c_str(),
+            std::string(CodecName(params)).c_str(),
             message_names[static_cast<std::size_t>(message.kind)], layout.dimension(),
             payload_bytes, frame->size(), overhead,
             8.0 * static_cast<double>(frame->size()) / static_cast<double>(layout.dimension()));
       }
     }
   }
-  for (std::size_t k = 0; k < kCodecCount; ++k) {
+  for (CodecId k = 0; k < kCodecCount; ++k) {
     std::printf("[wire] %-12s frame = payload + %zu..%zu bytes\n",
-                std::string(CodecName(static_cast<CodecKind>(k))).c_str(), min_overhead[k],
-                max_overhead[k]);
+                std::string(CodecName(k)).c_str(), min_overhead[k], max_overhead[k]);
     // Constant up to the message kind's own fields and alignment padding: never grows with d.
     EXPECT_LE(max_overhead[k] - min_overhead[k], 24u);
   }
@@ -524,12 +535,12 @@ TEST(WireFrameSize, SignFrameIsOneBitPerCoordinate) {
   // d = 2^20 in one tensor: d/8 bytes of sign words + one scale + the constant overhead.
   const std::size_t d = std::size_t{1} << 20;
   const TensorLayout layout = TensorLayout::Single(d).value();
-  const CodecParams params = ParamsFor(CodecKind::kSign);
+  const CodecParams params = SignParams{};
   const std::vector<float> input = RandomInput(d, 9);
   AlignedStorage buffer(FrameBuilderBytes(params, layout));
   FrameBuilder builder(buffer.bytes());
-  const auto frame =
-      builder.EncodePayloadFrame({}, PayloadMessage::Update({}), params, layout, {}, input, {});
+  const auto frame = builder.EncodePayloadFrame({}, PayloadMessage::Update({}), AllCodecs(), params,
+                                                layout, {}, input, {});
   ASSERT_TRUE(frame.ok());
   EXPECT_GE(frame->size(), d / 8 + 4);
   EXPECT_LE(frame->size(), d / 8 + 4 + kPayloadFrameOverheadBytes);
@@ -545,11 +556,13 @@ TEST(WireGolden, FixedFramesHaveFixedBytes) {
 
   const auto heartbeat = golden::EncodeHeartbeat(builder);
   ASSERT_TRUE(heartbeat.ok());
+  if (print) std::printf("heartbeat:\n\"%s\"\n", Hex(*heartbeat).c_str());
   EXPECT_EQ(Hex(*heartbeat), golden::kHeartbeatFrameHex);
 
   for (const golden::FrameCase& expected : golden::kSmallUpdateFrames) {
     const auto update = golden::EncodeSmallUpdate(builder, expected);
     ASSERT_TRUE(update.ok());
+    if (print) std::printf("small %s:\n\"%s\"\n", expected.name, Hex(*update).c_str());
     EXPECT_EQ(Hex(*update), expected.frame_hex) << expected.name;
   }
   // Every codec's Update frame over the codec golden input: the payload bytes of

@@ -11,6 +11,7 @@
 #include <span>
 #include <vector>
 
+#include "core/test_util.h"
 #include "edgesgd/core/codec_registry.h"
 #include "edgesgd/wire/frame_builder.h"
 #include "edgesgd/wire/frame_decoder.h"
@@ -52,32 +53,36 @@ TEST(WireNoHeap, SteadyStateRoundsDoNotAllocate) {
   FrameBuilder builder(std::as_writable_bytes(std::span(builder_words)));
   WelcomeInfo welcome;
   welcome.layout = layout;
-  welcome.codec.kind = CodecKind::kSign;
+  welcome.codec = SignParams{};
+  const std::vector<CodecParams> codecs = test_util::EveryCodec(
+      {.k_ratio = 0.05f, .block_ratio = 16, .qsgd_levels = 15, .qsgd_bucket = 64});
 
   // Counted from here on: setup above may allocate (test scaffolding), the rounds may not.
   const std::size_t before = g_heap_allocations.load();
   int failures = 0;
   for (std::uint32_t round = 0; round < 100; ++round) {
-    for (std::size_t k = 0; k < kCodecCount; ++k) {
-      CodecParams params;
-      params.kind = static_cast<CodecKind>(k);
-      params.k_ratio = 0.05f;
-      params.block_ratio = 16;
-      params.qsgd_levels = 15;
-      params.qsgd_bucket = 64;
+    for (const CodecParams& params : codecs) {
       const CodecContext context{.seed = 3, .round = round, .worker = 1};
-      const auto frame =
-          builder.EncodePayloadFrame({.sender = 1, .round = round, .sequence = round * 10 + k},
-                                     PayloadMessage::Update({.worker = 1, .samples = 64}), params,
-                                     layout, context, input, scratch);
+      const auto frame = builder.EncodePayloadFrame(
+          {.sender = 1, .round = round, .sequence = round * 10 + CodecIdOf(params)},
+          PayloadMessage::Update({.worker = 1, .samples = 64}), AllCodecs(), params, layout,
+          context, input, scratch);
       if (!frame.ok()) {
         ++failures;
         continue;
       }
       const auto view = DecodeFrame(*frame);
-      if (!view.ok() || !DecodeAdd(DecodeParams(params, view->payload), layout, context,
-                                   view->payload.view, 0.5f, accumulator, scratch)
-                             .ok()) {
+      if (!view.ok()) {
+        ++failures;
+        continue;
+      }
+      const EncodedPayload& payload = view->payload;
+      const Result<CodecParams> decode_params =
+          ParamsForPayload(params, payload.codec, payload.layout, payload.header);
+      if (!decode_params.ok() || !AllCodecs()
+                                      .DecodeAdd(decode_params.value(), layout, context,
+                                                 payload.view, 0.5f, accumulator, scratch)
+                                      .ok()) {
         ++failures;
       }
     }

@@ -14,7 +14,9 @@ namespace edgesgd::protocol {
 
 class RecompressedMeanAggregation final : public Aggregation {
  public:
-  static constexpr bool Serves(const RunConfig& config) { return RecompressesDownlink(config); }
+  static constexpr bool Serves(const RunConfig& config) {
+    return RecompressesDownlink(config) && TraitsOf(config.codec).downlink_recompress;
+  }
   static constexpr std::size_t ArenaBytes(const RunConfig& config, std::uint32_t) {
     const std::size_t mean = MeanAggregator::StateBytes(config.layout, config.codec);
     const std::size_t feedback = DownlinkFeedback::StateBytes(config.layout, config.codec);
