@@ -35,8 +35,9 @@ TEST(DownlinkFeedbackTest, SupportsExactlyTheStatelessCodecsWithoutPayloadSums) 
   const TensorLayout layout = TestLayout();
   for (CodecId id = 0; id < kCodecCount; ++id) {
     const CodecParams codec = Codec(id);
-    const bool supported =
-        id == kCodecId<TopKCodec> || id == kCodecId<SignCodec> || id == kCodecId<QsgdCodec>;
+    const bool supported = id == kCodecId<TopKCodec> || id == kCodecId<SignCodec> ||
+                           id == kCodecId<QsgdCodec> || id == kCodecId<NaturalCodec> ||
+                           id == kCodecId<Fp16Codec>;
     EXPECT_EQ(TraitsOf(codec).downlink_recompress, supported) << CodecName(id);
     EXPECT_EQ(DownlinkFeedback::StateBytes(layout, codec) > 0, supported) << CodecName(id);
     ArenaBox box(1 << 16);

@@ -72,12 +72,13 @@ TEST(Fp16Test, RoundsToTheNearestHalf) {
   // Against a search over the two neighbouring halves: the chosen one is never farther.
   const std::vector<float> x = test_util::UniformVector(20000, 1, 0, 70000.0f);
   for (const float value : x) {
+    const double exact = static_cast<double>(value);
     const std::uint16_t half = HalfFromFloat(value);
-    const double error = std::fabs(HalfValue(half) - value);
+    const double error = std::fabs(HalfValue(half) - exact);
     for (const int step : {-1, 1}) {
       const auto neighbour = static_cast<std::uint16_t>(half + step);
       if ((neighbour & 0x7C00) == 0x7C00 || ((neighbour ^ half) & 0x8000) != 0) continue;
-      ASSERT_LE(error, std::fabs(HalfValue(neighbour) - value)) << value;
+      ASSERT_LE(error, std::fabs(HalfValue(neighbour) - exact)) << value;
     }
   }
 }

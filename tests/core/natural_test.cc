@@ -78,15 +78,15 @@ TEST(NaturalTest, IsUnbiased) {
   for (int round = 0; round < kRounds; ++round) {
     const std::vector<float> decoded =
         RoundTrip(x, layout, {9, static_cast<std::uint32_t>(round), 4});
-    for (std::size_t i = 0; i < x.size(); ++i) sum[i] += decoded[i];
+    for (std::size_t i = 0; i < x.size(); ++i) sum[i] += static_cast<double>(decoded[i]);
   }
   for (std::size_t i = 0; i < x.size(); ++i) {
     const double mean = sum[i] / kRounds;
-    const double magnitude = std::fabs(x[i]);
+    const double magnitude = std::fabs(static_cast<double>(x[i]));
     const double lo = magnitude < 0x1p-126 ? 0.0 : std::exp2(std::floor(std::log2(magnitude)));
     const double hi = magnitude < 0x1p-126 ? 0x1p-126 : 2.0 * lo;
     const double sigma = std::sqrt((magnitude - lo) * (hi - magnitude) / kRounds);
-    EXPECT_NEAR(mean, x[i], 4.0 * sigma) << i;
+    EXPECT_NEAR(mean, static_cast<double>(x[i]), 4.0 * sigma) << i;
   }
 }
 

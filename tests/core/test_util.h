@@ -71,16 +71,23 @@ struct CodecSettings {
   std::uint32_t qsgd_bucket = 16;
 };
 
-// One configuration of every known codec, in id order.
+// One configuration of every known codec, in id order: its defaults with `settings` applied to
+// the codecs that have those fields.
 inline std::vector<CodecParams> EveryCodec(const CodecSettings& settings) {
-  static_assert(kCodecCount == 7, "list the new codec here");
-  return {IdentityParams{},
-          TopKParams{.k_ratio = settings.k_ratio},
-          RandKParams{.k_ratio = settings.k_ratio},
-          RandomBlockParams{.block_ratio = settings.block_ratio},
-          SignParams{},
-          QsgdParams{.levels = settings.qsgd_levels, .bucket = settings.qsgd_bucket},
-          RegTopKParams{.k_ratio = settings.k_ratio}};
+  std::vector<CodecParams> every;
+  for (std::size_t id = 0; id < kCodecCount; ++id) {
+    CodecParams params = DefaultCodecParams(static_cast<CodecId>(id)).value();
+    std::visit(
+        [&settings](auto& p) {
+          if constexpr (requires { p.k_ratio; }) p.k_ratio = settings.k_ratio;
+          if constexpr (requires { p.block_ratio; }) p.block_ratio = settings.block_ratio;
+          if constexpr (requires { p.levels; }) p.levels = settings.qsgd_levels;
+          if constexpr (requires { p.bucket; }) p.bucket = settings.qsgd_bucket;
+        },
+        params);
+    every.push_back(params);
+  }
+  return every;
 }
 
 // The registry of a program that links top_k and no other codec.

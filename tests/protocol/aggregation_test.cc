@@ -94,7 +94,9 @@ TEST(AggregationTest, EachConfigurationSelectsItsComponent) {
       expected = "payload_mean";
     } else if (std::holds_alternative<TopKParams>(codec) ||
                std::holds_alternative<SignParams>(codec) ||
-               std::holds_alternative<QsgdParams>(codec)) {
+               std::holds_alternative<QsgdParams>(codec) ||
+               std::holds_alternative<NaturalParams>(codec) ||
+               std::holds_alternative<Fp16Params>(codec)) {
       expected = "recompressed_mean";
     }
     const AggregationDescriptor* found = FindAggregation(config);

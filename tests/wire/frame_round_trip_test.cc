@@ -470,7 +470,12 @@ std::size_t TheoreticalPayloadBytes(const CodecParams& params, const TensorLayou
                    [n](const QsgdParams& p) {
                      const std::size_t bits = n * QsgdBitsPerCoordinate(p.levels);
                      return 4 * ((bits + 31) / 32) + 4 * ((n + p.bucket - 1) / p.bucket);
-                   }},
+                   },
+                   // an exponent byte per coordinate, then a sign bit per coordinate, each
+                   // plane in whole u32 words
+                   [n](const NaturalParams&) { return 4 * ((n + 3) / 4) + 4 * ((n + 31) / 32); },
+                   // two halves per u32 word
+                   [n](const Fp16Params&) { return 4 * ((n + 1) / 2); }},
         params);
   }
   return bytes;
