@@ -34,6 +34,15 @@ TEST(GoldenVectorsTest, EveryCodecEncodesToTheRecordedBytes) {
   }
 }
 
+TEST(GoldenVectorsTest, EveryRegisteredCodecHasACase) {
+  for (CodecId id = 0; id < kCodecCount; ++id) {
+    const bool covered = std::any_of(
+        std::begin(golden::kCodecCases), std::end(golden::kCodecCases),
+        [id](const golden::CodecCase& golden) { return CodecIdOf(golden.params) == id; });
+    EXPECT_TRUE(covered) << CodecName(id) << " has no golden case";
+  }
+}
+
 // The comparison helpers themselves: a byte off, a length off, and hex of the wrong case fail.
 TEST(GoldenVectorsTest, HexHelpersRejectNearMisses) {
   const std::byte bytes[] = {std::byte{0x0f}, std::byte{0xa0}};
