@@ -238,8 +238,23 @@ void PrintLargestDimensions() {
   BlankLine();
 }
 
-// The plan against the target's reality: Init takes exactly StateBytes.
-alignas(kArenaAlignment) std::array<std::byte, 200 * 1024> g_arena_storage;
+// The plan against the target's reality: Init takes exactly StateBytes, from an arena as large
+// as the largest plan (the image's RAM holds it; a real board checks its own configuration).
+constexpr std::size_t LargestPlanBytes() {
+  const TensorLayout layout = Layout(kTableDimension);
+  std::size_t largest = 0;
+  for (const NamedCodec& codec : kCodecs) {
+    for (const std::size_t bytes :
+         {ErrorFeedbackWorker::StateBytes(layout, codec.params, kFeedback,
+                                          ErrorFeedbackWorker::CodecScratch::kOwned),
+          ErrorFeedbackWorker::StateBytes(layout, codec.params, kLeanFeedback, kLentScratch),
+          MeanAggregator::StateBytes(layout, codec.params)}) {
+      largest = bytes > largest ? bytes : largest;
+    }
+  }
+  return largest;
+}
+alignas(kArenaAlignment) std::array<std::byte, LargestPlanBytes()> g_arena_storage;
 
 int CheckPlanIsExact() {
   int failures = 0;
