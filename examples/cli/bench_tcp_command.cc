@@ -11,7 +11,7 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
-#include "edgesgd/asio/loopback.h"
+#include "edgesgd/tcp/loopback.h"
 #include "edgesgd/core/arena.h"
 #include "edgesgd/core/random.h"
 #include "edgesgd/platform/log.h"

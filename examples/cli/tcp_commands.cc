@@ -1,5 +1,5 @@
 // `edgesgd server`, `edgesgd worker` and `edgesgd peer`: the protocol sessions of `simulate`
-// over real TCP (transport/asio). The server owns the run: it takes the training flags and hands
+// over real TCP (transport/tcp). The server owns the run: it takes the training flags and hands
 // the RunConfig to every worker in its Welcome, so a worker needs only the server's address, its
 // id and the data flags to build its shard. Gossip peers each take the full flags (there is no
 // one to hand them out). Metrics rows and the summary are simulate's, with wall-clock seconds.
@@ -21,7 +21,7 @@
 #include "cli/metrics.h"
 #include "cli/run_flags.h"
 #include "cli/task.h"
-#include "edgesgd/asio/session_driver.h"
+#include "edgesgd/tcp/session_driver.h"
 #include "edgesgd/auth/key_file.h"
 #include "edgesgd/core/arena.h"
 #include "edgesgd/platform/log.h"

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "alloc/allocation_counter.h"
-#include "edgesgd/asio/loopback.h"
+#include "edgesgd/tcp/loopback.h"
 #include "edgesgd/auth/key_ring.h"
 #include "protocol/protocol_harness.h"
 

@@ -25,8 +25,8 @@
 #include <span>
 #include <vector>
 
-#include "edgesgd/asio/asio.h"
-#include "edgesgd/asio/session_driver.h"
+#include "edgesgd/tcp/asio.h"
+#include "edgesgd/tcp/session_driver.h"
 #include "edgesgd/auth/connection_auth.h"
 
 namespace edgesgd::tcp::internal {

@@ -9,7 +9,7 @@
 #include <span>
 #include <string>
 
-#include "edgesgd/asio/session_driver.h"
+#include "edgesgd/tcp/session_driver.h"
 #include "edgesgd/protocol/server_session.h"
 #include "edgesgd/protocol/worker_session.h"
 

@@ -1,4 +1,4 @@
-#include "edgesgd/asio/loopback.h"
+#include "edgesgd/tcp/loopback.h"
 
 #include <memory>
 #include <thread>

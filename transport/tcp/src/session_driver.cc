@@ -1,4 +1,4 @@
-#include "edgesgd/asio/session_driver.h"
+#include "edgesgd/tcp/session_driver.h"
 
 #include <algorithm>
 #include <charconv>
@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "edgesgd/asio/asio.h"
+#include "edgesgd/tcp/asio.h"
 #include "edgesgd/platform/log.h"
 #include "edgesgd/wire/frame_decoder.h"
 #include "frame_channel.h"
