@@ -153,7 +153,7 @@ bool Measure(const BenchTcpOptions& o, const protocol::RunConfig& config, Figure
     }
   };
   tcp::LoopbackResult result;
-  if (!tcp::RunOnLoopback(server, pointers, hook, result, error)) return false;
+  if (!tcp::RunOnLoopback(server, pointers, hook, result, error).ok()) return false;
   if (!started || !ended || !server.Finished()) {
     error = "the run did not complete";
     return false;

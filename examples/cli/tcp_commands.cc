@@ -159,6 +159,7 @@ tcp::DriverOptions BaseDriverOptions(const NetworkFlags& flags, std::uint64_t se
   options.reconnect_max_ns = Seconds(flags.reconnect_max_s);
   options.seed = seed;
   options.log_name = log_name;
+  options.handle_signals = true;
   return options;
 }
 
@@ -166,7 +167,7 @@ tcp::DriverOptions BaseDriverOptions(const NetworkFlags& flags, std::uint64_t se
 bool OpenDriver(tcp::SessionDriver& driver, const tcp::DriverOptions& options,
                 const NetworkFlags& flags, const char* command) {
   std::string error;
-  if (!driver.Open(options, error)) {
+  if (!driver.Open(options, error).ok()) {
     std::fprintf(stderr, "edgesgd %s: %s\n", command, error.c_str());
     return false;
   }
@@ -283,7 +284,7 @@ int RunServer(const ServerFlags& o) {
   const char* kName = "server";
   tcp::Endpoint listen;
   std::string error;
-  if (!tcp::ParseEndpoint(o.listen, listen, error)) {
+  if (!tcp::ParseEndpoint(o.listen, listen, error).ok()) {
     std::fprintf(stderr, "edgesgd server: --listen %s\n", error.c_str());
     return 2;
   }
@@ -476,7 +477,7 @@ int RunWorker(const WorkerFlags& o) {
   const char* kName = "worker";
   tcp::Endpoint server_address;
   std::string error;
-  if (!tcp::ParseEndpoint(o.connect, server_address, error)) {
+  if (!tcp::ParseEndpoint(o.connect, server_address, error).ok()) {
     std::fprintf(stderr, "edgesgd worker: --connect %s\n", error.c_str());
     return 2;
   }
@@ -546,11 +547,11 @@ int RunPeer(const PeerFlags& o) {
   tcp::Endpoint listen;
   std::vector<tcp::Endpoint> addresses;
   std::string error;
-  if (!tcp::ParseEndpoint(o.listen, listen, error)) {
+  if (!tcp::ParseEndpoint(o.listen, listen, error).ok()) {
     std::fprintf(stderr, "edgesgd peer: --listen %s\n", error.c_str());
     return 2;
   }
-  if (!tcp::ParseEndpointList(o.peers, addresses, error)) {
+  if (!tcp::ParseEndpointList(o.peers, addresses, error).ok()) {
     std::fprintf(stderr, "edgesgd peer: --peers %s\n", error.c_str());
     return 2;
   }

@@ -81,7 +81,7 @@ void RunCase(const char* name, const protocol::RunConfig& config,
 
   tcp::LoopbackResult result;
   std::string error;
-  ASSERT_TRUE(tcp::RunOnLoopback(server, pointers, hook, result, error, keys)) << error;
+  ASSERT_TRUE(tcp::RunOnLoopback(server, pointers, hook, result, error, keys).ok()) << error;
 
   ASSERT_EQ(result.server_stop, tcp::DriverStop::kFinished) << name;
   ASSERT_TRUE(server.Finished()) << name;
