@@ -1,0 +1,107 @@
+#pragma once
+
+// A parameter server over TCP, ready to embed: the ServerSession of a run with the memory it
+// plans for itself, a SessionDriver listening for workers, and durable checkpoints — on the
+// caller's event loop (Start, then run the loop) or on its own (Run blocks). Every closed round
+// reaches the caller with the model after it, so an application evaluates, logs or stops the run
+// as it goes; the run's configuration reaches every worker in its Welcome.
+//
+//   tcp::Server server(io);
+//   std::string detail;
+//   if (Status s = server.Open(settings, detail); !s.ok()) { /* print detail */ }
+//   server.OnRound([&](const protocol::RoundEvent& round, std::span<const float> model) { ... });
+//   server.Start([&](tcp::DriverStop stop) { ... });   // then io.run()
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "edgesgd/core/status.h"
+#include "edgesgd/protocol/run_config.h"
+#include "edgesgd/protocol/server_session.h"
+#include "edgesgd/tcp/session_driver.h"
+
+namespace edgesgd::tcp {
+
+struct ServerSettings {
+  protocol::RunConfig run;
+  protocol::ServerOptions server;  // server.workers workers, ids 1..workers
+  // The round-0 model (run.layout.dimension() floats); copied by Open.
+  std::span<const float> initial_model;
+  Endpoint listen;  // port 0 picks a free port (listen_port())
+  // The connection policy: timeouts, send queue, frame authentication (auth_keys holds the
+  // workers' keys), TLS, signals, log name. The Server sets listen, dial, max_peer_id (the
+  // worker count), max_frame_bytes (the run's largest Update frame) and auth_device itself.
+  DriverOptions network;
+  // Durable checkpoints: the committed state (ServerSession::SaveState) goes to this file,
+  // atomically (temporary file, fsync, rename, fsync of the directory), every checkpoint_every
+  // rounds and after the last, before any frame of the next round leaves. Empty: none.
+  std::string checkpoint;
+  std::uint32_t checkpoint_every = 1;  // >= 1; K > 1 may lose up to K-1 rounds on a crash
+  // Continue from `checkpoint`, written by a run of the same run and server settings: the run
+  // goes on at the saved round with the saved model; workers rejoin and get the model.
+  bool resume = false;
+};
+
+class Server {
+ public:
+  // After every closed round: its event and the server's model once the round is applied (the
+  // span is valid during the call). Runs inside the loop; may call Stop.
+  using RoundCallback =
+      std::function<void(const protocol::RoundEvent& round, std::span<const float> model)>;
+  // After every rejected frame. Without one, each rejection is logged as a warning.
+  using RejectCallback = std::function<void(const protocol::RejectEvent& reject)>;
+
+  // On an event loop of its own (Run).
+  Server();
+  // On the caller's loop `io`, which must outlive the Server (see SessionDriver for when a
+  // started one may be destroyed).
+  explicit Server(asio::io_context& io);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Checks the settings, takes the session's memory (ServerSession::ArenaBytes), initialises it
+  // with the initial model, restores the checkpoint when resuming (and logs the round), then
+  // opens the listening socket. Reads `settings` (auth_keys must outlive the Server). Errors,
+  // with `detail` a line for people naming the file or address and the system's message:
+  // kInvalidArgument (resume without a checkpoint file, checkpoint_every 0, or what
+  // ServerSession::Init refuses), kUnavailable (the checkpoint cannot be read), those of
+  // ServerSession::RestoreState (a damaged checkpoint or another run's) and of
+  // SessionDriver::Open.
+  Status Open(const ServerSettings& settings, std::string& detail);
+
+  // Install the callbacks before Start.
+  void OnRound(RoundCallback callback);
+  void OnReject(RejectCallback callback);
+
+  // Starts serving on the loop after a successful Open; `on_done` runs once the run ended (all
+  // rounds done and the last frames flushed), a signal or Stop ended it, or the Server stopped
+  // itself (status() says why). Call once, from the loop's thread.
+  void Start(SessionDriver::DoneCallback on_done);
+  // Start, then runs the loop until the Server is done (see SessionDriver::Run).
+  DriverStop Run();
+  // Ends the run soon (kStopped), from a callback or the loop's thread.
+  void Stop();
+
+  // The bound listening port, once open.
+  std::uint16_t listen_port() const;
+
+  // kOk, or why the Server stopped the run itself: a checkpoint that could not be written
+  // (kUnavailable) or encoded; detail() then says which file and why. The run's own outcome is
+  // the session's: session().Finished(), session().status() (kDataLoss: the model diverged).
+  Status status() const;
+  const std::string& detail() const;
+
+  // The session (model, round, counters, configuration) and the connections' counters.
+  const protocol::ServerSession& session() const;
+  const DriverCounters& network_counters() const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace edgesgd::tcp

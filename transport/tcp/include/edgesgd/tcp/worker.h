@@ -1,0 +1,80 @@
+#pragma once
+
+// A parameter-server worker over TCP, ready to embed: a WorkerSession with the memory the device
+// offers, dialling its server through a SessionDriver, on the caller's event loop or its own. The
+// caller brings the model's gradient (WorkerOptions::gradient and user) and its data: the run's
+// configuration arrives in the server's Welcome, and on_welcome hears of it before the first
+// gradient is asked for, so a worker that draws its data shard by id and worker count builds
+// it then.
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "edgesgd/core/status.h"
+#include "edgesgd/protocol/run_config.h"
+#include "edgesgd/protocol/worker_session.h"
+#include "edgesgd/tcp/session_driver.h"
+
+namespace edgesgd::tcp {
+
+struct WorkerSettings {
+  Endpoint server;
+  // The session's options: device_id (1..workers; required over TCP, where it names the
+  // connection), the caller's gradient function and user pointer, samples per step, the Join
+  // retry and heartbeat intervals, negate_signs.
+  protocol::WorkerOptions worker;
+  // Memory the device offers the run (advertised in its Join: a server whose run needs more
+  // refuses the worker). Reserved up front, touched only as the session takes it.
+  std::size_t memory_bytes = std::size_t{256} << 20;
+  // Called once, after the Welcome and before the first gradient, with the run's configuration
+  // and worker count. A non-ok Status stops the worker (status() returns it). Optional.
+  std::function<Status(const protocol::RunConfig& config, std::uint32_t workers)> on_welcome;
+  // The connection policy: timeouts, send queue, give-up time, frame authentication (auth_keys
+  // must hold this device's key), TLS, signals, log name. The Worker sets dial (the server) and
+  // auth_device (device_id) itself.
+  DriverOptions network;
+};
+
+class Worker {
+ public:
+  // On an event loop of its own (Run).
+  Worker();
+  // On the caller's loop `io`, which must outlive the Worker (see SessionDriver for when a
+  // started one may be destroyed).
+  explicit Worker(asio::io_context& io);
+  ~Worker();
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  // Takes the memory budget, initialises the session and resolves the server's address. Reads
+  // `settings` (auth_keys must outlive the Worker). Errors, with `detail` a line for people:
+  // kInvalidArgument (no device id, or what WorkerSession::Init refuses: no gradient, zero
+  // intervals, a budget below WorkerSession::InitArenaBytes()) and those of SessionDriver::Open.
+  Status Open(const WorkerSettings& settings, std::string& detail);
+
+  // Starts joining the server after a successful Open; `on_done` runs once the server ended the
+  // run (Leave), refused the worker, on_welcome refused the run, or a signal, the give-up time
+  // or Stop ended it. Call once, from the loop's thread.
+  void Start(SessionDriver::DoneCallback on_done);
+  // Start, then runs the loop until the Worker is done (see SessionDriver::Run).
+  DriverStop Run();
+  // Leaves soon (kStopped), from a callback, the gradient function or the loop's thread.
+  void Stop();
+
+  // kOk, or on_welcome's refusal. The session's own outcome: session().Finished(),
+  // session().status() and failure_reason() (the server's refusal).
+  Status status() const;
+
+  // The session (model, configuration, counters) and the connection's counters.
+  const protocol::WorkerSession& session() const;
+  const DriverCounters& network_counters() const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace edgesgd::tcp
