@@ -11,6 +11,9 @@
 namespace edgesgd::cli {
 namespace {
 
+// The exit code of a run ended by SIGINT or SIGTERM.
+constexpr int kExitInterrupted = 130;
+
 void AddNetworkFlags(CLI::App& command, NetworkFlags& flags) {
   command.add_option("--write-timeout-s", flags.write_timeout_s,
                      "Close a connection whose frame write takes longer than this")

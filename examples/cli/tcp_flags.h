@@ -18,9 +18,6 @@
 
 namespace edgesgd::cli {
 
-// The exit code of a run ended by SIGINT or SIGTERM.
-inline constexpr int kExitInterrupted = 130;
-
 // Driver settings every TCP subcommand exposes.
 struct NetworkFlags {
   double idle_timeout_s = 30;

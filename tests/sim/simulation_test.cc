@@ -279,6 +279,7 @@ TEST(SimulationTest, GossipSimulationIsThePeersOnASimNetwork) {
   ASSERT_EQ(rounds.size(), kRounds);
   for (std::uint32_t r = 0; r < kRounds; ++r) EXPECT_EQ(rounds[r], r);
   EXPECT_EQ(result.network, network.TotalCounters());
+  EXPECT_EQ(result.time_ns, network.now());
   std::vector<float> average(kDim, 0.0f);
   std::size_t largest_arena = 0;
   for (std::uint32_t i = 0; i < kPeers; ++i) {

@@ -139,6 +139,7 @@ TEST(TcpLibraryTest, ServerAndTwoWorkersShareTheCallersLoop) {
   for (const auto& worker : workers) {
     EXPECT_TRUE(worker->status().ok());
     EXPECT_EQ(worker->session().counters().updates_sent, kRounds);
+    EXPECT_EQ(worker->network_counters().connected, 1u);
   }
   EXPECT_EQ(server.network_counters().accepted, 2u);
 }

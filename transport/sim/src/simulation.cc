@@ -73,6 +73,10 @@ class ServerSimulation::Impl {
 };
 
 Status ServerSimulation::Impl::Init(const ServerSimulationSettings& settings, std::string& detail) {
+  if (network_) {  // the sessions are registered on it
+    detail = "already initialised";
+    return Status::FailedPrecondition("already initialised");
+  }
   const std::size_t n = settings.workers.size();
   if (n != settings.server.workers || !settings.gradient || settings.adversaries > n) {
     detail = n != settings.server.workers ? "one device per worker"
@@ -193,6 +197,10 @@ class GossipSimulation::Impl {
 };
 
 Status GossipSimulation::Impl::Init(const GossipSimulationSettings& settings, std::string& detail) {
+  if (network_) {  // the sessions are registered on it
+    detail = "already initialised";
+    return Status::FailedPrecondition("already initialised");
+  }
   const std::size_t n = settings.peers.size();
   if (n == 0 || n != settings.devices.size() || !settings.gradient) {
     detail = n == 0               ? "no peers"

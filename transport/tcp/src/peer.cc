@@ -26,6 +26,10 @@ class Peer::Impl {
 };
 
 Status Peer::Impl::Open(const PeerSettings& settings, std::string& detail) {
+  if (arena_) {  // the session keeps pointers into it
+    detail = "already open";
+    return Status::FailedPrecondition("already open");
+  }
   DriverOptions options = settings.network;
   options.listen = settings.listen;
   options.dial.clear();

@@ -41,6 +41,10 @@ class Server::Impl {
 };
 
 Status Server::Impl::Open(const ServerSettings& settings, std::string& detail) {
+  if (arena_) {  // the session keeps pointers into it
+    detail = "already open";
+    return Status::FailedPrecondition("already open");
+  }
   if (settings.resume && settings.checkpoint.empty()) {
     detail = "resuming needs a checkpoint file";
     return Status::InvalidArgument("resuming needs a checkpoint file");

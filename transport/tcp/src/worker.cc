@@ -34,6 +34,10 @@ class Worker::Impl {
 };
 
 Status Worker::Impl::Open(const WorkerSettings& settings, std::string& detail) {
+  if (arena_) {  // the session keeps pointers into it
+    detail = "already open";
+    return Status::FailedPrecondition("already open");
+  }
   const std::uint32_t device = settings.worker.device_id;
   if (device == 0 || device == wire::kUnassignedDevice) {
     detail = "a worker over TCP needs its device id";

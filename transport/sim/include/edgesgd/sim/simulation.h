@@ -97,9 +97,10 @@ class ServerSimulation {
   ServerSimulation& operator=(const ServerSimulation&) = delete;
 
   // Creates the server and worker sessions with their arenas and registers them on the
-  // network. Reads `settings` (kept). Errors, with `detail` naming the participant
-  // ("worker 3: ..."): kInvalidArgument (not one device per worker, more adversaries than
-  // workers, no gradient) and what ServerSession::Init or WorkerSession::Init refuse.
+  // network. Once. Reads `settings` (keeping a copy of the gradient function). Errors, with
+  // `detail` naming the participant ("worker 3: ..."): kFailedPrecondition (initialised
+  // before), kInvalidArgument (not one device per worker, more adversaries than workers, no
+  // gradient) and what ServerSession::Init or WorkerSession::Init refuse.
   Status Init(const ServerSimulationSettings& settings, std::string& detail);
 
   void OnRound(RoundCallback callback);
@@ -157,10 +158,11 @@ class GossipSimulation {
   GossipSimulation(const GossipSimulation&) = delete;
   GossipSimulation& operator=(const GossipSimulation&) = delete;
 
-  // Creates the peer sessions with their arenas and registers them on the network. Reads
-  // `settings` (kept). Errors, with `detail` naming the peer ("peer 3: ..."): kInvalidArgument
-  // (no peers, not one device per peer, a configuration naming another peer, no gradient) and
-  // what GossipPeerSession::Init refuses.
+  // Creates the peer sessions with their arenas and registers them on the network. Once. Reads
+  // `settings` (keeping a copy of the gradient function). Errors, with `detail` naming the peer
+  // ("peer 3: ..."): kFailedPrecondition (initialised before), kInvalidArgument (no peers, not
+  // one device per peer, a configuration naming another peer, no gradient) and what
+  // GossipPeerSession::Init refuses.
   Status Init(const GossipSimulationSettings& settings, std::string& detail);
 
   void OnRound(RoundCallback callback);

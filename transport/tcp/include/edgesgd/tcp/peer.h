@@ -27,7 +27,8 @@ struct PeerSettings {
   // (copied by Open).
   protocol::GossipOptions gossip;
   Endpoint listen;  // where neighbours connect; port 0 picks a free port (listen_port())
-  // Where each neighbour listens: one entry per neighbour id of config.mixing.
+  // Where each neighbour listens: an entry for every neighbour id of config.mixing (entries of
+  // other peers are ignored, so every peer can be given the run's whole list).
   std::vector<DialTarget> neighbours;
   // The connection policy: timeouts, send queue, frame authentication (auth_keys must hold the
   // keys of this peer and of its neighbours), TLS, signals, log name, and max_peer_id (the
@@ -56,9 +57,10 @@ class Peer {
 
   // Checks that every neighbour has an address, takes the session's memory
   // (GossipPeerSession::ArenaBytes), initialises it, opens the listening socket and resolves
-  // the neighbours. Reads `settings` (auth_keys must outlive the Peer). Errors, with `detail` a
-  // line for people: kInvalidArgument (a neighbour without an address, or what
-  // GossipPeerSession::Init refuses) and those of SessionDriver::Open.
+  // the neighbours. Once. Reads `settings` (auth_keys must outlive the Peer). Errors, with
+  // `detail` a line for people: kFailedPrecondition (opened before), kInvalidArgument (a
+  // neighbour without an address, or what GossipPeerSession::Init refuses) and those of
+  // SessionDriver::Open.
   Status Open(const PeerSettings& settings, std::string& detail);
 
   // Install the callbacks before Start.

@@ -65,12 +65,12 @@ class Server {
 
   // Checks the settings, takes the session's memory (ServerSession::ArenaBytes), initialises it
   // with the initial model, restores the checkpoint when resuming (and logs the round), then
-  // opens the listening socket. Reads `settings` (auth_keys must outlive the Server). Errors,
-  // with `detail` a line for people naming the file or address and the system's message:
-  // kInvalidArgument (resume without a checkpoint file, checkpoint_every 0, or what
-  // ServerSession::Init refuses), kUnavailable (the checkpoint cannot be read), those of
-  // ServerSession::RestoreState (a damaged checkpoint or another run's) and of
-  // SessionDriver::Open.
+  // opens the listening socket. Once. Reads `settings` (auth_keys must outlive the Server).
+  // Errors, with `detail` a line for people naming the file or address and the system's
+  // message: kFailedPrecondition (opened before), kInvalidArgument (resume without a checkpoint
+  // file, checkpoint_every 0, or what ServerSession::Init refuses), kUnavailable (the
+  // checkpoint cannot be read), those of ServerSession::RestoreState (a damaged checkpoint or
+  // another run's) and of SessionDriver::Open.
   Status Open(const ServerSettings& settings, std::string& detail);
 
   // Install the callbacks before Start.

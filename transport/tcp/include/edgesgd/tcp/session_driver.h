@@ -187,9 +187,8 @@ class SessionDriver {
 
   // Reads `options` (kept), loads the TLS files, binds the listening socket (if any) and resolves
   // the dial targets. Errors, with `detail` naming the address or file and the system's message:
-  // kInvalidArgument (an address that is not one), kNotFound (a name that does not resolve),
-  // kUnavailable (cannot listen: port in use, no such interface), kFailedPrecondition (the TLS
-  // files do not load, or this build has no TLS).
+  // kNotFound (a host that does not resolve), kUnavailable (cannot listen: port in use, no such
+  // interface), kFailedPrecondition (the TLS files do not load, or this build has no TLS).
   Status Open(const DriverOptions& options, std::string& detail);
 
   // The bound listening port (the chosen one when the listen port was 0), or 0.

@@ -49,10 +49,11 @@ class Worker {
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
 
-  // Takes the memory budget, initialises the session and resolves the server's address. Reads
-  // `settings` (auth_keys must outlive the Worker). Errors, with `detail` a line for people:
-  // kInvalidArgument (no device id, or what WorkerSession::Init refuses: no gradient, zero
-  // intervals, a budget below WorkerSession::InitArenaBytes()) and those of SessionDriver::Open.
+  // Takes the memory budget, initialises the session and resolves the server's address. Once.
+  // Reads `settings` (auth_keys must outlive the Worker). Errors, with `detail` a line for
+  // people: kFailedPrecondition (opened before), kInvalidArgument (no device id, or what
+  // WorkerSession::Init refuses: no gradient, zero intervals, a budget below
+  // WorkerSession::InitArenaBytes()) and those of SessionDriver::Open.
   Status Open(const WorkerSettings& settings, std::string& detail);
 
   // Starts joining the server after a successful Open; `on_done` runs once the server ended the
