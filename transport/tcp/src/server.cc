@@ -1,50 +1,12 @@
 #include "edgesgd/tcp/server.h"
 
-#include <optional>
-#include <utility>
-#include <vector>
-
-#include "arena_storage.h"
 #include "checkpoint_file.h"
 #include "edgesgd/platform/log.h"
 #include "session_events.h"
 
 namespace edgesgd::tcp {
 
-class Server::Impl {
- public:
-  Impl() = default;
-  explicit Impl(asio::io_context& io) : driver_(io) {}
-
-  Status Open(const ServerSettings& settings, std::string& detail);
-  // After every call into the session: the checkpoint, then the callbacks.
-  void AfterSessionCall();
-
-  SessionDriver driver_;
-  protocol::ServerSession session_;
-  RoundCallback on_round_;
-  RejectCallback on_reject_;
-  Status status_;
-  std::string detail_;
-
- private:
-  // Writes the committed state to the checkpoint file. Errors as WriteFileAtomically's, or
-  // SaveState's.
-  Status SaveCheckpoint();
-
-  std::optional<internal::ArenaStorage> arena_;
-  std::vector<std::byte> state_;  // SaveState's bytes
-  std::string checkpoint_;
-  std::uint32_t checkpoint_every_ = 1;
-  std::uint32_t saved_round_ = 0;
-  const char* log_name_ = "";
-};
-
-Status Server::Impl::Open(const ServerSettings& settings, std::string& detail) {
-  if (arena_) {  // the session keeps pointers into it
-    detail = "already open";
-    return Status::FailedPrecondition("already open");
-  }
+Status Server::Open(const ServerSettings& settings, std::string& detail) {
   if (settings.resume && settings.checkpoint.empty()) {
     detail = "resuming needs a checkpoint file";
     return Status::InvalidArgument("resuming needs a checkpoint file");
@@ -53,9 +15,10 @@ Status Server::Impl::Open(const ServerSettings& settings, std::string& detail) {
     detail = "checkpoints come every 1 or more rounds";
     return Status::InvalidArgument("checkpoints come every 1 or more rounds");
   }
-  arena_.emplace(protocol::ServerSession::ArenaBytes(settings.run, settings.server));
+  EDGESGD_TRY(
+      TakeMemory(protocol::ServerSession::ArenaBytes(settings.run, settings.server), detail));
   if (const Status init =
-          session_.Init(arena_->arena(), settings.run, settings.server, settings.initial_model);
+          session_.Init(arena(), settings.run, settings.server, settings.initial_model);
       !init.ok()) {
     detail = init.reason();
     return init;
@@ -87,7 +50,7 @@ Status Server::Impl::Open(const ServerSettings& settings, std::string& detail) {
   return Status::Ok();
 }
 
-void Server::Impl::AfterSessionCall() {
+void Server::AfterSessionCall() {
   // Durable before anything of the next round leaves: the driver sends the session's frames
   // only after this returns.
   const std::uint32_t round = session_.round();
@@ -101,7 +64,7 @@ void Server::Impl::AfterSessionCall() {
       session_, on_round_, on_reject_, log_name_, protocol::RejectReasonName);
 }
 
-Status Server::Impl::SaveCheckpoint() {
+Status Server::SaveCheckpoint() {
   const Result<std::size_t> bytes = session_.SaveState(state_);
   if (!bytes.ok()) {
     detail_ = "cannot encode the checkpoint";
@@ -110,25 +73,5 @@ Status Server::Impl::SaveCheckpoint() {
   return internal::WriteFileAtomically(checkpoint_, std::span(state_).first(bytes.value()),
                                        detail_);
 }
-
-Server::Server() : impl_(std::make_unique<Impl>()) {}
-Server::Server(asio::io_context& io) : impl_(std::make_unique<Impl>(io)) {}
-Server::~Server() = default;
-
-Status Server::Open(const ServerSettings& settings, std::string& detail) {
-  return impl_->Open(settings, detail);
-}
-void Server::OnRound(RoundCallback callback) { impl_->on_round_ = std::move(callback); }
-void Server::OnReject(RejectCallback callback) { impl_->on_reject_ = std::move(callback); }
-void Server::Start(SessionDriver::DoneCallback on_done) {
-  impl_->driver_.Start(impl_->session_, std::move(on_done));
-}
-DriverStop Server::Run() { return impl_->driver_.Run(impl_->session_); }
-void Server::Stop() { impl_->driver_.RequestStop(); }
-std::uint16_t Server::listen_port() const { return impl_->driver_.listen_port(); }
-Status Server::status() const { return impl_->status_; }
-const std::string& Server::detail() const { return impl_->detail_; }
-const protocol::ServerSession& Server::session() const { return impl_->session_; }
-const DriverCounters& Server::network_counters() const { return impl_->driver_.counters(); }
 
 }  // namespace edgesgd::tcp

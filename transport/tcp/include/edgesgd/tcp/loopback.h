@@ -9,9 +9,9 @@
 #include <span>
 #include <string>
 
-#include "edgesgd/tcp/session_driver.h"
 #include "edgesgd/protocol/server_session.h"
 #include "edgesgd/protocol/worker_session.h"
+#include "edgesgd/tcp/session_driver.h"
 
 namespace edgesgd::tcp {
 

@@ -6,16 +6,16 @@
 // gradient (GossipOptions::gradient and user) and the initial model; every completed round
 // reaches it with the peer's model.
 
-#include <cstdint>
 #include <functional>
-#include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "edgesgd/core/status.h"
 #include "edgesgd/protocol/gossip_peer_session.h"
 #include "edgesgd/tcp/session_driver.h"
+#include "edgesgd/tcp/session_node.h"
 
 namespace edgesgd::tcp {
 
@@ -36,7 +36,9 @@ struct PeerSettings {
   DriverOptions network;
 };
 
-class Peer {
+// Start's `on_done` runs once the peer ran its rounds (and flushed its last frames), or a signal,
+// Stop or the give-up time ended it.
+class Peer : public SessionNode<protocol::GossipPeerSession> {
  public:
   // After every completed round: its event and the peer's model at the start of the next one
   // (the final model after the last; the span is valid during the call). Runs inside the loop;
@@ -46,14 +48,8 @@ class Peer {
   // After every rejected frame. Without one, each rejection is logged as a warning.
   using RejectCallback = std::function<void(const protocol::GossipRejectEvent& reject)>;
 
-  // On an event loop of its own (Run).
-  Peer();
-  // On the caller's loop `io`, which must outlive the Peer (see SessionDriver for when a started
-  // one may be destroyed).
-  explicit Peer(asio::io_context& io);
-  ~Peer();
-  Peer(const Peer&) = delete;
-  Peer& operator=(const Peer&) = delete;
+  Peer() = default;
+  explicit Peer(asio::io_context& io) : SessionNode(io) {}
 
   // Checks that every neighbour has an address, takes the session's memory
   // (GossipPeerSession::ArenaBytes), initialises it, opens the listening socket and resolves
@@ -64,28 +60,12 @@ class Peer {
   Status Open(const PeerSettings& settings, std::string& detail);
 
   // Install the callbacks before Start.
-  void OnRound(RoundCallback callback);
-  void OnReject(RejectCallback callback);
-
-  // Starts the rounds on the loop after a successful Open; `on_done` runs once the peer ran its
-  // rounds (and flushed its last frames), or a signal, Stop or the give-up time ended it. Call
-  // once, from the loop's thread.
-  void Start(SessionDriver::DoneCallback on_done);
-  // Start, then runs the loop until the Peer is done (see SessionDriver::Run).
-  DriverStop Run();
-  // Ends the run soon (kStopped), from a callback or the loop's thread.
-  void Stop();
-
-  // The bound listening port, once open.
-  std::uint16_t listen_port() const;
-
-  // The session (model, round, counters, status) and the connections' counters.
-  const protocol::GossipPeerSession& session() const;
-  const DriverCounters& network_counters() const;
+  void OnRound(RoundCallback callback) { on_round_ = std::move(callback); }
+  void OnReject(RejectCallback callback) { on_reject_ = std::move(callback); }
 
  private:
-  class Impl;
-  std::unique_ptr<Impl> impl_;
+  RoundCallback on_round_;
+  RejectCallback on_reject_;
 };
 
 }  // namespace edgesgd::tcp

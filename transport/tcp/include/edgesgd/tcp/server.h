@@ -2,9 +2,9 @@
 
 // A parameter server over TCP, ready to embed: the ServerSession of a run with the memory it
 // plans for itself, a SessionDriver listening for workers, and durable checkpoints — on the
-// caller's event loop (Start, then run the loop) or on its own (Run blocks). Every closed round
-// reaches the caller with the model after it, so an application evaluates, logs or stops the run
-// as it goes; the run's configuration reaches every worker in its Welcome.
+// caller's event loop (Start, then run the loop) or on its own (Run blocks; see SessionNode). Every
+// closed round reaches the caller with the model after it, so an application evaluates, logs or
+// stops the run as it goes; the run's configuration reaches every worker in its Welcome.
 //
 //   tcp::Server server(io);
 //   std::string detail;
@@ -12,16 +12,19 @@
 //   server.OnRound([&](const protocol::RoundEvent& round, std::span<const float> model) { ... });
 //   server.Start([&](tcp::DriverStop stop) { ... });   // then io.run()
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <memory>
 #include <span>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "edgesgd/core/status.h"
 #include "edgesgd/protocol/run_config.h"
 #include "edgesgd/protocol/server_session.h"
 #include "edgesgd/tcp/session_driver.h"
+#include "edgesgd/tcp/session_node.h"
 
 namespace edgesgd::tcp {
 
@@ -45,7 +48,9 @@ struct ServerSettings {
   bool resume = false;
 };
 
-class Server {
+// Start's `on_done` runs once the run ended (all rounds done and the last frames flushed), a
+// signal or Stop ended it, or the Server stopped itself (status() says why).
+class Server : public SessionNode<protocol::ServerSession> {
  public:
   // After every closed round: its event and the server's model once the round is applied (the
   // span is valid during the call). Runs inside the loop; may call Stop.
@@ -54,14 +59,8 @@ class Server {
   // After every rejected frame. Without one, each rejection is logged as a warning.
   using RejectCallback = std::function<void(const protocol::RejectEvent& reject)>;
 
-  // On an event loop of its own (Run).
-  Server();
-  // On the caller's loop `io`, which must outlive the Server (see SessionDriver for when a
-  // started one may be destroyed).
-  explicit Server(asio::io_context& io);
-  ~Server();
-  Server(const Server&) = delete;
-  Server& operator=(const Server&) = delete;
+  Server() = default;
+  explicit Server(asio::io_context& io) : SessionNode(io) {}
 
   // Checks the settings, takes the session's memory (ServerSession::ArenaBytes), initialises it
   // with the initial model, restores the checkpoint when resuming (and logs the round), then
@@ -74,34 +73,31 @@ class Server {
   Status Open(const ServerSettings& settings, std::string& detail);
 
   // Install the callbacks before Start.
-  void OnRound(RoundCallback callback);
-  void OnReject(RejectCallback callback);
-
-  // Starts serving on the loop after a successful Open; `on_done` runs once the run ended (all
-  // rounds done and the last frames flushed), a signal or Stop ended it, or the Server stopped
-  // itself (status() says why). Call once, from the loop's thread.
-  void Start(SessionDriver::DoneCallback on_done);
-  // Start, then runs the loop until the Server is done (see SessionDriver::Run).
-  DriverStop Run();
-  // Ends the run soon (kStopped), from a callback or the loop's thread.
-  void Stop();
-
-  // The bound listening port, once open.
-  std::uint16_t listen_port() const;
+  void OnRound(RoundCallback callback) { on_round_ = std::move(callback); }
+  void OnReject(RejectCallback callback) { on_reject_ = std::move(callback); }
 
   // kOk, or why the Server stopped the run itself: a checkpoint that could not be written
   // (kUnavailable) or encoded; detail() then says which file and why. The run's own outcome is
   // the session's: session().Finished(), session().status() (kDataLoss: the model diverged).
-  Status status() const;
-  const std::string& detail() const;
-
-  // The session (model, round, counters, configuration) and the connections' counters.
-  const protocol::ServerSession& session() const;
-  const DriverCounters& network_counters() const;
+  Status status() const { return status_; }
+  const std::string& detail() const { return detail_; }
 
  private:
-  class Impl;
-  std::unique_ptr<Impl> impl_;
+  // After every call into the session: the checkpoint, then the callbacks.
+  void AfterSessionCall();
+  // Writes the committed state to the checkpoint file. Errors as SaveState's, or kUnavailable
+  // (the file cannot be written) with detail_.
+  Status SaveCheckpoint();
+
+  RoundCallback on_round_;
+  RejectCallback on_reject_;
+  Status status_;
+  std::string detail_;
+  std::vector<std::byte> state_;  // SaveState's bytes
+  std::string checkpoint_;
+  std::uint32_t checkpoint_every_ = 1;
+  std::uint32_t saved_round_ = 0;
+  const char* log_name_ = "";
 };
 
 }  // namespace edgesgd::tcp

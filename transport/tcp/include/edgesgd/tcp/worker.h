@@ -10,13 +10,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <memory>
+#include <span>
 #include <string>
 
 #include "edgesgd/core/status.h"
 #include "edgesgd/protocol/run_config.h"
 #include "edgesgd/protocol/worker_session.h"
 #include "edgesgd/tcp/session_driver.h"
+#include "edgesgd/tcp/session_node.h"
 
 namespace edgesgd::tcp {
 
@@ -38,16 +39,12 @@ struct WorkerSettings {
   DriverOptions network;
 };
 
-class Worker {
+// Start's `on_done` runs once the server ended the run (Leave), refused the worker, on_welcome
+// refused the run, or a signal, the give-up time or Stop ended it.
+class Worker : public SessionNode<protocol::WorkerSession> {
  public:
-  // On an event loop of its own (Run).
-  Worker();
-  // On the caller's loop `io`, which must outlive the Worker (see SessionDriver for when a
-  // started one may be destroyed).
-  explicit Worker(asio::io_context& io);
-  ~Worker();
-  Worker(const Worker&) = delete;
-  Worker& operator=(const Worker&) = delete;
+  Worker() = default;
+  explicit Worker(asio::io_context& io) : SessionNode(io) {}
 
   // Takes the memory budget, initialises the session and resolves the server's address. Once.
   // Reads `settings` (auth_keys must outlive the Worker). Errors, with `detail` a line for
@@ -56,26 +53,22 @@ class Worker {
   // WorkerSession::InitArenaBytes()) and those of SessionDriver::Open.
   Status Open(const WorkerSettings& settings, std::string& detail);
 
-  // Starts joining the server after a successful Open; `on_done` runs once the server ended the
-  // run (Leave), refused the worker, on_welcome refused the run, or a signal, the give-up time
-  // or Stop ended it. Call once, from the loop's thread.
-  void Start(SessionDriver::DoneCallback on_done);
-  // Start, then runs the loop until the Worker is done (see SessionDriver::Run).
-  DriverStop Run();
-  // Leaves soon (kStopped), from a callback, the gradient function or the loop's thread.
-  void Stop();
-
   // kOk, or on_welcome's refusal. The session's own outcome: session().Finished(),
   // session().status() and failure_reason() (the server's refusal).
-  Status status() const;
-
-  // The session (model, configuration, counters) and the connection's counters.
-  const protocol::WorkerSession& session() const;
-  const DriverCounters& network_counters() const;
+  Status status() const { return status_; }
 
  private:
-  class Impl;
-  std::unique_ptr<Impl> impl_;
+  // The session's gradient callback: the caller's, once on_welcome accepted the run.
+  static Status Gradient(void* user, std::span<const float> point, std::uint32_t round,
+                         std::uint32_t local_step, std::span<float> gradient);
+  // After every call into the session: on_welcome once the Welcome configured it.
+  void AfterSessionCall();
+
+  protocol::GradientFunction gradient_ = nullptr;
+  void* user_ = nullptr;
+  std::function<Status(const protocol::RunConfig&, std::uint32_t)> on_welcome_;
+  bool ready_ = false;  // on_welcome accepted the run
+  Status status_;
 };
 
 }  // namespace edgesgd::tcp
