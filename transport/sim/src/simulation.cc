@@ -8,21 +8,14 @@
 #include "edgesgd/core/error_feedback.h"
 
 namespace edgesgd::sim {
+
+internal::OwnedArena::OwnedArena(std::size_t bytes)
+    : storage(bytes + kArenaAlignment), arena(std::span<std::byte>(storage)) {}
+
 namespace {
 
-// Arena storage of one participant (a stable address: sessions keep pointers into it).
-struct OwnedArena {
-  explicit OwnedArena(std::size_t bytes)
-      : storage(bytes + kArenaAlignment), arena(std::span<std::byte>(storage)) {}
-  std::vector<std::byte> storage;
-  Arena arena;
-};
-
-// The `user` of a session's gradient callback: which device asks, and the caller's gradient.
-struct DeviceBinding {
-  const DeviceGradient* gradient = nullptr;
-  std::size_t device = 0;
-};
+using internal::DeviceBinding;
+using internal::OwnedArena;
 
 Status DeviceGradientCallback(void* user, std::span<const float> point, std::uint32_t round,
                               std::uint32_t local_step, std::span<float> gradient) {
@@ -47,32 +40,7 @@ Status Refused(Status status, const std::string& who, std::string& detail) {
 
 // ---- ServerSimulation ----
 
-class ServerSimulation::Impl {
- public:
-  Status Init(const ServerSimulationSettings& settings, std::string& detail);
-  SimulationResult Run();
-  std::span<const float> DeaveragedModel();
-
-  protocol::ServerSession server_;
-  std::vector<std::unique_ptr<protocol::WorkerSession>> workers_;
-  RoundCallback on_round_;
-  RejectCallback on_reject_;
-
- private:
-  // After every event: the server's closed rounds and rejections to the callbacks.
-  void Drain();
-
-  DeviceGradient gradient_;
-  std::vector<DeviceBinding> bindings_;
-  SimMemoryPlan memory_;
-  std::unique_ptr<OwnedArena> server_arena_;
-  std::vector<std::unique_ptr<OwnedArena>> worker_arenas_;
-  std::optional<SimNetwork> network_;
-  std::vector<std::span<const float>> residuals_;  // DeaveragedModel's scratch
-  std::vector<float> readout_;
-};
-
-Status ServerSimulation::Impl::Init(const ServerSimulationSettings& settings, std::string& detail) {
+Status ServerSimulation::Init(const ServerSimulationSettings& settings, std::string& detail) {
   if (network_) {  // the sessions are registered on it
     detail = "already initialised";
     return Status::FailedPrecondition("already initialised");
@@ -82,9 +50,7 @@ Status ServerSimulation::Impl::Init(const ServerSimulationSettings& settings, st
     detail = n != settings.server.workers ? "one device per worker"
              : !settings.gradient         ? "no gradient function"
                                           : "more adversaries than workers";
-    return Status::InvalidArgument(
-        "a simulation needs one device per worker, a gradient and "
-        "no more adversaries than workers");
+    return Status::InvalidArgument("inconsistent simulation settings");
   }
   gradient_ = settings.gradient;
   bindings_ = BindDevices(gradient_, n);
@@ -121,7 +87,7 @@ Status ServerSimulation::Impl::Init(const ServerSimulationSettings& settings, st
   return Status::Ok();
 }
 
-void ServerSimulation::Impl::Drain() {
+void ServerSimulation::Drain() {
   protocol::RoundEvent round;
   while (server_.PollRoundEvent(round)) {
     if (on_round_) on_round_(round, server_.model());
@@ -132,7 +98,7 @@ void ServerSimulation::Impl::Drain() {
   }
 }
 
-SimulationResult ServerSimulation::Impl::Run() {
+SimulationResult ServerSimulation::Run() {
   SimulationResult result;
   result.stop = network_->Run();
   result.finished = server_.Finished();
@@ -144,7 +110,7 @@ SimulationResult ServerSimulation::Impl::Run() {
   return result;
 }
 
-std::span<const float> ServerSimulation::Impl::DeaveragedModel() {
+std::span<const float> ServerSimulation::DeaveragedModel() {
   for (std::size_t w = 0; w < workers_.size(); ++w) {
     residuals_[w] = workers_[w]->error_feedback().residual();
   }
@@ -152,51 +118,9 @@ std::span<const float> ServerSimulation::Impl::DeaveragedModel() {
   return readout_;
 }
 
-ServerSimulation::ServerSimulation() : impl_(std::make_unique<Impl>()) {}
-ServerSimulation::~ServerSimulation() = default;
-
-Status ServerSimulation::Init(const ServerSimulationSettings& settings, std::string& detail) {
-  return impl_->Init(settings, detail);
-}
-void ServerSimulation::OnRound(RoundCallback callback) { impl_->on_round_ = std::move(callback); }
-void ServerSimulation::OnReject(RejectCallback callback) {
-  impl_->on_reject_ = std::move(callback);
-}
-SimulationResult ServerSimulation::Run() { return impl_->Run(); }
-std::span<const float> ServerSimulation::DeaveragedModel() { return impl_->DeaveragedModel(); }
-const protocol::ServerSession& ServerSimulation::server() const { return impl_->server_; }
-const protocol::WorkerSession& ServerSimulation::worker(std::size_t index) const {
-  return *impl_->workers_[index];
-}
-
 // ---- GossipSimulation ----
 
-class GossipSimulation::Impl {
- public:
-  Status Init(const GossipSimulationSettings& settings, std::string& detail);
-  SimulationResult Run();
-  PeerAverage Average();
-
-  std::vector<std::unique_ptr<protocol::GossipPeerSession>> peers_;
-  RoundCallback on_round_;
-
- private:
-  // After every event: counts each peer's completed rounds and reports every round all peers
-  // completed, in order.
-  void Drain();
-
-  DeviceGradient gradient_;
-  std::vector<DeviceBinding> bindings_;
-  SimMemoryPlan memory_;
-  std::vector<std::unique_ptr<OwnedArena>> arenas_;
-  std::optional<SimNetwork> network_;
-  std::vector<std::uint32_t> completed_;                    // per round: peers that completed it
-  std::vector<std::uint64_t> bytes_sent_, bytes_received_;  // per peer, cumulative
-  std::uint32_t next_round_ = 0;                            // the next round to report
-  std::vector<float> average_;
-};
-
-Status GossipSimulation::Impl::Init(const GossipSimulationSettings& settings, std::string& detail) {
+Status GossipSimulation::Init(const GossipSimulationSettings& settings, std::string& detail) {
   if (network_) {  // the sessions are registered on it
     detail = "already initialised";
     return Status::FailedPrecondition("already initialised");
@@ -206,9 +130,7 @@ Status GossipSimulation::Impl::Init(const GossipSimulationSettings& settings, st
     detail = n == 0               ? "no peers"
              : !settings.gradient ? "no gradient function"
                                   : "one device per peer";
-    return Status::InvalidArgument(
-        "a gossip simulation needs peers, one device per peer and "
-        "a gradient");
+    return Status::InvalidArgument("inconsistent simulation settings");
   }
   gradient_ = settings.gradient;
   bindings_ = BindDevices(gradient_, n);
@@ -245,7 +167,7 @@ Status GossipSimulation::Impl::Init(const GossipSimulationSettings& settings, st
   return Status::Ok();
 }
 
-void GossipSimulation::Impl::Drain() {
+void GossipSimulation::Drain() {
   const std::size_t n = peers_.size();
   for (std::size_t i = 0; i < n; ++i) {
     protocol::GossipRoundEvent event;
@@ -272,7 +194,7 @@ void GossipSimulation::Impl::Drain() {
   }
 }
 
-PeerAverage GossipSimulation::Impl::Average() {
+PeerAverage GossipSimulation::Average() {
   const auto n = static_cast<float>(peers_.size());
   std::fill(average_.begin(), average_.end(), 0.0f);
   for (const auto& peer : peers_) {
@@ -290,7 +212,7 @@ PeerAverage GossipSimulation::Impl::Average() {
   return PeerAverage{average_, consensus / static_cast<double>(peers_.size())};
 }
 
-SimulationResult GossipSimulation::Impl::Run() {
+SimulationResult GossipSimulation::Run() {
   SimulationResult result;
   result.stop = network_->Run();
   result.rounds = next_round_;
@@ -301,19 +223,6 @@ SimulationResult GossipSimulation::Impl::Run() {
   result.network = network_->TotalCounters();
   result.memory = memory_;
   return result;
-}
-
-GossipSimulation::GossipSimulation() : impl_(std::make_unique<Impl>()) {}
-GossipSimulation::~GossipSimulation() = default;
-
-Status GossipSimulation::Init(const GossipSimulationSettings& settings, std::string& detail) {
-  return impl_->Init(settings, detail);
-}
-void GossipSimulation::OnRound(RoundCallback callback) { impl_->on_round_ = std::move(callback); }
-SimulationResult GossipSimulation::Run() { return impl_->Run(); }
-PeerAverage GossipSimulation::Average() { return impl_->Average(); }
-const protocol::GossipPeerSession& GossipSimulation::peer(std::size_t index) const {
-  return *impl_->peers_[index];
 }
 
 }  // namespace edgesgd::sim

@@ -21,10 +21,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "edgesgd/core/arena.h"
 #include "edgesgd/core/status.h"
 #include "edgesgd/protocol/gossip_peer_session.h"
 #include "edgesgd/protocol/run_config.h"
@@ -70,6 +73,23 @@ struct SimulationResult {
   SimMemoryPlan memory;
 };
 
+namespace internal {
+
+// The `user` of a session's gradient callback: which device asks, and the caller's gradient.
+struct DeviceBinding {
+  const DeviceGradient* gradient = nullptr;
+  std::size_t device = 0;
+};
+
+// Arena storage of one participant, at a stable address (its session keeps pointers into it).
+struct OwnedArena {
+  explicit OwnedArena(std::size_t bytes);
+  std::vector<std::byte> storage;
+  Arena arena;
+};
+
+}  // namespace internal
+
 struct ServerSimulationSettings {
   protocol::RunConfig run;
   protocol::ServerOptions server;        // server.workers workers
@@ -91,8 +111,7 @@ class ServerSimulation {
   // After every frame the server rejected.
   using RejectCallback = std::function<void(const protocol::RejectEvent& reject)>;
 
-  ServerSimulation();
-  ~ServerSimulation();
+  ServerSimulation() = default;
   ServerSimulation(const ServerSimulation&) = delete;
   ServerSimulation& operator=(const ServerSimulation&) = delete;
 
@@ -103,8 +122,8 @@ class ServerSimulation {
   // gradient) and what ServerSession::Init or WorkerSession::Init refuse.
   Status Init(const ServerSimulationSettings& settings, std::string& detail);
 
-  void OnRound(RoundCallback callback);
-  void OnReject(RejectCallback callback);
+  void OnRound(RoundCallback callback) { on_round_ = std::move(callback); }
+  void OnReject(RejectCallback callback) { on_reject_ = std::move(callback); }
 
   // Runs to the end (every session finished, or a limit of SimConfig). Once, after Init.
   SimulationResult Run();
@@ -115,12 +134,26 @@ class ServerSimulation {
   // (no error feedback yet, majority vote).
   std::span<const float> DeaveragedModel();
 
-  const protocol::ServerSession& server() const;
-  const protocol::WorkerSession& worker(std::size_t index) const;
+  const protocol::ServerSession& server() const { return server_; }
+  const protocol::WorkerSession& worker(std::size_t index) const { return *workers_[index]; }
 
  private:
-  class Impl;
-  std::unique_ptr<Impl> impl_;
+  // After every event: the server's closed rounds and rejections to the callbacks.
+  void Drain();
+
+  DeviceGradient gradient_;
+  std::vector<internal::DeviceBinding> bindings_;
+  SimMemoryPlan memory_;
+  // Declared in this order: sessions point into their arenas, the network at the sessions.
+  std::unique_ptr<internal::OwnedArena> server_arena_;
+  std::vector<std::unique_ptr<internal::OwnedArena>> worker_arenas_;
+  protocol::ServerSession server_;
+  std::vector<std::unique_ptr<protocol::WorkerSession>> workers_;
+  std::optional<SimNetwork> network_;
+  RoundCallback on_round_;
+  RejectCallback on_reject_;
+  std::vector<std::span<const float>> residuals_;  // DeaveragedModel's scratch
+  std::vector<float> readout_;
 };
 
 struct GossipSimulationSettings {
@@ -153,8 +186,7 @@ class GossipSimulation {
   // later round's model; Average() reads the peers as they are.
   using RoundCallback = std::function<void(const GossipRound& round)>;
 
-  GossipSimulation();
-  ~GossipSimulation();
+  GossipSimulation() = default;
   GossipSimulation(const GossipSimulation&) = delete;
   GossipSimulation& operator=(const GossipSimulation&) = delete;
 
@@ -165,7 +197,7 @@ class GossipSimulation {
   // GossipPeerSession::Init refuses.
   Status Init(const GossipSimulationSettings& settings, std::string& detail);
 
-  void OnRound(RoundCallback callback);
+  void OnRound(RoundCallback callback) { on_round_ = std::move(callback); }
 
   // Runs to the end (every peer finished, or a limit of SimConfig). Once, after Init.
   SimulationResult Run();
@@ -174,11 +206,25 @@ class GossipSimulation {
   // the next call (summed in peer order, each divided by the number of peers).
   PeerAverage Average();
 
-  const protocol::GossipPeerSession& peer(std::size_t index) const;
+  const protocol::GossipPeerSession& peer(std::size_t index) const { return *peers_[index]; }
 
  private:
-  class Impl;
-  std::unique_ptr<Impl> impl_;
+  // After every event: counts each peer's completed rounds and reports every round all peers
+  // completed, in order.
+  void Drain();
+
+  DeviceGradient gradient_;
+  std::vector<internal::DeviceBinding> bindings_;
+  SimMemoryPlan memory_;
+  // Declared in this order: sessions point into their arenas, the network at the sessions.
+  std::vector<std::unique_ptr<internal::OwnedArena>> arenas_;
+  std::vector<std::unique_ptr<protocol::GossipPeerSession>> peers_;
+  std::optional<SimNetwork> network_;
+  RoundCallback on_round_;
+  std::vector<std::uint32_t> completed_;                    // per round: peers that completed it
+  std::vector<std::uint64_t> bytes_sent_, bytes_received_;  // per peer, cumulative
+  std::uint32_t next_round_ = 0;                            // the next round to report
+  std::vector<float> average_;
 };
 
 }  // namespace edgesgd::sim
