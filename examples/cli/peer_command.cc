@@ -19,37 +19,33 @@ namespace {
 
 constexpr const char* kName = "peer";
 
-// Prints "edgesgd peer: MESSAGE" and returns `code`.
-int Fail(const std::string& message, int code) {
-  std::fprintf(stderr, "edgesgd peer: %s\n", message.c_str());
-  return code;
-}
-
 int RunPeer(const PeerFlags& o) {
   tcp::PeerSettings settings;
   std::vector<tcp::Endpoint> addresses;
   std::string error;
   if (!tcp::ParseEndpoint(o.listen, settings.listen, error).ok()) {
-    return Fail("--listen " + error, 2);
+    return Fail(kName, "--listen " + error, 2);
   }
-  if (!tcp::ParseEndpointList(o.peers, addresses, error).ok()) return Fail("--peers " + error, 2);
+  if (!tcp::ParseEndpointList(o.peers, addresses, error).ok())
+    return Fail(kName, "--peers " + error, 2);
   AuthKeys keys;
   if (!LoadAuthKeys(o.network, o.id, kName, keys)) return 2;
   const std::size_t n = addresses.size();
   if (o.id < 1 || o.id > n) {
-    return Fail("--id " + std::to_string(o.id) + " is not a position in --peers (1.." +
+    return Fail(kName,
+                "--id " + std::to_string(o.id) + " is not a position in --peers (1.." +
                     std::to_string(n) + ": the list holds every peer's address in id order)",
                 2);
   }
   if (o.codec != "identity" || o.aggregate != "mean" || o.optimizer != "sgd") {
-    return Fail(
-        "gossip exchanges dense models with plain SGD steps: drop --codec, --aggregate "
-        "and --optimizer",
-        2);
+    return Fail(kName,
+                "gossip exchanges dense models with plain SGD steps: drop --codec, --aggregate "
+                "and --optimizer",
+                2);
   }
-  if (const std::string why = CheckGossipConsistency(o); !why.empty()) return Fail(why, 2);
+  if (const std::string why = CheckGossipConsistency(o); !why.empty()) return Fail(kName, why, 2);
   GossipPlan plan;
-  if (!BuildGossipPlan(o, n, plan, error)) return Fail(error, 2);
+  if (!BuildGossipPlan(o, n, plan, error)) return Fail(kName, error, 2);
   if (!o.quiet) PrintGossipPlan(kName, o, plan);
   Task task;
   if (const int code = SetUpTask(kName, o, n, task); code != 0) return code;
@@ -68,12 +64,13 @@ int RunPeer(const PeerFlags& o) {
   tcp::Peer peer;
   if (!peer.Open(settings, error).ok()) {
     // The session refused the flags (2), or the network is not usable (1).
-    return Fail(error, peer.session().phase() == protocol::GossipPhase::kUninitialized ? 2 : 1);
+    return Fail(kName, error,
+                peer.session().phase() == protocol::GossipPhase::kUninitialized ? 2 : 1);
   }
   if (!WritePortFile(o.network, peer.listen_port(), kName)) return 1;
 
   MetricsWriter metrics;
-  if (!o.metrics.empty() && !metrics.Open(o.metrics, error)) return Fail(error, 1);
+  if (!o.metrics.empty() && !metrics.Open(o.metrics, error)) return Fail(kName, error, 1);
   ProgressLine progress(o.quiet, IsTerminal(), o.rounds);
   MetricsRow last;
   peer.OnRound([&](const protocol::GossipRoundEvent& event, std::span<const float> model) {
@@ -92,7 +89,7 @@ int RunPeer(const PeerFlags& o) {
   });
   const tcp::DriverStop stop = peer.Run();
   progress.Finish();
-  if (!metrics.Close(error)) return Fail(error, 1);
+  if (!metrics.Close(error)) return Fail(kName, error, 1);
   const protocol::GossipPeerSession& session = peer.session();
   if (stop != tcp::DriverStop::kFinished || !session.Finished()) {
     char detail[64];
@@ -106,7 +103,7 @@ int RunPeer(const PeerFlags& o) {
   WritePeerGossip(summary, o, plan, session.counters(), peer.network_counters());
   if ((!o.summary.empty() && !summary.Save(o.summary, error)) ||
       !SaveModel(o, session.model(), error)) {
-    return Fail(error, 1);
+    return Fail(kName, error, 1);
   }
   if (!o.quiet) {
     std::fprintf(stderr, "edgesgd peer %u: done: %u rounds in %.1f s; loss %.4f, accuracy %s\n",

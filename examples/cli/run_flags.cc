@@ -528,6 +528,11 @@ int FinishServerRun(const char* command, const char* seconds, const RunFlags& o,
   return 0;
 }
 
+int Fail(const char* command, const std::string& message, int code) {
+  std::fprintf(stderr, "edgesgd %s: %s\n", command, message.c_str());
+  return code;
+}
+
 bool IsTerminal() { return isatty(STDERR_FILENO) == 1; }
 
 }  // namespace edgesgd::cli

@@ -217,6 +217,9 @@ int FinishServerRun(const char* command, const char* seconds, const RunFlags& fl
                     const SummaryWriter& summary, std::span<const float> model,
                     const MetricsRow& last);
 
+// Prints "edgesgd COMMAND: MESSAGE" on stderr and returns `code` (the command's exit code).
+int Fail(const char* command, const std::string& message, int code);
+
 // stderr is a terminal (a live progress line instead of periodic ones).
 bool IsTerminal();
 

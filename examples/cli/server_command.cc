@@ -20,22 +20,16 @@ namespace {
 
 constexpr const char* kName = "server";
 
-// Prints "edgesgd server: MESSAGE" and returns `code`.
-int Fail(const std::string& message, int code) {
-  std::fprintf(stderr, "edgesgd server: %s\n", message.c_str());
-  return code;
-}
-
 int RunServer(const ServerFlags& o) {
   tcp::ServerSettings settings;
   std::string error;
   if (!tcp::ParseEndpoint(o.listen, settings.listen, error).ok()) {
-    return Fail("--listen " + error, 2);
+    return Fail(kName, "--listen " + error, 2);
   }
   AuthKeys keys;
   if (!LoadAuthKeys(o.network, 0, kName, keys)) return 2;
-  if (o.resume && o.checkpoint.empty()) return Fail("--resume needs --checkpoint FILE", 2);
-  if (const std::string why = CheckRunConsistency(o); !why.empty()) return Fail(why, 2);
+  if (o.resume && o.checkpoint.empty()) return Fail(kName, "--resume needs --checkpoint FILE", 2);
+  if (const std::string why = CheckRunConsistency(o); !why.empty()) return Fail(kName, why, 2);
   Task task;
   if (const int code = SetUpTask(kName, o, o.workers, task); code != 0) return code;
   settings.run = BuildRunConfig(o, task);
@@ -52,7 +46,7 @@ int RunServer(const ServerFlags& o) {
   settings.checkpoint_every = o.checkpoint_every;
   settings.resume = o.resume;
   tcp::Server server;
-  if (!server.Open(settings, error).ok()) return Fail(error, 1);
+  if (!server.Open(settings, error).ok()) return Fail(kName, error, 1);
   if (!WritePortFile(o.network, server.listen_port(), kName)) return 1;
   if (!o.quiet) {
     std::fprintf(stderr, "edgesgd server: listening on %s:%u for %zu workers\n",
@@ -60,15 +54,15 @@ int RunServer(const ServerFlags& o) {
   }
 
   MetricsWriter metrics;
-  if (!o.metrics.empty() && !metrics.Open(o.metrics, error)) return Fail(error, 1);
+  if (!o.metrics.empty() && !metrics.Open(o.metrics, error)) return Fail(kName, error, 1);
   ProgressLine progress(o.quiet, IsTerminal(), o.rounds);
   ServerRunOutput output(o, settings.run, task, metrics, progress);
   server.OnRound(std::bind_front(&ServerRunOutput::OnRound, &output));
   server.OnReject(std::bind_front(&ServerRunOutput::OnReject, &output));
   const tcp::DriverStop stop = server.Run();
   progress.Finish();
-  if (!metrics.Close(error)) return Fail(error, 1);
-  if (!server.status().ok()) return Fail(server.detail(), 1);  // a checkpoint failed
+  if (!metrics.Close(error)) return Fail(kName, error, 1);
+  if (!server.status().ok()) return Fail(kName, server.detail(), 1);  // a checkpoint failed
   const protocol::ServerSession& session = server.session();
   if (stop != tcp::DriverStop::kFinished || !session.Finished()) {
     char detail[160];
@@ -79,6 +73,7 @@ int RunServer(const ServerFlags& o) {
   }
   if (!session.status().ok()) {
     return Fail(
+        kName,
         "the run failed after " + std::to_string(session.round()) + " rounds (the model diverged)",
         1);
   }

@@ -18,15 +18,12 @@
 namespace edgesgd::cli {
 namespace {
 
-// Prints "edgesgd simulate: MESSAGE" and returns `code`.
-int Fail(const std::string& message, int code) {
-  std::fprintf(stderr, "edgesgd simulate: %s\n", message.c_str());
-  return code;
-}
+constexpr const char* kName = "simulate";
 
 // "WHAT stopped after R of T rounds (REASON)", printed; returns 1.
 int StoppedEarly(const char* what, const sim::SimulationResult& result, std::uint32_t rounds) {
-  return Fail(std::string(what) + " stopped after " + std::to_string(result.rounds) + " of " +
+  return Fail(kName,
+              std::string(what) + " stopped after " + std::to_string(result.rounds) + " of " +
                   std::to_string(rounds) + " rounds (" + sim::StopReasonName(result.stop) + ")",
               1);
 }
@@ -36,16 +33,16 @@ int StoppedEarly(const char* what, const sim::SimulationResult& result, std::uin
 int RunGossip(const SimulateOptions& o, Task& task, std::vector<sim::SimDevice> devices) {
   GossipPlan plan;
   std::string error;
-  if (!BuildGossipPlan(o, o.workers, plan, error)) return Fail(error, 2);
-  if (!o.quiet) PrintGossipPlan("simulate", o, plan);
+  if (!BuildGossipPlan(o, o.workers, plan, error)) return Fail(kName, error, 2);
+  if (!o.quiet) PrintGossipPlan(kName, o, plan);
   std::vector<float> initial(task.dimension());
   task.InitialModel(initial);
   const sim::GossipSimulationSettings settings =
       MakeGossipSimulation(o, task, plan, initial, std::move(devices));
   sim::GossipSimulation simulation;
-  if (!simulation.Init(settings, error).ok()) return Fail(error, 2);
+  if (!simulation.Init(settings, error).ok()) return Fail(kName, error, 2);
   MetricsWriter metrics;
-  if (!o.metrics.empty() && !metrics.Open(o.metrics, error)) return Fail(error, 1);
+  if (!o.metrics.empty() && !metrics.Open(o.metrics, error)) return Fail(kName, error, 1);
   ProgressLine progress(o.quiet, IsTerminal(), o.rounds);
   MetricsRow last;
   simulation.OnRound([&](const sim::GossipRound& round) {
@@ -61,7 +58,7 @@ int RunGossip(const SimulateOptions& o, Task& task, std::vector<sim::SimDevice> 
   });
   const sim::SimulationResult result = simulation.Run();
   progress.Finish();
-  if (!metrics.Close(error)) return Fail(error, 1);
+  if (!metrics.Close(error)) return Fail(kName, error, 1);
   if (!result.finished) return StoppedEarly("gossip", result, o.rounds);
   SummaryWriter summary;
   WriteGossipRunSummary(summary, o, o.workers, task.dimension(), last);
@@ -69,7 +66,7 @@ int RunGossip(const SimulateOptions& o, Task& task, std::vector<sim::SimDevice> 
   // The model of a gossip run is the peers' average.
   if ((!o.summary.empty() && !summary.Save(o.summary, error)) ||
       !SaveModel(o, result.model, error)) {
-    return Fail(error, 1);
+    return Fail(kName, error, 1);
   }
   if (!o.quiet) {
     std::fprintf(stderr,
@@ -86,7 +83,7 @@ int RunServerMode(const SimulateOptions& o, Task& task, std::vector<sim::SimDevi
   sim::ServerSimulationSettings settings;
   settings.run = BuildRunConfig(o, task);
   settings.server = BuildServerOptions(o);
-  if (const int code = ValidateServerRun("simulate", settings.run, settings.server); code != 0) {
+  if (const int code = ValidateServerRun(kName, settings.run, settings.server); code != 0) {
     return code;
   }
   std::vector<float> initial(task.dimension());
@@ -98,9 +95,9 @@ int RunServerMode(const SimulateOptions& o, Task& task, std::vector<sim::SimDevi
   settings.gradient = TaskGradient(task);
   sim::ServerSimulation simulation;
   std::string error;
-  if (!simulation.Init(settings, error).ok()) return Fail(error, 1);
+  if (!simulation.Init(settings, error).ok()) return Fail(kName, error, 1);
   MetricsWriter metrics;
-  if (!o.metrics.empty() && !metrics.Open(o.metrics, error)) return Fail(error, 1);
+  if (!o.metrics.empty() && !metrics.Open(o.metrics, error)) return Fail(kName, error, 1);
   ProgressLine progress(o.quiet, IsTerminal(), o.rounds);
   ServerRunOutput::Readout readout;
   if (settings.run.aggregation == protocol::AggregationKind::kMean && o.feedback == "defa") {
@@ -111,26 +108,26 @@ int RunServerMode(const SimulateOptions& o, Task& task, std::vector<sim::SimDevi
   simulation.OnReject(std::bind_front(&ServerRunOutput::OnReject, &output));
   const sim::SimulationResult result = simulation.Run();
   progress.Finish();
-  if (!metrics.Close(error)) return Fail(error, 1);
+  if (!metrics.Close(error)) return Fail(kName, error, 1);
   if (!result.finished) return StoppedEarly("the run", result, o.rounds);
   SummaryWriter summary;
   WriteRunSummary(summary, o, settings.run, task.dimension(), output.last());
   WriteMemoryPlan(summary, MakeMemoryPlan(settings.run, settings.server));
   WriteSimulatedNetwork(summary, result.network, simulation.server().counters());
-  return FinishServerRun("simulate", "virtual s", o, summary, result.model, output.last());
+  return FinishServerRun(kName, "virtual s", o, summary, result.model, output.last());
 }
 
 int RunSimulate(const SimulateOptions& o) {
-  if (const std::string why = CheckSimulateConsistency(o); !why.empty()) return Fail(why, 2);
+  if (const std::string why = CheckSimulateConsistency(o); !why.empty()) return Fail(kName, why, 2);
   const std::vector<double> speeds = ParseSpeeds(o.device_speeds, o.workers);
   if (speeds.empty()) {
-    return Fail(
-        "--device-speeds must be positive numbers separated by commas, e.g. 1,0.5,2 "
-        "(cycled over the workers)",
-        2);
+    return Fail(kName,
+                "--device-speeds must be positive numbers separated by commas, e.g. 1,0.5,2 "
+                "(cycled over the workers)",
+                2);
   }
   Task task;
-  if (const int code = SetUpTask("simulate", o, o.workers, task); code != 0) return code;
+  if (const int code = SetUpTask(kName, o, o.workers, task); code != 0) return code;
   if (o.mode == "gossip") return RunGossip(o, task, MakeSimDevices(o, speeds, task));
   return RunServerMode(o, task, MakeSimDevices(o, speeds, task));
 }

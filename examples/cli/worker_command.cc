@@ -63,8 +63,7 @@ int RunWorker(const WorkerFlags& o) {
   tcp::WorkerSettings settings;
   std::string error;
   if (!tcp::ParseEndpoint(o.connect, settings.server, error).ok()) {
-    std::fprintf(stderr, "edgesgd worker: --connect %s\n", error.c_str());
-    return 2;
+    return Fail(kName, "--connect " + error, 2);
   }
   AuthKeys keys;
   if (!LoadAuthKeys(o.network, o.id, kName, keys)) return 2;
@@ -82,20 +81,16 @@ int RunWorker(const WorkerFlags& o) {
   settings.network.give_up_ns = Seconds(o.give_up_s);
   tcp::Worker worker;
   if (!worker.Open(settings, error).ok()) {
-    std::fprintf(stderr, "edgesgd worker: %s\n", error.c_str());
     // The session refused the flags (2), or the network is not usable (1).
-    return worker.session().phase() == protocol::WorkerPhase::kUninitialized ? 2 : 1;
+    return Fail(kName, error,
+                worker.session().phase() == protocol::WorkerPhase::kUninitialized ? 2 : 1);
   }
   const tcp::DriverStop stop = worker.Run();
-  if (!worker.status().ok()) {
-    std::fprintf(stderr, "edgesgd worker: %s\n", oracle.error.c_str());
-    return 1;
-  }
+  if (!worker.status().ok()) return Fail(kName, oracle.error, 1);
   const protocol::WorkerSession& session = worker.session();
   if (!session.status().ok()) {
-    std::fprintf(stderr, "edgesgd worker: the server refused this worker: %s\n",
-                 session.failure_reason());
-    return 1;
+    return Fail(kName, std::string("the server refused this worker: ") + session.failure_reason(),
+                1);
   }
   if (stop != tcp::DriverStop::kFinished) {
     char detail[96];
