@@ -9,8 +9,8 @@
 # - Code is generated at build time by the host flatc (never a cross one), which must be the
 #   exact version of the headers: generated code static_asserts it.
 #
-# Provides: target edgesgd_flatbuffers, variable EDGESGD_FLATC_EXECUTABLE, function
-# edgesgd_flatbuffers_generate().
+# Provides: target edgesgd_flatbuffers (and the install rule of its overlay), variable
+# EDGESGD_FLATC_EXECUTABLE, function edgesgd_flatbuffers_generate().
 
 include_guard(GLOBAL)
 
@@ -45,6 +45,8 @@ if(NOT _edgesgd_flatc_result EQUAL 0 OR
                       "${_edgesgd_fb_header_version}; generated code requires an exact match")
 endif()
 set(EDGESGD_FLATBUFFERS_VERSION ${_edgesgd_fb_header_version})
+# The installed package insists on the same headers (generated code static_asserts the version).
+set_property(GLOBAL PROPERTY EDGESGD_FLATBUFFERS_VERSION ${EDGESGD_FLATBUFFERS_VERSION})
 
 # The include folder: links to every upstream header except the replaced allocator. Existing
 # links are left alone so reconfiguring does not touch timestamps (and rebuild everything).
@@ -70,8 +72,15 @@ endif()
 configure_file(${EDGESGD_FLATBUFFERS_OVERLAY} ${_edgesgd_fb_dir}/default_allocator.h COPYONLY)
 
 add_library(edgesgd_flatbuffers INTERFACE)
+# Installed: the overlay alone, in front of the FlatBuffers headers the package's config file
+# finds (the upstream headers include "flatbuffers/default_allocator.h", which resolves to the
+# overlay first).
+set(EDGESGD_FLATBUFFERS_OVERLAY_INSTALL_DIR ${CMAKE_INSTALL_INCLUDEDIR}/edgesgd/third_party)
 target_include_directories(edgesgd_flatbuffers SYSTEM INTERFACE
-                           $<BUILD_INTERFACE:${_edgesgd_fb_root}>)
+                           $<BUILD_INTERFACE:${_edgesgd_fb_root}>
+                           $<INSTALL_INTERFACE:${EDGESGD_FLATBUFFERS_OVERLAY_INSTALL_DIR}>)
+install(FILES ${EDGESGD_FLATBUFFERS_OVERLAY}
+        DESTINATION ${EDGESGD_FLATBUFFERS_OVERLAY_INSTALL_DIR}/flatbuffers)
 # Every translation unit that sees these headers must see the same configuration (the overlay
 # relies on it), so it lives on this target:
 # - FLATBUFFERS_ASSERT becomes EDGESGD_CHECK: builder misuse and a missing allocator reach the

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "cli/commands.h"
-#include "edgesgd/asio/loopback.h"
+#include "edgesgd/tcp/loopback.h"
 #include "edgesgd/core/arena.h"
 #include "edgesgd/core/random.h"
 #include "edgesgd/platform/log.h"
@@ -98,7 +98,8 @@ bool Measure(const BenchTcpOptions& o, const protocol::RunConfig& config, Figure
   ArenaStorage server_storage(protocol::ServerSession::ArenaBytes(config, options));
   protocol::ServerSession server;
   const std::vector<float> initial(o.dimension, 0.0f);
-  if (const Status check = server.Init(server_storage.arena, AllCodecs(), config, options, initial);
+  if (const Status check =
+          server.Init(server_storage.arena, AllCodecs(), config, options, initial);
       !check.ok()) {
     error = check.reason();
     return false;
@@ -151,7 +152,7 @@ bool Measure(const BenchTcpOptions& o, const protocol::RunConfig& config, Figure
     }
   };
   tcp::LoopbackResult result;
-  if (!tcp::RunOnLoopback(server, pointers, hook, result, error)) return false;
+  if (!tcp::RunOnLoopback(server, pointers, hook, result, error).ok()) return false;
   if (!started || !ended || !server.Finished()) {
     error = "the run did not complete";
     return false;

@@ -11,7 +11,7 @@ void AddBenchCommand(CLI::App& app, int& exit_code);
 void AddBenchTcpCommand(CLI::App& bench, int& exit_code);
 void AddTrainCommand(CLI::App& app, int& exit_code);
 void AddSimulateCommand(CLI::App& app, int& exit_code);
-// Over TCP (transport/asio).
+// Over TCP (the tcp library: tcp::Server, tcp::Worker, tcp::Peer).
 void AddServerCommand(CLI::App& app, int& exit_code);
 void AddWorkerCommand(CLI::App& app, int& exit_code);
 void AddPeerCommand(CLI::App& app, int& exit_code);

@@ -437,31 +437,39 @@ ServerRunOutput::ServerRunOutput(const RunFlags& flags, const protocol::RunConfi
       readout_(std::move(readout)),
       bits_per_coord_(PayloadBitsPerCoordinate(config)) {}
 
-void ServerRunOutput::Drain(protocol::ServerSession& server) {
-  protocol::RoundEvent event;
-  while (server.PollRoundEvent(event)) {
-    MetricsRow row;
-    row.round = event.round + 1;
-    row.time_s = static_cast<double>(event.time_closed) * 1e-9;
-    row.bytes_up = event.bytes_up;
-    row.bytes_down = event.bytes_down;
-    row.bits_per_coord = event.reported == 0
-                             ? bits_per_coord_
-                             : static_cast<double>(event.payload_bits) /
-                                   (static_cast<double>(event.reported) *
-                                    static_cast<double>(task_.dimension()));
-    if (EvaluatesRound(flags_, row.round)) {
-      EvaluateInto(task_, readout_ ? readout_(server.model()) : server.model(), row);
-      last_ = row;
-    }
-    metrics_.Write(row);
-    progress_.Update(row);
+void ServerRunOutput::OnRound(const protocol::RoundEvent& event, std::span<const float> model) {
+  MetricsRow row;
+  row.round = event.round + 1;
+  row.time_s = static_cast<double>(event.time_closed) * 1e-9;
+  row.bytes_up = event.bytes_up;
+  row.bytes_down = event.bytes_down;
+  row.bits_per_coord = event.reported == 0
+                           ? bits_per_coord_
+                           : static_cast<double>(event.payload_bits) /
+                                 (static_cast<double>(event.reported) *
+                                  static_cast<double>(task_.dimension()));
+  if (EvaluatesRound(flags_, row.round)) {
+    EvaluateInto(task_, readout_ ? readout_(model) : model, row);
+    last_ = row;
   }
-  protocol::RejectEvent reject;
-  while (server.PollRejectEvent(reject)) {
-    progress_.Note("server rejected a frame from peer %u in round %u: %s", reject.peer,
-                   reject.round + 1, protocol::RejectReasonName(reject.reason));
-  }
+  metrics_.Write(row);
+  progress_.Update(row);
+}
+
+void ServerRunOutput::OnReject(const protocol::RejectEvent& reject) {
+  progress_.Note("server rejected a frame from peer %u in round %u: %s", reject.peer,
+                 reject.round + 1, protocol::RejectReasonName(reject.reason));
+}
+
+MetricsRow GossipRow(std::uint32_t round, protocol::TimeNs time_ns, std::uint64_t bytes_up,
+                     std::uint64_t bytes_down) {
+  MetricsRow row;
+  row.round = round + 1;
+  row.time_s = static_cast<double>(time_ns) * 1e-9;
+  row.bytes_up = bytes_up;
+  row.bytes_down = bytes_down;
+  row.bits_per_coord = 32.0;
+  return row;
 }
 
 void WriteGossipRunSummary(SummaryWriter& summary, const RunFlags& o, std::size_t peers,
@@ -520,6 +528,11 @@ int FinishServerRun(const char* command, const char* seconds, const RunFlags& o,
                  static_cast<unsigned long long>(last.bytes_down));
   }
   return 0;
+}
+
+int Fail(const char* command, const std::string& message, int code) {
+  std::fprintf(stderr, "edgesgd %s: %s\n", command, message.c_str());
+  return code;
 }
 
 bool IsTerminal() { return isatty(STDERR_FILENO) == 1; }

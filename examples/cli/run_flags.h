@@ -165,8 +165,8 @@ void EvaluateInto(Task& task, std::span<const float> model, MetricsRow& row);
 // rounds and the last.
 bool EvaluatesRound(const RunFlags& flags, std::uint32_t row_round);
 
-// The per-round output of a parameter-server run (simulate, server), drained after every call
-// into the server: one metrics row and progress update per closed round — `time_s` from the
+// The per-round output of a parameter-server run (simulate, server), fed by the run's round and
+// reject callbacks: one metrics row and progress update per closed round — `time_s` from the
 // event, loss and accuracy every eval_every rounds (and at the last), bits_per_coord the mean
 // over the round's uploads (a quantization schedule changes it every round) — and one note per
 // rejected frame.
@@ -179,7 +179,9 @@ class ServerRunOutput {
   ServerRunOutput(const RunFlags& flags, const protocol::RunConfig& config, Task& task,
                   MetricsWriter& metrics, ProgressLine& progress, Readout readout = {});
 
-  void Drain(protocol::ServerSession& server);
+  // A closed round, with the server's model after it.
+  void OnRound(const protocol::RoundEvent& event, std::span<const float> model);
+  void OnReject(const protocol::RejectEvent& reject);
 
   // The last evaluated row (all empty before the first).
   const MetricsRow& last() const { return last_; }
@@ -193,6 +195,11 @@ class ServerRunOutput {
   double bits_per_coord_;  // of a round without uploads
   MetricsRow last_;
 };
+
+// The metrics row of gossip round `round` (0-based) completed at `time_ns`, before evaluation:
+// cumulative bytes (per peer) and 32 bits per coordinate (peers exchange dense models).
+MetricsRow GossipRow(std::uint32_t round, protocol::TimeNs time_ns, std::uint64_t bytes_up,
+                     std::uint64_t bytes_down);
 
 // The summary fields every gossip run (simulate --mode gossip, peer) writes first.
 void WriteGossipRunSummary(SummaryWriter& summary, const RunFlags& flags, std::size_t peers,
@@ -209,6 +216,9 @@ void WriteRunSummary(SummaryWriter& summary, const RunFlags& flags,
 int FinishServerRun(const char* command, const char* seconds, const RunFlags& flags,
                     const SummaryWriter& summary, std::span<const float> model,
                     const MetricsRow& last);
+
+// Prints "edgesgd COMMAND: MESSAGE" on stderr and returns `code` (the command's exit code).
+int Fail(const char* command, const std::string& message, int code);
 
 // stderr is a terminal (a live progress line instead of periodic ones).
 bool IsTerminal();

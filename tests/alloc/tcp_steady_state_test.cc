@@ -5,7 +5,8 @@
 // slots sized, Asio's handler memory recycled), 100 more rounds — socket reads and writes,
 // timers, frames built, decoded, aggregated — must not call operator new or malloc once, in any
 // of the five threads. With frame authentication on too: hellos at connection time, then every
-// frame sealed and opened as an HMAC-SHA256 record.
+// frame sealed and opened as an HMAC-SHA256 record. The same holds for the library's
+// tcp::Server and tcp::Workers sharing one caller-owned io_context, round callback included.
 
 #include <gtest/gtest.h>
 
@@ -17,8 +18,11 @@
 #include <vector>
 
 #include "alloc/allocation_counter.h"
-#include "edgesgd/asio/loopback.h"
 #include "edgesgd/auth/key_ring.h"
+#include "edgesgd/tcp/asio.h"
+#include "edgesgd/tcp/loopback.h"
+#include "edgesgd/tcp/server.h"
+#include "edgesgd/tcp/worker.h"
 #include "protocol/protocol_harness.h"
 
 namespace edgesgd {
@@ -82,7 +86,7 @@ void RunCase(const char* name, const protocol::RunConfig& config,
 
   tcp::LoopbackResult result;
   std::string error;
-  ASSERT_TRUE(tcp::RunOnLoopback(server, pointers, hook, result, error, keys)) << error;
+  ASSERT_TRUE(tcp::RunOnLoopback(server, pointers, hook, result, error, keys).ok()) << error;
 
   ASSERT_EQ(result.server_stop, tcp::DriverStop::kFinished) << name;
   ASSERT_TRUE(server.Finished()) << name;
@@ -111,6 +115,57 @@ TEST(TcpSteadyStateTest, RoundsOverSocketsDoNotAllocate) {
     ASSERT_TRUE(keys.Add(device, key).ok());
   }
   RunCase("mean_top_k_authenticated", top_k, &keys);
+}
+
+TEST(TcpSteadyStateTest, LibraryNodesOnOneLoopDoNotAllocate) {
+  protocol::RunConfig config =
+      protocol::testing::MeanConfig(2000, kCodecId<TopKCodec>, kWarmupRounds + kMeasuredRounds + 10);
+  config.feedback.learning_rate = 0.02f;
+  const std::vector<float> initial(config.layout.dimension(), 1.0f);
+  asio::io_context io;
+  tcp::Server server(io);
+  tcp::ServerSettings settings;
+  settings.run = config;
+  settings.server.workers = kWorkers;
+  settings.server.quorum = kWorkers;
+  settings.initial_model = initial;
+  settings.listen = tcp::Endpoint{"127.0.0.1", 0};
+  std::string detail;
+  ASSERT_TRUE(server.Open(settings, detail).ok()) << detail;
+  std::size_t at_warmup = 0;
+  std::size_t at_end = 0;
+  std::uint64_t rounds = 0;
+  server.OnRound([&](const protocol::RoundEvent& round, std::span<const float>) {
+    ++rounds;
+    if (round.round + 1 == kWarmupRounds) at_warmup = testing::HeapAllocationCount();
+    if (round.round + 1 == kWarmupRounds + kMeasuredRounds) {
+      at_end = testing::HeapAllocationCount();
+    }
+  });
+  std::vector<QuadraticProblem> problems(kWorkers);
+  std::vector<std::unique_ptr<tcp::Worker>> workers;
+  const std::vector<std::vector<float>> targets =
+      protocol::testing::Targets(kWorkers, config.layout.dimension());
+  for (std::uint32_t w = 0; w < kWorkers; ++w) {
+    problems[w].target = targets[w];
+    tcp::WorkerSettings worker_settings;
+    worker_settings.server = tcp::Endpoint{"127.0.0.1", server.listen_port()};
+    worker_settings.worker.device_id = w + 1;
+    worker_settings.worker.gradient = &protocol::testing::QuadraticGradient;
+    worker_settings.worker.user = &problems[w];
+    worker_settings.worker.heartbeat_interval_ns = 5 * tcp::kNsPerMs;
+    workers.push_back(std::make_unique<tcp::Worker>(io));
+    ASSERT_TRUE(workers.back()->Open(worker_settings, detail).ok()) << detail;
+    workers.back()->Start([](tcp::DriverStop) {});
+  }
+  tcp::DriverStop stop = tcp::DriverStop::kStopped;
+  server.Start([&stop](tcp::DriverStop reason) { stop = reason; });
+  io.run();
+  ASSERT_EQ(stop, tcp::DriverStop::kFinished);
+  ASSERT_EQ(rounds, config.rounds);
+  ASSERT_GT(at_warmup, 0u);
+  EXPECT_EQ(at_end - at_warmup, 0u)
+      << (at_end - at_warmup) << " allocations in " << kMeasuredRounds << " rounds";
 }
 
 }  // namespace

@@ -502,7 +502,9 @@ def auth_attacks(cluster):
 
 
 def slow_worker(cluster):
-    """One worker 10x slower: rounds close at the deadline with the quorum, the run completes."""
+    """One worker 10x slower: rounds close at the deadline with the quorum, the run completes.
+    Workers heartbeat every 10 ms: the server's liveness timeout is three 20 ms deadlines, and a
+    worker that joined first must still count as live when the last one joins."""
     server, port = cluster.start_server(
         ["--task", "softmax", "--data", "synthetic", "--dim", "200", "--samples", "2000",
          "--batch", "256", "--workers", "4", "--rounds", "40", "--quorum", "3",
@@ -513,7 +515,7 @@ def slow_worker(cluster):
         workers.append(cluster.start(
             "worker%d" % w, ["worker", "--connect", "127.0.0.1:%d" % port, "--id", str(w),
                              "--task", "softmax", "--data", "synthetic", "--dim", "200",
-                             "--samples", "2000", "--quiet"] + extra))
+                             "--samples", "2000", "--heartbeat-s", "0.01", "--quiet"] + extra))
     cluster.wait(server)
     for worker in workers:
         cluster.wait(worker, timeout=20)

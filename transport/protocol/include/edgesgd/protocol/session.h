@@ -4,7 +4,7 @@
 // session is a state machine fed with received frames and the current time; it answers with
 // frames to send and the time it next wants to be woken. It never touches a socket, a thread or
 // a clock, so the same session runs in the deterministic simulator (virtual time), over TCP
-// (transport/asio) and on a microcontroller over any link.
+// (transport/tcp) and on a microcontroller over any link.
 
 #include <cstddef>
 #include <cstdint>

@@ -36,6 +36,19 @@ namespace {
 constexpr std::size_t kInitialReceiveBytes = 4096;
 }  // namespace
 
+// One finished Asio operation of the channel, declared first thing in its handler: counted down
+// at once, and the driver hears of it once the handler is done.
+class FrameChannel::Completion {
+ public:
+  explicit Completion(FrameChannel& channel) : channel_(channel) { --channel_.pending_; }
+  ~Completion() { channel_.events_.OnChannelHandled(channel_); }
+  Completion(const Completion&) = delete;
+  Completion& operator=(const Completion&) = delete;
+
+ private:
+  FrameChannel& channel_;
+};
+
 FrameChannel::FrameChannel(asio::io_context& io, ChannelEvents& events,
                            const DriverOptions& options, DriverCounters& counters, TlsContext* tls)
     : socket_(io),
@@ -61,9 +74,10 @@ void FrameChannel::BeginAccepted() {
 void FrameChannel::Connect(const asio::ip::tcp::endpoint& endpoint) {
   state_ = State::kConnecting;
   connect_started_ = events_.ChannelNow();
+  events_.OnChannelDeadline(NextDeadline());
   ++pending_;
   socket_.async_connect(endpoint, [this](const asio::error_code& error) {
-    --pending_;
+    const Completion completion(*this);
     if (state_ != State::kConnecting) return;  // closed meanwhile (timeout, shutdown)
     if (error) {
       ++counters_.connect_failures;
@@ -85,9 +99,11 @@ void FrameChannel::Opened() {
   opened_at = events_.ChannelNow();
   last_read_ = opened_at;
   heard_ = false;
+  established_ = false;
   received_ = 0;
   expected_ = wire::kFramePrefixBytes;
   reading_body_ = false;
+  events_.OnChannelDeadline(NextDeadline());
   if (tls_context_ != nullptr) {
     StartTls();
     return;
@@ -96,7 +112,11 @@ void FrameChannel::Opened() {
 }
 
 void FrameChannel::BeginFraming() {
-  if (authenticating() && !StartHandshake()) return;
+  if (authenticating()) {
+    if (!StartHandshake()) return;
+  } else {
+    established_ = true;
+  }
   ReadMore();
 }
 
@@ -108,7 +128,7 @@ void FrameChannel::StartTls() {
   tls_->async_handshake(
       dialled ? asio::ssl::stream_base::client : asio::ssl::stream_base::server,
       [this](const asio::error_code& error) {
-        --pending_;
+        const Completion completion(*this);
         if (state_ != State::kOpen) return;
         if (error) {
           ++counters_.tls_failures;
@@ -194,6 +214,7 @@ bool FrameChannel::OnHello() {
   }
   received_ = 0;
   expected_ = auth::kRecordHeaderBytes;
+  established_ = true;
   if (queued_ > 0 && !writing_) WriteFront();
   return true;
 }
@@ -201,10 +222,11 @@ bool FrameChannel::OnHello() {
 void FrameChannel::WriteHello(std::size_t bytes) {
   writing_ = true;
   write_started_ = events_.ChannelNow();
+  events_.OnChannelDeadline(NextDeadline());
   ++pending_;
   AsyncWrite(std::span(hello_out_).first(bytes),
              [this](const asio::error_code& error, std::size_t written) {
-               --pending_;
+               const Completion completion(*this);
                writing_ = false;
                if (state_ != State::kOpen) return;
                if (error) {
@@ -231,7 +253,7 @@ void FrameChannel::ReadMore() {
   ++pending_;
   AsyncReadSome(std::span(receive_bytes() + received_, expected_ - received_),
                 [this](const asio::error_code& error, std::size_t bytes) {
-                  --pending_;
+                  const Completion completion(*this);
                   OnRead(error, bytes);
                 });
 }
@@ -322,13 +344,16 @@ bool FrameChannel::Send(std::span<const std::byte> frame) {
   }
   if (queued_ == slots_.size()) return false;
   std::vector<std::byte>& slot = slots_[(head_ + queued_) % slots_.size()];
-  if (authenticating()) {
-    slot.resize(auth::RecordBytes(frame.size()));  // within capacity after warm-up
-    std::memcpy(slot.data() + auth::kRecordHeaderBytes, frame.data(), frame.size());
-  } else {
-    slot.resize(frame.size());
-    std::memcpy(slot.data(), frame.data(), frame.size());
+  // Authenticated: the frame goes where the record's payload belongs; WriteFront seals it.
+  const std::size_t offset = authenticating() ? auth::kRecordHeaderBytes : 0;
+  const std::size_t bytes = authenticating() ? auth::RecordBytes(frame.size()) : frame.size();
+  if (slot.capacity() < bytes) {
+    // Every slot grows at once: which slot the largest frame lands in varies with the mix of
+    // frames (heartbeats between updates), and after warm-up none may allocate.
+    for (std::vector<std::byte>& each : slots_) each.reserve(bytes);
   }
+  slot.resize(bytes);
+  std::memcpy(slot.data() + offset, frame.data(), frame.size());
   ++queued_;
   if (state_ == State::kOpen && !writing_) WriteFront();
   return true;
@@ -352,9 +377,10 @@ void FrameChannel::WriteFront() {
   }
   writing_ = true;
   write_started_ = events_.ChannelNow();
+  events_.OnChannelDeadline(NextDeadline());
   ++pending_;
   AsyncWrite(slots_[head_], [this](const asio::error_code& error, std::size_t bytes) {
-    --pending_;
+    const Completion completion(*this);
     OnWritten(error, bytes);
   });
 }
@@ -431,6 +457,20 @@ void FrameChannel::CheckDeadlines(TimeNs now) {
     ++counters_.write_timeouts;
     Close(CloseReason::kWriteTimeout);
   }
+}
+
+TimeNs FrameChannel::NextDeadline() const {
+  if (state_ == State::kConnecting) {
+    return DeadlineAfter(connect_started_, options_.hello_timeout_ns);
+  }
+  if (state_ != State::kOpen) return kNever;
+  TimeNs next = kNever;
+  if (tls_pending() || (!bound && !heard_)) {
+    next = DeadlineAfter(opened_at, options_.hello_timeout_ns);
+  }
+  if (!dialled) next = std::min(next, DeadlineAfter(last_read_, options_.idle_timeout_ns));
+  if (writing_) next = std::min(next, DeadlineAfter(write_started_, options_.write_timeout_ns));
+  return next;
 }
 
 }  // namespace edgesgd::tcp::internal

@@ -1,4 +1,4 @@
-#include "edgesgd/asio/loopback.h"
+#include "edgesgd/tcp/loopback.h"
 
 #include <memory>
 #include <thread>
@@ -6,26 +6,24 @@
 
 namespace edgesgd::tcp {
 
-bool RunOnLoopback(protocol::ServerSession& server,
-                   std::span<protocol::WorkerSession* const> workers,
-                   std::function<void()> after_server_call, LoopbackResult& result,
-                   std::string& error, const auth::KeyRing* keys) {
+Status RunOnLoopback(protocol::ServerSession& server,
+                     std::span<protocol::WorkerSession* const> workers,
+                     std::function<void()> after_server_call, LoopbackResult& result,
+                     std::string& detail, const auth::KeyRing* keys) {
   DriverOptions server_options;
   server_options.listen = Endpoint{"127.0.0.1", 0};
   server_options.max_peer_id = server.options().workers;
   server_options.max_frame_bytes = protocol::UpdateFrameBytes(server.config());
-  server_options.handle_signals = false;
   server_options.log_name = "server";
   server_options.auth_keys = keys;
   SessionDriver server_driver;
-  if (!server_driver.Open(server_options, error)) return false;
+  EDGESGD_TRY(server_driver.Open(server_options, detail));
   server_driver.SetAfterSessionCall(std::move(after_server_call));
 
   std::vector<std::unique_ptr<SessionDriver>> drivers;
   for (std::size_t w = 0; w < workers.size(); ++w) {
     DriverOptions options;
     options.dial.push_back({protocol::kServerPeer, {"127.0.0.1", server_driver.listen_port()}});
-    options.handle_signals = false;
     options.seed = w;
     options.log_name = "worker";
     options.auth_keys = keys;
@@ -33,7 +31,7 @@ bool RunOnLoopback(protocol::ServerSession& server,
     // Should the server stop without a Leave, workers end by themselves and the join returns.
     options.give_up_ns = 10'000 * kNsPerMs;
     drivers.push_back(std::make_unique<SessionDriver>());
-    if (!drivers.back()->Open(options, error)) return false;
+    EDGESGD_TRY(drivers.back()->Open(options, detail));
   }
   std::vector<std::thread> threads;
   threads.reserve(workers.size());
@@ -43,7 +41,7 @@ bool RunOnLoopback(protocol::ServerSession& server,
   result.server_stop = server_driver.Run(server);
   result.server_counters = server_driver.counters();
   for (std::thread& thread : threads) thread.join();
-  return true;
+  return Status::Ok();
 }
 
 }  // namespace edgesgd::tcp

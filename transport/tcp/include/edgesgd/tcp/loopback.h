@@ -9,9 +9,9 @@
 #include <span>
 #include <string>
 
-#include "edgesgd/asio/session_driver.h"
 #include "edgesgd/protocol/server_session.h"
 #include "edgesgd/protocol/worker_session.h"
+#include "edgesgd/tcp/session_driver.h"
 
 namespace edgesgd::tcp {
 
@@ -24,10 +24,10 @@ struct LoopbackResult {
 // until the server's driver returns, then joins the worker threads (they end when the server
 // sends Leave or goes away). `after_server_call` is the server driver's SetAfterSessionCall hook.
 // With `keys`, every connection is authenticated (worker i as device i + 1; the ring must hold
-// those keys). Returns false with `error` if a driver cannot open (no loopback, no free port).
-bool RunOnLoopback(protocol::ServerSession& server,
-                   std::span<protocol::WorkerSession* const> workers,
-                   std::function<void()> after_server_call, LoopbackResult& result,
-                   std::string& error, const auth::KeyRing* keys = nullptr);
+// those keys). Errors: those of SessionDriver::Open (no loopback, no free port), with `detail`.
+Status RunOnLoopback(protocol::ServerSession& server,
+                     std::span<protocol::WorkerSession* const> workers,
+                     std::function<void()> after_server_call, LoopbackResult& result,
+                     std::string& detail, const auth::KeyRing* keys = nullptr);
 
 }  // namespace edgesgd::tcp

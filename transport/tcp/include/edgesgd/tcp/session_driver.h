@@ -30,8 +30,14 @@
 // Memory: buffers grow to the largest frame seen and are then reused; after warm-up a round
 // allocates nothing (tests/alloc/tcp_steady_state_test.cc counts it).
 //
-// One thread: Run() blocks, and the session (including the worker's gradient computation) runs
-// on the calling thread.
+// Event loop: a driver runs on an Asio io_context — its own (Run() blocks until the driver is
+// done) or the caller's (Start() returns at once; the caller runs the loop, with its own work
+// beside the driver's, and learns the end from the completion callback). The session, its hooks
+// and callbacks (including a worker's gradient computation) run inside the loop's handlers, on
+// whichever thread runs the loop; call the driver from that thread only. The driver never polls:
+// its timers are armed for the next deadline that exists (the session's wake-up, a connection's
+// hello, idle or write deadline, a reconnect, the give-up and linger times), so an idle driver
+// leaves the loop idle. It installs signal handlers only when DriverOptions::handle_signals asks.
 
 #include <cstddef>
 #include <cstdint>
@@ -43,8 +49,15 @@
 #include <vector>
 
 #include "edgesgd/auth/key_ring.h"
+#include "edgesgd/core/status.h"
 #include "edgesgd/protocol/session.h"
 #include "edgesgd/wire/wire_format.h"
+
+// Asio's event loop, declared so that this header stays free of Asio; code that creates one
+// includes edgesgd/tcp/asio.h.
+namespace asio {
+class io_context;
+}  // namespace asio
 
 namespace edgesgd::tcp {
 
@@ -60,11 +73,12 @@ struct Endpoint {
   std::uint16_t port = 0;
 };
 
-// Parses "HOST:PORT" (port 0..65535; 0 on a listen address picks a free port). Returns false
-// with a one-line `error` for anything else. Does not touch the network.
-bool ParseEndpoint(std::string_view text, Endpoint& out, std::string& error);
-// Parses "HOST:PORT,HOST:PORT,...". Returns false with `error` naming the bad item.
-bool ParseEndpointList(std::string_view text, std::vector<Endpoint>& out, std::string& error);
+// Parses "HOST:PORT" (port 0..65535; 0 on a listen address picks a free port) into `out`. Does
+// not touch the network. Errors: kInvalidArgument, with `detail` quoting the text.
+Status ParseEndpoint(std::string_view text, Endpoint& out, std::string& detail);
+// Parses "HOST:PORT,HOST:PORT,..." into `out` (replacing its contents). Errors: kInvalidArgument
+// (an empty list, or an item ParseEndpoint refuses), with `detail` naming the bad item.
+Status ParseEndpointList(std::string_view text, std::vector<Endpoint>& out, std::string& detail);
 
 struct DialTarget {
   PeerId peer = protocol::kServerPeer;
@@ -95,13 +109,16 @@ struct DriverOptions {
   TimeNs write_timeout_ns = 10'000 * kNsPerMs;  // a frame that takes longer to write
   TimeNs reconnect_min_ns = 50 * kNsPerMs;      // first retry delay; doubles per failure
   TimeNs reconnect_max_ns = 2'000 * kNsPerMs;
-  // Give up (Run returns kGaveUp) when no dialled connection has been up for this long (a
-  // worker whose server is gone for good). kNever: keep trying.
+  // Give up (kGaveUp) when no dialled connection has been up — TCP, TLS and authentication
+  // hellos done — for this long (a worker whose server is gone for good, or refuses it).
+  // kNever: keep trying.
   TimeNs give_up_ns = kNever;
   // Once the session finished: how long Run keeps flushing send queues before returning.
   TimeNs linger_ns = 2'000 * kNsPerMs;
   std::uint64_t seed = 0;  // jitter of reconnect delays
-  bool handle_signals = true;  // SIGINT/SIGTERM make Run return kSignal
+  // SIGINT/SIGTERM stop the driver (kSignal). Off by default: a library must not take the
+  // process's signals; a program that owns them (the edgesgd command) asks for it.
+  bool handle_signals = false;
   const char* log_name = "tcp";  // prefix of log lines
   // Frame authentication (edgesgd/auth/connection_auth.h). When set, every connection opens with
   // the authentication hellos and every frame travels as an HMAC-SHA256 record; a hello or
@@ -154,14 +171,25 @@ const char* DriverStopName(DriverStop stop);
 
 class SessionDriver {
  public:
+  // Called once the driver stopped and no operation of it is pending any more, with the reason
+  // it stopped; from then on the driver may be destroyed (from inside the callback too).
+  using DoneCallback = std::function<void(DriverStop stop)>;
+
+  // A driver with an event loop of its own, for Run().
   SessionDriver();
+  // A driver on the caller's event loop `io`, which must outlive it.
+  explicit SessionDriver(asio::io_context& io);
+  // Destroy a started driver only after its DoneCallback ran (or once its loop is stopped for
+  // good): Asio handlers still pending refer to it.
   ~SessionDriver();
   SessionDriver(const SessionDriver&) = delete;
   SessionDriver& operator=(const SessionDriver&) = delete;
 
-  // Binds the listening socket (if any) and resolves the dial targets. Returns false with a
-  // one-line `error` (bad address, port in use, name not found).
-  bool Open(const DriverOptions& options, std::string& error);
+  // Reads `options` (kept), loads the TLS files, binds the listening socket (if any) and resolves
+  // the dial targets. Errors, with `detail` naming the address or file and the system's message:
+  // kNotFound (a host that does not resolve), kUnavailable (cannot listen: port in use, no such
+  // interface), kFailedPrecondition (the TLS files do not load, or this build has no TLS).
+  Status Open(const DriverOptions& options, std::string& detail);
 
   // The bound listening port (the chosen one when the listen port was 0), or 0.
   std::uint16_t listen_port() const;
@@ -171,11 +199,20 @@ class SessionDriver {
   // durable; metrics rows are drained here too.
   void SetAfterSessionCall(std::function<void()> hook);
 
-  // Starts the session and runs until it finishes (and its frames are flushed), a signal, give-up
-  // or RequestStop. The session must be initialized and not started.
+  // Starts `session` (initialized, not started; it must outlive the driver) on the driver's loop
+  // and returns: connections, timers and the session then advance as the loop runs, until the
+  // session finishes (and its frames are flushed), a signal, give-up or RequestStop; then
+  // `on_done` runs on the loop. Call once, after a successful Open, from the loop's thread.
+  void Start(protocol::Session& session, DoneCallback on_done);
+
+  // Start, then runs the loop on the calling thread until this driver is done, and returns why
+  // it stopped. A caller's loop runs its other work meanwhile and is left stopped (restart() it
+  // to carry on with the rest).
   DriverStop Run(protocol::Session& session);
 
-  // Makes Run return kStopped soon (from a hook or the session's callbacks).
+  // Makes the driver stop soon (kStopped): closes its connections and timers and calls the
+  // DoneCallback once their handlers ran. From a hook, a callback or the loop's thread; no-op
+  // before Start or once stopping.
   void RequestStop();
 
   // The driver's clock: steady-clock nanoseconds since Open (what the session is fed).

@@ -25,9 +25,9 @@
 #include <span>
 #include <vector>
 
-#include "edgesgd/asio/asio.h"
-#include "edgesgd/asio/session_driver.h"
 #include "edgesgd/auth/connection_auth.h"
+#include "edgesgd/tcp/asio.h"
+#include "edgesgd/tcp/session_driver.h"
 
 namespace edgesgd::tcp::internal {
 
@@ -57,15 +57,28 @@ enum class CloseReason : std::uint8_t {
 };
 const char* CloseReasonName(CloseReason reason);
 
+// The first time at which `now - start > timeout` holds, the form every deadline is checked in;
+// kNever when the timeout is (or the sum would overflow).
+constexpr TimeNs DeadlineAfter(TimeNs start, TimeNs timeout) {
+  return timeout >= kNever - start - 1 ? kNever : start + timeout + 1;
+}
+
 class FrameChannel;
 
 // What a channel reports to its driver. Called from Asio handlers; OnChannelClosed may also be
-// called from inside Send or Close.
+// called from inside Send or Close, OnChannelDeadline from inside Connect and Send.
 class ChannelEvents {
  public:
   virtual void OnChannelFrame(FrameChannel& channel, std::span<const std::byte> frame) = 0;
   virtual void OnChannelClosed(FrameChannel& channel, CloseReason reason) = 0;
   virtual void OnChannelConnected(FrameChannel& channel) = 0;
+  // The channel started something with a deadline (a connect, a handshake, a write): its
+  // NextDeadline() is now `deadline`, which CheckDeadlines must see in time.
+  virtual void OnChannelDeadline(TimeNs deadline) = 0;
+  // Called at the end of every completion handler of the channel (its operation no longer
+  // counts as pending): the driver settles what the handler changed — a closed link, an emptied
+  // queue, a channel that became reusable().
+  virtual void OnChannelHandled(FrameChannel& channel) = 0;
   virtual TimeNs ChannelNow() const = 0;
 
  protected:
@@ -104,8 +117,15 @@ class FrameChannel {
 
   // Enforces the hello, idle, write and connect deadlines.
   void CheckDeadlines(TimeNs now);
+  // The earliest of those deadlines in the channel's current state (kNever: none). It only
+  // moves later by itself (a read, a finished write); whatever makes it earlier is reported
+  // through OnChannelDeadline.
+  TimeNs NextDeadline() const;
 
   bool connected() const { return state_ == State::kOpen; }
+  // The current (or, once closed, the last) connection got as far as carrying frames: TCP, TLS
+  // and the authentication hellos done.
+  bool established() const { return established_; }
   bool connecting() const { return state_ == State::kConnecting; }
   bool closed() const { return state_ == State::kClosed; }
   bool reusable() const { return state_ == State::kClosed && pending_ == 0; }
@@ -127,6 +147,7 @@ class FrameChannel {
 
  private:
   enum class State : std::uint8_t { kClosed, kConnecting, kOpen };
+  class Completion;
 
   void Opened();
   // After TCP (and TLS) are up: the authentication hellos, or straight to frames.
@@ -175,6 +196,7 @@ class FrameChannel {
   bool reading_body_ = false;
   TimeNs last_read_ = 0;
   bool heard_ = false;  // a frame has arrived (the hello deadline no longer applies)
+  bool established_ = false;
 
   auth::ConnectionAuth auth_;
   std::array<std::byte, auth::kResponderHelloBytes> hello_out_{};

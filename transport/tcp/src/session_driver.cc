@@ -1,4 +1,4 @@
-#include "edgesgd/asio/session_driver.h"
+#include "edgesgd/tcp/session_driver.h"
 
 #include <algorithm>
 #include <charconv>
@@ -8,8 +8,8 @@
 #include <optional>
 #include <string>
 
-#include "edgesgd/asio/asio.h"
 #include "edgesgd/platform/log.h"
+#include "edgesgd/tcp/asio.h"
 #include "edgesgd/wire/frame_decoder.h"
 #include "frame_channel.h"
 
@@ -17,16 +17,17 @@ namespace edgesgd::tcp {
 
 using internal::ChannelEvents;
 using internal::CloseReason;
+using internal::DeadlineAfter;
 using internal::FrameChannel;
 using internal::TlsContext;
 using platform::Log;
 using platform::LogLevel;
 
-bool ParseEndpoint(std::string_view text, Endpoint& out, std::string& error) {
+Status ParseEndpoint(std::string_view text, Endpoint& out, std::string& detail) {
   const std::size_t colon = text.rfind(':');
   if (colon == std::string_view::npos || colon == 0 || colon + 1 == text.size()) {
-    error = "'" + std::string(text) + "' is not HOST:PORT";
-    return false;
+    detail = "'" + std::string(text) + "' is not HOST:PORT";
+    return Status::InvalidArgument("an address is not HOST:PORT");
   }
   std::string_view host = text.substr(0, colon);
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
@@ -37,29 +38,29 @@ bool ParseEndpoint(std::string_view text, Endpoint& out, std::string& error) {
   const auto [end, parse_error] =
       std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
   if (parse_error != std::errc() || end != port_text.data() + port_text.size() || port > 65535) {
-    error = "'" + std::string(text) + "': the port must be a number in 0..65535";
-    return false;
+    detail = "'" + std::string(text) + "': the port must be a number in 0..65535";
+    return Status::InvalidArgument("a port is not a number in 0..65535");
   }
   out.host = std::string(host);
   out.port = static_cast<std::uint16_t>(port);
-  return true;
+  return Status::Ok();
 }
 
-bool ParseEndpointList(std::string_view text, std::vector<Endpoint>& out, std::string& error) {
+Status ParseEndpointList(std::string_view text, std::vector<Endpoint>& out, std::string& detail) {
   out.clear();
   while (!text.empty()) {
     const std::size_t comma = text.find(',');
     Endpoint endpoint;
-    if (!ParseEndpoint(text.substr(0, comma), endpoint, error)) return false;
+    EDGESGD_TRY(ParseEndpoint(text.substr(0, comma), endpoint, detail));
     out.push_back(endpoint);
     if (comma == std::string_view::npos) break;
     text.remove_prefix(comma + 1);
   }
   if (out.empty()) {
-    error = "an empty address list";
-    return false;
+    detail = "an empty address list";
+    return Status::InvalidArgument("an empty address list");
   }
-  return true;
+  return Status::Ok();
 }
 
 const char* DriverStopName(DriverStop stop) {
@@ -74,26 +75,23 @@ const char* DriverStopName(DriverStop stop) {
 
 namespace {
 
-// How often deadlines, reconnects and the finish condition are checked.
-constexpr auto kHousekeepingPeriod = std::chrono::milliseconds(20);
-
-// Resolves `endpoint` to its first TCP address. Returns false with `error`.
-bool Resolve(asio::io_context& io, const Endpoint& endpoint, asio::ip::tcp::endpoint& out,
-             std::string& error) {
+// Resolves `endpoint` to its first TCP address. Errors: kNotFound, with `detail`.
+Status Resolve(asio::io_context& io, const Endpoint& endpoint, asio::ip::tcp::endpoint& out,
+               std::string& detail) {
   asio::error_code code;
   const asio::ip::address address = asio::ip::make_address(endpoint.host, code);
   if (!code) {
     out = asio::ip::tcp::endpoint(address, endpoint.port);
-    return true;
+    return Status::Ok();
   }
   asio::ip::tcp::resolver resolver(io);
   const auto results = resolver.resolve(endpoint.host, std::to_string(endpoint.port), code);
   if (code || results.empty()) {
-    error = "cannot resolve '" + endpoint.host + "': " + code.message();
-    return false;
+    detail = "cannot resolve '" + endpoint.host + "': " + code.message();
+    return Status::NotFound("a host name does not resolve");
   }
   out = results.begin()->endpoint();
-  return true;
+  return Status::Ok();
 }
 
 // splitmix64: jitter needs no more.
@@ -108,11 +106,20 @@ std::uint64_t NextRandom(std::uint64_t& state) {
 
 class SessionDriver::Impl final : public ChannelEvents {
  public:
-  Impl() : acceptor_(io_), session_timer_(io_), housekeeping_(io_), signals_(io_) {}
+  // On `external` (the caller's loop), or on a loop of its own when null.
+  explicit Impl(asio::io_context* external)
+      : owned_io_(external == nullptr ? std::make_unique<asio::io_context>(1) : nullptr),
+        io_(external == nullptr ? *owned_io_ : *external),
+        acceptor_(io_),
+        session_timer_(io_),
+        deadline_timer_(io_) {}
 
-  bool Open(const DriverOptions& options, std::string& error);
+  Status Open(const DriverOptions& options, std::string& detail);
+  void Start(protocol::Session& session, DoneCallback on_done);
   DriverStop Run(protocol::Session& session);
-  void RequestStop() { Stop(DriverStop::kStopped); }
+  void RequestStop() {
+    if (session_ != nullptr) Stop(DriverStop::kStopped);
+  }
   TimeNs Now() const {
     const auto elapsed = std::chrono::steady_clock::now() - start_;
     // +1: a session may treat time 0 as "never happened".
@@ -125,6 +132,8 @@ class SessionDriver::Impl final : public ChannelEvents {
   void OnChannelFrame(FrameChannel& channel, std::span<const std::byte> frame) override;
   void OnChannelClosed(FrameChannel& channel, CloseReason reason) override;
   void OnChannelConnected(FrameChannel& channel) override;
+  void OnChannelDeadline(TimeNs deadline) override { ArmDeadline(deadline); }
+  void OnChannelHandled(FrameChannel& channel) override;
   TimeNs ChannelNow() const override { return Now(); }
 
   DriverOptions options_;
@@ -140,8 +149,8 @@ class SessionDriver::Impl final : public ChannelEvents {
     std::uint32_t failures = 0;
   };
 
-  // Loads DriverOptions::tls into the context every channel shares. False with `error`.
-  bool OpenTls(const TlsFiles& files, std::string& error);
+  // Loads DriverOptions::tls into the context every channel shares. Errors as Open's.
+  Status OpenTls(const TlsFiles& files, std::string& detail);
   FrameChannel& NewChannel();
   void Accept();
   void ScheduleReconnect(Dial& dial);
@@ -153,63 +162,88 @@ class SessionDriver::Impl final : public ChannelEvents {
   // After any call into the session: the hook, then the session's frames, then its timer.
   void AfterSessionCall();
   // Delivers lost links noticed while the session could not be called, then checks whether the
-  // run is over. Called at the end of every handler.
+  // run is over. Called at the end of every handler (the driver's and, through
+  // OnChannelHandled, the channels').
   void Settle();
   void ArmSessionTimer();
-  void ArmHousekeeping();
-  void Housekeeping();
+  std::chrono::steady_clock::time_point TimePoint(TimeNs time) const {
+    return start_ + std::chrono::nanoseconds(time - 1);
+  }
+  // The deadline timer serves every deadline that is not the session's: connections' hello,
+  // idle, write and connect deadlines, reconnects, the linger and give-up times. ArmDeadline
+  // moves it earlier when `deadline` comes before the armed one; when it fires, OnDeadline acts
+  // on what is due and re-arms it for the next deadline there is (none: it stays idle).
+  void ArmDeadline(TimeNs deadline);
+  void OnDeadline();
+  TimeNs NextDeadline() const;
+  bool DialUp() const;
   bool QueuesEmpty() const;
   // Finished and flushed: half-close every link, stop once all peers closed theirs.
   void Drain();
+  // Closes every connection and timer; Complete follows once their handlers ran.
   void Stop(DriverStop reason);
+  // One of the driver's own pending operations (accept, timer or signal wait) finished.
+  void OperationDone() {
+    --pending_;
+    if (stopped_) Complete();
+  }
+  // Once stopped with nothing pending: posts the DoneCallback (posted, so that it may destroy
+  // the driver: no handler of the driver runs after it).
+  void Complete();
 
-  asio::io_context io_{1};
+  // Declared first, destroyed last: handlers still queued in an owned loop are destroyed with it.
+  std::unique_ptr<asio::io_context> owned_io_;
+  asio::io_context& io_;
   asio::ip::tcp::acceptor acceptor_;
   asio::steady_timer session_timer_;
-  asio::steady_timer housekeeping_;
-  asio::signal_set signals_;
+  asio::steady_timer deadline_timer_;
+  std::optional<asio::signal_set> signals_;  // only with DriverOptions::handle_signals
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   std::optional<TlsContext> tls_context_;
 
   protocol::Session* session_ = nullptr;
+  DoneCallback on_done_;
   bool in_session_ = false;
   std::deque<std::unique_ptr<FrameChannel>> channels_;
   std::vector<Dial> dials_;
   std::vector<PeerId> lost_;  // peers whose link dropped, for Settle
   TimeNs armed_wakeup_ = kNever;
-  TimeNs last_dial_up_ = 0;
+  TimeNs armed_deadline_ = kNever;
+  TimeNs last_dial_up_ = 0;  // last time a dialled connection was up (or Start)
   bool finishing_ = false;
   bool draining_ = false;  // finished and flushed: waiting for peers to close their ends
   TimeNs finish_deadline_ = kNever;
   bool stopped_ = false;
+  bool completed_ = false;
+  std::uint32_t pending_ = 0;  // the driver's own operations whose handler has not run yet
   DriverStop stop_reason_ = DriverStop::kFinished;
   std::uint64_t jitter_state_ = 0;
 };
 
-bool SessionDriver::Impl::Open(const DriverOptions& options, std::string& error) {
+Status SessionDriver::Impl::Open(const DriverOptions& options, std::string& detail) {
   options_ = options;
   options_.max_frame_bytes = std::min(options_.max_frame_bytes, wire::kMaxFrameBytes);
   jitter_state_ = options_.seed ^ 0x5DEECE66Dull;
   start_ = std::chrono::steady_clock::now();
-  if (options_.tls && !OpenTls(*options_.tls, error)) return false;
+  if (options_.tls) EDGESGD_TRY(OpenTls(*options_.tls, detail));
   if (options_.listen) {
     asio::ip::tcp::endpoint endpoint;
-    if (!Resolve(io_, *options_.listen, endpoint, error)) return false;
+    EDGESGD_TRY(Resolve(io_, *options_.listen, endpoint, detail));
     asio::error_code code;
     acceptor_.open(endpoint.protocol(), code);
     if (!code) acceptor_.set_option(asio::socket_base::reuse_address(true), code);
     if (!code) acceptor_.bind(endpoint, code);
     if (!code) acceptor_.listen(asio::socket_base::max_listen_connections, code);
     if (code) {
-      error = "cannot listen on " + options_.listen->host + ":" +
-              std::to_string(options_.listen->port) + ": " + code.message();
-      return false;
+      detail = "cannot listen on " + options_.listen->host + ":" +
+               std::to_string(options_.listen->port) + ": " + code.message();
+      return Status::Unavailable("cannot listen on the address");
     }
     listen_port_ = acceptor_.local_endpoint(code).port();
   }
   for (const DialTarget& target : options_.dial) {
     Dial dial;
-    if (!Resolve(io_, target.endpoint, dial.endpoint, error)) return false;
+    EDGESGD_TRY(Resolve(io_, target.endpoint, dial.endpoint, detail));
     FrameChannel& channel = NewChannel();
     channel.peer = target.peer;
     channel.bound = true;
@@ -219,17 +253,17 @@ bool SessionDriver::Impl::Open(const DriverOptions& options, std::string& error)
     dials_.push_back(dial);
   }
   lost_.reserve(64);
-  return true;
+  return Status::Ok();
 }
 
-bool SessionDriver::Impl::OpenTls(const TlsFiles& files, std::string& error) {
+Status SessionDriver::Impl::OpenTls(const TlsFiles& files, std::string& detail) {
 #if EDGESGD_TCP_TLS
   TlsContext& context = tls_context_.emplace(asio::ssl::context::tls);
   asio::error_code code;
   const auto failed = [&](const char* what, const std::string& file) {
-    error = std::string("TLS: cannot use the ") + what + " " + file + ": " + code.message();
+    detail = std::string("TLS: cannot use the ") + what + " " + file + ": " + code.message();
     tls_context_.reset();
-    return false;
+    return Status::FailedPrecondition("TLS: a certificate or key does not load");
   };
   // TLS 1.2 and later only.
   context.set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
@@ -246,11 +280,11 @@ bool SessionDriver::Impl::OpenTls(const TlsFiles& files, std::string& error) {
   if (code) return failed("CA certificate", files.ca);
   context.set_verify_mode(asio::ssl::verify_peer | asio::ssl::verify_fail_if_no_peer_cert, code);
   if (code) return failed("verify mode", "");
-  return true;
+  return Status::Ok();
 #else
   (void)files;
-  error = "TLS: this edgesgd was built without it (OpenSSL was not found for this target)";
-  return false;
+  detail = "TLS: this edgesgd was built without it (OpenSSL was not found for this target)";
+  return Status::FailedPrecondition("TLS: not in this build");
 #endif
 }
 
@@ -267,16 +301,21 @@ FrameChannel& SessionDriver::Impl::NewChannel() {
   return *channels_.back();
 }
 
-DriverStop SessionDriver::Impl::Run(protocol::Session& session) {
+void SessionDriver::Impl::Start(protocol::Session& session, DoneCallback on_done) {
   session_ = &session;
+  on_done_ = std::move(on_done);
   if (options_.handle_signals) {
     asio::error_code ignored;
-    signals_.add(SIGINT, ignored);
-    signals_.add(SIGTERM, ignored);
-    signals_.async_wait([this](const asio::error_code& error, int signal_number) {
-      if (error) return;
-      Log(LogLevel::kInfo, "%s: signal %d: shutting down", options_.log_name, signal_number);
-      Stop(DriverStop::kSignal);
+    signals_.emplace(io_);
+    signals_->add(SIGINT, ignored);
+    signals_->add(SIGTERM, ignored);
+    ++pending_;
+    signals_->async_wait([this](const asio::error_code& error, int signal_number) {
+      if (!error && !stopped_) {
+        Log(LogLevel::kInfo, "%s: signal %d: shutting down", options_.log_name, signal_number);
+        Stop(DriverStop::kSignal);
+      }
+      OperationDone();
     });
   }
   if (acceptor_.is_open()) Accept();
@@ -284,34 +323,48 @@ DriverStop SessionDriver::Impl::Run(protocol::Session& session) {
   for (Dial& dial : dials_) {
     dial.channel->Connect(dial.endpoint);
   }
+  if (!dials_.empty()) ArmDeadline(DeadlineAfter(last_dial_up_, options_.give_up_ns));
   in_session_ = true;
   session.Start(Now());
   in_session_ = false;
   AfterSessionCall();
   Settle();
-  ArmHousekeeping();
-  if (!stopped_) io_.run();
-  for (const std::unique_ptr<FrameChannel>& channel : channels_) {
-    channel->Close(CloseReason::kShutdown, /*silent=*/true);
+}
+
+DriverStop SessionDriver::Impl::Run(protocol::Session& session) {
+  bool done = false;
+  DriverStop result = DriverStop::kStopped;
+  Start(session, [this, &done, &result](DriverStop stop) {
+    result = stop;
+    done = true;
+    io_.stop();  // a caller's loop may carry other work
+  });
+  // run(), not a run_one() loop: Asio recycles handler memory per run() call, so steady state
+  // stays free of allocations.
+  if (io_.stopped()) io_.restart();
+  while (!done) {
+    io_.run();
+    if (!done) io_.restart();  // stopped from outside: the driver's work is still queued
   }
-  asio::error_code ignored;
-  acceptor_.close(ignored);
-  signals_.cancel(ignored);
-  return stop_reason_;
+  return result;
 }
 
 void SessionDriver::Impl::Accept() {
   FrameChannel& channel = NewChannel();
+  ++pending_;
   acceptor_.async_accept(channel.socket(), [this, &channel](const asio::error_code& error) {
-    if (stopped_) return;
-    if (!error) {
-      ++counters_.accepted;
-      channel.BeginAccepted();
-    } else if (error == asio::error::operation_aborted) {
-      return;
+    if (stopped_) {
+      asio::error_code ignored;
+      channel.socket().close(ignored);  // accepted just before the stop
+    } else if (error != asio::error::operation_aborted) {
+      if (!error) {
+        ++counters_.accepted;
+        channel.BeginAccepted();
+      }
+      // Transient accept errors (EMFILE, ECONNABORTED) must not end the listener.
+      Accept();
     }
-    // Transient accept errors (EMFILE, ECONNABORTED) must not end the listener.
-    Accept();
+    OperationDone();
   });
 }
 
@@ -327,6 +380,11 @@ void SessionDriver::Impl::OnChannelClosed(FrameChannel& channel, CloseReason rea
     if (channel.opened_at != 0 && reason != CloseReason::kShutdown) {
       Log(LogLevel::kWarning, "%s: link to peer %u lost: %s", options_.log_name, channel.peer,
           internal::CloseReasonName(reason));
+    }
+    if (channel.established() && !DialUp()) {
+      // The give-up clock starts when the last established dialled connection goes down.
+      last_dial_up_ = Now();
+      ArmDeadline(DeadlineAfter(last_dial_up_, options_.give_up_ns));
     }
     ScheduleReconnect(dial);
   } else if (channel.bound || reason == CloseReason::kOversized ||
@@ -344,6 +402,18 @@ void SessionDriver::Impl::OnChannelClosed(FrameChannel& channel, CloseReason rea
   channel.opened_at = 0;
 }
 
+void SessionDriver::Impl::OnChannelHandled(FrameChannel& channel) {
+  if (stopped_) {
+    Complete();
+    return;
+  }
+  if (channel.dialled && channel.reusable() && !finishing_) {
+    ArmDeadline(dials_[channel.dial_index].next_attempt);  // a reconnect that had to wait
+  }
+  // A link that closed or a queue that emptied may be what Settle waits for.
+  Settle();
+}
+
 void SessionDriver::Impl::ScheduleReconnect(Dial& dial) {
   // Exponential backoff with +-50% jitter, so restarted peers do not reconnect in lockstep.
   const std::uint32_t exponent = std::min<std::uint32_t>(dial.failures, 20);
@@ -353,6 +423,7 @@ void SessionDriver::Impl::ScheduleReconnect(Dial& dial) {
       0.5 + static_cast<double>(NextRandom(jitter_state_) >> 11) * 0x1.0p-53;
   dial.next_attempt = Now() + static_cast<TimeNs>(static_cast<double>(delay) * jitter);
   ++dial.failures;
+  ArmDeadline(dial.next_attempt);
 }
 
 bool SessionDriver::Impl::Bind(FrameChannel& channel, std::span<const std::byte> frame) {
@@ -435,11 +506,13 @@ void SessionDriver::Impl::Route(const protocol::OutgoingFrame& frame) {
 
 void SessionDriver::Impl::AfterSessionCall() {
   if (after_call_) after_call_();
+  if (stopped_) return;  // the hook stopped the driver: nothing more goes out
   protocol::OutgoingFrame frame;
   while (session_->PollFrame(frame)) Route(frame);
   if (session_->Finished() && !finishing_) {
     finishing_ = true;
-    finish_deadline_ = Now() + options_.linger_ns;
+    finish_deadline_ = DeadlineAfter(Now(), options_.linger_ns);
+    ArmDeadline(finish_deadline_);
   }
   ArmSessionTimer();
 }
@@ -479,50 +552,55 @@ void SessionDriver::Impl::Drain() {
 
 void SessionDriver::Impl::ArmSessionTimer() {
   const TimeNs wakeup = session_->NextWakeup();
-  if (wakeup == armed_wakeup_) return;
+  if (wakeup == armed_wakeup_ || stopped_) return;
   armed_wakeup_ = wakeup;
   if (wakeup == kNever) {
     session_timer_.cancel();
     return;
   }
-  session_timer_.expires_at(start_ + std::chrono::nanoseconds(wakeup - 1));
+  session_timer_.expires_at(TimePoint(wakeup));
+  ++pending_;
   session_timer_.async_wait([this](const asio::error_code& error) {
-    if (error || stopped_) return;  // re-armed or cancelled
-    armed_wakeup_ = kNever;
-    const TimeNs now = Now();
-    if (now >= session_->NextWakeup()) {
-      in_session_ = true;
-      session_->OnTimer(now);
-      in_session_ = false;
-      AfterSessionCall();
-    } else {
-      ArmSessionTimer();
+    if (!error && !stopped_) {  // else re-armed or cancelled
+      armed_wakeup_ = kNever;
+      const TimeNs now = Now();
+      if (now >= session_->NextWakeup()) {
+        in_session_ = true;
+        session_->OnTimer(now);
+        in_session_ = false;
+        AfterSessionCall();
+      } else {
+        ArmSessionTimer();
+      }
+      Settle();
     }
-    Settle();
+    OperationDone();
   });
 }
 
-void SessionDriver::Impl::ArmHousekeeping() {
-  housekeeping_.expires_after(kHousekeepingPeriod);
-  housekeeping_.async_wait([this](const asio::error_code& error) {
-    if (error || stopped_) return;
-    Housekeeping();
-    if (!stopped_) ArmHousekeeping();
+void SessionDriver::Impl::ArmDeadline(TimeNs deadline) {
+  if (deadline >= armed_deadline_ || stopped_ || session_ == nullptr) return;
+  armed_deadline_ = deadline;
+  deadline_timer_.expires_at(TimePoint(deadline));  // a pending wait ends as operation_aborted
+  ++pending_;
+  deadline_timer_.async_wait([this](const asio::error_code& error) {
+    if (!error && !stopped_) {  // else moved earlier or cancelled
+      armed_deadline_ = kNever;
+      OnDeadline();
+    }
+    OperationDone();
   });
 }
 
-void SessionDriver::Impl::Housekeeping() {
+void SessionDriver::Impl::OnDeadline() {
   const TimeNs now = Now();
-  bool dial_up = dials_.empty();
   for (const std::unique_ptr<FrameChannel>& channel : channels_) channel->CheckDeadlines(now);
   for (Dial& dial : dials_) {
-    FrameChannel& channel = *dial.channel;
-    if (channel.connected()) dial_up = true;
-    if (!finishing_ && channel.reusable() && now >= dial.next_attempt) {
-      channel.Connect(dial.endpoint);
+    if (!finishing_ && dial.channel->reusable() && now >= dial.next_attempt) {
+      dial.channel->Connect(dial.endpoint);
     }
   }
-  if (dial_up) last_dial_up_ = now;
+  if (DialUp()) last_dial_up_ = now;
   Settle();
   if (stopped_) return;
   if (finishing_ && now >= finish_deadline_) {
@@ -531,7 +609,31 @@ void SessionDriver::Impl::Housekeeping() {
     Log(LogLevel::kError, "%s: no connection for %.1f s: giving up", options_.log_name,
         static_cast<double>(options_.give_up_ns) * 1e-9);
     Stop(DriverStop::kGaveUp);
+  } else {
+    ArmDeadline(NextDeadline());
   }
+}
+
+TimeNs SessionDriver::Impl::NextDeadline() const {
+  TimeNs next = finishing_ ? finish_deadline_ : kNever;
+  for (const std::unique_ptr<FrameChannel>& channel : channels_) {
+    next = std::min(next, channel->NextDeadline());
+  }
+  for (const Dial& dial : dials_) {
+    // A channel with operations still pending is offered again by OnChannelHandled.
+    if (!finishing_ && dial.channel->reusable()) next = std::min(next, dial.next_attempt);
+  }
+  if (!DialUp()) next = std::min(next, DeadlineAfter(last_dial_up_, options_.give_up_ns));
+  return next;
+}
+
+bool SessionDriver::Impl::DialUp() const {
+  if (dials_.empty()) return true;  // nothing to give up on
+  for (const Dial& dial : dials_) {
+    // Connections the other end refuses (a TLS or authentication mismatch) do not count.
+    if (dial.channel->connected() && dial.channel->established()) return true;
+  }
+  return false;
 }
 
 bool SessionDriver::Impl::QueuesEmpty() const {
@@ -545,22 +647,50 @@ void SessionDriver::Impl::Stop(DriverStop reason) {
   if (stopped_) return;
   stopped_ = true;
   stop_reason_ = reason;
-  io_.stop();
+  for (const std::unique_ptr<FrameChannel>& channel : channels_) {
+    channel->Close(CloseReason::kShutdown, /*silent=*/true);
+  }
+  asio::error_code ignored;
+  acceptor_.close(ignored);
+  session_timer_.cancel();
+  deadline_timer_.cancel();
+  if (signals_) {
+    signals_->clear(ignored);  // the process's default handling is back
+    signals_->cancel(ignored);
+  }
+  Complete();
+}
+
+void SessionDriver::Impl::Complete() {
+  if (!stopped_ || completed_ || pending_ != 0) return;
+  for (const std::unique_ptr<FrameChannel>& channel : channels_) {
+    if (channel->pending_operations() != 0) return;  // its last handler calls back
+  }
+  completed_ = true;
+  asio::post(io_, [this] {
+    // Moved out first: the callback may destroy the driver.
+    const DoneCallback done = std::move(on_done_);
+    if (done) done(stop_reason_);
+  });
 }
 
 // ---- SessionDriver ----
 
-SessionDriver::SessionDriver() : impl_(std::make_unique<Impl>()) {}
+SessionDriver::SessionDriver() : impl_(std::make_unique<Impl>(nullptr)) {}
+SessionDriver::SessionDriver(asio::io_context& io) : impl_(std::make_unique<Impl>(&io)) {}
 SessionDriver::~SessionDriver() = default;
 
 bool TlsAvailable() { return EDGESGD_TCP_TLS != 0; }
 
-bool SessionDriver::Open(const DriverOptions& options, std::string& error) {
-  return impl_->Open(options, error);
+Status SessionDriver::Open(const DriverOptions& options, std::string& detail) {
+  return impl_->Open(options, detail);
 }
 std::uint16_t SessionDriver::listen_port() const { return impl_->listen_port_; }
 void SessionDriver::SetAfterSessionCall(std::function<void()> hook) {
   impl_->after_call_ = std::move(hook);
+}
+void SessionDriver::Start(protocol::Session& session, DoneCallback on_done) {
+  impl_->Start(session, std::move(on_done));
 }
 DriverStop SessionDriver::Run(protocol::Session& session) { return impl_->Run(session); }
 void SessionDriver::RequestStop() { impl_->RequestStop(); }

@@ -9,11 +9,13 @@
 //                        calls; Asio then needs asio::detail::throw_exception from the user
 //   ASIO_NO_TYPEID       no RTTI (Asio otherwise uses typeid for service identity)
 //   ASIO_NO_DEPRECATED   the current interface only
-// Only transport/asio sources include this header; its public headers stay free of Asio.
+// transport/tcp sources include it, and so does a program that hands edgesgd its own event loop
+// (an asio::io_context for SessionDriver, Server, Worker or Peer): the other public headers only
+// declare asio::io_context, so Asio's configuration is decided here once.
 // EDGESGD_TCP_TLS (set by the build when it found OpenSSL) adds Asio's TLS streams.
 
 #if defined(ASIO_VERSION)
-#error "asio was included before edgesgd/asio/asio.h: include this wrapper instead"
+#error "asio was included before edgesgd/tcp/asio.h: include this wrapper instead"
 #endif
 
 #define ASIO_STANDALONE 1

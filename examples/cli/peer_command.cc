@@ -1,0 +1,128 @@
+// `edgesgd peer`: a gossip peer over TCP, a tcp::Peer of the flags' run. Every peer takes the
+// full flags and the same --peers list (there is no server to hand the run out); metrics rows
+// and the summary are simulate's, with wall-clock seconds.
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/metrics.h"
+#include "cli/run_flags.h"
+#include "cli/task.h"
+#include "cli/tcp_flags.h"
+#include "edgesgd/tcp/peer.h"
+
+namespace edgesgd::cli {
+namespace {
+
+constexpr const char* kName = "peer";
+
+int RunPeer(const PeerFlags& o) {
+  tcp::PeerSettings settings;
+  std::vector<tcp::Endpoint> addresses;
+  std::string error;
+  if (!tcp::ParseEndpoint(o.listen, settings.listen, error).ok()) {
+    return Fail(kName, "--listen " + error, 2);
+  }
+  if (!tcp::ParseEndpointList(o.peers, addresses, error).ok())
+    return Fail(kName, "--peers " + error, 2);
+  AuthKeys keys;
+  if (!LoadAuthKeys(o.network, o.id, kName, keys)) return 2;
+  const std::size_t n = addresses.size();
+  if (o.id < 1 || o.id > n) {
+    return Fail(kName,
+                "--id " + std::to_string(o.id) + " is not a position in --peers (1.." +
+                    std::to_string(n) + ": the list holds every peer's address in id order)",
+                2);
+  }
+  if (o.codec.codec() != CodecName(protocol::ModelCodec()) || o.aggregate != "mean" || o.optimizer != "sgd") {
+    return Fail(kName,
+                "gossip exchanges dense models with plain SGD steps: drop --codec, --aggregate "
+                "and --optimizer",
+                2);
+  }
+  if (const std::string why = CheckGossipConsistency(o); !why.empty()) return Fail(kName, why, 2);
+  GossipPlan plan;
+  if (!BuildGossipPlan(o, n, plan, error)) return Fail(kName, error, 2);
+  if (!o.quiet) PrintGossipPlan(kName, o, plan);
+  Task task;
+  if (const int code = SetUpTask(kName, o, n, task); code != 0) return code;
+  settings.config = BuildGossipConfig(o, task, plan, o.id);
+  std::vector<float> initial(task.dimension());
+  task.InitialModel(initial);
+  settings.gossip.gradient = &Task::GradientCallback;
+  settings.gossip.user = task.binding(o.id - 1);
+  settings.gossip.samples_per_step = static_cast<std::uint32_t>(task.samples_per_step(o.id - 1));
+  settings.gossip.initial_model = initial;
+  for (std::size_t i = 0; i < n; ++i) {
+    settings.neighbours.push_back({static_cast<protocol::PeerId>(i + 1), addresses[i]});
+  }
+  settings.network = NetworkOptions(o.network, o.seed * 1000003u + o.id, kName, keys);
+  settings.network.max_peer_id = static_cast<protocol::PeerId>(n);
+  tcp::Peer peer;
+  if (!peer.Open(settings, error).ok()) {
+    // The session refused the flags (2), or the network is not usable (1).
+    return Fail(kName, error,
+                peer.session().phase() == protocol::GossipPhase::kUninitialized ? 2 : 1);
+  }
+  if (!WritePortFile(o.network, peer.listen_port(), kName)) return 1;
+
+  MetricsWriter metrics;
+  if (!o.metrics.empty() && !metrics.Open(o.metrics, error)) return Fail(kName, error, 1);
+  ProgressLine progress(o.quiet, IsTerminal(), o.rounds);
+  MetricsRow last;
+  peer.OnRound([&](const protocol::GossipRoundEvent& event, std::span<const float> model) {
+    MetricsRow row =
+        GossipRow(event.round, event.time_closed, event.bytes_sent, event.bytes_received);
+    if (EvaluatesRound(o, row.round)) {
+      EvaluateInto(task, model, row);
+      last = row;
+    }
+    metrics.Write(row);
+    progress.Update(row);
+  });
+  peer.OnReject([&](const protocol::GossipRejectEvent& reject) {
+    progress.Note("peer %u rejected a frame from peer %u in round %u: %s", o.id, reject.peer,
+                  reject.round + 1, protocol::GossipRejectReasonName(reject.reason));
+  });
+  const tcp::DriverStop stop = peer.Run();
+  progress.Finish();
+  if (!metrics.Close(error)) return Fail(kName, error, 1);
+  const protocol::GossipPeerSession& session = peer.session();
+  if (stop != tcp::DriverStop::kFinished || !session.Finished()) {
+    char detail[64];
+    std::snprintf(detail, sizeof(detail), " after %u of %u rounds", session.round(), o.rounds);
+    const int code = ExitCodeFor(stop, kName, detail);
+    return code == 0 ? 1 : code;
+  }
+  SummaryWriter summary;
+  WriteGossipRunSummary(summary, o, n, task.dimension(), last);
+  summary.Field("peer", o.id);
+  WritePeerGossip(summary, o, plan, session.counters(), peer.network_counters());
+  if ((!o.summary.empty() && !summary.Save(o.summary, error)) ||
+      !SaveModel(o, session.model(), error)) {
+    return Fail(kName, error, 1);
+  }
+  if (!o.quiet) {
+    std::fprintf(stderr, "edgesgd peer %u: done: %u rounds in %.1f s; loss %.4f, accuracy %s\n",
+                 o.id, o.rounds, last.time_s, last.loss, FormatAccuracy(last.accuracy).c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+void AddPeerCommand(CLI::App& app, int& exit_code) {
+  auto o = std::make_shared<PeerFlags>();
+  CLI::App* command = app.add_subcommand(
+      "peer",
+      "Gossip peer over TCP: D-PSGD, gradient tracking or DeTAG (--gossip) with its neighbours "
+      "on --topology; every peer takes the "
+      "same flags and the same --peers list.");
+  AddPeerFlags(*command, *o);
+  command->callback([o, &exit_code] { exit_code = RunPeer(*o); });
+}
+
+}  // namespace edgesgd::cli

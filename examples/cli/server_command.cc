@@ -1,0 +1,111 @@
+// `edgesgd server`: the parameter server of a run over TCP, a tcp::Server of the flags' run. It
+// owns the run: the training flags become the RunConfig every worker receives in its Welcome.
+// Metrics rows and the summary are simulate's, with wall-clock seconds.
+
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/codec_flags.h"
+#include "cli/commands.h"
+#include "cli/metrics.h"
+#include "cli/run_flags.h"
+#include "cli/task.h"
+#include "cli/tcp_flags.h"
+#include "edgesgd/tcp/server.h"
+
+namespace edgesgd::cli {
+namespace {
+
+constexpr const char* kName = "server";
+
+int RunServer(const ServerFlags& o) {
+  tcp::ServerSettings settings;
+  std::string error;
+  if (!tcp::ParseEndpoint(o.listen, settings.listen, error).ok()) {
+    return Fail(kName, "--listen " + error, 2);
+  }
+  AuthKeys keys;
+  if (!LoadAuthKeys(o.network, 0, kName, keys)) return 2;
+  if (o.resume && o.checkpoint.empty()) return Fail(kName, "--resume needs --checkpoint FILE", 2);
+  if (const std::string why = CheckRunConsistency(o); !why.empty()) return Fail(kName, why, 2);
+  Task task;
+  if (const int code = SetUpTask(kName, o, o.workers, task); code != 0) return code;
+  settings.run = BuildRunConfig(o, task);
+  settings.server = BuildServerOptions(o);
+  if (o.join_timeout_s > 0) settings.server.join_timeout_ns = Seconds(o.join_timeout_s);
+  if (const int code = ValidateServerRun(kName, settings.run, settings.server); code != 0) {
+    return code;
+  }
+  std::vector<float> initial(task.dimension());
+  task.InitialModel(initial);
+  settings.initial_model = initial;
+  settings.network = NetworkOptions(o.network, o.seed, kName, keys);
+  settings.checkpoint = o.checkpoint;
+  settings.checkpoint_every = o.checkpoint_every;
+  settings.resume = o.resume;
+  tcp::Server server;
+  if (!server.Open(settings, error).ok()) {
+    // A checkpoint of another run: name the flag that changed rather than the setting.
+    if (const std::string_view differs = server.resume_differs_in(); !differs.empty()) {
+      const std::string flag =
+          differs == "model" ? "the model (--task, --data, --dim, --hidden)" : FlagOf(differs);
+      return Fail(kName,
+                  "cannot resume from checkpoint " + o.checkpoint +
+                      ": it belongs to another run: it differs in " + flag,
+                  1);
+    }
+    return Fail(kName, error, 1);
+  }
+  if (!WritePortFile(o.network, server.listen_port(), kName)) return 1;
+  if (!o.quiet) {
+    std::fprintf(stderr, "edgesgd server: listening on %s:%u for %zu workers\n",
+                 settings.listen.host.c_str(), server.listen_port(), o.workers);
+  }
+
+  MetricsWriter metrics;
+  if (!o.metrics.empty() && !metrics.Open(o.metrics, error)) return Fail(kName, error, 1);
+  ProgressLine progress(o.quiet, IsTerminal(), o.rounds);
+  ServerRunOutput output(o, settings.run, task, metrics, progress);
+  server.OnRound(std::bind_front(&ServerRunOutput::OnRound, &output));
+  server.OnReject(std::bind_front(&ServerRunOutput::OnReject, &output));
+  const tcp::DriverStop stop = server.Run();
+  progress.Finish();
+  if (!metrics.Close(error)) return Fail(kName, error, 1);
+  if (!server.status().ok()) return Fail(kName, server.detail(), 1);  // a checkpoint failed
+  const protocol::ServerSession& session = server.session();
+  if (stop != tcp::DriverStop::kFinished || !session.Finished()) {
+    char detail[160];
+    std::snprintf(detail, sizeof(detail), " after %u of %u rounds%s", session.round(), o.rounds,
+                  o.checkpoint.empty() ? "" : " (resume with --resume)");
+    const int code = ExitCodeFor(stop, kName, detail);
+    return code == 0 ? 1 : code;
+  }
+  if (!session.status().ok()) {
+    return Fail(
+        kName,
+        "the run failed after " + std::to_string(session.round()) + " rounds (the model diverged)",
+        1);
+  }
+  SummaryWriter summary;
+  WriteRunSummary(summary, o, settings.run, task.dimension(), output.last());
+  WriteMemoryPlan(summary, MakeMemoryPlan(settings.run, settings.server));
+  WriteServerNetwork(summary, session.counters(), server.network_counters());
+  return FinishServerRun(kName, "s", o, summary, session.model(), output.last());
+}
+
+}  // namespace
+
+void AddServerCommand(CLI::App& app, int& exit_code) {
+  auto o = std::make_shared<ServerFlags>();
+  CLI::App* command = app.add_subcommand(
+      "server",
+      "Parameter server over TCP: owns the run's configuration (sent to every worker in its "
+      "Welcome), aggregates updates, checkpoints, writes metrics with wall-clock seconds.");
+  AddServerFlags(*command, *o);
+  command->callback([o, &exit_code] { exit_code = RunServer(*o); });
+}
+
+}  // namespace edgesgd::cli

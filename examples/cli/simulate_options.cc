@@ -1,0 +1,181 @@
+#include "cli/simulate_options.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+#include <utility>
+
+namespace edgesgd::cli {
+
+void AddSimulateFlags(CLI::App& command, SimulateOptions& o) {
+  // Consumed before parsing by ExpandConfigFiles (main.cc); registered here for --help.
+  command.add_option("--config", "Read flags from a TOML file of `flag = value` lines; flags on "
+                                 "the command line override it");
+  // A flag given twice (in the config file and on the command line) takes the last value.
+  command.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  AddDataFlags(command, o);
+  AddSeedFlag(command, o);
+  AddTrainingFlags(command, o,
+                   "Virtual seconds a round waits for stragglers (gossip: for neighbours)");
+  command.add_option("--mode", o.mode,
+                     "server: a parameter server aggregates; gossip: peers mix models with "
+                     "their neighbours (--gossip, --topology), dense models, no server")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"server", "gossip"}));
+  AddGossipFlags(command, o);
+  command.add_option("--bandwidth-mbps", o.bandwidth_mbps,
+                     "Every worker's uplink and downlink, Mbit/s (0 = unlimited)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e6));
+  command.add_option("--latency-ms", o.latency_ms, "One-way link latency, ms")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e6));
+  command.add_option("--device-speeds", o.device_speeds,
+                     "Relative compute speeds, comma-separated, cycled over the workers "
+                     "(e.g. 1,1,0.5,0.25)")
+      ->capture_default_str();
+  command.add_option("--sample-us", o.sample_us,
+                     "Compute time of one training sample on a speed-1 device, microseconds")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e9));
+  command.add_option("--dropout", o.dropout,
+                     "Probability a worker is offline for a drop-out epoch (see "
+                     "--dropout-epoch-s)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  command.add_option("--dropout-epoch-s", o.dropout_epoch_s, "Length of a drop-out epoch")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-6, 1e9));
+  command.add_option("--loss", o.loss, "Probability a frame is lost")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  command.add_option("--corrupt", o.corrupt, "Probability a frame arrives with flipped bits")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  command.add_option("--duplicate", o.duplicate, "Probability a frame arrives twice")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  command.add_option("--adversaries", o.adversaries,
+                     "Majority vote: this many workers send negated signs")
+      ->capture_default_str();
+  AddOutputFlags(command, o);
+}
+
+std::string CheckSimulateConsistency(const SimulateOptions& o) {
+  if (o.mode != "gossip" && o.gossip_flags_given) {
+    return "--gossip, --topology, --gossip-weights, --gossip-rounds and --phase-batches need "
+           "--mode gossip";
+  }
+  if (o.mode == "gossip") {
+    if (o.codec.codec() != CodecName(protocol::ModelCodec())) {
+      return "--mode gossip exchanges dense models: use --codec identity";
+    }
+    if (o.aggregate != "mean" || o.optimizer != "sgd") {
+      return "--mode gossip runs plain SGD steps (mixing instead of a server aggregate): drop "
+             "--aggregate and --optimizer";
+    }
+    if (const std::string why = CheckGossipConsistency(o); !why.empty()) return why;
+    if (o.feedback_given && o.feedback != "none") {
+      return "--mode gossip sends uncompressed models: drop --feedback";
+    }
+    if (o.local_steps != 1 || o.participation != 1.0f) {
+      return "--mode gossip takes one gradient step per round with every peer: drop "
+             "--local-steps and --participation";
+    }
+  }
+  if (const std::string why = CheckRunConsistency(o); !why.empty()) return why;
+  if (o.adversaries > 0 && o.aggregate != "majority") {
+    return "--adversaries sends negated sign votes: it needs --aggregate majority";
+  }
+  if (o.adversaries > o.workers) return "--adversaries cannot exceed --workers";
+  return "";
+}
+
+std::vector<double> ParseSpeeds(const std::string& text, std::size_t workers) {
+  std::vector<double> listed;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ',')) {
+    char* end = nullptr;
+    const double speed = std::strtod(item.c_str(), &end);
+    if (item.empty() || end == nullptr || *end != '\0' || !(speed > 0) || !std::isfinite(speed)) {
+      return {};
+    }
+    listed.push_back(speed);
+  }
+  if (listed.empty()) return {};
+  std::vector<double> speeds(workers);
+  for (std::size_t w = 0; w < workers; ++w) speeds[w] = listed[w % listed.size()];
+  return speeds;
+}
+
+sim::SimConfig MakeSimConfig(const SimulateOptions& o) {
+  sim::SimConfig config;
+  config.seed = o.seed;
+  config.ns_per_sample = static_cast<protocol::TimeNs>(o.sample_us * 1e3);
+  config.faults.loss = o.loss;
+  config.faults.corruption = o.corrupt;
+  config.faults.duplication = o.duplicate;
+  config.faults.dropout = o.dropout;
+  config.faults.dropout_epoch_ns = static_cast<protocol::TimeNs>(o.dropout_epoch_s * 1e9);
+  return config;
+}
+
+std::vector<sim::SimDevice> MakeSimDevices(const SimulateOptions& o, std::span<const double> speeds,
+                                           const Task& task) {
+  std::vector<sim::SimDevice> devices(o.workers);
+  const auto bps = static_cast<std::uint64_t>(o.bandwidth_mbps * 1e6);
+  const auto latency = static_cast<protocol::TimeNs>(o.latency_ms * 1e6);
+  for (std::size_t w = 0; w < o.workers; ++w) {
+    devices[w].profile = sim::DeviceProfile{bps, bps, latency, speeds[w]};
+    devices[w].samples_per_step = static_cast<std::uint32_t>(task.samples_per_step(w));
+  }
+  return devices;
+}
+
+sim::DeviceGradient TaskGradient(Task& task) {
+  return [&task](std::size_t device, std::span<const float> point, std::uint32_t round,
+                 std::uint32_t local_step, std::span<float> gradient) {
+    return task.Gradient(device, point, round, local_step, gradient);
+  };
+}
+
+sim::GossipSimulationSettings MakeGossipSimulation(const SimulateOptions& o, Task& task,
+                                                   const GossipPlan& plan,
+                                                   std::span<const float> initial,
+                                                   std::vector<sim::SimDevice> devices) {
+  sim::GossipSimulationSettings settings;
+  for (std::size_t i = 0; i < o.workers; ++i) {
+    settings.peers.push_back(
+        BuildGossipConfig(o, task, plan, static_cast<protocol::PeerId>(i + 1)));
+  }
+  settings.initial_model = initial;
+  settings.network = MakeSimConfig(o);
+  settings.devices = std::move(devices);
+  settings.gradient = TaskGradient(task);
+  return settings;
+}
+
+void WriteGossipSimulation(SummaryWriter& summary, const SimulateOptions& o, const GossipPlan& plan,
+                           const sim::SimulationResult& result) {
+  summary.Begin("memory_plan");
+  summary.Field("peer_arena_bytes", result.memory.device_arena_bytes);
+  summary.End();
+  summary.Begin("gossip");
+  WriteGossipPlanFields(summary, o, plan);
+  summary.End();
+}
+
+void WriteSimulatedNetwork(SummaryWriter& summary, const sim::DeviceCounters& network,
+                           const protocol::ServerCounters& server) {
+  summary.Begin("network");
+  summary.Field("frames_lost", network.frames_lost);
+  summary.Field("frames_corrupted", network.frames_corrupted);
+  summary.Field("frames_duplicated", network.frames_duplicated);
+  summary.Field("frames_dropped_offline", network.frames_dropped_offline);
+  summary.Field("server_rejected_frames", server.total_rejected());
+  summary.Field("deadline_extensions", server.deadline_extensions);
+  summary.End();
+}
+
+}  // namespace edgesgd::cli

@@ -1,0 +1,72 @@
+#pragma once
+
+// What `simulate` adds to a run's flags: the mode (parameter server or gossip), the network
+// model (links, device speeds, compute cost) and injected faults; how they become the
+// simulator's settings, and the summary sections only a simulation writes.
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cli/run_flags.h"
+#include "cli/task.h"
+#include "edgesgd/sim/sim_config.h"
+#include "edgesgd/sim/simulation.h"
+
+namespace edgesgd::cli {
+
+struct SimulateOptions : RunFlags {
+  std::string mode = "server";
+  double bandwidth_mbps = 0;
+  double latency_ms = 0;
+  std::string device_speeds = "1";
+  double sample_us = 100;
+  double dropout = 0;
+  double dropout_epoch_s = 10;
+  double loss = 0;
+  double corrupt = 0;
+  double duplicate = 0;
+  std::uint32_t adversaries = 0;
+};
+
+// Registers every flag of `simulate` (--config included, for --help) on `command`.
+void AddSimulateFlags(CLI::App& command, SimulateOptions& flags);
+
+// A one-line reason the flags cannot work together, or empty.
+std::string CheckSimulateConsistency(const SimulateOptions& flags);
+
+// The network model of the flags: seed, compute cost per sample and injected faults.
+sim::SimConfig MakeSimConfig(const SimulateOptions& flags);
+
+// Parses --device-speeds ("1,0.5,2") into one speed per worker, the list cycled. Empty when an
+// item is not a positive number.
+std::vector<double> ParseSpeeds(const std::string& text, std::size_t workers);
+
+// One device per worker (or peer): the flags' link (--bandwidth-mbps both ways, --latency-ms),
+// its speed and the task's samples per step.
+std::vector<sim::SimDevice> MakeSimDevices(const SimulateOptions& flags,
+                                           std::span<const double> speeds, const Task& task);
+
+// The task's gradient for device `device`: its worker's (or peer's) shard. `task` must outlive
+// the simulation.
+sim::DeviceGradient TaskGradient(Task& task);
+
+// The gossip run of the flags over `plan`: peer i's configuration (BuildGossipConfig), the
+// network model, `devices` and the task's gradient. `initial` must outlive the Init call.
+sim::GossipSimulationSettings MakeGossipSimulation(const SimulateOptions& flags, Task& task,
+                                                   const GossipPlan& plan,
+                                                   std::span<const float> initial,
+                                                   std::vector<sim::SimDevice> devices);
+
+// The summary's "memory_plan" and "gossip" sections of a simulated gossip run.
+void WriteGossipSimulation(SummaryWriter& summary, const SimulateOptions& flags,
+                           const GossipPlan& plan, const sim::SimulationResult& result);
+
+// The summary's "network" section of a simulated parameter-server run: injected faults and the
+// server's rejections.
+void WriteSimulatedNetwork(SummaryWriter& summary, const sim::DeviceCounters& network,
+                           const protocol::ServerCounters& server);
+
+}  // namespace edgesgd::cli

@@ -1,0 +1,273 @@
+#include "cli/tcp_flags.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+
+#include "edgesgd/auth/key_file.h"
+#include "edgesgd/platform/log.h"
+
+namespace edgesgd::cli {
+namespace {
+
+// The exit code of a run ended by SIGINT or SIGTERM.
+constexpr int kExitInterrupted = 130;
+
+void AddNetworkFlags(CLI::App& command, NetworkFlags& flags) {
+  command.add_option("--write-timeout-s", flags.write_timeout_s,
+                     "Close a connection whose frame write takes longer than this")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-3, 1e6));
+  command.add_option("--send-queue", flags.send_queue,
+                     "Frames queued per connection; a connected peer that falls further behind "
+                     "is disconnected")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{1}, std::size_t{4096}));
+  command.add_option("--reconnect-max-s", flags.reconnect_max_s,
+                     "Longest delay between reconnect attempts (exponential backoff from 50 ms, "
+                     "with jitter)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.05, 3600.0));
+  CLI::Option* keys = command.add_option(
+      "--keys", flags.keys,
+      "Pre-shared device keys, one `DEVICE_ID HEX_KEY` line each (64 hex digits; keep the file "
+      "chmod 600): every frame is authenticated with HMAC-SHA256 and replays are rejected. "
+      "Required unless --insecure");
+  command.add_flag("--insecure", flags.insecure,
+                   "Send and accept unauthenticated frames (a trusted network or a test only)")
+      ->excludes(keys);
+  const char* tls_note = tcp::TlsAvailable() ? "" : " (not in this build: no OpenSSL)";
+  CLI::Option* cert = command.add_option(
+      "--tls-cert", flags.tls_cert,
+      std::string("TLS on every connection (encryption; with --tls-key and --tls-ca): this "
+                  "node's PEM certificate") +
+          tls_note);
+  CLI::Option* key = command.add_option("--tls-key", flags.tls_key,
+                                        "This node's PEM private key (unencrypted)");
+  CLI::Option* ca = command.add_option(
+      "--tls-ca", flags.tls_ca,
+      "PEM certificate of the CA that signed every node's certificate: both ends of a "
+      "connection must present one it signed");
+  cert->needs(key)->needs(ca);
+  key->needs(cert);
+  ca->needs(cert);
+}
+
+void AddListenerFlags(CLI::App& command, NetworkFlags& flags) {
+  command.add_option("--hello-timeout-s", flags.hello_timeout_s,
+                     "Close an accepted connection that sends no valid first frame within this")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-3, 1e6));
+  command.add_option("--idle-timeout-s", flags.idle_timeout_s,
+                     "Close an accepted connection that sends nothing for this long (workers "
+                     "send heartbeats; gossip neighbours send a model every round)")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-3, 1e6));
+  command.add_option("--port-file", flags.port_file,
+                     "Write the listening port to FILE once bound (useful with port 0)");
+}
+
+const char* const kDeadlineHelp =
+    "Wall seconds a round waits for stragglers before closing with --quorum updates";
+
+// DriverOptions::tls from the --tls-* flags (unset without them).
+std::optional<tcp::TlsFiles> TlsFilesOf(const NetworkFlags& flags) {
+  if (flags.tls_cert.empty()) return std::nullopt;
+  return tcp::TlsFiles{flags.tls_cert, flags.tls_key, flags.tls_ca};
+}
+
+}  // namespace
+
+void AddServerFlags(CLI::App& command, ServerFlags& o) {
+  command.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  command.add_option("--listen", o.listen, "Address to accept workers on, HOST:PORT (port 0: any)")
+      ->required();
+  AddDataFlags(command, o);
+  AddSeedFlag(command, o);
+  AddTrainingFlags(command, o, kDeadlineHelp);
+  command.add_option("--join-timeout-s", o.join_timeout_s,
+                     "Start training this long after starting once --quorum workers joined "
+                     "(0: wait for all --workers)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e9));
+  command.add_option("--checkpoint", o.checkpoint,
+                     "Write model, round and counters to FILE (atomically: temp file, fsync, "
+                     "rename) before any frame of the next round is sent");
+  command.add_option("--checkpoint-every", o.checkpoint_every,
+                     "Checkpoint every K rounds (and at the end); K > 1 may lose up to K-1 "
+                     "rounds on a crash")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 100000000u));
+  command.add_flag("--resume", o.resume,
+                   "Continue from --checkpoint (same flags); workers rejoin and get the model");
+  AddNetworkFlags(command, o.network);
+  AddListenerFlags(command, o.network);
+  AddOutputFlags(command, o);
+}
+
+void AddWorkerFlags(CLI::App& command, WorkerFlags& o) {
+  command.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  command.add_option("--connect", o.connect, "The server's address, HOST:PORT")->required();
+  command.add_option("--id", o.id, "This worker's id, 1..workers (its data shard)")
+      ->required()
+      ->check(CLI::Range(1u, protocol::kMaxWorkers));
+  AddDataFlags(command, o);
+  command.add_option("--slowdown", o.slowdown,
+                     "Make every gradient computation take F times as long (a slower device)")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 1e6));
+  command.add_option("--heartbeat-s", o.heartbeat_s,
+                     "Heartbeat interval while not sampled (keeps the server's idle and "
+                     "liveness timers fed)")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-3, 1e6));
+  command.add_option("--join-retry-s", o.join_retry_s,
+                     "Re-send Join this often until welcomed; every Join makes the server send "
+                     "the full model again, so keep it above a model's transfer time")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-3, 1e6));
+  command.add_option("--give-up-s", o.give_up_s,
+                     "Exit with an error after this long without a connection to the server")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-3, 1e9));
+  command.add_option("--memory-mb", o.memory_mb,
+                     "Memory this device offers the run (advertised in its Join; the server "
+                     "refuses a run that needs more)")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{1}, std::size_t{4095}));  // a Join states u32 bytes
+  AddNetworkFlags(command, o.network);
+  command.add_flag("--quiet", o.quiet, "No summary line on stderr");
+}
+
+void AddPeerFlags(CLI::App& command, PeerFlags& o) {
+  command.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  command.add_option("--id", o.id, "This peer's id: its position (1-based) in --peers")
+      ->required()
+      ->check(CLI::Range(1u, protocol::kMaxWorkers));
+  command.add_option("--listen", o.listen, "Address to accept neighbours on, HOST:PORT")
+      ->required();
+  command.add_option("--peers", o.peers,
+                     "Every peer's address in id order, HOST:PORT,HOST:PORT,... (the number of "
+                     "peers is the list's length)")
+      ->required();
+  AddDataFlags(command, o);
+  AddSeedFlag(command, o);
+  AddTrainingFlags(command, o,
+                   "Wall seconds a gossip round waits for its neighbours' models; a silent "
+                   "neighbour's weight then moves onto this peer");
+  AddGossipFlags(command, o);
+  AddNetworkFlags(command, o.network);
+  AddListenerFlags(command, o.network);
+  AddOutputFlags(command, o);
+}
+
+protocol::TimeNs Seconds(double seconds) { return static_cast<protocol::TimeNs>(seconds * 1e9); }
+
+bool LoadAuthKeys(const NetworkFlags& flags, std::uint32_t own_device, const char* command,
+                  AuthKeys& keys) {
+  if (flags.insecure) return true;
+  if (flags.keys.empty()) {
+    std::fprintf(stderr, "edgesgd %s: --keys FILE is required (or --insecure for plain frames)\n",
+                 command);
+    return false;
+  }
+  const auth::KeyFileLoad load = auth::LoadKeyFile(flags.keys, keys.ring);
+  if (!load.ok()) {
+    std::fprintf(stderr, "edgesgd %s: --keys: %s\n", command, load.message.c_str());
+    return false;
+  }
+  if (!load.warning.empty()) {
+    platform::Log(platform::LogLevel::kWarning, "%s: %s", command, load.warning.c_str());
+  }
+  if (own_device != 0 && keys.ring.Find(own_device) == nullptr) {
+    std::fprintf(stderr, "edgesgd %s: --keys %s has no key for device %u (this --id)\n", command,
+                 flags.keys.c_str(), own_device);
+    return false;
+  }
+  keys.enabled = true;
+  return true;
+}
+
+tcp::DriverOptions NetworkOptions(const NetworkFlags& flags, std::uint64_t seed,
+                                  const char* log_name, const AuthKeys& keys) {
+  tcp::DriverOptions options;
+  options.auth_keys = keys.enabled ? &keys.ring : nullptr;
+  options.tls = TlsFilesOf(flags);
+  options.write_timeout_ns = Seconds(flags.write_timeout_s);
+  options.hello_timeout_ns = Seconds(flags.hello_timeout_s);
+  // Accepted connections only: a worker's dialled link is never idle-checked.
+  options.idle_timeout_ns = Seconds(flags.idle_timeout_s);
+  options.send_queue_frames = flags.send_queue;
+  options.reconnect_max_ns = Seconds(flags.reconnect_max_s);
+  options.seed = seed;
+  options.log_name = log_name;
+  options.handle_signals = true;
+  return options;
+}
+
+bool WritePortFile(const NetworkFlags& flags, std::uint16_t port, const char* command) {
+  if (flags.port_file.empty()) return true;
+  // Written whole under a temporary name and renamed, so a reader never sees half a number.
+  const std::string temporary = flags.port_file + ".tmp";
+  std::FILE* file = std::fopen(temporary.c_str(), "w");
+  if (file == nullptr || std::fprintf(file, "%u\n", port) < 0 || std::fclose(file) != 0 ||
+      std::rename(temporary.c_str(), flags.port_file.c_str()) != 0) {
+    std::fprintf(stderr, "edgesgd %s: cannot write --port-file %s: %s\n", command,
+                 flags.port_file.c_str(), std::strerror(errno));
+    return false;
+  }
+  return true;
+}
+
+int ExitCodeFor(tcp::DriverStop stop, const char* command, const char* detail) {
+  switch (stop) {
+    case tcp::DriverStop::kFinished:
+      return 0;
+    case tcp::DriverStop::kSignal:
+      std::fprintf(stderr, "edgesgd %s: interrupted%s\n", command, detail);
+      return kExitInterrupted;
+    case tcp::DriverStop::kGaveUp:
+      std::fprintf(stderr, "edgesgd %s: gave up: no connection%s\n", command, detail);
+      return 1;
+    case tcp::DriverStop::kStopped:
+      return 1;
+  }
+  return 1;
+}
+
+void WriteServerNetwork(SummaryWriter& summary, const protocol::ServerCounters& counters,
+                        const tcp::DriverCounters& net) {
+  summary.Begin("network");
+  summary.Field("server_rejected_frames", counters.total_rejected());
+  summary.Field("deadline_extensions", counters.deadline_extensions);
+  summary.Field("rejoins", counters.rejoins);
+  summary.Field("workers_lost", counters.workers_lost);
+  summary.Field("connections_accepted", net.accepted);
+  summary.Field("disconnects", net.disconnects);
+  summary.Field("oversized_frames", net.oversized_frames);
+  summary.Field("malformed_prefixes", net.malformed_prefixes);
+  summary.Field("unidentified_connections", net.unidentified);
+  summary.Field("hello_timeouts", net.hello_timeouts);
+  summary.Field("idle_timeouts", net.idle_timeouts);
+  summary.Field("write_timeouts", net.write_timeouts);
+  summary.Field("queue_overflows", net.queue_overflows);
+  summary.Field("auth_rejected", net.auth_rejected);
+  summary.Field("tls_failures", net.tls_failures);
+  summary.End();
+}
+
+void WritePeerGossip(SummaryWriter& summary, const PeerFlags& o, const GossipPlan& plan,
+                     const protocol::GossipCounters& counters, const tcp::DriverCounters& net) {
+  summary.Begin("gossip");
+  WriteGossipPlanFields(summary, o, plan);
+  summary.Field("neighbours_missed", counters.neighbours_missed);
+  summary.Field("deadline_closes", counters.deadline_closes);
+  summary.Field("neighbours_lost", counters.neighbours_lost);
+  summary.Field("rejected_frames", counters.total_rejected());
+  summary.Field("auth_rejected", net.auth_rejected);
+  summary.Field("tls_failures", net.tls_failures);
+  summary.End();
+}
+
+}  // namespace edgesgd::cli

@@ -1,0 +1,104 @@
+#pragma once
+
+// What `server`, `worker` and `peer` add to a run's flags: addresses, the connection policy,
+// frame authentication, TLS and (server) checkpoints; how they become the tcp library's
+// settings; and the exits and summary sections only a run over TCP has.
+
+#include <CLI/CLI.hpp>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "cli/metrics.h"
+#include "cli/run_flags.h"
+#include "edgesgd/auth/key_ring.h"
+#include "edgesgd/protocol/gossip_peer_session.h"
+#include "edgesgd/protocol/server_session.h"
+#include "edgesgd/tcp/session_driver.h"
+
+namespace edgesgd::cli {
+
+// Driver settings every TCP subcommand exposes.
+struct NetworkFlags {
+  double idle_timeout_s = 30;
+  double write_timeout_s = 10;
+  double hello_timeout_s = 5;
+  std::size_t send_queue = 8;
+  double reconnect_max_s = 2;
+  std::string port_file;
+  std::string keys;  // --keys FILE
+  bool insecure = false;
+  std::string tls_cert;  // --tls-cert, --tls-key, --tls-ca: all or none
+  std::string tls_key;
+  std::string tls_ca;
+};
+
+struct ServerFlags : RunFlags {
+  std::string listen;
+  std::string checkpoint;
+  std::uint32_t checkpoint_every = 1;
+  bool resume = false;
+  double join_timeout_s = 0;
+  NetworkFlags network;
+};
+
+struct WorkerFlags : RunFlags {
+  std::string connect;
+  std::uint32_t id = 0;
+  double slowdown = 1;
+  double heartbeat_s = 1;
+  double join_retry_s = 1;
+  double give_up_s = 60;
+  std::size_t memory_mb = 256;
+  NetworkFlags network;
+};
+
+struct PeerFlags : RunFlags {
+  std::uint32_t id = 0;
+  std::string listen;
+  std::string peers;
+  NetworkFlags network;
+};
+
+// Every flag of each subcommand, registered on `command`.
+void AddServerFlags(CLI::App& command, ServerFlags& flags);
+void AddWorkerFlags(CLI::App& command, WorkerFlags& flags);
+void AddPeerFlags(CLI::App& command, PeerFlags& flags);
+
+protocol::TimeNs Seconds(double seconds);
+
+// The key ring of --keys, or none under --insecure. Lives as long as the driver using it.
+struct AuthKeys {
+  auth::FixedKeyRing<protocol::kMaxWorkers> ring;
+  bool enabled = false;
+};
+
+// Loads --keys into `keys` (unless --insecure); `own_device` (0 for the server, which only
+// accepts connections) must have a key. False after printing a one-line error naming `command`.
+bool LoadAuthKeys(const NetworkFlags& flags, std::uint32_t own_device, const char* command,
+                  AuthKeys& keys);
+
+// The connection policy of the flags: timeouts, send queue, reconnect backoff, `keys`, TLS,
+// SIGINT/SIGTERM handling, `seed` (reconnect jitter) and `log_name`.
+tcp::DriverOptions NetworkOptions(const NetworkFlags& flags, std::uint64_t seed,
+                                  const char* log_name, const AuthKeys& keys);
+
+// Writes --port-file (if given) with `port`, whole under a temporary name and renamed. False
+// after printing a one-line error naming `command`.
+bool WritePortFile(const NetworkFlags& flags, std::uint16_t port, const char* command);
+
+// The exit code of a run that ended with `stop`: 0 when finished, else 130 for a signal or 1,
+// with a line on stderr naming `command` and ending in `detail`.
+int ExitCodeFor(tcp::DriverStop stop, const char* command, const char* detail);
+
+// The summary's "network" section of a parameter server over TCP: the session's rejections,
+// rejoins and losses, and the connections' counters.
+void WriteServerNetwork(SummaryWriter& summary, const protocol::ServerCounters& server,
+                        const tcp::DriverCounters& network);
+
+// The summary's "gossip" section of a peer over TCP: the plan, and how its neighbours and
+// connections fared.
+void WritePeerGossip(SummaryWriter& summary, const PeerFlags& flags, const GossipPlan& plan,
+                     const protocol::GossipCounters& gossip, const tcp::DriverCounters& network);
+
+}  // namespace edgesgd::cli

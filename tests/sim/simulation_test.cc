@@ -1,0 +1,332 @@
+// The simulator's library entry points against the sessions driven by hand on a SimNetwork (the
+// way the simulator is driven without them): the same settings must give the same run — every
+// round at the same virtual time with the same bytes and model, the same final model and
+// network counters — with faults, uneven devices and adversaries; plus DEF-A's read-out and
+// Init's refusals.
+
+#include "edgesgd/sim/simulation.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "edgesgd/core/arena.h"
+#include "edgesgd/protocol/topology.h"
+#include "protocol/protocol_harness.h"
+
+namespace edgesgd::sim {
+namespace {
+
+using protocol::testing::QuadraticGradient;
+using protocol::testing::QuadraticProblem;
+
+constexpr std::size_t kDim = 24;
+constexpr std::uint32_t kWorkers = 5;
+constexpr std::uint32_t kRounds = 30;
+constexpr protocol::TimeNs kMs = 1'000'000;
+
+// What a run shows of itself, round by round.
+struct Trace {
+  std::vector<protocol::TimeNs> times;
+  std::vector<std::uint64_t> bytes;  // up + down, cumulative
+  std::vector<std::vector<float>> models;
+  std::vector<float> final_model;
+  DeviceCounters network;
+};
+
+// Uneven devices on slow links, with every kind of fault.
+SimConfig FaultyNetwork() {
+  SimConfig network;
+  network.seed = 11;
+  network.ns_per_sample = 50'000;
+  network.faults.loss = 0.05;
+  network.faults.corruption = 0.03;
+  network.faults.duplication = 0.03;
+  network.faults.dropout = 0.05;
+  network.faults.dropout_epoch_ns = 200 * kMs;
+  return network;
+}
+
+std::vector<SimDevice> UnevenDevices(std::size_t count) {
+  std::vector<SimDevice> devices(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    devices[i].profile =
+        DeviceProfile{2'000'000, 4'000'000, (1 + i) * kMs, 1.0 / static_cast<double>(1 + i)};
+    devices[i].samples_per_step = 8;
+  }
+  return devices;
+}
+
+ServerSimulationSettings ServerRun(protocol::RunConfig run, std::span<const float> initial,
+                                   std::vector<QuadraticProblem>& problems) {
+  ServerSimulationSettings settings;
+  settings.run = run;
+  settings.server.workers = kWorkers;
+  settings.server.quorum = kWorkers - 1;
+  settings.server.round_deadline_ns = 300 * kMs;
+  settings.server.liveness_timeout_ns = protocol::kNever;  // workers send no heartbeats
+  settings.initial_model = initial;
+  settings.network = FaultyNetwork();
+  settings.workers = UnevenDevices(kWorkers);
+  settings.gradient = [&problems](std::size_t device, std::span<const float> point,
+                                  std::uint32_t round, std::uint32_t step,
+                                  std::span<float> gradient) {
+    return QuadraticGradient(&problems[device], point, round, step, gradient);
+  };
+  return settings;
+}
+
+std::vector<QuadraticProblem> Problems(std::size_t count) {
+  std::vector<QuadraticProblem> problems(count);
+  const std::vector<std::vector<float>> targets = protocol::testing::Targets(count, kDim);
+  for (std::size_t i = 0; i < count; ++i) problems[i].target = targets[i];
+  return problems;
+}
+
+// The run of `settings` with the sessions set up and driven by hand.
+Trace ServerRunByHand(const ServerSimulationSettings& settings,
+                      std::vector<QuadraticProblem>& problems) {
+  protocol::ServerSession server;
+  std::vector<std::byte> server_storage(
+      protocol::ServerSession::ArenaBytes(settings.run, settings.server) + kArenaAlignment);
+  Arena server_arena{std::span<std::byte>(server_storage)};
+  EXPECT_TRUE(
+      server.Init(server_arena, AllCodecs(), settings.run, settings.server, settings.initial_model)
+          .ok());
+  std::vector<std::vector<std::byte>> storages(kWorkers);
+  std::vector<std::unique_ptr<Arena>> arenas;
+  std::vector<std::unique_ptr<protocol::WorkerSession>> workers;
+  for (std::uint32_t w = 0; w < kWorkers; ++w) {
+    storages[w].resize(protocol::WorkerSession::ArenaBytes(settings.run) + kArenaAlignment);
+    arenas.push_back(std::make_unique<Arena>(std::span<std::byte>(storages[w])));
+    workers.push_back(std::make_unique<protocol::WorkerSession>());
+    protocol::WorkerOptions options;
+    options.device_id = w + 1;
+    options.gradient = &QuadraticGradient;
+    options.codecs = &AllCodecs();
+    options.user = &problems[w];
+    options.samples_per_step = settings.workers[w].samples_per_step;
+    options.negate_signs = w < settings.adversaries;
+    EXPECT_TRUE(workers[w]->Init(*arenas[w], options).ok());
+  }
+  SimNetwork network(settings.network);
+  network.AddSession(protocol::kServerPeer, server, settings.server_device);
+  for (std::uint32_t w = 0; w < kWorkers; ++w) {
+    network.AddSession(w + 1, *workers[w], settings.workers[w].profile);
+  }
+  Trace trace;
+  network.SetObserver([&](const SimEvent&) {
+    protocol::RoundEvent round;
+    while (server.PollRoundEvent(round)) {
+      trace.times.push_back(round.time_closed);
+      trace.bytes.push_back(round.bytes_up + round.bytes_down);
+      trace.models.emplace_back(server.model().begin(), server.model().end());
+    }
+  });
+  network.Run();
+  EXPECT_TRUE(server.Finished());
+  trace.final_model.assign(server.model().begin(), server.model().end());
+  trace.network = network.TotalCounters();
+  return trace;
+}
+
+Trace ServerRunByLibrary(const ServerSimulationSettings& settings) {
+  ServerSimulation simulation;
+  std::string detail;
+  EXPECT_TRUE(simulation.Init(settings, detail).ok()) << detail;
+  Trace trace;
+  simulation.OnRound([&trace](const protocol::RoundEvent& round, std::span<const float> model) {
+    trace.times.push_back(round.time_closed);
+    trace.bytes.push_back(round.bytes_up + round.bytes_down);
+    trace.models.emplace_back(model.begin(), model.end());
+  });
+  const SimulationResult result = simulation.Run();
+  EXPECT_TRUE(result.finished);
+  EXPECT_EQ(result.rounds, kRounds);
+  EXPECT_EQ(result.memory.server_arena_bytes,
+            protocol::ServerSession::ArenaBytes(settings.run, settings.server));
+  EXPECT_EQ(result.memory.device_arena_bytes, protocol::WorkerSession::ArenaBytes(settings.run));
+  trace.final_model = result.model;
+  trace.network = result.network;
+  return trace;
+}
+
+void ExpectSameRun(const Trace& expected, const Trace& actual) {
+  ASSERT_EQ(actual.times.size(), kRounds);
+  EXPECT_EQ(actual.times, expected.times);
+  EXPECT_EQ(actual.bytes, expected.bytes);
+  EXPECT_EQ(actual.models, expected.models);
+  EXPECT_EQ(actual.final_model, expected.final_model);
+  EXPECT_EQ(actual.network, expected.network);
+  EXPECT_GT(actual.network.frames_lost, 0u);  // the faults were there
+}
+
+TEST(SimulationTest, ServerSimulationIsTheSessionsOnASimNetwork) {
+  const std::vector<float> initial(kDim, 2.0f);
+  std::vector<QuadraticProblem> problems = Problems(kWorkers);
+  const ServerSimulationSettings settings =
+      ServerRun(protocol::testing::MeanConfig(kDim, kCodecId<TopKCodec>, kRounds), initial, problems);
+  ExpectSameRun(ServerRunByHand(settings, problems), ServerRunByLibrary(settings));
+}
+
+TEST(SimulationTest, AdversariesSendNegatedVotes) {
+  const std::vector<float> initial(kDim, 2.0f);
+  std::vector<QuadraticProblem> problems = Problems(kWorkers);
+  protocol::RunConfig majority = protocol::testing::MajorityConfig(kDim, kRounds);
+  majority.downlink = protocol::DownlinkKind::kAggregate;
+  ServerSimulationSettings settings = ServerRun(majority, initial, problems);
+  // Every target lies below the start, so honest votes move the model down; three adversaries
+  // of five outvote the rest and move it up.
+  settings.adversaries = 3;
+  const Trace with_adversaries = ServerRunByLibrary(settings);
+  ExpectSameRun(ServerRunByHand(settings, problems), with_adversaries);
+  settings.adversaries = 0;
+  const Trace honest = ServerRunByLibrary(settings);
+  for (std::size_t i = 0; i < kDim; ++i) {
+    EXPECT_GT(with_adversaries.final_model[i], initial[i]);
+    EXPECT_LT(honest.final_model[i], initial[i]);
+  }
+}
+
+TEST(SimulationTest, DeaveragedModelSubtractsTheWorkersMeanResidual) {
+  const std::vector<float> initial(kDim, 2.0f);
+  std::vector<QuadraticProblem> problems = Problems(kWorkers);
+  protocol::RunConfig def = protocol::testing::MeanConfig(kDim, kCodecId<TopKCodec>, kRounds);
+  def.feedback.kind = FeedbackKind::kDef;
+  def.feedback.detach = 0.5f;
+  ServerSimulation simulation;
+  std::string detail;
+  ASSERT_TRUE(simulation.Init(ServerRun(def, initial, problems), detail).ok()) << detail;
+  std::uint32_t checked = 0;
+  simulation.OnRound([&](const protocol::RoundEvent&, std::span<const float> model) {
+    const std::span<const float> readout = simulation.DeaveragedModel();
+    bool differs = false;
+    for (std::size_t i = 0; i < kDim; ++i) {
+      float sum = 0.0f;
+      for (std::size_t w = 0; w < kWorkers; ++w) {
+        sum += simulation.worker(w).error_feedback().residual()[i];
+      }
+      EXPECT_EQ(readout[i], model[i] - sum / static_cast<float>(kWorkers));
+      differs = differs || readout[i] != model[i];
+    }
+    checked += differs ? 1 : 0;
+  });
+  EXPECT_TRUE(simulation.Run().finished);
+  EXPECT_GT(checked, 0u);  // top_k leaves residuals: the read-out is not the model
+}
+
+TEST(SimulationTest, GossipSimulationIsThePeersOnASimNetwork) {
+  constexpr std::uint32_t kPeers = 6;
+  const protocol::Topology ring{protocol::TopologyKind::kRing, kPeers};
+  std::vector<QuadraticProblem> problems = Problems(kPeers);
+  const std::vector<float> initial(kDim, 1.0f);
+  GossipSimulationSettings settings;
+  for (std::uint32_t i = 0; i < kPeers; ++i) {
+    protocol::GossipConfig config;
+    config.algorithm = protocol::GossipAlgorithm::kGradientTracking;
+    config.mixing =
+        protocol::MakeMixingRow(ring, protocol::MixingRule::kMetropolisHastings, i + 1).value();
+    config.layout = TensorLayout::Single(kDim).value();
+    config.rounds = kRounds;
+    config.learning_rate = 0.1f;
+    config.neighbour_deadline_ns = 200 * kMs;
+    settings.peers.push_back(config);
+  }
+  settings.initial_model = initial;
+  settings.network = FaultyNetwork();
+  settings.devices = UnevenDevices(kPeers);
+  settings.gradient = [&problems](std::size_t device, std::span<const float> point,
+                                  std::uint32_t round, std::uint32_t step,
+                                  std::span<float> gradient) {
+    return QuadraticGradient(&problems[device], point, round, step, gradient);
+  };
+
+  // By hand: the peers on a network, nothing else.
+  std::vector<std::vector<std::byte>> storages(kPeers);
+  std::vector<std::unique_ptr<Arena>> arenas;
+  std::vector<std::unique_ptr<protocol::GossipPeerSession>> peers;
+  SimNetwork network(settings.network);
+  for (std::uint32_t i = 0; i < kPeers; ++i) {
+    storages[i].resize(protocol::GossipPeerSession::ArenaBytes(settings.peers[i]) +
+                       kArenaAlignment);
+    arenas.push_back(std::make_unique<Arena>(std::span<std::byte>(storages[i])));
+    peers.push_back(std::make_unique<protocol::GossipPeerSession>());
+    protocol::GossipOptions options;
+    options.gradient = &QuadraticGradient;
+    options.user = &problems[i];
+    options.samples_per_step = settings.devices[i].samples_per_step;
+    options.initial_model = initial;
+    ASSERT_TRUE(peers[i]->Init(*arenas[i], settings.peers[i], options).ok());
+    network.AddSession(i + 1, *peers[i], settings.devices[i].profile);
+  }
+  network.Run();
+
+  GossipSimulation simulation;
+  std::string detail;
+  ASSERT_TRUE(simulation.Init(settings, detail).ok()) << detail;
+  std::vector<std::uint32_t> rounds;
+  protocol::TimeNs last_time = 0;
+  simulation.OnRound([&](const GossipRound& round) {
+    rounds.push_back(round.round);
+    EXPECT_GE(round.time_ns, last_time);
+    last_time = round.time_ns;
+  });
+  const SimulationResult result = simulation.Run();
+  ASSERT_TRUE(result.finished);
+  ASSERT_EQ(rounds.size(), kRounds);
+  for (std::uint32_t r = 0; r < kRounds; ++r) EXPECT_EQ(rounds[r], r);
+  EXPECT_EQ(result.network, network.TotalCounters());
+  EXPECT_EQ(result.time_ns, network.now());
+  std::vector<float> average(kDim, 0.0f);
+  std::size_t largest_arena = 0;
+  for (std::uint32_t i = 0; i < kPeers; ++i) {
+    const std::span<const float> model = simulation.peer(i).model();
+    ASSERT_EQ(std::vector<float>(model.begin(), model.end()),
+              std::vector<float>(peers[i]->model().begin(), peers[i]->model().end()));
+    for (std::size_t k = 0; k < kDim; ++k) average[k] += model[k] / static_cast<float>(kPeers);
+    largest_arena =
+        std::max(largest_arena, protocol::GossipPeerSession::ArenaBytes(settings.peers[i]));
+  }
+  EXPECT_EQ(result.model, average);
+  EXPECT_EQ(result.memory.device_arena_bytes, largest_arena);
+  EXPECT_EQ(result.memory.server_arena_bytes, 0u);
+}
+
+TEST(SimulationTest, InitNamesWhatItCouldNotSetUp) {
+  std::vector<QuadraticProblem> problems = Problems(kWorkers);
+  const std::vector<float> wrong_size(kDim + 1, 0.0f);
+  std::string detail;
+  {
+    ServerSimulation simulation;
+    const ServerSimulationSettings settings = ServerRun(
+        protocol::testing::MeanConfig(kDim, kCodecId<TopKCodec>, kRounds), wrong_size, problems);
+    EXPECT_EQ(simulation.Init(settings, detail).code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(detail.rfind("server: ", 0), 0u) << detail;
+  }
+  {
+    ServerSimulation simulation;
+    ServerSimulationSettings settings = ServerRun(
+        protocol::testing::MeanConfig(kDim, kCodecId<TopKCodec>, kRounds), wrong_size, problems);
+    settings.workers.pop_back();
+    EXPECT_EQ(simulation.Init(settings, detail).code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(detail, "one device per worker");
+  }
+  {
+    GossipSimulation simulation;
+    GossipSimulationSettings settings;
+    settings.peers.resize(2);
+    settings.devices.resize(2);
+    settings.gradient = [](std::size_t, std::span<const float>, std::uint32_t, std::uint32_t,
+                           std::span<float>) { return Status::Ok(); };
+    EXPECT_EQ(simulation.Init(settings, detail).code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(detail.rfind("peer 1: ", 0), 0u) << detail;
+  }
+}
+
+}  // namespace
+}  // namespace edgesgd::sim

@@ -1,0 +1,232 @@
+#include "edgesgd/sim/simulation.h"
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+#include "edgesgd/core/arena.h"
+#include "edgesgd/core/error_feedback.h"
+
+namespace edgesgd::sim {
+
+internal::OwnedArena::OwnedArena(std::size_t bytes)
+    : storage(bytes + kArenaAlignment), arena(std::span<std::byte>(storage)) {}
+
+namespace {
+
+using internal::DeviceBinding;
+using internal::OwnedArena;
+
+Status DeviceGradientCallback(void* user, std::span<const float> point, std::uint32_t round,
+                              std::uint32_t local_step, std::span<float> gradient) {
+  const DeviceBinding& binding = *static_cast<const DeviceBinding*>(user);
+  return (*binding.gradient)(binding.device, point, round, local_step, gradient);
+}
+
+// `bindings` (one per device, never resized afterwards) bound to `gradient`.
+std::vector<DeviceBinding> BindDevices(const DeviceGradient& gradient, std::size_t devices) {
+  std::vector<DeviceBinding> bindings(devices);
+  for (std::size_t i = 0; i < devices; ++i) bindings[i] = {&gradient, i};
+  return bindings;
+}
+
+// "NAME INDEX: reason" for an Init error of a participant, returned as `detail`.
+Status Refused(Status status, const std::string& who, std::string& detail) {
+  detail = who + ": " + status.reason();
+  return status;
+}
+
+}  // namespace
+
+// ---- ServerSimulation ----
+
+Status ServerSimulation::Init(const ServerSimulationSettings& settings, std::string& detail) {
+  if (network_) {  // the sessions are registered on it
+    detail = "already initialised";
+    return Status::FailedPrecondition("already initialised");
+  }
+  const std::size_t n = settings.workers.size();
+  if (n != settings.server.workers || !settings.gradient || settings.adversaries > n ||
+      settings.codecs == nullptr) {
+    detail = n != settings.server.workers ? "one device per worker"
+             : !settings.gradient         ? "no gradient function"
+             : settings.codecs == nullptr ? "no codec registry"
+                                          : "more adversaries than workers";
+    return Status::InvalidArgument("inconsistent simulation settings");
+  }
+  gradient_ = settings.gradient;
+  bindings_ = BindDevices(gradient_, n);
+  memory_.server_arena_bytes = protocol::ServerSession::ArenaBytes(settings.run, settings.server);
+  memory_.device_arena_bytes = protocol::WorkerSession::ArenaBytes(settings.run);
+  server_arena_ = std::make_unique<OwnedArena>(memory_.server_arena_bytes);
+  if (const Status init =
+          server_.Init(server_arena_->arena, *settings.codecs, settings.run, settings.server,
+                       settings.initial_model);
+      !init.ok()) {
+    return Refused(init, "server", detail);
+  }
+  for (std::size_t w = 0; w < n; ++w) {
+    worker_arenas_.push_back(std::make_unique<OwnedArena>(memory_.device_arena_bytes));
+    workers_.push_back(std::make_unique<protocol::WorkerSession>());
+    protocol::WorkerOptions options;
+    options.device_id = static_cast<std::uint32_t>(w + 1);
+    options.gradient = &DeviceGradientCallback;
+    options.codecs = settings.codecs;
+    options.user = &bindings_[w];
+    options.samples_per_step = settings.workers[w].samples_per_step;
+    options.negate_signs = w < settings.adversaries;
+    if (const Status init = workers_[w]->Init(worker_arenas_[w]->arena, options); !init.ok()) {
+      return Refused(init, "worker " + std::to_string(w + 1), detail);
+    }
+  }
+  network_.emplace(settings.network);
+  network_->AddSession(protocol::kServerPeer, server_, settings.server_device);
+  for (std::size_t w = 0; w < n; ++w) {
+    network_->AddSession(static_cast<protocol::PeerId>(w + 1), *workers_[w],
+                         settings.workers[w].profile);
+  }
+  network_->SetObserver([this](const SimEvent&) { Drain(); });
+  residuals_.resize(n);
+  readout_.resize(settings.run.layout.dimension());
+  return Status::Ok();
+}
+
+void ServerSimulation::Drain() {
+  protocol::RoundEvent round;
+  while (server_.PollRoundEvent(round)) {
+    if (on_round_) on_round_(round, server_.model());
+  }
+  protocol::RejectEvent reject;
+  while (server_.PollRejectEvent(reject)) {
+    if (on_reject_) on_reject_(reject);
+  }
+}
+
+SimulationResult ServerSimulation::Run() {
+  SimulationResult result;
+  result.stop = network_->Run();
+  result.finished = server_.Finished();
+  result.rounds = server_.round();
+  result.time_ns = network_->now();
+  result.model.assign(server_.model().begin(), server_.model().end());
+  result.network = network_->TotalCounters();
+  result.memory = memory_;
+  return result;
+}
+
+std::span<const float> ServerSimulation::DeaveragedModel() {
+  for (std::size_t w = 0; w < workers_.size(); ++w) {
+    residuals_[w] = workers_[w]->error_feedback().residual();
+  }
+  if (!DeAveragedReadout(server_.model(), residuals_, readout_).ok()) return server_.model();
+  return readout_;
+}
+
+// ---- GossipSimulation ----
+
+Status GossipSimulation::Init(const GossipSimulationSettings& settings, std::string& detail) {
+  if (network_) {  // the sessions are registered on it
+    detail = "already initialised";
+    return Status::FailedPrecondition("already initialised");
+  }
+  const std::size_t n = settings.peers.size();
+  if (n == 0 || n != settings.devices.size() || !settings.gradient) {
+    detail = n == 0               ? "no peers"
+             : !settings.gradient ? "no gradient function"
+                                  : "one device per peer";
+    return Status::InvalidArgument("inconsistent simulation settings");
+  }
+  gradient_ = settings.gradient;
+  bindings_ = BindDevices(gradient_, n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const protocol::GossipConfig& config = settings.peers[i];
+    const std::string who = "peer " + std::to_string(i + 1);
+    if (config.mixing.peer != i + 1) {
+      return Refused(Status::InvalidArgument("a peer's configuration names another peer"), who,
+                     detail);
+    }
+    const std::size_t bytes = protocol::GossipPeerSession::ArenaBytes(config);
+    memory_.device_arena_bytes = std::max(memory_.device_arena_bytes, bytes);
+    arenas_.push_back(std::make_unique<OwnedArena>(bytes));
+    peers_.push_back(std::make_unique<protocol::GossipPeerSession>());
+    protocol::GossipOptions options;
+    options.gradient = &DeviceGradientCallback;
+    options.user = &bindings_[i];
+    options.samples_per_step = settings.devices[i].samples_per_step;
+    options.initial_model = settings.initial_model;
+    if (const Status init = peers_[i]->Init(arenas_[i]->arena, config, options); !init.ok()) {
+      return Refused(init, who, detail);
+    }
+  }
+  network_.emplace(settings.network);
+  for (std::size_t i = 0; i < n; ++i) {
+    network_->AddSession(static_cast<protocol::PeerId>(i + 1), *peers_[i],
+                         settings.devices[i].profile);
+  }
+  network_->SetObserver([this](const SimEvent&) { Drain(); });
+  completed_.assign(settings.peers.front().rounds, 0);
+  bytes_sent_.assign(n, 0);
+  bytes_received_.assign(n, 0);
+  average_.resize(settings.peers.front().layout.dimension());
+  return Status::Ok();
+}
+
+void GossipSimulation::Drain() {
+  const std::size_t n = peers_.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    protocol::GossipRoundEvent event;
+    while (peers_[i]->PollRoundEvent(event)) {
+      if (event.round < completed_.size()) ++completed_[event.round];
+      bytes_sent_[i] = event.bytes_sent;
+      bytes_received_[i] = event.bytes_received;
+    }
+  }
+  while (next_round_ < completed_.size() && completed_[next_round_] == n) {
+    GossipRound round;
+    round.round = next_round_;
+    round.time_ns = network_->now();
+    std::uint64_t sent = 0;
+    std::uint64_t received = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      sent += bytes_sent_[i];
+      received += bytes_received_[i];
+    }
+    round.bytes_sent = sent / n;
+    round.bytes_received = received / n;
+    ++next_round_;
+    if (on_round_) on_round_(round);
+  }
+}
+
+PeerAverage GossipSimulation::Average() {
+  const auto n = static_cast<float>(peers_.size());
+  std::fill(average_.begin(), average_.end(), 0.0f);
+  for (const auto& peer : peers_) {
+    const std::span<const float> x = peer->model();
+    for (std::size_t k = 0; k < average_.size(); ++k) average_[k] += x[k] / n;
+  }
+  double consensus = 0;
+  for (const auto& peer : peers_) {
+    const std::span<const float> x = peer->model();
+    for (std::size_t k = 0; k < average_.size(); ++k) {
+      const double diff = static_cast<double>(x[k]) - static_cast<double>(average_[k]);
+      consensus += diff * diff;
+    }
+  }
+  return PeerAverage{average_, consensus / static_cast<double>(peers_.size())};
+}
+
+SimulationResult GossipSimulation::Run() {
+  SimulationResult result;
+  result.stop = network_->Run();
+  result.rounds = next_round_;
+  result.finished = next_round_ == completed_.size();
+  result.time_ns = network_->now();
+  const PeerAverage average = Average();
+  result.model.assign(average.model.begin(), average.model.end());
+  result.network = network_->TotalCounters();
+  result.memory = memory_;
+  return result;
+}
+
+}  // namespace edgesgd::sim

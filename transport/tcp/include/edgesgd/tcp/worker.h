@@ -1,0 +1,75 @@
+#pragma once
+
+// A parameter-server worker over TCP, ready to embed: a WorkerSession with the memory the device
+// offers, dialling its server through a SessionDriver, on the caller's event loop or its own. The
+// caller brings the model's gradient (WorkerOptions::gradient and user) and its data: the run's
+// configuration arrives in the server's Welcome, and on_welcome hears of it before the first
+// gradient is asked for, so a worker that draws its data shard by id and worker count builds
+// it then.
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+
+#include "edgesgd/core/status.h"
+#include "edgesgd/protocol/run_config.h"
+#include "edgesgd/protocol/worker_session.h"
+#include "edgesgd/tcp/session_driver.h"
+#include "edgesgd/tcp/session_node.h"
+
+namespace edgesgd::tcp {
+
+struct WorkerSettings {
+  Endpoint server;
+  // The session's options: device_id (1..workers; required over TCP, where it names the
+  // connection), the caller's gradient function and user pointer, the codecs the device can run
+  // (every known codec when left null), samples per step, the Join retry and heartbeat
+  // intervals, negate_signs.
+  protocol::WorkerOptions worker;
+  // Memory the device offers the run (advertised in its Join: a server whose run needs more
+  // refuses the worker). Reserved up front, touched only as the session takes it.
+  std::size_t memory_bytes = std::size_t{256} << 20;
+  // Called once, after the Welcome and before the first gradient, with the run's configuration
+  // and worker count. A non-ok Status stops the worker (status() returns it). Optional.
+  std::function<Status(const protocol::RunConfig& config, std::uint32_t workers)> on_welcome;
+  // The connection policy: timeouts, send queue, give-up time, frame authentication (auth_keys
+  // must hold this device's key), TLS, signals, log name. The Worker sets dial (the server) and
+  // auth_device (device_id) itself.
+  DriverOptions network;
+};
+
+// Start's `on_done` runs once the server ended the run (Leave), refused the worker, on_welcome
+// refused the run, or a signal, the give-up time or Stop ended it.
+class Worker : public SessionNode<protocol::WorkerSession> {
+ public:
+  Worker() = default;
+  explicit Worker(asio::io_context& io) : SessionNode(io) {}
+
+  // Takes the memory budget, initialises the session and resolves the server's address. Once.
+  // Reads `settings` (auth_keys must outlive the Worker). Errors, with `detail` a line for
+  // people: kFailedPrecondition (opened before), kInvalidArgument (no device id, or what
+  // WorkerSession::Init refuses: no gradient, zero intervals, a budget below
+  // WorkerSession::InitArenaBytes()) and those of SessionDriver::Open.
+  Status Open(const WorkerSettings& settings, std::string& detail);
+
+  // kOk, or on_welcome's refusal. The session's own outcome: session().Finished(),
+  // session().status() and failure_reason() (the server's refusal).
+  Status status() const { return status_; }
+
+ private:
+  // The session's gradient callback: the caller's, once on_welcome accepted the run.
+  static Status Gradient(void* user, std::span<const float> point, std::uint32_t round,
+                         std::uint32_t local_step, std::span<float> gradient);
+  // After every call into the session: on_welcome once the Welcome configured it.
+  void AfterSessionCall();
+
+  protocol::GradientFunction gradient_ = nullptr;
+  void* user_ = nullptr;
+  std::function<Status(const protocol::RunConfig&, std::uint32_t)> on_welcome_;
+  bool ready_ = false;  // on_welcome accepted the run
+  Status status_;
+};
+
+}  // namespace edgesgd::tcp

@@ -1,0 +1,25 @@
+#pragma once
+
+// The files behind a server's checkpoints: written so that a crash at any moment leaves either
+// the old file or the new one, and read back whole.
+
+#include <cstddef>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "edgesgd/core/status.h"
+
+namespace edgesgd::tcp::internal {
+
+// Writes `bytes` to `path` through a temporary file in the same directory (PATH.tmp): write,
+// fsync, rename over `path`, fsync the directory. Errors: kUnavailable, with `detail` naming
+// the file and the system's error.
+Status WriteFileAtomically(const std::string& path, std::span<const std::byte> bytes,
+                           std::string& detail);
+
+// Reads the whole file at `path` into `out` (replacing its contents). Errors: kUnavailable, with
+// `detail` naming the file and the system's error.
+Status ReadWholeFile(const std::string& path, std::vector<std::byte>& out, std::string& detail);
+
+}  // namespace edgesgd::tcp::internal

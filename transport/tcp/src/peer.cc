@@ -1,0 +1,39 @@
+#include "edgesgd/tcp/peer.h"
+
+#include <algorithm>
+
+#include "session_events.h"
+
+namespace edgesgd::tcp {
+
+Status Peer::Open(const PeerSettings& settings, std::string& detail) {
+  DriverOptions options = settings.network;
+  options.listen = settings.listen;
+  options.dial.clear();
+  for (const protocol::PeerId neighbour : settings.config.mixing.neighbour_ids()) {
+    const auto target = std::find_if(
+        settings.neighbours.begin(), settings.neighbours.end(),
+        [neighbour](const DialTarget& candidate) { return candidate.peer == neighbour; });
+    if (target == settings.neighbours.end()) {
+      detail = "neighbour " + std::to_string(neighbour) + " has no address";
+      return Status::InvalidArgument("a neighbour has no address");
+    }
+    options.dial.push_back(*target);
+  }
+  EDGESGD_TRY(TakeMemory(protocol::GossipPeerSession::ArenaBytes(settings.config), detail));
+  if (const Status init = session_.Init(arena(), settings.config, settings.gossip); !init.ok()) {
+    detail = init.reason();
+    return init;
+  }
+  options.max_frame_bytes = protocol::GossipPeerSession::MaxFrameBytes(settings.config);
+  options.auth_device = settings.config.mixing.peer;
+  EDGESGD_TRY(driver_.Open(options, detail));
+  const char* log_name = options.log_name;
+  driver_.SetAfterSessionCall([this, log_name] {
+    internal::DrainSessionEvents<protocol::GossipRoundEvent, protocol::GossipRejectEvent>(
+        session_, on_round_, on_reject_, log_name, protocol::GossipRejectReasonName);
+  });
+  return Status::Ok();
+}
+
+}  // namespace edgesgd::tcp

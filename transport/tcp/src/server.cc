@@ -1,0 +1,85 @@
+#include "edgesgd/tcp/server.h"
+
+#include "checkpoint_file.h"
+#include "edgesgd/platform/log.h"
+#include "session_events.h"
+
+namespace edgesgd::tcp {
+
+Status Server::Open(const ServerSettings& settings, std::string& detail) {
+  if (settings.resume && settings.checkpoint.empty()) {
+    detail = "resuming needs a checkpoint file";
+    return Status::InvalidArgument("resuming needs a checkpoint file");
+  }
+  if (settings.checkpoint_every == 0) {
+    detail = "checkpoints come every 1 or more rounds";
+    return Status::InvalidArgument("checkpoints come every 1 or more rounds");
+  }
+  if (settings.codecs == nullptr) {
+    detail = "no codec registry";
+    return Status::InvalidArgument("no codec registry");
+  }
+  EDGESGD_TRY(
+      TakeMemory(protocol::ServerSession::ArenaBytes(settings.run, settings.server), detail));
+  if (const Status init = session_.Init(arena(), *settings.codecs, settings.run, settings.server,
+                                        settings.initial_model);
+      !init.ok()) {
+    detail = init.reason();
+    return init;
+  }
+  checkpoint_ = settings.checkpoint;
+  checkpoint_every_ = settings.checkpoint_every;
+  log_name_ = settings.network.log_name;
+  state_.resize(session_.StateBytes());
+  if (settings.resume) {
+    std::vector<std::byte> saved;
+    EDGESGD_TRY(internal::ReadWholeFile(checkpoint_, saved, detail));
+    if (const Status restored = session_.RestoreState(saved, &resume_differs_in_);
+        !restored.ok()) {
+      detail = "cannot resume from checkpoint " + checkpoint_ + ": " + restored.reason();
+      if (!resume_differs_in_.empty()) {
+        detail += " (it differs in " + std::string(resume_differs_in_) + ")";
+      }
+      return restored;
+    }
+    platform::Log(platform::LogLevel::kInfo, "%s: resuming at round %u of %u from %s", log_name_,
+                  session_.round() + 1, settings.run.rounds, checkpoint_.c_str());
+  }
+  saved_round_ = session_.round();
+
+  DriverOptions options = settings.network;
+  options.listen = settings.listen;
+  options.dial.clear();
+  options.max_peer_id = settings.server.workers;
+  options.max_frame_bytes = protocol::UpdateFrameBytes(settings.run);
+  options.auth_device = 0;  // accepts only: each connection authenticates as its worker
+  EDGESGD_TRY(driver_.Open(options, detail));
+  driver_.SetAfterSessionCall([this] { AfterSessionCall(); });
+  return Status::Ok();
+}
+
+void Server::AfterSessionCall() {
+  // Durable before anything of the next round leaves: the driver sends the session's frames
+  // only after this returns.
+  const std::uint32_t round = session_.round();
+  if (!checkpoint_.empty() && status_.ok() && round != saved_round_ &&
+      (round % checkpoint_every_ == 0 || session_.Finished())) {
+    status_ = SaveCheckpoint();
+    if (!status_.ok()) driver_.RequestStop();
+    saved_round_ = round;
+  }
+  internal::DrainSessionEvents<protocol::RoundEvent, protocol::RejectEvent>(
+      session_, on_round_, on_reject_, log_name_, protocol::RejectReasonName);
+}
+
+Status Server::SaveCheckpoint() {
+  const Result<std::size_t> bytes = session_.SaveState(state_);
+  if (!bytes.ok()) {
+    detail_ = "cannot encode the checkpoint";
+    return bytes.status();
+  }
+  return internal::WriteFileAtomically(checkpoint_, std::span(state_).first(bytes.value()),
+                                       detail_);
+}
+
+}  // namespace edgesgd::tcp

@@ -1,0 +1,52 @@
+#include "edgesgd/tcp/worker.h"
+
+#include "edgesgd/core/codec_registry.h"
+#include "edgesgd/wire/wire_format.h"
+
+namespace edgesgd::tcp {
+
+Status Worker::Open(const WorkerSettings& settings, std::string& detail) {
+  const std::uint32_t device = settings.worker.device_id;
+  if (device == 0 || device == wire::kUnassignedDevice) {
+    detail = "a worker over TCP needs its device id";
+    return Status::InvalidArgument("a worker over TCP needs its device id");
+  }
+  EDGESGD_TRY(TakeMemory(settings.memory_bytes, detail));
+  gradient_ = settings.worker.gradient;
+  user_ = settings.worker.user;
+  on_welcome_ = settings.on_welcome;
+  protocol::WorkerOptions options = settings.worker;
+  options.gradient = gradient_ != nullptr ? &Gradient : nullptr;  // none: the session refuses
+  options.user = this;
+  if (options.codecs == nullptr) options.codecs = &AllCodecs();
+  if (const Status init = session_.Init(arena(), options); !init.ok()) {
+    detail = init.reason();
+    return init;
+  }
+  DriverOptions network = settings.network;
+  network.listen.reset();
+  network.dial.assign(1, DialTarget{protocol::kServerPeer, settings.server});
+  network.auth_device = device;
+  EDGESGD_TRY(driver_.Open(network, detail));
+  driver_.SetAfterSessionCall([this] { AfterSessionCall(); });
+  return Status::Ok();
+}
+
+Status Worker::Gradient(void* user, std::span<const float> point, std::uint32_t round,
+                        std::uint32_t local_step, std::span<float> gradient) {
+  const Worker& self = *static_cast<const Worker*>(user);
+  if (!self.ready_) return Status::FailedPrecondition("the worker has not accepted the run");
+  return self.gradient_(self.user_, point, round, local_step, gradient);
+}
+
+void Worker::AfterSessionCall() {
+  if (ready_ || !status_.ok() || !session_.configured()) return;
+  status_ = on_welcome_ ? on_welcome_(session_.config(), session_.workers()) : Status::Ok();
+  if (status_.ok()) {
+    ready_ = true;
+  } else {
+    driver_.RequestStop();
+  }
+}
+
+}  // namespace edgesgd::tcp
