@@ -1,4 +1,4 @@
-// The `edgesgd` command: one binary with a subcommand per role (see DESIGN.md for the contract).
+// The `edgesgd` command: one binary with a subcommand per role (docs/cli.md describes each).
 
 #include <CLI/CLI.hpp>
 #include <algorithm>

@@ -1,7 +1,7 @@
 #pragma once
 
 // The metrics CSV, summary JSON and progress line shared by `simulate`, `server` and the
-// experiment scripts. The CSV header is a contract (DESIGN.md):
+// experiment scripts. The CSV header is a contract (docs/cli.md, the metrics CSV):
 //   round,time_s,loss,accuracy,dist_to_opt,consensus,bytes_up,bytes_down,bits_per_coord
 // Cells that do not apply are empty; numbers print with enough digits to round-trip.
 

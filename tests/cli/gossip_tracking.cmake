@@ -1,5 +1,5 @@
-# ALGORITHMS.md §6 on the command line: heterogeneous linear regression (the §3 generator, full
-# local gradients) on a ring of 12 with weights 1/3, every algorithm sending 2400 vectors per
+# docs/algorithms.md §6 on the command line: heterogeneous linear regression (experiment A's
+# generator, full local gradients) on a ring of 12 with weights 1/3, every algorithm sending 2400 vectors per
 # neighbour. D-PSGD must stall at its bias floor; gradient tracking and DeTAG must reach the
 # optimum (log10 ||mean x - x*||^2 from the summary JSON).
 #   cmake -DEDGESGD=path -DWORK_DIR=dir -P gossip_tracking.cmake

@@ -1,5 +1,5 @@
-# RegTop-k's experiments of ALGORITHMS.md §3, sized to seconds, through the `edgesgd` command
-# with the experiments' own config files:
+# RegTop-k's experiments A and B (examples/experiments), sized to seconds, through the
+# `edgesgd` command with the experiments' own config files:
 #   A (linear regression, 800 of 2500 rounds): Top-k with error accumulation never gets below
 #     log10 ||x - x*||^2 = -4 at k/d 0.6 and 0.7, while RegTop-k gets below -6.5 and spends
 #     most of rounds 501..800 below -5 (in float32 it then wanders between about -4 and -9).

@@ -147,8 +147,8 @@ TEST(ErrorFeedbackTest, DefWithZeroDetachReproducesEfBitForBit) {
   }
 }
 
-// §2's DEF written out with plain vectors for n workers, against ErrorFeedbackWorker +
-// MeanAggregator: the same floats, bit for bit.
+// The DEF of docs/algorithms.md §2 written out with plain vectors for n workers, against
+// ErrorFeedbackWorker + MeanAggregator: the same floats, bit for bit.
 TEST(ErrorFeedbackTest, MatchesReferenceDefRoundForEveryCodec) {
   const TensorLayout layout = TestLayout();
   const std::size_t d = layout.dimension();
@@ -520,8 +520,8 @@ TEST(ErrorFeedbackTest, StateBytesMatchesArenaUsage) {
 }
 
 // Without momentum (beta = 0) and with the codec's scratch lent to Compress, the worker keeps
-// no momentum buffer and still sends exactly what §2 with m = beta * m + g does, for one and
-// several local steps (every LocalStep loop): the reference keeps its m, the worker none.
+// no momentum buffer and still sends exactly what docs/algorithms.md §2 with m = beta * m + g
+// does, for one and several local steps (every LocalStep loop): the reference keeps its m, the worker none.
 TEST(ErrorFeedbackTest, ZeroMomentumWithLentScratchMatchesReference) {
   using CodecScratch = ErrorFeedbackWorker::CodecScratch;
   const TensorLayout layout = TestLayout();
@@ -580,7 +580,7 @@ TEST(ErrorFeedbackTest, ZeroMomentumWithLentScratchMatchesReference) {
         }
         ASSERT_TRUE(worker.Compress(context, payload.spans(), lent.subspan(kArenaAlignment)).ok());
 
-        // Reference: the local steps as §2 writes them, then p = e + delta.
+        // Reference: the local steps as docs/algorithms.md §2 writes them, then p = e + delta.
         local = x;
         std::fill(delta.begin(), delta.end(), 0.0f);
         for (std::uint32_t s = 0; s < test.local_steps; ++s) {

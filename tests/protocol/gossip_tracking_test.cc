@@ -1,6 +1,6 @@
 // Gradient tracking and DeTAG in GossipPeerSession: lossless runs against a dense reference of
-// ALGORITHMS.md §6's update rules, accelerated gossip (eta_g = 0 is plain gossip; AG contracts
-// faster on a ring), tracking's exact convergence on heterogeneous linear regression where
+// The update rules of docs/algorithms.md §6, accelerated gossip (eta_g = 0 is plain gossip; AG
+// contracts faster on a ring), tracking's exact convergence on heterogeneous linear regression where
 // D-PSGD stalls, and the fault tolerance (silent neighbours, a hostile network) the D-PSGD peer
 // already had.
 
@@ -35,7 +35,7 @@ Status AlternatingGradient(void* user, std::span<const float> point, std::uint32
 
 using Vectors = std::vector<std::vector<float>>;
 
-// AG(Z) of ALGORITHMS.md §6 on the dense W, every peer at once.
+// AG(Z) of docs/algorithms.md §6 on the dense W, every peer at once.
 Vectors DenseAcceleratedGossip(const Topology& topology, const Vectors& z0, std::uint32_t steps,
                                float eta) {
   const std::size_t n = z0.size();
@@ -259,8 +259,8 @@ Status LinregGradient(void* user, std::span<const float> point, std::uint32_t, s
 }
 
 TEST(GossipTrackingTest, TrackingConvergesOnHeterogeneousDataWhereDpsgdStalls) {
-  // ALGORITHMS.md §3's generator (client means m_k ~ N(0, 5): very different local optima) on a
-  // ring of 12 with weights 1/3, lr 0.02, and every algorithm given 2400 vectors per neighbour.
+  // Experiment A's linear-regression generator (client means m_k ~ N(0, 5): very different
+  // local optima) on a ring of 12 with weights 1/3, lr 0.02, and every algorithm given 2400 vectors per neighbour.
   constexpr std::uint32_t kPeers = 12;
   constexpr std::uint32_t kVectors = 2400;
   constexpr float kLr = 0.02f;

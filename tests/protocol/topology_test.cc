@@ -1,7 +1,7 @@
 // Topologies and mixing matrices: neighbour lists, Metropolis-Hastings and max-degree weights,
 // the properties D-PSGD relies on (symmetric, doubly stochastic, zero off the graph), explicit
 // and random regular graphs, connectivity, and the spectrum of W (lambda against a dense
-// eigen-solve and the known ring values of ALGORITHMS.md §6).
+// eigen-solve and the known ring values of docs/algorithms.md §6).
 
 #include "edgesgd/protocol/topology.h"
 
@@ -471,7 +471,7 @@ MixingSpectrum Spectrum(const Topology& topology, MixingRule rule) {
 }
 
 TEST(TopologyTest, RingLambdasMatchTheDocumentedValues) {
-  // ALGORITHMS.md §6, ring with weights 1/3: lambda, eta_g, R.
+  // docs/algorithms.md §6, ring with weights 1/3: lambda, eta_g, R.
   struct Known {
     std::uint32_t n;
     double lambda;

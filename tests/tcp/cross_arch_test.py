@@ -8,7 +8,7 @@ a float sum of two terms, which commutes), and the wire bytes are architecture-i
 (golden vectors), so any difference comes from a worker computing differently on ARM. Majority
 vote must be bit-identical: a vote is a sign. Top_k + EF sends the gradients' values, and the
 model's dot products are reduced in SIMD-width order (SSE2 on x86-64, NEON or scalar on ARM:
-DESIGN.md, Determinism), so its model may differ in the last bits: every coordinate within
+docs/architecture.md, Determinism), so its model may differ in the last bits: every coordinate within
 1e-5 * (1 + |x|) and the same final accuracy within 0.5 points. Usage:
     cross_arch_test.py HOST_EDGESGD AARCH64_EDGESGD ARMHF_EDGESGD WORK_DIR
 """

@@ -1,7 +1,7 @@
 #pragma once
 
-// First-order optimizers for a single device or a server that owns the model (docs/algorithms.md
-// §4), plus the worker-side pieces of distributed Signum with majority vote.
+// First-order optimizers for a single device or a server that owns the model (docs/algorithms.md,
+// section 4), plus the worker-side pieces of distributed Signum with majority vote.
 //
 //   kSgd       x -= eta * (g + wd * x)
 //   kMomentum  m = beta * m + (g + wd * x);  x -= eta * m      (heavy ball, no dampening)
