@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/config_file.h"
 #include "cli/codec_flags.h"
 #include "edgesgd/core/codec_registry.h"
 #include "edgesgd/core/random.h"
@@ -201,6 +202,7 @@ void AddBenchCommand(CLI::App& app, int& exit_code) {
       "codecs",
       "Encode/decode throughput of every codec (GB/s of input floats), encoded bytes, and memcpy "
       "of the same buffer measured in the same run; top_k is also compared with std::nth_element");
+  AddConfigFlag(*codecs);
   codecs->add_option("--dim", options->dimension, "Vector length in floats")
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{1}, std::size_t{4294967295}));

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/config_file.h"
 #include "edgesgd/tcp/loopback.h"
 #include "edgesgd/core/arena.h"
 #include "edgesgd/core/random.h"
@@ -218,6 +219,7 @@ void AddBenchTcpCommand(CLI::App& bench, int& exit_code) {
       "thread per participant) for dense, sign + majority vote, and top_k + EF uplinks. "
       "Effective MB/s counts every round as 4d bytes up and down per worker (what a dense run "
       "would move).");
+  AddConfigFlag(*command);
   command->add_option("--dim", o->dimension, "Model dimension d")
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{1}, std::size_t{100'000'000}));

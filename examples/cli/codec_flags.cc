@@ -153,9 +153,11 @@ bool CodecFlags::ParamsFor(std::string_view name, bool strict, CodecParams& out,
   }
   // Fields in descriptor order, so a field's applicability (unused_because) is judged with the
   // settings before it (the schedule comes before the dq parameters it enables).
-  std::vector<std::uint32_t> words;
-  ForEachParamField(defaults.value(),
-                    [&words](const CodecFieldValue& field) { words.push_back(field.word); });
+  std::vector<std::uint32_t> default_words;
+  ForEachParamField(defaults.value(), [&default_words](const CodecFieldValue& field) {
+    default_words.push_back(field.word);
+  });
+  std::vector<std::uint32_t> words = default_words;
   bool parsed = true;
   std::size_t index = 0;
   ForEachParamField(defaults.value(), [&](const CodecFieldValue& field) {
@@ -170,6 +172,23 @@ bool CodecFlags::ParamsFor(std::string_view name, bool strict, CodecParams& out,
   const Result<CodecParams> params = ParamsFromWords(CodecIdOf(defaults.value()), words);
   if (!params.ok()) {
     error = "--codec " + std::string(name) + ": " + params.status().reason();
+    // Name the flag: the first one that, applied after those before it, makes the
+    // parameters invalid.
+    std::vector<std::uint32_t> applied = default_words;
+    bool named = false;
+    index = 0;
+    ForEachParamField(defaults.value(), [&](const CodecFieldValue& field) {
+      applied[index] = words[index];
+      if (!named && words[index] != default_words[index]) {
+        const Result<CodecParams> check = ParamsFromWords(CodecIdOf(defaults.value()), applied);
+        if (!check.ok()) {
+          error = FlagOf(field.name) + " " + Find(field.name)->value + ": " +
+                  check.status().reason();
+          named = true;
+        }
+      }
+      ++index;
+    });
     return false;
   }
   if (strict) {
@@ -194,6 +213,16 @@ bool CodecFlags::ParamsFor(std::string_view name, bool strict, CodecParams& out,
   }
   out = params.value();
   return true;
+}
+
+std::string CodecNamesWith(bool (*has)(const CodecTraits&)) {
+  std::string names;
+  for (CodecId id = 0; id < kCodecCount; ++id) {
+    if (!has(TraitsOf(DefaultCodecParams(id).value()))) continue;
+    if (!names.empty()) names += ", ";
+    names += CodecName(id);
+  }
+  return names;
 }
 
 }  // namespace edgesgd::cli

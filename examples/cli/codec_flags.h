@@ -54,4 +54,7 @@ class CodecFlags {
 // "k_ratio" -> "--k-ratio".
 std::string FlagOf(std::string_view name);
 
+// The known codecs whose traits satisfy `has`, comma-separated in id order ("top_k, sign").
+std::string CodecNamesWith(bool (*has)(const CodecTraits&));
+
 }  // namespace edgesgd::cli

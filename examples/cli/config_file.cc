@@ -112,4 +112,11 @@ bool ExpandConfigFiles(std::vector<std::string>& args, std::string& error) {
   return true;
 }
 
+void AddConfigFlag(CLI::App& command) {
+  command.add_option("--config",
+                     "Read flags from a TOML file of `flag = value` lines; flags on the command "
+                     "line override it");
+  command.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+}
+
 }  // namespace edgesgd::cli

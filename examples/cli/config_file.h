@@ -4,6 +4,7 @@
 // in quotes, numbers, true/false, # comments) is expanded into the flags it stands for, placed
 // before the command line's own flags so that those override it.
 
+#include <CLI/CLI.hpp>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,11 @@ namespace edgesgd::cli {
 // arguments that do not start with '-'). On failure returns false with a one-line `error`
 // naming the file and line.
 bool ExpandConfigFiles(std::vector<std::string>& args, std::string& error);
+
+// Lists --config in `command`'s --help (ExpandConfigFiles consumes it before parsing) and lets a
+// flag given both in the file and on the command line take the command line's value. Call
+// before adding the command's other flags.
+void AddConfigFlag(CLI::App& command);
 
 // Whether `flag` ("--k-ratio") was written on the command line itself rather than read from a
 // --config file, as ExpandConfigFiles saw it (it records every flag it keeps).

@@ -37,11 +37,8 @@ int RunPeer(const PeerFlags& o) {
                     std::to_string(n) + ": the list holds every peer's address in id order)",
                 2);
   }
-  if (o.codec.codec() != CodecName(protocol::ModelCodec()) || o.aggregate != "mean" || o.optimizer != "sgd") {
-    return Fail(kName,
-                "gossip exchanges dense models with plain SGD steps: drop --codec, --aggregate "
-                "and --optimizer",
-                2);
+  if (o.workers != RunFlags{}.workers && o.workers != n) {
+    return Fail(kName, "the number of peers is the length of --peers: drop --workers", 2);
   }
   if (const std::string why = CheckGossipConsistency(o); !why.empty()) return Fail(kName, why, 2);
   GossipPlan plan;

@@ -91,11 +91,16 @@ void AddTrainingFlags(CLI::App& command, RunFlags& o, const char* deadline_help)
                      "Server aggregation: mean of decoded updates, or majority vote of signs")
       ->capture_default_str()
       ->check(CLI::IsMember({"mean", "majority"}));
+  const std::string payload_sum =
+      CodecNamesWith([](const CodecTraits& traits) { return traits.payload_sum; });
+  const std::string recompress = CodecNamesWith([](const CodecTraits& traits) {
+    return !traits.payload_sum && traits.downlink_recompress;
+  });
   command.add_option("--downlink", o.downlink,
                      "What the server broadcasts: the model, or the compressed aggregate: the "
-                     "payload mean (identity, rand_k, random_block), the majority vote, or the "
-                     "mean compressed again with the uplink codec and the rest kept in a server "
-                     "residual (top_k, sign, qsgd: two-way error feedback)")
+                     "payload mean (" + payload_sum + "), the majority vote, or the mean "
+                     "compressed again with the uplink codec and the rest kept in a server "
+                     "residual (" + recompress + ": two-way error feedback)")
       ->capture_default_str()
       ->check(CLI::IsMember({"model", "aggregate"}));
   command.add_option("--tie", o.tie, "Majority vote: how a tie (even workers) resolves")
@@ -175,6 +180,27 @@ void AddGossipFlags(CLI::App& command, RunFlags& o) {
 }
 
 std::string CheckGossipConsistency(const RunFlags& o) {
+  const RunFlags defaults;
+  if (o.codec.codec() != CodecName(protocol::ModelCodec())) {
+    return "gossip exchanges dense models: drop --codec (or use --codec identity)";
+  }
+  if (o.aggregate != defaults.aggregate || o.optimizer != defaults.optimizer) {
+    return "gossip mixes models with plain SGD steps instead of a server aggregate: drop "
+           "--aggregate and --optimizer";
+  }
+  if (o.feedback_given && o.feedback != "none") {
+    return "gossip sends uncompressed models: drop --feedback";
+  }
+  if (o.local_steps != defaults.local_steps || o.participation != defaults.participation) {
+    return "gossip takes one gradient step per round with every peer: drop --local-steps and "
+           "--participation";
+  }
+  if (o.weight_decay != defaults.weight_decay) {
+    return "gossip steps take no weight decay: drop --weight-decay";
+  }
+  if (o.quorum != defaults.quorum || o.downlink != defaults.downlink || o.tie != defaults.tie) {
+    return "--quorum, --downlink and --tie shape a server's rounds: gossip has no server";
+  }
   if (o.gossip_rounds != 0 && o.gossip != "detag") {
     return "--gossip-rounds sets DeTAG's gossip steps per round: it needs --gossip detag "
            "(dpsgd and gt take one)";

@@ -82,7 +82,8 @@ bool SaveModel(const RunFlags& flags, std::span<const float> model, std::string&
 // --gossip, --topology, --gossip-weights, --gossip-rounds, --phase-batches.
 void AddGossipFlags(CLI::App& command, RunFlags& flags);
 
-// A one-line reason the gossip flags cannot work together, or empty.
+// A one-line reason the flags do not fit a gossip run (dense models, plain SGD steps, no
+// server) or the gossip flags do not work together, or empty.
 std::string CheckGossipConsistency(const RunFlags& flags);
 
 // Everything every peer of a gossip run derives from the flags, once: the graph, its mixing rule,

@@ -31,6 +31,13 @@ int RunServer(const ServerFlags& o) {
   if (!LoadAuthKeys(o.network, 0, kName, keys)) return 2;
   if (o.resume && o.checkpoint.empty()) return Fail(kName, "--resume needs --checkpoint FILE", 2);
   if (const std::string why = CheckRunConsistency(o); !why.empty()) return Fail(kName, why, 2);
+  if (o.feedback == "defa") {
+    return Fail(kName,
+                "--feedback defa scores the de-averaged model x - mean e, which needs every "
+                "worker's residual: only simulate holds them; use --feedback def (the same "
+                "training)",
+                2);
+  }
   Task task;
   if (const int code = SetUpTask(kName, o, o.workers, task); code != 0) return code;
   settings.run = BuildRunConfig(o, task);

@@ -5,14 +5,12 @@
 #include <sstream>
 #include <utility>
 
+#include "cli/config_file.h"
+
 namespace edgesgd::cli {
 
 void AddSimulateFlags(CLI::App& command, SimulateOptions& o) {
-  // Consumed before parsing by ExpandConfigFiles (main.cc); registered here for --help.
-  command.add_option("--config", "Read flags from a TOML file of `flag = value` lines; flags on "
-                                 "the command line override it");
-  // A flag given twice (in the config file and on the command line) takes the last value.
-  command.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  AddConfigFlag(command);
   AddDataFlags(command, o);
   AddSeedFlag(command, o);
   AddTrainingFlags(command, o,
@@ -67,21 +65,7 @@ std::string CheckSimulateConsistency(const SimulateOptions& o) {
            "--mode gossip";
   }
   if (o.mode == "gossip") {
-    if (o.codec.codec() != CodecName(protocol::ModelCodec())) {
-      return "--mode gossip exchanges dense models: use --codec identity";
-    }
-    if (o.aggregate != "mean" || o.optimizer != "sgd") {
-      return "--mode gossip runs plain SGD steps (mixing instead of a server aggregate): drop "
-             "--aggregate and --optimizer";
-    }
     if (const std::string why = CheckGossipConsistency(o); !why.empty()) return why;
-    if (o.feedback_given && o.feedback != "none") {
-      return "--mode gossip sends uncompressed models: drop --feedback";
-    }
-    if (o.local_steps != 1 || o.participation != 1.0f) {
-      return "--mode gossip takes one gradient step per round with every peer: drop "
-             "--local-steps and --participation";
-    }
   }
   if (const std::string why = CheckRunConsistency(o); !why.empty()) return why;
   if (o.adversaries > 0 && o.aggregate != "majority") {

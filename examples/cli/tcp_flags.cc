@@ -5,6 +5,7 @@
 #include <cstring>
 #include <optional>
 
+#include "cli/config_file.h"
 #include "edgesgd/auth/key_file.h"
 #include "edgesgd/platform/log.h"
 
@@ -80,7 +81,7 @@ std::optional<tcp::TlsFiles> TlsFilesOf(const NetworkFlags& flags) {
 }  // namespace
 
 void AddServerFlags(CLI::App& command, ServerFlags& o) {
-  command.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  AddConfigFlag(command);
   command.add_option("--listen", o.listen, "Address to accept workers on, HOST:PORT (port 0: any)")
       ->required();
   AddDataFlags(command, o);
@@ -107,7 +108,7 @@ void AddServerFlags(CLI::App& command, ServerFlags& o) {
 }
 
 void AddWorkerFlags(CLI::App& command, WorkerFlags& o) {
-  command.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  AddConfigFlag(command);
   command.add_option("--connect", o.connect, "The server's address, HOST:PORT")->required();
   command.add_option("--id", o.id, "This worker's id, 1..workers (its data shard)")
       ->required()
@@ -141,7 +142,7 @@ void AddWorkerFlags(CLI::App& command, WorkerFlags& o) {
 }
 
 void AddPeerFlags(CLI::App& command, PeerFlags& o) {
-  command.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  AddConfigFlag(command);
   command.add_option("--id", o.id, "This peer's id: its position (1-based) in --peers")
       ->required()
       ->check(CLI::Range(1u, protocol::kMaxWorkers));

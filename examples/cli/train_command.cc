@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/config_file.h"
 #include "cli/codec_flags.h"
 #include "edgesgd/core/arena.h"
 #include "edgesgd/core/codec_registry.h"
@@ -90,7 +91,7 @@ bool LoadData(const TrainOptions& options, Data& data) {
   params.split = 1;
   if (status.ok()) status = GenerateGaussianMixture(params, data.test_features, data.test_labels);
   if (!status.ok()) {
-    std::fprintf(stderr, "edgesgd train: cannot generate synthetic data: %s\n", status.str());
+    std::fprintf(stderr, "edgesgd train: cannot generate synthetic data: %s\n", status.reason());
     return false;
   }
   data.train = GaussianMixtureView(params, data.train_features, data.train_labels);
@@ -119,10 +120,8 @@ int RunTrain(const TrainOptions& options) {
   feedback.momentum = options.momentum;
   feedback.weight_decay = options.weight_decay;
   if (const Status status = ValidateFeedbackParams(feedback); !status.ok()) {
-    std::fprintf(stderr,
-                 "edgesgd train: invalid optimiser settings (--lr > 0, 0 <= --momentum < 1, "
-                 "--weight-decay >= 0, 0 <= --detach <= 1): %s\n",
-                 status.str());
+    std::fprintf(stderr, "edgesgd train: %s (--lr, --momentum, --weight-decay, --detach)\n",
+                 status.reason());
     return 2;
   }
 
@@ -135,7 +134,7 @@ int RunTrain(const TrainOptions& options) {
   spec.hidden = options.hidden;
   const Result<TensorLayout> layout = ModelLayout(spec);
   if (!layout.ok()) {
-    std::fprintf(stderr, "edgesgd train: invalid model shape: %s\n", layout.status().str());
+    std::fprintf(stderr, "edgesgd train: invalid model shape: %s\n", layout.status().reason());
     return 2;
   }
   const std::size_t d = layout->dimension();
@@ -227,7 +226,7 @@ int RunTrain(const TrainOptions& options) {
     }
     if (!status.ok()) {
       std::fprintf(stderr, "edgesgd train: round %zu failed: %s (diverged? try a smaller --lr)\n",
-                   round, status.str());
+                   round, status.reason());
       return 1;
     }
     bytes_sent += sent->bytes();
@@ -257,6 +256,7 @@ void AddTrainCommand(CLI::App& app, int& exit_code) {
       "Single-device training with a federated worker's upload path: mini-batch gradients, "
       "error feedback and a codec; the model applies exactly the compressed update a server "
       "would receive. Prints loss, test accuracy and bytes sent.");
+  AddConfigFlag(*train);
   train->add_option("--task", options->task, "Model: softmax regression or a one-hidden-layer MLP")
       ->capture_default_str()
       ->check(CLI::IsMember({"softmax", "mlp"}));
