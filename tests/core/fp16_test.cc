@@ -83,6 +83,53 @@ TEST(Fp16Test, RoundsToTheNearestHalf) {
   }
 }
 
+// Encode and DecodeAdd (on x86-64 the F16C instructions where the CPU has them) against the
+// portable conversion: around every power of two and rounding tie of the half range, the subnormal
+// halves, the saturation boundary and zeros of both signs, in tensors of odd and even sizes.
+TEST(Fp16Test, EncodeAndDecodeMatchThePortableConversion) {
+  std::vector<float> x;
+  for (int exponent = -26; exponent <= 16; ++exponent) {
+    const float power = std::ldexp(1.0f, exponent);
+    for (const float step : {0.0f, 1.0f / 2048, 1.0f / 1024, 3.0f / 2048, 0.999f / 2048}) {
+      for (const float sign : {1.0f, -1.0f}) {
+        x.push_back(sign * power * (1.0f + step));
+        x.push_back(sign * std::nextafter(power * (1.0f + step), 0.0f));
+      }
+    }
+  }
+  for (const float edge : {65504.0f, 65519.0f, 65520.0f, 1e30f, 0.0f, -0.0f}) {
+    x.push_back(edge);
+    x.push_back(-edge);
+  }
+  const std::vector<float> uniform = test_util::UniformVector(997, 3, 0, 70000.0f);
+  x.insert(x.end(), uniform.begin(), uniform.end());
+  const std::vector<std::uint64_t> sizes = {x.size() / 2 + 1, x.size() - x.size() / 2 - 1};
+  const TensorLayout layout = TensorLayout::FromSizes(sizes).value();
+  PayloadBuffers payload(EncodedShape(kFp16, layout).value());
+  ASSERT_TRUE(AllCodecs().Encode(kFp16, layout, {}, x, payload.spans(), {}).ok());
+  std::size_t word = 0;
+  for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
+    for (std::size_t i = 0; i < layout.size(t); ++i) {
+      const float value = x[layout.offset(t) + i];
+      const std::uint32_t half = (payload.words[word + i / 2] >> (16 * (i % 2))) & 0xFFFFu;
+      ASSERT_EQ(half, internal::HalfFromFloat(value)) << value;
+    }
+    word += (layout.size(t) + 1) / 2;
+  }
+  // And back: acc + weight * half, the product and the sum rounded separately.
+  const float weight = 0.37f;
+  std::vector<float> acc = test_util::UniformVector(x.size(), 4, 0, 10.0f);
+  std::vector<float> expected = acc;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    expected[i] += weight * internal::FloatFromHalf(internal::HalfFromFloat(x[i]));
+  }
+  ASSERT_TRUE(AllCodecs().DecodeAdd(kFp16, layout, {}, payload.view(), weight, acc, {}).ok());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    ASSERT_EQ(std::bit_cast<std::uint32_t>(acc[i]), std::bit_cast<std::uint32_t>(expected[i]))
+        << i;
+  }
+}
+
 TEST(Fp16Test, PacksTwoHalvesPerWordAndEachTensorOnFreshWords) {
   const std::vector<std::uint64_t> sizes = {3, 2};
   const TensorLayout layout = TensorLayout::FromSizes(sizes).value();
