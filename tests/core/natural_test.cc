@@ -9,6 +9,8 @@
 
 #include "edgesgd/core/codec_registry.h"
 #include "edgesgd/core/error_feedback.h"
+#include "edgesgd/core/internal/philox_batch.h"
+#include "edgesgd/core/random.h"
 #include "test_util.h"
 
 namespace edgesgd {
@@ -88,6 +90,46 @@ TEST(NaturalTest, IsUnbiased) {
     const double sigma = std::sqrt((magnitude - lo) * (hi - magnitude) / kRounds);
     EXPECT_NEAR(mean, static_cast<double>(x[i]), 4.0 * sigma) << i;
   }
+}
+
+// The documented draws, replayed: each coordinate's top 16 mantissa bits are set equal to its
+// 16-bit draw, so every coordinate is a tie, settled by the 7 bits of its tie block against the
+// low mantissa bits. Covers both halves of a chunk's words and a second chunk.
+TEST(NaturalTest, TiesAreSettledByTheTieBlockAsDocumented) {
+  constexpr std::size_t kSize = 1100;
+  const CodecContext context{21, 4, 3};
+  const std::uint32_t tensor = 0;
+  const internal::PhiloxPlan plan = internal::MakePhiloxPlan(
+      context.seed, context.round, tensor,
+      StreamId(RandomPurpose::kQuantizationDither, context.worker));
+  std::vector<float> x(kSize);
+  std::vector<bool> up(kSize);
+  for (std::size_t i = 0; i < kSize; ++i) {
+    const std::size_t j = i % 512;
+    const auto block = static_cast<std::uint32_t>(64 * (i / 512) + (j % 256) / 4);
+    const std::uint32_t draw =
+        (internal::PhiloxPlanBlock(plan, block)[j % 4] >> (16 * (j / 256))) & 0xFFFFu;
+    const std::uint32_t low = static_cast<std::uint32_t>(i * 37 % 128);
+    const auto tie_block = 0x80000000u + static_cast<std::uint32_t>(i / 4);
+    const std::uint32_t tie_bits = internal::PhiloxPlanBlock(plan, tie_block)[i % 4] >> 25;
+    // 1.m times 2^(i % 5), negative for odd i.
+    const std::uint32_t exponent = 127 + static_cast<std::uint32_t>(i % 5);
+    const auto sign = static_cast<std::uint32_t>(i % 2);
+    x[i] = std::bit_cast<float>((sign << 31) | (exponent << 23) | (draw << 7) | low);
+    up[i] = tie_bits < low;
+  }
+  const TensorLayout layout = Layout({kSize});
+  PayloadBuffers payload(EncodedShape(kNatural, layout).value());
+  ASSERT_TRUE(AllCodecs().Encode(kNatural, layout, context, x, payload.spans(), {}).ok());
+  std::size_t rounded_up = 0;
+  for (std::size_t i = 0; i < kSize; ++i) {
+    const std::uint32_t sent = (payload.words[i / 4] >> (8 * (i % 4))) & 0xFFu;
+    const std::uint32_t exponent = (std::bit_cast<std::uint32_t>(x[i]) >> 23) & 0xFFu;
+    ASSERT_EQ(sent, exponent + (up[i] ? 1u : 0u)) << i;
+    rounded_up += up[i] ? 1u : 0u;
+  }
+  EXPECT_GT(rounded_up, kSize / 4);  // both outcomes occur
+  EXPECT_LT(rounded_up, 3 * kSize / 4);
 }
 
 TEST(NaturalTest, TheTopOfTheFloatRangeRoundsDownAndSubnormalsToZeroOrTheSmallestNormal) {

@@ -19,6 +19,7 @@
 #else
 #define EDGESGD_NATURAL_AVX512 "avx512f,avx512bw,avx512vl,prefer-vector-width=512"
 #endif
+#include <immintrin.h>
 #else
 #define EDGESGD_NATURAL_X86 0
 #endif
@@ -34,31 +35,58 @@ namespace {
 constexpr std::uint32_t kExponentMask = 0xFFu;
 constexpr std::uint32_t kMantissaMask = 0x7FFFFFu;
 constexpr std::uint32_t kTopExponent = 254;  // the largest finite one
-// Coordinates per batch of random words: 64 Philox blocks, the widest path's pass.
-constexpr std::size_t kChunk = 4 * internal::kPhiloxBatchBlocks;
+// Random words per batch: 64 Philox blocks, the widest path's pass. Each word draws for two
+// coordinates (16 bits each), so a chunk covers twice as many coordinates.
+constexpr std::size_t kChunkWords = 4 * internal::kPhiloxBatchBlocks;
+constexpr std::size_t kChunk = 2 * kChunkWords;
+// The blocks the tie-breaking bits come from, far past any chunk's blocks (a tensor has fewer
+// than 2^32 coordinates, so chunks use blocks below 2^29).
+constexpr std::uint32_t kTieBlocks = 0x80000000u;
 
-// The rounded exponents of `count` (<= kChunk) coordinates, one byte each, and whether all of
-// them are finite. `random` holds one uniform word per coordinate; its top 23 bits decide.
-// Written to a local array (copied out by the caller): stores through a byte pointer into the
-// payload could alias anything, which would keep the loop from being vectorised.
-EDGESGD_NATURAL_INLINE bool RoundedExponents(const float* x, std::size_t count,
-                                             const std::uint32_t* random,
-                                             std::array<std::uint8_t, kChunk>& exponents) {
+// Rounds `count` (<= kChunkWords) coordinates with the 16-bit draws (random[i] >> shift) &
+// 0xFFFF against the top 16 of their 23 mantissa bits, writing one exponent byte each. A draw
+// equal to those 16 bits is a tie, settled by 7 more bits (ResolveTies); `ties` is set when
+// there is one. Returns whether every coordinate is finite. The comparisons are of values
+// below 2^16, so signed ones (one instruction on every SIMD set).
+EDGESGD_NATURAL_INLINE bool RoundWithDraws(const float* x, std::size_t count,
+                                           const std::uint32_t* random, unsigned shift,
+                                           std::uint8_t* exponents, bool& ties) {
   std::uint32_t non_finite = 0;
+  std::uint32_t tie = 0;
   for (std::size_t i = 0; i < count; ++i) {
     const std::uint32_t bits = std::bit_cast<std::uint32_t>(x[i]);
     const std::uint32_t exponent = (bits >> 23) & kExponentMask;
     non_finite |= static_cast<std::uint32_t>(exponent == kExponentMask);
-    // Up with probability mantissa / 2^23; never past the largest finite exponent. Both
-    // comparisons are of values below 2^23, so signed ones (one instruction on every SIMD set).
-    const auto draw = static_cast<std::int32_t>(random[i] >> 9);
-    const auto mantissa = static_cast<std::int32_t>(bits & kMantissaMask);
-    const std::uint32_t up = static_cast<std::uint32_t>(draw < mantissa) &
-                             static_cast<std::uint32_t>(static_cast<std::int32_t>(exponent) <
-                                                        static_cast<std::int32_t>(kTopExponent));
-    exponents[i] = static_cast<std::uint8_t>(exponent + up);
+    const auto draw = static_cast<std::int32_t>((random[i] >> shift) & 0xFFFFu);
+    const auto high = static_cast<std::int32_t>((bits & kMantissaMask) >> 7);
+    const std::uint32_t below_top = static_cast<std::uint32_t>(
+        static_cast<std::int32_t>(exponent) < static_cast<std::int32_t>(kTopExponent));
+    tie |= static_cast<std::uint32_t>(draw == high) & below_top;
+    exponents[i] = static_cast<std::uint8_t>(exponent +
+                                             (static_cast<std::uint32_t>(draw < high) & below_top));
   }
+  ties = ties || tie != 0;
   return non_finite == 0;
+}
+
+// The chunk's tied coordinates (first is the chunk's first coordinate within its tensor): up
+// when 7 more uniform bits (the top of word c % 4 of block kTieBlocks + c / 4, for coordinate
+// c) are below the mantissa's low 7 bits. With the 16-bit draw that makes the probability of
+// rounding up exactly mantissa / 2^23. Rare (2^-16 per coordinate): scalar.
+void ResolveTies(const internal::PhiloxPlan& plan, std::size_t first, const float* x,
+                 std::size_t count, const std::uint32_t* random, std::uint8_t* exponents) {
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::uint32_t bits = std::bit_cast<std::uint32_t>(x[i]);
+    const std::uint32_t exponent = (bits >> 23) & kExponentMask;
+    const std::uint32_t draw = (random[i % kChunkWords] >> (16 * (i / kChunkWords))) & 0xFFFFu;
+    if (exponent >= kTopExponent || draw != ((bits & kMantissaMask) >> 7)) continue;
+    const std::size_t c = first + i;
+    const PhiloxBlock block =
+        internal::PhiloxPlanBlock(plan, kTieBlocks + static_cast<std::uint32_t>(c / 4));
+    if ((block[c % 4] >> 25) < (bits & 0x7Fu)) {
+      exponents[i] = static_cast<std::uint8_t>(exponent + 1);
+    }
+  }
 }
 
 // The sign plane of `count` (<= kChunk) coordinates: bit j of word w set when coordinate
@@ -74,19 +102,58 @@ EDGESGD_NATURAL_INLINE void SignBits(const float* x, std::size_t count, std::uin
   }
 }
 
+using SignBitsFunction = void (*)(const float*, std::size_t, std::uint32_t*);
+
+#if EDGESGD_NATURAL_X86
+// SignBits with one movemask per 8 coordinates (the same bits).
+// A call per chunk: GCC does not inline a target function into the generic EncodePlanes.
+__attribute__((target("avx2"))) void SignBitsAvx2(const float* x, std::size_t count,
+                                                  std::uint32_t* words) {
+  std::size_t w = 0;
+  for (; 32 * w + 32 <= count; ++w) {
+    const float* const group = x + 32 * w;
+    std::uint32_t negative = 0;
+    for (int part = 0; part < 4; ++part) {
+      const auto bits =
+          static_cast<std::uint32_t>(_mm256_movemask_ps(_mm256_loadu_ps(group + 8 * part)));
+      negative |= bits << (8 * part);
+    }
+    words[w] = ~negative;
+  }
+  if (32 * w < count) SignBits(x + 32 * w, count - 32 * w, words + w);
+}
+#endif
+
 // One tensor's exponent plane and sign plane (`exponents` as bytes, `signs` as words), the
 // rounding drawn from the stream of `plan` with kFill. False for a NaN or infinite input.
-template <internal::PhiloxFillFunction kFill>
+template <internal::PhiloxFillFunction kFill, SignBitsFunction kSignBits = SignBits>
 EDGESGD_NATURAL_INLINE bool EncodePlanes(const internal::PhiloxPlan& plan, std::span<const float> x,
                                          std::uint8_t* exponents, std::uint32_t* signs) {
-  std::array<std::uint32_t, kChunk> random;
+  std::array<std::uint32_t, kChunkWords> random;
+  // Rounded into a local array and copied out: stores through a byte pointer into the payload
+  // could alias anything, which would keep the loop from being vectorised.
   std::array<std::uint8_t, kChunk> rounded;
   for (std::size_t start = 0; start < x.size(); start += kChunk) {
     const std::size_t count = std::min(kChunk, x.size() - start);
-    kFill(plan, static_cast<std::uint32_t>(start / 4), random);  // word i % 4 of block i / 4
-    if (!RoundedExponents(x.data() + start, count, random.data(), rounded)) return false;
+    // The next chunk's input is fetched while the random words are computed (no loads of their
+    // own), which keeps the memory busy.
+    for (std::size_t ahead = start + kChunk; ahead < std::min(start + 2 * kChunk, x.size());
+         ahead += 16) {
+      __builtin_prefetch(x.data() + ahead);
+    }
+    // Coordinate start + i draws from word i % kChunkWords: its low half for the chunk's first
+    // kChunkWords coordinates, its high half for the rest.
+    kFill(plan, static_cast<std::uint32_t>(start / 8), random);
+    const float* const chunk = x.data() + start;
+    const std::size_t low = std::min(count, kChunkWords);
+    bool ties = false;
+    if (!RoundWithDraws(chunk, low, random.data(), 0, rounded.data(), ties) ||
+        !RoundWithDraws(chunk + low, count - low, random.data(), 16, rounded.data() + low, ties)) {
+      return false;
+    }
+    if (ties) ResolveTies(plan, start, chunk, count, random.data(), rounded.data());
     std::memcpy(exponents + start, rounded.data(), count);
-    SignBits(x.data() + start, count, signs + start / 32);
+    kSignBits(chunk, count, signs + start / 32);
   }
   return true;
 }
@@ -99,12 +166,12 @@ __attribute__((target("avx2"))) bool EncodePlanesAvx2(const internal::PhiloxPlan
                                                       std::span<const float> x,
                                                       std::uint8_t* exponents,
                                                       std::uint32_t* signs) {
-  return EncodePlanes<internal::PhiloxFillAvx2>(plan, x, exponents, signs);
+  return EncodePlanes<internal::PhiloxFillAvx2, SignBitsAvx2>(plan, x, exponents, signs);
 }
 __attribute__((target(EDGESGD_NATURAL_AVX512))) bool EncodePlanesAvx512(
     const internal::PhiloxPlan& plan, std::span<const float> x, std::uint8_t* exponents,
     std::uint32_t* signs) {
-  return EncodePlanes<internal::PhiloxFillAvx512>(plan, x, exponents, signs);
+  return EncodePlanes<internal::PhiloxFillAvx512, SignBitsAvx2>(plan, x, exponents, signs);
 }
 #endif
 

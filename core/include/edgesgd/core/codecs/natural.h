@@ -7,13 +7,17 @@
 //
 // For x with |x| in [a, 2a), a = 2^floor(log2 |x|), the codec sends sign(x) * 2a with
 // probability (|x| - a) / a and sign(x) * a otherwise, so E[C(x)] = x. In IEEE-754 bits that
-// probability is the mantissa: with m the 23 mantissa bits of x and u 23 uniform bits,
-//   exponent' = exponent + 1 if u < m, else exponent;  mantissa dropped.
-// Zero stays zero (sign kept); a subnormal rounds the same way to 0 or the smallest normal; at
-// the top of the float range (|x| >= 2^127) the exponent cannot grow and rounds down.
-// u is the top 23 bits of word i % 4 of Philox4x32_10((round, tensor,
-// StreamId(kQuantizationDither, worker), i / 4), KeyFromSeed(seed)) for coordinate i of a tensor:
-// private to each worker, the same bits on every architecture.
+// probability is the mantissa: with m the 23 mantissa bits of x (m_hi its top 16, m_lo its low
+// 7) and uniform draws u16 (16 bits) and u7 (7 bits),
+//   exponent' = exponent + 1 if u16 < m_hi, or u16 == m_hi and u7 < m_lo;  mantissa dropped,
+// which is up with probability m / 2^23 exactly; u7 is drawn only on a tie (2^-16 of the time).
+// Zero stays zero; a subnormal rounds the same way to 0 or the smallest normal; at the top of the
+// float range (|x| >= 2^127) the exponent cannot grow and rounds down.
+// The draws come from Philox4x32_10((round, tensor, StreamId(kQuantizationDither, worker), n),
+// KeyFromSeed(seed)), private to each worker and the same bits on every architecture: for
+// coordinate i of a tensor, with j = i mod 512, u16 is half j / 256 (low, then high) of word
+// j mod 4 of block n = 64 * floor(i / 512) + (j mod 256) / 4, and u7 is the top 7 bits of word
+// i mod 4 of block n = 2^31 + i / 4.
 //
 // Payload: `words` only, 9 bits per coordinate in two planes per tensor, each starting on a
 // fresh word (byte and bit planes keep encoding and decoding at memory speed, where 9-bit fields
