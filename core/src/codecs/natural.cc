@@ -23,6 +23,13 @@
 #else
 #define EDGESGD_NATURAL_X86 0
 #endif
+// Decoding is plain integer and float arithmetic: compiled for AVX2 as well and picked at load
+// time on x86-64 Linux (the same bits either way).
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
+#define EDGESGD_NATURAL_CLONES [[gnu::target_clones("avx2", "default")]]
+#else
+#define EDGESGD_NATURAL_CLONES
+#endif
 #if defined(__GNUC__)
 #define EDGESGD_NATURAL_INLINE inline __attribute__((always_inline))
 #else
@@ -199,6 +206,29 @@ const std::uint8_t* BytesOf(std::span<const std::uint32_t> words) {
   return reinterpret_cast<const std::uint8_t*>(words.data());
 }
 
+// acc[i] += weight * (+-2^(exponent i - 127), 0 for exponent 0) over one tensor's planes, 32
+// coordinates (one sign word) at a time. The exponents are copied out of the payload first so
+// the accumulator's stores cannot alias them (which would keep the loop scalar).
+EDGESGD_NATURAL_CLONES void AddPlanes(const std::uint8_t* exponents, const std::uint32_t* signs,
+                                      float weight, float* acc, std::size_t size) {
+  std::array<std::uint8_t, 32> block;
+  for (std::size_t start = 0; start < size; start += 32) {
+    const std::size_t count = std::min<std::size_t>(32, size - start);
+    std::memcpy(block.data(), exponents + start, count);
+    const std::uint32_t negative = ~signs[start / 32];
+    float* const out = acc + start;
+    const auto add = [&](std::size_t j) {
+      const std::uint32_t bits = (((negative >> j) & 1u) << 31) | (std::uint32_t{block[j]} << 23);
+      out[j] += weight * std::bit_cast<float>(bits);
+    };
+    if (count == 32) {
+      for (std::size_t j = 0; j < 32; ++j) add(j);  // a constant trip count vectorises
+    } else {
+      for (std::size_t j = 0; j < count; ++j) add(j);
+    }
+  }
+}
+
 }  // namespace
 
 Status NaturalCodec::Encode(const NaturalParams& params, const TensorLayout& layout,
@@ -250,7 +280,6 @@ Status NaturalCodec::DecodeAdd(const NaturalParams& params, const TensorLayout& 
     }
   }
   word = 0;
-  std::array<std::uint8_t, 32> block;
   for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
     const std::span<float> acc = layout.Slice(accumulator, t);
     const std::uint8_t* const exponents =
@@ -258,18 +287,7 @@ Status NaturalCodec::DecodeAdd(const NaturalParams& params, const TensorLayout& 
     const std::span<const std::uint32_t> signs =
         payload.words.subspan(word + ExponentWordsFor(acc.size()), SignWordsFor(acc.size()));
     word += WordsFor(acc.size());
-    // 32 coordinates (one sign word) at a time, their exponents copied out of the payload so
-    // the accumulator's stores cannot alias them.
-    for (std::size_t start = 0; start < acc.size(); start += 32) {
-      const std::size_t count = std::min<std::size_t>(32, acc.size() - start);
-      std::memcpy(block.data(), exponents + start, count);
-      const std::uint32_t negative = ~signs[start / 32];
-      float* const out = acc.data() + start;
-      for (std::size_t j = 0; j < count; ++j) {
-        const std::uint32_t bits = (((negative >> j) & 1u) << 31) | (std::uint32_t{block[j]} << 23);
-        out[j] += weight * std::bit_cast<float>(bits);
-      }
-    }
+    AddPlanes(exponents, signs.data(), weight, acc.data(), acc.size());
   }
   return Status::Ok();
 }
