@@ -1,0 +1,87 @@
+#include "options.h"
+
+#include <charconv>
+#include <string_view>
+
+namespace custom_model {
+namespace {
+
+// std::from_chars over the whole of `text`: "12x" is not a number.
+template <typename T>
+bool ParseNumber(std::string_view text, T& value) {
+  const char* end = text.data() + text.size();
+  const auto [stop, error] = std::from_chars(text.data(), end, value);
+  return error == std::errc() && stop == end;
+}
+
+}  // namespace
+
+const char* const kUsage = R"(usage: custom_model [options]
+
+Trains a hand-written two-layer MLP on a CSV file with edgesgd: first in the simulator, then
+as a TCP server with 4 workers on loopback (authenticated frames). Workers send top_k updates
+with error feedback, each from its own shard of the rows; the last 20 % of the rows are held
+out to measure accuracy.
+
+options:
+  --out DIR            write the generated data to DIR/two_moons.csv (default: .)
+  --csv FILE           train on FILE instead of generating data: a header line, then rows of
+                       numeric features with an integer class label (0, 1, ...) last
+  --rounds N           training rounds of each run (default: 500)
+  --k-ratio R          fraction of each tensor top_k sends, in (0, 1] (default: 0.1)
+  --seed N             seed of the generated data and the initial model (default: 1)
+  --min-accuracy A     fail when a run's held-out accuracy is below A (default: 0.9)
+  --verbose            show the connection log of the TCP run
+  --help               print this help and exit
+
+exit status: 0 both runs reached --min-accuracy, 1 a run failed or fell short,
+             2 bad arguments or unusable data
+)";
+
+Parsed ParseOptions(int argc, char** argv, Options& options, std::string& error) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view flag = argv[i];
+    if (flag == "--help" || flag == "-h") return Parsed::kHelp;
+    if (flag == "--verbose") {
+      options.verbose = true;
+      continue;
+    }
+    if (!flag.starts_with("--")) {
+      error = "unexpected argument '" + std::string(flag) + "'";
+      return Parsed::kError;
+    }
+    if (i + 1 == argc) {
+      error = std::string(flag) + " needs a value";
+      return Parsed::kError;
+    }
+    const std::string_view value = argv[++i];
+    const auto bad = [&](const char* expected) {
+      error = std::string(flag) + " expects " + expected + ", got '" + std::string(value) + "'";
+      return Parsed::kError;
+    };
+    if (flag == "--out") {
+      options.out_dir = value;
+    } else if (flag == "--csv") {
+      options.csv = value;
+    } else if (flag == "--rounds") {
+      if (!ParseNumber(value, options.rounds) || options.rounds == 0) return bad("a count >= 1");
+    } else if (flag == "--k-ratio") {
+      if (!ParseNumber(value, options.k_ratio) || !(options.k_ratio > 0 && options.k_ratio <= 1)) {
+        return bad("a fraction in (0, 1]");
+      }
+    } else if (flag == "--seed") {
+      if (!ParseNumber(value, options.seed)) return bad("a whole number");
+    } else if (flag == "--min-accuracy") {
+      if (!ParseNumber(value, options.min_accuracy) ||
+          !(options.min_accuracy >= 0 && options.min_accuracy <= 1)) {
+        return bad("a fraction in [0, 1]");
+      }
+    } else {
+      error = "unknown option " + std::string(flag);
+      return Parsed::kError;
+    }
+  }
+  return Parsed::kRun;
+}
+
+}  // namespace custom_model
