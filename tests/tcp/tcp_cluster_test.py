@@ -241,6 +241,26 @@ def kill_worker(cluster):
     check(summary["network"]["disconnects"] >= 1, "the killed worker's link was not noticed")
 
 
+def server_vanishes(cluster):
+    """kill -9 the server mid-run: the workers keep redialling, then give up after --give-up-s
+    without a connection and exit with an error rather than hang."""
+    server, port = cluster.start_server(
+        SLOW_DATA + ["--workers", "2", "--rounds", "100000", "--metrics", cluster.path("server.csv")])
+    workers = [cluster.start("worker%d" % w,
+                             ["worker", "--connect", "127.0.0.1:%d" % port, "--id", str(w),
+                              "--slowdown", "20", "--reconnect-max-s", "0.2", "--give-up-s", "2",
+                              "--quiet"] + SLOW_DATA) for w in (1, 2)]
+    cluster.wait_rows("server.csv", 5, server)
+    server.send_signal(signal.SIGKILL)
+    server.wait()
+    killed = time.time()
+    for worker in workers:
+        cluster.wait(worker, timeout=20, expect=1)
+    waited = time.time() - killed
+    check(waited < 10, "the workers took %.1f s to give up (--give-up-s 2)" % waited)
+    print("workers gave up %.1f s after the server vanished" % waited)
+
+
 def server_resume(cluster):
     """kill -9 the server mid-run, resume it from its checkpoint: workers reconnect, no committed
     round is lost, and (majority vote: order-independent) the final model equals simulate's."""
@@ -698,6 +718,7 @@ SCENARIOS = {
     "hostile_clients": hostile_clients,
     "auth_attacks": auth_attacks,
     "slow_worker": slow_worker,
+    "server_vanishes": server_vanishes,
     "mismatched_worker": mismatched_worker,
     "gossip_ring": gossip_ring,
     "gossip_peer_killed": gossip_peer_killed,

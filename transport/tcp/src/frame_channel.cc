@@ -73,6 +73,9 @@ void FrameChannel::BeginAccepted() {
 
 void FrameChannel::Connect(const asio::ip::tcp::endpoint& endpoint) {
   state_ = State::kConnecting;
+  // Not established until this attempt's framing is up: a refused reconnect must not count as
+  // a link that came up (the driver's give-up clock would restart on every attempt).
+  established_ = false;
   connect_started_ = events_.ChannelNow();
   events_.OnChannelDeadline(NextDeadline());
   ++pending_;
