@@ -37,7 +37,7 @@ int RunPeer(const PeerFlags& o) {
                     std::to_string(n) + ": the list holds every peer's address in id order)",
                 2);
   }
-  if (o.workers != RunFlags{}.workers && o.workers != n) {
+  if (o.workers_given && o.workers != n) {
     return Fail(kName, "the number of peers is the length of --peers: drop --workers", 2);
   }
   if (const std::string why = CheckGossipConsistency(o); !why.empty()) return Fail(kName, why, 2);

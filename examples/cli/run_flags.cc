@@ -50,9 +50,11 @@ void AddSeedFlag(CLI::App& command, RunFlags& o) {
 }
 
 void AddTrainingFlags(CLI::App& command, RunFlags& o, const char* deadline_help) {
+  RunFlags* flags = &o;
   command.add_option("--workers", o.workers, "Number of worker devices")
       ->capture_default_str()
-      ->check(CLI::Range(std::size_t{1}, std::size_t{protocol::kMaxWorkers}));
+      ->check(CLI::Range(std::size_t{1}, std::size_t{protocol::kMaxWorkers}))
+      ->each([flags](const std::string&) { flags->workers_given = true; });
   command.add_option("--rounds", o.rounds, "Training rounds")
       ->capture_default_str()
       ->check(CLI::Range(1u, 100000000u));
@@ -73,7 +75,6 @@ void AddTrainingFlags(CLI::App& command, RunFlags& o, const char* deadline_help)
       ->capture_default_str()
       ->check(CLI::Range(1e-6f, 1.0f));
   o.codec.Add(command, "identity", "Uplink compressor:");
-  RunFlags* flags = &o;
   command.add_option("--feedback", o.feedback,
                      "Error feedback of --aggregate mean: none, ef, def (see --detach), saef, "
                      "or defa (DEF training, de-averaged x - mean e read-out)")
@@ -195,8 +196,9 @@ std::string CheckGossipConsistency(const RunFlags& o) {
     return "gossip takes one gradient step per round with every peer: drop --local-steps and "
            "--participation";
   }
-  if (o.weight_decay != defaults.weight_decay) {
-    return "gossip steps take no weight decay: drop --weight-decay";
+  if (o.momentum != defaults.momentum || o.weight_decay != defaults.weight_decay ||
+      o.detach != defaults.detach) {
+    return "gossip steps are plain SGD steps: drop --momentum, --weight-decay and --detach";
   }
   if (o.quorum != defaults.quorum || o.downlink != defaults.downlink || o.tie != defaults.tie) {
     return "--quorum, --downlink and --tie shape a server's rounds: gossip has no server";

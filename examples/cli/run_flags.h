@@ -62,8 +62,10 @@ struct RunFlags {
   std::string summary;
   std::string model_out;
   bool quiet = false;
-  // Set when the flag was given explicitly (defaults differ per aggregation).
+  // Set when the flag was given explicitly: --feedback's default differs per aggregation, and
+  // a gossip peer takes the count from its --peers list.
   bool feedback_given = false;
+  bool workers_given = false;
 };
 
 // --task, --data, --split, --dim, --samples, --hidden, --train-limit.

@@ -87,6 +87,9 @@ void AddServerFlags(CLI::App& command, ServerFlags& o) {
   AddDataFlags(command, o);
   AddSeedFlag(command, o);
   AddTrainingFlags(command, o, kDeadlineHelp);
+  command.get_option("--feedback")
+      ->description("Error feedback of --aggregate mean: none, ef, def (see --detach) or saef "
+                    "(defa, DEF-A's read-out, needs every worker's residual: simulate only)");
   command.add_option("--join-timeout-s", o.join_timeout_s,
                      "Start training this long after starting once --quorum workers joined "
                      "(0: wait for all --workers)")
