@@ -143,13 +143,7 @@ TEST_P(SteadyStateTest, ErrorFeedbackRoundsDoNotAllocate) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryCodec, SteadyStateTest,
-                         ::testing::Values(kCodecId<IdentityCodec>, kCodecId<TopKCodec>,
-                                           kCodecId<RandKCodec>, kCodecId<RandomBlockCodec>,
-                                           kCodecId<SignCodec>, kCodecId<QsgdCodec>,
-                                           kCodecId<RegTopKCodec>),
-                         [](const ::testing::TestParamInfo<CodecId>& param_info) {
-                           return std::string(CodecName(param_info.param));
-                         });
+                         ::testing::ValuesIn(test_util::CodecIds()), test_util::CodecIdName);
 
 // DQ-SGD: each round a level count from qsgd's schedule (the registry's RoundParams), the worker
 // quantizing with it and the aggregator decoding each payload with its own count, all inside

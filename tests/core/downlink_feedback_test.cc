@@ -100,11 +100,10 @@ TEST_P(DownlinkFeedbackCodecTest, BroadcastPlusResidualIsEveryUpdate) {
 }
 
 INSTANTIATE_TEST_SUITE_P(SupportedCodecs, DownlinkFeedbackCodecTest,
-                         ::testing::Values(kCodecId<TopKCodec>, kCodecId<SignCodec>,
-                                           kCodecId<QsgdCodec>),
-                         [](const ::testing::TestParamInfo<CodecId>& param_info) {
-                           return std::string(CodecName(param_info.param));
-                         });
+                         ::testing::ValuesIn(test_util::CodecIds([](const CodecTraits& traits) {
+                           return traits.downlink_recompress;
+                         })),
+                         test_util::CodecIdName);
 
 TEST(DownlinkFeedbackTest, TopKSendsTheLargestOfResidualPlusUpdate) {
   const TensorLayout layout = TensorLayout::Single(10).value();

@@ -10,6 +10,7 @@
 #include <limits>
 #include <random>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "edgesgd/core/arena.h"
@@ -88,6 +89,22 @@ inline std::vector<CodecParams> EveryCodec(const CodecSettings& settings) {
     every.push_back(params);
   }
   return every;
+}
+
+// The ids of the registered codecs whose traits satisfy `keep` (every codec without one), in id
+// order, for INSTANTIATE_TEST_SUITE_P(..., ::testing::ValuesIn(CodecIds()), CodecIdName).
+inline std::vector<CodecId> CodecIds(bool (*keep)(const CodecTraits&) = nullptr) {
+  std::vector<CodecId> ids;
+  for (std::size_t id = 0; id < kCodecCount; ++id) {
+    const auto codec = static_cast<CodecId>(id);
+    if (keep == nullptr || keep(TraitsOf(DefaultCodecParams(codec).value()))) ids.push_back(codec);
+  }
+  return ids;
+}
+
+// A parameterised test's name suffix: the codec's name.
+inline std::string CodecIdName(const ::testing::TestParamInfo<CodecId>& info) {
+  return std::string(CodecName(info.param));
 }
 
 // The registry of a program that links top_k and no other codec.

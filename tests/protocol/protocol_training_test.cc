@@ -15,6 +15,7 @@
 #include "edgesgd/core/aggregator.h"
 #include "edgesgd/core/downlink_feedback.h"
 #include "edgesgd/core/error_feedback.h"
+#include "core/test_util.h"
 #include "edgesgd/wire/frame_decoder.h"
 #include "protocol/protocol_harness.h"
 
@@ -267,13 +268,7 @@ TEST_P(ProtocolCodecTest, RecompressedDownlinkMatchesDirectComputation) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllCodecs, ProtocolCodecTest,
-                         ::testing::Values(kCodecId<IdentityCodec>, kCodecId<TopKCodec>,
-                                           kCodecId<RandKCodec>, kCodecId<RandomBlockCodec>,
-                                           kCodecId<SignCodec>, kCodecId<QsgdCodec>,
-                                           kCodecId<RegTopKCodec>),
-                         [](const ::testing::TestParamInfo<CodecId>& param_info) {
-                           return std::string(CodecName(param_info.param));
-                         });
+                         ::testing::ValuesIn(test_util::CodecIds()), test_util::CodecIdName);
 
 std::vector<float> CoordinateMedian(const std::vector<std::vector<float>>& targets) {
   std::vector<float> median(targets[0].size());
@@ -416,12 +411,10 @@ TEST_P(ProtocolDownlinkTest, AggregateDownlinkKeepsModelsBitIdentical) {
 }
 
 INSTANTIATE_TEST_SUITE_P(SummableAndRecompressedCodecs, ProtocolDownlinkTest,
-                         ::testing::Values(kCodecId<IdentityCodec>, kCodecId<RandKCodec>,
-                                           kCodecId<RandomBlockCodec>, kCodecId<TopKCodec>,
-                                           kCodecId<SignCodec>, kCodecId<QsgdCodec>),
-                         [](const ::testing::TestParamInfo<CodecId>& param_info) {
-                           return std::string(CodecName(param_info.param));
-                         });
+                         ::testing::ValuesIn(test_util::CodecIds([](const CodecTraits& traits) {
+                           return traits.payload_sum || traits.downlink_recompress;
+                         })),
+                         test_util::CodecIdName);
 
 TEST(ProtocolTrainingTest, MajorityAggregateDownlinkKeepsModelsBitIdentical) {
   constexpr std::size_t kDim = 70;
