@@ -19,8 +19,10 @@ Status MeanAggregator::Init(Arena& arena, const CodecRegistry& codecs, const Ten
   if (layout.tensor_count() == 0) return Status::InvalidArgument("the layout has no tensors");
   EDGESGD_TRY(EncodedShape(codec, layout));
   EDGESGD_TRY_ASSIGN(const CodecOps* ops, codecs.For(codec));
-  if (arena.sealed()) return Status::FailedPrecondition();
-  if (arena.remaining_bytes() < StateBytes(layout, codec)) return Status::ResourceExhausted();
+  if (arena.sealed()) return Status::FailedPrecondition("the arena is sealed");
+  if (arena.remaining_bytes() < StateBytes(layout, codec)) {
+    return Status::ResourceExhausted("the arena is too small for the aggregator's state");
+  }
   EDGESGD_TRY_ASSIGN(sum_, arena.Allocate<float>(layout.dimension()));
   EDGESGD_TRY_ASSIGN(scratch_, arena.AllocateBytes(CodecScratchBytes(codec, layout)));
   layout_ = layout;
@@ -39,8 +41,13 @@ void MeanAggregator::Reset() {
 }
 
 Status MeanAggregator::CheckAddable(float weight) const {
-  if (!initialized_ || finished_) return Status::FailedPrecondition();
-  if (!IsPositiveFinite(weight)) return Status::InvalidArgument();
+  if (!initialized_ || finished_) {
+    return Status::FailedPrecondition(
+        "Init has not been called, or Mean was taken without a Reset");
+  }
+  if (!IsPositiveFinite(weight)) {
+    return Status::InvalidArgument("the weight must be positive and finite");
+  }
   return Status::Ok();
 }
 
@@ -67,8 +74,12 @@ Status MeanAggregator::AddWithParams(const CodecParams& params, const PayloadVie
 
 Status MeanAggregator::AddDense(std::span<const float> values, float weight) {
   EDGESGD_TRY(CheckAddable(weight));
-  if (values.size() != sum_.size()) return Status::InvalidArgument();
-  if (!internal::AllFinite(values)) return Status::DataLoss();
+  if (values.size() != sum_.size()) {
+    return Status::InvalidArgument("the dense update's size differs from the layout's dimension");
+  }
+  if (!internal::AllFinite(values)) {
+    return Status::DataLoss("the dense update holds a NaN or an infinity");
+  }
   for (std::size_t i = 0; i < sum_.size(); ++i) sum_[i] += weight * values[i];
   total_weight_ += weight;
   ++count_;
@@ -76,7 +87,9 @@ Status MeanAggregator::AddDense(std::span<const float> values, float weight) {
 }
 
 Result<std::span<const float>> MeanAggregator::Mean() {
-  if (!initialized_ || count_ == 0) return Status::FailedPrecondition();
+  if (!initialized_ || count_ == 0) {
+    return Status::FailedPrecondition("Init has not been called, or nothing was added");
+  }
   if (!finished_) {
     // Division rather than multiplication by a reciprocal: for n identical contributions the
     // mean is then exactly the contribution.
@@ -88,11 +101,13 @@ Result<std::span<const float>> MeanAggregator::Mean() {
 }
 
 Status MeanAggregator::AddScaledMean(float scale, std::span<float> model) {
-  if (!initialized_) return Status::FailedPrecondition();
-  if (model.size() != sum_.size()) return Status::InvalidArgument();
+  if (!initialized_) return Status::FailedPrecondition("Init has not been called");
+  if (model.size() != sum_.size()) {
+    return Status::InvalidArgument("the model's size differs from the layout's dimension");
+  }
   if (!(scale >= -std::numeric_limits<float>::max() &&
         scale <= std::numeric_limits<float>::max())) {
-    return Status::InvalidArgument();
+    return Status::InvalidArgument("the scale must be finite");
   }
   EDGESGD_TRY_ASSIGN(const std::span<const float> mean, Mean());
   for (std::size_t i = 0; i < model.size(); ++i) model[i] += scale * mean[i];
@@ -101,11 +116,13 @@ Status MeanAggregator::AddScaledMean(float scale, std::span<float> model) {
 
 Status PayloadAggregator::Init(Arena& arena, const TensorLayout& layout, const CodecParams& codec) {
   if (layout.tensor_count() == 0 || !TraitsOf(codec).payload_sum) {
-    return Status::InvalidArgument();
+    return Status::InvalidArgument("the layout is empty or the codec's payloads cannot be summed");
   }
   EDGESGD_TRY_ASSIGN(const PayloadShape shape, EncodedShape(codec, layout));
-  if (arena.sealed()) return Status::FailedPrecondition();
-  if (arena.remaining_bytes() < StateBytes(layout, codec)) return Status::ResourceExhausted();
+  if (arena.sealed()) return Status::FailedPrecondition("the arena is sealed");
+  if (arena.remaining_bytes() < StateBytes(layout, codec)) {
+    return Status::ResourceExhausted("the arena is too small for the aggregator's state");
+  }
   EDGESGD_TRY_ASSIGN(indices_, arena.Allocate<std::uint32_t>(shape.indices));
   EDGESGD_TRY_ASSIGN(values_, arena.Allocate<float>(shape.values));
   layout_ = layout;
@@ -125,19 +142,29 @@ void PayloadAggregator::Reset() {
 }
 
 Status PayloadAggregator::Add(const PayloadView& payload, float weight) {
-  if (!initialized_ || finished_) return Status::FailedPrecondition();
-  if (!IsPositiveFinite(weight)) return Status::InvalidArgument();
+  if (!initialized_ || finished_) {
+    return Status::FailedPrecondition(
+        "Init has not been called, or Mean was taken without a Reset");
+  }
+  if (!IsPositiveFinite(weight)) {
+    return Status::InvalidArgument("the weight must be positive and finite");
+  }
   if (payload.indices.size() != shape_.indices || payload.values.size() != shape_.values ||
       payload.words.size() != shape_.words || payload.scales.size() != shape_.scales) {
-    return Status::DataLoss();
+    return Status::DataLoss("a payload field's length differs from the codec's shape");
   }
-  if (!internal::AllFinite(payload.values)) return Status::DataLoss();
+  if (!internal::AllFinite(payload.values)) {
+    return Status::DataLoss("a payload value is a NaN or an infinity");
+  }
   // Only random_block has indices: one start per tensor, relative to the tensor.
   for (std::size_t t = 0; t < payload.indices.size(); ++t) {
-    if (payload.indices[t] >= layout_.size(t)) return Status::DataLoss();
+    if (payload.indices[t] >= layout_.size(t)) {
+      return Status::DataLoss("a block starts outside its tensor");
+    }
   }
   if (count_ > 0 && !std::equal(payload.indices.begin(), payload.indices.end(), indices_.begin())) {
-    return Status::InvalidArgument();
+    return Status::InvalidArgument(
+        "the payloads' block starts differ: they were not drawn from one seed");
   }
   std::copy(payload.indices.begin(), payload.indices.end(), indices_.begin());
   for (std::size_t i = 0; i < values_.size(); ++i) values_[i] += weight * payload.values[i];
@@ -147,7 +174,9 @@ Status PayloadAggregator::Add(const PayloadView& payload, float weight) {
 }
 
 Result<PayloadView> PayloadAggregator::Mean() {
-  if (!initialized_ || count_ == 0) return Status::FailedPrecondition();
+  if (!initialized_ || count_ == 0) {
+    return Status::FailedPrecondition("Init has not been called, or nothing was added");
+  }
   if (!finished_) {
     const float total = total_weight_;
     for (float& v : values_) v /= total;

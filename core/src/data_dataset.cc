@@ -39,18 +39,22 @@ DatasetView BatchView(const DatasetView& data, const BatchBuffers& out, std::siz
 // Cheap shape check for the gather paths (labels were range-checked when the source was
 // validated; re-reading every label per batch would cost a pass over the whole dataset).
 Status CheckSourceShape(const DatasetView& data) {
-  if (data.feature_dim == 0 || data.num_samples == 0) return Status::InvalidArgument();
+  if (data.feature_dim == 0 || data.num_samples == 0) {
+    return Status::InvalidArgument("the dataset has no samples or no features");
+  }
   if (data.features.size() / data.feature_dim != data.num_samples ||
       data.features.size() % data.feature_dim != 0) {
-    return Status::InvalidArgument();
+    return Status::InvalidArgument("the feature count is not num_samples * feature_dim");
   }
   if (data.has_labels() && data.labels.size() != data.num_samples) {
-    return Status::InvalidArgument();
+    return Status::InvalidArgument("the label count differs from num_samples");
   }
   if (data.has_targets() && data.targets.size() != data.num_samples) {
-    return Status::InvalidArgument();
+    return Status::InvalidArgument("the target count differs from num_samples");
   }
-  if (!data.has_labels() && !data.has_targets()) return Status::InvalidArgument();
+  if (!data.has_labels() && !data.has_targets()) {
+    return Status::InvalidArgument("the dataset has neither labels nor targets");
+  }
   return Status::Ok();
 }
 
@@ -60,23 +64,31 @@ Status ValidateDataset(const DatasetView& data) {
   EDGESGD_TRY(CheckSourceShape(data));
   if (data.num_classes > 0 && data.has_labels()) {
     for (const std::uint8_t label : data.labels) {
-      if (label >= data.num_classes) return Status::OutOfRange();
+      if (label >= data.num_classes) return Status::OutOfRange("a label is not below num_classes");
     }
   }
   return Status::Ok();
 }
 
 Result<DatasetView> SliceRows(const DatasetView& data, std::size_t begin, std::size_t count) {
-  if (begin > data.num_samples || count > data.num_samples - begin) return Status::OutOfRange();
-  if (data.features.size() < data.num_samples * data.feature_dim) return Status::OutOfRange();
+  if (begin > data.num_samples || count > data.num_samples - begin) {
+    return Status::OutOfRange("the rows lie past the dataset's end");
+  }
+  if (data.features.size() < data.num_samples * data.feature_dim) {
+    return Status::OutOfRange("the dataset has fewer features than num_samples * feature_dim");
+  }
   DatasetView slice = data;
   slice.features = data.features.subspan(begin * data.feature_dim, count * data.feature_dim);
   if (data.has_labels()) {
-    if (data.labels.size() < begin + count) return Status::OutOfRange();
+    if (data.labels.size() < begin + count) {
+      return Status::OutOfRange("the dataset has fewer labels than the rows need");
+    }
     slice.labels = data.labels.subspan(begin, count);
   }
   if (data.has_targets()) {
-    if (data.targets.size() < begin + count) return Status::OutOfRange();
+    if (data.targets.size() < begin + count) {
+      return Status::OutOfRange("the dataset has fewer targets than the rows need");
+    }
     slice.targets = data.targets.subspan(begin, count);
   }
   slice.num_samples = count;
@@ -87,10 +99,12 @@ Result<DatasetView> GatherRows(const DatasetView& data, std::span<const std::uin
                                const BatchBuffers& out) {
   EDGESGD_TRY(CheckSourceShape(data));
   if (indices.empty() || !BuffersFit(data, out, indices.size())) {
-    return Status::InvalidArgument();
+    return Status::InvalidArgument("no indices, or the batch buffers cannot hold the rows");
   }
   for (const std::uint32_t index : indices) {
-    if (index >= data.num_samples) return Status::OutOfRange();
+    if (index >= data.num_samples) {
+      return Status::OutOfRange("a row index is not below num_samples");
+    }
   }
   for (std::size_t slot = 0; slot < indices.size(); ++slot) CopyRow(data, indices[slot], slot, out);
   return BatchView(data, out, indices.size());
@@ -99,12 +113,19 @@ Result<DatasetView> GatherRows(const DatasetView& data, std::span<const std::uin
 Result<DatasetView> SampleBatch(const DatasetView& data, std::span<const std::uint32_t> pool,
                                 std::size_t batch_size, CounterRng& rng, const BatchBuffers& out) {
   EDGESGD_TRY(CheckSourceShape(data));
-  if (batch_size == 0 || !BuffersFit(data, out, batch_size)) return Status::InvalidArgument();
+  if (batch_size == 0 || !BuffersFit(data, out, batch_size)) {
+    return Status::InvalidArgument(
+        "the batch size is 0 or the batch buffers cannot hold the batch");
+  }
   const std::size_t pool_size = pool.empty() ? data.num_samples : pool.size();
-  if (pool_size > kMaxIndex) return Status::InvalidArgument();
+  if (pool_size > kMaxIndex) {
+    return Status::InvalidArgument("the sample pool has more than 2^32 - 1 entries");
+  }
   // Validate the pool before drawing so a bad shard fails the same way whatever is drawn.
   for (const std::uint32_t index : pool) {
-    if (index >= data.num_samples) return Status::OutOfRange();
+    if (index >= data.num_samples) {
+      return Status::OutOfRange("a pool index is not below num_samples");
+    }
   }
   const auto bound = static_cast<std::uint32_t>(pool_size);
   for (std::size_t slot = 0; slot < batch_size; ++slot) {
@@ -115,7 +136,9 @@ Result<DatasetView> SampleBatch(const DatasetView& data, std::span<const std::ui
 }
 
 Status ShuffleIndices(std::span<std::uint32_t> indices, CounterRng& rng) {
-  if (indices.size() > kMaxIndex) return Status::InvalidArgument();
+  if (indices.size() > kMaxIndex) {
+    return Status::InvalidArgument("more than 2^32 - 1 indices to shuffle");
+  }
   for (std::size_t i = indices.size(); i > 1; --i) {
     const std::uint32_t j = rng.NextBelow(static_cast<std::uint32_t>(i));
     std::swap(indices[i - 1], indices[j]);

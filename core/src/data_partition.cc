@@ -21,21 +21,28 @@ constexpr std::uint32_t SetupStream() {
 
 Status CheckOutputs(std::size_t num_samples, std::size_t num_workers,
                     std::span<std::uint32_t> indices, std::span<std::size_t> offsets) {
-  if (num_samples == 0 || num_workers == 0) return Status::InvalidArgument();
-  if (num_samples > std::numeric_limits<std::uint32_t>::max()) return Status::InvalidArgument();
+  if (num_samples == 0 || num_workers == 0) {
+    return Status::InvalidArgument("there are no samples or no workers");
+  }
+  if (num_samples > std::numeric_limits<std::uint32_t>::max()) {
+    return Status::InvalidArgument("more than 2^32 - 1 samples to partition");
+  }
   if (indices.size() != num_samples || offsets.size() != num_workers + 1) {
-    return Status::InvalidArgument();
+    return Status::InvalidArgument(
+        "the index buffer must hold num_samples and the offsets num_workers + 1");
   }
   return Status::Ok();
 }
 
 Status CheckLabels(const DatasetView& data) {
   if (!data.has_labels() || data.labels.size() != data.num_samples) {
-    return Status::InvalidArgument();
+    return Status::InvalidArgument("the dataset has no labels, or not one per sample");
   }
-  if (data.num_classes == 0 || data.num_classes > 256) return Status::InvalidArgument();
+  if (data.num_classes == 0 || data.num_classes > 256) {
+    return Status::InvalidArgument("num_classes must be in 1..256");
+  }
   for (const std::uint8_t label : data.labels) {
-    if (label >= data.num_classes) return Status::OutOfRange();
+    if (label >= data.num_classes) return Status::OutOfRange("a label is not below num_classes");
   }
   return Status::Ok();
 }
@@ -83,11 +90,15 @@ Status PartitionDirichlet(const DatasetView& data, std::size_t num_workers, floa
                           std::span<std::size_t> offsets, std::span<std::byte> scratch) {
   EDGESGD_TRY(CheckOutputs(data.num_samples, num_workers, indices, offsets));
   EDGESGD_TRY(CheckLabels(data));
-  if (!(alpha > 0.0f) || !std::isfinite(alpha)) return Status::InvalidArgument();
-  if (num_workers > std::numeric_limits<std::uint32_t>::max()) return Status::InvalidArgument();
+  if (!(alpha > 0.0f) || !std::isfinite(alpha)) {
+    return Status::InvalidArgument("the Dirichlet alpha must be positive and finite");
+  }
+  if (num_workers > std::numeric_limits<std::uint32_t>::max()) {
+    return Status::InvalidArgument("more than 2^32 - 1 workers");
+  }
   const std::size_t classes = data.num_classes;
   if (scratch.size() < DirichletScratchBytes(classes, num_workers)) {
-    return Status::ResourceExhausted();
+    return Status::ResourceExhausted("the scratch is smaller than DirichletScratchBytes");
   }
   Arena arena(scratch);
   // remaining[c * W + w]: samples of class c still owed to worker w.

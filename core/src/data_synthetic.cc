@@ -35,16 +35,19 @@ Status GenerateLinearRegressionTask(const LinearRegressionTaskParams& params,
                                     std::span<float> true_models) {
   const std::size_t rows = CheckedProduct(params.clients, params.samples_per_client);
   const std::size_t model_floats = CheckedProduct(params.clients, params.dimension);
-  if (rows == 0 || params.dimension == 0 || model_floats == 0) return Status::InvalidArgument();
+  if (rows == 0 || params.dimension == 0 || model_floats == 0) {
+    return Status::InvalidArgument(
+        "clients, samples_per_client or dimension is 0, or their product overflows");
+  }
   if (params.clients > std::numeric_limits<std::uint32_t>::max() - 1) {
-    return Status::InvalidArgument();
+    return Status::InvalidArgument("more than 2^32 - 2 clients");
   }
   if (!ValidDeviation(params.mean_variance) || !ValidDeviation(params.noise_variance)) {
-    return Status::InvalidArgument();
+    return Status::InvalidArgument("a variance is negative or not finite");
   }
   if (features.size() != CheckedProduct(rows, params.dimension) || targets.size() != rows ||
       true_models.size() != model_floats) {
-    return Status::InvalidArgument();
+    return Status::InvalidArgument("an output buffer's size does not match the task");
   }
   const float mean_std = std::sqrt(params.mean_variance);
   const float noise_std = std::sqrt(params.noise_variance);
@@ -90,9 +93,12 @@ Status SolveLeastSquares(const DatasetView& data, std::span<float> solution,
   const std::size_t d = data.feature_dim;
   if (d == 0 || !data.has_targets() || data.targets.size() != data.num_samples ||
       data.features.size() != CheckedProduct(data.num_samples, d) || solution.size() != d) {
-    return Status::InvalidArgument();
+    return Status::InvalidArgument(
+        "the data has no features or targets, or the solution's size is not feature_dim");
   }
-  if (scratch.size() < LeastSquaresScratchBytes(d)) return Status::ResourceExhausted();
+  if (scratch.size() < LeastSquaresScratchBytes(d)) {
+    return Status::ResourceExhausted("the scratch is smaller than LeastSquaresScratchBytes");
+  }
   Arena arena(scratch);
   EDGESGD_TRY_ASSIGN(const std::span<double> gram, arena.Allocate<double>(d * d));
   EDGESGD_TRY_ASSIGN(const std::span<double> rhs, arena.Allocate<double>(d));
@@ -113,7 +119,10 @@ Status SolveLeastSquares(const DatasetView& data, std::span<float> solution,
   for (std::size_t j = 0; j < d; ++j) {
     double diagonal = gram[j * d + j];
     for (std::size_t k = 0; k < j; ++k) diagonal -= gram[j * d + k] * gram[j * d + k];
-    if (!(diagonal > 0.0) || !std::isfinite(diagonal)) return Status::FailedPrecondition();
+    if (!(diagonal > 0.0) || !std::isfinite(diagonal)) {
+      return Status::FailedPrecondition(
+          "the least-squares system is singular (A^T A is not positive definite)");
+    }
     const double l_jj = std::sqrt(diagonal);
     gram[j * d + j] = l_jj;
     for (std::size_t i = j + 1; i < d; ++i) {
@@ -162,7 +171,9 @@ float SparseNoiseQuadratic::Loss(std::span<const float> x) {
 
 Status SparseNoiseQuadratic::StochasticGradient(std::span<const float> x, NormalRng& normal,
                                                 std::span<float> gradient, float noise_std) {
-  if (x.empty() || gradient.size() != x.size()) return Status::InvalidArgument();
+  if (x.empty() || gradient.size() != x.size()) {
+    return Status::InvalidArgument("x is empty or the gradient's size differs from x's");
+  }
   for (std::size_t i = 0; i < x.size(); ++i) gradient[i] = x[i];
   gradient[0] += noise_std * normal.Next();
   return Status::Ok();
@@ -170,7 +181,7 @@ Status SparseNoiseQuadratic::StochasticGradient(std::span<const float> x, Normal
 
 Status SparseNoiseQuadratic::InitialPoint(std::uint64_t seed, std::uint32_t run,
                                           std::span<float> x) {
-  if (x.empty()) return Status::InvalidArgument();
+  if (x.empty()) return Status::InvalidArgument("x is empty");
   NormalRng normal(CounterRng(seed, kQuadraticRound, run, GeneratorStream()));
   for (float& value : x) value = normal.Next();
   return Status::Ok();
@@ -179,15 +190,16 @@ Status SparseNoiseQuadratic::InitialPoint(std::uint64_t seed, std::uint32_t run,
 Status GenerateGaussianMixture(const GaussianMixtureParams& params, std::span<float> features,
                                std::span<std::uint8_t> labels) {
   if (params.classes == 0 || params.classes > 256 || params.dimension == 0 || params.samples == 0) {
-    return Status::InvalidArgument();
+    return Status::InvalidArgument(
+        "classes must be in 1..256, and dimension and samples at least 1");
   }
   if (!ValidDeviation(params.mean_std) || !ValidDeviation(params.noise_std)) {
-    return Status::InvalidArgument();
+    return Status::InvalidArgument("a standard deviation is negative or not finite");
   }
   const std::size_t d = params.dimension;
   if (features.size() != CheckedProduct(params.samples, d) || features.size() == 0 ||
       labels.size() != params.samples) {
-    return Status::InvalidArgument();
+    return Status::InvalidArgument("an output buffer's size does not match samples and dimension");
   }
   const auto classes = static_cast<std::uint32_t>(params.classes);
   CounterRng sample_rng(params.seed, kMixtureSamplesRound, params.split, GeneratorStream());

@@ -14,8 +14,10 @@ Status DownlinkFeedback::Init(Arena& arena, const CodecRegistry& codecs,
   }
   EDGESGD_TRY_ASSIGN(const PayloadShape shape, EncodedShape(codec, layout));
   EDGESGD_TRY_ASSIGN(const CodecOps* ops, codecs.For(codec));
-  if (arena.sealed()) return Status::FailedPrecondition();
-  if (arena.remaining_bytes() < StateBytes(layout, codec)) return Status::ResourceExhausted();
+  if (arena.sealed()) return Status::FailedPrecondition("the arena is sealed");
+  if (arena.remaining_bytes() < StateBytes(layout, codec)) {
+    return Status::ResourceExhausted("the arena is too small for the downlink residual");
+  }
   EDGESGD_TRY_ASSIGN(residual_, arena.Allocate<float>(layout.dimension()));
   EDGESGD_TRY_ASSIGN(scratch_, arena.AllocateBytes(CodecScratchBytes(codec, layout)));
   std::fill(residual_.begin(), residual_.end(), 0.0f);
@@ -30,12 +32,14 @@ Status DownlinkFeedback::Init(Arena& arena, const CodecRegistry& codecs,
 Result<PayloadShape> DownlinkFeedback::Compress(std::span<const float> update,
                                                 const CodecContext& context,
                                                 const PayloadSpans& out) {
-  if (!initialized_) return Status::FailedPrecondition();
-  if (update.size() != residual_.size()) return Status::InvalidArgument();
+  if (!initialized_) return Status::FailedPrecondition("Init has not been called");
+  if (update.size() != residual_.size()) {
+    return Status::InvalidArgument("the update's size differs from the layout's dimension");
+  }
   // Checked before the residual changes, so a short span leaves everything as it was.
   if (out.indices.size() < shape_.indices || out.values.size() < shape_.values ||
       out.words.size() < shape_.words || out.scales.size() < shape_.scales) {
-    return Status::ResourceExhausted();
+    return Status::ResourceExhausted("an output span is smaller than the codec's payload");
   }
   for (std::size_t i = 0; i < residual_.size(); ++i) residual_[i] += update[i];
   EDGESGD_TRY(ops_->encode(codec_, layout_, context, residual_, out, scratch_));
@@ -45,12 +49,16 @@ Result<PayloadShape> DownlinkFeedback::Compress(std::span<const float> update,
 }
 
 Status DownlinkFeedback::RestoreResidual(std::span<const std::byte> stored) {
-  if (!initialized_) return Status::FailedPrecondition();
-  if (stored.size() != residual_.size() * sizeof(float)) return Status::InvalidArgument();
+  if (!initialized_) return Status::FailedPrecondition("Init has not been called");
+  if (stored.size() != residual_.size() * sizeof(float)) {
+    return Status::InvalidArgument("the stored residual's size differs from the layout's");
+  }
   for (std::size_t offset = 0; offset < stored.size(); offset += sizeof(float)) {
     float value;
     std::memcpy(&value, stored.data() + offset, sizeof(float));
-    if (!std::isfinite(value)) return Status::InvalidArgument();
+    if (!std::isfinite(value)) {
+      return Status::InvalidArgument("the stored residual holds a NaN or an infinity");
+    }
   }
   std::memcpy(residual_.data(), stored.data(), stored.size());
   return Status::Ok();

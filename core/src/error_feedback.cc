@@ -12,10 +12,10 @@ Status ErrorFeedbackWorker::Init(Arena& arena, const CodecRegistry& codecs,
   if (layout.tensor_count() == 0) return Status::InvalidArgument("the layout has no tensors");
   EDGESGD_TRY_ASSIGN(const PayloadShape shape, EncodedShape(codec, layout));
   EDGESGD_TRY_ASSIGN(const CodecOps* ops, codecs.For(codec));
-  if (arena.sealed()) return Status::FailedPrecondition();
+  if (arena.sealed()) return Status::FailedPrecondition("the arena is sealed");
   // Checking the total first keeps a failed Init from leaving half a worker in the arena.
   if (arena.remaining_bytes() < StateBytes(layout, codec, feedback, scratch)) {
-    return Status::ResourceExhausted();
+    return Status::ResourceExhausted("the arena is too small for the worker's state");
   }
 
   const Buffers buffers = BuffersFor(feedback);
@@ -91,8 +91,12 @@ void ErrorFeedbackWorker::FoldDeltaIntoResidual() {
 }
 
 Status ErrorFeedbackWorker::BeginRound(std::span<const float> synced_model) {
-  if (phase_ == Phase::kUninitialized) return Status::FailedPrecondition();
-  if (synced_model.size() != point_.size()) return Status::InvalidArgument();
+  if (phase_ == Phase::kUninitialized) {
+    return Status::FailedPrecondition("Init has not been called");
+  }
+  if (synced_model.size() != point_.size()) {
+    return Status::InvalidArgument("the synced model's size differs from the layout's dimension");
+  }
   if (phase_ == Phase::kInRound) FoldDeltaIntoResidual();
 
   const std::span<const float> x = synced_model;
@@ -113,9 +117,11 @@ Status ErrorFeedbackWorker::BeginRound(std::span<const float> synced_model) {
 
 Status ErrorFeedbackWorker::LocalStep(std::span<const float> gradient) {
   if (phase_ != Phase::kInRound || steps_ >= feedback_.local_steps) {
-    return Status::FailedPrecondition();
+    return Status::FailedPrecondition("no round is open, or its local steps are all taken");
   }
-  if (gradient.size() != point_.size()) return Status::InvalidArgument();
+  if (gradient.size() != point_.size()) {
+    return Status::InvalidArgument("the gradient's size differs from the layout's dimension");
+  }
   if (buffers_.momentum) {
     Step<true>(gradient);
   } else {
@@ -176,18 +182,21 @@ void ErrorFeedbackWorker::Step(std::span<const float> gradient) {
 Result<PayloadShape> ErrorFeedbackWorker::Compress(const CodecContext& context,
                                                    const PayloadSpans& out,
                                                    std::span<std::byte> lent_scratch) {
-  if (phase_ != Phase::kInRound) return Status::FailedPrecondition();
+  if (phase_ != Phase::kInRound) {
+    return Status::FailedPrecondition("no round is open, or its update was already compressed");
+  }
   // The codec would reject short spans too, but only after the residual has become p; checking
   // here first makes this error side-effect free.
   if (out.indices.size() < shape_.indices || out.values.size() < shape_.values ||
       out.words.size() < shape_.words || out.scales.size() < shape_.scales ||
       (scratch_source_ == CodecScratch::kLent && lent_scratch.size() < lent_scratch_bytes_)) {
-    return Status::ResourceExhausted();
+    return Status::ResourceExhausted(
+        "an output span or the lent scratch is smaller than the codec needs");
   }
   // Codecs view scratch as arrays of 4- or 8-byte words, as the arena's own would allow.
   if (scratch_source_ == CodecScratch::kLent &&
       reinterpret_cast<std::uintptr_t>(lent_scratch.data()) % kArenaAlignment != 0) {
-    return Status::InvalidArgument();
+    return Status::InvalidArgument("the lent scratch is not 16-byte aligned");
   }
   const std::span<std::byte> scratch =
       scratch_source_ == CodecScratch::kLent ? lent_scratch : scratch_;
@@ -239,9 +248,13 @@ void ErrorFeedbackWorker::ForgetAggregate() {
 Status DeAveragedReadout(std::span<const float> synced_model,
                          std::span<const std::span<const float>> residuals, std::span<float> out) {
   const std::size_t d = synced_model.size();
-  if (residuals.empty() || out.size() != d) return Status::InvalidArgument();
+  if (residuals.empty() || out.size() != d) {
+    return Status::InvalidArgument("no residuals, or the output's size differs from the model's");
+  }
   for (const std::span<const float> residual : residuals) {
-    if (residual.size() != d) return Status::InvalidArgument();
+    if (residual.size() != d) {
+      return Status::InvalidArgument("a residual's size differs from the model's");
+    }
   }
   const auto n = static_cast<float>(residuals.size());
   for (std::size_t i = 0; i < d; ++i) {
@@ -255,7 +268,10 @@ Status DeAveragedReadout(std::span<const float> synced_model,
 Status DeAveragedReadoutFromMean(std::span<const float> synced_model,
                                  std::span<const float> mean_residual, std::span<float> out) {
   const std::size_t d = synced_model.size();
-  if (mean_residual.size() != d || out.size() != d) return Status::InvalidArgument();
+  if (mean_residual.size() != d || out.size() != d) {
+    return Status::InvalidArgument(
+        "the mean residual's or the output's size differs from the model's");
+  }
   for (std::size_t i = 0; i < d; ++i) out[i] = synced_model[i] - mean_residual[i];
   return Status::Ok();
 }

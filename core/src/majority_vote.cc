@@ -10,7 +10,9 @@ Status CheckSignPadding(const TensorLayout& layout, std::span<const std::uint32_
   for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
     end += SignCodec::WordsFor(layout.size(t));
     const std::size_t used = layout.size(t) % 32;
-    if (used != 0 && (words[end - 1] >> used) != 0) return Status::DataLoss();
+    if (used != 0 && (words[end - 1] >> used) != 0) {
+      return Status::DataLoss("a sign vote has padding bits set");
+    }
   }
   return Status::Ok();
 }
@@ -20,14 +22,14 @@ Status CheckSignPadding(const TensorLayout& layout, std::span<const std::uint32_
 Status MajorityVote::Init(Arena& arena, const TensorLayout& layout, std::uint32_t max_voters,
                           TieRule tie_rule) {
   if (layout.tensor_count() == 0 || max_voters < 1 || max_voters > kMaxVoters) {
-    return Status::InvalidArgument();
+    return Status::InvalidArgument("the layout is empty or max_voters is outside 1..2^24 - 1");
   }
   if (tie_rule != TieRule::kPositive && tie_rule != TieRule::kNegative) {
-    return Status::InvalidArgument();
+    return Status::InvalidArgument("unknown tie rule");
   }
-  if (arena.sealed()) return Status::FailedPrecondition();
+  if (arena.sealed()) return Status::FailedPrecondition("the arena is sealed");
   if (arena.remaining_bytes() < StateBytes(layout, max_voters)) {
-    return Status::ResourceExhausted();
+    return Status::ResourceExhausted("the arena is too small for the vote counters");
   }
   const std::size_t words = WordsFor(layout);
   const std::size_t planes = PlanesFor(max_voters);
@@ -48,9 +50,11 @@ void MajorityVote::Reset() {
 }
 
 Status MajorityVote::AddVote(std::span<const std::uint32_t> words) {
-  if (!initialized_) return Status::FailedPrecondition();
-  if (words.size() != words_) return Status::DataLoss();
-  if (voters_ >= max_voters_) return Status::ResourceExhausted();
+  if (!initialized_) return Status::FailedPrecondition("Init has not been called");
+  if (words.size() != words_) {
+    return Status::DataLoss("a sign vote's word count differs from the layout's");
+  }
+  if (voters_ >= max_voters_) return Status::ResourceExhausted("more votes than max_voters");
   EDGESGD_TRY(internal::CheckSignPadding(layout_, words));
   // Counts never exceed max_voters < 2^planes, so the carry out of the top plane is always 0
   // and the chain below never needs to look past it.
@@ -68,8 +72,12 @@ Status MajorityVote::AddVote(std::span<const std::uint32_t> words) {
 }
 
 Status MajorityVote::Finish(std::span<std::uint32_t> out_words) const {
-  if (!initialized_ || voters_ == 0) return Status::FailedPrecondition();
-  if (out_words.size() != words_) return Status::InvalidArgument();
+  if (!initialized_ || voters_ == 0) {
+    return Status::FailedPrecondition("Init has not been called, or no vote was added");
+  }
+  if (out_words.size() != words_) {
+    return Status::InvalidArgument("the output's word count differs from the layout's");
+  }
   // V = +1 iff count >= threshold: count * 2 > n  <=>  count >= floor(n / 2) + 1, and a tie
   // (count * 2 == n) also passes under kPositive  <=>  count >= ceil(n / 2).
   const std::uint32_t n = voters_;
@@ -104,7 +112,7 @@ Status MajorityVote::Finish(std::span<std::uint32_t> out_words) const {
 
 Result<std::size_t> CountDisagreements(std::span<const std::uint32_t> a,
                                        std::span<const std::uint32_t> b) {
-  if (a.size() != b.size()) return Status::InvalidArgument();
+  if (a.size() != b.size()) return Status::InvalidArgument("the sign vectors' word counts differ");
   std::size_t count = 0;
   for (std::size_t i = 0; i < a.size(); ++i) {
     count += static_cast<std::size_t>(std::popcount(a[i] ^ b[i]));

@@ -38,7 +38,9 @@ std::size_t ModelScratchFloats(const ModelSpec& spec) {
 
 Status InitModelParameters(const ModelSpec& spec, std::uint64_t seed, std::span<float> params) {
   EDGESGD_TRY_ASSIGN(const TensorLayout layout, ModelLayout(spec));
-  if (params.size() != layout.dimension()) return Status::InvalidArgument();
+  if (params.size() != layout.dimension()) {
+    return Status::InvalidArgument("the parameters' size differs from the model's parameter count");
+  }
   for (float& value : params) value = 0.0f;
   if (spec.kind != ModelKind::kMlp) return Status::Ok();
   const std::size_t w2_tensor = spec.bias ? 2 : 1;
@@ -51,7 +53,7 @@ Status InitModelParameters(const ModelSpec& spec, std::uint64_t seed, std::span<
 }
 
 Status Model::Init(const ModelSpec& spec, Arena& arena) {
-  if (initialized_) return Status::FailedPrecondition();
+  if (initialized_) return Status::FailedPrecondition("the model is already initialized");
   EDGESGD_TRY_ASSIGN(const TensorLayout layout, ModelLayout(spec));
   EDGESGD_TRY_ASSIGN(const std::span<float> scratch,
                      arena.Allocate<float>(ModelScratchFloats(spec)));
@@ -63,13 +65,13 @@ Status Model::Init(const ModelSpec& spec, Arena& arena) {
 }
 
 Status Model::InitParameters(std::uint64_t seed, std::span<float> params) const {
-  if (!initialized_) return Status::FailedPrecondition();
+  if (!initialized_) return Status::FailedPrecondition("Init has not been called");
   return InitModelParameters(spec_, seed, params);
 }
 
 Result<float> Model::LossAndGradient(std::span<const float> params, const DatasetView& batch,
                                      std::span<float> gradient) {
-  if (!initialized_) return Status::FailedPrecondition();
+  if (!initialized_) return Status::FailedPrecondition("Init has not been called");
   switch (spec_.kind) {
     case ModelKind::kLinearRegression:
       return LinearRegression::LossAndGradient(spec_, params, batch, gradient, scratch_);
@@ -80,11 +82,11 @@ Result<float> Model::LossAndGradient(std::span<const float> params, const Datase
     case ModelKind::kMlp:
       return Mlp::LossAndGradient(spec_, params, batch, gradient, scratch_);
   }
-  return Status::Internal();
+  return Status::Internal("unknown model kind");
 }
 
 Result<Evaluation> Model::Evaluate(std::span<const float> params, const DatasetView& data) {
-  if (!initialized_) return Status::FailedPrecondition();
+  if (!initialized_) return Status::FailedPrecondition("Init has not been called");
   switch (spec_.kind) {
     case ModelKind::kLinearRegression:
       return LinearRegression::Evaluate(spec_, params, data, scratch_);
@@ -95,7 +97,7 @@ Result<Evaluation> Model::Evaluate(std::span<const float> params, const DatasetV
     case ModelKind::kMlp:
       return Mlp::Evaluate(spec_, params, data, scratch_);
   }
-  return Status::Internal();
+  return Status::Internal("unknown model kind");
 }
 
 }  // namespace edgesgd

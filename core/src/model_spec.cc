@@ -49,7 +49,10 @@ std::size_t TensorSizes(const ModelSpec& spec, std::array<std::uint64_t, 4>& siz
 
 Status ValidateModelSpec(const ModelSpec& spec) {
   std::array<std::uint64_t, 4> sizes{};
-  return TensorSizes(spec, sizes) == 0 ? Status::InvalidArgument() : Status::Ok();
+  return TensorSizes(spec, sizes) == 0
+             ? Status::InvalidArgument(
+                   "the model's kind, features, classes or hidden width is out of range")
+             : Status::Ok();
 }
 
 std::size_t ParameterCount(const ModelSpec& spec) {
@@ -63,7 +66,10 @@ std::size_t ParameterCount(const ModelSpec& spec) {
 Result<TensorLayout> ModelLayout(const ModelSpec& spec) {
   std::array<std::uint64_t, 4> sizes{};
   const std::size_t count = TensorSizes(spec, sizes);
-  if (count == 0) return Status::InvalidArgument();
+  if (count == 0) {
+    return Status::InvalidArgument(
+        "the model's kind, features, classes or hidden width is out of range");
+  }
   return TensorLayout::FromSizes(std::span<const std::uint64_t>(sizes.data(), count));
 }
 
@@ -72,27 +78,38 @@ namespace internal {
 Status CheckModelCall(const ModelSpec& spec, ModelKind kind, std::span<const float> params,
                       const DatasetView& data, std::span<const float> gradient, bool check_gradient,
                       std::span<const float> scratch, std::size_t scratch_floats) {
-  if (spec.kind != kind) return Status::InvalidArgument();
+  if (spec.kind != kind) return Status::InvalidArgument("the spec is of another model kind");
   EDGESGD_TRY(ValidateModelSpec(spec));
   const std::size_t count = ParameterCount(spec);
-  if (params.size() != count) return Status::InvalidArgument();
-  if (check_gradient && gradient.size() != count) return Status::InvalidArgument();
-  if (scratch.size() < scratch_floats) return Status::InvalidArgument();
+  if (params.size() != count) {
+    return Status::InvalidArgument("the parameters' size differs from the model's parameter count");
+  }
+  if (check_gradient && gradient.size() != count) {
+    return Status::InvalidArgument("the gradient's size differs from the model's parameter count");
+  }
+  if (scratch.size() < scratch_floats) {
+    return Status::InvalidArgument("the scratch is smaller than the model's ScratchFloats");
+  }
   if (data.feature_dim != spec.features || data.num_samples == 0) {
-    return Status::InvalidArgument();
+    return Status::InvalidArgument(
+        "the data's feature_dim differs from the model's features, or it has no samples");
   }
   // Shapes only here; label ranges are checked against the model, not data.num_classes.
   DatasetView shape = data;
   shape.num_classes = 0;
   EDGESGD_TRY(ValidateDataset(shape));
   if (kind == ModelKind::kLinearRegression) {
-    if (!data.has_targets()) return Status::InvalidArgument();
+    if (!data.has_targets()) {
+      return Status::InvalidArgument("linear regression needs data with targets");
+    }
     return Status::Ok();
   }
-  if (!data.has_labels()) return Status::InvalidArgument();
+  if (!data.has_labels()) return Status::InvalidArgument("a classifier needs data with labels");
   const std::size_t label_bound = kind == ModelKind::kLogisticRegression ? 2 : spec.classes;
   for (const std::uint8_t label : data.labels) {
-    if (label >= label_bound) return Status::OutOfRange();
+    if (label >= label_bound) {
+      return Status::OutOfRange("a label is not below the model's class count");
+    }
   }
   return Status::Ok();
 }

@@ -9,10 +9,10 @@ namespace edgesgd {
 
 Status Optimizer::Init(Arena& arena, std::size_t dimension, const OptimizerParams& params) {
   EDGESGD_TRY(ValidateOptimizerParams(params));
-  if (dimension == 0) return Status::InvalidArgument();
-  if (arena.sealed()) return Status::FailedPrecondition();
+  if (dimension == 0) return Status::InvalidArgument("the dimension is 0");
+  if (arena.sealed()) return Status::FailedPrecondition("the arena is sealed");
   if (arena.remaining_bytes() < StateBytes(dimension, params)) {
-    return Status::ResourceExhausted();
+    return Status::ResourceExhausted("the arena is too small for the optimizer's state");
   }
   momentum_ = {};
   if (params.kind != OptimizerKind::kSgd) {
@@ -35,9 +35,9 @@ Status Optimizer::SetLearningRate(float learning_rate) {
 }
 
 Status Optimizer::Step(std::span<float> model, std::span<const float> gradient) {
-  if (!initialized_) return Status::FailedPrecondition();
+  if (!initialized_) return Status::FailedPrecondition("Init has not been called");
   if (model.size() != dimension_ || gradient.size() != dimension_) {
-    return Status::InvalidArgument();
+    return Status::InvalidArgument("the model's or the gradient's size differs from the dimension");
   }
   const float lr = params_.learning_rate;
   const float wd = params_.weight_decay;
@@ -71,8 +71,12 @@ Status Optimizer::Step(std::span<float> model, std::span<const float> gradient) 
 }
 
 Status SignumMomentumUpdate(float beta, std::span<const float> gradient, std::span<float> state) {
-  if (!(beta >= 0.0f && beta < 1.0f)) return Status::InvalidArgument();
-  if (gradient.size() != state.size()) return Status::InvalidArgument();
+  if (!(beta >= 0.0f && beta < 1.0f)) {
+    return Status::InvalidArgument("the Signum momentum (beta) must be in [0, 1)");
+  }
+  if (gradient.size() != state.size()) {
+    return Status::InvalidArgument("the gradient's size differs from the state's");
+  }
   const float one_minus_beta = 1.0f - beta;
   for (std::size_t i = 0; i < state.size(); ++i) {
     state[i] = beta * state[i] + one_minus_beta * gradient[i];
@@ -87,13 +91,16 @@ Status ApplySignVote(std::span<const std::uint32_t> vote_words, const TensorLayo
   check.weight_decay = weight_decay;
   EDGESGD_TRY(ValidateOptimizerParams(check));
   if (layout.tensor_count() == 0 || model.size() != layout.dimension()) {
-    return Status::InvalidArgument();
+    return Status::InvalidArgument(
+        "the layout is empty or the model's size differs from its dimension");
   }
   std::size_t total_words = 0;
   for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
     total_words += SignCodec::WordsFor(layout.size(t));
   }
-  if (vote_words.size() != total_words) return Status::DataLoss();
+  if (vote_words.size() != total_words) {
+    return Status::DataLoss("the vote's word count differs from the layout's");
+  }
   EDGESGD_TRY(internal::CheckSignPadding(layout, vote_words));
 
   const float lr = learning_rate;

@@ -387,13 +387,17 @@ Status SelectTopKeys(std::span<const float> values, std::size_t k,
                      std::span<std::uint32_t> out_indices, std::span<float> out_values,
                      std::span<std::byte> scratch, std::uint32_t index_base) {
   const std::size_t n = values.size();
-  if (k > n) return Status::InvalidArgument();
-  if (n > 0 && n - 1 > std::size_t{0xFFFFFFFFu - index_base}) return Status::InvalidArgument();
+  if (k > n) return Status::InvalidArgument("k is larger than the number of values");
+  if (n > 0 && n - 1 > std::size_t{0xFFFFFFFFu - index_base}) {
+    return Status::InvalidArgument("an index would not fit in 32 bits after index_base");
+  }
   if (out_indices.size() < k || (!out_values.empty() && out_values.size() < k)) {
-    return Status::ResourceExhausted();
+    return Status::ResourceExhausted("an output span is shorter than k");
   }
   ScratchWords words;
-  if (!CarveScratch(scratch, words)) return Status::ResourceExhausted();
+  if (!CarveScratch(scratch, words)) {
+    return Status::ResourceExhausted("the scratch is smaller than kTopKeysMinScratchBytes");
+  }
   if (k == 0) return Status::Ok();
 
   if (k == n) {
@@ -416,7 +420,7 @@ Status SelectTopKeys(std::span<const float> values, std::size_t k,
     const auto sample_key = [bits](std::size_t i) { return bits[i] & kKeyMask; };
     for (std::size_t level = 0; level < kDigitCount; ++level) {
       if (!NarrowByDigit(sample, rank, level, sample_key, words.hist, guess)) {
-        return Status::Internal();
+        return Status::Internal("top-k selection: the sample holds fewer keys than its rank");
       }
     }
     CandidateSink<true> sink{words.cand_bits, words.cand_index, words.capacity, guess.prefix};
@@ -426,7 +430,7 @@ Status SelectTopKeys(std::span<const float> values, std::size_t k,
         return SelectAmongCandidates(sink.above, k, 0, Narrowing{}, words, out_indices, out_values,
                                      index_base)
                    ? Status::Ok()
-                   : Status::Internal();
+                   : Status::Internal("top-k selection: fewer candidate keys than k");
       }
       // The k-th key is the threshold itself. The sink kept at least min(ties, capacity -
       // above) ties, which covers k - above whenever there are that many (k <= capacity).
@@ -442,17 +446,21 @@ Status SelectTopKeys(std::span<const float> values, std::size_t k,
   const auto input_key = [values](std::size_t i) { return KeyOf(values[i]); };
   Narrowing state;
   for (std::size_t level = 0; level < kDigitCount; ++level) {
-    if (!NarrowByDigit(n, k, level, input_key, words.hist, state)) return Status::Internal();
+    if (!NarrowByDigit(n, k, level, input_key, words.hist, state)) {
+      return Status::Internal("top-k selection: the histogram holds fewer than k keys");
+    }
     const std::size_t bounded = state.greater + state.equal;
     if (level + 1 < kDigitCount && bounded <= words.capacity) {
       // key >= prefix exactly when the key's decided digits are >= the prefix's.
       CandidateSink<false> sink{words.cand_bits, words.cand_index, words.capacity, state.prefix};
       Filter(values, sink);
-      if (sink.above != bounded) return Status::Internal();
+      if (sink.above != bounded) {
+        return Status::Internal("top-k selection: the filter's count differs from the histogram's");
+      }
       return SelectAmongCandidates(bounded, k, level + 1, state, words, out_indices, out_values,
                                    index_base)
                  ? Status::Ok()
-                 : Status::Internal();
+                 : Status::Internal("top-k selection: fewer candidate keys than k");
     }
   }
   EmitFromInput(values, k, state.prefix, state.greater, out_indices, out_values, index_base);

@@ -503,9 +503,9 @@ Status QsgdEncodeWith(QsgdKernel kernel, const QsgdParams& params, const TensorL
       break;
 #endif
     default:
-      return Status::FailedPrecondition();
+      return Status::FailedPrecondition("the qsgd kernel cannot run on this CPU");
   }
-  return ok ? Status::Ok() : Status::InvalidArgument();
+  return ok ? Status::Ok() : Status::InvalidArgument("the norm of an input bucket is not finite");
 }
 
 Status QsgdDecodeAddWith(QsgdKernel kernel, const QsgdParams& params, const TensorLayout& layout,
@@ -532,9 +532,9 @@ Status QsgdDecodeAddWith(QsgdKernel kernel, const QsgdParams& params, const Tens
       break;
 #endif
     default:
-      return Status::FailedPrecondition();
+      return Status::FailedPrecondition("the qsgd kernel cannot run on this CPU");
   }
-  return ok ? Status::Ok() : Status::DataLoss();
+  return ok ? Status::Ok() : Status::DataLoss("a qsgd payload has a bad norm, level or padding");
 }
 
 }  // namespace internal

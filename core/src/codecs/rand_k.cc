@@ -26,7 +26,9 @@ std::span<std::uint32_t> BitmapOf(std::span<std::byte> scratch, std::size_t size
 // cores, so it is refused instead.
 Status CheckScratchAlignment(std::span<std::byte> scratch) {
   const auto address = reinterpret_cast<std::uintptr_t>(scratch.data());
-  return address % alignof(std::uint32_t) == 0 ? Status::Ok() : Status::InvalidArgument();
+  return address % alignof(std::uint32_t) == 0
+             ? Status::Ok()
+             : Status::InvalidArgument("the scratch is not 4-byte aligned");
 }
 
 // A tensor's selection in the bitmap: the marked bits are the kept coordinates, or, when
@@ -178,10 +180,13 @@ Result<std::size_t> RandKCodec::SelectedIndices(const RandKParams& params,
                                                 std::span<std::uint32_t> indices,
                                                 std::span<std::byte> scratch) {
   EDGESGD_TRY(Shape(params, layout).status());
-  if (tensor >= layout.tensor_count()) return Status::InvalidArgument();
+  if (tensor >= layout.tensor_count()) {
+    return Status::InvalidArgument("the tensor index is past the layout's last tensor");
+  }
   EDGESGD_TRY_ASSIGN(const std::size_t k, SparseCount(layout.size(tensor), params.k_ratio));
   if (indices.size() < k || scratch.size() < ScratchBytes(params, layout)) {
-    return Status::ResourceExhausted();
+    return Status::ResourceExhausted(
+        "the index span or the scratch is smaller than the tensor's selection needs");
   }
   EDGESGD_TRY(CheckScratchAlignment(scratch));
   const Selection selection = SelectTensor(context, layout, tensor, k, scratch);
@@ -224,7 +229,9 @@ Status RandKCodec::DecodeAdd(const RandKParams& params, const TensorLayout& layo
                                                        scratch, ScratchBytes(params, layout)));
   EDGESGD_TRY(CheckScratchAlignment(scratch));
   // The indices come from the shared seed, so the only thing to verify is the values.
-  if (!internal::AllFinite(payload.values)) return Status::DataLoss();
+  if (!internal::AllFinite(payload.values)) {
+    return Status::DataLoss("a rand_k payload value is a NaN or an infinity");
+  }
   std::size_t first_value = 0;
   for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
     EDGESGD_TRY_ASSIGN(const std::size_t k, SparseCount(layout.size(t), params.k_ratio));

@@ -56,9 +56,13 @@ Status RandomBlockCodec::DecodeAdd(const RandomBlockParams& params, const Tensor
                                                              scratch));
   // Verify everything before the first write, so a rejected payload changes nothing.
   for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
-    if (payload.indices[t] >= layout.size(t)) return Status::DataLoss();
+    if (payload.indices[t] >= layout.size(t)) {
+      return Status::DataLoss("a block starts outside its tensor");
+    }
   }
-  if (!internal::AllFinite(payload.values)) return Status::DataLoss();
+  if (!internal::AllFinite(payload.values)) {
+    return Status::DataLoss("a random_block payload value is a NaN or an infinity");
+  }
 
   std::size_t first_value = 0;
   for (std::size_t t = 0; t < layout.tensor_count(); ++t) {

@@ -27,7 +27,7 @@ Status RegTopKCodec::EncodeWithDistortion(const RegTopKParams& params, const Ten
                                           std::span<std::byte> scratch) {
   EDGESGD_TRY(internal::CheckedEncodeShape<RegTopKCodec>(params, layout, input, out, scratch));
   if (!distortion.empty() && distortion.size() != layout.dimension()) {
-    return Status::InvalidArgument();
+    return Status::InvalidArgument("the distortion's size differs from the layout's dimension");
   }
   // The scores of one tensor at a time, at the first 4-byte boundary of the scratch; the
   // selection gets the rest.

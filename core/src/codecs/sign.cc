@@ -210,16 +210,20 @@ Status SignCodec::DecodeAdd(const SignParams& params, const TensorLayout& layout
   EDGESGD_TRY(
       internal::CheckedDecodeShape<SignCodec>(params, layout, payload, accumulator, scratch));
   // Verify everything before the first write, so a rejected payload changes nothing.
-  if (!internal::AllFinite(payload.scales)) return Status::DataLoss();
+  if (!internal::AllFinite(payload.scales)) {
+    return Status::DataLoss("a sign scale is a NaN or an infinity");
+  }
   for (const float scale : payload.scales) {
-    if (!(scale >= 0.0f)) return Status::DataLoss();
+    if (!(scale >= 0.0f)) return Status::DataLoss("a sign scale is negative");
   }
   std::size_t word = 0;
   for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
     const std::size_t size = layout.size(t);
     word += WordsFor(size);
     const std::size_t used_bits = size % kWordBits;
-    if (used_bits != 0 && (payload.words[word - 1] >> used_bits) != 0) return Status::DataLoss();
+    if (used_bits != 0 && (payload.words[word - 1] >> used_bits) != 0) {
+      return Status::DataLoss("a sign payload has padding bits set");
+    }
   }
 
   word = 0;

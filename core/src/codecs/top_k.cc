@@ -35,12 +35,16 @@ Status TopKCodec::DecodeAdd(const TopKParams& params, const TensorLayout& layout
     std::uint64_t next = layout.offset(t);
     for (std::size_t j = position; j < position + k; ++j) {
       const std::uint64_t index = payload.indices[j];
-      if (index < next || index >= end) return Status::DataLoss();
+      if (index < next || index >= end) {
+        return Status::DataLoss("a top_k index lies outside its tensor or does not increase");
+      }
       next = index + 1;
     }
     position += k;
   }
-  if (!internal::AllFinite(payload.values)) return Status::DataLoss();
+  if (!internal::AllFinite(payload.values)) {
+    return Status::DataLoss("a top_k payload value is a NaN or an infinity");
+  }
   for (std::size_t j = 0; j < payload.indices.size(); ++j) {
     accumulator[payload.indices[j]] += weight * payload.values[j];
   }

@@ -98,9 +98,9 @@ void AuthStats::Add(const AuthStats& other) {
 ConnectionAuth::~ConnectionAuth() { ResetConnection(); }
 
 Status ConnectionAuth::Init(std::size_t max_payload_bytes) {
-  if (state_ != State::kUninitialized) return Status::FailedPrecondition();
+  if (state_ != State::kUninitialized) return Status::FailedPrecondition("Init was already called");
   if (max_payload_bytes == 0 || max_payload_bytes > kMaxRecordPayloadBytes) {
-    return Status::InvalidArgument();
+    return Status::InvalidArgument("max_payload_bytes must be in 1..kMaxRecordPayloadBytes");
   }
   EDGESGD_TRY(send_mac_.Init());
   EDGESGD_TRY(receive_mac_.Init());
@@ -162,10 +162,12 @@ Status ConnectionAuth::DeriveKeys(std::span<const std::byte, kKeyBytes> device_k
 Status ConnectionAuth::StartInitiator(const KeyRing& keys, std::uint32_t device,
                                       std::span<const std::byte, kNonceBytes> nonce,
                                       std::span<std::byte, kInitiatorHelloBytes> hello_out) {
-  if (state_ == State::kUninitialized) return Status::FailedPrecondition();
+  if (state_ == State::kUninitialized) {
+    return Status::FailedPrecondition("Init has not been called");
+  }
   ResetConnection();
   const DeviceKey* key = keys.Find(device);
-  if (key == nullptr) return Status::NotFound();
+  if (key == nullptr) return Status::NotFound("the key ring has no key for the device");
   role_ = AuthRole::kInitiator;
   device_ = device;
   std::copy(nonce.begin(), nonce.end(), initiator_nonce_.begin());
@@ -177,10 +179,19 @@ Status ConnectionAuth::StartInitiator(const KeyRing& keys, std::uint32_t device,
 }
 
 Status ConnectionAuth::AcceptResponderHello(std::span<const std::byte> hello) {
-  if (state_ != State::kAwaitingResponderHello) return Status::FailedPrecondition();
+  if (state_ != State::kAwaitingResponderHello) {
+    return Status::FailedPrecondition("no responder hello is awaited");
+  }
   const std::uint32_t device = ParseHelloPrefix(hello, kResponderHelloBytes, kResponderHelloKind);
-  if (device == kNoDevice) return Reject(RejectReason::kMalformed, Status::DataLoss());
-  if (device != device_) return Reject(RejectReason::kWrongDevice, Status::Unauthenticated());
+  if (device == kNoDevice) {
+    return Reject(
+        RejectReason::kMalformed,
+        Status::DataLoss("the responder hello's size, magic, version, kind or padding is wrong"));
+  }
+  if (device != device_) {
+    return Reject(RejectReason::kWrongDevice,
+                  Status::Unauthenticated("the responder hello names another device"));
+  }
   const auto nonce = hello.subspan(kHelloPrefixBytes, kNonceBytes);
   std::copy(nonce.begin(), nonce.end(), responder_nonce_.begin());
   std::array<std::byte, kTagBytes> expected_confirmation;
@@ -192,7 +203,10 @@ Status ConnectionAuth::AcceptResponderHello(std::span<const std::byte> hello) {
   }
   const bool confirmed =
       TagsEqual(expected_confirmation, hello.subspan(kHelloPrefixBytes + kNonceBytes, kTagBytes));
-  if (!confirmed) return Reject(RejectReason::kBadTag, Status::Unauthenticated());
+  if (!confirmed) {
+    return Reject(RejectReason::kBadTag,
+                  Status::Unauthenticated("the responder hello's confirmation tag does not match"));
+  }
   state_ = State::kEstablished;
   return Status::Ok();
 }
@@ -201,15 +215,24 @@ Status ConnectionAuth::StartResponder(const KeyRing& keys,
                                       std::span<const std::byte> initiator_hello,
                                       std::span<const std::byte, kNonceBytes> nonce,
                                       std::span<std::byte, kResponderHelloBytes> hello_out) {
-  if (state_ == State::kUninitialized) return Status::FailedPrecondition();
+  if (state_ == State::kUninitialized) {
+    return Status::FailedPrecondition("Init has not been called");
+  }
   ResetConnection();
   role_ = AuthRole::kResponder;
   const std::uint32_t device =
       ParseHelloPrefix(initiator_hello, kInitiatorHelloBytes, kInitiatorHelloKind);
-  if (device == kNoDevice) return Reject(RejectReason::kMalformed, Status::DataLoss());
+  if (device == kNoDevice) {
+    return Reject(
+        RejectReason::kMalformed,
+        Status::DataLoss("the initiator hello's size, magic, version, kind or padding is wrong"));
+  }
   device_ = device;  // named in rejection reports even when it has no key
   const DeviceKey* key = keys.Find(device);
-  if (key == nullptr) return Reject(RejectReason::kUnknownDevice, Status::Unauthenticated());
+  if (key == nullptr) {
+    return Reject(RejectReason::kUnknownDevice,
+                  Status::Unauthenticated("the initiator hello names a device without a key"));
+  }
   const auto peer_nonce = initiator_hello.subspan(kHelloPrefixBytes, kNonceBytes);
   std::copy(peer_nonce.begin(), peer_nonce.end(), initiator_nonce_.begin());
   std::copy(nonce.begin(), nonce.end(), responder_nonce_.begin());
@@ -227,12 +250,17 @@ Status ConnectionAuth::StartResponder(const KeyRing& keys,
 
 Result<std::span<const std::byte>> ConnectionAuth::Seal(std::span<const std::byte> payload,
                                                         std::span<std::byte> record_storage) {
-  if (state_ != State::kEstablished) return Status::FailedPrecondition();
+  if (state_ != State::kEstablished) {
+    return Status::FailedPrecondition("the connection is not established");
+  }
   // The connection's limit is on what it receives: what it sends is the peer's to judge.
-  if (payload.size() > kMaxRecordPayloadBytes) return Status::OutOfRange();
+  if (payload.size() > kMaxRecordPayloadBytes) {
+    return Status::OutOfRange("the payload exceeds kMaxRecordPayloadBytes");
+  }
   const std::size_t record_bytes = RecordBytes(payload.size());
   if (record_storage.size() < record_bytes || send_exhausted_) {
-    return Status::ResourceExhausted();
+    return Status::ResourceExhausted(
+        "the record storage is too small, or the send sequence is used up");
   }
   const std::span<std::byte> record = record_storage.first(record_bytes);
   std::byte* payload_out = record.data() + kRecordHeaderBytes;
@@ -256,26 +284,41 @@ Result<std::span<const std::byte>> ConnectionAuth::Seal(std::span<const std::byt
 }
 
 Result<std::size_t> ConnectionAuth::ReadRecordLength(std::span<const std::byte> header) {
-  if (state_ != State::kEstablished) return Status::FailedPrecondition();
-  if (header.size() < kRecordHeaderBytes) return Status::DataLoss();
+  if (state_ != State::kEstablished) {
+    return Status::FailedPrecondition("the connection is not established");
+  }
+  if (header.size() < kRecordHeaderBytes) {
+    return Status::DataLoss("fewer bytes than a record header");
+  }
   const std::size_t payload_bytes = LoadU32(header.data());
   if (payload_bytes > max_payload_bytes_) {
-    return Reject(RejectReason::kOversized, Status::OutOfRange());
+    return Reject(RejectReason::kOversized,
+                  Status::OutOfRange("the record is longer than the connection's limit"));
   }
   if (LoadU32(header.data() + 4) != device_) {
-    return Reject(RejectReason::kWrongDevice, Status::Unauthenticated());
+    return Reject(RejectReason::kWrongDevice,
+                  Status::Unauthenticated("the record names another device than the connection's"));
   }
   return RecordBytes(payload_bytes);
 }
 
 Result<std::span<const std::byte>> ConnectionAuth::Open(std::span<const std::byte> record) {
-  if (state_ != State::kEstablished) return Status::FailedPrecondition();
+  if (state_ != State::kEstablished) {
+    return Status::FailedPrecondition("the connection is not established");
+  }
   if (record.size() < kRecordHeaderBytes) {
-    return Reject(RejectReason::kTruncated, Status::DataLoss());
+    return Reject(RejectReason::kTruncated,
+                  Status::DataLoss("the record is shorter than a record header"));
   }
   EDGESGD_TRY_ASSIGN(const std::size_t record_bytes, ReadRecordLength(record));
-  if (record.size() < record_bytes) return Reject(RejectReason::kTruncated, Status::DataLoss());
-  if (record.size() > record_bytes) return Reject(RejectReason::kMalformed, Status::DataLoss());
+  if (record.size() < record_bytes) {
+    return Reject(RejectReason::kTruncated,
+                  Status::DataLoss("the record is shorter than its header announces"));
+  }
+  if (record.size() > record_bytes) {
+    return Reject(RejectReason::kMalformed,
+                  Status::DataLoss("the record is longer than its header announces"));
+  }
   const std::size_t authenticated_bytes = record_bytes - kTagBytes;
   std::array<std::byte, kTagBytes> expected_tag;
   if (const Status status = receive_mac_.Mac({record.first(authenticated_bytes)}, expected_tag);
@@ -284,14 +327,17 @@ Result<std::span<const std::byte>> ConnectionAuth::Open(std::span<const std::byt
     return status;
   }
   if (!TagsEqual(expected_tag, record.subspan(authenticated_bytes))) {
-    return Reject(RejectReason::kBadTag, Status::Unauthenticated());
+    return Reject(RejectReason::kBadTag,
+                  Status::Unauthenticated("the record's authentication tag does not match"));
   }
   // Only now, with the header proven authentic, does its sequence number mean anything.
   if (receive_exhausted_) {
-    return Reject(RejectReason::kSequenceExhausted, Status::Unauthenticated());
+    return Reject(RejectReason::kSequenceExhausted,
+                  Status::Unauthenticated("a record came after sequence number 2^64 - 1"));
   }
   if (LoadU64(record.data() + 8) != receive_sequence_) {
-    return Reject(RejectReason::kReplayed, Status::Unauthenticated());
+    return Reject(RejectReason::kReplayed,
+                  Status::Unauthenticated("the record is replayed or out of sequence"));
   }
   if (receive_sequence_ == std::numeric_limits<std::uint64_t>::max()) {
     receive_exhausted_ = true;

@@ -39,17 +39,19 @@ HmacSha256& HmacSha256::operator=(HmacSha256&& other) noexcept {
 }
 
 Status HmacSha256::Init() {
-  if (context_ != nullptr) return Status::FailedPrecondition();
+  if (context_ != nullptr) return Status::FailedPrecondition("Init was already called");
   const mbedtls_md_info_t* info = mbedtls_md_info_from_type(MBEDTLS_MD_SHA256);
-  if (info == nullptr) return Status::Internal();
+  if (info == nullptr) return Status::Internal("mbed TLS lacks SHA-256");
   auto* context = new (std::nothrow) mbedtls_md_context_t;
-  if (context == nullptr) return Status::ResourceExhausted();
+  if (context == nullptr) return Status::ResourceExhausted("cannot allocate the HMAC state");
   mbedtls_md_init(context);
   const int result = mbedtls_md_setup(context, info, /*hmac=*/1);
   if (result != 0) {
     mbedtls_md_free(context);
     delete context;
-    return result == MBEDTLS_ERR_MD_ALLOC_FAILED ? Status::ResourceExhausted() : Status::Internal();
+    return result == MBEDTLS_ERR_MD_ALLOC_FAILED
+               ? Status::ResourceExhausted("mbed TLS cannot allocate the HMAC pads")
+               : Status::Internal("mbed TLS cannot set up HMAC-SHA256");
   }
   context_ = context;
   return Status::Ok();
@@ -58,23 +60,31 @@ Status HmacSha256::Init() {
 bool HmacSha256::initialized() const { return context_ != nullptr; }
 
 Status HmacSha256::SetKey(std::span<const std::byte> key) {
-  if (context_ == nullptr) return Status::FailedPrecondition();
+  if (context_ == nullptr) return Status::FailedPrecondition("Init has not been called");
   keyed_ = false;
-  if (mbedtls_md_hmac_starts(context_, Bytes(key), key.size()) != 0) return Status::Internal();
+  if (mbedtls_md_hmac_starts(context_, Bytes(key), key.size()) != 0) {
+    return Status::Internal("mbed TLS cannot set the HMAC key");
+  }
   keyed_ = true;
   return Status::Ok();
 }
 
 Status HmacSha256::Mac(std::initializer_list<std::span<const std::byte>> parts,
                        std::span<std::byte, kTagBytes> tag) {
-  if (context_ == nullptr || !keyed_) return Status::FailedPrecondition();
+  if (context_ == nullptr || !keyed_) {
+    return Status::FailedPrecondition("Init or SetKey has not been called");
+  }
   // reset() restarts from the key's stored inner pad: no key processing per message.
-  if (mbedtls_md_hmac_reset(context_) != 0) return Status::Internal();
+  if (mbedtls_md_hmac_reset(context_) != 0) {
+    return Status::Internal("mbed TLS cannot reset the HMAC");
+  }
   for (const std::span<const std::byte> part : parts) {
-    if (mbedtls_md_hmac_update(context_, Bytes(part), part.size()) != 0) return Status::Internal();
+    if (mbedtls_md_hmac_update(context_, Bytes(part), part.size()) != 0) {
+      return Status::Internal("mbed TLS cannot hash a message part");
+    }
   }
   if (mbedtls_md_hmac_finish(context_, reinterpret_cast<unsigned char*>(tag.data())) != 0) {
-    return Status::Internal();
+    return Status::Internal("mbed TLS cannot finish the HMAC");
   }
   return Status::Ok();
 }

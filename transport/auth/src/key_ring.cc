@@ -9,9 +9,13 @@ namespace edgesgd::auth {
 Status KeyRing::Add(std::uint32_t device, std::span<const std::byte, kKeyBytes> key) {
   const bool all_zero =
       std::all_of(key.begin(), key.end(), [](std::byte b) { return b == std::byte{0}; });
-  if (device == kNoDevice || all_zero) return Status::InvalidArgument();
-  if (Find(device) != nullptr) return Status(StatusCode::kAlreadyExists);
-  if (size_ == storage_.size()) return Status::ResourceExhausted();
+  if (device == kNoDevice || all_zero) {
+    return Status::InvalidArgument("the device id is kNoDevice or the key is all zero");
+  }
+  if (Find(device) != nullptr) {
+    return Status(StatusCode::kAlreadyExists, "the ring already holds a key for the device");
+  }
+  if (size_ == storage_.size()) return Status::ResourceExhausted("the key ring's storage is full");
   DeviceKey& entry = storage_[size_++];
   entry.device = device;
   std::copy(key.begin(), key.end(), entry.key.begin());

@@ -472,7 +472,8 @@ void GossipPeerSession::StartStep(TimeNs now) {
           BuildFrame(*vector.builders[slot], header, message, vector.current);
       if (!frame.ok()) {
         // The builder was sized for exactly this frame: failing here is a bug, not bad input.
-        Finish(wire::LeaveReason::kFailure, Status::Internal());
+        Finish(wire::LeaveReason::kFailure,
+               Status::Internal("a gossip frame did not fit the builder sized for it"));
         return;
       }
       vector.frames[slot] = frame.value();
@@ -561,7 +562,8 @@ void GossipPeerSession::CloseStep(TimeNs now, bool deadline_passed) {
   // A diverged peer would send NaN forever (which its neighbours reject); stop it, loudly.
   for (const Exchanged& vector : exchanged()) {
     if (!AllFinite(vector.current)) {
-      Finish(wire::LeaveReason::kFailure, Status::DataLoss());
+      Finish(wire::LeaveReason::kFailure,
+             Status::DataLoss("the model diverged: a vector holds a NaN or an infinity"));
       return;
     }
   }

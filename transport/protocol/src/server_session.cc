@@ -328,7 +328,8 @@ void ServerSession::StartRound(TimeNs now) {
   extensions_this_round_ = 0;
   aggregation_->BeginRound();
   if (const Status built = outbox_.BuildModel(round_, last_reported_, model_); !built.ok()) {
-    Finish(wire::LeaveReason::kFailure, Status::Internal());
+    Finish(wire::LeaveReason::kFailure,
+           Status::Internal("the model broadcast frame could not be built"));
     return;
   }
 
@@ -412,7 +413,9 @@ Status ServerSession::ApplyRound() {
     EDGESGD_TRY(aggregation_->Apply({}, CodecContext{config_.seed, round_, 0}, model_));
   }
   // A diverged run would broadcast NaN forever; stop it instead, loudly.
-  if (!AllFinite(model_)) return Status::DataLoss();
+  if (!AllFinite(model_)) {
+    return Status::DataLoss("the model diverged: it holds a NaN or an infinity");
+  }
   return Status::Ok();
 }
 

@@ -333,11 +333,13 @@ bool AreNeighbours(const Topology& topology, PeerId a, PeerId b) {
 
 Result<std::size_t> Neighbours(const Topology& topology, PeerId peer, std::span<PeerId> out) {
   if (!ValidateTopology(topology).ok() || !IsPeer(topology, peer)) {
-    return Status::InvalidArgument();
+    return Status::InvalidArgument("the topology is invalid or has no such peer");
   }
   std::array<PeerId, kMaxCandidates> row{};
   const std::size_t degree = RawNeighbours(topology, peer, row);
-  if (out.size() < degree) return Status::ResourceExhausted();
+  if (out.size() < degree) {
+    return Status::ResourceExhausted("the output holds fewer ids than the peer has neighbours");
+  }
   std::copy(row.begin(), row.begin() + static_cast<std::ptrdiff_t>(degree), out.begin());
   return degree;
 }
@@ -352,7 +354,7 @@ float MixingWeight(const Topology& topology, MixingRule rule, PeerId i, PeerId j
 }
 
 Result<MixingRow> MakeMixingRow(const Topology& topology, MixingRule rule, PeerId peer) {
-  if (!KnownRule(rule)) return Status::InvalidArgument();
+  if (!KnownRule(rule)) return Status::InvalidArgument("unknown mixing rule");
   MixingRow row;
   EDGESGD_TRY_ASSIGN(const std::size_t degree, Neighbours(topology, peer, row.neighbours));
   const std::uint32_t max_degree =

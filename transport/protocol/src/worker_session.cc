@@ -237,8 +237,9 @@ void WorkerSession::HandleError(const wire::FrameView& view) {
     ++counters_.unexpected;
     return;
   }
-  const Status status =
-      view.error.code == StatusCode::kOk ? Status::Unavailable() : Status(view.error.code);
+  const Status status = view.error.code == StatusCode::kOk
+                            ? Status::Unavailable("the server answered the Join with an Error")
+                            : Status(view.error.code, "the server answered the Join with an Error");
   const std::size_t length = std::min(view.error.reason.size(), wire::kMaxErrorReasonBytes);
   std::memcpy(failure_reason_.data(), view.error.reason.data(), length);
   failure_reason_[length] = '\0';
@@ -300,7 +301,9 @@ Status WorkerSession::ApplyBroadcast(const wire::FrameView& view) {
       ParamsForPayload(config_.codec, view.payload.codec, view.payload.layout, view.payload.header);
   if (!params.ok()) return params.status();
   const std::uint32_t round = view.header.round;
-  if (model_round_ == kNoRound || model_round_ + 1 != round) return Status::FailedPrecondition();
+  if (model_round_ == kNoRound || model_round_ + 1 != round) {
+    return Status::FailedPrecondition("the aggregate's round does not follow the worker's model");
+  }
   Status status;
   if (config_.aggregation == AggregationKind::kMajority) {
     status = ApplySignVote(payload.words, layout, config_.optimizer.learning_rate,
@@ -311,7 +314,8 @@ Status WorkerSession::ApplyBroadcast(const wire::FrameView& view) {
                                         scratch_);
   }
   // Every failure here is the payload's (both functions leave the model untouched on error).
-  return status.ok() ? Status::Ok() : Status::DataLoss();
+  return status.ok() ? Status::Ok()
+                     : Status::DataLoss("the aggregate broadcast's payload does not decode");
 }
 
 void WorkerSession::LearnAggregate(const wire::FrameView& view) {

@@ -72,7 +72,7 @@ Result<PayloadSpans> FrameBuilder::BeginPayloadFrame(const FrameHeader& header,
                                                      const PayloadMessage& message,
                                                      const CodecParams& params,
                                                      const TensorLayout& layout) {
-  if (pending_) return Status::FailedPrecondition();
+  if (pending_) return Status::FailedPrecondition("a payload frame is already pending");
   EDGESGD_TRY(internal::CheckPayloadMessage(message));
   EDGESGD_TRY_ASSIGN(const PayloadShape shape, EncodedShape(params, layout));
   const PayloadLayout payload_layout = PayloadLayoutOf(params);
@@ -80,8 +80,12 @@ Result<PayloadSpans> FrameBuilder::BeginPayloadFrame(const FrameHeader& header,
     return Status::Internal("the codec's payload does not fit the table it names");
   }
   const std::size_t bound = PayloadFrameBytes(shape);
-  if (bound == 0) return Status::OutOfRange();
-  if (bound + kBuilderScratchBytes > capacity_bytes()) return Status::ResourceExhausted();
+  if (bound == 0) {
+    return Status::OutOfRange("the payload frame would exceed kMaxFrameBytes (1 GiB)");
+  }
+  if (bound + kBuilderScratchBytes > capacity_bytes()) {
+    return Status::ResourceExhausted("the builder's buffer is too small for the payload frame");
+  }
 
   StartFrame();
   // Vectors first: FlatBuffers builds children before the tables that refer to them, and the
@@ -130,7 +134,7 @@ flatbuffers::Offset<void> FrameBuilder::CreatePayloadTable() {
 }
 
 Result<std::span<const std::byte>> FrameBuilder::FinishPayloadFrame() {
-  if (!pending_) return Status::FailedPrecondition();
+  if (!pending_) return Status::FailedPrecondition("no payload frame is pending");
   pending_ = false;
   const flatbuffers::Offset<void> payload = CreatePayloadTable();
   const CodecId codec = pending_codec_;
@@ -181,9 +185,9 @@ Result<std::span<const std::byte>> FrameBuilder::EncodePayloadFrame(
 }
 
 Status FrameBuilder::StartControlFrame() {
-  if (pending_) return Status::FailedPrecondition();
+  if (pending_) return Status::FailedPrecondition("a payload frame is pending");
   if (kMaxControlFrameBytes + kBuilderScratchBytes > capacity_bytes()) {
-    return Status::ResourceExhausted();
+    return Status::ResourceExhausted("the builder's buffer is too small for a control frame");
   }
   StartFrame();
   return Status::Ok();
@@ -191,7 +195,9 @@ Status FrameBuilder::StartControlFrame() {
 
 Result<std::span<const std::byte>> FrameBuilder::EncodeJoin(const FrameHeader& header,
                                                             const JoinInfo& join) {
-  if (!internal::InSchema(join.architecture)) return Status::InvalidArgument();
+  if (!internal::InSchema(join.architecture)) {
+    return Status::InvalidArgument("the architecture is outside the schema");
+  }
   EDGESGD_TRY(StartControlFrame());
   const auto message = fb::CreateJoin(builder_, internal::ToFb(join.architecture), join.codecs,
                                       join.max_frame_bytes, join.memory_bytes);
@@ -240,7 +246,9 @@ Result<std::span<const std::byte>> FrameBuilder::EncodeHeartbeat(const FrameHead
 
 Result<std::span<const std::byte>> FrameBuilder::EncodeLeave(const FrameHeader& header,
                                                              const LeaveInfo& leave) {
-  if (!internal::InSchema(leave.reason)) return Status::InvalidArgument();
+  if (!internal::InSchema(leave.reason)) {
+    return Status::InvalidArgument("the leave reason is outside the schema");
+  }
   EDGESGD_TRY(StartControlFrame());
   const auto message = fb::CreateLeave(builder_, internal::ToFb(leave.reason));
   return FinishEnvelope(header, MessageKind::kLeave, message.Union(), kMaxControlFrameBytes);
@@ -248,7 +256,9 @@ Result<std::span<const std::byte>> FrameBuilder::EncodeLeave(const FrameHeader& 
 
 Result<std::span<const std::byte>> FrameBuilder::EncodeError(const FrameHeader& header,
                                                              const ErrorInfo& error) {
-  if (!internal::InSchema(error.code)) return Status::InvalidArgument();
+  if (!internal::InSchema(error.code)) {
+    return Status::InvalidArgument("the error code is outside the schema");
+  }
   EDGESGD_TRY(StartControlFrame());
   const std::string_view reason = CutUtf8(error.reason, kMaxErrorReasonBytes);
   // CreateString copies into the frame (bounded above); an empty reason is left out.

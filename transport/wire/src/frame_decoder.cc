@@ -86,7 +86,7 @@ Status DecodePayload(CodecId codec, fb::Payload type, const void* table, Encoded
 
 Status DecodeJoin(const fb::Join* join, JoinInfo& out) {
   if (join == nullptr || !internal::FitsSchema<fb::Architecture>(join->architecture())) {
-    return Status::DataLoss();
+    return Status::DataLoss("the Join is missing or names an unknown architecture");
   }
   out.architecture = internal::EnumCast<Architecture>(join->architecture());
   out.codecs = join->codecs();
@@ -96,7 +96,7 @@ Status DecodeJoin(const fb::Join* join, JoinInfo& out) {
 }
 
 Status DecodeWelcome(const fb::Welcome* welcome, WelcomeInfo& out) {
-  if (welcome == nullptr) return Status::DataLoss();
+  if (welcome == nullptr) return Status::DataLoss("the Welcome is missing");
   out.assigned_id = welcome->assigned_id();
   out.workers = welcome->workers();
   out.rounds = welcome->rounds();
@@ -104,7 +104,7 @@ Status DecodeWelcome(const fb::Welcome* welcome, WelcomeInfo& out) {
 
   const flatbuffers::Vector<std::uint32_t>* sizes = welcome->tensor_sizes();
   if (sizes == nullptr || sizes->size() == 0 || sizes->size() > kMaxTensors) {
-    return Status::DataLoss();
+    return Status::DataLoss("the Welcome has no tensor sizes or more than 64");
   }
   std::array<std::uint64_t, kMaxTensors> sizes64{};
   for (flatbuffers::uoffset_t t = 0; t < sizes->size(); ++t) sizes64[t] = sizes->Get(t);
@@ -112,7 +112,8 @@ Status DecodeWelcome(const fb::Welcome* welcome, WelcomeInfo& out) {
       TensorLayout::FromSizes(std::span<const std::uint64_t>(sizes64.data(), sizes->size()));
   // The dimension travels separately so a reader (or flatc) sees it at a glance; it must agree.
   if (!layout.ok() || layout.value().dimension() != welcome->dimension()) {
-    return Status::DataLoss();
+    return Status::DataLoss(
+        "the Welcome's tensor sizes are invalid or disagree with its dimension");
   }
   out.layout = layout.value();
 
@@ -149,13 +150,15 @@ Status DecodeWelcome(const fb::Welcome* welcome, WelcomeInfo& out) {
 }
 
 Status DecodeError(const fb::Error* error, ErrorInfo& out) {
-  if (error == nullptr) return Status::DataLoss();
+  if (error == nullptr) return Status::DataLoss("the Error is missing");
   const auto code = static_cast<StatusCode>(error->code());
-  if (!internal::InSchema(code)) return Status::DataLoss();
+  if (!internal::InSchema(code)) return Status::DataLoss("the Error's status code is unknown");
   out.code = code;
   out.reason = {};
   if (const flatbuffers::String* reason = error->reason(); reason != nullptr) {
-    if (reason->size() > kMaxErrorReasonBytes) return Status::DataLoss();
+    if (reason->size() > kMaxErrorReasonBytes) {
+      return Status::DataLoss("the Error's reason is longer than kMaxErrorReasonBytes");
+    }
     out.reason = std::string_view(reason->c_str(), reason->size());
   }
   return Status::Ok();
@@ -174,7 +177,7 @@ Status DecodeMessage(const fb::Envelope& envelope, FrameView& view) {
       const fb::ModelBroadcast* broadcast = envelope.message_as_ModelBroadcast();
       if (broadcast == nullptr ||
           !internal::FitsSchema<fb::BroadcastContent>(broadcast->content())) {
-        return Status::DataLoss();
+        return Status::DataLoss("the ModelBroadcast is missing or its content is unknown");
       }
       view.kind = MessageKind::kModelBroadcast;
       view.message = PayloadMessage::ModelBroadcast(
@@ -184,7 +187,7 @@ Status DecodeMessage(const fb::Envelope& envelope, FrameView& view) {
     }
     case fb::Message::Update: {
       const fb::Update* update = envelope.message_as_Update();
-      if (update == nullptr) return Status::DataLoss();
+      if (update == nullptr) return Status::DataLoss("the Update is missing");
       view.kind = MessageKind::kUpdate;
       view.message = PayloadMessage::Update({update->worker(), update->samples()});
       return DecodePayload(update->codec(), update->payload_type(), update->payload(),
@@ -193,7 +196,7 @@ Status DecodeMessage(const fb::Envelope& envelope, FrameView& view) {
     case fb::Message::GossipExchange: {
       const fb::GossipExchange* gossip = envelope.message_as_GossipExchange();
       if (gossip == nullptr || !internal::FitsSchema<fb::GossipVector>(gossip->vector())) {
-        return Status::DataLoss();
+        return Status::DataLoss("the GossipExchange is missing or its vector is unknown");
       }
       view.kind = MessageKind::kGossipExchange;
       view.message = PayloadMessage::GossipExchange(
@@ -203,7 +206,7 @@ Status DecodeMessage(const fb::Envelope& envelope, FrameView& view) {
     }
     case fb::Message::Heartbeat: {
       const fb::Heartbeat* heartbeat = envelope.message_as_Heartbeat();
-      if (heartbeat == nullptr) return Status::DataLoss();
+      if (heartbeat == nullptr) return Status::DataLoss("the Heartbeat is missing");
       view.kind = MessageKind::kHeartbeat;
       view.heartbeat = {heartbeat->time_us(), heartbeat->echo_time_us()};
       return Status::Ok();
@@ -211,7 +214,7 @@ Status DecodeMessage(const fb::Envelope& envelope, FrameView& view) {
     case fb::Message::Leave: {
       const fb::Leave* leave = envelope.message_as_Leave();
       if (leave == nullptr || !internal::FitsSchema<fb::LeaveReason>(leave->reason())) {
-        return Status::DataLoss();
+        return Status::DataLoss("the Leave is missing or its reason is unknown");
       }
       view.kind = MessageKind::kLeave;
       view.leave.reason = internal::EnumCast<LeaveReason>(leave->reason());
@@ -225,31 +228,37 @@ Status DecodeMessage(const fb::Envelope& envelope, FrameView& view) {
   }
   // NONE, or a union type this version does not know (the generated verifier lets those pass,
   // for forward compatibility; a receiver of this version cannot act on them).
-  return Status::DataLoss();
+  return Status::DataLoss("the message type is none or unknown to this version");
 }
 
 }  // namespace
 
 Result<std::size_t> ReadFrameLength(std::span<const std::byte> prefix,
                                     std::size_t max_frame_bytes) {
-  if (prefix.size() < kFramePrefixBytes) return Status::DataLoss();
+  if (prefix.size() < kFramePrefixBytes) {
+    return Status::DataLoss("fewer bytes than a frame's length prefix");
+  }
   std::uint32_t body = 0;
   std::memcpy(&body, prefix.data(), sizeof(body));  // little-endian host (wire_format.h)
   const std::uint64_t length = std::uint64_t{body} + kFramePrefixBytes;
   const std::size_t limit = max_frame_bytes < kMaxFrameBytes ? max_frame_bytes : kMaxFrameBytes;
-  if (length > limit) return Status::OutOfRange();
-  if (length < kMinFrameBytes) return Status::DataLoss();
+  if (length > limit) return Status::OutOfRange("the frame is longer than the receiver's limit");
+  if (length < kMinFrameBytes) {
+    return Status::DataLoss("the frame is shorter than the smallest frame");
+  }
   return static_cast<std::size_t>(length);
 }
 
 Result<FrameView> DecodeFrame(std::span<const std::byte> frame, std::size_t max_frame_bytes) {
-  if (!IsFrameAligned(frame)) return Status::InvalidArgument();
+  if (!IsFrameAligned(frame)) return Status::InvalidArgument("the frame is not 8-byte aligned");
   EDGESGD_TRY_ASSIGN(const std::size_t length, ReadFrameLength(frame, max_frame_bytes));
-  if (length != frame.size()) return Status::DataLoss();
+  if (length != frame.size()) {
+    return Status::DataLoss("the frame's length prefix disagrees with its size");
+  }
 
   const auto* bytes = reinterpret_cast<const std::uint8_t*>(frame.data());
   if (std::memcmp(bytes + kIdentifierOffset, kFileIdentifier.data(), kFileIdentifier.size()) != 0) {
-    return Status::DataLoss();
+    return Status::DataLoss("the frame's file identifier is not EDGS");
   }
   flatbuffers::Verifier::Options options;
   options.max_depth = kVerifierMaxDepth;
@@ -257,10 +266,14 @@ Result<FrameView> DecodeFrame(std::span<const std::byte> frame, std::size_t max_
   options.check_alignment = true;
   options.check_nested_flatbuffers = false;
   flatbuffers::Verifier verifier(bytes, frame.size(), options);
-  if (!fb::VerifySizePrefixedEnvelopeBuffer(verifier)) return Status::DataLoss();
+  if (!fb::VerifySizePrefixedEnvelopeBuffer(verifier)) {
+    return Status::DataLoss("the frame fails FlatBuffers verification");
+  }
 
   const fb::Envelope* envelope = fb::GetSizePrefixedEnvelope(bytes);
-  if (envelope->version() != kSchemaVersion) return Status::FailedPrecondition();
+  if (envelope->version() != kSchemaVersion) {
+    return Status::FailedPrecondition("the frame's schema version differs from this build's");
+  }
 
   FrameView view;
   view.header = {envelope->sender(), envelope->round(), envelope->sequence()};

@@ -106,12 +106,13 @@ constexpr Status CheckPayloadMessage(const PayloadMessage& message) {
     case MessageKind::kModelBroadcast:
       return FitsSchema<fb::BroadcastContent>(message.broadcast.content)
                  ? Status::Ok()
-                 : Status::InvalidArgument();
+                 : Status::InvalidArgument("the broadcast content is outside the schema");
     case MessageKind::kGossipExchange:
-      return FitsSchema<fb::GossipVector>(message.gossip.vector) ? Status::Ok()
-                                                                 : Status::InvalidArgument();
+      return FitsSchema<fb::GossipVector>(message.gossip.vector)
+                 ? Status::Ok()
+                 : Status::InvalidArgument("the gossip vector is outside the schema");
     default:
-      return Status::InvalidArgument();
+      return Status::InvalidArgument("the message kind carries no payload");
   }
 }
 

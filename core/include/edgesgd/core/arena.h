@@ -54,7 +54,7 @@ class Arena {
                   "arena memory holds plain data only");
     static_assert(alignof(T) <= kArenaAlignment);
     if (count > std::numeric_limits<std::size_t>::max() / sizeof(T)) {
-      return Status::ResourceExhausted();
+      return Status::ResourceExhausted("the arena request's byte count overflows");
     }
     EDGESGD_TRY_ASSIGN(std::span<std::byte> bytes, AllocateBytes(count * sizeof(T)));
     // Through void*: AllocateBytes returns kArenaAlignment-aligned storage, which -Wcast-align
@@ -64,9 +64,9 @@ class Arena {
 
   // `bytes` zeroed bytes aligned to kArenaAlignment. Same errors as Allocate.
   Result<std::span<std::byte>> AllocateBytes(std::size_t bytes) {
-    if (sealed_) return Status::FailedPrecondition();
+    if (sealed_) return Status::FailedPrecondition("the arena is sealed");
     if (bytes > capacity_ - used_ || ArenaBytes(bytes) > capacity_ - used_) {
-      return Status::ResourceExhausted();
+      return Status::ResourceExhausted("the arena has too few bytes left for the request");
     }
     std::byte* start = base_ + used_;
     used_ += ArenaBytes(bytes);

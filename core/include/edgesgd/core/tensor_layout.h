@@ -29,11 +29,15 @@ class TensorLayout {
   // Tensors of the given sizes, in order. Errors: kInvalidArgument if there are none, more than
   // kMaxTensors, a zero size, or a total above 2^32 - 1.
   static constexpr Result<TensorLayout> FromSizes(std::span<const std::uint64_t> sizes) {
-    if (sizes.empty() || sizes.size() > kMaxTensors) return Status::InvalidArgument();
+    if (sizes.empty() || sizes.size() > kMaxTensors) {
+      return Status::InvalidArgument("a layout has 1..64 tensors");
+    }
     TensorLayout layout;
     std::uint64_t total = 0;
     for (std::size_t t = 0; t < sizes.size(); ++t) {
-      if (sizes[t] == 0 || sizes[t] > kMaxDimension - total) return Status::InvalidArgument();
+      if (sizes[t] == 0 || sizes[t] > kMaxDimension - total) {
+        return Status::InvalidArgument("a tensor is empty or the layout exceeds 2^32 - 1 floats");
+      }
       layout.offsets_[t] = static_cast<std::uint32_t>(total);
       total += sizes[t];
     }

@@ -15,12 +15,13 @@ inline Status CheckEncodeArgs(const TensorLayout& layout, std::span<const float>
                               const PayloadSpans& out, const PayloadShape& shape,
                               std::span<std::byte> scratch, std::size_t scratch_needed) {
   if (layout.tensor_count() == 0 || input.size() != layout.dimension()) {
-    return Status::InvalidArgument();
+    return Status::InvalidArgument("the input's size differs from the layout's dimension");
   }
   if (out.indices.size() < shape.indices || out.values.size() < shape.values ||
       out.words.size() < shape.words || out.scales.size() < shape.scales ||
       scratch.size() < scratch_needed) {
-    return Status::ResourceExhausted();
+    return Status::ResourceExhausted(
+        "an output span or the scratch is smaller than the codec needs");
   }
   return Status::Ok();
 }
@@ -31,12 +32,14 @@ inline Status CheckDecodeArgs(const TensorLayout& layout, const PayloadView& pay
                               const PayloadShape& shape, std::span<float> accumulator,
                               std::span<std::byte> scratch, std::size_t scratch_needed) {
   if (layout.tensor_count() == 0 || accumulator.size() != layout.dimension()) {
-    return Status::InvalidArgument();
+    return Status::InvalidArgument("the accumulator's size differs from the layout's dimension");
   }
-  if (scratch.size() < scratch_needed) return Status::ResourceExhausted();
+  if (scratch.size() < scratch_needed) {
+    return Status::ResourceExhausted("the scratch is smaller than the decoder needs");
+  }
   if (payload.indices.size() != shape.indices || payload.values.size() != shape.values ||
       payload.words.size() != shape.words || payload.scales.size() != shape.scales) {
-    return Status::DataLoss();
+    return Status::DataLoss("a payload field's length differs from the codec's shape");
   }
   return Status::Ok();
 }

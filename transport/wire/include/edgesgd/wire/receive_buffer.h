@@ -40,8 +40,12 @@ inline bool IsFrameAligned(std::span<const std::byte> bytes) {
 inline Result<std::span<const std::byte>> AlignFrame(std::span<const std::byte> frame,
                                                      std::span<std::byte> aligned_storage) {
   if (IsFrameAligned(frame)) return frame;
-  if (!IsFrameAligned(aligned_storage)) return Status::InvalidArgument();
-  if (aligned_storage.size() < frame.size()) return Status::ResourceExhausted();
+  if (!IsFrameAligned(aligned_storage)) {
+    return Status::InvalidArgument("the aligned storage is not 8-byte aligned");
+  }
+  if (aligned_storage.size() < frame.size()) {
+    return Status::ResourceExhausted("the aligned storage is shorter than the frame");
+  }
   std::memcpy(aligned_storage.data(), frame.data(), frame.size());
   return std::span<const std::byte>(aligned_storage.first(frame.size()));
 }
