@@ -37,6 +37,7 @@ class Writer {
     Bytes(std::as_bytes(std::span<const T, 1>(&value, 1)));
   }
   void Bytes(std::span<const std::byte> bytes) {
+    if (bytes.empty()) return;  // an empty section may have no storage (data() null)
     std::memcpy(out_.data() + at_, bytes.data(), bytes.size());
     at_ += bytes.size();
   }
