@@ -82,10 +82,7 @@ for i in $(seq "$workers"); do
 done
 
 # Every frame is authenticated, as in a deployment: one pre-shared key per device.
-for i in $(seq "$workers"); do
-  echo "$i $(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')"
-done >"$out/keys"
-chmod 600 "$out/keys"
+"$edgesgd" keygen --devices "$workers" --out "$out/keys" --force
 
 data=(--task softmax --data fashion-mnist --keys "$out/keys")
 common=("${data[@]}" --workers "$workers" --rounds "$rounds" --batch 32 --seed 1

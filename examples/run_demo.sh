@@ -6,15 +6,23 @@
 #   top_k + EF           1% of coordinates with error feedback
 # It prints a table (accuracy, bytes up and down, virtual time) and writes a plot.
 # Installs the Debian packages it needs first. Output goes to build/demo/.
+#   EDGESGD_DEMO_ROUNDS   rounds per run (default: examples/demo/simulate.toml's 3000)
+#   EDGESGD_DEMO_BINARY   an edgesgd binary to use instead of building build/release's
+#   EDGESGD_DEMO_OUT      output directory (default build/demo)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 jobs="${EDGESGD_JOBS:-2}"
-out="build/demo"
+out="${EDGESGD_DEMO_OUT:-build/demo}"
+rounds=()
+[[ -n "${EDGESGD_DEMO_ROUNDS:-}" ]] && rounds=(--rounds "$EDGESGD_DEMO_ROUNDS")
 cmake/install-debian-deps.sh host
-cmake --preset release >/dev/null
-cmake --build --preset release -j "$jobs" --target edgesgd
-edgesgd=build/release/examples/edgesgd
+edgesgd="${EDGESGD_DEMO_BINARY:-}"
+if [[ -z "$edgesgd" ]]; then
+  cmake --preset release >/dev/null
+  cmake --build --preset release -j "$jobs" --target edgesgd
+  edgesgd=build/release/examples/edgesgd
+fi
 mkdir -p "$out"
 
 # The fleet (examples/demo/simulate.toml) and the three runs (examples/demo/runs.txt).
@@ -24,7 +32,7 @@ while IFS='|' read -r name label flags; do
   [[ -z "$name" || "$name" == \#* ]] && continue
   echo "demo: running $name ..." >&2
   # shellcheck disable=SC2086 # the flags are words
-  "$edgesgd" simulate --config examples/demo/simulate.toml $flags --quiet \
+  "$edgesgd" simulate --config examples/demo/simulate.toml $flags "${rounds[@]}" --quiet \
       --metrics "$out/$name.csv" --summary "$out/$name.json" </dev/null
   summaries+=("$out/$name.json=$label")
   curves+=("$out/$name.csv=$label")

@@ -5,21 +5,30 @@
 #   dense SGD            identity codec, 32 bits per coordinate up and down
 #   sign + majority vote signSGD with Signum momentum, 1 bit per coordinate up and down
 #   top_k + EF           1% of coordinates with error feedback
-# and prints the same table, with wall-clock seconds. Output goes to build/tcp_demo/.
+# and prints the same table, with wall-clock seconds. Frames are authenticated with a key file
+# `edgesgd keygen` writes. Output goes to build/tcp_demo/.
 #   EDGESGD_DEMO_ROUNDS   rounds per run (default 3000, as in the simulator demo)
 #   EDGESGD_DEMO_WORKERS  worker processes (default 8)
+#   EDGESGD_DEMO_BINARY   an edgesgd binary to use instead of building build/release's
+#   EDGESGD_DEMO_OUT      output directory (default build/tcp_demo)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 jobs="${EDGESGD_JOBS:-2}"
 rounds="${EDGESGD_DEMO_ROUNDS:-3000}"
 workers="${EDGESGD_DEMO_WORKERS:-8}"
-out="build/tcp_demo"
+out="${EDGESGD_DEMO_OUT:-build/tcp_demo}"
 cmake/install-debian-deps.sh host
-cmake --preset release >/dev/null
-cmake --build --preset release -j "$jobs" --target edgesgd
-edgesgd=build/release/examples/edgesgd
+edgesgd="${EDGESGD_DEMO_BINARY:-}"
+if [[ -z "$edgesgd" ]]; then
+  cmake --preset release >/dev/null
+  cmake --build --preset release -j "$jobs" --target edgesgd
+  edgesgd=build/release/examples/edgesgd
+fi
 mkdir -p "$out"
+# Every frame is authenticated with the devices' pre-shared keys, as in a real deployment.
+keys="$out/keys"
+"$edgesgd" keygen --devices "$workers" --out "$keys" --force
 
 data=(--task softmax --data fashion-mnist)
 common=("${data[@]}" --workers "$workers" --rounds "$rounds" --batch 32 --seed 1
@@ -33,15 +42,21 @@ run() {
   local name="$1"; shift
   echo "tcp demo: running $name ($workers workers, $rounds rounds) ..." >&2
   rm -f "$out/$name.port"
-  "$edgesgd" server --listen 127.0.0.1:0 --port-file "$out/$name.port" "${common[@]}" "$@" \
+  "$edgesgd" server --listen 127.0.0.1:0 --port-file "$out/$name.port" --keys "$keys" \
+      "${common[@]}" "$@" \
       --metrics "$out/$name.csv" --summary "$out/$name.json" 2>"$out/$name.server.log" &
   local server=$!
   pids=("$server")
   for _ in $(seq 200); do [[ -s "$out/$name.port" ]] && break; sleep 0.05; done
+  if [[ ! -s "$out/$name.port" ]]; then
+    echo "tcp demo: the $name server did not start:" >&2
+    cat "$out/$name.server.log" >&2
+    exit 1
+  fi
   local port
   port=$(cat "$out/$name.port")
   for id in $(seq "$workers"); do
-    "$edgesgd" worker --connect "127.0.0.1:$port" --id "$id" "${data[@]}" --quiet \
+    "$edgesgd" worker --connect "127.0.0.1:$port" --id "$id" --keys "$keys" "${data[@]}" --quiet \
         2>"$out/$name.worker$id.log" &
     pids+=($!)
   done

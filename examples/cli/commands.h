@@ -15,5 +15,7 @@ void AddSimulateCommand(CLI::App& app, int& exit_code);
 void AddServerCommand(CLI::App& app, int& exit_code);
 void AddWorkerCommand(CLI::App& app, int& exit_code);
 void AddPeerCommand(CLI::App& app, int& exit_code);
+// `keygen`: a key file of fresh device keys for --keys.
+void AddKeygenCommand(CLI::App& app, int& exit_code);
 
 }  // namespace edgesgd::cli

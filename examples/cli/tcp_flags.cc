@@ -33,7 +33,7 @@ void AddNetworkFlags(CLI::App& command, NetworkFlags& flags) {
   CLI::Option* keys = command.add_option(
       "--keys", flags.keys,
       "Pre-shared device keys, one `DEVICE_ID HEX_KEY` line each (64 hex digits; keep the file "
-      "chmod 600): every frame is authenticated with HMAC-SHA256 and replays are rejected. "
+      "chmod 600; `edgesgd keygen` writes one): every frame is authenticated with HMAC-SHA256 and replays are rejected. "
       "Required unless --insecure");
   command.add_flag("--insecure", flags.insecure,
                    "Send and accept unauthenticated frames (a trusted network or a test only)")

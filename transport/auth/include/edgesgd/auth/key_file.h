@@ -10,9 +10,7 @@
 // Blank lines and lines whose first non-blank character is '#' are ignored; fields are separated
 // by spaces or tabs; a trailing '\r' is accepted. Strict otherwise: the device id is decimal
 // (no sign, below 4294967295), the key exactly 64 hex digits and not all zero, nothing else on
-// the line, no device twice. Create one with, e.g.,
-//   for id in 1 2 3; do echo "$id $(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')"; done > keys
-//   chmod 600 keys
+// the line, no device twice. `edgesgd keygen --devices N --out FILE` writes one.
 // The file should be readable by its owner only; a group- or world-readable file loads with a
 // warning.
 

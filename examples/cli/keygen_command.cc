@@ -1,0 +1,142 @@
+// `edgesgd keygen`: writes a key file of fresh pre-shared device keys, readable by its owner
+// only, in the format `--keys` loads (edgesgd/auth/key_file.h).
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "cli/commands.h"
+#include "edgesgd/auth/key_file.h"
+#include "edgesgd/auth/key_ring.h"
+#include "edgesgd/platform/random_bytes.h"
+#include "edgesgd/protocol/server_types.h"
+
+namespace edgesgd::cli {
+namespace {
+
+constexpr const char* kName = "keygen";
+// A node loads at most this many keys (one per worker a server admits).
+constexpr std::uint32_t kMaxDevices = protocol::kMaxWorkers;
+
+struct KeygenFlags {
+  std::uint32_t devices = 0;
+  std::string out;
+  bool force = false;
+};
+
+// Overwrites `text` before it is freed: it holds every key.
+void Zeroize(std::string& text) {
+  volatile char* bytes = text.data();
+  for (std::size_t i = 0; i < text.size(); ++i) bytes[i] = 0;
+}
+
+// The key file's text for devices 1..devices, or an empty string when the system has no
+// random source.
+std::string NewKeyFile(std::uint32_t devices) {
+  std::string text = "# edgesgd keys: device id, 64 hex digits (32 random bytes). Keep secret.\n";
+  std::array<std::byte, 32> key{};
+  for (std::uint32_t id = 1; id <= devices; ++id) {
+    if (!platform::FillRandomBytes(key).ok()) {
+      Zeroize(text);
+      return {};
+    }
+    text += std::to_string(id);
+    text += ' ';
+    for (const std::byte b : key) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      text += kHex[std::to_integer<unsigned>(b) >> 4];
+      text += kHex[std::to_integer<unsigned>(b) & 0xF];
+    }
+    text += '\n';
+  }
+  std::memset(key.data(), 0, key.size());
+  return text;
+}
+
+// Writes `text` to `path` with mode 0600: into a new temporary file beside it, synced, then
+// renamed over `path`, so a reader never sees half a file and the keys never exist with wider
+// permissions.
+bool WriteOwnerOnly(const std::string& path, const std::string& text, std::string& error) {
+  const std::string temporary = path + ".tmp";
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    error = "cannot create " + temporary + ": " + std::strerror(errno);
+    return false;
+  }
+  std::size_t written = 0;
+  bool ok = ::fchmod(fd, 0600) == 0;  // whatever the umask
+  while (ok && written < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + written, text.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    ok = n > 0;
+    if (ok) written += static_cast<std::size_t>(n);
+  }
+  ok = ok && ::fsync(fd) == 0;
+  const int saved = errno;
+  ok = (::close(fd) == 0) && ok;
+  if (ok && ::rename(temporary.c_str(), path.c_str()) == 0) return true;
+  error = "cannot write " + path + ": " + std::strerror(ok ? errno : saved);
+  ::unlink(temporary.c_str());
+  return false;
+}
+
+int RunKeygen(const KeygenFlags& flags) {
+  struct stat existing {};
+  if (!flags.force && ::stat(flags.out.c_str(), &existing) == 0) {
+    std::fprintf(stderr,
+                 "edgesgd %s: %s exists; pass --force to replace it (its devices then need the "
+                 "new keys)\n",
+                 kName, flags.out.c_str());
+    return 1;
+  }
+  std::string text = NewKeyFile(flags.devices);
+  if (text.empty()) {
+    std::fprintf(stderr, "edgesgd %s: the system's random source failed\n", kName);
+    return 1;
+  }
+  // The file must load as written: check it with the loader every node uses.
+  auth::FixedKeyRing<kMaxDevices> ring;
+  const auth::KeyFileLoad check = auth::ParseKeyFile(text, flags.out, ring);
+  std::string error;
+  const bool written = check.ok() && check.keys == flags.devices &&
+                       WriteOwnerOnly(flags.out, text, error);
+  Zeroize(text);
+  if (!check.ok()) {
+    std::fprintf(stderr, "edgesgd %s: generated keys do not load: %s\n", kName,
+                 check.message.c_str());
+    return 1;
+  }
+  if (!written) {
+    std::fprintf(stderr, "edgesgd %s: %s\n", kName, error.c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "edgesgd %s: wrote %u keys (devices 1..%u) to %s, mode 0600\n", kName,
+               flags.devices, flags.devices, flags.out.c_str());
+  return 0;
+}
+
+}  // namespace
+
+void AddKeygenCommand(CLI::App& app, int& exit_code) {
+  auto flags = std::make_shared<KeygenFlags>();
+  CLI::App* command = app.add_subcommand(
+      kName,
+      "Write a key file of fresh 32-byte pre-shared keys for devices 1..N, readable by its "
+      "owner only.\nGive the whole file to the server (and to every gossip peer); a worker "
+      "needs at least its own line. Use it with --keys FILE.");
+  command->add_option("--devices", flags->devices, "Number of devices: ids 1..N get a key")
+      ->required()
+      ->check(CLI::Range(1u, kMaxDevices));
+  command->add_option("--out", flags->out, "The key file to write (mode 0600)")->required();
+  command->add_flag("--force", flags->force, "Replace FILE if it exists");
+  command->callback([flags, &exit_code] { exit_code = RunKeygen(*flags); });
+}
+
+}  // namespace edgesgd::cli
