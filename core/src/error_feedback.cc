@@ -138,7 +138,8 @@ void ErrorFeedbackWorker::Step(std::span<const float> gradient) {
   const float wd = feedback_.weight_decay;
   const std::size_t d = point_.size();
   // m = beta * m + g, kept for the next step; without a buffer (beta = 0) m is g itself.
-  const auto next_momentum = [this, beta](std::size_t i, float g) {
+  // Captures by default: the version without momentum uses neither `this` nor beta.
+  const auto next_momentum = [&](std::size_t i, float g) {
     if constexpr (kMomentum) {
       const float m = beta * momentum_[i] + g;
       momentum_[i] = m;

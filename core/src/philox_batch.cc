@@ -2,13 +2,12 @@
 
 #include <algorithm>
 
+#include "edgesgd/core/internal/simd_target.h"
+
 // On x86-64 Philox has hand-vectorised SSE2 (baseline), AVX2 and AVX-512 versions chosen at run
 // time. Everywhere else (ARM boards, Cortex-M) only the portable loop exists.
-#if defined(__x86_64__) && defined(__GNUC__)
-#define EDGESGD_PHILOX_X86 1
+#if EDGESGD_X86_SIMD
 #include <immintrin.h>
-#else
-#define EDGESGD_PHILOX_X86 0
 #endif
 
 namespace edgesgd::internal {
@@ -22,7 +21,7 @@ void PhiloxFillPortable(const PhiloxPlan& plan, std::uint32_t first_block,
   }
 }
 
-#if EDGESGD_PHILOX_X86
+#if EDGESGD_X86_SIMD
 namespace {
 
 // The blocks a SIMD pass left over (fewer than one pass), one at a time.
@@ -153,13 +152,16 @@ __attribute__((target("avx2"))) void PhiloxFillAvx2(const PhiloxPlan& plan,
 }
 
 // GCC 12's AVX-512 intrinsics seed their "undefined" pass-through operand with itself, which
-// -Wuninitialized reports once inlined (GCC bug 105593, fixed in GCC 13).
+// -Wuninitialized reports once inlined (GCC bug 105593, fixed in GCC 13). Clang's do not.
+#if !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
-__attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,prefer-vector-width=512"))) void
-PhiloxFillAvx512(const PhiloxPlan& plan, std::uint32_t first_block, std::span<std::uint32_t> out) {
+__attribute__((target(EDGESGD_AVX512_TARGET))) void PhiloxFillAvx512(const PhiloxPlan& plan,
+                                                                     std::uint32_t first_block,
+                                                                     std::span<std::uint32_t> out) {
   constexpr int kVecs = 8;  // eight independent chains hide the multiplier latency
   constexpr std::size_t kPassBlocks = 8 * kVecs;
   static_assert(kPassBlocks == kPhiloxBatchBlocks);
@@ -217,11 +219,13 @@ PhiloxFillAvx512(const PhiloxPlan& plan, std::uint32_t first_block, std::span<st
   }
   FillTail(plan, first_block, full, out);
 }
+#if !defined(__clang__)
 #pragma GCC diagnostic pop
-#endif  // EDGESGD_PHILOX_X86
+#endif
+#endif  // EDGESGD_X86_SIMD
 
 PhiloxIsa BestPhiloxIsa() {
-#if EDGESGD_PHILOX_X86
+#if EDGESGD_X86_SIMD
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
       __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq")) {
@@ -236,7 +240,7 @@ PhiloxIsa BestPhiloxIsa() {
 
 bool PhiloxIsaSupported(PhiloxIsa isa) {
   if (isa == PhiloxIsa::kPortable) return true;
-#if EDGESGD_PHILOX_X86
+#if EDGESGD_X86_SIMD
   const PhiloxIsa best = BestPhiloxIsa();
   switch (isa) {
     case PhiloxIsa::kSse2:
@@ -256,7 +260,7 @@ bool PhiloxIsaSupported(PhiloxIsa isa) {
 PhiloxFillFunction PhiloxFillFor(PhiloxIsa isa) {
   if (!PhiloxIsaSupported(isa)) return nullptr;
   switch (isa) {
-#if EDGESGD_PHILOX_X86
+#if EDGESGD_X86_SIMD
     case PhiloxIsa::kSse2:
       return PhiloxFillSse2;
     case PhiloxIsa::kAvx2:

@@ -90,12 +90,13 @@ TEST_P(DownlinkFeedbackCodecTest, BroadcastPlusResidualIsEveryUpdate) {
     EXPECT_EQ(sent.value(), EncodedShape(codec, layout).value());
     const std::vector<float> broadcast = DecodeDense(codec, layout, context, payload.view());
     for (std::size_t i = 0; i < d; ++i) {
-      fed[i] += double{update[i]};
-      delivered[i] += double{broadcast[i]};
+      fed[i] += static_cast<double>(update[i]);
+      delivered[i] += static_cast<double>(broadcast[i]);
     }
   }
   for (std::size_t i = 0; i < d; ++i) {
-    EXPECT_NEAR(delivered[i] + double{feedback.residual()[i]}, fed[i], 1e-4) << "coordinate " << i;
+    EXPECT_NEAR(delivered[i] + static_cast<double>(feedback.residual()[i]), fed[i], 1e-4)
+        << "coordinate " << i;
   }
 }
 

@@ -69,7 +69,7 @@ TEST(QuantScheduleTest, DqBitsFollowTheRule) {
   for (const float norm : {0.01f, 0.3f, 1.0f, 2.5f, 40.0f}) {
     for (const std::uint32_t t : {0u, 1u, 250u, 598u, 599u}) {
       EXPECT_EQ(DqBits(Dq(20.0f, 0.99f), norm, t, 600).value(),
-                ReferenceBits(norm, 0.99, 20.0, t, 600, 2, 8))
+                ReferenceBits(static_cast<double>(norm), 0.99, 20.0, t, 600, 2, 8))
           << "norm " << norm << " round " << t;
     }
   }

@@ -445,6 +445,9 @@ template <typename... F>
 struct Overloaded : F... {
   using F::operator()...;
 };
+// Clang 14 does not deduce an aggregate's template arguments (C++20's P1816) without a guide.
+template <typename... F>
+Overloaded(F...) -> Overloaded<F...>;
 
 // Theoretical payload bytes of each codec, written from the codecs' documented formats rather
 // than from EncodedShape, so the frames are checked against the algorithms' bit counts.

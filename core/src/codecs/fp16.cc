@@ -11,6 +11,7 @@
 #if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
 #define EDGESGD_FP16_X86 1
 #define EDGESGD_FP16_CLONES [[gnu::target_clones("avx2", "default")]]
+#include <cpuid.h>
 #include <immintrin.h>
 #else
 #define EDGESGD_FP16_X86 0
@@ -65,11 +66,22 @@ EDGESGD_FP16_CLONES bool PackHalves(const float* x, std::size_t size, std::uint3
 }
 #endif
 
+#if EDGESGD_FP16_X86
+// Whether the CPU runs the F16C versions. Clang 14's __builtin_cpu_supports does not know
+// "f16c", so its CPUID bit (leaf 1, ECX bit 29) is read directly; the AVX2 check includes the
+// operating system's support for the YMM registers, which F16C needs as well.
+bool HasAvx2AndF16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __builtin_cpu_supports("avx2") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 &&
+         (ecx & bit_F16C) != 0;
+}
+#endif
+
 using PackHalvesFunction = bool (*)(const float*, std::size_t, std::uint32_t*);
 
 PackHalvesFunction BestPackHalves() {
 #if EDGESGD_FP16_X86
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) return &PackHalvesF16c;
+  if (HasAvx2AndF16c()) return &PackHalvesF16c;
 #endif
   return &PackHalves;
 }
@@ -107,7 +119,7 @@ using AddHalvesFunction = void (*)(const std::uint32_t*, float, float*, std::siz
 
 AddHalvesFunction BestAddHalves() {
 #if EDGESGD_FP16_X86
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) return &AddHalvesF16c;
+  if (HasAvx2AndF16c()) return &AddHalvesF16c;
 #endif
   return &AddHalves;
 }

@@ -7,21 +7,13 @@
 
 #include "edgesgd/core/internal/codec_checks.h"
 #include "edgesgd/core/internal/philox_batch.h"
+#include "edgesgd/core/internal/simd_target.h"
 #include "edgesgd/core/random.h"
 
 // The encoder's inner loop is compiled once per x86-64 instruction set and chosen at run time
 // (as the Philox generator is): every path computes the same bytes.
-#if defined(__x86_64__) && defined(__GNUC__)
-#define EDGESGD_NATURAL_X86 1
-// GCC vectorises 256 bits wide under AVX-512 unless told otherwise; Clang takes no width here.
-#if defined(__clang__)
-#define EDGESGD_NATURAL_AVX512 "avx512f,avx512bw,avx512vl"
-#else
-#define EDGESGD_NATURAL_AVX512 "avx512f,avx512bw,avx512vl,prefer-vector-width=512"
-#endif
+#if EDGESGD_X86_SIMD
 #include <immintrin.h>
-#else
-#define EDGESGD_NATURAL_X86 0
 #endif
 // Decoding is plain integer and float arithmetic: compiled for AVX2 as well and picked at load
 // time on x86-64 Linux (the same bits either way).
@@ -111,7 +103,7 @@ EDGESGD_NATURAL_INLINE void SignBits(const float* x, std::size_t count, std::uin
 
 using SignBitsFunction = void (*)(const float*, std::size_t, std::uint32_t*);
 
-#if EDGESGD_NATURAL_X86
+#if EDGESGD_X86_SIMD
 // SignBits with one movemask per 8 coordinates (the same bits).
 // A call per chunk: GCC does not inline a target function into the generic EncodePlanes.
 __attribute__((target("avx2"))) void SignBitsAvx2(const float* x, std::size_t count,
@@ -168,14 +160,14 @@ EDGESGD_NATURAL_INLINE bool EncodePlanes(const internal::PhiloxPlan& plan, std::
 using EncodePlanesFunction = bool (*)(const internal::PhiloxPlan&, std::span<const float>,
                                       std::uint8_t*, std::uint32_t*);
 
-#if EDGESGD_NATURAL_X86
+#if EDGESGD_X86_SIMD
 __attribute__((target("avx2"))) bool EncodePlanesAvx2(const internal::PhiloxPlan& plan,
                                                       std::span<const float> x,
                                                       std::uint8_t* exponents,
                                                       std::uint32_t* signs) {
   return EncodePlanes<internal::PhiloxFillAvx2, SignBitsAvx2>(plan, x, exponents, signs);
 }
-__attribute__((target(EDGESGD_NATURAL_AVX512))) bool EncodePlanesAvx512(
+__attribute__((target(EDGESGD_AVX512_TARGET))) bool EncodePlanesAvx512(
     const internal::PhiloxPlan& plan, std::span<const float> x, std::uint8_t* exponents,
     std::uint32_t* signs) {
   return EncodePlanes<internal::PhiloxFillAvx512, SignBitsAvx2>(plan, x, exponents, signs);
@@ -185,7 +177,7 @@ __attribute__((target(EDGESGD_NATURAL_AVX512))) bool EncodePlanesAvx512(
 // The fastest encoder this CPU runs.
 EncodePlanesFunction BestEncodePlanes() {
   switch (internal::BestPhiloxIsa()) {
-#if EDGESGD_NATURAL_X86
+#if EDGESGD_X86_SIMD
     case internal::PhiloxIsa::kAvx512:
       return &EncodePlanesAvx512;
     case internal::PhiloxIsa::kAvx2:

@@ -9,6 +9,7 @@
 #include "edgesgd/core/internal/codec_checks.h"
 #include "edgesgd/core/internal/philox_batch.h"
 #include "edgesgd/core/internal/reduce.h"
+#include "edgesgd/core/internal/simd_target.h"
 #include "edgesgd/core/random.h"
 
 // On x86-64 the Philox dither dominates the encoder, so it comes from the SSE2 (baseline), AVX2
@@ -16,11 +17,6 @@
 // loops are portable code that each path compiles with its own instruction set. Everywhere else
 // (ARM boards, Cortex-M) only the portable path exists, and compilers vectorise it for NEON where
 // they can.
-#if defined(__x86_64__) && defined(__GNUC__)
-#define EDGESGD_QSGD_X86 1
-#else
-#define EDGESGD_QSGD_X86 0
-#endif
 
 // Forces the shared kernel bodies into each instruction-set wrapper, so that every path gets
 // them compiled (and vectorised) for its own target rather than calling one baseline copy.
@@ -55,10 +51,6 @@ constexpr PhiloxPlan MakeDitherPlan(const CodecContext& context, std::uint32_t t
 // Dither words of the kChunk / 4 blocks from first_block on into out[0..kChunk), in
 // coordinate order: one of internal::PhiloxFill*, fixed per instruction-set entry point.
 using DitherFill = internal::PhiloxFillFunction;
-
-#if EDGESGD_QSGD_X86
-#define EDGESGD_QSGD_AVX512_TARGET "avx512f,avx512vl,avx512bw,avx512dq,prefer-vector-width=512"
-#endif
 
 // Bucket norms. internal::SumSquares keeps eight lane sums, each a serial chain of adds, so one
 // bucket at a time is bound by add latency. Four buckets at once run four independent chains in
@@ -116,7 +108,7 @@ void SumSquaresBatchBaseline(const float* x, std::size_t bucket, float* sums) {
 }
 float SumSquaresBaseline(std::span<const float> x) { return internal::SumSquares(x); }
 
-#if EDGESGD_QSGD_X86
+#if EDGESGD_X86_SIMD
 // Eight lanes are one AVX2 register. Compiled for AVX-512 instead, GCC 12 spreads them over
 // 16-wide vectors and scalar shuffles at several times the cost, so the AVX-512 path uses this.
 __attribute__((target("avx2"), noinline)) void SumSquaresBatchAvx2(const float* x,
@@ -397,7 +389,7 @@ bool DecodePortable(const QsgdShape& shape, const TensorLayout& layout, const Pa
   return DecodeAll(shape, layout, payload, weight, accumulator);
 }
 
-#if EDGESGD_QSGD_X86
+#if EDGESGD_X86_SIMD
 bool EncodeSse2(const QsgdShape& shape, const TensorLayout& layout, const CodecContext& context,
                 std::span<const float> input, const PayloadSpans& out) {
   return EncodeAll<internal::PhiloxFillSse2, SumSquaresBatchBaseline, SumSquaresBaseline>(
@@ -415,20 +407,22 @@ __attribute__((target("avx2"))) bool DecodeAvx2(const QsgdShape& shape, const Te
                                                 std::span<float> accumulator) {
   return DecodeAll(shape, layout, payload, weight, accumulator);
 }
-__attribute__((target(EDGESGD_QSGD_AVX512_TARGET))) bool EncodeAvx512(const QsgdShape& shape,
-                                                                      const TensorLayout& layout,
-                                                                      const CodecContext& context,
-                                                                      std::span<const float> input,
-                                                                      const PayloadSpans& out) {
+__attribute__((target(EDGESGD_AVX512_TARGET))) bool EncodeAvx512(const QsgdShape& shape,
+                                                                 const TensorLayout& layout,
+                                                                 const CodecContext& context,
+                                                                 std::span<const float> input,
+                                                                 const PayloadSpans& out) {
   return EncodeAll<internal::PhiloxFillAvx512, SumSquaresBatchAvx2, SumSquaresAvx2>(
       shape, layout, context, input, out);
 }
-__attribute__((target(EDGESGD_QSGD_AVX512_TARGET))) bool DecodeAvx512(
-    const QsgdShape& shape, const TensorLayout& layout, const PayloadView& payload, float weight,
-    std::span<float> accumulator) {
+__attribute__((target(EDGESGD_AVX512_TARGET))) bool DecodeAvx512(const QsgdShape& shape,
+                                                                 const TensorLayout& layout,
+                                                                 const PayloadView& payload,
+                                                                 float weight,
+                                                                 std::span<float> accumulator) {
   return DecodeAll(shape, layout, payload, weight, accumulator);
 }
-#endif  // EDGESGD_QSGD_X86
+#endif  // EDGESGD_X86_SIMD
 
 // The instruction set behind each kernel: the dither and the encoder's loops use the same one.
 internal::PhiloxIsa IsaOf(QsgdKernel kernel) {
@@ -491,7 +485,7 @@ Status QsgdEncodeWith(QsgdKernel kernel, const QsgdParams& params, const TensorL
     case QsgdKernel::kPortable:
       ok = EncodePortable(shape, layout, context, input, out);
       break;
-#if EDGESGD_QSGD_X86
+#if EDGESGD_X86_SIMD
     case QsgdKernel::kSse2:
       ok = EncodeSse2(shape, layout, context, input, out);
       break;
@@ -519,7 +513,7 @@ Status QsgdDecodeAddWith(QsgdKernel kernel, const QsgdParams& params, const Tens
     case QsgdKernel::kPortable:
       ok = DecodePortable(shape, layout, payload, weight, accumulator);
       break;
-#if EDGESGD_QSGD_X86
+#if EDGESGD_X86_SIMD
     case QsgdKernel::kSse2:
       // Decoding has no dither; the baseline build of the portable body is the SSE2 path.
       ok = DecodePortable(shape, layout, payload, weight, accumulator);
