@@ -69,7 +69,7 @@ void AddTrainingFlags(CLI::App& command, RunFlags& o, const char* deadline_help)
                      "H local steps per round; the model delta is then sent (H = 1 sends "
                      "gradients)")
       ->capture_default_str()
-      ->check(CLI::Range(1u, 100000u));
+      ->check(CLI::Range(1u, protocol::kMaxLocalSteps));
   command.add_option("--participation", o.participation,
                      "Fraction of live workers sampled each round, in (0, 1]")
       ->capture_default_str()

@@ -247,6 +247,7 @@ void WriteServerNetwork(SummaryWriter& summary, const protocol::ServerCounters& 
   summary.Field("deadline_extensions", counters.deadline_extensions);
   summary.Field("rejoins", counters.rejoins);
   summary.Field("workers_lost", counters.workers_lost);
+  summary.Field("refused_runs", counters.refused_runs);
   summary.Field("connections_accepted", net.accepted);
   summary.Field("disconnects", net.disconnects);
   summary.Field("oversized_frames", net.oversized_frames);

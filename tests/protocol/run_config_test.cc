@@ -33,6 +33,19 @@ TEST(ProtocolConfigTest, DefaultsAndTestConfigurationsAreValid) {
   EXPECT_STREQ(ValidateRunConfig(defaults).reason(), "ok");
 }
 
+TEST(ProtocolConfigTest, WorkBoundsAreInclusive) {
+  RunConfig config = MeanConfig(10, kCodecId<TopKCodec>, 3);
+  config.feedback.local_steps = kMaxLocalSteps;
+  config.batch = static_cast<std::uint32_t>(kMaxSamplesPerRound / kMaxLocalSteps);
+  EXPECT_TRUE(ValidateRunConfig(config).ok()) << ValidateRunConfig(config).reason();
+  config.feedback.local_steps = static_cast<std::uint32_t>(kMaxSamplesPerRound / kMaxBatch);
+  config.batch = kMaxBatch;
+  EXPECT_TRUE(ValidateRunConfig(config).ok()) << ValidateRunConfig(config).reason();
+  wire::WelcomeInfo welcome = ToWelcomeInfo(config, 1, kMaxWorkers);
+  RunConfig out;
+  EXPECT_TRUE(FromWelcomeInfo(welcome, out).ok());
+}
+
 TEST(ProtocolConfigTest, EveryRuleHasItsOwnReason) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const std::vector<Case> mean_cases = {
@@ -65,6 +78,7 @@ TEST(ProtocolConfigTest, EveryRuleHasItsOwnReason) {
        "downlink aggregate needs"},
       {"rounds", [](RunConfig& c) { c.rounds = 0; }, "rounds"},
       {"batch", [](RunConfig& c) { c.batch = 0; }, "batch"},
+      {"batch above its bound", [](RunConfig& c) { c.batch = kMaxBatch + 1; }, "batch size"},
       {"participation 0", [](RunConfig& c) { c.participation = 0.0f; }, "participation"},
       {"participation > 1", [](RunConfig& c) { c.participation = 1.5f; }, "participation"},
       {"participation nan", [&](RunConfig& c) { c.participation = nan; }, "participation"},
@@ -80,6 +94,14 @@ TEST(ProtocolConfigTest, EveryRuleHasItsOwnReason) {
       {"momentum", [](RunConfig& c) { c.feedback.momentum = 1.0f; }, "momentum"},
       {"weight decay", [](RunConfig& c) { c.feedback.weight_decay = -1.0f; }, "weight decay"},
       {"local steps", [](RunConfig& c) { c.feedback.local_steps = 0; }, "local steps H"},
+      {"local steps above the bound",
+       [](RunConfig& c) { c.feedback.local_steps = kMaxLocalSteps + 1; }, "local steps H"},
+      {"samples per round",
+       [](RunConfig& c) {
+         c.feedback.local_steps = kMaxLocalSteps;
+         c.batch = static_cast<std::uint32_t>(kMaxSamplesPerRound / kMaxLocalSteps) + 1;
+       },
+       "times the batch"},
       {"unknown downlink", [](RunConfig& c) { c.downlink = static_cast<DownlinkKind>(5); },
        "unknown downlink"},
       {"unknown aggregation", [](RunConfig& c) { c.aggregation = static_cast<AggregationKind>(5); },
@@ -256,6 +278,11 @@ TEST(ProtocolConfigTest, FromWelcomeRejectsWhatThisProtocolDoesNotRun) {
       {[](wire::WelcomeInfo& w) { w.training.optimizer = 3; }, "optimizer kind"},
       {[](wire::WelcomeInfo& w) { w.training.aggregate = 8; }, "aggregation bits"},
       {[](wire::WelcomeInfo& w) { w.training.local_steps = 0; }, "local steps"},
+      {[](wire::WelcomeInfo& w) { w.training.local_steps = 134217729; }, "local steps"},
+      {[](wire::WelcomeInfo& w) { w.training.local_steps = 0xFFFFFFFFu; }, "local steps"},
+      {[](wire::WelcomeInfo& w) { w.training.batch = 0xFFFFFFFFu; }, "batch"},
+      {[](wire::WelcomeInfo& w) { w.workers = 0; }, "worker count"},
+      {[](wire::WelcomeInfo& w) { w.workers = kMaxWorkers + 1; }, "worker count"},
       {[](wire::WelcomeInfo& w) { w.rounds = 0; }, "rounds"},
   };
   for (const auto& [change, reason] : cases) {

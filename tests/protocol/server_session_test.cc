@@ -467,6 +467,17 @@ TEST_F(ServerRejectionTest, Malformed) {
   ExpectRunCompletes();
 }
 
+TEST_F(ServerRejectionTest, AWorkerThatRefusedTheRunIsCountedAndGone) {
+  const std::uint64_t lost = cluster_->server().counters().workers_lost;
+  Inject(2, factory_.Leave(2, wire::LeaveReason::kRefusedRun));
+  EXPECT_EQ(cluster_->server().counters().refused_runs, 1u);
+  EXPECT_EQ(cluster_->server().counters().workers_lost, lost + 1);
+  EXPECT_FALSE(cluster_->server().IsLive(2));
+  // Other reasons are ordinary departures.
+  Inject(3, factory_.Leave(3, wire::LeaveReason::kShutdown));
+  EXPECT_EQ(cluster_->server().counters().refused_runs, 1u);
+}
+
 TEST_F(ServerRejectionTest, UnknownSender) {
   // A peer that is not a worker; a worker spoofing another's id in the header; an update whose
   // worker field names someone else.

@@ -114,14 +114,10 @@ TEST_F(WorkerSessionTest, ChecksEveryWelcome) {
   Make(MeanConfig(kDim, kCodecId<TopKCodec>, 10));
   worker_.Start(0);
   Poll();
-  // An invalid configuration (majority vote over top_k), another worker's id, the server
-  // itself as the id: all rejected, the worker keeps joining.
-  RunConfig invalid = config_;
-  invalid.aggregation = AggregationKind::kMajority;
-  Feed(factory_.Welcome(ToWelcomeInfo(invalid, kId, 4)));
+  // Another worker's id, the server itself as the id: not for this worker, which keeps joining.
   Feed(WelcomeFrame(kId + 1));
   Feed(WelcomeFrame(0));
-  EXPECT_EQ(worker_.counters().rejected_welcomes, 3u);
+  EXPECT_EQ(worker_.counters().rejected_welcomes, 2u);
   EXPECT_FALSE(worker_.configured());
   EXPECT_EQ(worker_.phase(), WorkerPhase::kJoining);
   // A Welcome not from the server.
@@ -130,14 +126,94 @@ TEST_F(WorkerSessionTest, ChecksEveryWelcome) {
 
   Feed(WelcomeFrame());
   ASSERT_TRUE(worker_.configured());
-  // The same Welcome again is fine; a different run is not.
+  // The same Welcome again is fine; a different run, or an invalid one, is not and changes
+  // nothing.
   Feed(WelcomeFrame());
-  EXPECT_EQ(worker_.counters().rejected_welcomes, 3u);
+  EXPECT_EQ(worker_.counters().rejected_welcomes, 2u);
   RunConfig other = config_;
   other.rounds = 11;
   Feed(factory_.Welcome(ToWelcomeInfo(other, kId, 4)));
+  RunConfig invalid = config_;
+  invalid.feedback.local_steps = kMaxLocalSteps + 1;
+  Feed(factory_.Welcome(ToWelcomeInfo(invalid, kId, 4)));
   EXPECT_EQ(worker_.counters().rejected_welcomes, 4u);
   EXPECT_EQ(worker_.config().rounds, 10u);
+  EXPECT_EQ(worker_.phase(), WorkerPhase::kTraining);
+}
+
+// A well-formed Welcome for this worker whose run is invalid or outside the bounds a worker
+// accepts from the wire: the worker leaves at once, giving kRefusedRun, and computes nothing,
+// whatever broadcast follows. (local_steps = 134217729 was found by fuzzing: before the bound,
+// the broadcast after it ran that many gradient steps inside one OnFrame.)
+TEST_F(WorkerSessionTest, RefusesAWelcomeOutsideItsBoundsAndLeaves) {
+  const RunConfig valid = MeanConfig(kDim, kCodecId<TopKCodec>, 10);
+  struct Case {
+    const char* name;
+    RunConfig config;
+    std::uint32_t workers;
+  };
+  std::vector<Case> cases;
+  for (const std::uint32_t steps : {kMaxLocalSteps + 1, 134217729u, 0xFFFFFFFFu}) {
+    RunConfig config = valid;
+    config.feedback.local_steps = steps;
+    cases.push_back({"local steps", config, 4});
+  }
+  RunConfig big_batch = valid;
+  big_batch.batch = kMaxBatch + 1;
+  cases.push_back({"batch", big_batch, 4});
+  RunConfig big_round = valid;
+  big_round.batch = kMaxBatch;
+  big_round.feedback.local_steps = 17;  // 17 * 2^20 > 2^24 samples
+  cases.push_back({"local steps times batch", big_round, 4});
+  RunConfig majority_over_top_k = valid;
+  majority_over_top_k.aggregation = AggregationKind::kMajority;
+  cases.push_back({"majority vote over top_k", majority_over_top_k, 4});
+  cases.push_back({"worker count", valid, kMaxWorkers + 1});
+
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    QuadraticProblem problem;
+    problem.target = PseudoRandom(kDim, 11, 1.0f);
+    ArenaStorage storage(WorkerSession::ArenaBytes(valid));
+    WorkerOptions options;
+    options.device_id = kId;
+    options.gradient = &QuadraticGradient;
+    options.user = &problem;
+    options.codecs = &AllCodecs();
+    WorkerSession worker;
+    ASSERT_TRUE(worker.Init(storage.arena, options).ok());
+    const auto poll = [&worker] {
+      std::vector<Frame> frames;
+      OutgoingFrame out;
+      while (worker.PollFrame(out)) frames.emplace_back(out.bytes);
+      return frames;
+    };
+    worker.Start(0);
+    poll();
+    worker.OnFrame(kServerPeer, factory_.Welcome(ToWelcomeInfo(c.config, kId, c.workers)).bytes(),
+                   0);
+    EXPECT_TRUE(worker.Finished());
+    EXPECT_FALSE(worker.configured());
+    EXPECT_EQ(worker.status(), Status::InvalidArgument());
+    EXPECT_GT(std::strlen(worker.failure_reason()), 0u);
+    EXPECT_EQ(worker.counters().rejected_welcomes, 1u);
+    const auto frames = poll();
+    ASSERT_EQ(frames.size(), 1u);
+    const wire::FrameView leave = frames[0].View();
+    ASSERT_EQ(leave.kind, wire::MessageKind::kLeave);
+    EXPECT_EQ(leave.leave.reason, wire::LeaveReason::kRefusedRun);
+    // The broadcast that used to start the unbounded work finds a finished worker.
+    const std::vector<float> model = PseudoRandom(kDim, 5, 1.0f);
+    worker.OnFrame(kServerPeer,
+                   factory_
+                       .Broadcast(0, wire::BroadcastContent::kModel, CodecParams{},
+                                  valid.layout, model, valid.seed)
+                       .bytes(),
+                   0);
+    EXPECT_TRUE(poll().empty());
+    EXPECT_EQ(problem.calls, 0u);
+    EXPECT_EQ(worker.NextWakeup(), kNever);
+  }
 }
 
 TEST_F(WorkerSessionTest, ArenaTooSmallLeavesWithAFailure) {

@@ -4,11 +4,15 @@
 
 #include "edgesgd/core/aggregator.h"
 #include "edgesgd/core/downlink_feedback.h"
+#include "edgesgd/protocol/server_types.h"
 
 namespace edgesgd::protocol {
 namespace {
 
 constexpr float kMaxFloat = std::numeric_limits<float>::max();
+static_assert(kMaxLocalSteps == 4096 && kMaxBatch == 1048576 &&
+                  kMaxSamplesPerRound == 16777216 && kMaxWorkers == 256,
+              "the refusal reasons below spell out the bounds");
 
 // NaN fails every comparison, so each range test is written to be false for NaN.
 constexpr bool PositiveFinite(float value) { return value > 0.0f && value <= kMaxFloat; }
@@ -48,7 +52,9 @@ Status CheckFeedback(const FeedbackParams& feedback) {
   if (!NonNegativeFinite(feedback.weight_decay)) {
     return Status::InvalidArgument("weight decay must be non-negative and finite");
   }
-  if (feedback.local_steps < 1) return Status::InvalidArgument("local steps H must be at least 1");
+  if (feedback.local_steps < 1 || feedback.local_steps > kMaxLocalSteps) {
+    return Status::InvalidArgument("local steps H must be in 1..4096");
+  }
   // Belt and braces: core's own validation must agree with the field checks above.
   if (!ValidateFeedbackParams(feedback).ok()) {
     return Status::InvalidArgument("invalid feedback parameters");
@@ -95,7 +101,9 @@ Status ValidateRunConfig(const RunConfig& config) {
     return codec;
   }
   if (config.rounds < 1) return Status::InvalidArgument("rounds must be at least 1");
-  if (config.batch < 1) return Status::InvalidArgument("batch size must be at least 1");
+  if (config.batch < 1 || config.batch > kMaxBatch) {
+    return Status::InvalidArgument("batch size must be in 1..1048576");
+  }
   if (!(config.participation > 0.0f && config.participation <= 1.0f)) {
     return Status::InvalidArgument("participation must be in (0, 1]");
   }
@@ -106,6 +114,10 @@ Status ValidateRunConfig(const RunConfig& config) {
     case AggregationKind::kMean:
       if (const Status feedback = CheckFeedback(config.feedback); !feedback.ok()) {
         return feedback;
+      }
+      if (std::uint64_t{config.feedback.local_steps} * config.batch > kMaxSamplesPerRound) {
+        return Status::InvalidArgument(
+            "local steps H times the batch must be at most 16777216 samples per round");
       }
       if (config.downlink == DownlinkKind::kAggregate && !TraitsOf(config.codec).payload_sum &&
           !TraitsOf(config.codec).downlink_recompress) {
@@ -177,6 +189,9 @@ Status FromWelcomeInfo(const wire::WelcomeInfo& welcome, RunConfig& out) {
   }
   if (training.gossip != 0 || training.topology != 0 || training.gossip_rounds != 0) {
     return Status::InvalidArgument("gossip fields are set in a parameter-server Welcome");
+  }
+  if (welcome.workers < 1 || welcome.workers > kMaxWorkers) {
+    return Status::InvalidArgument("the Welcome's worker count is outside 1..256");
   }
   if (training.feedback > static_cast<std::uint8_t>(FeedbackKind::kSaef)) {
     return Status::InvalidArgument("unknown feedback kind");

@@ -82,6 +82,7 @@ void ServerSession::DoFrame(PeerId from, std::span<const std::byte> frame, TimeN
       if (slot == nullptr) {
         if (control) Reject(from, RejectReason::kUnknownSender, view.header.round, now);
       } else if (view.kind == wire::MessageKind::kLeave) {
+        if (view.leave.reason == wire::LeaveReason::kRefusedRun) ++counters_.refused_runs;
         MarkGone(*slot);  // leaving on its own (shutdown, failure, low power) until it rejoins
       } else {
         MarkHeard(*slot, now);

@@ -192,15 +192,19 @@ TimeNs WorkerSession::DoNextWakeup() const {
 // ---- Frames from the server ----
 
 void WorkerSession::HandleWelcome(const wire::FrameView& view, TimeNs now) {
-  RunConfig config;
-  if (!FromWelcomeInfo(view.welcome, config).ok()) {
-    ++counters_.rejected_welcomes;
-    return;
-  }
   const std::uint32_t assigned = view.welcome.assigned_id;
   if (assigned == kServerPeer || assigned == wire::kUnassignedDevice ||
       (options_.device_id != wire::kUnassignedDevice && assigned != options_.device_id)) {
     ++counters_.rejected_welcomes;
+    return;
+  }
+  RunConfig config;
+  const Status described = FromWelcomeInfo(view.welcome, config);
+  if (!described.ok()) {
+    ++counters_.rejected_welcomes;
+    // The run cannot be done here: leave, so that the server stops waiting for this device, and
+    // never start it (the bounds keep one Welcome from sizing unbounded work).
+    if (!configured_) Fail(described, described.reason(), wire::LeaveReason::kRefusedRun);
     return;
   }
   if (configured_) {
@@ -219,7 +223,7 @@ void WorkerSession::HandleWelcome(const wire::FrameView& view, TimeNs now) {
          configured.code() == StatusCode::kResourceExhausted
              ? "worker arena is smaller than WorkerSession::ArenaBytes for this run"
              : "worker could not take its buffers for this run",
-         /*send_leave=*/true);
+         wire::LeaveReason::kFailure);
     return;
   }
   welcome_ = view.welcome;
@@ -522,19 +526,17 @@ void WorkerSession::Resync(TimeNs now) {
   SendJoin(now);
 }
 
-void WorkerSession::Fail(Status status, const char* reason, bool send_leave) {
+void WorkerSession::Fail(Status status, const char* reason, wire::LeaveReason leave) {
   status_ = status;
   const std::size_t length = std::min(std::strlen(reason), wire::kMaxErrorReasonBytes);
   std::memcpy(failure_reason_.data(), reason, length);
   failure_reason_[length] = '\0';
   pending_ = 0;
-  if (send_leave) {
-    const Result<std::span<const std::byte>> frame =
-        control_builder_->EncodeLeave(NextHeader(0), wire::LeaveInfo{wire::LeaveReason::kFailure});
-    if (frame.ok()) {
-      control_frame_ = frame.value();
-      pending_ = kPendingControl;
-    }
+  const Result<std::span<const std::byte>> frame =
+      control_builder_->EncodeLeave(NextHeader(0), wire::LeaveInfo{leave});
+  if (frame.ok()) {
+    control_frame_ = frame.value();
+    pending_ = kPendingControl;
   }
   phase_ = WorkerPhase::kFinished;
 }

@@ -57,7 +57,8 @@ static_assert(EnumCast<fb::LeaveReason>(LeaveReason::kDone) == fb::LeaveReason::
 static_assert(EnumCast<fb::LeaveReason>(LeaveReason::kShutdown) == fb::LeaveReason::Shutdown);
 static_assert(EnumCast<fb::LeaveReason>(LeaveReason::kFailure) == fb::LeaveReason::Failure);
 static_assert(EnumCast<fb::LeaveReason>(LeaveReason::kLowPower) == fb::LeaveReason::LowPower);
-static_assert(fb::LeaveReason::MAX == fb::LeaveReason::LowPower);
+static_assert(EnumCast<fb::LeaveReason>(LeaveReason::kRefusedRun) == fb::LeaveReason::RefusedRun);
+static_assert(fb::LeaveReason::MAX == fb::LeaveReason::RefusedRun);
 
 static_assert(fb::Payload::NONE == fb::Payload(0));
 static_assert(EnumCast<fb::Payload>(PayloadLayout::kDense) == fb::Payload::DensePayload);

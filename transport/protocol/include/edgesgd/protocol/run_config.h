@@ -65,12 +65,22 @@ constexpr bool RecompressesDownlink(const RunConfig& config) {
          config.downlink == DownlinkKind::kAggregate && !TraitsOf(config.codec).payload_sum;
 }
 
+// Bounds on the values that size a worker's work per frame. A worker takes them from the
+// server's Welcome, so they are bounded like any input from the wire: without them one Welcome
+// could make a worker compute for days inside a single OnFrame. They are generous for training
+// (H = 4096 local steps, a batch of a million samples) and the server refuses larger flags.
+inline constexpr std::uint32_t kMaxLocalSteps = 4096;
+inline constexpr std::uint32_t kMaxBatch = 1u << 20;
+// Local steps H times the batch: gradient samples a worker processes for one broadcast.
+inline constexpr std::uint64_t kMaxSamplesPerRound = std::uint64_t{1} << 24;
+
 // Checks everything a run needs before any memory is taken. Rules (each failure has its own
 // reason): a non-empty layout whose dense model fits one frame; codec parameters valid for the
 // codec (its descriptor's Validate) and its update frame within kMaxFrameBytes; rounds >= 1;
-// batch >= 1; participation in (0, 1]; known enums.
+// batch in 1..kMaxBatch; participation in (0, 1]; known enums.
 //   kMean: feedback parameters valid (lr > 0 finite, momentum in [0, 1), wd >= 0 finite,
-//          detach in [0, 1] for DEF, local steps H >= 1); the aggregate downlink needs a codec
+//          detach in [0, 1] for DEF, local steps H in 1..kMaxLocalSteps with H * batch at most
+//          kMaxSamplesPerRound); the aggregate downlink needs a codec
 //          whose payloads sum across workers or one the server can re-compress with.
 //   kMajority: a codec in its vote form (VoteForm: sign with unit scales); the Signum optimizer
 //          with valid lr / momentum (beta) / wd; local steps H == 1 (one gradient per vote).
@@ -140,7 +150,7 @@ wire::WelcomeInfo ToWelcomeInfo(const RunConfig& config, std::uint32_t assigned_
 
 // The RunConfig a Welcome describes, into `out` (left unchanged on failure). Rejects kinds
 // outside their enums, a mode other than kServerMode and gossip fields this protocol does not
-// run, then applies ValidateRunConfig. Does not allocate. Errors: kInvalidArgument with a
+// run, a worker count outside 1..kMaxWorkers, then applies ValidateRunConfig. Does not allocate. Errors: kInvalidArgument with a
 // reason.
 Status FromWelcomeInfo(const wire::WelcomeInfo& welcome, RunConfig& out);
 

@@ -92,6 +92,7 @@ struct ServerCounters {
   std::uint64_t joins = 0;         // first Joins of a worker id
   std::uint64_t rejoins = 0;       // Joins of an id already admitted (resync, restart)
   std::uint64_t workers_lost = 0;  // liveness timeouts, OnPeerLost and Leaves
+  std::uint64_t refused_runs = 0;  // Leaves of workers that refused the Welcome's run
   std::uint64_t revivals = 0;      // a lost worker heard from again
   std::uint64_t updates_accepted = 0;
   std::uint64_t rounds_completed = 0;  // closed and applied (a failed apply ends the run)

@@ -88,7 +88,7 @@ struct WorkerCounters {
   std::uint64_t stale_broadcasts = 0;      // a broadcast of a round older than the last one
   std::uint64_t duplicate_broadcasts = 0;  // the last round's broadcast again (update re-sent)
   std::uint64_t bad_payloads = 0;          // a broadcast whose payload failed verification
-  std::uint64_t rejected_welcomes = 0;     // invalid, or not matching the first Welcome
+  std::uint64_t rejected_welcomes = 0;     // refused, another id's, or not the first Welcome
   std::uint64_t resyncs = 0;               // aggregates that did not fit the held model
   std::uint64_t gradient_errors = 0;       // the callback returned an error
   std::uint64_t encode_errors = 0;         // the update could not be encoded (diverged)
@@ -229,7 +229,8 @@ class WorkerSession final : public Session {
   void SendJoin(TimeNs now);
   void SendHeartbeat(TimeNs now);
   void Resync(TimeNs now);
-  void Fail(Status status, const char* reason, bool send_leave);
+  // Finishes with `status`, keeping `reason`, and queues a Leave giving `leave`.
+  void Fail(Status status, const char* reason, wire::LeaveReason leave);
   wire::FrameHeader NextHeader(std::uint32_t round);
   std::uint32_t StepSamples() const;
 

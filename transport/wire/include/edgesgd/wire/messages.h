@@ -111,7 +111,8 @@ struct HeartbeatInfo {
   friend constexpr bool operator==(const HeartbeatInfo&, const HeartbeatInfo&) = default;
 };
 
-enum class LeaveReason : std::uint8_t { kDone = 0, kShutdown, kFailure, kLowPower };
+// kRefusedRun: a worker refused the run its Welcome described (outside its bounds or invalid).
+enum class LeaveReason : std::uint8_t { kDone = 0, kShutdown, kFailure, kLowPower, kRefusedRun };
 
 struct LeaveInfo {
   LeaveReason reason = LeaveReason::kDone;
