@@ -29,9 +29,9 @@ namespace {
 
 using protocol::WorkerSession;
 
-// Most gradient evaluations one event may cause: one round's local steps, at most H = 4096 (the
-// bound a worker puts on a Welcome's local steps, protocol::kMaxLocalSteps).
-constexpr std::uint64_t kMaxGradientCallsPerEvent = 4096;
+// Most gradient evaluations one event may cause: one round's local steps, at most the bound a
+// worker puts on a Welcome's local steps.
+constexpr std::uint64_t kMaxGradientCallsPerEvent = protocol::kMaxLocalSteps;
 // Arena beyond InitArenaBytes: room for the configurations of fuzz_scripts.h many times over;
 // a Welcome of a larger model makes the worker fail with kResourceExhausted (a legal outcome).
 constexpr std::size_t kWelcomeArenaBytes = std::size_t{256} << 10;
