@@ -8,10 +8,13 @@
 # first if it is not there yet.
 set -euo pipefail
 
+# The host group has both compilers: GCC builds the release preset, Clang (with its sanitizer
+# runtimes, libclang-rt-14-dev) the asan preset.
 declare -A groups=(
-  [host]="cmake ninja-build g++ make libeigen3-dev googletest libcli11-dev zlib1g-dev
-          libflatbuffers-dev flatbuffers-compiler libasio-dev libmbedtls-dev
-          libssl-dev openssl dataset-fashion-mnist python3-matplotlib binutils iproute2"
+  [host]="cmake ninja-build g++ clang libclang-rt-14-dev make libeigen3-dev googletest
+          libcli11-dev zlib1g-dev libflatbuffers-dev flatbuffers-compiler libasio-dev
+          libmbedtls-dev libssl-dev openssl dataset-fashion-mnist python3-matplotlib binutils
+          iproute2"
   [cross]="g++-aarch64-linux-gnu g++-arm-linux-gnueabihf qemu-user gcc-arm-none-eabi
            libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib qemu-system-arm
            libmbedtls-dev:arm64 libmbedtls-dev:armhf"
