@@ -4,10 +4,11 @@
 #   tests/fuzz/run_long.sh [TARGET...]      (default: every target; names as in corpus/)
 # Environment:
 #   EDGESGD_FUZZ_SECONDS   seconds per target (default 600)
-#   EDGESGD_FUZZ_BUILD     the build directory with the fuzz_* programs (default build/asan)
-#   EDGESGD_FUZZ_WORK      where corpora grow and findings land (default $EDGESGD_FUZZ_BUILD/fuzz-long);
-#                          the grown corpus is kept between runs, so each run starts where the
-#                          last one stopped
+#   EDGESGD_FUZZ_BUILD     the build directory with the fuzz_* programs (default
+#                          build/asan-clang, the asan preset's)
+#   EDGESGD_FUZZ_WORK      where corpora grow and findings land (default
+#                          $EDGESGD_FUZZ_BUILD/fuzz-long); the grown corpus is kept between runs,
+#                          so each run starts where the last one stopped
 #   EDGESGD_FUZZ_FLAGS     extra libFuzzer flags (e.g. "-jobs=2 -workers=2", "-use_value_profile=1")
 # Build the programs first: cmake --preset asan && cmake --build --preset asan -j2 --target
 # fuzz_frame_decoder fuzz_server_session fuzz_worker_session fuzz_auth_record fuzz_checkpoint.
@@ -17,7 +18,7 @@ set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 seconds="${EDGESGD_FUZZ_SECONDS:-600}"
-build="${EDGESGD_FUZZ_BUILD:-$root/build/asan}"
+build="${EDGESGD_FUZZ_BUILD:-$root/build/asan-clang}"
 work="${EDGESGD_FUZZ_WORK:-$build/fuzz-long}"
 read -r -a flags <<<"${EDGESGD_FUZZ_FLAGS:-}"
 
