@@ -56,7 +56,8 @@ Bytes Tampered(FuzzInput& in, const Bytes& original) {
     const std::uint8_t value = in.U8();
     switch (kind) {
       case AuthTamper::kFlipBit:
-        if (!bytes.empty()) bytes[position % bytes.size()] ^= static_cast<std::byte>(1u << (value % 8));
+        if (!bytes.empty())
+          bytes[position % bytes.size()] ^= static_cast<std::byte>(1u << (value % 8));
         break;
       case AuthTamper::kSetByte:
         if (!bytes.empty()) bytes[position % bytes.size()] = static_cast<std::byte>(value);
@@ -77,9 +78,9 @@ class AuthHarness {
   AuthHarness() {
     EDGESGD_FUZZ_CHECK(keys_.Add(1, KeyOf(1)).ok() && keys_.Add(2, KeyOf(2)).ok(),
                        "the harness's keys are accepted");
-    EDGESGD_FUZZ_CHECK(initiator_.Init(kAuthMaxPayload).ok() &&
-                           responder_.Init(kAuthMaxPayload).ok(),
-                       "the harness's connections initialize");
+    EDGESGD_FUZZ_CHECK(
+        initiator_.Init(kAuthMaxPayload).ok() && responder_.Init(kAuthMaxPayload).ok(),
+        "the harness's connections initialize");
   }
 
   // The hellos. False when no connection could be established (the script ends).
@@ -104,8 +105,8 @@ class AuthHarness {
       const std::uint8_t position = in.U8();
       delivered_hello[position % delivered_hello.size()] ^= static_cast<std::byte>(in.U8());
     }
-    const bool hello_genuine = std::equal(delivered_hello.begin(), delivered_hello.end(),
-                                          hello.begin(), hello.end());
+    const bool hello_genuine =
+        std::equal(delivered_hello.begin(), delivered_hello.end(), hello.begin(), hello.end());
     std::array<std::byte, auth::kResponderHelloBytes> reply{};
     const Status responded =
         responder_.StartResponder(keys_, delivered_hello, responder_nonce, reply);
@@ -123,8 +124,8 @@ class AuthHarness {
       const std::uint8_t position = in.U8();
       delivered_reply[position % delivered_reply.size()] ^= static_cast<std::byte>(in.U8());
     }
-    const bool reply_genuine = std::equal(delivered_reply.begin(), delivered_reply.end(),
-                                          reply.begin(), reply.end());
+    const bool reply_genuine =
+        std::equal(delivered_reply.begin(), delivered_reply.end(), reply.begin(), reply.end());
     const Status accepted = initiator_.AcceptResponderHello(delivered_reply);
     genuine_ = hello_genuine && reply_genuine;
     EDGESGD_FUZZ_CHECK(accepted.ok() == genuine_,
@@ -210,8 +211,7 @@ class AuthHarness {
     const bool expected = alive && genuine_ && is_next;
     const Result<std::span<const std::byte>> payload = receiver.Open(bytes);
     if (payload.ok()) {
-      EDGESGD_FUZZ_CHECK(expected,
-                         "an accepted record is exactly the next one the peer sealed");
+      EDGESGD_FUZZ_CHECK(expected, "an accepted record is exactly the next one the peer sealed");
       const Bytes& sealed = direction.payloads[direction.opened];
       EDGESGD_FUZZ_CHECK(payload.value().size() == sealed.size() &&
                              std::equal(sealed.begin(), sealed.end(), payload.value().begin()),

@@ -117,7 +117,8 @@ void AdvanceTo(FuzzOutput& out, TimeNs& now, TimeNs at, std::uint8_t op) {
   }
 }
 
-void WriteFrameOp(FuzzOutput& out, std::uint8_t op, PeerId from, const std::vector<std::byte>& frame) {
+void WriteFrameOp(FuzzOutput& out, std::uint8_t op, PeerId from,
+                  const std::vector<std::byte>& frame) {
   ASSERT_LE(frame.size(), 0xFFFFu);
   out.U8(op);
   out.U8(static_cast<std::uint8_t>(from));
@@ -187,12 +188,23 @@ void WriteDecoderSeeds(std::uint8_t index, const RecordedRun& run) {
         kind = delivery.content == wire::BroadcastContent::kAggregate ? "aggregate" : "model";
         limit = 2;
         break;
-      case wire::MessageKind::kJoin: kind = "join"; break;
-      case wire::MessageKind::kWelcome: kind = "welcome"; break;
-      case wire::MessageKind::kHeartbeat: kind = "heartbeat"; break;
-      case wire::MessageKind::kLeave: kind = "leave"; break;
-      case wire::MessageKind::kError: kind = "error"; break;
-      default: continue;
+      case wire::MessageKind::kJoin:
+        kind = "join";
+        break;
+      case wire::MessageKind::kWelcome:
+        kind = "welcome";
+        break;
+      case wire::MessageKind::kHeartbeat:
+        kind = "heartbeat";
+        break;
+      case wire::MessageKind::kLeave:
+        kind = "leave";
+        break;
+      case wire::MessageKind::kError:
+        kind = "error";
+        break;
+      default:
+        continue;
     }
     // Control frames are alike across runs: the first run's are enough.
     const bool control = delivery.kind != wire::MessageKind::kUpdate &&
@@ -209,7 +221,8 @@ void WriteDecoderSeeds(std::uint8_t index, const RecordedRun& run) {
 
 // Frames no run of the table sends: the remaining codecs, and a GossipExchange.
 void WriteSyntheticDecoderSeeds() {
-  const TensorLayout layout = TensorLayout::FromSizes(std::array<std::uint64_t, 3>{40, 7, 33}).value();
+  const TensorLayout layout =
+      TensorLayout::FromSizes(std::array<std::uint64_t, 3>{40, 7, 33}).value();
   const std::vector<float> input = PatternValues(layout.dimension(), 7, 20);
   const std::vector<std::pair<std::string, CodecParams>> codecs = {
       {"fp16", Fp16Params{}},
@@ -234,8 +247,8 @@ void WriteSyntheticDecoderSeeds() {
       top_k, layout, context, input);
   ASSERT_FALSE(gossip.empty());
   WriteDecoderSeed("synthetic-gossip-top_k", DecoderSetup::For(top_k, layout, context), gossip);
-  const std::span<const std::byte> error = maker.Error({0, 0, 1}, StatusCode::kFailedPrecondition,
-                                                       "the device lacks the run's codec");
+  const std::span<const std::byte> error =
+      maker.Error({0, 0, 1}, StatusCode::kFailedPrecondition, "the device lacks the run's codec");
   WriteDecoderSeed("synthetic-error", DecoderSetup::For(top_k, layout, context), error);
   const std::span<const std::byte> heartbeat = maker.Heartbeat({2, 3, 40}, {123456, 123000});
   WriteDecoderSeed("synthetic-heartbeat", DecoderSetup::For(top_k, layout, context), heartbeat);
@@ -284,8 +297,8 @@ void WriteAuthSeed(const RecordedRun& run, const std::string& name, int twist) {
     if (delivery.from != 1 && delivery.to != 1) continue;
     if (delivery.bytes.size() > kAuthMaxPayload) continue;
     const bool from_worker = delivery.from == 1;  // the worker opens the connection
-    out.U8(static_cast<std::uint8_t>(from_worker ? AuthOp::kSealInitiator
-                                                 : AuthOp::kSealResponder));
+    out.U8(
+        static_cast<std::uint8_t>(from_worker ? AuthOp::kSealInitiator : AuthOp::kSealResponder));
     out.U16(static_cast<std::uint16_t>(delivery.bytes.size()));
     out.Bytes(delivery.bytes);
     int& sealed = from_worker ? sealed_by_worker : sealed_by_server;

@@ -55,11 +55,21 @@ bool SameView(const PayloadView& a, const PayloadView& b) {
 void FillAccumulator(std::span<float> accumulator) {
   for (std::size_t i = 0; i < accumulator.size(); ++i) {
     switch (i % 5) {
-      case 0: accumulator[i] = 0.0f; break;
-      case 1: accumulator[i] = -0.0f; break;
-      case 2: accumulator[i] = 1.5f * static_cast<float>(i); break;
-      case 3: accumulator[i] = -3.0e30f; break;
-      default: accumulator[i] = 1.0f / static_cast<float>(i + 1); break;
+      case 0:
+        accumulator[i] = 0.0f;
+        break;
+      case 1:
+        accumulator[i] = -0.0f;
+        break;
+      case 2:
+        accumulator[i] = 1.5f * static_cast<float>(i);
+        break;
+      case 3:
+        accumulator[i] = -3.0e30f;
+        break;
+      default:
+        accumulator[i] = 1.0f / static_cast<float>(i + 1);
+        break;
     }
   }
 }
@@ -103,8 +113,7 @@ void CheckDecodeAdd(const CodecParams& params, const TensorLayout& layout,
 
   const Status shared_first = AllCodecs().CheckShared(params, layout, context, view);
   const Status shared_second = AllCodecs().CheckShared(params, layout, context, view);
-  EDGESGD_FUZZ_CHECK(shared_first.code() == shared_second.code(),
-                     "CheckShared is deterministic");
+  EDGESGD_FUZZ_CHECK(shared_first.code() == shared_second.code(), "CheckShared is deterministic");
 }
 
 // Encodes the control message of `view` with the frame builder into `storage`; empty if the
@@ -158,9 +167,9 @@ void CheckReencodes(const wire::FrameView& view) {
       EDGESGD_FUZZ_CHECK(second.leave == view.leave, "a Leave re-encodes to the same values");
       break;
     case wire::MessageKind::kError:
-      EDGESGD_FUZZ_CHECK(second.error.code == view.error.code &&
-                             second.error.reason == view.error.reason,
-                         "an Error re-encodes to the same values");
+      EDGESGD_FUZZ_CHECK(
+          second.error.code == view.error.code && second.error.reason == view.error.reason,
+          "an Error re-encodes to the same values");
       break;
     case wire::MessageKind::kWelcome:
       // Floats may be NaN, which == does not match: compare the bytes of a second encoding.
@@ -173,9 +182,9 @@ void CheckReencodes(const wire::FrameView& view) {
   }
   std::vector<std::uint64_t> second_storage;
   const std::span<const std::byte> third = Reencode(second, second_storage);
-  EDGESGD_FUZZ_CHECK(third.size() == first.size() &&
-                         std::memcmp(third.data(), first.data(), first.size()) == 0,
-                     "encoding a decoded control message is a fixed point");
+  EDGESGD_FUZZ_CHECK(
+      third.size() == first.size() && std::memcmp(third.data(), first.data(), first.size()) == 0,
+      "encoding a decoded control message is a fixed point");
 }
 
 void Run(const std::uint8_t* data, std::size_t size) {
@@ -244,11 +253,10 @@ void Run(const std::uint8_t* data, std::size_t size) {
                          payload.layout == view_again.payload.layout &&
                          payload.header == view_again.payload.header,
                      "the decoded payload is deterministic");
-  EDGESGD_FUZZ_CHECK(SpanInside(frame, payload.view.indices) &&
-                         SpanInside(frame, payload.view.values) &&
-                         SpanInside(frame, payload.view.words) &&
-                         SpanInside(frame, payload.view.scales),
-                     "payload spans point into the frame");
+  EDGESGD_FUZZ_CHECK(
+      SpanInside(frame, payload.view.indices) && SpanInside(frame, payload.view.values) &&
+          SpanInside(frame, payload.view.words) && SpanInside(frame, payload.view.scales),
+      "payload spans point into the frame");
 
   // The receiver's configuration: the header's layout and codec parameters (or, when those do
   // not validate, the defaults of the codec the payload names).

@@ -60,30 +60,30 @@ inline std::vector<NamedRunConfig> RunConfigs() {
   using protocol::DownlinkKind;
   std::vector<NamedRunConfig> configs;
   configs.push_back({"top_k_model", MeanRun(TopKParams{.k_ratio = 0.25f}, DownlinkKind::kModel)});
-  configs.push_back({"rand_k_aggregate", MeanRun(RandKParams{.k_ratio = 0.25f},
-                                                 DownlinkKind::kAggregate)});
-  configs.push_back({"top_k_recompressed", MeanRun(TopKParams{.k_ratio = 0.25f},
-                                                   DownlinkKind::kAggregate)});
+  configs.push_back(
+      {"rand_k_aggregate", MeanRun(RandKParams{.k_ratio = 0.25f}, DownlinkKind::kAggregate)});
+  configs.push_back(
+      {"top_k_recompressed", MeanRun(TopKParams{.k_ratio = 0.25f}, DownlinkKind::kAggregate)});
   {
-    protocol::RunConfig majority = MeanRun(SignParams{.scale = SignScale::kUnit},
-                                           DownlinkKind::kAggregate);
+    protocol::RunConfig majority =
+        MeanRun(SignParams{.scale = SignScale::kUnit}, DownlinkKind::kAggregate);
     majority.aggregation = protocol::AggregationKind::kMajority;
     majority.optimizer = OptimizerParams{OptimizerKind::kSignum, 0.01f, 0.5f, 0.0f};
     configs.push_back({"majority_vote", majority});
   }
   {
-    protocol::RunConfig qsgd = MeanRun(
-        QsgdParams{.levels = 15, .bucket = 16, .schedule = QuantScheduleKind::kDq},
-        DownlinkKind::kModel);
+    protocol::RunConfig qsgd =
+        MeanRun(QsgdParams{.levels = 15, .bucket = 16, .schedule = QuantScheduleKind::kDq},
+                DownlinkKind::kModel);
     qsgd.feedback.local_steps = 2;
     configs.push_back({"qsgd_dq_two_steps", qsgd});
   }
-  configs.push_back({"reg_top_k_model", MeanRun(RegTopKParams{.k_ratio = 0.25f},
-                                                DownlinkKind::kModel)});
+  configs.push_back(
+      {"reg_top_k_model", MeanRun(RegTopKParams{.k_ratio = 0.25f}, DownlinkKind::kModel)});
   configs.push_back({"natural_recompressed", MeanRun(NaturalParams{}, DownlinkKind::kAggregate)});
   {
-    protocol::RunConfig block = MeanRun(RandomBlockParams{.block_ratio = 4},
-                                        DownlinkKind::kAggregate);
+    protocol::RunConfig block =
+        MeanRun(RandomBlockParams{.block_ratio = 4}, DownlinkKind::kAggregate);
     block.feedback.kind = FeedbackKind::kDef;
     block.feedback.detach = 0.3f;
     block.participation = 0.67f;
@@ -110,7 +110,9 @@ inline std::vector<float> InitialModel(const protocol::RunConfig& config) {
 }
 
 // The quadratic problem the workers train on: gradient = point - target, target fixed.
-inline float Target(std::size_t i) { return 0.5f * static_cast<float>(static_cast<int>(i % 7) - 3); }
+inline float Target(std::size_t i) {
+  return 0.5f * static_cast<float>(static_cast<int>(i % 7) - 3);
+}
 
 // Deterministic values for payloads the harnesses build: a pattern from `seed` scaled by 2^e
 // with e from `scale` in -20..19, so huge, tiny and ordinary magnitudes all occur.

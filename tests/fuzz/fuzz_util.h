@@ -20,14 +20,14 @@
 
 // Stops the run with a message when an invariant does not hold: libFuzzer reports the trap as a
 // crash and saves the input that caused it.
-#define EDGESGD_FUZZ_CHECK(condition, what)                                                 \
-  do {                                                                                      \
-    if (!(condition)) {                                                                     \
+#define EDGESGD_FUZZ_CHECK(condition, what)                                                \
+  do {                                                                                     \
+    if (!(condition)) {                                                                    \
       std::fprintf(stderr, "fuzz invariant violated: %s\n  check: %s\n  at %s:%d\n", what, \
-                   #condition, __FILE__, __LINE__);                                         \
-      std::fflush(stderr);                                                                  \
-      __builtin_trap();                                                                     \
-    }                                                                                       \
+                   #condition, __FILE__, __LINE__);                                        \
+      std::fflush(stderr);                                                                 \
+      __builtin_trap();                                                                    \
+    }                                                                                      \
   } while (false)
 
 namespace edgesgd::fuzz {
@@ -88,7 +88,9 @@ class FuzzOutput {
     std::memcpy(&bits, &value, sizeof(bits));
     U32(bits);
   }
-  void Bytes(std::span<const std::byte> bytes) { bytes_.insert(bytes_.end(), bytes.begin(), bytes.end()); }
+  void Bytes(std::span<const std::byte> bytes) {
+    bytes_.insert(bytes_.end(), bytes.begin(), bytes.end());
+  }
   const std::vector<std::byte>& bytes() const { return bytes_; }
 
  private:

@@ -27,9 +27,7 @@ using protocol::ServerSession;
 class ServerHarness {
  public:
   ServerHarness(const protocol::RunConfig& config, const protocol::ServerOptions& options)
-      : config_(config),
-        storage_(ServerSession::ArenaBytes(config, options)),
-        maker_() {
+      : config_(config), storage_(ServerSession::ArenaBytes(config, options)), maker_() {
     const Status init =
         server_.Init(storage_.arena, AllCodecs(), config, options, InitialModel(config));
     EDGESGD_FUZZ_CHECK(init.ok(), "the harness's server initializes");
@@ -63,8 +61,7 @@ class ServerHarness {
         break;
       case ServerOp::kHeartbeat: {
         const PeerId from = ScriptPeer(in.U8());
-        Deliver(from, maker_.Heartbeat({from, server_.round(), sequence_++},
-                                       {now_ / 1000, 0}));
+        Deliver(from, maker_.Heartbeat({from, server_.round(), sequence_++}, {now_ / 1000, 0}));
         break;
       }
       case ServerOp::kLeave: {
@@ -103,8 +100,7 @@ class ServerHarness {
     const std::uint32_t sender = (flags & 1) != 0 ? from % kWorkers + 1 : from;
     // A worker's update: its gradient at the server's model, through the run's codec (its
     // round's parameters, for a quantization schedule).
-    const std::vector<float> gradient =
-        PatternValues(config_.layout.dimension(), seed, scale);
+    const std::vector<float> gradient = PatternValues(config_.layout.dimension(), seed, scale);
     CodecParams params = config_.codec;
     if ((flags & 2) != 0) {
       params = IdentityParams{};

@@ -26,17 +26,17 @@ class FrameMaker {
   // A payload frame of `message` whose payload is `params`' encoding of `input` (empty when the
   // codec refuses, e.g. an input the codec cannot encode).
   std::span<const std::byte> Payload(const wire::FrameHeader& header,
-                                     const wire::PayloadMessage& message,
-                                     const CodecParams& params, const TensorLayout& layout,
-                                     const CodecContext& context, std::span<const float> input) {
+                                     const wire::PayloadMessage& message, const CodecParams& params,
+                                     const TensorLayout& layout, const CodecContext& context,
+                                     std::span<const float> input) {
     wire::FrameBuilder builder(Buffer(wire::FrameBuilderBytes(params, layout)));
     const std::size_t scratch_bytes = CodecScratchBytes(params, layout);
     scratch_.assign(scratch_bytes / 8 + 3, 0);
     auto* base = reinterpret_cast<std::byte*>(scratch_.data());
     base += (16 - reinterpret_cast<std::uintptr_t>(base) % 16) % 16;
-    const Result<std::span<const std::byte>> frame = builder.EncodePayloadFrame(
-        header, message, AllCodecs(), params, layout, context, input,
-        std::span<std::byte>(base, scratch_bytes));
+    const Result<std::span<const std::byte>> frame =
+        builder.EncodePayloadFrame(header, message, AllCodecs(), params, layout, context, input,
+                                   std::span<std::byte>(base, scratch_bytes));
     return Keep(frame);
   }
 

@@ -100,8 +100,8 @@ class WorkerHarness {
   }
 
  private:
-  static Status Gradient(void* user, std::span<const float> point, std::uint32_t,
-                         std::uint32_t, std::span<float> gradient) {
+  static Status Gradient(void* user, std::span<const float> point, std::uint32_t, std::uint32_t,
+                         std::span<float> gradient) {
     auto* harness = static_cast<WorkerHarness*>(user);
     ++harness->gradient_calls_;
     EDGESGD_FUZZ_CHECK(harness->gradient_calls_ <= kMaxGradientCallsPerEvent,
@@ -159,14 +159,14 @@ class WorkerHarness {
     // The run the worker was told, or (before a Welcome) the first configuration.
     const protocol::RunConfig& config =
         worker_->configured() ? worker_->config() : RunConfigAt(0).config;
-    const auto content = (flags & 1) != 0 ? wire::BroadcastContent::kAggregate
-                                          : wire::BroadcastContent::kModel;
+    const auto content =
+        (flags & 1) != 0 ? wire::BroadcastContent::kAggregate : wire::BroadcastContent::kModel;
     const CodecParams params = (flags & 2) != 0 ? config.codec : protocol::ModelCodec();
     const std::vector<float> values = PatternValues(config.layout.dimension(), seed, scale);
-    const std::span<const std::byte> frame = maker_.Payload(
-        {protocol::kServerPeer, round, sequence_++},
-        wire::PayloadMessage::ModelBroadcast({content, participants}), params, config.layout,
-        {config.seed, round == 0 ? 0 : round - 1, 0}, values);
+    const std::span<const std::byte> frame =
+        maker_.Payload({protocol::kServerPeer, round, sequence_++},
+                       wire::PayloadMessage::ModelBroadcast({content, participants}), params,
+                       config.layout, {config.seed, round == 0 ? 0 : round - 1, 0}, values);
     if (!frame.empty()) Deliver(protocol::kServerPeer, frame);
   }
 
