@@ -3,7 +3,8 @@
 // with fields overridden by the script (ids, worker and round counts, local steps, batch,
 // learning rate, ...), ModelBroadcasts of models and aggregates, Leaves, Errors, clock advances
 // with timer expiries and lost links. A worker that finishes is replaced by a fresh one (a few
-// times), so one input can go on. Invariants, after every event:
+// times), so one input can go on; a script ends after kMaxGradientCallsPerScript gradients in
+// all (a budget on one input's time, not a bound on the worker). Invariants, after every event:
 //   - every frame the worker hands out decodes through the wire decoder, is 8-byte aligned and
 //     goes to the server;
 //   - bounded work: no event makes the worker call its gradient callback more than
@@ -44,10 +45,15 @@ std::span<std::byte> ArenaBuffer() {
   return std::as_writable_bytes(std::span(words));
 }
 constexpr int kMaxWorkerRestarts = 8;
+// A script stops once its events have cost this many gradients in all (each event's work is
+// bounded, but hundreds of rounds of 4096 local steps would make one input take seconds).
+constexpr std::uint64_t kMaxGradientCallsPerScript = std::uint64_t{1} << 18;
 
 class WorkerHarness {
  public:
   explicit WorkerHarness(std::uint8_t flags) : flags_(flags) { Restart(); }
+
+  std::uint64_t gradient_total() const { return gradient_total_; }
 
   void Event(FuzzInput& in) {
     if (worker_->Finished() && restarts_ < kMaxWorkerRestarts) Restart();
@@ -104,6 +110,7 @@ class WorkerHarness {
                          std::span<float> gradient) {
     auto* harness = static_cast<WorkerHarness*>(user);
     ++harness->gradient_calls_;
+    ++harness->gradient_total_;
     EDGESGD_FUZZ_CHECK(harness->gradient_calls_ <= kMaxGradientCallsPerEvent,
                        "one event makes the worker compute a bounded number of gradients");
     EDGESGD_FUZZ_CHECK(point.size() == gradient.size() &&
@@ -193,13 +200,16 @@ class WorkerHarness {
   AlignedBytes incoming_;
   TimeNs now_ = 0;
   std::uint64_t sequence_ = 0;
-  std::uint64_t gradient_calls_ = 0;
+  std::uint64_t gradient_calls_ = 0;  // in the current event
+  std::uint64_t gradient_total_ = 0;  // in the whole script
 };
 
 void Run(const std::uint8_t* data, std::size_t size) {
   FuzzInput in(data, size);
   WorkerHarness harness(in.U8());
-  for (std::size_t event = 0; event < kMaxScriptEvents && !in.empty(); ++event) {
+  for (std::size_t event = 0; event < kMaxScriptEvents && !in.empty() &&
+                              harness.gradient_total() < kMaxGradientCallsPerScript;
+       ++event) {
     harness.Event(in);
   }
 }
