@@ -251,6 +251,17 @@ TEST_F(WorkerSessionTest, ErrorWhileJoiningEndsTheSessionWithTheServersReason) {
   EXPECT_EQ(worker_.NextWakeup(), kNever);
 }
 
+TEST_F(WorkerSessionTest, ErrorWithoutAReasonEndsTheSessionWithAnEmptyReason) {
+  Make(MeanConfig(kDim, kCodecId<TopKCodec>, 10));
+  worker_.Start(0);
+  Poll();
+  // No reason string in the frame: the decoded reason has no storage behind it.
+  Feed(factory_.Error(kServerPeer, StatusCode::kUnavailable, ""));
+  EXPECT_TRUE(worker_.Finished());
+  EXPECT_EQ(worker_.status(), Status::Unavailable());
+  EXPECT_STREQ(worker_.failure_reason(), "");
+}
+
 TEST_F(WorkerSessionTest, ModelBroadcastIsAnsweredWithAnUpdateBuiltInTheFrame) {
   RunConfig config = MeanConfig(kDim, kCodecId<TopKCodec>, 10);
   config.feedback.local_steps = 3;

@@ -245,7 +245,8 @@ void WorkerSession::HandleError(const wire::FrameView& view) {
                             ? Status::Unavailable("the server answered the Join with an Error")
                             : Status(view.error.code, "the server answered the Join with an Error");
   const std::size_t length = std::min(view.error.reason.size(), wire::kMaxErrorReasonBytes);
-  std::memcpy(failure_reason_.data(), view.error.reason.data(), length);
+  // An Error without a reason has no storage behind it (data() null): copy nothing then.
+  if (length > 0) std::memcpy(failure_reason_.data(), view.error.reason.data(), length);
   failure_reason_[length] = '\0';
   status_ = status;
   phase_ = WorkerPhase::kFinished;
