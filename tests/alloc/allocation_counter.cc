@@ -4,11 +4,9 @@
 #include <cstdlib>
 #include <new>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define EDGESGD_COUNT_MALLOC 0
-#else
-#define EDGESGD_COUNT_MALLOC 1
-#endif
+#include "sanitizers.h"
+
+#define EDGESGD_COUNT_MALLOC (!EDGESGD_UNDER_ASAN)
 
 namespace {
 std::atomic<std::size_t> g_allocations{0};

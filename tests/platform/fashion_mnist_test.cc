@@ -15,6 +15,7 @@
 
 #include "edgesgd/core/arena.h"
 #include "edgesgd/core/model/model.h"
+#include "sanitizers.h"
 
 namespace edgesgd::platform {
 namespace {
@@ -284,7 +285,7 @@ TEST(FashionMnistRealDataTest, LoadsBothSplitsWithBalancedLabels) {
 // Plain single-process SGD on softmax regression: the baseline every distributed experiment
 // compares against must reach the usual ~84% test accuracy.
 TEST(FashionMnistRealDataTest, SoftmaxSgdReachesEightyThreePercent) {
-#if defined(__SANITIZE_ADDRESS__)
+#if EDGESGD_UNDER_ASAN
   // ~80 s under ASan for a check of learning, not memory safety: the loader and the kernels
   // are exercised under the sanitizers by the other tests; the release build runs this one.
   GTEST_SKIP() << "accuracy run left to the unsanitized build";
