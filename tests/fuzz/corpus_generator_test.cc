@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -26,6 +27,8 @@
 #include <vector>
 
 #include "edgesgd/auth/auth_format.h"
+#include "edgesgd/wire/edgesgd_generated.h"
+#include "edgesgd/wire/internal/fixed_allocator.h"
 #include "fuzz/fuzz_scripts.h"
 #include "fuzz/fuzz_util.h"
 #include "fuzz/session_frames.h"
@@ -269,6 +272,24 @@ void WriteSyntheticDecoderSeeds() {
   ASSERT_FALSE(welcome.empty());
   WriteDecoderSeed("limit-welcome-most-tensors", DecoderSetup::For(top_k, layout, context),
                    welcome);
+
+  // And one step beyond, which the frame builder cannot produce: the decoder must refuse it, and
+  // a decoder that stopped checking the limit trips the target's invariants at the first run.
+  alignas(8) std::array<std::uint64_t, 256> storage{};
+  wire::internal::FixedAllocator allocator(reinterpret_cast<std::uint8_t*>(storage.data()),
+                                           sizeof(storage));
+  flatbuffers::FlatBufferBuilder fbb(sizeof(storage), &allocator, false, 8);
+  const std::string too_long(wire::kMaxErrorReasonBytes + 1, 'r');
+  const auto reason = fbb.CreateString(too_long.data(), too_long.size());
+  const auto error_table =
+      wire::fb::CreateError(fbb, static_cast<std::uint8_t>(StatusCode::kInvalidArgument), reason);
+  const auto envelope = wire::fb::CreateEnvelope(fbb, wire::kSchemaVersion, 0, 0, 4,
+                                                 wire::fb::Message::Error, error_table.Union());
+  fbb.TrackMinAlign(8);
+  wire::fb::FinishSizePrefixedEnvelopeBuffer(fbb, envelope);
+  const auto* beyond = reinterpret_cast<const std::byte*>(fbb.GetBufferPointer());
+  WriteDecoderSeed("beyond-limit-error-reason", DecoderSetup::For(top_k, layout, context),
+                   std::span<const std::byte>(beyond, fbb.GetSize()));
 }
 
 void WriteCheckpointSeeds(std::uint8_t index, const RecordedRun& run) {
