@@ -1,6 +1,6 @@
 // Zero heap allocation in a GossipPeerSession's steady state: after Init, hundreds of rounds of
-// D-PSGD, gradient tracking and DeTAG (accelerated gossip, several gradient calls per round) on a
-// ring of 4 (lossless rounds, deadline-closed rounds with a silent peer, rejected duplicate and
+// D-PSGD, gradient tracking, DeTAG (accelerated gossip, several gradient calls per round) and
+// CHOCO (top_k, sign and qsgd deltas into public copies) on a ring of 4 (lossless rounds, deadline-closed rounds with a silent peer, rejected duplicate and
 // malformed frames, event draining) must not call operator new or malloc once. The driver
 // itself uses only storage allocated before counting starts.
 
@@ -14,6 +14,7 @@
 
 #include "alloc/allocation_counter.h"
 #include "edgesgd/core/arena.h"
+#include "edgesgd/core/codec_registry.h"
 #include "edgesgd/protocol/gossip_peer_session.h"
 
 namespace edgesgd::protocol {
@@ -45,7 +46,8 @@ struct Mailbox {
 };
 
 void ExpectRoundsDoNotAllocate(GossipAlgorithm algorithm, std::uint32_t steps, float accel,
-                               std::uint32_t batches) {
+                               std::uint32_t batches, const CodecParams& codec = IdentityParams{},
+                               float consensus_step = 1.0f) {
   const TensorLayout layout = TensorLayout::FromSizes(std::array<std::uint64_t, 3>{300, 41, 700})
                                   .value();
   const Topology ring{TopologyKind::kRing, kPeers};
@@ -67,6 +69,8 @@ void ExpectRoundsDoNotAllocate(GossipAlgorithm algorithm, std::uint32_t steps, f
     config.gossip_steps = steps;
     config.accel = accel;
     config.phase_batches = batches;
+    config.codec = codec;
+    config.consensus_step = consensus_step;
     frame_bytes = GossipPeerSession::MaxFrameBytes(config);
     storage[id].resize(GossipPeerSession::ArenaBytes(config) + kArenaAlignment);
     arenas[id] = std::make_unique<Arena>(storage[id]);
@@ -75,6 +79,7 @@ void ExpectRoundsDoNotAllocate(GossipAlgorithm algorithm, std::uint32_t steps, f
     options.gradient = &Gradient;
     options.user = &targets[id];
     options.initial_model = initial;
+    options.codecs = &AllCodecs();
     sessions[id] = std::make_unique<GossipPeerSession>();
     ASSERT_TRUE(sessions[id]->Init(*arenas[id], config, options).ok());
     arenas[id]->Seal();
@@ -163,6 +168,14 @@ TEST(GossipSteadyStateTest, GradientTrackingRoundsDoNotAllocate) {
 
 TEST(GossipSteadyStateTest, DetagRoundsDoNotAllocate) {
   ExpectRoundsDoNotAllocate(GossipAlgorithm::kDetag, 3, 0.3f, 2);
+}
+
+TEST(GossipSteadyStateTest, ChocoRoundsDoNotAllocate) {
+  ExpectRoundsDoNotAllocate(GossipAlgorithm::kChoco, 1, 0.0f, 1, TopKParams{.k_ratio = 0.05f},
+                            0.1f);
+  ExpectRoundsDoNotAllocate(GossipAlgorithm::kChoco, 1, 0.0f, 2, SignParams{}, 0.1f);
+  ExpectRoundsDoNotAllocate(GossipAlgorithm::kChoco, 1, 0.0f, 1,
+                            QsgdParams{.schedule = QuantScheduleKind::kDq, .bits_min = 6}, 0.5f);
 }
 
 }  // namespace

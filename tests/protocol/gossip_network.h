@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "edgesgd/core/arena.h"
+#include "edgesgd/core/codec_registry.h"
 #include "edgesgd/protocol/gossip_peer_session.h"
 #include "edgesgd/wire/frame_builder.h"
 
@@ -200,6 +201,7 @@ class GossipNetwork {
       options.user = box.user != nullptr ? box.user : &box.target;
       options.samples_per_step = 8;
       options.initial_model = box.initial;
+      options.codecs = &AllCodecs();
       const Status check = box.session.Init(*box.arena, config, options);
       ASSERT_TRUE(check.ok()) << check.reason();
       box.arena->Seal();

@@ -659,7 +659,7 @@ TEST_F(GossipSessionTest, ArenaBytesIsExactAndInitChecksItsInputs) {
   config.mixing.self_weight = 0.9f;
   expect_invalid(config, options_);
   config = config_;
-  config.algorithm = static_cast<GossipAlgorithm>(3);
+  config.algorithm = static_cast<GossipAlgorithm>(4);
   expect_invalid(config, options_);
   config = config_;
   config.learning_rate = 0.0f;  // pure gossip averaging is allowed

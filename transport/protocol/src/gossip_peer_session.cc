@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <utility>
+#include <variant>
 
 #include "edgesgd/wire/frame_decoder.h"
 #include "session_util.h"
@@ -29,6 +30,8 @@ const char* GossipAlgorithmName(GossipAlgorithm algorithm) {
       return "gt";
     case GossipAlgorithm::kDetag:
       return "detag";
+    case GossipAlgorithm::kChoco:
+      return "choco";
   }
   return "unknown";
 }
@@ -55,6 +58,8 @@ const char* GossipRejectReasonName(GossipRejectReason reason) {
       return "duplicate";
     case GossipRejectReason::kFuture:
       return "future";
+    case GossipRejectReason::kOutOfOrder:
+      return "out_of_order";
   }
   return "unknown";
 }
@@ -62,12 +67,28 @@ const char* GossipRejectReasonName(GossipRejectReason reason) {
 Status ValidateGossipConfig(const GossipConfig& config) {
   const GossipAlgorithm algorithm = config.algorithm;
   if (algorithm != GossipAlgorithm::kDpsgd && algorithm != GossipAlgorithm::kGradientTracking &&
-      algorithm != GossipAlgorithm::kDetag) {
+      algorithm != GossipAlgorithm::kDetag && algorithm != GossipAlgorithm::kChoco) {
     return Status::InvalidArgument("unknown gossip algorithm");
   }
   if (const Status row = ValidateMixingRow(config.mixing); !row.ok()) return row;
   if (config.layout.tensor_count() == 0) return Status::InvalidArgument("the model has no tensors");
-  if (wire::MaxFrameBytes(ModelCodec(), config.layout) == 0) {
+  if (algorithm == GossipAlgorithm::kChoco) {
+    EDGESGD_TRY(ValidateCodecParams(config.codec));
+    EDGESGD_TRY(CheckChocoCodec(config.codec));
+    if (!(config.consensus_step > 0.0f && config.consensus_step <= 1.0f)) {
+      return Status::InvalidArgument("CHOCO's consensus step gamma must be in (0, 1]");
+    }
+  } else {
+    if (config.codec != ModelCodec()) {
+      return Status::InvalidArgument(
+          "D-PSGD, gradient tracking and DeTAG exchange dense models: the codec must be "
+          "identity (CHOCO compresses)");
+    }
+    if (config.consensus_step != 1.0f) {
+      return Status::InvalidArgument("the consensus step gamma is CHOCO's: it must be 1 here");
+    }
+  }
+  if (wire::MaxFrameBytes(config.codec, config.layout) == 0) {
     return Status::InvalidArgument("the model is too large for one frame (1 GiB limit)");
   }
   if (config.rounds < 1) return Status::InvalidArgument("rounds must be at least 1");
@@ -84,7 +105,8 @@ Status ValidateGossipConfig(const GossipConfig& config) {
     }
   } else if (config.gossip_steps != 1 || config.accel != 0.0f) {
     return Status::InvalidArgument(
-        "D-PSGD and gradient tracking take one plain gossip step per round (R = 1, eta_g = 0)");
+        "D-PSGD, gradient tracking and CHOCO take one plain gossip step per round (R = 1, "
+        "eta_g = 0)");
   }
   if (config.phase_batches < 1 || config.phase_batches > kMaxPhaseBatches) {
     return Status::InvalidArgument("gradient calls per round must be in 1..1048576");
@@ -98,6 +120,57 @@ Status ValidateGossipConfig(const GossipConfig& config) {
   return Status::Ok();
 }
 
+Status CheckChocoCodec(const CodecParams& codec) {
+  if (std::holds_alternative<RegTopKParams>(codec)) {
+    return Status::InvalidArgument(
+        "reg_top_k scores coordinates by a server's aggregate, which gossip has none of: use "
+        "top_k (the same selection without it)");
+  }
+  if (const auto* sign_params = std::get_if<SignParams>(&codec);
+      sign_params != nullptr && sign_params->scale == SignScale::kUnit) {
+    return Status::InvalidArgument(
+        "sign with unit scales would add +-1 to every coordinate of a public copy: use "
+        "--sign-scale mean_abs");
+  }
+  if (const auto* rand_k_params = std::get_if<RandKParams>(&codec);
+      rand_k_params != nullptr && rand_k_params->scaling == RandKScaling::kUnbiased) {
+    return Status::InvalidArgument(
+        "rand_k scaled by d/k is not contractive, so public copies cannot track the models: use "
+        "--rand-k-scaling none");
+  }
+  if (const auto* qsgd_params = std::get_if<QsgdParams>(&codec); qsgd_params != nullptr) {
+    std::uint32_t fewest = qsgd_params->levels;
+    if (qsgd_params->schedule == QuantScheduleKind::kDq) {
+      const Result<std::uint32_t> levels = QsgdLevelsForBits(qsgd_params->bits_min);
+      if (!levels.ok()) return levels.status();
+      fewest = levels.value();
+    }
+    // min(B/s^2, sqrt(B)/s) < 1 exactly when B < s^2.
+    if (std::uint64_t{qsgd_params->bucket} >= std::uint64_t{fewest} * fewest) {
+      return Status::InvalidArgument(
+          "qsgd with a bucket of at least s^2 coordinates (s levels) has a variance bound of at "
+          "least 1, so public copies cannot track the models: use more --bits (--bits-min) or a "
+          "smaller --bucket");
+    }
+  }
+  return Status::Ok();
+}
+
+float DefaultConsensusStep(const CodecParams& codec) {
+  switch (CodecIdOf(codec)) {
+    case kCodecId<IdentityCodec>:
+    case kCodecId<Fp16Codec>:
+      return 1.0f;
+    case kCodecId<QsgdCodec>:
+    case kCodecId<NaturalCodec>:
+      return 1.0f;
+    case kCodecId<SignCodec>:
+      return 0.1f;
+    default:  // the sparsifiers: top_k, rand_k, random_block (and reg_top_k, which CHOCO refuses)
+      return 0.1f;
+  }
+}
+
 // ---- Init ----
 
 Status GossipPeerSession::Init(Arena& arena, const GossipConfig& config,
@@ -108,6 +181,12 @@ Status GossipPeerSession::Init(Arena& arena, const GossipConfig& config,
   if (const Status check = ValidateGossipConfig(config); !check.ok()) return check;
   if (options.gradient == nullptr)
     return Status::InvalidArgument("a gradient callback is required");
+  if (config.algorithm == GossipAlgorithm::kChoco && options.codecs == nullptr) {
+    return Status::InvalidArgument("CHOCO needs a codec registry (AllCodecs() has every codec)");
+  }
+  if (config.algorithm == GossipAlgorithm::kChoco && !options.codecs->For(config.codec).ok()) {
+    return Status::InvalidArgument("the codec registry does not hold the run's codec");
+  }
   if (options.initial_model.size() != config.layout.dimension()) {
     return Status::InvalidArgument("the initial model's size is not the layout's dimension");
   }
@@ -141,17 +220,22 @@ Status GossipPeerSession::Init(Arena& arena, const GossipConfig& config,
 
 Status GossipPeerSession::TakeBuffers(Arena& arena) {
   const std::size_t d = config_.layout.dimension();
-  const std::size_t builder_bytes = wire::FrameBuilderBytes(ModelCodec(), config_.layout);
+  const std::size_t builder_bytes = wire::FrameBuilderBytes(config_.codec, config_.layout);
   const bool separate_starts = config_.gossip_steps > 1;
   for (std::size_t v = 0; v < vectors_; ++v) {
     Exchanged& vector = exchanged_[v];
-    vector.kind = v == 0 ? wire::GossipVector::kModel : wire::GossipVector::kTracker;
+    vector.kind = choco()  ? wire::GossipVector::kModelDelta
+                  : v == 0 ? wire::GossipVector::kModel
+                           : wire::GossipVector::kTracker;
     EDGESGD_TRY_ASSIGN(vector.current, arena.Allocate<float>(d));
     if (config_.accel != 0.0f) {
       EDGESGD_TRY_ASSIGN(vector.previous, arena.Allocate<float>(d));
     }
     EDGESGD_TRY_ASSIGN(vector.mix, arena.Allocate<float>(d));
-    EDGESGD_TRY_ASSIGN(vector.next_mix, arena.Allocate<float>(d));
+    // CHOCO keeps no early accumulator: a neighbour ahead advances its copy instead.
+    if (!choco()) {
+      EDGESGD_TRY_ASSIGN(vector.next_mix, arena.Allocate<float>(d));
+    }
     for (std::optional<wire::FrameBuilder>& builder : vector.builders) {
       EDGESGD_TRY_ASSIGN(std::span<std::byte> buffer, arena.AllocateBytes(builder_bytes));
       builder.emplace(buffer);
@@ -162,6 +246,13 @@ Status GossipPeerSession::TakeBuffers(Arena& arena) {
     EDGESGD_TRY_ASSIGN(batch_gradient_, arena.Allocate<float>(d));
   }
   model_start_ = exchanged_[0].current;
+  if (choco()) {
+    EDGESGD_TRY_ASSIGN(own_copy_, arena.Allocate<float>(d));
+    for (std::size_t k = 0; k < config_.mixing.degree; ++k) {
+      EDGESGD_TRY_ASSIGN(copies_[k], arena.Allocate<float>(d));
+    }
+    EDGESGD_TRY_ASSIGN(codec_scratch_, arena.AllocateBytes(CodecScratchBytesOf(config_)));
+  }
   if (vectors_ == 2) {
     EDGESGD_TRY_ASSIGN(previous_gradient_, arena.Allocate<float>(d));
     tracker_start_ = exchanged_[1].current;
@@ -183,7 +274,7 @@ void GossipPeerSession::DoStart(TimeNs now) {
   round_ = 0;
   step_ = 0;
   StartStep(now);
-  Advance(now);
+  Advance(now, 1);
 }
 
 void GossipPeerSession::DoFrame(PeerId from, std::span<const std::byte> frame, TimeNs now) {
@@ -216,7 +307,7 @@ void GossipPeerSession::DoFrame(PeerId from, std::span<const std::byte> frame, T
       Reject(from, GossipRejectReason::kUnexpectedMessage, view.header.round, now);
       break;
   }
-  Advance(now);
+  Advance(now, 0);
 }
 
 void GossipPeerSession::DoPeerLost(PeerId peer, TimeNs now) {
@@ -226,10 +317,10 @@ void GossipPeerSession::DoPeerLost(PeerId peer, TimeNs now) {
   const auto neighbour = static_cast<std::size_t>(index);
   if ((live_ & Bit(neighbour)) != 0) ++counters_.neighbours_lost;
   MarkLost(neighbour);
-  Advance(now);
+  Advance(now, 0);
 }
 
-void GossipPeerSession::DoTimer(TimeNs now) { Advance(now); }
+void GossipPeerSession::DoTimer(TimeNs now) { Advance(now, 0); }
 
 bool GossipPeerSession::DoPollFrame(OutgoingFrame& out) {
   if (pending_frames_ == 0) return false;
@@ -279,6 +370,20 @@ bool GossipPeerSession::IsLive(PeerId peer) const {
   return index >= 0 && (live_ & Bit(static_cast<std::size_t>(index))) != 0;
 }
 
+std::span<const float> GossipPeerSession::public_copy(PeerId peer) const {
+  if (!choco()) return {};
+  if (peer == id()) return own_copy_;
+  const int index = NeighbourIndex(peer);
+  return index < 0 ? std::span<const float>() : copies_[static_cast<std::size_t>(index)];
+}
+
+std::uint64_t GossipPeerSession::public_copy_rounds(PeerId peer) const {
+  if (!choco()) return 0;
+  if (peer == id()) return own_rounds_;
+  const int index = NeighbourIndex(peer);
+  return index < 0 ? 0 : copy_rounds_[static_cast<std::size_t>(index)];
+}
+
 std::uint32_t GossipPeerSession::heard_count() const {
   std::uint64_t all = all_neighbours_;
   for (const Exchanged& vector : exchanged()) all &= vector.heard;
@@ -309,6 +414,10 @@ void GossipPeerSession::HandleExchange(std::size_t index, const wire::FrameView&
   const int vector_index = ExchangedIndex(view.message.gossip);
   if (vector_index < 0) {
     Reject(from, GossipRejectReason::kWrongExchange, round, now);
+    return;
+  }
+  if (choco()) {
+    HandleDelta(index, view, now);
     return;
   }
   if (view.payload.codec != CodecIdOf(ModelCodec()) ||
@@ -350,21 +459,79 @@ void GossipPeerSession::HandleExchange(std::size_t index, const wire::FrameView&
   heard |= Bit(index);
   ++counters_.models_accepted;
   if (next) ++counters_.models_buffered;
+  ReviveIfBack(index, step);
+}
 
+void GossipPeerSession::HandleDelta(std::size_t index, const wire::FrameView& view, TimeNs now) {
+  const PeerId from = config_.mixing.neighbours[index];
+  const std::uint32_t round = view.header.round;
+  const wire::EncodedPayload& payload = view.payload;
+  const Result<CodecParams> params =
+      ParamsForPayload(config_.codec, payload.codec, payload.layout, payload.header);
+  if (!params.ok()) {
+    Reject(from, GossipRejectReason::kWrongCodec, round, now);
+    return;
+  }
+  if (round >= config_.rounds) {
+    Reject(from, GossipRejectReason::kFuture, round, now);
+    return;
+  }
+  // Every holder applies the sender's deltas in round order, so the copies agree bit for bit.
+  const std::uint64_t expected = copy_rounds_[index];
+  if (round != expected) {
+    Reject(from,
+           round < expected ? GossipRejectReason::kDuplicate : GossipRejectReason::kOutOfOrder,
+           round, now);
+    return;
+  }
+  if (!ApplyDelta(params.value(), payload.view, round, from, copies_[index]).ok()) {
+    Reject(from, GossipRejectReason::kBadPayload, round, now);
+    return;
+  }
+  ++copy_rounds_[index];
+  ++counters_.models_accepted;
+  // This round's own delta is applied once the round has started; a neighbour ahead (or one heard
+  // before Start) is counted in when this peer's round starts (StartStep).
+  if (phase_ == GossipPhase::kRunning && round == round_) {
+    exchanged_[0].heard |= Bit(index);
+    AddConsensusTerm(index);
+  } else if (round < round_) {
+    ++counters_.late_deltas;
+  } else {
+    ++counters_.models_buffered;
+  }
+  ReviveIfBack(index, StepIndex(round, 0));
+}
+
+void GossipPeerSession::ReviveIfBack(std::size_t index, std::uint64_t step) {
   // A lost neighbour's vectors are still good data, but only one for a step it cannot have
   // sent before it was lost (at most one step ahead of this peer then) shows that it is back:
   // a frame that was merely in flight at the loss must not make every later step wait for a
   // dead peer's deadline.
-  if ((live_ & Bit(index)) == 0 && step - lost_step_[index] >= 2) {
-    live_ |= Bit(index);
-    ++counters_.revivals;
-    // If it is in the current step it has not had this step's vectors (lost neighbours are not
-    // sent to); one a step ahead already had them or no longer needs them.
-    if (!next && phase_ == GossipPhase::kRunning) {
-      const auto slot = static_cast<std::size_t>(current & 1u);
-      for (std::size_t v = 0; v < vectors_; ++v) SetPending(index, PendingBit(v, slot));
-    }
+  if ((live_ & Bit(index)) != 0 || step < lost_step_[index] + 2) return;
+  live_ |= Bit(index);
+  ++counters_.revivals;
+  // If it is in the current step it has not had this step's vectors (lost neighbours are not
+  // sent to); one a step ahead already had them or no longer needs them.
+  if (step == CurrentStep() && phase_ == GossipPhase::kRunning) {
+    const auto slot = static_cast<std::size_t>(step & 1u);
+    for (std::size_t v = 0; v < vectors_; ++v) SetPending(index, PendingBit(v, slot));
   }
+}
+
+Status GossipPeerSession::ApplyDelta(const CodecParams& params, const PayloadView& payload,
+                                     std::uint32_t round, PeerId sender, std::span<float> copy) {
+  const CodecContext context{config_.seed, round, sender};
+  EDGESGD_TRY(options_.codecs->CheckShared(params, config_.layout, context, payload));
+  return options_.codecs->DecodeAdd(params, config_.layout, context, payload, 1.0f, copy,
+                                    codec_scratch_);
+}
+
+void GossipPeerSession::AddConsensusTerm(std::size_t index) {
+  const float weight = config_.mixing.weights[index];
+  const std::span<const float> copy = copies_[index];
+  const std::span<float> mix = exchanged_[0].mix;
+  for (std::size_t i = 0; i < mix.size(); ++i) mix[i] += weight * (copy[i] - own_copy_[i]);
 }
 
 void GossipPeerSession::HandleLeave(std::size_t index) {
@@ -387,14 +554,22 @@ void GossipPeerSession::Reject(PeerId peer, GossipRejectReason reason, std::uint
 
 // ---- Steps and rounds ----
 
-void GossipPeerSession::Advance(TimeNs now) {
+void GossipPeerSession::Advance(TimeNs now, std::uint32_t started) {
   // Terminates: a step started here has a deadline after `now`, and it can only be complete
-  // already when it has no neighbours or its vectors were buffered — and nothing is buffered
-  // for the step after it (see the Memory note in the header).
+  // already when it has no neighbours or its vectors were buffered — for the dense algorithms
+  // nothing is buffered for the step after it; CHOCO counts in neighbours that are rounds ahead
+  // from their copies, so several rounds in a row can be complete. After the second start in one
+  // call both builders hold frames the driver may not have polled (see the Memory note in the
+  // header), so a third close waits for the driver's next timer, due at once.
   while (phase_ == GossipPhase::kRunning) {
     const bool complete = StepComplete();
     if (!complete && now < deadline_) return;
+    if (started == 2 && config_.mixing.degree > 0) {
+      deadline_ = now;
+      return;
+    }
     CloseStep(now, !complete);
+    ++started;
   }
 }
 
@@ -469,11 +644,14 @@ void GossipPeerSession::StartStep(TimeNs now) {
       const wire::PayloadMessage message =
           wire::PayloadMessage::GossipExchange({0, step_, vector.kind});
       const Result<std::span<const std::byte>> frame =
-          BuildFrame(*vector.builders[slot], header, message, vector.current);
+          choco() ? BuildDeltaFrame(*vector.builders[slot], header, message)
+                  : BuildFrame(*vector.builders[slot], header, message, vector.current);
       if (!frame.ok()) {
-        // The builder was sized for exactly this frame: failing here is a bug, not bad input.
+        // The builder was sized for exactly this frame, so only a codec refusing the model
+        // delta (values beyond what it can encode: a diverging run) makes this fail.
         Finish(wire::LeaveReason::kFailure,
-               Status::Internal("a gossip frame did not fit the builder sized for it"));
+               choco() ? Status::DataLoss("the model delta does not encode: the run diverged")
+                       : Status::Internal("a gossip frame did not fit the builder sized for it"));
         return;
       }
       vector.frames[slot] = frame.value();
@@ -485,7 +663,43 @@ void GossipPeerSession::StartStep(TimeNs now) {
       frame_work_[slot] = std::uint64_t{options_.samples_per_step} * config_.phase_batches;
     }
   }
+  if (choco()) {  // neighbours already past this round: their copies hold this round's delta
+    for (std::size_t k = 0; k < config_.mixing.degree; ++k) {
+      if (copy_rounds_[k] > round_) {
+        exchanged_[0].heard |= Bit(k);
+        AddConsensusTerm(k);
+      }
+    }
+  }
   deadline_ = SaturatingAdd(now, config_.neighbour_deadline_ns);
+}
+
+Result<std::span<const std::byte>> GossipPeerSession::BuildDeltaFrame(
+    wire::FrameBuilder& builder, const wire::FrameHeader& header,
+    const wire::PayloadMessage& message) {
+  // The consensus accumulator is empty until the round's first term (added after this), so it
+  // holds the encoder's input x^{k+1/2} - x̂_i meanwhile; x_k itself stays the round's model.
+  const std::span<const float> x = exchanged_[0].current;
+  const std::span<float> input = exchanged_[0].mix;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    input[i] = (x[i] - config_.learning_rate * gradient_[i]) - own_copy_[i];
+  }
+  const CodecRegistry& codecs = *options_.codecs;
+  EDGESGD_TRY_ASSIGN(const CodecParams params,
+                     codecs.RoundParams(config_.codec, round_, config_.rounds, input));
+  const CodecContext context{config_.seed, round_, id()};
+  EDGESGD_TRY_ASSIGN(const std::span<const std::byte> frame,
+                     builder.EncodePayloadFrame(header, message, codecs, params, config_.layout,
+                                                context, input, codec_scratch_));
+  std::fill(input.begin(), input.end(), 0.0f);
+  // x̂_i advances by the frame's bytes, decoded exactly as its receivers decode them.
+  EDGESGD_TRY_ASSIGN(const wire::FrameView view, wire::DecodeFrame(frame, max_receive_bytes_));
+  EDGESGD_TRY_ASSIGN(const CodecParams sent,
+                     ParamsForPayload(config_.codec, view.payload.codec, view.payload.layout,
+                                      view.payload.header));
+  EDGESGD_TRY(ApplyDelta(sent, view.payload.view, round_, id(), own_copy_));
+  ++own_rounds_;
+  return frame;
 }
 
 Result<std::span<const std::byte>> GossipPeerSession::BuildFrame(
@@ -534,10 +748,20 @@ void GossipPeerSession::CloseStep(TimeNs now, bool deadline_passed) {
   // The model first: its round update reads y_k, which for R = 1 is the tracker's working copy
   // before its own mixing step below.
   Exchanged& model = exchanged_[0];
-  MixStep(model);
-  if (last_step) {
-    const std::span<const float> direction = vectors_ == 2 ? tracker_start_ : gradient_;
-    for (std::size_t i = 0; i < model.current.size(); ++i) model.current[i] -= lr * direction[i];
+  if (choco()) {
+    // x_{k+1} = x^{k+1/2} + gamma * sum_{j heard} W_ij (x̂_j - x̂_i), with x^{k+1/2} formed as
+    // for the round's delta; a missed neighbour's term is left out, which is its weight moved
+    // onto the diagonal.
+    const float gamma = config_.consensus_step;
+    for (std::size_t i = 0; i < model.current.size(); ++i) {
+      model.current[i] = (model.current[i] - lr * gradient_[i]) + gamma * model.mix[i];
+    }
+  } else {
+    MixStep(model);
+    if (last_step) {
+      const std::span<const float> direction = vectors_ == 2 ? tracker_start_ : gradient_;
+      for (std::size_t i = 0; i < model.current.size(); ++i) model.current[i] -= lr * direction[i];
+    }
   }
   if (vectors_ == 2) {
     Exchanged& tracker = exchanged_[1];
@@ -567,10 +791,15 @@ void GossipPeerSession::CloseStep(TimeNs now, bool deadline_passed) {
       return;
     }
   }
-  // The early vectors of step s+1 become the current step's.
+  // The early vectors of step s+1 become the current step's. CHOCO has no early accumulator:
+  // StartStep counts neighbours that are ahead in from their copies.
   for (Exchanged& vector : exchanged()) {
-    std::swap(vector.mix, vector.next_mix);
-    std::fill(vector.next_mix.begin(), vector.next_mix.end(), 0.0f);
+    if (vector.next_mix.empty()) {
+      std::fill(vector.mix.begin(), vector.mix.end(), 0.0f);
+    } else {
+      std::swap(vector.mix, vector.next_mix);
+      std::fill(vector.next_mix.begin(), vector.next_mix.end(), 0.0f);
+    }
     vector.heard = vector.heard_next;
     vector.heard_next = 0;
   }

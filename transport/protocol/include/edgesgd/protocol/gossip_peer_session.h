@@ -2,7 +2,8 @@
 
 // A decentralized gossip peer as a sans-I/O state machine (see session.h). Peers are the nodes
 // of a Topology (topology.h); each knows only its own row of the mixing matrix W and talks only
-// to its neighbours. Three algorithms of docs/algorithms.md §6 share one exchange mechanism:
+// to its neighbours. Three algorithms of docs/algorithms.md §6 share one dense exchange
+// mechanism, and CHOCO (below) compresses what it sends with any codec:
 //
 // An exchange step sends this peer's vector(s) to every live neighbour (GossipExchange{phase 0,
 // step r, vector Model or Tracker}, dense identity payload, envelope round k), collects the
@@ -27,6 +28,38 @@
 // where D-PSGD keeps a bias. DeTAG's gradient is at x_k while the R steps run: on a device the
 // computation overlaps the exchange (the simulator charges it before the round's first frame).
 //
+// kChoco is CHOCO-SGD (Koloskova, Stich and Jaggi 2019, docs/algorithms.md §6). Every peer
+// keeps public copies x̂_j of itself and of each neighbour (degree δ: δ + 1 model-sized copies,
+// zero at the start), identical at every holder. Each round k (R = 1, eta_g = 0):
+//
+//   x^{k+1/2} = x_k - lr * g_k
+//   q_i       = C(x^{k+1/2} - x̂_i)   one frame (GossipVector::kModelDelta, config.codec), the
+//                                     same bytes to every neighbour
+//   x̂_j     += decode(q_j)          for j = i and each neighbour: the codec's DecodeAdd of the
+//                                     frame's bytes (weight 1), keyed by CodecContext{seed,
+//                                     round, j}; the sender decodes its own frame through the
+//                                     same path, so the copies agree bit for bit
+//   x_{k+1}   = x^{k+1/2} + gamma * sum_{j heard} W_ij (x̂_j - x̂_i)   (gamma: consensus_step)
+//
+// model() stays x_k while the round runs (x^{k+1/2} is formed where it is used).
+//
+// With the identity codec and gamma = 1 this is D-PSGD with the gradient step before the mix,
+// x <- W (x - lr * g_k), up to float rounding (x̂_i + (x - x̂_i) need not be x exactly); kDpsgd
+// mixes first.
+//
+// CHOCO's copies stay identical only if every holder applies the same deltas in the same order
+// (float addition does not commute bit for bit), so a neighbour's deltas are applied strictly in
+// round order, as they arrive, whatever this peer's own round: one of the current round
+// contributes to this round's consensus; one of a later round (a neighbour that is ahead) advances
+// the copy at once, and each round the copy has passed counts the neighbour as heard, with the
+// copy as it stands when the round starts; one of a closed round (a
+// neighbour that missed the deadline) is still applied — that round's consensus went without it,
+// its weight on the diagonal, but the copy is whole again. A delta that would skip a round (the
+// frame before it was lost) cannot be applied: it is rejected as kOutOfOrder, and so is every
+// later one, so the copy stays frozen and the neighbour out of this peer's consensus, its weight
+// on the diagonal, for the rest of the run (counters().rejected_for(kOutOfOrder) shows it). The
+// links edgesgd drives deliver in order; only a frame that is really lost does that.
+//
 // Re-weighting: a missed neighbour's weight (per vector) moves onto the diagonal, so the row
 // still sums to 1 and the update stays a convex mix. The matrix actually applied in such a step
 // is no longer symmetric (the neighbour may have heard this peer), so the network average drifts
@@ -34,13 +67,15 @@
 // that happened. A tracker whose gradient call fails keeps g_{k-1} (its contribution to the
 // tracked mean is unchanged); D-PSGD then takes no gradient step.
 //
-// Received frames are checked and either accepted or counted by GossipRejectReason and dropped:
-// a frame of the current step is mixed in as it arrives (weighted sum in arrival order); one of
+// Received frames of the dense algorithms are checked and either accepted or counted by
+// GossipRejectReason and dropped: a frame of the current step is mixed in as it arrives (weighted
+// sum in arrival order); one of
 // the next step, from a neighbour that is ahead, goes into a second accumulator (one slot per
 // neighbour and vector: a second one is a duplicate); later steps are kFuture, earlier ones
 // kLate (the step that just closed) or kStale. The two accumulators replace per-neighbour
 // copies: memory is a fixed number of model-sized vectors whatever the degree (ArenaBytes).
-// Nothing a neighbour sends can crash the peer or hold it past the deadline.
+// CHOCO needs the copies themselves (δ + 1 of them, in ArenaBytes). Nothing a neighbour sends can
+// crash the peer or hold it past the deadline.
 //
 // Lost neighbours: OnPeerLost(j) or a Leave from j marks j lost. Lost neighbours are neither sent
 // to nor waited for (a step completes when every live neighbour was heard); when every neighbour
@@ -67,8 +102,10 @@
 //
 // Memory: everything comes from the arena at Init; after Init no call allocates, on the heap or
 // from the arena. At most two steps start within one call (a step completed by buffered frames
-// can be followed by one more start, which needs fresh frames), so two frame builders per vector,
-// used by step parity, keep every handed-out frame valid as the Session contract requires.
+// can be followed by one more start, which needs fresh frames; a CHOCO round completed from the
+// copies of neighbours that are ahead waits for the next call, with NextWakeup() due at once), so
+// two frame builders per vector, used by step parity, keep every handed-out frame valid as the
+// Session contract requires.
 
 #include <array>
 #include <cstddef>
@@ -97,9 +134,14 @@ namespace edgesgd::protocol {
 // so one bad batch never stalls them.
 
 // The decentralized algorithm a peer runs (see the top of this file).
-enum class GossipAlgorithm : std::uint8_t { kDpsgd = 0, kGradientTracking = 1, kDetag = 2 };
+enum class GossipAlgorithm : std::uint8_t {
+  kDpsgd = 0,
+  kGradientTracking = 1,
+  kDetag = 2,
+  kChoco = 3,
+};
 
-// Lower-case name ("dpsgd", "gt", "detag"); never null.
+// Lower-case name ("dpsgd", "gt", "detag", "choco"); never null.
 const char* GossipAlgorithmName(GossipAlgorithm algorithm);
 
 // Whether the algorithm exchanges a tracker besides the model.
@@ -126,8 +168,15 @@ struct GossipConfig {
   float accel = 0.0f;
   // B, gradient calls (mini-batches) averaged into a round's gradient, >= 1.
   std::uint32_t phase_batches = 1;
-  // Key of shared random choices. The dense exchange draws none; compressed gossip will.
+  // Key of shared random choices. The dense exchange draws none; CHOCO's codec does (rand_k
+  // indices, random_block starts, dither), keyed by (seed, round, sender).
   std::uint64_t seed = 0;
+  // The codec of what the peer sends: CHOCO's model deltas (a codec CheckChocoCodec accepts);
+  // the identity for the dense algorithms.
+  CodecParams codec = ModelCodec();
+  // CHOCO's consensus step gamma, in (0, 1] (DefaultConsensusStep gives the documented choice
+  // per codec); 1 for the dense algorithms, which have none.
+  float consensus_step = 1.0f;
   // How long an exchange step waits for its neighbours' vectors, from the step's start; > 0.
   // kNever waits for every live neighbour indefinitely (then only OnPeerLost or a Leave unblocks
   // a step whose neighbour went silent).
@@ -137,16 +186,34 @@ struct GossipConfig {
 };
 
 // Checks a configuration before any memory is taken: a known algorithm, a valid mixing row
-// (ValidateMixingRow), a non-empty layout whose dense model fits one frame, rounds >= 1, a
+// (ValidateMixingRow), a non-empty layout whose frames fit kMaxFrameBytes, rounds >= 1, a
 // non-negative finite learning rate, R and eta_g as the algorithm allows (1 and 0 unless DeTAG;
-// DeTAG: R in 1..kMaxGossipSteps, eta_g in [0, 1)), B in 1..kMaxPhaseBatches and a non-zero
-// deadline. Reads only `config`; does not
-// allocate. Errors: kInvalidArgument with a reason.
+// DeTAG: R in 1..kMaxGossipSteps, eta_g in [0, 1)), B in 1..kMaxPhaseBatches, a non-zero
+// deadline, and the codec and consensus step: CHOCO takes valid codec parameters that
+// CheckChocoCodec accepts and gamma in (0, 1]; the dense algorithms the identity codec and
+// gamma = 1. Reads only `config`; does not allocate. Errors: kInvalidArgument with a reason.
 Status ValidateGossipConfig(const GossipConfig& config);
+
+// Whether CHOCO can track public copies with `codec`: its analysis needs a compressor that
+// shrinks what it leaves behind, E||x - C(x)||^2 <= (1 - delta) ||x||^2. Refused, with the
+// reason: reg_top_k (its selection reads a server's aggregate, which gossip has none of: top_k is
+// the same selection without it), sign with unit scales (it would add +-1 to every coordinate),
+// rand_k scaled by d/k (not contractive: its variance d/k - 1 is at least 1 for k <= d/2; the
+// unscaled form is) and qsgd whose bucket B is at least s^2 for its s levels (its variance bound
+// min(B/s^2, sqrt(B)/s) is then at least 1; for the dq schedule, with the fewest levels it may
+// pick). Reads only `codec`; does not allocate. Errors: kInvalidArgument.
+Status CheckChocoCodec(const CodecParams& codec);
+
+// The consensus step gamma CHOCO uses with `codec` when none is given: the measured choice per
+// codec family (docs/algorithms.md §6 says how it was chosen). Does not allocate.
+float DefaultConsensusStep(const CodecParams& codec);
 
 struct GossipOptions {
   GradientFunction gradient = nullptr;  // required
   void* user = nullptr;
+  // The codecs this program can encode and decode (AllCodecs() has every one); required for
+  // CHOCO, unused by the dense algorithms. Must outlive the session.
+  const CodecRegistry* codecs = nullptr;
   // Training samples behind one gradient call; B times this is reported as work_samples on each
   // round's first frame (0: the simulator charges no compute time).
   std::uint32_t samples_per_step = 1;
@@ -162,15 +229,21 @@ enum class GossipRejectReason : std::uint8_t {
   kUnexpectedMessage,  // a message gossip peers do not exchange (Join, Update, Heartbeat, ...)
   kWrongExchange,      // a GossipExchange with a phase, step or vector this algorithm never sends
                        // (a tracker to a D-PSGD peer, a step >= R)
-  kWrongCodec,         // a payload that is not the dense identity encoding of a model
-  kBadPayload,         // the wrong number of values, or a non-finite value
-  kLate,               // a vector for the step that just closed (a neighbour past the deadline)
+  kWrongCodec,         // a payload of another codec or layout than the run's (dense identity
+                       // for the dense algorithms), or a qsgd header the run cannot produce
+  kBadPayload,         // the wrong number of values, a non-finite value, or (CHOCO) a payload
+                       // the codec's checks refuse
+  kLate,               // a vector for the step that just closed (a neighbour past the deadline;
+                       // CHOCO applies such deltas to the copy instead)
   kStale,              // a vector for an older step
   kDuplicate,          // a second copy of the same vector from the same neighbour for one step
+                       // (CHOCO: a delta the sender's copy already holds)
   kFuture,             // a vector two or more steps ahead (only the next step is buffered), or
-                       // for a round >= T
+                       // for a round >= T (CHOCO: only the latter)
+  kOutOfOrder,         // CHOCO: a delta that would skip a round of the sender's public copy
+                       // (the frame before it was lost)
 };
-inline constexpr std::size_t kGossipRejectReasonCount = 10;
+inline constexpr std::size_t kGossipRejectReasonCount = 11;
 
 // Lower-snake name of a reason ("late"), for logs and metrics; never null.
 const char* GossipRejectReasonName(GossipRejectReason reason);
@@ -197,8 +270,10 @@ struct GossipCounters {
   std::uint64_t bytes_received = 0;
   std::uint64_t frames_sent = 0;
   std::uint64_t bytes_sent = 0;
-  std::uint64_t models_accepted = 0;  // neighbour vectors mixed in (current or next step)
-  std::uint64_t models_buffered = 0;  // of those, received a step early
+  std::uint64_t models_accepted = 0;  // neighbour vectors mixed in (current or next step);
+                                      // CHOCO: deltas applied to a neighbour's copy
+  std::uint64_t models_buffered = 0;  // of those, received a step early (CHOCO: a round or more)
+  std::uint64_t late_deltas = 0;      // CHOCO: deltas of a closed round, applied to the copy only
   std::uint64_t rounds_completed = 0;
   std::uint64_t steps_completed = 0;    // exchange steps: R per round
   std::uint64_t neighbours_heard = 0;   // summed over steps
@@ -231,35 +306,52 @@ class GossipPeerSession final : public Session {
   static constexpr std::size_t kControlBuilderBytes =
       wire::kMaxControlFrameBytes + wire::kBuilderScratchBytes;
 
-  // Largest frame a peer of `config` sends or accepts (the dense model frame); 0 when the layout
-  // cannot be sized. Size drivers' receive buffers with it.
+  // Largest frame a peer of `config` sends or accepts (a payload of config.codec: the dense model
+  // for the dense algorithms); 0 when the layout cannot be sized. Size drivers' receive buffers
+  // with it.
   static constexpr std::size_t MaxFrameBytes(const GossipConfig& config) {
-    return wire::MaxFrameBytes(ModelCodec(), config.layout);
+    return wire::MaxFrameBytes(config.codec, config.layout);
   }
 
-  // Model-sized float vectors a peer of `config` keeps: per exchanged vector (the model, and the
-  // tracker when tracking) the working copy and two mixing accumulators, plus Z_{r-1} when
-  // eta_g != 0; the round's gradient (and a per-call buffer when B > 1); when tracking the
-  // previous gradient, and for R > 1 the round-start snapshots of x and y.
+  // Model-sized float vectors a peer of `config` keeps. Dense algorithms: per exchanged vector
+  // (the model, and the tracker when tracking) the working copy and two mixing accumulators,
+  // plus Z_{r-1} when eta_g != 0; the round's gradient (and a per-call buffer when B > 1); when
+  // tracking the previous gradient, and for R > 1 the round-start snapshots of x and y. CHOCO:
+  // the model, the consensus accumulator (which holds the encoder's input x^{k+1/2} - x̂_i
+  // before the round's first term), the gradient, a per-call buffer when B > 1, and the public
+  // copies: degree + 1.
   static constexpr std::size_t ModelVectors(const GossipConfig& config) {
+    const std::size_t batch_buffer = config.phase_batches > 1 ? std::size_t{1} : std::size_t{0};
+    if (config.algorithm == GossipAlgorithm::kChoco) {
+      return 3 + batch_buffer + std::size_t{config.mixing.degree} + 1;
+    }
     const bool tracking = TracksGradients(config.algorithm);
     const std::size_t exchanged = tracking ? 2 : 1;
-    std::size_t count = exchanged * (config.accel != 0.0f ? 4 : 3) + 1;
-    if (config.phase_batches > 1) ++count;
+    std::size_t count = exchanged * (config.accel != 0.0f ? 4 : 3) + 1 + batch_buffer;
     if (tracking) count += config.gossip_steps > 1 ? 3 : 1;
     return count;
   }
 
-  // Exact arena bytes Init takes: ModelVectors(config) vectors of d floats, two frame builders per
-  // exchanged vector and one control-frame builder. 0 when the layout cannot be sized (see
-  // ValidateGossipConfig for the full checks).
+  // Exact arena bytes Init takes: ModelVectors(config) vectors of d floats, two frame builders
+  // (of config.codec's frames) per exchanged vector, CHOCO's codec scratch and one control-frame
+  // builder. 0 when the layout or codec cannot be sized (see ValidateGossipConfig for the full
+  // checks).
   static constexpr std::size_t ArenaBytes(const GossipConfig& config) {
     const std::size_t d = config.layout.dimension();
-    const std::size_t builder = wire::FrameBuilderBytes(ModelCodec(), config.layout);
+    const std::size_t builder = wire::FrameBuilderBytes(config.codec, config.layout);
     if (d == 0 || builder == 0) return 0;
     const std::size_t exchanged = TracksGradients(config.algorithm) ? 2 : 1;
     return ModelVectors(config) * ArenaBytesFor<float>(d) +
-           2 * exchanged * edgesgd::ArenaBytes(builder) + edgesgd::ArenaBytes(kControlBuilderBytes);
+           2 * exchanged * edgesgd::ArenaBytes(builder) +
+           edgesgd::ArenaBytes(CodecScratchBytesOf(config)) +
+           edgesgd::ArenaBytes(kControlBuilderBytes);
+  }
+
+  // Scratch bytes CHOCO's codec needs to encode and decode (0 for the dense algorithms).
+  static constexpr std::size_t CodecScratchBytesOf(const GossipConfig& config) {
+    return config.algorithm == GossipAlgorithm::kChoco
+               ? CodecScratchBytes(config.codec, config.layout)
+               : 0;
   }
 
   GossipPeerSession() = default;
@@ -304,6 +396,10 @@ class GossipPeerSession final : public Session {
   std::span<const float> model() const { return model_start_; }
   // y_i at the start of round() (tracking only; empty for D-PSGD).
   std::span<const float> tracker() const { return tracker_start_; }
+  // CHOCO: the public copy this peer holds of `peer` (itself or a neighbour), and how many of
+  // that peer's deltas it has applied (rounds 0..n-1). Empty / 0 for another peer or algorithm.
+  std::span<const float> public_copy(PeerId peer) const;
+  std::uint64_t public_copy_rounds(PeerId peer) const;
   // The round in progress (T once finished) and its exchange step (0..R-1).
   std::uint32_t round() const { return round_; }
   std::uint32_t step() const { return step_; }
@@ -351,9 +447,14 @@ class GossipPeerSession final : public Session {
   bool DoPollFrame(OutgoingFrame& out);
   TimeNs DoNextWakeup() const;
 
+  bool choco() const { return config_.algorithm == GossipAlgorithm::kChoco; }
   // Index of `peer` in the mixing row, or -1.
   int NeighbourIndex(PeerId peer) const;
   void HandleExchange(std::size_t index, const wire::FrameView& view, TimeNs now);
+  // CHOCO: a neighbour's delta, applied to its copy if it is the copy's next round.
+  void HandleDelta(std::size_t index, const wire::FrameView& view, TimeNs now);
+  // A lost neighbour heard from for `step` is live again when the step shows it is back.
+  void ReviveIfBack(std::size_t index, std::uint64_t step);
   void HandleLeave(std::size_t index);
   // Which exchanged vector a frame's (phase, step, vector) belongs to, or -1 when this
   // algorithm never sends it.
@@ -371,8 +472,9 @@ class GossipPeerSession final : public Session {
     return std::span<const Exchanged>(exchanged_).first(vectors_);
   }
 
-  // Closes steps while the current one is complete or past its deadline.
-  void Advance(TimeNs now);
+  // Closes steps while the current one is complete or past its deadline, `started` steps having
+  // started in this call already.
+  void Advance(TimeNs now, std::uint32_t started);
   bool StepComplete() const;
   // The round's gradient at x_k (the mean of B calls) into gradient_; false if a call failed.
   bool ComputeGradient();
@@ -383,6 +485,17 @@ class GossipPeerSession final : public Session {
                                                 const wire::PayloadMessage& message,
                                                 std::span<const float> values) const;
   void CloseStep(TimeNs now, bool deadline_passed);
+  // CHOCO: q_i = C(x - x̂_i) as a frame in `builder`, and x̂_i += decode(q_i) from the frame's
+  // bytes. Errors: the codec's and the builder's.
+  Result<std::span<const std::byte>> BuildDeltaFrame(wire::FrameBuilder& builder,
+                                                     const wire::FrameHeader& header,
+                                                     const wire::PayloadMessage& message);
+  // CHOCO: `copy` += decode(payload) for `sender`'s delta of `round`, after the codec's checks;
+  // the copy is untouched on error. Errors: kDataLoss (a payload the codec refuses).
+  Status ApplyDelta(const CodecParams& params, const PayloadView& payload, std::uint32_t round,
+                    PeerId sender, std::span<float> copy);
+  // CHOCO: adds W_ik (x̂_k - x̂_i) of neighbour `index` to the round's consensus accumulator.
+  void AddConsensusTerm(std::size_t index);
   // One accelerated-gossip step of `vector` with the row re-weighted for its misses.
   void MixStep(Exchanged& vector);
   void FinishRound(TimeNs now);
@@ -411,6 +524,14 @@ class GossipPeerSession final : public Session {
   // until the round's single step closes).
   std::span<float> model_start_;
   std::span<float> tracker_start_;
+
+  // CHOCO's public copies: x̂ of this peer, and of each neighbour (indexed like the mixing row)
+  // with the number of its deltas applied so far (the round of the next one); the codec's scratch.
+  std::span<float> own_copy_;
+  std::array<std::span<float>, kMaxNeighbours> copies_{};
+  std::array<std::uint64_t, kMaxNeighbours> copy_rounds_{};
+  std::uint64_t own_rounds_ = 0;
+  std::span<std::byte> codec_scratch_;
 
   std::array<std::uint64_t, 2> frame_steps_{};  // the step each slot's frames belong to
   std::array<std::uint64_t, 2> frame_work_{};   // work_samples still to report for the slot

@@ -1,0 +1,545 @@
+// CHOCO-SGD in GossipPeerSession (docs/algorithms.md §6): the public copies agree bit for bit at
+// every holder with every codec CHOCO takes; the identity codec with gamma = 1 is D-PSGD with the
+// gradient step before the mix; deltas apply in round order (a late one still does, a gap freezes
+// the copy); bad frames are counted; the codecs and consensus steps CHOCO cannot use are refused;
+// a hostile network or a crashed neighbour neither crashes nor stalls a peer; and CHOCO with
+// top_k reaches what dense D-PSGD reaches.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "edgesgd/core/arena.h"
+#include "edgesgd/core/codec_registry.h"
+#include "edgesgd/protocol/gossip_peer_session.h"
+#include "edgesgd/wire/frame_builder.h"
+#include "edgesgd/wire/frame_decoder.h"
+#include "protocol/gossip_network.h"
+
+namespace edgesgd::protocol {
+namespace {
+
+using namespace gossip_test;  // NOLINT: the shared driver
+
+// Every codec CHOCO takes, with parameters that keep something of TestLayout's tensors (6 and 4
+// coordinates).
+std::vector<std::pair<const char*, CodecParams>> ChocoCodecs() {
+  return {
+      {"identity", IdentityParams{}},
+      {"top_k", TopKParams{.k_ratio = 0.3f}},
+      {"rand_k", RandKParams{.k_ratio = 0.5f}},
+      {"random_block", RandomBlockParams{.block_ratio = 2}},
+      {"sign", SignParams{}},
+      {"qsgd", QsgdParams{.levels = 127, .bucket = 4}},
+      {"qsgd_dq", QsgdParams{.levels = 127,
+                             .bucket = 4,
+                             .schedule = QuantScheduleKind::kDq,
+                             .bits_min = 4,
+                             .bits_max = 8}},
+      {"natural", NaturalParams{}},
+      {"fp16", Fp16Params{}},
+  };
+}
+
+GossipConfig& ConfigureChoco(GossipNetwork& network, const CodecParams& codec, float gamma) {
+  GossipConfig& config = network.base_config();
+  config.algorithm = GossipAlgorithm::kChoco;
+  config.codec = codec;
+  config.consensus_step = gamma;
+  return config;
+}
+
+// Every copy `holder` keeps (its own and its neighbours') equals the owner's own copy bit for bit,
+// and holds `rounds` deltas.
+void ExpectCopiesAgree(GossipNetwork& network, PeerId holder, std::uint64_t rounds) {
+  const GossipPeerSession& session = network.session(holder);
+  std::vector<PeerId> owners{holder};
+  for (const PeerId neighbour : session.config().mixing.neighbour_ids()) {
+    owners.push_back(neighbour);
+  }
+  for (const PeerId owner : owners) {
+    SCOPED_TRACE(::testing::Message() << "holder " << holder << ", copy of " << owner);
+    const std::span<const float> held = session.public_copy(owner);
+    const std::span<const float> own = network.session(owner).public_copy(owner);
+    ASSERT_EQ(held.size(), TestLayout().dimension());
+    ASSERT_EQ(own.size(), held.size());
+    EXPECT_EQ(session.public_copy_rounds(owner), rounds);
+    EXPECT_EQ(std::memcmp(held.data(), own.data(), held.size_bytes()), 0);
+  }
+}
+
+// ---- The copies and the update rule ----
+
+TEST(ChocoTest, PublicCopiesAgreeBitForBitAtEveryHolderWithEveryCodec) {
+  constexpr std::uint32_t kRounds = 40;
+  constexpr PeerId kPeers = 6;
+  for (const auto& [name, codec] : ChocoCodecs()) {
+    SCOPED_TRACE(name);
+    GossipNetwork network({TopologyKind::kRing, kPeers}, kRounds, 0.05f);
+    ConfigureChoco(network, codec, 0.3f);
+    network.InitAll();
+    ASSERT_TRUE(network.Run(kRounds * kDeadline));
+    for (PeerId id = 1; id <= kPeers; ++id) {
+      const GossipPeerSession& session = network.session(id);
+      EXPECT_TRUE(session.Finished());
+      EXPECT_TRUE(session.status().ok()) << session.status().reason();
+      EXPECT_EQ(session.counters().total_rejected(), 0u);
+      EXPECT_EQ(session.counters().neighbours_missed, 0u);
+      EXPECT_EQ(session.counters().models_accepted, 2u * kRounds);
+      ExpectCopiesAgree(network, id, kRounds);
+      // The copy follows the model: it is no longer the zero it started from.
+      bool moved = false;
+      for (const float v : session.public_copy(id)) moved = moved || v != 0.0f;
+      EXPECT_TRUE(moved);
+    }
+  }
+}
+
+// x_{k+1} = x^{k+1/2} + sum_j W_ij (x̂_j - x̂_i) with x̂ = x^{k+1/2} is W (x_k - lr g_k): D-PSGD
+// with the step before the mix. kDpsgd mixes first (x_{k+1} = W x_k - lr g_k), so the
+// equivalence is checked against a reference loop of the step-first order, not against kDpsgd —
+// and kDpsgd is shown to differ from it. Not bit for bit: x̂_i + (x - x̂_i) need not be x in float.
+TEST(ChocoTest, IdentityWithGammaOneIsDpsgdWithTheStepBeforeTheMix) {
+  constexpr std::uint32_t kRounds = 40;
+  constexpr float kLr = 0.1f;
+  for (const Topology topology :
+       {Topology{TopologyKind::kRing, 5}, Topology{TopologyKind::kComplete, 4},
+        Topology{TopologyKind::kRing, 2}}) {
+    SCOPED_TRACE(TopologyKindName(topology.kind));
+    const std::uint32_t n = topology.peers;
+    GossipNetwork choco(topology, kRounds, kLr);
+    ConfigureChoco(choco, IdentityParams{}, 1.0f);
+    choco.InitAll();
+    GossipNetwork dpsgd(topology, kRounds, kLr);  // the same seed: the same targets and start
+    dpsgd.InitAll();
+
+    std::vector<std::vector<double>> x;
+    for (PeerId id = 1; id <= n; ++id) {
+      x.emplace_back(choco.peer(id).initial.begin(), choco.peer(id).initial.end());
+    }
+    const std::size_t d = x.front().size();
+    for (std::uint32_t t = 0; t < kRounds; ++t) {
+      std::vector<std::vector<double>> half = x;
+      for (PeerId i = 1; i <= n; ++i) {
+        for (std::size_t k = 0; k < d; ++k) {
+          half[i - 1][k] -= static_cast<double>(kLr) *
+                            (x[i - 1][k] - static_cast<double>(choco.peer(i).target[k]));
+        }
+      }
+      for (PeerId i = 1; i <= n; ++i) {
+        for (std::size_t k = 0; k < d; ++k) {
+          double mixed = 0.0;
+          for (PeerId j = 1; j <= n; ++j) {
+            mixed +=
+                static_cast<double>(MixingWeight(topology, MixingRule::kMetropolisHastings, i, j)) *
+                half[j - 1][k];
+          }
+          x[i - 1][k] = mixed;
+        }
+      }
+    }
+    ASSERT_TRUE(choco.Run(kRounds * kDeadline));
+    ASSERT_TRUE(dpsgd.Run(kRounds * kDeadline));
+    double dpsgd_gap = 0.0;
+    for (PeerId id = 1; id <= n; ++id) {
+      const std::span<const float> model = choco.session(id).model();
+      const std::span<const float> mixed_first = dpsgd.session(id).model();
+      for (std::size_t k = 0; k < d; ++k) {
+        EXPECT_NEAR(model[k], x[id - 1][k], 1e-4) << "peer " << id << " coordinate " << k;
+        dpsgd_gap =
+            std::max(dpsgd_gap, std::abs(static_cast<double>(mixed_first[k]) - x[id - 1][k]));
+      }
+    }
+    if (n > 2) {  // on two peers W(x - lr g) and Wx - lr g differ less
+      EXPECT_GT(dpsgd_gap, 1e-3);
+    }
+  }
+}
+
+// Ring of 8, quadratic targets: the peers' mean follows SGD on the mean objective exactly (W is
+// symmetric and every term W_ij (x^_j - x^_i) has its mirror), so CHOCO with top_k (one or two
+// coordinates of each tensor per round) brings the mean to the optimum as dense D-PSGD does, and
+// the peers to agreement; single models keep a bias from the heterogeneous targets, larger than
+// D-PSGD's with the weaker mixing. (The bytes CHOCO saves show on real models:
+// tests/cli/gossip_choco.cmake.)
+TEST(ChocoTest, TopKReachesTheOptimumDenseDpsgdReaches) {
+  const auto mean_distance = [](GossipNetwork& network) {
+    const std::vector<float> optimum = network.MeanTarget();
+    const std::vector<std::vector<float>> models = network.Models();
+    double distance = 0.0;
+    for (std::size_t i = 0; i < optimum.size(); ++i) {
+      double mean = 0.0;
+      for (const std::vector<float>& x : models) mean += static_cast<double>(x[i]);
+      const double diff =
+          mean / static_cast<double>(models.size()) - static_cast<double>(optimum[i]);
+      distance += diff * diff;
+    }
+    return distance;
+  };
+  GossipNetwork dense({TopologyKind::kRing, 8}, 300, 0.05f);
+  dense.InitAll();
+  ASSERT_TRUE(dense.Run(300 * kDeadline));
+  EXPECT_LT(mean_distance(dense), 1e-6);
+
+  constexpr std::uint32_t kRounds = 1200;
+  GossipNetwork choco({TopologyKind::kRing, 8}, kRounds, 0.05f);
+  ConfigureChoco(choco, TopKParams{.k_ratio = 0.3f}, 0.3f);
+  choco.InitAll();
+  const double initial_consensus = ConsensusDistance(choco.Models());
+  ASSERT_TRUE(choco.Run(kRounds * kDeadline));
+  EXPECT_LT(mean_distance(choco), 1e-6);
+  EXPECT_LT(ConsensusDistance(choco.Models()), initial_consensus / 100.0);
+}
+
+// ---- Frames fed by hand ----
+
+class ChocoSessionTest : public ::testing::Test {
+ protected:
+  static constexpr std::uint32_t kRounds = 6;
+  static constexpr float kLr = 0.5f;
+  static constexpr float kGamma = 0.5f;
+
+  void SetUp() override {
+    const Topology ring{TopologyKind::kRing, 4};  // peer 1's neighbours: 2 and 4
+    config_.algorithm = GossipAlgorithm::kChoco;
+    config_.codec = TopKParams{.k_ratio = 0.3f};  // 2 of the first tensor, 1 of the second
+    config_.consensus_step = kGamma;
+    config_.mixing = MakeMixingRow(ring, MixingRule::kMetropolisHastings, 1).value();
+    config_.layout = TestLayout();
+    config_.rounds = kRounds;
+    config_.learning_rate = kLr;
+    config_.neighbour_deadline_ns = kDeadline;
+    target_.assign(TestLayout().dimension(), 1.0f);
+    initial_.assign(TestLayout().dimension(), 3.0f);
+    storage_.assign(GossipPeerSession::ArenaBytes(config_) + kArenaAlignment, std::byte{0});
+    arena_ = std::make_unique<Arena>(storage_);
+    options_.gradient = &QuadraticGradient;
+    options_.user = &target_;
+    options_.codecs = &AllCodecs();
+    options_.initial_model = initial_;
+    const Status check = session_.Init(*arena_, config_, options_);
+    ASSERT_TRUE(check.ok()) << check.reason();
+  }
+
+  // A top_k delta of `sender` for `round`: `values` at the global `indices` (two in [0, 6), one in
+  // [6, 10), ascending).
+  static FrameBytes Delta(PeerId sender, std::uint32_t round, std::array<std::uint32_t, 3> indices,
+                          std::array<float, 3> values,
+                          wire::GossipVector vector = wire::GossipVector::kModelDelta) {
+    const CodecParams codec = TopKParams{.k_ratio = 0.3f};
+    std::vector<std::uint64_t> buffer(wire::FrameBuilderBytes(codec, TestLayout()) / 8 + 1);
+    wire::FrameBuilder builder(
+        std::span<std::byte>(reinterpret_cast<std::byte*>(buffer.data()), buffer.size() * 8));
+    const PayloadSpans spans =
+        builder
+            .BeginPayloadFrame({sender, round, 3},
+                               wire::PayloadMessage::GossipExchange({0, 0, vector}), codec,
+                               TestLayout())
+            .value();
+    std::copy(indices.begin(), indices.end(), spans.indices.begin());
+    std::copy(values.begin(), values.end(), spans.values.begin());
+    return FrameBytes(builder.FinishPayloadFrame().value());
+  }
+
+  void Feed(PeerId from, const FrameBytes& frame, TimeNs now = 0) {
+    session_.OnFrame(from, frame.bytes(), now);
+  }
+
+  std::vector<OutgoingFrame> PollAll() {
+    std::vector<OutgoingFrame> out;
+    OutgoingFrame frame;
+    while (session_.PollFrame(frame)) out.push_back(frame);
+    return out;
+  }
+
+  std::uint64_t Rejected(GossipRejectReason reason) const {
+    return session_.counters().rejected_for(reason);
+  }
+
+  std::vector<float> Copy(PeerId peer) const {
+    const std::span<const float> copy = session_.public_copy(peer);
+    return std::vector<float>(copy.begin(), copy.end());
+  }
+
+  GossipConfig config_;
+  GossipOptions options_;
+  std::vector<float> target_;
+  std::vector<float> initial_;
+  std::vector<std::byte> storage_;
+  std::unique_ptr<Arena> arena_;
+  GossipPeerSession session_;
+};
+
+TEST_F(ChocoSessionTest, SendsOneCompressedDeltaAndAppliesItToItsOwnCopy) {
+  EXPECT_EQ(arena_->used_bytes(), GossipPeerSession::ArenaBytes(config_));
+  EXPECT_EQ(GossipPeerSession::ModelVectors(config_), 3u + 2u + 1u);
+  session_.Start(0);
+  const std::vector<OutgoingFrame> frames = PollAll();
+  ASSERT_EQ(frames.size(), 2u);
+  EXPECT_EQ(frames[0].bytes.data(), frames[1].bytes.data());  // the same bytes to both
+  EXPECT_LE(frames[0].bytes.size(), GossipPeerSession::MaxFrameBytes(config_));
+  const FrameBytes copy(frames[0].bytes);
+  const Result<wire::FrameView> view = wire::DecodeFrame(copy.bytes());
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ(view.value().message.gossip.vector, wire::GossipVector::kModelDelta);
+  EXPECT_EQ(view.value().payload.codec, kCodecId<TopKCodec>);
+  // x^{1/2} = 3 - 0.5 * (3 - 1) = 2 everywhere, so q = top_k(2 - 0): the lowest indices win the
+  // ties, and the own copy holds exactly what was sent.
+  const std::vector<float> expected{2, 2, 0, 0, 0, 0, 2, 0, 0, 0};
+  EXPECT_EQ(Copy(1), expected);
+  EXPECT_EQ(session_.public_copy_rounds(1), 1u);
+  EXPECT_EQ(Copy(2), std::vector<float>(10, 0.0f));
+  EXPECT_TRUE(session_.public_copy(3).empty());  // not a neighbour
+}
+
+TEST_F(ChocoSessionTest, AppliesDeltasInRoundOrderLateOnesTooAndCountsBadFrames) {
+  session_.Start(0);
+  PollAll();
+  const std::vector<float> own = Copy(1);
+
+  Feed(2, Delta(2, 0, {1, 4, 7}, {1.0f, 2.0f, 3.0f}));
+  EXPECT_EQ(session_.heard_count(), 1u);
+  const std::vector<float> copy_of_2{0, 1, 0, 0, 2, 0, 0, 3, 0, 0};
+  EXPECT_EQ(Copy(2), copy_of_2);
+
+  // Rejected, with neighbour 4's copy untouched: a duplicate, a gap, a round past the run, a
+  // vector CHOCO does not send, another codec, and payloads top_k's checks refuse.
+  Feed(2, Delta(2, 0, {1, 4, 7}, {1.0f, 2.0f, 3.0f}));
+  EXPECT_EQ(Rejected(GossipRejectReason::kDuplicate), 1u);
+  Feed(4, Delta(4, 2, {0, 1, 6}, {1.0f, 1.0f, 1.0f}));
+  EXPECT_EQ(Rejected(GossipRejectReason::kOutOfOrder), 1u);
+  Feed(4, Delta(4, kRounds, {0, 1, 6}, {1.0f, 1.0f, 1.0f}));
+  EXPECT_EQ(Rejected(GossipRejectReason::kFuture), 1u);
+  Feed(4, Delta(4, 0, {0, 1, 6}, {1.0f, 1.0f, 1.0f}, wire::GossipVector::kModel));
+  EXPECT_EQ(Rejected(GossipRejectReason::kWrongExchange), 1u);
+  const std::vector<float> dense(TestLayout().dimension(), 1.0f);
+  Feed(4, GossipFrame(4, 0, dense, {0, 0, wire::GossipVector::kModelDelta}));
+  EXPECT_EQ(Rejected(GossipRejectReason::kWrongCodec), 1u);
+  Feed(4, Delta(4, 0, {0, 1, 6}, {1.0f, std::nanf(""), 1.0f}));
+  Feed(4, Delta(4, 0, {0, 1, 11}, {1.0f, 1.0f, 1.0f}));
+  Feed(4, Delta(4, 0, {1, 0, 6}, {1.0f, 1.0f, 1.0f}));
+  EXPECT_EQ(Rejected(GossipRejectReason::kBadPayload), 3u);
+  EXPECT_EQ(Copy(4), std::vector<float>(10, 0.0f));
+  EXPECT_EQ(session_.public_copy_rounds(4), 0u);
+  EXPECT_EQ(session_.counters().total_rejected(), 8u);
+
+  // Round 0 closes at the deadline without neighbour 4: its term is left out (its weight stays on
+  // the diagonal). x = x^{1/2} + gamma * W_12 (x̂_2 - x̂_1).
+  session_.OnTimer(kDeadline);
+  ASSERT_EQ(session_.round(), 1u);
+  const float w = config_.mixing.weights[0];
+  for (std::size_t i = 0; i < 10; ++i) {
+    EXPECT_FLOAT_EQ(session_.model()[i], 2.0f + kGamma * (w * (copy_of_2[i] - own[i]))) << i;
+  }
+  EXPECT_EQ(session_.counters().neighbours_missed, 1u);
+  PollAll();
+
+  // Neighbour 4's round-0 delta arrives late: applied to its copy only, which is whole again.
+  Feed(4, Delta(4, 0, {0, 1, 6}, {1.0f, 1.0f, 1.0f}), kDeadline + 1);
+  EXPECT_EQ(session_.counters().late_deltas, 1u);
+  EXPECT_EQ(session_.public_copy_rounds(4), 1u);
+  EXPECT_EQ(session_.heard_count(), 0u);
+  // Its round-1 delta and neighbour 2's close round 1 with both heard.
+  Feed(4, Delta(4, 1, {0, 2, 9}, {1.0f, 1.0f, 1.0f}), kDeadline + 2);
+  EXPECT_EQ(session_.heard_count(), 1u);
+  Feed(2, Delta(2, 1, {0, 2, 9}, {1.0f, 1.0f, 1.0f}), kDeadline + 3);
+  ASSERT_EQ(session_.round(), 2u);
+  EXPECT_EQ(session_.counters().neighbours_missed, 1u);
+  const std::vector<float> copy_of_4{2, 1, 1, 0, 0, 0, 1, 0, 0, 1};
+  EXPECT_EQ(Copy(4), copy_of_4);
+  EXPECT_EQ(session_.counters().models_accepted, 4u);
+  EXPECT_EQ(session_.counters().total_rejected(), 8u);
+  for (std::size_t r = 0; r < kGossipRejectReasonCount; ++r) {
+    EXPECT_STRNE(GossipRejectReasonName(static_cast<GossipRejectReason>(r)), "unknown");
+  }
+  EXPECT_STREQ(GossipRejectReasonName(GossipRejectReason::kOutOfOrder), "out_of_order");
+}
+
+TEST_F(ChocoSessionTest, ANeighbourAheadIsCountedInWhenTheRoundStarts) {
+  session_.Start(0);
+  PollAll();
+  Feed(2, Delta(2, 0, {0, 1, 6}, {1.0f, 1.0f, 1.0f}));
+  Feed(2, Delta(2, 1, {0, 1, 6}, {1.0f, 1.0f, 1.0f}));  // neighbour 2 already in round 1
+  EXPECT_EQ(session_.counters().models_buffered, 1u);
+  EXPECT_EQ(session_.public_copy_rounds(2), 2u);
+  Feed(4, Delta(4, 0, {0, 1, 6}, {1.0f, 1.0f, 1.0f}));
+  ASSERT_EQ(session_.round(), 1u);
+  EXPECT_EQ(session_.heard_count(), 1u);  // neighbour 2, from its copy
+  Feed(4, Delta(4, 1, {0, 1, 6}, {1.0f, 1.0f, 1.0f}));
+  EXPECT_EQ(session_.round(), 2u);
+  EXPECT_EQ(session_.counters().neighbours_missed, 0u);
+}
+
+// Neighbours four rounds ahead complete this peer's rounds from their copies alone; a call still
+// starts at most two rounds (the builders hold two rounds of frames), and the next is due at once.
+TEST_F(ChocoSessionTest, NeighboursFarAheadAreCaughtUpTwoRoundsPerCall) {
+  for (std::uint32_t round = 0; round < 4; ++round) {
+    Feed(2, Delta(2, round, {0, 1, 6}, {1.0f, 1.0f, 1.0f}));
+    Feed(4, Delta(4, round, {0, 1, 6}, {1.0f, 1.0f, 1.0f}));
+  }
+  std::vector<std::uint32_t> sent_rounds;
+  const auto poll_rounds = [&] {
+    for (const OutgoingFrame& out : PollAll()) {
+      const FrameBytes copy(out.bytes);
+      const Result<wire::FrameView> view = wire::DecodeFrame(copy.bytes());
+      ASSERT_TRUE(view.ok());
+      if (out.to == 2) sent_rounds.push_back(view.value().header.round);
+    }
+  };
+  session_.Start(0);
+  EXPECT_EQ(session_.round(), 1u);
+  EXPECT_EQ(session_.NextWakeup(), TimeNs{0});
+  poll_rounds();
+  session_.OnTimer(0);
+  EXPECT_EQ(session_.round(), 3u);
+  poll_rounds();
+  session_.OnTimer(0);
+  EXPECT_EQ(session_.round(), 4u);  // neighbours have not sent round 4 yet
+  EXPECT_EQ(session_.NextWakeup(), kDeadline);
+  poll_rounds();
+  EXPECT_EQ(sent_rounds, (std::vector<std::uint32_t>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(session_.counters().neighbours_missed, 0u);
+  EXPECT_EQ(session_.counters().deadline_closes, 0u);
+}
+
+// ---- Configurations ----
+
+TEST(ChocoConfigTest, RefusesWhatCannotTrackPublicCopies) {
+  for (const CodecParams& codec :
+       {CodecParams{RegTopKParams{}}, CodecParams{SignParams{SignScale::kUnit}},
+        CodecParams{RandKParams{.k_ratio = 0.1f, .scaling = RandKScaling::kUnbiased}},
+        CodecParams{QsgdParams{.levels = 7, .bucket = 64}},
+        CodecParams{QsgdParams{
+            .levels = 127, .bucket = 64, .schedule = QuantScheduleKind::kDq, .bits_min = 4}}}) {
+    SCOPED_TRACE(std::string(CodecName(codec)));
+    const Status check = CheckChocoCodec(codec);
+    EXPECT_EQ(check, Status::InvalidArgument());
+    EXPECT_NE(std::string(check.reason()).find(" use "), std::string::npos) << check.reason();
+  }
+  for (const auto& [name, codec] : ChocoCodecs()) {
+    EXPECT_TRUE(CheckChocoCodec(codec).ok()) << name;
+    const float gamma = DefaultConsensusStep(codec);
+    EXPECT_GT(gamma, 0.0f) << name;
+    EXPECT_LE(gamma, 1.0f) << name;
+  }
+  EXPECT_EQ(DefaultConsensusStep(IdentityParams{}), 1.0f);
+
+  GossipConfig config;
+  config.mixing =
+      MakeMixingRow({TopologyKind::kRing, 4}, MixingRule::kMetropolisHastings, 1).value();
+  config.layout = TestLayout();
+  config.algorithm = GossipAlgorithm::kChoco;
+  config.codec = TopKParams{};
+  config.consensus_step = 0.05f;
+  EXPECT_TRUE(ValidateGossipConfig(config).ok());
+  const auto expect_invalid = [](const GossipConfig& bad) {
+    const Status check = ValidateGossipConfig(bad);
+    EXPECT_EQ(check, Status::InvalidArgument());
+  };
+  for (const float gamma : {0.0f, -0.1f, 1.5f, std::nanf("")}) {
+    GossipConfig bad = config;
+    bad.consensus_step = gamma;
+    expect_invalid(bad);
+  }
+  GossipConfig bad = config;
+  bad.codec = TopKParams{.k_ratio = 2.0f};
+  expect_invalid(bad);
+  bad = config;
+  bad.codec = RegTopKParams{};
+  expect_invalid(bad);
+  bad = config;
+  bad.gossip_steps = 2;
+  expect_invalid(bad);
+  // The dense algorithms send identity models and have no consensus step.
+  bad = config;
+  bad.algorithm = GossipAlgorithm::kDpsgd;
+  expect_invalid(bad);
+  bad.codec = IdentityParams{};
+  expect_invalid(bad);
+  bad.consensus_step = 1.0f;
+  EXPECT_TRUE(ValidateGossipConfig(bad).ok());
+  EXPECT_STREQ(GossipAlgorithmName(GossipAlgorithm::kChoco), "choco");
+
+  // Init needs a registry that holds the codec, and takes exactly ArenaBytes.
+  const std::vector<float> initial(TestLayout().dimension(), 0.0f);
+  std::vector<float> target(TestLayout().dimension(), 0.0f);
+  GossipOptions options;
+  options.gradient = &QuadraticGradient;
+  options.user = &target;
+  options.initial_model = initial;
+  config.phase_batches = 2;
+  std::vector<std::byte> storage(GossipPeerSession::ArenaBytes(config) + kArenaAlignment);
+  {
+    GossipPeerSession session;
+    Arena arena(storage);
+    EXPECT_EQ(session.Init(arena, config, options), Status::InvalidArgument());
+    static constexpr std::array<CodecOps, 1> kSignOnly = MakeCodecOps<SignCodec>();
+    const CodecRegistry sign_only(kSignOnly);
+    options.codecs = &sign_only;
+    EXPECT_EQ(session.Init(arena, config, options), Status::InvalidArgument());
+    EXPECT_EQ(arena.used_bytes(), 0u);
+  }
+  options.codecs = &AllCodecs();
+  for (const auto& [name, codec] : ChocoCodecs()) {
+    SCOPED_TRACE(name);
+    config.codec = codec;
+    storage.assign(GossipPeerSession::ArenaBytes(config) + kArenaAlignment, std::byte{0});
+    GossipPeerSession session;
+    Arena arena(storage);
+    ASSERT_TRUE(session.Init(arena, config, options).ok());
+    EXPECT_EQ(arena.used_bytes(), GossipPeerSession::ArenaBytes(config));
+    EXPECT_EQ(GossipPeerSession::MaxFrameBytes(config), wire::MaxFrameBytes(codec, TestLayout()));
+  }
+}
+
+// ---- Faults ----
+
+TEST(ChocoTest, FuzzedNetworkNeverCrashesOrStalls) {
+  constexpr std::uint32_t kRounds = 30;
+  for (std::uint32_t seed = 1; seed <= 4; ++seed) {
+    SCOPED_TRACE(seed);
+    GossipNetwork network({TopologyKind::kRing, 5}, kRounds, 0.05f, 5.0f, seed);
+    ConfigureChoco(network,
+                   seed % 2 == 0 ? CodecParams{TopKParams{.k_ratio = 0.3f}}
+                                 : CodecParams{QsgdParams{.levels = 127, .bucket = 4}},
+                   0.3f);
+    network.InitAll();
+    ExpectFinishesUnderFuzzing(network, 5, kRounds, 10 * kRounds * kDeadline);
+  }
+}
+
+TEST(ChocoTest, CrashedNeighbourIsNotWaitedForAndTheOtherCopiesStayIdentical) {
+  constexpr std::uint32_t kRounds = 40;
+  GossipNetwork network({TopologyKind::kRing, 6}, kRounds, 0.05f);
+  ConfigureChoco(network, TopKParams{.k_ratio = 0.3f}, 0.3f);
+  network.InitAll();
+  bool crashed = false;
+  network.on_event = [&](GossipNetwork& net) {
+    if (!crashed && net.session(1).round() == 10) {
+      crashed = true;
+      net.Crash(4);
+    }
+  };
+  ASSERT_TRUE(network.Run(kRounds * kDeadline / 4));
+  ASSERT_TRUE(crashed);
+  for (const PeerId id : {3u, 5u}) {
+    const GossipPeerSession& session = network.session(id);
+    EXPECT_TRUE(session.Finished());
+    EXPECT_EQ(session.counters().neighbours_lost, 1u);
+    EXPECT_EQ(session.counters().deadline_closes, 0u);
+    EXPECT_LT(session.public_copy_rounds(4), 13u);  // frozen where peer 4 stopped
+  }
+  for (const PeerId id : {1u, 2u, 6u}) ExpectCopiesAgree(network, id, kRounds);
+}
+
+}  // namespace
+}  // namespace edgesgd::protocol
