@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <span>
 #include <string>
@@ -295,6 +296,72 @@ TEST(SimulationTest, GossipSimulationIsThePeersOnASimNetwork) {
   EXPECT_EQ(result.model, average);
   EXPECT_EQ(result.memory.device_arena_bytes, largest_arena);
   EXPECT_EQ(result.memory.server_arena_bytes, 0u);
+}
+
+// CHOCO on the simulated network (slow uneven links, duplicated frames): every peer finishes,
+// every public copy equals its owner's bit for bit, and a peer sends fewer bytes than with dense
+// D-PSGD.
+TEST(SimulationTest, ChocoGossipKeepsPublicCopiesIdenticalAndSendsLess) {
+  constexpr std::uint32_t kPeers = 6;
+  const protocol::Topology ring{protocol::TopologyKind::kRing, kPeers};
+  std::vector<QuadraticProblem> problems = Problems(kPeers);
+  const std::vector<float> initial(kDim, 1.0f);
+  const auto run = [&](protocol::GossipAlgorithm algorithm, const CodecParams& codec,
+                       float gamma, GossipSimulation& simulation) {
+    GossipSimulationSettings settings;
+    for (std::uint32_t i = 0; i < kPeers; ++i) {
+      protocol::GossipConfig config;
+      config.algorithm = algorithm;
+      config.codec = codec;
+      config.consensus_step = gamma;
+      config.mixing =
+          protocol::MakeMixingRow(ring, protocol::MixingRule::kMetropolisHastings, i + 1).value();
+      config.layout = TensorLayout::Single(kDim).value();
+      config.rounds = kRounds;
+      config.learning_rate = 0.1f;
+      config.neighbour_deadline_ns = 10'000 * kMs;
+      settings.peers.push_back(config);
+    }
+    settings.initial_model = initial;
+    settings.network.seed = 5;
+    settings.network.faults.duplication = 0.05;
+    settings.devices = UnevenDevices(kPeers);
+    settings.gradient = [&problems](std::size_t device, std::span<const float> point,
+                                    std::uint32_t round, std::uint32_t step,
+                                    std::span<float> gradient) {
+      return QuadraticGradient(&problems[device], point, round, step, gradient);
+    };
+    std::string detail;
+    EXPECT_TRUE(simulation.Init(settings, detail).ok()) << detail;
+    std::uint64_t bytes_sent = 0;
+    simulation.OnRound([&bytes_sent](const GossipRound& round) { bytes_sent = round.bytes_sent; });
+    EXPECT_TRUE(simulation.Run().finished);
+    return bytes_sent;
+  };
+  GossipSimulation choco;
+  const std::uint64_t choco_bytes =
+      run(protocol::GossipAlgorithm::kChoco, TopKParams{.k_ratio = 0.125f}, 0.2f, choco);
+  GossipSimulation dense;
+  const std::uint64_t dense_bytes =
+      run(protocol::GossipAlgorithm::kDpsgd, IdentityParams{}, 1.0f, dense);
+  EXPECT_LT(choco_bytes, dense_bytes);  // 3 of 24 coordinates (frame headers dominate here)
+
+  std::uint64_t duplicates = 0;
+  for (std::uint32_t i = 0; i < kPeers; ++i) {
+    const protocol::GossipPeerSession& holder = choco.peer(i);
+    duplicates += holder.counters().rejected_for(protocol::GossipRejectReason::kDuplicate);
+    EXPECT_EQ(holder.counters().total_rejected(),
+              holder.counters().rejected_for(protocol::GossipRejectReason::kDuplicate));
+    for (const protocol::PeerId owner : holder.config().mixing.neighbour_ids()) {
+      const std::span<const float> held = holder.public_copy(owner);
+      const std::span<const float> own = choco.peer(owner - 1).public_copy(owner);
+      EXPECT_EQ(holder.public_copy_rounds(owner), kRounds);
+      ASSERT_EQ(held.size(), own.size());
+      EXPECT_EQ(std::memcmp(held.data(), own.data(), held.size_bytes()), 0)
+          << "peer " << i + 1 << "'s copy of " << owner;
+    }
+  }
+  EXPECT_GT(duplicates, 0u);
 }
 
 TEST(SimulationTest, InitNamesWhatItCouldNotSetUp) {

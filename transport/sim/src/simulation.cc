@@ -154,6 +154,7 @@ Status GossipSimulation::Init(const GossipSimulationSettings& settings, std::str
     options.user = &bindings_[i];
     options.samples_per_step = settings.devices[i].samples_per_step;
     options.initial_model = settings.initial_model;
+    options.codecs = settings.codecs;
     if (const Status init = peers_[i]->Init(arenas_[i]->arena, config, options); !init.ok()) {
       return Refused(init, who, detail);
     }

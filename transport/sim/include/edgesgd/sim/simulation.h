@@ -167,6 +167,9 @@ struct GossipSimulationSettings {
   SimConfig network;
   std::vector<SimDevice> devices;  // one per peer
   DeviceGradient gradient;
+  // The codecs CHOCO peers encode and decode with (their config.codec among them); must outlive
+  // the simulation.
+  const CodecRegistry* codecs = &AllCodecs();
 };
 
 // A round every peer has completed.
