@@ -12,6 +12,7 @@
 #include "cli/run_flags.h"
 #include "cli/task.h"
 #include "cli/tcp_flags.h"
+#include "edgesgd/core/codec_registry.h"
 #include "edgesgd/tcp/peer.h"
 
 namespace edgesgd::cli {
@@ -53,6 +54,7 @@ int RunPeer(const PeerFlags& o) {
   settings.gossip.user = task.binding(o.id - 1);
   settings.gossip.samples_per_step = static_cast<std::uint32_t>(task.samples_per_step(o.id - 1));
   settings.gossip.initial_model = initial;
+  settings.gossip.codecs = &AllCodecs();
   for (std::size_t i = 0; i < n; ++i) {
     settings.neighbours.push_back({static_cast<protocol::PeerId>(i + 1), addresses[i]});
   }
@@ -71,8 +73,8 @@ int RunPeer(const PeerFlags& o) {
   ProgressLine progress(o.quiet, IsTerminal(), o.rounds);
   MetricsRow last;
   peer.OnRound([&](const protocol::GossipRoundEvent& event, std::span<const float> model) {
-    MetricsRow row =
-        GossipRow(event.round, event.time_closed, event.bytes_sent, event.bytes_received);
+    MetricsRow row = GossipRow(settings.config, event.round, event.time_closed, event.bytes_sent,
+                               event.bytes_received);
     if (EvaluatesRound(o, row.round)) {
       EvaluateInto(task, model, row);
       last = row;
@@ -115,9 +117,8 @@ void AddPeerCommand(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<PeerFlags>();
   CLI::App* command = app.add_subcommand(
       "peer",
-      "Gossip peer over TCP: D-PSGD, gradient tracking or DeTAG (--gossip) with its neighbours "
-      "on --topology; every peer takes the "
-      "same flags and the same --peers list.");
+      "Gossip peer over TCP: D-PSGD, gradient tracking, DeTAG or CHOCO (--gossip) with its "
+      "neighbours on --topology; every peer takes the same flags and the same --peers list.");
   AddPeerFlags(*command, *o);
   command->callback([o, &exit_code] { exit_code = RunPeer(*o); });
 }

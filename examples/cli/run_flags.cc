@@ -148,10 +148,13 @@ void AddGossipFlags(CLI::App& command, RunFlags& o) {
   const auto gossip_given = [flags](const std::string&) { flags->gossip_flags_given = true; };
   command.add_option("--gossip", o.gossip,
                      "Gossip algorithm: dpsgd (mix, then a gradient step), gt (gradient "
-                     "tracking: model and tracker exchanged each round) or detag (gradient "
-                     "tracking with accelerated gossip over R steps per round)")
+                     "tracking: model and tracker exchanged each round), detag (gradient "
+                     "tracking with accelerated gossip over R steps per round) or choco "
+                     "(CHOCO-SGD: a gradient step, then the model's change against its public "
+                     "copy sent compressed with --codec, then a consensus step of "
+                     "--consensus-step)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"dpsgd", "gt", "detag"}))
+      ->check(CLI::IsMember({"dpsgd", "gt", "detag", "choco"}))
       ->each(gossip_given);
   command.add_option("--topology", o.topology,
                      "Gossip graph: ring, torus (or torus:RxC), complete, star (peer 1 the hub), "
@@ -178,19 +181,42 @@ void AddGossipFlags(CLI::App& command, RunFlags& o) {
       ->capture_default_str()
       ->check(CLI::Range(1u, protocol::kMaxPhaseBatches))
       ->each(gossip_given);
+  command.add_option("--consensus-step", o.consensus_step,
+                     "CHOCO: consensus step gamma in (0, 1], x += gamma * sum_j W_ij (x^_j - "
+                     "x^_i); 0 = the codec's default: 1 for identity, fp16, natural and qsgd, "
+                     "0.1 for top_k, rand_k, random_block and sign (docs/algorithms.md)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0f, 1.0f))
+      ->each([flags](const std::string&) {
+        flags->gossip_flags_given = true;
+        flags->consensus_step_given = true;
+      });
 }
 
 std::string CheckGossipConsistency(const RunFlags& o) {
   const RunFlags defaults;
-  if (o.codec.codec() != CodecName(protocol::ModelCodec())) {
-    return "gossip exchanges dense models: drop --codec (or use --codec identity)";
+  const bool choco = o.gossip == "choco";
+  if (!choco && o.codec.codec() != CodecName(protocol::ModelCodec())) {
+    return "--gossip " + o.gossip +
+           " exchanges dense models: use --gossip choco to compress them (or --codec identity)";
+  }
+  if (!choco && o.consensus_step_given) {
+    return "--consensus-step is CHOCO's consensus step gamma: it needs --gossip choco";
+  }
+  if (choco) {
+    CodecParams codec;
+    if (std::string why; !o.codec.Params(codec, why)) return why;
+    if (const Status usable = protocol::CheckChocoCodec(codec); !usable.ok()) {
+      return std::string("--gossip choco: ") + usable.reason();
+    }
   }
   if (o.aggregate != defaults.aggregate || o.optimizer != defaults.optimizer) {
     return "gossip mixes models with plain SGD steps instead of a server aggregate: drop "
            "--aggregate and --optimizer";
   }
   if (o.feedback_given && o.feedback != "none") {
-    return "gossip sends uncompressed models: drop --feedback";
+    return "gossip has no error feedback (CHOCO's public copies keep what compression left "
+           "out): drop --feedback";
   }
   if (o.local_steps != defaults.local_steps || o.participation != defaults.participation) {
     return "gossip takes one gradient step per round with every peer: drop --local-steps and "
@@ -226,7 +252,13 @@ bool BuildGossipPlan(const RunFlags& o, std::size_t peers, GossipPlan& plan, std
   }
   plan.algorithm = o.gossip == "gt"      ? protocol::GossipAlgorithm::kGradientTracking
                    : o.gossip == "detag" ? protocol::GossipAlgorithm::kDetag
+                   : o.gossip == "choco" ? protocol::GossipAlgorithm::kChoco
                                          : protocol::GossipAlgorithm::kDpsgd;
+  if (plan.algorithm == protocol::GossipAlgorithm::kChoco) {
+    if (!o.codec.Params(plan.codec, error)) return false;
+    plan.consensus_step =
+        o.consensus_step != 0.0f ? o.consensus_step : protocol::DefaultConsensusStep(plan.codec);
+  }
   const bool detag = plan.algorithm == protocol::GossipAlgorithm::kDetag;
   plan.steps = !detag ? 1
                       : (o.gossip_rounds != 0 ? o.gossip_rounds
@@ -243,6 +275,11 @@ void PrintGossipPlan(const char* command, const RunFlags& o, const GossipPlan& p
                plan.graph.description.c_str(), o.gossip_weights.c_str(), plan.spectrum.lambda,
                plan.spectrum.spectral_gap, static_cast<double>(plan.eta), plan.steps,
                plan.steps == 1 ? "" : "s", o.phase_batches, o.phase_batches == 1 ? "" : "s");
+  if (plan.algorithm == protocol::GossipAlgorithm::kChoco) {
+    std::fprintf(stderr, "edgesgd %s: CHOCO sends %s-compressed model deltas, consensus step %g\n",
+                 command, std::string(CodecName(plan.codec)).c_str(),
+                 static_cast<double>(plan.consensus_step));
+  }
 }
 
 void WriteGossipPlanFields(SummaryWriter& summary, const RunFlags& o, const GossipPlan& plan) {
@@ -255,6 +292,10 @@ void WriteGossipPlanFields(SummaryWriter& summary, const RunFlags& o, const Goss
   summary.Field("gossip_steps", plan.steps);
   summary.Field("phase_batches", o.phase_batches);
   summary.Field("max_degree", protocol::MaxDegree(plan.graph.view()));
+  if (plan.algorithm == protocol::GossipAlgorithm::kChoco) {
+    summary.Field("codec", std::string(CodecName(plan.codec)));
+    summary.Field("consensus_step", static_cast<double>(plan.consensus_step));
+  }
 }
 
 protocol::GossipConfig BuildGossipConfig(const RunFlags& o, const Task& task,
@@ -270,6 +311,8 @@ protocol::GossipConfig BuildGossipConfig(const RunFlags& o, const Task& task,
   config.gossip_steps = plan.steps;
   config.accel = plan.eta;
   config.phase_batches = o.phase_batches;
+  config.codec = plan.codec;
+  config.consensus_step = plan.consensus_step;
   return config;
 }
 
@@ -489,14 +532,15 @@ void ServerRunOutput::OnReject(const protocol::RejectEvent& reject) {
                  reject.round + 1, protocol::RejectReasonName(reject.reason));
 }
 
-MetricsRow GossipRow(std::uint32_t round, protocol::TimeNs time_ns, std::uint64_t bytes_up,
-                     std::uint64_t bytes_down) {
+MetricsRow GossipRow(const protocol::GossipConfig& config, std::uint32_t round,
+                     protocol::TimeNs time_ns, std::uint64_t bytes_up, std::uint64_t bytes_down) {
   MetricsRow row;
   row.round = round + 1;
   row.time_s = static_cast<double>(time_ns) * 1e-9;
   row.bytes_up = bytes_up;
   row.bytes_down = bytes_down;
-  row.bits_per_coord = 32.0;
+  row.bits_per_coord = 8.0 * static_cast<double>(MaxEncodedBytes(config.codec, config.layout)) /
+                       static_cast<double>(config.layout.dimension());
   return row;
 }
 

@@ -56,7 +56,9 @@ struct RunFlags {
   std::string gossip_weights = "metropolis";
   std::uint32_t gossip_rounds = 0;  // DeTAG's R; 0 = the recipe
   std::uint32_t phase_batches = 1;
+  float consensus_step = 0.0f;      // CHOCO's gamma; 0 = the codec's default
   bool gossip_flags_given = false;  // any gossip-only flag was given
+  bool consensus_step_given = false;
   // Outputs.
   std::string metrics;
   std::string summary;
@@ -81,15 +83,17 @@ void AddOutputFlags(CLI::App& command, RunFlags& flags);
 // Writes --model-out (if given): the model's floats, raw little-endian. False with `error`.
 bool SaveModel(const RunFlags& flags, std::span<const float> model, std::string& error);
 
-// --gossip, --topology, --gossip-weights, --gossip-rounds, --phase-batches.
+// --gossip, --topology, --gossip-weights, --gossip-rounds, --phase-batches, --consensus-step.
 void AddGossipFlags(CLI::App& command, RunFlags& flags);
 
-// A one-line reason the flags do not fit a gossip run (dense models, plain SGD steps, no
-// server) or the gossip flags do not work together, or empty.
+// A one-line reason the flags do not fit a gossip run (dense models unless CHOCO, plain SGD
+// steps, no server) or the gossip flags do not work together, or empty. For CHOCO also the
+// codec's own checks of its flags and whether CHOCO can use the codec (CheckChocoCodec).
 std::string CheckGossipConsistency(const RunFlags& flags);
 
 // Everything every peer of a gossip run derives from the flags, once: the graph, its mixing rule,
-// the spectrum of W and what follows from lambda (DeTAG's exchange steps R and rate eta_g).
+// the spectrum of W, what follows from lambda (DeTAG's exchange steps R and rate eta_g) and
+// CHOCO's codec and consensus step.
 struct GossipPlan {
   GossipTopology graph;
   protocol::MixingRule rule = protocol::MixingRule::kMetropolisHastings;
@@ -97,18 +101,21 @@ struct GossipPlan {
   protocol::GossipAlgorithm algorithm = protocol::GossipAlgorithm::kDpsgd;
   std::uint32_t steps = 1;  // exchange steps per round
   float eta = 0.0f;         // accelerated gossip rate
+  CodecParams codec = protocol::ModelCodec();  // what peers send (identity unless CHOCO)
+  float consensus_step = 1.0f;                 // CHOCO's gamma (1 for the others)
 };
 
-// The plan of the flags over `peers` peers. False with a one-line `error` (a bad --topology, a
-// disconnected graph, ...).
+// The plan of the flags over `peers` peers, once CheckGossipConsistency passed. False with a
+// one-line `error` (a bad --topology, a disconnected graph, ...).
 bool BuildGossipPlan(const RunFlags& flags, std::size_t peers, GossipPlan& plan,
                      std::string& error);
 
-// One line on stderr naming the algorithm, graph, weights, lambda, gap, eta_g, R and B.
+// One line on stderr naming the algorithm, graph, weights, lambda, gap, eta_g, R and B (and
+// CHOCO's codec and gamma).
 void PrintGossipPlan(const char* command, const RunFlags& flags, const GossipPlan& plan);
 
-// The plan's fields (algorithm, graph, weights, lambda, gap, eta_g, R, B, max degree), written
-// into the summary section the caller has open.
+// The plan's fields (algorithm, graph, weights, lambda, gap, eta_g, R, B, max degree; CHOCO's
+// codec and consensus step), written into the summary section the caller has open.
 void WriteGossipPlanFields(SummaryWriter& summary, const RunFlags& flags, const GossipPlan& plan);
 
 // The configuration of peer `id` of the plan, with --rounds, --lr, --seed and --round-deadline-s
@@ -200,9 +207,10 @@ class ServerRunOutput {
 };
 
 // The metrics row of gossip round `round` (0-based) completed at `time_ns`, before evaluation:
-// cumulative bytes (per peer) and 32 bits per coordinate (peers exchange dense models).
-MetricsRow GossipRow(std::uint32_t round, protocol::TimeNs time_ns, std::uint64_t bytes_up,
-                     std::uint64_t bytes_down);
+// cumulative bytes (per peer) and the bits per coordinate of what a peer of `config` sends (32
+// for dense models; CHOCO's codec at its widest).
+MetricsRow GossipRow(const protocol::GossipConfig& config, std::uint32_t round,
+                     protocol::TimeNs time_ns, std::uint64_t bytes_up, std::uint64_t bytes_down);
 
 // The summary fields every gossip run (simulate --mode gossip, peer) writes first.
 void WriteGossipRunSummary(SummaryWriter& summary, const RunFlags& flags, std::size_t peers,

@@ -46,7 +46,8 @@ int RunGossip(const SimulateOptions& o, Task& task, std::vector<sim::SimDevice> 
   ProgressLine progress(o.quiet, IsTerminal(), o.rounds);
   MetricsRow last;
   simulation.OnRound([&](const sim::GossipRound& round) {
-    MetricsRow row = GossipRow(round.round, round.time_ns, round.bytes_sent, round.bytes_received);
+    MetricsRow row = GossipRow(settings.peers.front(), round.round, round.time_ns, round.bytes_sent,
+                               round.bytes_received);
     if (EvaluatesRound(o, row.round)) {
       const sim::PeerAverage average = simulation.Average();
       row.consensus = average.consensus;

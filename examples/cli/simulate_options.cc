@@ -17,7 +17,8 @@ void AddSimulateFlags(CLI::App& command, SimulateOptions& o) {
                    "Virtual seconds a round waits for stragglers (gossip: for neighbours)");
   command.add_option("--mode", o.mode,
                      "server: a parameter server aggregates; gossip: peers mix models with "
-                     "their neighbours (--gossip, --topology), dense models, no server")
+                     "their neighbours (--gossip, --topology), no server; dense models, or "
+                     "compressed ones with --gossip choco")
       ->capture_default_str()
       ->check(CLI::IsMember({"server", "gossip"}));
   AddGossipFlags(command, o);
@@ -61,8 +62,8 @@ void AddSimulateFlags(CLI::App& command, SimulateOptions& o) {
 
 std::string CheckSimulateConsistency(const SimulateOptions& o) {
   if (o.mode != "gossip" && o.gossip_flags_given) {
-    return "--gossip, --topology, --gossip-weights, --gossip-rounds and --phase-batches need "
-           "--mode gossip";
+    return "--gossip, --topology, --gossip-weights, --gossip-rounds, --phase-batches and "
+           "--consensus-step need --mode gossip";
   }
   if (o.mode == "gossip") {
     if (const std::string why = CheckGossipConsistency(o); !why.empty()) return why;
