@@ -184,7 +184,7 @@ void AddGossipFlags(CLI::App& command, RunFlags& o) {
   command.add_option("--consensus-step", o.consensus_step,
                      "CHOCO: consensus step gamma in (0, 1], x += gamma * sum_j W_ij (x^_j - "
                      "x^_i); 0 = the codec's default: 1 for identity, fp16, natural and qsgd, "
-                     "0.1 for top_k, rand_k, random_block and sign (docs/algorithms.md)")
+                     "0.5 for sign, 0.05 for top_k, rand_k and random_block (docs/algorithms.md)")
       ->capture_default_str()
       ->check(CLI::Range(0.0f, 1.0f))
       ->each([flags](const std::string&) {

@@ -688,16 +688,6 @@ def gossip_ring_detag(cluster):
               "not a DeTAG run: %s" % summary["gossip"])
 
 
-def gossip_ring_choco(cluster):
-    """The same ring with CHOCO: top_k deltas against public copies, a fraction of the bits."""
-    summaries = gossip_ring(cluster, ["--gossip", "choco", "--codec", "top_k", "--k-ratio", "0.1"])
-    for summary in summaries:
-        check(summary["gossip"]["algorithm"] == "choco" and summary["gossip"]["codec"] == "top_k",
-              "not a CHOCO run: %s" % summary["gossip"])
-        check(summary["final"]["bits_per_coord"] < 8, "CHOCO sent %s bits per coordinate" %
-              summary["final"]["bits_per_coord"])
-
-
 def gossip_peer_killed(cluster):
     """One of 8 peers is killed mid-run: its neighbours continue and everyone else completes."""
     rounds, deadline_s = 300, 0.2
@@ -733,7 +723,6 @@ SCENARIOS = {
     "gossip_ring": gossip_ring,
     "gossip_peer_killed": gossip_peer_killed,
     "gossip_ring_detag": gossip_ring_detag,
-    "gossip_ring_choco": gossip_ring_choco,
     "tls": tls,
 }
 
