@@ -1,7 +1,7 @@
 // CHOCO-SGD in GossipPeerSession (docs/algorithms.md §6): the public copies agree bit for bit at
 // every holder with every codec CHOCO takes; the identity codec with gamma = 1 is D-PSGD with the
-// gradient step before the mix; deltas apply in round order (a late one still does, a gap freezes
-// the copy); bad frames are counted; the codecs and consensus steps CHOCO cannot use are refused;
+// gradient step before the mix; deltas apply in round order (a late one still does, a gap is
+// repaired from the neighbour's own copy); bad frames are counted; the codecs and consensus steps CHOCO cannot use are refused;
 // a hostile network or a crashed neighbour neither crashes nor stalls a peer; and CHOCO with
 // top_k reaches what dense D-PSGD reaches.
 
@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <span>
 #include <string>
@@ -413,6 +414,111 @@ TEST_F(ChocoSessionTest, NeighboursFarAheadAreCaughtUpTwoRoundsPerCall) {
 
 // ---- Configurations ----
 
+// The frames of peer 1 (the fixture's peer) as decoded views over copies of their bytes.
+struct Sent {
+  PeerId to = 0;
+  FrameBytes frame;
+  wire::FrameView view() const { return wire::DecodeFrame(frame.bytes()).value(); }
+};
+
+std::vector<Sent> Decoded(const std::vector<OutgoingFrame>& frames) {
+  std::vector<Sent> sent;
+  for (const OutgoingFrame& out : frames) sent.push_back({out.to, FrameBytes(out.bytes)});
+  return sent;
+}
+
+TEST_F(ChocoSessionTest, AGapIsRepairedWithTheNeighboursOwnCopy) {
+  session_.Start(0);
+  PollAll();
+  // Neighbour 4's round-0 delta was lost: its round-1 delta cannot apply, and peer 1 asks for
+  // neighbour 4's copy — once per round, however many deltas arrive meanwhile.
+  Feed(4, Delta(4, 1, {0, 1, 6}, {1.0f, 1.0f, 1.0f}));
+  Feed(4, Delta(4, 2, {0, 1, 6}, {1.0f, 1.0f, 1.0f}));
+  EXPECT_EQ(Rejected(GossipRejectReason::kOutOfOrder), 2u);
+  const std::vector<Sent> requests = Decoded(PollAll());
+  ASSERT_EQ(requests.size(), 1u);
+  EXPECT_EQ(requests[0].to, 4u);
+  EXPECT_EQ(requests[0].view().message.gossip.vector, wire::GossipVector::kCopyRequest);
+  EXPECT_EQ(requests[0].view().header.round, 0u);
+  EXPECT_EQ(session_.counters().copy_requests_sent, 1u);
+
+  // Bad copies change nothing: another codec, the wrong size, a non-finite value, more rounds
+  // than the run has.
+  std::vector<float> held(TestLayout().dimension());
+  for (std::size_t i = 0; i < held.size(); ++i) held[i] = 0.25f * static_cast<float>(i);
+  const wire::GossipInfo copy_info{0, 0, wire::GossipVector::kModelCopy};
+  Feed(4, GossipFrame(4, 2, held, copy_info, Fp16Params{}));
+  EXPECT_EQ(Rejected(GossipRejectReason::kWrongCodec), 1u);
+  Feed(4, GossipFrame(4, 2, std::span<const float>(held).first(9), copy_info));
+  std::vector<float> not_finite = held;
+  not_finite[3] = std::numeric_limits<float>::infinity();
+  Feed(4, GossipFrame(4, 2, not_finite, copy_info));
+  EXPECT_EQ(Rejected(GossipRejectReason::kBadPayload), 2u);
+  Feed(4, GossipFrame(4, kRounds + 1, held, copy_info));
+  EXPECT_EQ(Rejected(GossipRejectReason::kFuture), 1u);
+  EXPECT_EQ(session_.public_copy_rounds(4), 0u);
+  EXPECT_EQ(session_.heard_count(), 0u);
+
+  // The copy holding rounds 0 and 1 replaces peer 1's and counts neighbour 4 into round 0.
+  Feed(4, GossipFrame(4, 2, held, copy_info));
+  EXPECT_EQ(Copy(4), held);
+  EXPECT_EQ(session_.public_copy_rounds(4), 2u);
+  EXPECT_EQ(session_.counters().copies_applied, 1u);
+  EXPECT_EQ(session_.heard_count(), 1u);
+  // Delta 2 follows it; an older copy is stale.
+  Feed(4, Delta(4, 2, {0, 1, 6}, {1.0f, 1.0f, 1.0f}));
+  EXPECT_EQ(session_.public_copy_rounds(4), 3u);
+  std::vector<float> after = held;
+  after[0] += 1.0f;
+  after[1] += 1.0f;
+  after[6] += 1.0f;
+  EXPECT_EQ(Copy(4), after);
+  Feed(4, GossipFrame(4, 2, held, copy_info));
+  EXPECT_EQ(Rejected(GossipRejectReason::kStale), 1u);
+  EXPECT_EQ(Copy(4), after);
+  EXPECT_TRUE(PollAll().empty());  // nothing more to ask for
+
+  // Still missing in a later round: asked again.
+  Feed(2, Delta(2, 0, {1, 4, 7}, {1.0f, 2.0f, 3.0f}));
+  ASSERT_EQ(session_.round(), 1u);
+  PollAll();
+  Feed(4, Delta(4, 5, {0, 1, 6}, {1.0f, 1.0f, 1.0f}));
+  const std::vector<Sent> again = Decoded(PollAll());
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].view().message.gossip.vector, wire::GossipVector::kCopyRequest);
+  EXPECT_EQ(session_.counters().copy_requests_sent, 2u);
+}
+
+TEST_F(ChocoSessionTest, AnswersACopyRequestWithItsOwnCopyAheadOfItsNextDelta) {
+  session_.Start(0);
+  PollAll();
+  const std::vector<float> own = Copy(1);
+  const std::vector<float> one{0.0f};
+  const wire::GossipInfo request{0, 0, wire::GossipVector::kCopyRequest};
+  Feed(2, GossipFrame(2, 0, std::vector<float>{0.0f, 0.0f}, request));
+  EXPECT_EQ(Rejected(GossipRejectReason::kBadPayload), 1u);
+  EXPECT_TRUE(PollAll().empty());
+
+  // Asked, and in the same call sequence round 0 closes and round 1's delta is queued: the copy
+  // (one delta, before round 1's) leaves first, so the delta that follows it applies.
+  Feed(2, GossipFrame(2, 0, one, request));
+  Feed(2, Delta(2, 0, {1, 4, 7}, {1.0f, 2.0f, 3.0f}));
+  Feed(4, Delta(4, 0, {0, 1, 6}, {1.0f, 1.0f, 1.0f}));
+  ASSERT_EQ(session_.round(), 1u);
+  const std::vector<Sent> frames = Decoded(PollAll());
+  ASSERT_EQ(frames.size(), 3u);
+  EXPECT_EQ(frames[0].to, 2u);
+  const wire::FrameView copy = frames[0].view();
+  EXPECT_EQ(copy.message.gossip.vector, wire::GossipVector::kModelCopy);
+  EXPECT_EQ(copy.header.round, 1u);
+  EXPECT_EQ(copy.payload.codec, CodecIdOf(IdentityParams{}));
+  EXPECT_TRUE(std::equal(copy.payload.view.values.begin(), copy.payload.view.values.end(),
+                         own.begin(), own.end()));
+  EXPECT_EQ(frames[1].view().message.gossip.vector, wire::GossipVector::kModelDelta);
+  EXPECT_EQ(frames[1].view().header.round, 1u);
+  EXPECT_EQ(session_.counters().copies_sent, 1u);
+}
+
 TEST(ChocoConfigTest, RefusesWhatCannotTrackPublicCopies) {
   for (const CodecParams& codec :
        {CodecParams{RegTopKParams{}}, CodecParams{SignParams{SignScale::kUnit}},
@@ -467,6 +573,8 @@ TEST(ChocoConfigTest, RefusesWhatCannotTrackPublicCopies) {
   expect_invalid(bad);
   bad.consensus_step = 1.0f;
   EXPECT_TRUE(ValidateGossipConfig(bad).ok());
+  bad.public_copies = false;  // CHOCO's alone
+  expect_invalid(bad);
   EXPECT_STREQ(GossipAlgorithmName(GossipAlgorithm::kChoco), "choco");
 
   // Init needs a registry that holds the codec, and takes exactly ArenaBytes.
@@ -497,7 +605,10 @@ TEST(ChocoConfigTest, RefusesWhatCannotTrackPublicCopies) {
     Arena arena(storage);
     ASSERT_TRUE(session.Init(arena, config, options).ok());
     EXPECT_EQ(arena.used_bytes(), GossipPeerSession::ArenaBytes(config));
-    EXPECT_EQ(GossipPeerSession::MaxFrameBytes(config), wire::MaxFrameBytes(codec, TestLayout()));
+    // Its own frames, or the dense copy it answers a CopyRequest with.
+    EXPECT_EQ(GossipPeerSession::MaxFrameBytes(config),
+              std::max(wire::MaxFrameBytes(codec, TestLayout()),
+                       wire::MaxFrameBytes(IdentityParams{}, TestLayout())));
   }
 }
 
@@ -539,6 +650,67 @@ TEST(ChocoTest, CrashedNeighbourIsNotWaitedForAndTheOtherCopiesStayIdentical) {
     EXPECT_LT(session.public_copy_rounds(4), 13u);  // frozen where peer 4 stopped
   }
   for (const PeerId id : {1u, 2u, 6u}) ExpectCopiesAgree(network, id, kRounds);
+}
+
+// Frames lost before a link is up and in mid-run, and a lost CopyRequest: every holder repairs its
+// copy from the owner's and all copies agree bit for bit at the end.
+TEST(ChocoTest, LostDeltasAreRepairedAndTheCopiesAgreeAgain) {
+  constexpr std::uint32_t kRounds = 40;
+  constexpr PeerId kPeers = 6;
+  GossipNetwork network({TopologyKind::kRing, kPeers}, kRounds, 0.05f);
+  ConfigureChoco(network, TopKParams{.k_ratio = 0.3f}, 0.3f);
+  network.InitAll();
+  int requests_dropped = 0;
+  network.mutate = [&](PeerId from, PeerId to, FrameBytes& frame, std::mt19937&) {
+    const wire::FrameView view = wire::DecodeFrame(frame.bytes()).value();
+    const wire::GossipVector vector = view.message.gossip.vector;
+    const std::uint32_t round = view.header.round;
+    const bool delta = vector == wire::GossipVector::kModelDelta;
+    if (delta && from == 1 && to == 2 && round <= 2) return 0;  // the link is not up yet
+    if (delta && from == 3 && to == 4 && round >= 10 && round <= 12) return 0;
+    if (vector == wire::GossipVector::kCopyRequest && from == 4 && requests_dropped == 0) {
+      ++requests_dropped;
+      return 0;
+    }
+    return 1;
+  };
+  ASSERT_TRUE(network.Run(4 * kRounds * kDeadline));
+  EXPECT_EQ(requests_dropped, 1);
+  for (PeerId id = 1; id <= kPeers; ++id) {
+    EXPECT_TRUE(network.session(id).Finished());
+    EXPECT_TRUE(network.session(id).status().ok());
+    ExpectCopiesAgree(network, id, kRounds);
+  }
+  const GossipCounters& second = network.session(2).counters();
+  EXPECT_GE(second.rejected_for(GossipRejectReason::kOutOfOrder), 1u);
+  EXPECT_EQ(second.copies_applied, 1u);
+  const GossipCounters& fourth = network.session(4).counters();
+  EXPECT_EQ(fourth.copies_applied, 1u);
+  EXPECT_GE(fourth.copy_requests_sent, 2u);  // the first was lost
+  EXPECT_EQ(network.session(1).counters().copies_sent, 1u);
+  EXPECT_EQ(network.session(3).counters().copies_sent, 1u);
+}
+
+// Without public copies (the naive compressed gossip CHOCO improves on) peers exchange top_k of
+// their models themselves: the coordinates top_k leaves out are rarely mixed, so averaging
+// (lr = 0: CHOCO-Gossip) stalls far from agreement, where CHOCO's copies reach the exact average.
+TEST(ChocoTest, WithoutPublicCopiesTopKAveragingStallsWhereChocoAgrees) {
+  constexpr std::uint32_t kRounds = 600;
+  double initial = 0.0;
+  double consensus[2] = {0.0, 0.0};
+  for (const bool public_copies : {true, false}) {
+    GossipNetwork network({TopologyKind::kRing, 8}, kRounds, 0.0f);
+    ConfigureChoco(network, TopKParams{.k_ratio = 0.3f}, 0.3f).public_copies = public_copies;
+    network.InitAll();
+    initial = ConsensusDistance(network.Models());
+    ASSERT_TRUE(network.Run(kRounds * kDeadline));
+    consensus[public_copies ? 0 : 1] = ConsensusDistance(network.Models());
+    for (PeerId id = 1; id <= 8; ++id) {
+      EXPECT_EQ(network.session(id).counters().copy_requests_sent, 0u);
+    }
+  }
+  EXPECT_LT(consensus[0], 1e-6 * initial) << consensus[0];
+  EXPECT_GT(consensus[1], 1e-2 * initial) << consensus[1];
 }
 
 }  // namespace

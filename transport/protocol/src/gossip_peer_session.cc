@@ -87,8 +87,11 @@ Status ValidateGossipConfig(const GossipConfig& config) {
     if (config.consensus_step != 1.0f) {
       return Status::InvalidArgument("the consensus step gamma is CHOCO's: it must be 1 here");
     }
+    if (!config.public_copies) {
+      return Status::InvalidArgument("public copies are CHOCO's: they cannot be turned off here");
+    }
   }
-  if (wire::MaxFrameBytes(config.codec, config.layout) == 0) {
+  if (GossipPeerSession::MaxFrameBytes(config) == 0) {
     return Status::InvalidArgument("the model is too large for one frame (1 GiB limit)");
   }
   if (config.rounds < 1) return Status::InvalidArgument("rounds must be at least 1");
@@ -255,6 +258,14 @@ Status GossipPeerSession::TakeBuffers(Arena& arena) {
     }
     EDGESGD_TRY_ASSIGN(codec_scratch_, arena.AllocateBytes(CodecScratchBytesOf(config_)));
   }
+  if (ResynchronisesCopies(config_)) {
+    EDGESGD_TRY_ASSIGN(std::span<std::byte> copy_buffer,
+                       arena.AllocateBytes(wire::FrameBuilderBytes(ModelCodec(), config_.layout)));
+    copy_builder_.emplace(copy_buffer);
+    EDGESGD_TRY_ASSIGN(std::span<std::byte> request_buffer,
+                       arena.AllocateBytes(kCopyRequestBuilderBytes));
+    request_builder_.emplace(request_buffer);
+  }
   if (vectors_ == 2) {
     EDGESGD_TRY_ASSIGN(previous_gradient_, arena.Allocate<float>(d));
     tracker_start_ = exchanged_[1].current;
@@ -326,11 +337,26 @@ void GossipPeerSession::DoTimer(TimeNs now) { Advance(now, 0); }
 
 bool GossipPeerSession::DoPollFrame(OutgoingFrame& out) {
   if (pending_frames_ == 0) return false;
+  const std::size_t degree = config_.mixing.degree;
+  // CHOCO's copies and requests first: a delta queued with a copy must reach the holder after it.
+  for (const std::uint8_t bit : {kPendingCopy, kPendingRequest}) {
+    for (std::size_t k = 0; k < degree; ++k) {
+      if ((pending_[k] & bit) == 0) continue;
+      ClearPending(k, bit);
+      const std::span<const std::byte> bytes = bit == kPendingCopy ? copy_frame_ : request_frame_;
+      out.to = config_.mixing.neighbours[k];
+      out.bytes = bytes;
+      out.work_samples = 0;
+      ++counters_.frames_sent;
+      counters_.bytes_sent += bytes.size();
+      if (bit == kPendingCopy) ++counters_.copies_sent;
+      return true;
+    }
+  }
   // Oldest step first across all neighbours (model, then tracker), then the newer step, then
   // Leaves: every neighbour gets step s's vectors before anyone gets step s+1's, which is what a
   // FIFO uplink wants.
   const std::size_t older = frame_steps_[0] <= frame_steps_[1] ? 0 : 1;
-  const std::size_t degree = config_.mixing.degree;
   for (std::size_t order = 0; order < 2 * vectors_ + 1; ++order) {
     const bool leave = order == 2 * vectors_;
     const std::size_t slot = order < vectors_ ? older : 1 - older;
@@ -413,7 +439,18 @@ int GossipPeerSession::ExchangedIndex(const wire::GossipInfo& info) const {
 void GossipPeerSession::HandleExchange(std::size_t index, const wire::FrameView& view, TimeNs now) {
   const PeerId from = config_.mixing.neighbours[index];
   const std::uint32_t round = view.header.round;
-  const int vector_index = ExchangedIndex(view.message.gossip);
+  const wire::GossipInfo& info = view.message.gossip;
+  if (ResynchronisesCopies(config_) && info.phase == 0 && info.step == 0) {
+    if (info.vector == wire::GossipVector::kCopyRequest) {
+      HandleCopyRequest(index, view, now);
+      return;
+    }
+    if (info.vector == wire::GossipVector::kModelCopy) {
+      HandleCopy(index, view, now);
+      return;
+    }
+  }
+  const int vector_index = ExchangedIndex(info);
   if (vector_index < 0) {
     Reject(from, GossipRejectReason::kWrongExchange, round, now);
     return;
@@ -479,18 +516,25 @@ void GossipPeerSession::HandleDelta(std::size_t index, const wire::FrameView& vi
     return;
   }
   // Every holder applies the sender's deltas in round order, so the copies agree bit for bit.
+  // Without public copies each delta replaces the last one, so a gap loses nothing.
   const std::uint64_t expected = copy_rounds_[index];
-  if (round != expected) {
-    Reject(from,
-           round < expected ? GossipRejectReason::kDuplicate : GossipRejectReason::kOutOfOrder,
-           round, now);
+  if (round < expected) {
+    Reject(from, GossipRejectReason::kDuplicate, round, now);
     return;
   }
+  if (round > expected && config_.public_copies) {
+    Reject(from, GossipRejectReason::kOutOfOrder, round, now);
+    // The neighbour is sending, so it is back if it was lost; its copy needs resynchronising.
+    ReviveIfBack(index, StepIndex(round, 0));
+    RequestCopy(index);
+    return;
+  }
+  if (!config_.public_copies) std::fill(copies_[index].begin(), copies_[index].end(), 0.0f);
   if (!ApplyDelta(params.value(), payload.view, round, from, copies_[index]).ok()) {
     Reject(from, GossipRejectReason::kBadPayload, round, now);
     return;
   }
-  ++copy_rounds_[index];
+  copy_rounds_[index] = std::uint64_t{round} + 1;
   ++counters_.models_accepted;
   // This round's own delta is applied once the round has started; a neighbour ahead (or one heard
   // before Start) is counted in when this peer's round starts (StartStep).
@@ -503,6 +547,99 @@ void GossipPeerSession::HandleDelta(std::size_t index, const wire::FrameView& vi
     ++counters_.models_buffered;
   }
   ReviveIfBack(index, StepIndex(round, 0));
+}
+
+void GossipPeerSession::HandleCopyRequest(std::size_t index, const wire::FrameView& view,
+                                          TimeNs now) {
+  const PeerId from = config_.mixing.neighbours[index];
+  const std::uint32_t round = view.header.round;
+  const wire::EncodedPayload& payload = view.payload;
+  if (payload.codec != CodecIdOf(ModelCodec()) || payload.layout != PayloadLayout::kDense) {
+    Reject(from, GossipRejectReason::kWrongCodec, round, now);
+    return;
+  }
+  if (payload.view.values.size() != 1 || !payload.view.indices.empty() ||
+      !payload.view.words.empty() || !payload.view.scales.empty()) {
+    Reject(from, GossipRejectReason::kBadPayload, round, now);
+    return;
+  }
+  if (round >= config_.rounds) {
+    Reject(from, GossipRejectReason::kFuture, round, now);
+    return;
+  }
+  if (phase_ == GossipPhase::kFinished) return;  // its Leave tells the neighbour
+  ReviveIfBack(index, StepIndex(round, 0));
+  // Frames built in an earlier call have been handed out already, so the builder is free; within
+  // one call a second request gets the same copy.
+  if ((pending_[index] & kPendingCopy) != 0) return;
+  const wire::FrameHeader header{id(), static_cast<std::uint32_t>(own_rounds_), sequence_++};
+  const Result<std::span<const std::byte>> frame = BuildFrame(
+      *copy_builder_, header,
+      wire::PayloadMessage::GossipExchange({0, 0, wire::GossipVector::kModelCopy}), own_copy_);
+  if (!frame.ok()) return;  // sized for exactly this frame: cannot fail
+  copy_frame_ = frame.value();
+  SetPending(index, kPendingCopy);
+}
+
+void GossipPeerSession::HandleCopy(std::size_t index, const wire::FrameView& view, TimeNs now) {
+  const PeerId from = config_.mixing.neighbours[index];
+  const std::uint32_t held = view.header.round;  // the sender's deltas of rounds 0..held-1
+  const wire::EncodedPayload& payload = view.payload;
+  if (payload.codec != CodecIdOf(ModelCodec()) || payload.layout != PayloadLayout::kDense) {
+    Reject(from, GossipRejectReason::kWrongCodec, held, now);
+    return;
+  }
+  const std::span<float> copy = copies_[index];
+  if (payload.view.values.size() != copy.size() || !payload.view.indices.empty() ||
+      !payload.view.words.empty() || !payload.view.scales.empty() ||
+      !AllFinite(payload.view.values)) {
+    Reject(from, GossipRejectReason::kBadPayload, held, now);
+    return;
+  }
+  if (held > config_.rounds) {
+    Reject(from, GossipRejectReason::kFuture, held, now);
+    return;
+  }
+  if (held < copy_rounds_[index]) {  // this peer's copy is already newer
+    Reject(from, GossipRejectReason::kStale, held, now);
+    return;
+  }
+  std::copy(payload.view.values.begin(), payload.view.values.end(), copy.begin());
+  copy_rounds_[index] = held;
+  awaiting_copy_ &= ~Bit(index);
+  ++counters_.copies_applied;
+  if (held > 0) ReviveIfBack(index, StepIndex(held - 1, 0));
+  CountInIfAhead(index);
+}
+
+void GossipPeerSession::RequestCopy(std::size_t index) {
+  if (phase_ == GossipPhase::kFinished) return;
+  if ((awaiting_copy_ & Bit(index)) != 0 && copy_requested_round_[index] == round_) return;
+  if ((pending_[index] & kPendingRequest) == 0) {
+    const wire::FrameHeader header{id(), round_, sequence_++};
+    const Result<PayloadSpans> spans = request_builder_->BeginPayloadFrame(
+        header, wire::PayloadMessage::GossipExchange({0, 0, wire::GossipVector::kCopyRequest}),
+        ModelCodec(), TensorLayout::Single(1).value());
+    if (!spans.ok()) return;  // sized for exactly this frame: cannot fail
+    spans.value().values[0] = 0.0f;
+    const Result<std::span<const std::byte>> frame = request_builder_->FinishPayloadFrame();
+    if (!frame.ok()) return;
+    request_frame_ = frame.value();
+    SetPending(index, kPendingRequest);
+  }
+  awaiting_copy_ |= Bit(index);
+  copy_requested_round_[index] = round_;
+  ++counters_.copy_requests_sent;
+}
+
+void GossipPeerSession::CountInIfAhead(std::size_t index) {
+  Exchanged& model = exchanged_[0];
+  if (phase_ != GossipPhase::kRunning || copy_rounds_[index] <= round_ ||
+      (model.heard & Bit(index)) != 0) {
+    return;
+  }
+  model.heard |= Bit(index);
+  AddConsensusTerm(index);
 }
 
 void GossipPeerSession::ReviveIfBack(std::size_t index, std::uint64_t step) {
@@ -666,12 +803,7 @@ void GossipPeerSession::StartStep(TimeNs now) {
     }
   }
   if (choco()) {  // neighbours already past this round: their copies hold this round's delta
-    for (std::size_t k = 0; k < config_.mixing.degree; ++k) {
-      if (copy_rounds_[k] > round_) {
-        exchanged_[0].heard |= Bit(k);
-        AddConsensusTerm(k);
-      }
-    }
+    for (std::size_t k = 0; k < config_.mixing.degree; ++k) CountInIfAhead(k);
   }
   deadline_ = SaturatingAdd(now, config_.neighbour_deadline_ns);
 }
@@ -683,6 +815,7 @@ Result<std::span<const std::byte>> GossipPeerSession::BuildDeltaFrame(
   // holds the encoder's input x^{k+1/2} - x̂_i meanwhile; x_k itself stays the round's model.
   const std::span<const float> x = exchanged_[0].current;
   const std::span<float> input = exchanged_[0].mix;
+  if (!config_.public_copies) std::fill(own_copy_.begin(), own_copy_.end(), 0.0f);
   for (std::size_t i = 0; i < x.size(); ++i) {
     input[i] = (x[i] - config_.learning_rate * gradient_[i]) - own_copy_[i];
   }

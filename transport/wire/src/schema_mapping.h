@@ -51,7 +51,10 @@ static_assert(EnumCast<fb::GossipVector>(GossipVector::kModelDelta) ==
               fb::GossipVector::ModelDelta);
 static_assert(EnumCast<fb::GossipVector>(GossipVector::kTrackerDelta) ==
               fb::GossipVector::TrackerDelta);
-static_assert(fb::GossipVector::MAX == fb::GossipVector::TrackerDelta);
+static_assert(EnumCast<fb::GossipVector>(GossipVector::kModelCopy) == fb::GossipVector::ModelCopy);
+static_assert(EnumCast<fb::GossipVector>(GossipVector::kCopyRequest) ==
+              fb::GossipVector::CopyRequest);
+static_assert(fb::GossipVector::MAX == fb::GossipVector::CopyRequest);
 
 static_assert(EnumCast<fb::LeaveReason>(LeaveReason::kDone) == fb::LeaveReason::Done);
 static_assert(EnumCast<fb::LeaveReason>(LeaveReason::kShutdown) == fb::LeaveReason::Shutdown);

@@ -52,13 +52,21 @@
 // round order, as they arrive, whatever this peer's own round: one of the current round
 // contributes to this round's consensus; one of a later round (a neighbour that is ahead) advances
 // the copy at once, and each round the copy has passed counts the neighbour as heard, with the
-// copy as it stands when the round starts; one of a closed round (a
-// neighbour that missed the deadline) is still applied — that round's consensus went without it,
-// its weight on the diagonal, but the copy is whole again. A delta that would skip a round (the
-// frame before it was lost) cannot be applied: it is rejected as kOutOfOrder, and so is every
-// later one, so the copy stays frozen and the neighbour out of this peer's consensus, its weight
-// on the diagonal, for the rest of the run (counters().rejected_for(kOutOfOrder) shows it). The
-// links edgesgd drives deliver in order; only a frame that is really lost does that.
+// copy as it stands when the round starts; one of a closed round (a neighbour that missed the
+// deadline) is still applied — that round's consensus went without it, its weight on the
+// diagonal, but the copy is whole again. A delta that would skip a round (the one before it was
+// lost: a link that was not up yet, or dropped and came back) is rejected as kOutOfOrder and
+// the copy is resynchronised: the holder sends the neighbour a CopyRequest (at most one per
+// neighbour per round while it waits), the neighbour answers with its own public copy, dense and
+// lossless (GossipVector::kModelCopy, envelope round n = the deltas it holds), and the holder
+// replaces its copy and continues with delta n. Until then the neighbour stays out of this
+// peer's consensus (its weight on the diagonal). A peer sends a copy ahead of any delta it
+// queues for the same neighbour, so the delta that follows it on an ordered link applies.
+//
+// public_copies = false is the naive compressed gossip CHOCO improves on (the CHOCO paper's
+// baseline): every copy is reset to zero before each delta, so peers exchange C(x^{k+1/2})
+// itself and x_{k+1} = x^{k+1/2} + gamma * sum_j W_ij (C(x_j^{k+1/2}) - C(x_i^{k+1/2})). With an
+// aggressive compressor it stalls or diverges; it exists to show that, in comparisons.
 //
 // Re-weighting: a missed neighbour's weight (per vector) moves onto the diagonal, so the row
 // still sums to 1 and the update stays a convex mix. The matrix actually applied in such a step
@@ -177,6 +185,9 @@ struct GossipConfig {
   // CHOCO's consensus step gamma, in (0, 1] (DefaultConsensusStep gives the documented choice
   // per codec); 1 for the dense algorithms, which have none.
   float consensus_step = 1.0f;
+  // CHOCO keeps public copies (true); false runs the naive baseline without them (see the top
+  // of this file). Must be true for the dense algorithms.
+  bool public_copies = true;
   // How long an exchange step waits for its neighbours' vectors, from the step's start; > 0.
   // kNever waits for every live neighbour indefinitely (then only OnPeerLost or a Leave unblocks
   // a step whose neighbour went silent).
@@ -274,6 +285,9 @@ struct GossipCounters {
                                       // CHOCO: deltas applied to a neighbour's copy
   std::uint64_t models_buffered = 0;  // of those, received a step early (CHOCO: a round or more)
   std::uint64_t late_deltas = 0;      // CHOCO: deltas of a closed round, applied to the copy only
+  std::uint64_t copy_requests_sent = 0;  // CHOCO: CopyRequests for a copy that missed a delta
+  std::uint64_t copies_sent = 0;         // CHOCO: own public copies sent in answer
+  std::uint64_t copies_applied = 0;      // CHOCO: neighbours' copies that replaced a held one
   std::uint64_t rounds_completed = 0;
   std::uint64_t steps_completed = 0;    // exchange steps: R per round
   std::uint64_t neighbours_heard = 0;   // summed over steps
@@ -305,12 +319,23 @@ class GossipPeerSession final : public Session {
   static constexpr std::size_t kRoundLogCapacity = 32;
   static constexpr std::size_t kControlBuilderBytes =
       wire::kMaxControlFrameBytes + wire::kBuilderScratchBytes;
+  // A CopyRequest carries a one-value dense payload (a GossipExchange always has one).
+  static constexpr std::size_t kCopyRequestBuilderBytes =
+      wire::FrameBuilderBytes(ModelCodec(), TensorLayout::Single(1).value());
 
   // Largest frame a peer of `config` sends or accepts (a payload of config.codec: the dense model
   // for the dense algorithms); 0 when the layout cannot be sized. Size drivers' receive buffers
   // with it.
   static constexpr std::size_t MaxFrameBytes(const GossipConfig& config) {
-    return wire::MaxFrameBytes(config.codec, config.layout);
+    const std::size_t sent = wire::MaxFrameBytes(config.codec, config.layout);
+    if (!ResynchronisesCopies(config)) return sent;
+    const std::size_t copy = wire::MaxFrameBytes(ModelCodec(), config.layout);
+    return sent == 0 || copy == 0 ? 0 : (sent > copy ? sent : copy);
+  }
+
+  // Whether a peer of `config` sends and answers CopyRequests: CHOCO with public copies.
+  static constexpr bool ResynchronisesCopies(const GossipConfig& config) {
+    return config.algorithm == GossipAlgorithm::kChoco && config.public_copies;
   }
 
   // Model-sized float vectors a peer of `config` keeps. Dense algorithms: per exchanged vector
@@ -333,18 +358,25 @@ class GossipPeerSession final : public Session {
   }
 
   // Exact arena bytes Init takes: ModelVectors(config) vectors of d floats, two frame builders
-  // (of config.codec's frames) per exchanged vector, CHOCO's codec scratch and one control-frame
-  // builder. 0 when the layout or codec cannot be sized (see ValidateGossipConfig for the full
-  // checks).
+  // (of config.codec's frames) per exchanged vector, CHOCO's codec scratch, one control-frame
+  // builder, and for CHOCO with public copies the builders of its dense copy and its
+  // CopyRequest. 0 when the layout or codec cannot be sized (see ValidateGossipConfig for the
+  // full checks).
   static constexpr std::size_t ArenaBytes(const GossipConfig& config) {
     const std::size_t d = config.layout.dimension();
     const std::size_t builder = wire::FrameBuilderBytes(config.codec, config.layout);
     if (d == 0 || builder == 0) return 0;
     const std::size_t exchanged = TracksGradients(config.algorithm) ? 2 : 1;
+    std::size_t resync = 0;
+    if (ResynchronisesCopies(config)) {
+      const std::size_t copy = wire::FrameBuilderBytes(ModelCodec(), config.layout);
+      if (copy == 0) return 0;
+      resync = edgesgd::ArenaBytes(copy) + edgesgd::ArenaBytes(kCopyRequestBuilderBytes);
+    }
     return ModelVectors(config) * ArenaBytesFor<float>(d) +
            2 * exchanged * edgesgd::ArenaBytes(builder) +
            edgesgd::ArenaBytes(CodecScratchBytesOf(config)) +
-           edgesgd::ArenaBytes(kControlBuilderBytes);
+           edgesgd::ArenaBytes(kControlBuilderBytes) + resync;
   }
 
   // Scratch bytes CHOCO's codec needs to encode and decode (0 for the dense algorithms).
@@ -421,6 +453,9 @@ class GossipPeerSession final : public Session {
   // Pending bits per neighbour: the frame of (vector v, slot s) is bit 2v + s (slots by step
   // parity), then the Leave.
   static constexpr std::uint8_t kPendingLeave = 16;
+  // CHOCO's resynchronisation frames, sent before anything else to the same neighbour.
+  static constexpr std::uint8_t kPendingCopy = 32;
+  static constexpr std::uint8_t kPendingRequest = 64;
   static constexpr std::uint8_t PendingBit(std::size_t vector, std::size_t slot) {
     return static_cast<std::uint8_t>(1u << (2 * vector + slot));
   }
@@ -453,6 +488,15 @@ class GossipPeerSession final : public Session {
   void HandleExchange(std::size_t index, const wire::FrameView& view, TimeNs now);
   // CHOCO: a neighbour's delta, applied to its copy if it is the copy's next round.
   void HandleDelta(std::size_t index, const wire::FrameView& view, TimeNs now);
+  // CHOCO: a neighbour's CopyRequest (answered with this peer's public copy) and its ModelCopy
+  // (replaces the copy held of it).
+  void HandleCopyRequest(std::size_t index, const wire::FrameView& view, TimeNs now);
+  void HandleCopy(std::size_t index, const wire::FrameView& view, TimeNs now);
+  // CHOCO: asks neighbour `index` for its copy, unless already asked in this round.
+  void RequestCopy(std::size_t index);
+  // CHOCO: counts neighbour `index` in this round's consensus if its copy holds this round's
+  // delta and it has not been counted yet.
+  void CountInIfAhead(std::size_t index);
   // A lost neighbour heard from for `step` is live again when the step shows it is back.
   void ReviveIfBack(std::size_t index, std::uint64_t step);
   void HandleLeave(std::size_t index);
@@ -532,6 +576,14 @@ class GossipPeerSession final : public Session {
   std::array<std::uint64_t, kMaxNeighbours> copy_rounds_{};
   std::uint64_t own_rounds_ = 0;
   std::span<std::byte> codec_scratch_;
+  // Resynchronisation: neighbours asked for their copy (mask) and the round each was last asked
+  // in; the builders and frames of this peer's copy and of its request.
+  std::uint64_t awaiting_copy_ = 0;
+  std::array<std::uint32_t, kMaxNeighbours> copy_requested_round_{};
+  std::optional<wire::FrameBuilder> copy_builder_;
+  std::optional<wire::FrameBuilder> request_builder_;
+  std::span<const std::byte> copy_frame_;
+  std::span<const std::byte> request_frame_;
 
   std::array<std::uint64_t, 2> frame_steps_{};  // the step each slot's frames belong to
   std::array<std::uint64_t, 2> frame_work_{};   // work_samples still to report for the slot

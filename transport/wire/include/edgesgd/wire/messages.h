@@ -131,7 +131,14 @@ struct ErrorInfo {
 // ---- Payload-carrying messages ----
 
 enum class BroadcastContent : std::uint8_t { kModel = 0, kAggregate };
-enum class GossipVector : std::uint8_t { kModel = 0, kTracker, kModelDelta, kTrackerDelta };
+enum class GossipVector : std::uint8_t {
+  kModel = 0,
+  kTracker,
+  kModelDelta,
+  kTrackerDelta,
+  kModelCopy,    // CHOCO: the sender's public copy, dense (resynchronises a holder that lost a delta)
+  kCopyRequest,  // CHOCO: asks for the receiver's kModelCopy
+};
 
 struct UpdateInfo {
   std::uint32_t worker = 0;
