@@ -93,6 +93,11 @@ void SummaryWriter::Field(const char* name, std::uint64_t value) {
   body_ += std::to_string(value);
 }
 
+void SummaryWriter::Field(const char* name, bool value) {
+  Key(name);
+  body_ += value ? "true" : "false";
+}
+
 void SummaryWriter::Begin(const char* name) {
   Key(name);
   body_ += "{";

@@ -54,6 +54,7 @@ class SummaryWriter {
   void Field(const char* name, std::uint64_t value);
   void Field(const char* name, std::uint32_t value) { Field(name, std::uint64_t{value}); }
   void Field(const char* name, int value) { Field(name, static_cast<std::uint64_t>(value)); }
+  void Field(const char* name, bool value);  // true / false
   void Begin(const char* name);
   void End();
   // The row as a nested object `name`.

@@ -191,6 +191,12 @@ void AddGossipFlags(CLI::App& command, RunFlags& o) {
         flags->gossip_flags_given = true;
         flags->consensus_step_given = true;
       });
+  command.add_flag("--no-public-copies", o.no_public_copies,
+                   "CHOCO without its public copies, for comparisons: peers exchange the "
+                   "compressed models themselves, x += gamma * sum_j W_ij (C(x_j) - C(x_i)) — "
+                   "the naive compressed gossip that stalls or diverges with aggressive "
+                   "compression (docs/algorithms.md)")
+      ->each(gossip_given);
 }
 
 std::string CheckGossipConsistency(const RunFlags& o) {
@@ -202,6 +208,9 @@ std::string CheckGossipConsistency(const RunFlags& o) {
   }
   if (!choco && o.consensus_step_given) {
     return "--consensus-step is CHOCO's consensus step gamma: it needs --gossip choco";
+  }
+  if (!choco && o.no_public_copies) {
+    return "--no-public-copies turns off CHOCO's public copies: it needs --gossip choco";
   }
   if (choco) {
     CodecParams codec;
@@ -258,6 +267,7 @@ bool BuildGossipPlan(const RunFlags& o, std::size_t peers, GossipPlan& plan, std
     if (!o.codec.Params(plan.codec, error)) return false;
     plan.consensus_step =
         o.consensus_step != 0.0f ? o.consensus_step : protocol::DefaultConsensusStep(plan.codec);
+    plan.public_copies = !o.no_public_copies;
   }
   const bool detag = plan.algorithm == protocol::GossipAlgorithm::kDetag;
   plan.steps = !detag ? 1
@@ -276,8 +286,10 @@ void PrintGossipPlan(const char* command, const RunFlags& o, const GossipPlan& p
                plan.spectrum.spectral_gap, static_cast<double>(plan.eta), plan.steps,
                plan.steps == 1 ? "" : "s", o.phase_batches, o.phase_batches == 1 ? "" : "s");
   if (plan.algorithm == protocol::GossipAlgorithm::kChoco) {
-    std::fprintf(stderr, "edgesgd %s: CHOCO sends %s-compressed model deltas, consensus step %g\n",
+    std::fprintf(stderr, "edgesgd %s: CHOCO sends %s-compressed %s, consensus step %g\n",
                  command, std::string(CodecName(plan.codec)).c_str(),
+                 plan.public_copies ? "model deltas"
+                                    : "models (no public copies: the naive baseline)",
                  static_cast<double>(plan.consensus_step));
   }
 }
@@ -295,6 +307,7 @@ void WriteGossipPlanFields(SummaryWriter& summary, const RunFlags& o, const Goss
   if (plan.algorithm == protocol::GossipAlgorithm::kChoco) {
     summary.Field("codec", std::string(CodecName(plan.codec)));
     summary.Field("consensus_step", static_cast<double>(plan.consensus_step));
+    summary.Field("public_copies", plan.public_copies);
   }
 }
 
@@ -313,6 +326,7 @@ protocol::GossipConfig BuildGossipConfig(const RunFlags& o, const Task& task,
   config.phase_batches = o.phase_batches;
   config.codec = plan.codec;
   config.consensus_step = plan.consensus_step;
+  config.public_copies = plan.public_copies;
   return config;
 }
 

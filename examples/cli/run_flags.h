@@ -59,6 +59,7 @@ struct RunFlags {
   float consensus_step = 0.0f;      // CHOCO's gamma; 0 = the codec's default
   bool gossip_flags_given = false;  // any gossip-only flag was given
   bool consensus_step_given = false;
+  bool no_public_copies = false;  // CHOCO's naive baseline, for comparisons
   // Outputs.
   std::string metrics;
   std::string summary;
@@ -83,7 +84,8 @@ void AddOutputFlags(CLI::App& command, RunFlags& flags);
 // Writes --model-out (if given): the model's floats, raw little-endian. False with `error`.
 bool SaveModel(const RunFlags& flags, std::span<const float> model, std::string& error);
 
-// --gossip, --topology, --gossip-weights, --gossip-rounds, --phase-batches, --consensus-step.
+// --gossip, --topology, --gossip-weights, --gossip-rounds, --phase-batches, --consensus-step,
+// --no-public-copies.
 void AddGossipFlags(CLI::App& command, RunFlags& flags);
 
 // A one-line reason the flags do not fit a gossip run (dense models unless CHOCO, plain SGD
@@ -103,6 +105,7 @@ struct GossipPlan {
   float eta = 0.0f;         // accelerated gossip rate
   CodecParams codec = protocol::ModelCodec();  // what peers send (identity unless CHOCO)
   float consensus_step = 1.0f;                 // CHOCO's gamma (1 for the others)
+  bool public_copies = true;                   // false: CHOCO's naive baseline
 };
 
 // The plan of the flags over `peers` peers, once CheckGossipConsistency passed. False with a

@@ -62,8 +62,8 @@ void AddSimulateFlags(CLI::App& command, SimulateOptions& o) {
 
 std::string CheckSimulateConsistency(const SimulateOptions& o) {
   if (o.mode != "gossip" && o.gossip_flags_given) {
-    return "--gossip, --topology, --gossip-weights, --gossip-rounds, --phase-batches and "
-           "--consensus-step need --mode gossip";
+    return "--gossip, --topology, --gossip-weights, --gossip-rounds, --phase-batches, "
+           "--consensus-step and --no-public-copies need --mode gossip";
   }
   if (o.mode == "gossip") {
     if (const std::string why = CheckGossipConsistency(o); !why.empty()) return why;

@@ -270,6 +270,14 @@ void WritePeerGossip(SummaryWriter& summary, const PeerFlags& o, const GossipPla
   summary.Field("deadline_closes", counters.deadline_closes);
   summary.Field("neighbours_lost", counters.neighbours_lost);
   summary.Field("rejected_frames", counters.total_rejected());
+  if (plan.algorithm == protocol::GossipAlgorithm::kChoco && plan.public_copies) {
+    // CHOCO's copies repaired after a lost delta (a link that was not up yet, or dropped).
+    summary.Field("out_of_order_deltas",
+                  counters.rejected_for(protocol::GossipRejectReason::kOutOfOrder));
+    summary.Field("copy_requests_sent", counters.copy_requests_sent);
+    summary.Field("copies_sent", counters.copies_sent);
+    summary.Field("copies_applied", counters.copies_applied);
+  }
   summary.Field("auth_rejected", net.auth_rejected);
   summary.Field("tls_failures", net.tls_failures);
   summary.End();

@@ -10,8 +10,10 @@ Exit status 0 on success; on failure one line saying what went wrong (plus the l
 import hashlib
 import hmac
 import json
+import math
 import os
 import random
+import shutil
 import signal
 import socket
 import ssl
@@ -43,7 +45,9 @@ class Cluster:
         self.edgesgd = edgesgd
         self.work = work
         self.processes = []
-        os.makedirs(work, exist_ok=True)
+        # A fresh directory: a metrics file left by an earlier run would satisfy wait_rows at once.
+        shutil.rmtree(work, ignore_errors=True)
+        os.makedirs(work)
         # Every run authenticates its frames (as deployments do) unless a scenario opts out.
         self.keys = {device: os.urandom(32) for device in range(1, 17)}
         key_file = self.path("keys")
@@ -653,7 +657,8 @@ def free_ports(count):
 
 
 def start_peers(cluster, ports, rounds, deadline_s, algorithm=()):
-    """`algorithm`: extra flags choosing the gossip algorithm (default D-PSGD)."""
+    """`algorithm`: extra flags choosing the gossip algorithm (default D-PSGD). Each peer writes
+    its final model to peerI.model."""
     peers = {}
     for i in range(1, len(ports) + 1):
         peers[i] = cluster.start(
@@ -662,9 +667,26 @@ def start_peers(cluster, ports, rounds, deadline_s, algorithm=()):
              "--peers", peer_addresses(ports), "--topology", "ring", "--rounds", str(rounds),
              "--round-deadline-s", str(deadline_s), "--reconnect-max-s", "0.2", "--lr", "0.1",
              "--quiet", "--summary", cluster.path("peer%d.json" % i),
-             "--metrics", cluster.path("peer%d.csv" % i)] + DATA + ["--workers", str(len(ports))]
-            + list(algorithm))
+             "--metrics", cluster.path("peer%d.csv" % i),
+             "--model-out", cluster.path("peer%d.model" % i)] + DATA
+            + ["--workers", str(len(ports))] + list(algorithm))
     return peers
+
+
+def consensus_distance(cluster, ids):
+    """mean_i ||x_i - mean x||^2 over the final models of peers `ids`."""
+    models = []
+    for i in ids:
+        with open(cluster.path("peer%d.model" % i), "rb") as f:
+            data = f.read()
+        models.append(struct.unpack("<%df" % (len(data) // 4), data))
+    dimension = len(models[0])
+    mean = [sum(model[k] for model in models) / len(models) for k in range(dimension)]
+    return sum(sum((model[k] - mean[k]) ** 2 for k in range(dimension))
+               for model in models) / len(models)
+
+
+CHOCO_TOP_K = ["--gossip", "choco", "--codec", "top_k", "--k-ratio", "0.1"]
 
 
 def gossip_ring(cluster, algorithm=()):
@@ -688,10 +710,30 @@ def gossip_ring_detag(cluster):
               "not a DeTAG run: %s" % summary["gossip"])
 
 
-def gossip_peer_killed(cluster):
+def gossip_ring_choco(cluster):
+    """The same ring with CHOCO: top_k deltas against public copies, a fraction of the bits. The
+    deltas a peer sends before its links are up are lost; its neighbours repair their copies of it
+    from its own copy, and every peer's model ends close to the others'."""
+    summaries = gossip_ring(cluster, CHOCO_TOP_K)
+    for summary in summaries:
+        gossip = summary["gossip"]
+        check(gossip["algorithm"] == "choco" and gossip["codec"] == "top_k",
+              "not a CHOCO run: %s" % gossip)
+        check(summary["final"]["bits_per_coord"] < 8, "CHOCO sent %s bits per coordinate" %
+              summary["final"]["bits_per_coord"])
+        check(gossip["copies_applied"] >= (1 if gossip["out_of_order_deltas"] else 0),
+              "peer %s saw deltas out of order but never repaired a copy: %s" %
+              (summary["peer"], gossip))
+    distance = consensus_distance(cluster, range(1, 9))
+    print("gossip_ring_choco: final consensus distance %.4g; copies repaired %d" %
+          (distance, sum(s["gossip"]["copies_applied"] for s in summaries)))
+    check(distance < 1.0, "the peers did not agree: consensus distance %.4g" % distance)
+
+
+def gossip_peer_killed(cluster, algorithm=()):
     """One of 8 peers is killed mid-run: its neighbours continue and everyone else completes."""
     rounds, deadline_s = 300, 0.2
-    peers = start_peers(cluster, free_ports(8), rounds, deadline_s)
+    peers = start_peers(cluster, free_ports(8), rounds, deadline_s, algorithm)
     cluster.wait_rows("peer1.csv", 20, peers[1])
     peers[5].send_signal(signal.SIGKILL)
     peers[5].wait()
@@ -708,6 +750,21 @@ def gossip_peer_killed(cluster):
         if i != 5:
             check(cluster.summary("peer%d.json" % i)["final"]["round"] == 300,
                   "peer %d did not complete" % i)
+    survivors = [i for i in peers if i != 5]
+    distance = consensus_distance(cluster, survivors)
+    print("%s: final consensus distance of the 7 survivors %.4g" %
+          (os.path.basename(cluster.work), distance))
+    check(math.isfinite(distance) and distance < 1.0,
+          "the survivors did not agree: consensus distance %.4g" % distance)
+
+
+def gossip_peer_killed_choco(cluster):
+    """The same with CHOCO top_k over authenticated frames: peer 5's neighbours re-weight (its
+    weight moves onto their diagonals) and keep their other copies in step."""
+    gossip_peer_killed(cluster, CHOCO_TOP_K)
+    for neighbour in (4, 6):
+        summary = cluster.summary("peer%d.json" % neighbour)
+        check(summary["gossip"]["algorithm"] == "choco", "not a CHOCO run")
 
 
 SCENARIOS = {
@@ -723,6 +780,8 @@ SCENARIOS = {
     "gossip_ring": gossip_ring,
     "gossip_peer_killed": gossip_peer_killed,
     "gossip_ring_detag": gossip_ring_detag,
+    "gossip_ring_choco": gossip_ring_choco,
+    "gossip_peer_killed_choco": gossip_peer_killed_choco,
     "tls": tls,
 }
 
