@@ -1,7 +1,9 @@
 // Zero heap allocation in a GossipPeerSession's steady state: after Init, hundreds of rounds of
 // D-PSGD, gradient tracking, DeTAG (accelerated gossip, several gradient calls per round) and
-// CHOCO (top_k, sign and qsgd deltas into public copies) on a ring of 4 (lossless rounds, deadline-closed rounds with a silent peer, rejected duplicate and
-// malformed frames, event draining) must not call operator new or malloc once. The driver
+// CHOCO and BEER (top_k, sign and qsgd deltas into public copies, copies repaired after the
+// silent peer's gap) on a ring of 4 (lossless rounds, deadline-closed rounds with a silent peer,
+// rejected duplicate and malformed frames, event draining) must not call operator new or malloc
+// once. The driver
 // itself uses only storage allocated before counting starts.
 
 #include <gtest/gtest.h>
@@ -156,6 +158,9 @@ void ExpectRoundsDoNotAllocate(GossipAlgorithm algorithm, std::uint32_t steps, f
   EXPECT_GT(sessions[2]->counters().deadline_closes, 50u);
   EXPECT_GT(sessions[2]->counters().rejected_for(GossipRejectReason::kDuplicate), 100u);
   EXPECT_GT(sessions[2]->counters().rejected_for(GossipRejectReason::kMalformed), 100u);
+  if (CompressesGossip(algorithm)) {  // the silent peer's gap was repaired from its copies
+    EXPECT_GT(sessions[2]->counters().copies_applied, 0u);
+  }
 }
 
 TEST(GossipSteadyStateTest, DpsgdRoundsDoNotAllocate) {
@@ -175,6 +180,14 @@ TEST(GossipSteadyStateTest, ChocoRoundsDoNotAllocate) {
                             0.1f);
   ExpectRoundsDoNotAllocate(GossipAlgorithm::kChoco, 1, 0.0f, 2, SignParams{}, 0.1f);
   ExpectRoundsDoNotAllocate(GossipAlgorithm::kChoco, 1, 0.0f, 1,
+                            QsgdParams{.schedule = QuantScheduleKind::kDq, .bits_min = 6}, 0.5f);
+}
+
+TEST(GossipSteadyStateTest, BeerRoundsDoNotAllocate) {
+  ExpectRoundsDoNotAllocate(GossipAlgorithm::kBeer, 1, 0.0f, 1, TopKParams{.k_ratio = 0.05f},
+                            0.1f);
+  ExpectRoundsDoNotAllocate(GossipAlgorithm::kBeer, 1, 0.0f, 2, SignParams{}, 0.1f);
+  ExpectRoundsDoNotAllocate(GossipAlgorithm::kBeer, 1, 0.0f, 1,
                             QsgdParams{.schedule = QuantScheduleKind::kDq, .bits_min = 6}, 0.5f);
 }
 

@@ -32,6 +32,8 @@ const char* GossipAlgorithmName(GossipAlgorithm algorithm) {
       return "detag";
     case GossipAlgorithm::kChoco:
       return "choco";
+    case GossipAlgorithm::kBeer:
+      return "beer";
   }
   return "unknown";
 }
@@ -67,29 +69,32 @@ const char* GossipRejectReasonName(GossipRejectReason reason) {
 Status ValidateGossipConfig(const GossipConfig& config) {
   const GossipAlgorithm algorithm = config.algorithm;
   if (algorithm != GossipAlgorithm::kDpsgd && algorithm != GossipAlgorithm::kGradientTracking &&
-      algorithm != GossipAlgorithm::kDetag && algorithm != GossipAlgorithm::kChoco) {
+      algorithm != GossipAlgorithm::kDetag && algorithm != GossipAlgorithm::kChoco &&
+      algorithm != GossipAlgorithm::kBeer) {
     return Status::InvalidArgument("unknown gossip algorithm");
   }
   if (const Status row = ValidateMixingRow(config.mixing); !row.ok()) return row;
   if (config.layout.tensor_count() == 0) return Status::InvalidArgument("the model has no tensors");
-  if (algorithm == GossipAlgorithm::kChoco) {
+  if (CompressesGossip(algorithm)) {
     EDGESGD_TRY(ValidateCodecParams(config.codec));
     EDGESGD_TRY(CheckChocoCodec(config.codec));
     if (!(config.consensus_step > 0.0f && config.consensus_step <= 1.0f)) {
-      return Status::InvalidArgument("CHOCO's consensus step gamma must be in (0, 1]");
+      return Status::InvalidArgument("the consensus step gamma must be in (0, 1]");
     }
   } else {
     if (config.codec != ModelCodec()) {
       return Status::InvalidArgument(
           "D-PSGD, gradient tracking and DeTAG exchange dense models: the codec must be "
-          "identity (CHOCO compresses)");
+          "identity (CHOCO and BEER compress)");
     }
     if (config.consensus_step != 1.0f) {
-      return Status::InvalidArgument("the consensus step gamma is CHOCO's: it must be 1 here");
+      return Status::InvalidArgument(
+          "the consensus step gamma is CHOCO's and BEER's: it must be 1 here");
     }
-    if (!config.public_copies) {
-      return Status::InvalidArgument("public copies are CHOCO's: they cannot be turned off here");
-    }
+  }
+  if (!config.public_copies && algorithm != GossipAlgorithm::kChoco) {
+    return Status::InvalidArgument(
+        "only CHOCO can run without public copies (its naive baseline)");
   }
   if (GossipPeerSession::MaxFrameBytes(config) == 0) {
     return Status::InvalidArgument("the model is too large for one frame (1 GiB limit)");
@@ -108,7 +113,7 @@ Status ValidateGossipConfig(const GossipConfig& config) {
     }
   } else if (config.gossip_steps != 1 || config.accel != 0.0f) {
     return Status::InvalidArgument(
-        "D-PSGD, gradient tracking and CHOCO take one plain gossip step per round (R = 1, "
+        "D-PSGD, gradient tracking, CHOCO and BEER take one plain gossip step per round (R = 1, "
         "eta_g = 0)");
   }
   if (config.phase_batches < 1 || config.phase_batches > kMaxPhaseBatches) {
@@ -186,10 +191,11 @@ Status GossipPeerSession::Init(Arena& arena, const GossipConfig& config,
   if (const Status check = ValidateGossipConfig(config); !check.ok()) return check;
   if (options.gradient == nullptr)
     return Status::InvalidArgument("a gradient callback is required");
-  if (config.algorithm == GossipAlgorithm::kChoco && options.codecs == nullptr) {
-    return Status::InvalidArgument("CHOCO needs a codec registry (AllCodecs() has every codec)");
+  if (CompressesGossip(config.algorithm) && options.codecs == nullptr) {
+    return Status::InvalidArgument(
+        "CHOCO and BEER need a codec registry (AllCodecs() has every codec)");
   }
-  if (config.algorithm == GossipAlgorithm::kChoco && !options.codecs->For(config.codec).ok()) {
+  if (CompressesGossip(config.algorithm) && !options.codecs->For(config.codec).ok()) {
     return Status::InvalidArgument("the codec registry does not hold the run's codec");
   }
   if (options.initial_model.size() != config.layout.dimension()) {
@@ -229,21 +235,38 @@ Status GossipPeerSession::TakeBuffers(Arena& arena) {
   const bool separate_starts = config_.gossip_steps > 1;
   for (std::size_t v = 0; v < vectors_; ++v) {
     Exchanged& vector = exchanged_[v];
-    vector.kind = choco()  ? wire::GossipVector::kModelDelta
-                  : v == 0 ? wire::GossipVector::kModel
-                           : wire::GossipVector::kTracker;
+    if (compressed()) {
+      vector.kind = v == 0 ? wire::GossipVector::kModelDelta : wire::GossipVector::kTrackerDelta;
+    } else {
+      vector.kind = v == 0 ? wire::GossipVector::kModel : wire::GossipVector::kTracker;
+    }
     EDGESGD_TRY_ASSIGN(vector.current, arena.Allocate<float>(d));
     if (config_.accel != 0.0f) {
       EDGESGD_TRY_ASSIGN(vector.previous, arena.Allocate<float>(d));
     }
     EDGESGD_TRY_ASSIGN(vector.mix, arena.Allocate<float>(d));
-    // CHOCO keeps no early accumulator: a neighbour ahead advances its copy instead.
-    if (!choco()) {
+    // CHOCO and BEER keep no early accumulator: a neighbour ahead advances its copy instead.
+    if (!compressed()) {
       EDGESGD_TRY_ASSIGN(vector.next_mix, arena.Allocate<float>(d));
     }
     for (std::optional<wire::FrameBuilder>& builder : vector.builders) {
       EDGESGD_TRY_ASSIGN(std::span<std::byte> buffer, arena.AllocateBytes(builder_bytes));
       builder.emplace(buffer);
+    }
+    if (compressed()) {
+      EDGESGD_TRY_ASSIGN(vector.own_copy, arena.Allocate<float>(d));
+      for (std::size_t k = 0; k < config_.mixing.degree; ++k) {
+        EDGESGD_TRY_ASSIGN(vector.copies[k], arena.Allocate<float>(d));
+      }
+    }
+    if (ResynchronisesCopies(config_)) {
+      EDGESGD_TRY_ASSIGN(
+          std::span<std::byte> copy_buffer,
+          arena.AllocateBytes(wire::FrameBuilderBytes(ModelCodec(), config_.layout)));
+      vector.copy_builder.emplace(copy_buffer);
+      EDGESGD_TRY_ASSIGN(std::span<std::byte> request_buffer,
+                         arena.AllocateBytes(kCopyRequestBuilderBytes));
+      vector.request_builder.emplace(request_buffer);
     }
   }
   EDGESGD_TRY_ASSIGN(gradient_, arena.Allocate<float>(d));
@@ -251,20 +274,8 @@ Status GossipPeerSession::TakeBuffers(Arena& arena) {
     EDGESGD_TRY_ASSIGN(batch_gradient_, arena.Allocate<float>(d));
   }
   model_start_ = exchanged_[0].current;
-  if (choco()) {
-    EDGESGD_TRY_ASSIGN(own_copy_, arena.Allocate<float>(d));
-    for (std::size_t k = 0; k < config_.mixing.degree; ++k) {
-      EDGESGD_TRY_ASSIGN(copies_[k], arena.Allocate<float>(d));
-    }
+  if (compressed()) {
     EDGESGD_TRY_ASSIGN(codec_scratch_, arena.AllocateBytes(CodecScratchBytesOf(config_)));
-  }
-  if (ResynchronisesCopies(config_)) {
-    EDGESGD_TRY_ASSIGN(std::span<std::byte> copy_buffer,
-                       arena.AllocateBytes(wire::FrameBuilderBytes(ModelCodec(), config_.layout)));
-    copy_builder_.emplace(copy_buffer);
-    EDGESGD_TRY_ASSIGN(std::span<std::byte> request_buffer,
-                       arena.AllocateBytes(kCopyRequestBuilderBytes));
-    request_builder_.emplace(request_buffer);
   }
   if (vectors_ == 2) {
     EDGESGD_TRY_ASSIGN(previous_gradient_, arena.Allocate<float>(d));
@@ -338,18 +349,21 @@ void GossipPeerSession::DoTimer(TimeNs now) { Advance(now, 0); }
 bool GossipPeerSession::DoPollFrame(OutgoingFrame& out) {
   if (pending_frames_ == 0) return false;
   const std::size_t degree = config_.mixing.degree;
-  // CHOCO's copies and requests first: a delta queued with a copy must reach the holder after it.
-  for (const std::uint8_t bit : {kPendingCopy, kPendingRequest}) {
+  // Copies and requests first: a delta queued with a copy must reach the holder after it.
+  for (std::size_t order = 0; order < 2 * vectors_; ++order) {
+    const bool copy = order < vectors_;
+    const Exchanged& vector = exchanged_[order % vectors_];
+    const PendingBits bit = copy ? PendingCopy(order % vectors_) : PendingRequest(order % vectors_);
     for (std::size_t k = 0; k < degree; ++k) {
       if ((pending_[k] & bit) == 0) continue;
       ClearPending(k, bit);
-      const std::span<const std::byte> bytes = bit == kPendingCopy ? copy_frame_ : request_frame_;
+      const std::span<const std::byte> bytes = copy ? vector.copy_frame : vector.request_frame;
       out.to = config_.mixing.neighbours[k];
       out.bytes = bytes;
       out.work_samples = 0;
       ++counters_.frames_sent;
       counters_.bytes_sent += bytes.size();
-      if (bit == kPendingCopy) ++counters_.copies_sent;
+      if (copy) ++counters_.copies_sent;
       return true;
     }
   }
@@ -361,7 +375,7 @@ bool GossipPeerSession::DoPollFrame(OutgoingFrame& out) {
     const bool leave = order == 2 * vectors_;
     const std::size_t slot = order < vectors_ ? older : 1 - older;
     const std::size_t vector = order % vectors_;
-    const std::uint8_t bit = leave ? kPendingLeave : PendingBit(vector, slot);
+    const PendingBits bit = leave ? kPendingLeave : PendingBit(vector, slot);
     for (std::size_t k = 0; k < degree; ++k) {
       if ((pending_[k] & bit) == 0) continue;
       ClearPending(k, bit);
@@ -398,18 +412,20 @@ bool GossipPeerSession::IsLive(PeerId peer) const {
   return index >= 0 && (live_ & Bit(static_cast<std::size_t>(index))) != 0;
 }
 
-std::span<const float> GossipPeerSession::public_copy(PeerId peer) const {
-  if (!choco()) return {};
-  if (peer == id()) return own_copy_;
+std::span<const float> GossipPeerSession::public_copy(PeerId peer, std::size_t vector) const {
+  if (!compressed() || vector >= vectors_) return {};
+  const Exchanged& copies = exchanged_[vector];
+  if (peer == id()) return copies.own_copy;
   const int index = NeighbourIndex(peer);
-  return index < 0 ? std::span<const float>() : copies_[static_cast<std::size_t>(index)];
+  return index < 0 ? std::span<const float>() : copies.copies[static_cast<std::size_t>(index)];
 }
 
-std::uint64_t GossipPeerSession::public_copy_rounds(PeerId peer) const {
-  if (!choco()) return 0;
-  if (peer == id()) return own_rounds_;
+std::uint64_t GossipPeerSession::public_copy_rounds(PeerId peer, std::size_t vector) const {
+  if (!compressed() || vector >= vectors_) return 0;
+  const Exchanged& copies = exchanged_[vector];
+  if (peer == id()) return copies.own_rounds;
   const int index = NeighbourIndex(peer);
-  return index < 0 ? 0 : copy_rounds_[static_cast<std::size_t>(index)];
+  return index < 0 ? 0 : copies.copy_rounds[static_cast<std::size_t>(index)];
 }
 
 std::uint32_t GossipPeerSession::heard_count() const {
@@ -440,13 +456,14 @@ void GossipPeerSession::HandleExchange(std::size_t index, const wire::FrameView&
   const PeerId from = config_.mixing.neighbours[index];
   const std::uint32_t round = view.header.round;
   const wire::GossipInfo& info = view.message.gossip;
-  if (ResynchronisesCopies(config_) && info.phase == 0 && info.step == 0) {
+  // Resynchronisation frames name the copy's vector in `step`: 0 the model, 1 BEER's tracker.
+  if (ResynchronisesCopies(config_) && info.phase == 0 && info.step < vectors_) {
     if (info.vector == wire::GossipVector::kCopyRequest) {
-      HandleCopyRequest(index, view, now);
+      HandleCopyRequest(index, info.step, view, now);
       return;
     }
     if (info.vector == wire::GossipVector::kModelCopy) {
-      HandleCopy(index, view, now);
+      HandleCopy(index, info.step, view, now);
       return;
     }
   }
@@ -455,8 +472,8 @@ void GossipPeerSession::HandleExchange(std::size_t index, const wire::FrameView&
     Reject(from, GossipRejectReason::kWrongExchange, round, now);
     return;
   }
-  if (choco()) {
-    HandleDelta(index, view, now);
+  if (compressed()) {
+    HandleDelta(index, static_cast<std::size_t>(vector_index), view, now);
     return;
   }
   if (view.payload.codec != CodecIdOf(ModelCodec()) ||
@@ -501,7 +518,8 @@ void GossipPeerSession::HandleExchange(std::size_t index, const wire::FrameView&
   ReviveIfBack(index, step);
 }
 
-void GossipPeerSession::HandleDelta(std::size_t index, const wire::FrameView& view, TimeNs now) {
+void GossipPeerSession::HandleDelta(std::size_t index, std::size_t vector_index,
+                                    const wire::FrameView& view, TimeNs now) {
   const PeerId from = config_.mixing.neighbours[index];
   const std::uint32_t round = view.header.round;
   const wire::EncodedPayload& payload = view.payload;
@@ -515,9 +533,10 @@ void GossipPeerSession::HandleDelta(std::size_t index, const wire::FrameView& vi
     Reject(from, GossipRejectReason::kFuture, round, now);
     return;
   }
+  Exchanged& vector = exchanged_[vector_index];
   // Every holder applies the sender's deltas in round order, so the copies agree bit for bit.
   // Without public copies each delta replaces the last one, so a gap loses nothing.
-  const std::uint64_t expected = copy_rounds_[index];
+  const std::uint64_t expected = vector.copy_rounds[index];
   if (round < expected) {
     Reject(from, GossipRejectReason::kDuplicate, round, now);
     return;
@@ -526,21 +545,22 @@ void GossipPeerSession::HandleDelta(std::size_t index, const wire::FrameView& vi
     Reject(from, GossipRejectReason::kOutOfOrder, round, now);
     // The neighbour is sending, so it is back if it was lost; its copy needs resynchronising.
     ReviveIfBack(index, StepIndex(round, 0));
-    RequestCopy(index);
+    RequestCopy(index, vector_index);
     return;
   }
-  if (!config_.public_copies) std::fill(copies_[index].begin(), copies_[index].end(), 0.0f);
-  if (!ApplyDelta(params.value(), payload.view, round, from, copies_[index]).ok()) {
+  const std::span<float> copy = vector.copies[index];
+  if (!config_.public_copies) std::fill(copy.begin(), copy.end(), 0.0f);
+  if (!ApplyDelta(params.value(), payload.view, round, from, copy).ok()) {
     Reject(from, GossipRejectReason::kBadPayload, round, now);
     return;
   }
-  copy_rounds_[index] = std::uint64_t{round} + 1;
+  vector.copy_rounds[index] = std::uint64_t{round} + 1;
   ++counters_.models_accepted;
   // This round's own delta is applied once the round has started; a neighbour ahead (or one heard
   // before Start) is counted in when this peer's round starts (StartStep).
   if (phase_ == GossipPhase::kRunning && round == round_) {
-    exchanged_[0].heard |= Bit(index);
-    AddConsensusTerm(index);
+    vector.heard |= Bit(index);
+    AddConsensusTerm(index, vector_index);
   } else if (round < round_) {
     ++counters_.late_deltas;
   } else {
@@ -549,8 +569,8 @@ void GossipPeerSession::HandleDelta(std::size_t index, const wire::FrameView& vi
   ReviveIfBack(index, StepIndex(round, 0));
 }
 
-void GossipPeerSession::HandleCopyRequest(std::size_t index, const wire::FrameView& view,
-                                          TimeNs now) {
+void GossipPeerSession::HandleCopyRequest(std::size_t index, std::size_t vector_index,
+                                          const wire::FrameView& view, TimeNs now) {
   const PeerId from = config_.mixing.neighbours[index];
   const std::uint32_t round = view.header.round;
   const wire::EncodedPayload& payload = view.payload;
@@ -571,17 +591,22 @@ void GossipPeerSession::HandleCopyRequest(std::size_t index, const wire::FrameVi
   ReviveIfBack(index, StepIndex(round, 0));
   // Frames built in an earlier call have been handed out already, so the builder is free; within
   // one call a second request gets the same copy.
-  if ((pending_[index] & kPendingCopy) != 0) return;
-  const wire::FrameHeader header{id(), static_cast<std::uint32_t>(own_rounds_), sequence_++};
-  const Result<std::span<const std::byte>> frame = BuildFrame(
-      *copy_builder_, header,
-      wire::PayloadMessage::GossipExchange({0, 0, wire::GossipVector::kModelCopy}), own_copy_);
+  if ((pending_[index] & PendingCopy(vector_index)) != 0) return;
+  Exchanged& vector = exchanged_[vector_index];
+  const wire::FrameHeader header{id(), static_cast<std::uint32_t>(vector.own_rounds),
+                                 sequence_++};
+  const wire::GossipInfo info{0, static_cast<std::uint32_t>(vector_index),
+                              wire::GossipVector::kModelCopy};
+  const Result<std::span<const std::byte>> frame =
+      BuildFrame(*vector.copy_builder, header, wire::PayloadMessage::GossipExchange(info),
+                 vector.own_copy);
   if (!frame.ok()) return;  // sized for exactly this frame: cannot fail
-  copy_frame_ = frame.value();
-  SetPending(index, kPendingCopy);
+  vector.copy_frame = frame.value();
+  SetPending(index, PendingCopy(vector_index));
 }
 
-void GossipPeerSession::HandleCopy(std::size_t index, const wire::FrameView& view, TimeNs now) {
+void GossipPeerSession::HandleCopy(std::size_t index, std::size_t vector_index,
+                                   const wire::FrameView& view, TimeNs now) {
   const PeerId from = config_.mixing.neighbours[index];
   const std::uint32_t held = view.header.round;  // the sender's deltas of rounds 0..held-1
   const wire::EncodedPayload& payload = view.payload;
@@ -589,7 +614,8 @@ void GossipPeerSession::HandleCopy(std::size_t index, const wire::FrameView& vie
     Reject(from, GossipRejectReason::kWrongCodec, held, now);
     return;
   }
-  const std::span<float> copy = copies_[index];
+  Exchanged& vector = exchanged_[vector_index];
+  const std::span<float> copy = vector.copies[index];
   if (payload.view.values.size() != copy.size() || !payload.view.indices.empty() ||
       !payload.view.words.empty() || !payload.view.scales.empty() ||
       !AllFinite(payload.view.values)) {
@@ -600,46 +626,52 @@ void GossipPeerSession::HandleCopy(std::size_t index, const wire::FrameView& vie
     Reject(from, GossipRejectReason::kFuture, held, now);
     return;
   }
-  if (held < copy_rounds_[index]) {  // this peer's copy is already newer
+  if (held < vector.copy_rounds[index]) {  // this peer's copy is already newer
     Reject(from, GossipRejectReason::kStale, held, now);
     return;
   }
   std::copy(payload.view.values.begin(), payload.view.values.end(), copy.begin());
-  copy_rounds_[index] = held;
-  awaiting_copy_ &= ~Bit(index);
+  vector.copy_rounds[index] = held;
+  vector.awaiting_copy &= ~Bit(index);
   ++counters_.copies_applied;
   if (held > 0) ReviveIfBack(index, StepIndex(held - 1, 0));
-  CountInIfAhead(index);
+  CountInIfAhead(index, vector_index);
 }
 
-void GossipPeerSession::RequestCopy(std::size_t index) {
+void GossipPeerSession::RequestCopy(std::size_t index, std::size_t vector_index) {
   if (phase_ == GossipPhase::kFinished) return;
-  if ((awaiting_copy_ & Bit(index)) != 0 && copy_requested_round_[index] == round_) return;
-  if ((pending_[index] & kPendingRequest) == 0) {
+  Exchanged& vector = exchanged_[vector_index];
+  if ((vector.awaiting_copy & Bit(index)) != 0 && vector.copy_requested_round[index] == round_) {
+    return;
+  }
+  const PendingBits bit = PendingRequest(vector_index);
+  if ((pending_[index] & bit) == 0) {
     const wire::FrameHeader header{id(), round_, sequence_++};
-    const Result<PayloadSpans> spans = request_builder_->BeginPayloadFrame(
-        header, wire::PayloadMessage::GossipExchange({0, 0, wire::GossipVector::kCopyRequest}),
-        ModelCodec(), TensorLayout::Single(1).value());
+    const wire::GossipInfo info{0, static_cast<std::uint32_t>(vector_index),
+                                wire::GossipVector::kCopyRequest};
+    const Result<PayloadSpans> spans = vector.request_builder->BeginPayloadFrame(
+        header, wire::PayloadMessage::GossipExchange(info), ModelCodec(),
+        TensorLayout::Single(1).value());
     if (!spans.ok()) return;  // sized for exactly this frame: cannot fail
     spans.value().values[0] = 0.0f;
-    const Result<std::span<const std::byte>> frame = request_builder_->FinishPayloadFrame();
+    const Result<std::span<const std::byte>> frame = vector.request_builder->FinishPayloadFrame();
     if (!frame.ok()) return;
-    request_frame_ = frame.value();
-    SetPending(index, kPendingRequest);
+    vector.request_frame = frame.value();
+    SetPending(index, bit);
   }
-  awaiting_copy_ |= Bit(index);
-  copy_requested_round_[index] = round_;
+  vector.awaiting_copy |= Bit(index);
+  vector.copy_requested_round[index] = round_;
   ++counters_.copy_requests_sent;
 }
 
-void GossipPeerSession::CountInIfAhead(std::size_t index) {
-  Exchanged& model = exchanged_[0];
-  if (phase_ != GossipPhase::kRunning || copy_rounds_[index] <= round_ ||
-      (model.heard & Bit(index)) != 0) {
+void GossipPeerSession::CountInIfAhead(std::size_t index, std::size_t vector_index) {
+  Exchanged& vector = exchanged_[vector_index];
+  if (phase_ != GossipPhase::kRunning || vector.copy_rounds[index] <= round_ ||
+      (vector.heard & Bit(index)) != 0) {
     return;
   }
-  model.heard |= Bit(index);
-  AddConsensusTerm(index);
+  vector.heard |= Bit(index);
+  AddConsensusTerm(index, vector_index);
 }
 
 void GossipPeerSession::ReviveIfBack(std::size_t index, std::uint64_t step) {
@@ -666,11 +698,13 @@ Status GossipPeerSession::ApplyDelta(const CodecParams& params, const PayloadVie
                                     codec_scratch_);
 }
 
-void GossipPeerSession::AddConsensusTerm(std::size_t index) {
+void GossipPeerSession::AddConsensusTerm(std::size_t index, std::size_t vector_index) {
+  Exchanged& vector = exchanged_[vector_index];
   const float weight = config_.mixing.weights[index];
-  const std::span<const float> copy = copies_[index];
-  const std::span<float> mix = exchanged_[0].mix;
-  for (std::size_t i = 0; i < mix.size(); ++i) mix[i] += weight * (copy[i] - own_copy_[i]);
+  const std::span<const float> copy = vector.copies[index];
+  const std::span<const float> own = vector.own_copy;
+  const std::span<float> mix = vector.mix;
+  for (std::size_t i = 0; i < mix.size(); ++i) mix[i] += weight * (copy[i] - own[i]);
 }
 
 void GossipPeerSession::HandleLeave(std::size_t index) {
@@ -755,8 +789,13 @@ void GossipPeerSession::StartStep(TimeNs now) {
       }
     }
     if (tracking) {
-      if (round_ == 0) {  // y_0 = g_0 and g_{-1} = g_0
+      if (round_ == 0) {  // y_0 = g_0 and g_{-1} = g_0 (BEER: v_0 = g_0)
         std::copy(gradient_.begin(), gradient_.end(), exchanged_[1].current.begin());
+        std::copy(gradient_.begin(), gradient_.end(), previous_gradient_.begin());
+      } else if (beer()) {
+        // v_k = (v_{k-1} + gamma * the consensus sum, added at the last close) + g_k - g_{k-1}.
+        const std::span<float> v = exchanged_[1].current;
+        for (std::size_t i = 0; i < v.size(); ++i) v[i] += gradient_[i] - previous_gradient_[i];
         std::copy(gradient_.begin(), gradient_.end(), previous_gradient_.begin());
       }
       if (config_.gossip_steps > 1) {
@@ -783,14 +822,15 @@ void GossipPeerSession::StartStep(TimeNs now) {
       const wire::PayloadMessage message =
           wire::PayloadMessage::GossipExchange({0, step_, vector.kind});
       const Result<std::span<const std::byte>> frame =
-          choco() ? BuildDeltaFrame(*vector.builders[slot], header, message)
-                  : BuildFrame(*vector.builders[slot], header, message, vector.current);
+          compressed() ? BuildDeltaFrame(v, slot, header, message)
+                       : BuildFrame(*vector.builders[slot], header, message, vector.current);
       if (!frame.ok()) {
-        // The builder was sized for exactly this frame, so only a codec refusing the model
-        // delta (values beyond what it can encode: a diverging run) makes this fail.
+        // The builder was sized for exactly this frame, so only a codec refusing the delta
+        // (values beyond what it can encode: a diverging run) makes this fail.
         Finish(wire::LeaveReason::kFailure,
-               choco() ? Status::DataLoss("the model delta does not encode: the run diverged")
-                       : Status::Internal("a gossip frame did not fit the builder sized for it"));
+               compressed()
+                   ? Status::DataLoss("a delta does not encode: the run diverged")
+                   : Status::Internal("a gossip frame did not fit the builder sized for it"));
         return;
       }
       vector.frames[slot] = frame.value();
@@ -802,22 +842,31 @@ void GossipPeerSession::StartStep(TimeNs now) {
       frame_work_[slot] = std::uint64_t{options_.samples_per_step} * config_.phase_batches;
     }
   }
-  if (choco()) {  // neighbours already past this round: their copies hold this round's delta
-    for (std::size_t k = 0; k < config_.mixing.degree; ++k) CountInIfAhead(k);
+  if (compressed()) {  // neighbours already past this round: their copies hold its delta
+    for (std::size_t k = 0; k < config_.mixing.degree; ++k) {
+      for (std::size_t v = 0; v < vectors_; ++v) CountInIfAhead(k, v);
+    }
   }
   deadline_ = SaturatingAdd(now, config_.neighbour_deadline_ns);
 }
 
 Result<std::span<const std::byte>> GossipPeerSession::BuildDeltaFrame(
-    wire::FrameBuilder& builder, const wire::FrameHeader& header,
+    std::size_t vector_index, std::size_t slot, const wire::FrameHeader& header,
     const wire::PayloadMessage& message) {
   // The consensus accumulator is empty until the round's first term (added after this), so it
-  // holds the encoder's input x^{k+1/2} - x̂_i meanwhile; x_k itself stays the round's model.
-  const std::span<const float> x = exchanged_[0].current;
-  const std::span<float> input = exchanged_[0].mix;
-  if (!config_.public_copies) std::fill(own_copy_.begin(), own_copy_.end(), 0.0f);
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    input[i] = (x[i] - config_.learning_rate * gradient_[i]) - own_copy_[i];
+  // holds the encoder's input z - ẑ_i meanwhile; x_k itself stays the round's model.
+  Exchanged& vector = exchanged_[vector_index];
+  wire::FrameBuilder& builder = *vector.builders[slot];
+  const std::span<const float> z = vector.current;
+  const std::span<float> input = vector.mix;
+  const std::span<float> own_copy = vector.own_copy;
+  if (!config_.public_copies) std::fill(own_copy.begin(), own_copy.end(), 0.0f);
+  if (choco()) {  // CHOCO sends x^{k+1/2} = x_k - lr * g_k
+    for (std::size_t i = 0; i < z.size(); ++i) {
+      input[i] = (z[i] - config_.learning_rate * gradient_[i]) - own_copy[i];
+    }
+  } else {  // BEER sends x_k and v_k
+    for (std::size_t i = 0; i < z.size(); ++i) input[i] = z[i] - own_copy[i];
   }
   const CodecRegistry& codecs = *options_.codecs;
   EDGESGD_TRY_ASSIGN(const CodecParams params,
@@ -832,8 +881,8 @@ Result<std::span<const std::byte>> GossipPeerSession::BuildDeltaFrame(
   EDGESGD_TRY_ASSIGN(const CodecParams sent,
                      ParamsForPayload(config_.codec, view.payload.codec, view.payload.layout,
                                       view.payload.header));
-  EDGESGD_TRY(ApplyDelta(sent, view.payload.view, round_, id(), own_copy_));
-  ++own_rounds_;
+  EDGESGD_TRY(ApplyDelta(sent, view.payload.view, round_, id(), own_copy));
+  ++vector.own_rounds;
   return frame;
 }
 
@@ -883,13 +932,24 @@ void GossipPeerSession::CloseStep(TimeNs now, bool deadline_passed) {
   // The model first: its round update reads y_k, which for R = 1 is the tracker's working copy
   // before its own mixing step below.
   Exchanged& model = exchanged_[0];
+  const float gamma = config_.consensus_step;
+  // CHOCO and BEER: a missed neighbour's consensus term is left out, which is its weight moved
+  // onto the diagonal.
   if (choco()) {
     // x_{k+1} = x^{k+1/2} + gamma * sum_{j heard} W_ij (x̂_j - x̂_i), with x^{k+1/2} formed as
-    // for the round's delta; a missed neighbour's term is left out, which is its weight moved
-    // onto the diagonal.
-    const float gamma = config_.consensus_step;
+    // for the round's delta.
     for (std::size_t i = 0; i < model.current.size(); ++i) {
       model.current[i] = (model.current[i] - lr * gradient_[i]) + gamma * model.mix[i];
+    }
+  } else if (beer()) {
+    // x_{k+1} = x_k + gamma * sum_j W_ij (x̂_j - x̂_i) - lr * v_k; then v_k + gamma * sum_j
+    // W_ij (ŷ_j - ŷ_i), to which the next round adds g_{k+1} - g_k.
+    Exchanged& tracker = exchanged_[1];
+    for (std::size_t i = 0; i < model.current.size(); ++i) {
+      model.current[i] = (model.current[i] + gamma * model.mix[i]) - lr * tracker.current[i];
+    }
+    for (std::size_t i = 0; i < tracker.current.size(); ++i) {
+      tracker.current[i] += gamma * tracker.mix[i];
     }
   } else {
     MixStep(model);
@@ -898,7 +958,7 @@ void GossipPeerSession::CloseStep(TimeNs now, bool deadline_passed) {
       for (std::size_t i = 0; i < model.current.size(); ++i) model.current[i] -= lr * direction[i];
     }
   }
-  if (vectors_ == 2) {
+  if (vectors_ == 2 && !compressed()) {
     Exchanged& tracker = exchanged_[1];
     MixStep(tracker);
     if (last_step) {
@@ -926,7 +986,8 @@ void GossipPeerSession::CloseStep(TimeNs now, bool deadline_passed) {
       return;
     }
   }
-  // The early vectors of step s+1 become the current step's. CHOCO has no early accumulator:
+  // The early vectors of step s+1 become the current step's. CHOCO and BEER have no early
+  // accumulator:
   // StartStep counts neighbours that are ahead in from their copies.
   for (Exchanged& vector : exchanged()) {
     if (vector.next_mix.empty()) {
@@ -984,16 +1045,16 @@ void GossipPeerSession::Finish(wire::LeaveReason reason, Status status) {
 
 // ---- Outgoing frames ----
 
-void GossipPeerSession::SetPending(std::size_t index, std::uint8_t bits) {
-  const auto added = static_cast<std::uint8_t>(bits & ~pending_[index]);
+void GossipPeerSession::SetPending(std::size_t index, PendingBits bits) {
+  const auto added = static_cast<PendingBits>(bits & ~pending_[index]);
   pending_frames_ += static_cast<std::size_t>(std::popcount(added));
-  pending_[index] = static_cast<std::uint8_t>(pending_[index] | bits);
+  pending_[index] = static_cast<PendingBits>(pending_[index] | bits);
 }
 
-void GossipPeerSession::ClearPending(std::size_t index, std::uint8_t bits) {
-  const auto removed = static_cast<std::uint8_t>(bits & pending_[index]);
+void GossipPeerSession::ClearPending(std::size_t index, PendingBits bits) {
+  const auto removed = static_cast<PendingBits>(bits & pending_[index]);
   pending_frames_ -= static_cast<std::size_t>(std::popcount(removed));
-  pending_[index] = static_cast<std::uint8_t>(pending_[index] & ~bits);
+  pending_[index] = static_cast<PendingBits>(pending_[index] & ~bits);
 }
 
 }  // namespace edgesgd::protocol

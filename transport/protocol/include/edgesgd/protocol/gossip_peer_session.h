@@ -82,8 +82,36 @@
 // neighbour and vector: a second one is a duplicate); later steps are kFuture, earlier ones
 // kLate (the step that just closed) or kStale. The two accumulators replace per-neighbour
 // copies: memory is a fixed number of model-sized vectors whatever the degree (ArenaBytes).
-// CHOCO needs the copies themselves (δ + 1 of them, in ArenaBytes). Nothing a neighbour sends can
+// CHOCO needs the copies themselves (δ + 1 of them, in ArenaBytes), BEER twice as many. Nothing a neighbour sends can
 // crash the peer or hold it past the deadline.
+//
+// kBeer is BEER (Zhao, Li, Richtárik and Chi 2022): gradient tracking with both the model and
+// the tracker compressed against public copies, CHOCO-style, so tracking's immunity to data
+// heterogeneity survives compression. Every peer keeps copies x̂_j and ŷ_j (written ĥ and ĝ in
+// the paper) of itself and each neighbour: 2(δ + 1) model-sized copies, zero at the start. Each
+// round k (R = 1, eta_g = 0), with g_k the gradient at x_k:
+//
+//   v_k       = g_0 (k = 0);  v_k = v_{k-1} + gamma * sum_j W_ij (ŷ_j - ŷ_i) + g_k - g_{k-1}
+//                                     (the tracker copies as of the end of round k-1)
+//   q_i       = C(x_k - x̂_i)         GossipVector::kModelDelta      } both with config.codec,
+//   r_i       = C(v_k - ŷ_i)         GossipVector::kTrackerDelta    } keyed like CHOCO's
+//   x̂_j += decode(q_j), ŷ_j += decode(r_j)   for j = i and each neighbour, in round order
+//   x_{k+1}   = x_k + gamma * sum_{j heard} W_ij (x̂_j - x̂_i) - lr * v_k
+//
+// The tracker's consensus sum is collected during round k, as its deltas arrive, and added at
+// the round's close (tracker() is then v_k plus that sum until round k+1 adds g_{k+1} - g_k).
+// In the paper's matrix form (rows = peers) this is X_{k+1} = X_k + gamma (W - I) H_k - lr V_k,
+// H_{k+1} = H_k + C(X_{k+1} - H_k), V_{k+1} = V_k + gamma (W - I) G_k + grad F(X_{k+1}) -
+// grad F(X_k), G_{k+1} = G_k + C(V_{k+1} - G_k), with H_0 = C(X_0) and G_0 = C(V_0): the copies
+// start at zero and round 0 sends the compressed x_0 and v_0 (the paper's H_0 = X_0, G_0 = V_0
+// exactly with the identity codec), so there is no dense first exchange. The mean of the v_i is
+// the mean of the g_{k,i} at every round (the consensus sums cancel over the network because the
+// copies agree bit for bit), with any codec. A round is complete when every live neighbour's two
+// deltas of the round are in; one that missed the deadline has its weight on the diagonal for
+// the vector(s) it missed. Each vector's copies follow CHOCO's rules above independently (strict
+// round order, late and ahead deltas, kOutOfOrder and resynchronisation): the CopyRequest and
+// the kModelCopy answer carry GossipInfo.step = 0 for the model's copy and 1 for the tracker's.
+// A failed gradient call keeps g_k = g_{k-1}. public_copies must be true.
 //
 // Lost neighbours: OnPeerLost(j) or a Leave from j marks j lost. Lost neighbours are neither sent
 // to nor waited for (a step completes when every live neighbour was heard); when every neighbour
@@ -111,7 +139,7 @@
 // Memory: everything comes from the arena at Init; after Init no call allocates, on the heap or
 // from the arena. At most two steps start within one call (a step completed by buffered frames
 // can be followed by one more start, which needs fresh frames; a CHOCO round completed from the
-// copies of neighbours that are ahead waits for the next call, with NextWakeup() due at once), so
+// copies of neighbours that are ahead (CHOCO, BEER) waits for the next call, with NextWakeup() due at once), so
 // two frame builders per vector, used by step parity, keep every handed-out frame valid as the
 // Session contract requires.
 
@@ -147,14 +175,22 @@ enum class GossipAlgorithm : std::uint8_t {
   kGradientTracking = 1,
   kDetag = 2,
   kChoco = 3,
+  kBeer = 4,
 };
 
-// Lower-case name ("dpsgd", "gt", "detag", "choco"); never null.
+// Lower-case name ("dpsgd", "gt", "detag", "choco", "beer"); never null.
 const char* GossipAlgorithmName(GossipAlgorithm algorithm);
 
 // Whether the algorithm exchanges a tracker besides the model.
 constexpr bool TracksGradients(GossipAlgorithm algorithm) {
-  return algorithm == GossipAlgorithm::kGradientTracking || algorithm == GossipAlgorithm::kDetag;
+  return algorithm == GossipAlgorithm::kGradientTracking || algorithm == GossipAlgorithm::kDetag ||
+         algorithm == GossipAlgorithm::kBeer;
+}
+
+// Whether the algorithm sends compressed deltas against public copies (CHOCO and BEER) rather
+// than dense vectors.
+constexpr bool CompressesGossip(GossipAlgorithm algorithm) {
+  return algorithm == GossipAlgorithm::kChoco || algorithm == GossipAlgorithm::kBeer;
 }
 
 // Most gradient calls averaged per round.
@@ -176,17 +212,17 @@ struct GossipConfig {
   float accel = 0.0f;
   // B, gradient calls (mini-batches) averaged into a round's gradient, >= 1.
   std::uint32_t phase_batches = 1;
-  // Key of shared random choices. The dense exchange draws none; CHOCO's codec does (rand_k
-  // indices, random_block starts, dither), keyed by (seed, round, sender).
+  // Key of shared random choices. The dense exchange draws none; CHOCO's and BEER's codec does
+  // (rand_k indices, random_block starts, dither), keyed by (seed, round, sender).
   std::uint64_t seed = 0;
-  // The codec of what the peer sends: CHOCO's model deltas (a codec CheckChocoCodec accepts);
-  // the identity for the dense algorithms.
+  // The codec of what the peer sends: CHOCO's model deltas, BEER's model and tracker deltas (a
+  // codec CheckChocoCodec accepts); the identity for the dense algorithms.
   CodecParams codec = ModelCodec();
-  // CHOCO's consensus step gamma, in (0, 1] (DefaultConsensusStep gives the documented choice
-  // per codec); 1 for the dense algorithms, which have none.
+  // CHOCO's and BEER's consensus step gamma, in (0, 1] (DefaultConsensusStep gives the
+  // documented choice per codec); 1 for the dense algorithms, which have none.
   float consensus_step = 1.0f;
   // CHOCO keeps public copies (true); false runs the naive baseline without them (see the top
-  // of this file). Must be true for the dense algorithms.
+  // of this file). Must be true for the other algorithms.
   bool public_copies = true;
   // How long an exchange step waits for its neighbours' vectors, from the step's start; > 0.
   // kNever waits for every live neighbour indefinitely (then only OnPeerLost or a Leave unblocks
@@ -200,12 +236,12 @@ struct GossipConfig {
 // (ValidateMixingRow), a non-empty layout whose frames fit kMaxFrameBytes, rounds >= 1, a
 // non-negative finite learning rate, R and eta_g as the algorithm allows (1 and 0 unless DeTAG;
 // DeTAG: R in 1..kMaxGossipSteps, eta_g in [0, 1)), B in 1..kMaxPhaseBatches, a non-zero
-// deadline, and the codec and consensus step: CHOCO takes valid codec parameters that
+// deadline, and the codec and consensus step: CHOCO and BEER take valid codec parameters that
 // CheckChocoCodec accepts and gamma in (0, 1]; the dense algorithms the identity codec and
-// gamma = 1. Reads only `config`; does not allocate. Errors: kInvalidArgument with a reason.
+// gamma = 1; public_copies = false only with CHOCO. Reads only `config`; does not allocate. Errors: kInvalidArgument with a reason.
 Status ValidateGossipConfig(const GossipConfig& config);
 
-// Whether CHOCO can track public copies with `codec`: its analysis needs a compressor that
+// Whether CHOCO (and BEER) can track public copies with `codec`: its analysis needs a compressor that
 // shrinks what it leaves behind, E||x - C(x)||^2 <= (1 - delta) ||x||^2. Refused, with the
 // reason: reg_top_k (its selection reads a server's aggregate, which gossip has none of: top_k is
 // the same selection without it), sign with unit scales (it would add +-1 to every coordinate),
@@ -215,7 +251,7 @@ Status ValidateGossipConfig(const GossipConfig& config);
 // pick). Reads only `codec`; does not allocate. Errors: kInvalidArgument.
 Status CheckChocoCodec(const CodecParams& codec);
 
-// The consensus step gamma CHOCO uses with `codec` when none is given: the measured choice per
+// The consensus step gamma CHOCO and BEER use with `codec` when none is given: the measured choice per
 // codec family (docs/algorithms.md §6 says how it was chosen). Does not allocate.
 float DefaultConsensusStep(const CodecParams& codec);
 
@@ -223,7 +259,7 @@ struct GossipOptions {
   GradientFunction gradient = nullptr;  // required
   void* user = nullptr;
   // The codecs this program can encode and decode (AllCodecs() has every one); required for
-  // CHOCO, unused by the dense algorithms. Must outlive the session.
+  // CHOCO and BEER, unused by the dense algorithms. Must outlive the session.
   const CodecRegistry* codecs = nullptr;
   // Training samples behind one gradient call; B times this is reported as work_samples on each
   // round's first frame (0: the simulator charges no compute time).
@@ -333,9 +369,9 @@ class GossipPeerSession final : public Session {
     return sent == 0 || copy == 0 ? 0 : (sent > copy ? sent : copy);
   }
 
-  // Whether a peer of `config` sends and answers CopyRequests: CHOCO with public copies.
+  // Whether a peer of `config` sends and answers CopyRequests: CHOCO with public copies, BEER.
   static constexpr bool ResynchronisesCopies(const GossipConfig& config) {
-    return config.algorithm == GossipAlgorithm::kChoco && config.public_copies;
+    return CompressesGossip(config.algorithm) && config.public_copies;
   }
 
   // Model-sized float vectors a peer of `config` keeps. Dense algorithms: per exchanged vector
@@ -344,13 +380,17 @@ class GossipPeerSession final : public Session {
   // tracking the previous gradient, and for R > 1 the round-start snapshots of x and y. CHOCO:
   // the model, the consensus accumulator (which holds the encoder's input x^{k+1/2} - x̂_i
   // before the round's first term), the gradient, a per-call buffer when B > 1, and the public
-  // copies: degree + 1.
+  // copies: degree + 1. BEER: the same per exchanged vector (model and tracker: the working
+  // vector, its consensus accumulator and degree + 1 copies), the gradient, the previous
+  // gradient and the per-call buffer when B > 1.
   static constexpr std::size_t ModelVectors(const GossipConfig& config) {
     const std::size_t batch_buffer = config.phase_batches > 1 ? std::size_t{1} : std::size_t{0};
-    if (config.algorithm == GossipAlgorithm::kChoco) {
-      return 3 + batch_buffer + std::size_t{config.mixing.degree} + 1;
-    }
     const bool tracking = TracksGradients(config.algorithm);
+    if (CompressesGossip(config.algorithm)) {
+      const std::size_t exchanged = tracking ? 2 : 1;
+      return exchanged * (2 + std::size_t{config.mixing.degree} + 1) + 1 + batch_buffer +
+             (tracking ? 1 : 0);
+    }
     const std::size_t exchanged = tracking ? 2 : 1;
     std::size_t count = exchanged * (config.accel != 0.0f ? 4 : 3) + 1 + batch_buffer;
     if (tracking) count += config.gossip_steps > 1 ? 3 : 1;
@@ -358,9 +398,9 @@ class GossipPeerSession final : public Session {
   }
 
   // Exact arena bytes Init takes: ModelVectors(config) vectors of d floats, two frame builders
-  // (of config.codec's frames) per exchanged vector, CHOCO's codec scratch, one control-frame
-  // builder, and for CHOCO with public copies the builders of its dense copy and its
-  // CopyRequest. 0 when the layout or codec cannot be sized (see ValidateGossipConfig for the
+  // (of config.codec's frames) per exchanged vector, the codec scratch (CHOCO, BEER), one
+  // control-frame builder, and when copies are resynchronised, per exchanged vector the builders
+  // of its dense copy and its CopyRequest. 0 when the layout or codec cannot be sized (see ValidateGossipConfig for the
   // full checks).
   static constexpr std::size_t ArenaBytes(const GossipConfig& config) {
     const std::size_t d = config.layout.dimension();
@@ -371,7 +411,8 @@ class GossipPeerSession final : public Session {
     if (ResynchronisesCopies(config)) {
       const std::size_t copy = wire::FrameBuilderBytes(ModelCodec(), config.layout);
       if (copy == 0) return 0;
-      resync = edgesgd::ArenaBytes(copy) + edgesgd::ArenaBytes(kCopyRequestBuilderBytes);
+      resync = exchanged *
+               (edgesgd::ArenaBytes(copy) + edgesgd::ArenaBytes(kCopyRequestBuilderBytes));
     }
     return ModelVectors(config) * ArenaBytesFor<float>(d) +
            2 * exchanged * edgesgd::ArenaBytes(builder) +
@@ -379,9 +420,10 @@ class GossipPeerSession final : public Session {
            edgesgd::ArenaBytes(kControlBuilderBytes) + resync;
   }
 
-  // Scratch bytes CHOCO's codec needs to encode and decode (0 for the dense algorithms).
+  // Scratch bytes the codec of CHOCO and BEER needs to encode and decode, shared by the vectors
+  // (0 for the dense algorithms).
   static constexpr std::size_t CodecScratchBytesOf(const GossipConfig& config) {
-    return config.algorithm == GossipAlgorithm::kChoco
+    return CompressesGossip(config.algorithm)
                ? CodecScratchBytes(config.codec, config.layout)
                : 0;
   }
@@ -426,12 +468,13 @@ class GossipPeerSession final : public Session {
   // x_i: the start model of round(), or the final model once finished (unchanged while the
   // round's R steps run).
   std::span<const float> model() const { return model_start_; }
-  // y_i at the start of round() (tracking only; empty for D-PSGD).
+  // y_i at the start of round() (tracking only; empty for D-PSGD and CHOCO). BEER: v_k.
   std::span<const float> tracker() const { return tracker_start_; }
-  // CHOCO: the public copy this peer holds of `peer` (itself or a neighbour), and how many of
-  // that peer's deltas it has applied (rounds 0..n-1). Empty / 0 for another peer or algorithm.
-  std::span<const float> public_copy(PeerId peer) const;
-  std::uint64_t public_copy_rounds(PeerId peer) const;
+  // CHOCO and BEER: the public copy this peer holds of `peer` (itself or a neighbour) of vector
+  // `vector` (0 the model, 1 BEER's tracker), and how many of that peer's deltas it has applied
+  // (rounds 0..n-1). Empty / 0 for another peer, vector or algorithm.
+  std::span<const float> public_copy(PeerId peer, std::size_t vector = 0) const;
+  std::uint64_t public_copy_rounds(PeerId peer, std::size_t vector = 0) const;
   // The round in progress (T once finished) and its exchange step (0..R-1).
   std::uint32_t round() const { return round_; }
   std::uint32_t step() const { return step_; }
@@ -452,12 +495,18 @@ class GossipPeerSession final : public Session {
   static constexpr std::size_t kMaxVectors = 2;  // the model and the tracker
   // Pending bits per neighbour: the frame of (vector v, slot s) is bit 2v + s (slots by step
   // parity), then the Leave.
-  static constexpr std::uint8_t kPendingLeave = 16;
-  // CHOCO's resynchronisation frames, sent before anything else to the same neighbour.
-  static constexpr std::uint8_t kPendingCopy = 32;
-  static constexpr std::uint8_t kPendingRequest = 64;
-  static constexpr std::uint8_t PendingBit(std::size_t vector, std::size_t slot) {
-    return static_cast<std::uint8_t>(1u << (2 * vector + slot));
+  using PendingBits = std::uint16_t;
+  static constexpr PendingBits kPendingLeave = 16;
+  static constexpr PendingBits PendingBit(std::size_t vector, std::size_t slot) {
+    return static_cast<PendingBits>(1u << (2 * vector + slot));
+  }
+  // Resynchronisation frames of vector v's copies (CHOCO, BEER), sent before anything else to
+  // the same neighbour.
+  static constexpr PendingBits PendingCopy(std::size_t vector) {
+    return static_cast<PendingBits>(32u << vector);
+  }
+  static constexpr PendingBits PendingRequest(std::size_t vector) {
+    return static_cast<PendingBits>(128u << vector);
   }
 
   // One exchanged vector's working state.
@@ -471,6 +520,22 @@ class GossipPeerSession final : public Session {
     std::uint64_t heard_next = 0;  // mixed into `next_mix`
     std::array<std::optional<wire::FrameBuilder>, 2> builders;  // by step parity
     std::array<std::span<const std::byte>, 2> frames;
+
+    // CHOCO and BEER: the public copies of this vector, of this peer and of each neighbour
+    // (indexed like the mixing row), with the number of deltas applied to each (the round of
+    // the next one). `mix` is the round's consensus sum sum_{j heard} W_ij (ẑ_j - ẑ_i).
+    std::span<float> own_copy;
+    std::array<std::span<float>, kMaxNeighbours> copies{};
+    std::array<std::uint64_t, kMaxNeighbours> copy_rounds{};
+    std::uint64_t own_rounds = 0;
+    // Resynchronisation: neighbours asked for their copy (mask) and the round each was last
+    // asked in; the builders and frames of this peer's copy and of its request.
+    std::uint64_t awaiting_copy = 0;
+    std::array<std::uint32_t, kMaxNeighbours> copy_requested_round{};
+    std::optional<wire::FrameBuilder> copy_builder;
+    std::optional<wire::FrameBuilder> request_builder;
+    std::span<const std::byte> copy_frame;
+    std::span<const std::byte> request_frame;
   };
 
   Status TakeBuffers(Arena& arena);
@@ -483,20 +548,27 @@ class GossipPeerSession final : public Session {
   TimeNs DoNextWakeup() const;
 
   bool choco() const { return config_.algorithm == GossipAlgorithm::kChoco; }
+  bool beer() const { return config_.algorithm == GossipAlgorithm::kBeer; }
+  // CHOCO or BEER: deltas against public copies.
+  bool compressed() const { return CompressesGossip(config_.algorithm); }
   // Index of `peer` in the mixing row, or -1.
   int NeighbourIndex(PeerId peer) const;
   void HandleExchange(std::size_t index, const wire::FrameView& view, TimeNs now);
-  // CHOCO: a neighbour's delta, applied to its copy if it is the copy's next round.
-  void HandleDelta(std::size_t index, const wire::FrameView& view, TimeNs now);
-  // CHOCO: a neighbour's CopyRequest (answered with this peer's public copy) and its ModelCopy
-  // (replaces the copy held of it).
-  void HandleCopyRequest(std::size_t index, const wire::FrameView& view, TimeNs now);
-  void HandleCopy(std::size_t index, const wire::FrameView& view, TimeNs now);
-  // CHOCO: asks neighbour `index` for its copy, unless already asked in this round.
-  void RequestCopy(std::size_t index);
-  // CHOCO: counts neighbour `index` in this round's consensus if its copy holds this round's
-  // delta and it has not been counted yet.
-  void CountInIfAhead(std::size_t index);
+  // CHOCO, BEER: a neighbour's delta of exchanged vector `vector`, applied to its copy if it is
+  // the copy's next round.
+  void HandleDelta(std::size_t index, std::size_t vector, const wire::FrameView& view,
+                   TimeNs now);
+  // CHOCO, BEER: a neighbour's CopyRequest for this peer's copy of `vector` (answered with that
+  // copy) and its ModelCopy (replaces the copy of `vector` held of it).
+  void HandleCopyRequest(std::size_t index, std::size_t vector, const wire::FrameView& view,
+                         TimeNs now);
+  void HandleCopy(std::size_t index, std::size_t vector, const wire::FrameView& view, TimeNs now);
+  // CHOCO, BEER: asks neighbour `index` for its copy of `vector`, unless already asked in this
+  // round.
+  void RequestCopy(std::size_t index, std::size_t vector);
+  // CHOCO, BEER: counts neighbour `index` in this round's consensus of `vector` if its copy holds
+  // this round's delta and it has not been counted yet.
+  void CountInIfAhead(std::size_t index, std::size_t vector);
   // A lost neighbour heard from for `step` is live again when the step shows it is back.
   void ReviveIfBack(std::size_t index, std::uint64_t step);
   void HandleLeave(std::size_t index);
@@ -529,24 +601,26 @@ class GossipPeerSession final : public Session {
                                                 const wire::PayloadMessage& message,
                                                 std::span<const float> values) const;
   void CloseStep(TimeNs now, bool deadline_passed);
-  // CHOCO: q_i = C(x - x̂_i) as a frame in `builder`, and x̂_i += decode(q_i) from the frame's
+  // CHOCO, BEER: q_i = C(z - ẑ_i) of exchanged vector `vector` as a frame in the builder of
+  // `slot` (z: CHOCO's x^{k+1/2}, BEER's x_k or v_k), and ẑ_i += decode(q_i) from the frame's
   // bytes. Errors: the codec's and the builder's.
-  Result<std::span<const std::byte>> BuildDeltaFrame(wire::FrameBuilder& builder,
+  Result<std::span<const std::byte>> BuildDeltaFrame(std::size_t vector, std::size_t slot,
                                                      const wire::FrameHeader& header,
                                                      const wire::PayloadMessage& message);
-  // CHOCO: `copy` += decode(payload) for `sender`'s delta of `round`, after the codec's checks;
+  // CHOCO, BEER: `copy` += decode(payload) for `sender`'s delta of `round`, after the codec's checks;
   // the copy is untouched on error. Errors: kDataLoss (a payload the codec refuses).
   Status ApplyDelta(const CodecParams& params, const PayloadView& payload, std::uint32_t round,
                     PeerId sender, std::span<float> copy);
-  // CHOCO: adds W_ik (x̂_k - x̂_i) of neighbour `index` to the round's consensus accumulator.
-  void AddConsensusTerm(std::size_t index);
+  // CHOCO, BEER: adds W_ik (ẑ_k - ẑ_i) of neighbour `index` to the round's consensus
+  // accumulator of `vector`.
+  void AddConsensusTerm(std::size_t index, std::size_t vector);
   // One accelerated-gossip step of `vector` with the row re-weighted for its misses.
   void MixStep(Exchanged& vector);
   void FinishRound(TimeNs now);
   void Finish(wire::LeaveReason reason, Status status);
 
-  void SetPending(std::size_t index, std::uint8_t bits);
-  void ClearPending(std::size_t index, std::uint8_t bits);
+  void SetPending(std::size_t index, PendingBits bits);
+  void ClearPending(std::size_t index, PendingBits bits);
 
   GossipConfig config_;
   GossipOptions options_;
@@ -556,34 +630,20 @@ class GossipPeerSession final : public Session {
   std::uint64_t all_neighbours_ = 0;                       // mask of every neighbour
   std::uint64_t live_ = 0;                                 // mask of live neighbours
   std::array<std::uint64_t, kMaxNeighbours> lost_step_{};  // CurrentStep() when last marked lost
-  std::array<std::uint8_t, kMaxNeighbours> pending_{};     // pending bits per neighbour
+  std::array<PendingBits, kMaxNeighbours> pending_{};      // pending bits per neighbour
   std::size_t pending_frames_ = 0;                         // set bits over pending_
 
   std::array<Exchanged, kMaxVectors> exchanged_;
   std::size_t vectors_ = 1;             // exchanged vectors: 1, or 2 when tracking
   std::span<float> gradient_;           // g_k
   std::span<float> batch_gradient_;     // one call's gradient when B > 1
-  std::span<float> previous_gradient_;  // g_{k-1} (tracking)
+  std::span<float> previous_gradient_;  // g_{k-1} (tracking, BEER)
   // x_k and y_k: for R > 1 separate snapshots, for R = 1 the working copies (which do not change
   // until the round's single step closes).
   std::span<float> model_start_;
   std::span<float> tracker_start_;
-
-  // CHOCO's public copies: x̂ of this peer, and of each neighbour (indexed like the mixing row)
-  // with the number of its deltas applied so far (the round of the next one); the codec's scratch.
-  std::span<float> own_copy_;
-  std::array<std::span<float>, kMaxNeighbours> copies_{};
-  std::array<std::uint64_t, kMaxNeighbours> copy_rounds_{};
-  std::uint64_t own_rounds_ = 0;
+  // The codec's scratch (CHOCO, BEER; the public copies live in Exchanged).
   std::span<std::byte> codec_scratch_;
-  // Resynchronisation: neighbours asked for their copy (mask) and the round each was last asked
-  // in; the builders and frames of this peer's copy and of its request.
-  std::uint64_t awaiting_copy_ = 0;
-  std::array<std::uint32_t, kMaxNeighbours> copy_requested_round_{};
-  std::optional<wire::FrameBuilder> copy_builder_;
-  std::optional<wire::FrameBuilder> request_builder_;
-  std::span<const std::byte> copy_frame_;
-  std::span<const std::byte> request_frame_;
 
   std::array<std::uint64_t, 2> frame_steps_{};  // the step each slot's frames belong to
   std::array<std::uint64_t, 2> frame_work_{};   // work_samples still to report for the slot
