@@ -149,12 +149,14 @@ void AddGossipFlags(CLI::App& command, RunFlags& o) {
   command.add_option("--gossip", o.gossip,
                      "Gossip algorithm: dpsgd (mix, then a gradient step), gt (gradient "
                      "tracking: model and tracker exchanged each round), detag (gradient "
-                     "tracking with accelerated gossip over R steps per round) or choco "
+                     "tracking with accelerated gossip over R steps per round), choco "
                      "(CHOCO-SGD: a gradient step, then the model's change against its public "
                      "copy sent compressed with --codec, then a consensus step of "
-                     "--consensus-step)")
+                     "--consensus-step) or beer (BEER: gradient tracking with both the model "
+                     "and the tracker sent compressed with --codec against public copies, "
+                     "consensus steps of --consensus-step)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"dpsgd", "gt", "detag", "choco"}))
+      ->check(CLI::IsMember({"dpsgd", "gt", "detag", "choco", "beer"}))
       ->each(gossip_given);
   command.add_option("--topology", o.topology,
                      "Gossip graph: ring, torus (or torus:RxC), complete, star (peer 1 the hub), "
@@ -182,8 +184,8 @@ void AddGossipFlags(CLI::App& command, RunFlags& o) {
       ->check(CLI::Range(1u, protocol::kMaxPhaseBatches))
       ->each(gossip_given);
   command.add_option("--consensus-step", o.consensus_step,
-                     "CHOCO: consensus step gamma in (0, 1], x += gamma * sum_j W_ij (x^_j - "
-                     "x^_i); 0 = the codec's default: 1 for identity, fp16, natural and qsgd, "
+                     "CHOCO and BEER: consensus step gamma in (0, 1], x += gamma * sum_j W_ij "
+                     "(x^_j - x^_i) (BEER: the tracker too); 0 = the codec's default: 1 for identity, fp16, natural and qsgd, "
                      "0.5 for sign, 0.05 for top_k, rand_k and random_block (docs/algorithms.md)")
       ->capture_default_str()
       ->check(CLI::Range(0.0f, 1.0f))
@@ -202,21 +204,24 @@ void AddGossipFlags(CLI::App& command, RunFlags& o) {
 std::string CheckGossipConsistency(const RunFlags& o) {
   const RunFlags defaults;
   const bool choco = o.gossip == "choco";
-  if (!choco && o.codec.codec() != CodecName(protocol::ModelCodec())) {
+  const bool compressed = choco || o.gossip == "beer";
+  if (!compressed && o.codec.codec() != CodecName(protocol::ModelCodec())) {
     return "--gossip " + o.gossip +
-           " exchanges dense models: use --gossip choco to compress them (or --codec identity)";
+           " exchanges dense models: use --gossip choco or beer to compress (or --codec "
+           "identity)";
   }
-  if (!choco && o.consensus_step_given) {
-    return "--consensus-step is CHOCO's consensus step gamma: it needs --gossip choco";
+  if (!compressed && o.consensus_step_given) {
+    return "--consensus-step is the consensus step gamma of CHOCO and BEER: it needs --gossip "
+           "choco or beer";
   }
   if (!choco && o.no_public_copies) {
     return "--no-public-copies turns off CHOCO's public copies: it needs --gossip choco";
   }
-  if (choco) {
+  if (compressed) {
     CodecParams codec;
     if (std::string why; !o.codec.Params(codec, why)) return why;
     if (const Status usable = protocol::CheckChocoCodec(codec); !usable.ok()) {
-      return std::string("--gossip choco: ") + usable.reason();
+      return "--gossip " + o.gossip + ": " + usable.reason();
     }
   }
   if (o.aggregate != defaults.aggregate || o.optimizer != defaults.optimizer) {
@@ -262,8 +267,9 @@ bool BuildGossipPlan(const RunFlags& o, std::size_t peers, GossipPlan& plan, std
   plan.algorithm = o.gossip == "gt"      ? protocol::GossipAlgorithm::kGradientTracking
                    : o.gossip == "detag" ? protocol::GossipAlgorithm::kDetag
                    : o.gossip == "choco" ? protocol::GossipAlgorithm::kChoco
+                   : o.gossip == "beer"  ? protocol::GossipAlgorithm::kBeer
                                          : protocol::GossipAlgorithm::kDpsgd;
-  if (plan.algorithm == protocol::GossipAlgorithm::kChoco) {
+  if (protocol::CompressesGossip(plan.algorithm)) {
     if (!o.codec.Params(plan.codec, error)) return false;
     plan.consensus_step =
         o.consensus_step != 0.0f ? o.consensus_step : protocol::DefaultConsensusStep(plan.codec);
@@ -291,6 +297,12 @@ void PrintGossipPlan(const char* command, const RunFlags& o, const GossipPlan& p
                  plan.public_copies ? "model deltas"
                                     : "models (no public copies: the naive baseline)",
                  static_cast<double>(plan.consensus_step));
+  } else if (plan.algorithm == protocol::GossipAlgorithm::kBeer) {
+    std::fprintf(stderr,
+                 "edgesgd %s: BEER sends %s-compressed model and tracker deltas, consensus "
+                 "step %g\n",
+                 command, std::string(CodecName(plan.codec)).c_str(),
+                 static_cast<double>(plan.consensus_step));
   }
 }
 
@@ -304,7 +316,7 @@ void WriteGossipPlanFields(SummaryWriter& summary, const RunFlags& o, const Goss
   summary.Field("gossip_steps", plan.steps);
   summary.Field("phase_batches", o.phase_batches);
   summary.Field("max_degree", protocol::MaxDegree(plan.graph.view()));
-  if (plan.algorithm == protocol::GossipAlgorithm::kChoco) {
+  if (protocol::CompressesGossip(plan.algorithm)) {
     summary.Field("codec", std::string(CodecName(plan.codec)));
     summary.Field("consensus_step", static_cast<double>(plan.consensus_step));
     summary.Field("public_copies", plan.public_copies);

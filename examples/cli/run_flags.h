@@ -56,7 +56,7 @@ struct RunFlags {
   std::string gossip_weights = "metropolis";
   std::uint32_t gossip_rounds = 0;  // DeTAG's R; 0 = the recipe
   std::uint32_t phase_batches = 1;
-  float consensus_step = 0.0f;      // CHOCO's gamma; 0 = the codec's default
+  float consensus_step = 0.0f;      // CHOCO's and BEER's gamma; 0 = the codec's default
   bool gossip_flags_given = false;  // any gossip-only flag was given
   bool consensus_step_given = false;
   bool no_public_copies = false;  // CHOCO's naive baseline, for comparisons
@@ -88,14 +88,15 @@ bool SaveModel(const RunFlags& flags, std::span<const float> model, std::string&
 // --no-public-copies.
 void AddGossipFlags(CLI::App& command, RunFlags& flags);
 
-// A one-line reason the flags do not fit a gossip run (dense models unless CHOCO, plain SGD
-// steps, no server) or the gossip flags do not work together, or empty. For CHOCO also the
-// codec's own checks of its flags and whether CHOCO can use the codec (CheckChocoCodec).
+// A one-line reason the flags do not fit a gossip run (dense models unless CHOCO or BEER, plain
+// SGD steps, no server) or the gossip flags do not work together, or empty. For CHOCO and BEER
+// also the codec's own checks of its flags and whether public copies can track it
+// (CheckChocoCodec).
 std::string CheckGossipConsistency(const RunFlags& flags);
 
 // Everything every peer of a gossip run derives from the flags, once: the graph, its mixing rule,
 // the spectrum of W, what follows from lambda (DeTAG's exchange steps R and rate eta_g) and
-// CHOCO's codec and consensus step.
+// CHOCO's and BEER's codec and consensus step.
 struct GossipPlan {
   GossipTopology graph;
   protocol::MixingRule rule = protocol::MixingRule::kMetropolisHastings;
@@ -103,7 +104,7 @@ struct GossipPlan {
   protocol::GossipAlgorithm algorithm = protocol::GossipAlgorithm::kDpsgd;
   std::uint32_t steps = 1;  // exchange steps per round
   float eta = 0.0f;         // accelerated gossip rate
-  CodecParams codec = protocol::ModelCodec();  // what peers send (identity unless CHOCO)
+  CodecParams codec = protocol::ModelCodec();  // what peers send (identity unless CHOCO, BEER)
   float consensus_step = 1.0f;                 // CHOCO's gamma (1 for the others)
   bool public_copies = true;                   // false: CHOCO's naive baseline
 };

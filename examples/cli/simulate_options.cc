@@ -18,7 +18,7 @@ void AddSimulateFlags(CLI::App& command, SimulateOptions& o) {
   command.add_option("--mode", o.mode,
                      "server: a parameter server aggregates; gossip: peers mix models with "
                      "their neighbours (--gossip, --topology), no server; dense models, or "
-                     "compressed ones with --gossip choco")
+                     "compressed ones with --gossip choco or beer")
       ->capture_default_str()
       ->check(CLI::IsMember({"server", "gossip"}));
   AddGossipFlags(command, o);

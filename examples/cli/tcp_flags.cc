@@ -270,8 +270,9 @@ void WritePeerGossip(SummaryWriter& summary, const PeerFlags& o, const GossipPla
   summary.Field("deadline_closes", counters.deadline_closes);
   summary.Field("neighbours_lost", counters.neighbours_lost);
   summary.Field("rejected_frames", counters.total_rejected());
-  if (plan.algorithm == protocol::GossipAlgorithm::kChoco && plan.public_copies) {
-    // CHOCO's copies repaired after a lost delta (a link that was not up yet, or dropped).
+  if (protocol::CompressesGossip(plan.algorithm) && plan.public_copies) {
+    // CHOCO's and BEER's copies repaired after a lost delta (a link that was not up yet, or
+    // dropped).
     summary.Field("out_of_order_deltas",
                   counters.rejected_for(protocol::GossipRejectReason::kOutOfOrder));
     summary.Field("copy_requests_sent", counters.copy_requests_sent);

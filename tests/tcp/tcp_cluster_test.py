@@ -730,6 +730,30 @@ def gossip_ring_choco(cluster):
     check(distance < 1.0, "the peers did not agree: consensus distance %.4g" % distance)
 
 
+BEER_TOP_K = ["--gossip", "beer", "--codec", "top_k", "--k-ratio", "0.1"]
+
+
+def gossip_ring_beer(cluster):
+    """The same ring with BEER: top_k deltas of the model and of the gradient tracker against
+    public copies of both. Deltas of either vector lost before the links are up are repaired from
+    the owner's copy (a CopyRequest names the vector); every peer ends close to the others."""
+    summaries = gossip_ring(cluster, BEER_TOP_K)
+    for summary in summaries:
+        gossip = summary["gossip"]
+        check(gossip["algorithm"] == "beer" and gossip["codec"] == "top_k",
+              "not a BEER run: %s" % gossip)
+        # Two compressed vectors per round, still well below one dense one (32 bits).
+        check(summary["final"]["bits_per_coord"] < 16, "BEER sent %s bits per coordinate" %
+              summary["final"]["bits_per_coord"])
+        check(gossip["copies_applied"] >= (1 if gossip["out_of_order_deltas"] else 0),
+              "peer %s saw deltas out of order but never repaired a copy: %s" %
+              (summary["peer"], gossip))
+    distance = consensus_distance(cluster, range(1, 9))
+    print("gossip_ring_beer: final consensus distance %.4g; copies repaired %d" %
+          (distance, sum(s["gossip"]["copies_applied"] for s in summaries)))
+    check(distance < 1.0, "the peers did not agree: consensus distance %.4g" % distance)
+
+
 def gossip_peer_killed(cluster, algorithm=()):
     """One of 8 peers is killed mid-run: its neighbours continue and everyone else completes."""
     rounds, deadline_s = 300, 0.2
@@ -781,6 +805,7 @@ SCENARIOS = {
     "gossip_peer_killed": gossip_peer_killed,
     "gossip_ring_detag": gossip_ring_detag,
     "gossip_ring_choco": gossip_ring_choco,
+    "gossip_ring_beer": gossip_ring_beer,
     "gossip_peer_killed_choco": gossip_peer_killed_choco,
     "tls": tls,
 }
