@@ -196,8 +196,8 @@ TEST(BeerTest, IdentityWithGammaOneIsTheFloat64BeerRecursion) {
       std::vector<std::vector<double>> mixed(n, std::vector<double>(d, 0.0));
       for (PeerId i = 1; i <= n; ++i) {
         for (PeerId j = 1; j <= n; ++j) {
-          const auto w = static_cast<double>(
-              MixingWeight(topology, MixingRule::kMetropolisHastings, i, j));
+          const auto w =
+              static_cast<double>(MixingWeight(topology, MixingRule::kMetropolisHastings, i, j));
           for (std::size_t k = 0; k < d; ++k) mixed[i - 1][k] += w * z[j - 1][k];
         }
       }
@@ -407,11 +407,10 @@ TEST_F(BeerSessionTest, SendsBothDeltasAndClosesTheRoundWithTheBeerUpdate) {
   const std::vector<float> v2{4, 0, 0, 0, 0, 1, 0, 0, 0, 2};
   const std::vector<float> v4{0, 0, 2, 2, 0, 0, 0, 0, 2, 0};
   for (std::size_t i = 0; i < 10; ++i) {
-    const float x1 = 3.0f + kGamma * (w * (x2[i] - own_x[i]) + w * (x4[i] - own_x[i])) -
-                     kLr * 2.0f;
+    const float x1 = 3.0f + kGamma * (w * (x2[i] - own_x[i]) + w * (x4[i] - own_x[i])) - kLr * 2.0f;
     EXPECT_NEAR(session_.model()[i], x1, 1e-6) << i;
-    const float v1 = 2.0f + kGamma * (w * (v2[i] - own_v[i]) + w * (v4[i] - own_v[i])) +
-                     (x1 - 1.0f) - 2.0f;
+    const float v1 =
+        2.0f + kGamma * (w * (v2[i] - own_v[i]) + w * (v4[i] - own_v[i])) + (x1 - 1.0f) - 2.0f;
     EXPECT_NEAR(session_.tracker()[i], v1, 1e-6) << i;
   }
   EXPECT_EQ(Copy(2, kTrackerVector), v2);

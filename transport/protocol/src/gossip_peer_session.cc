@@ -93,8 +93,7 @@ Status ValidateGossipConfig(const GossipConfig& config) {
     }
   }
   if (!config.public_copies && algorithm != GossipAlgorithm::kChoco) {
-    return Status::InvalidArgument(
-        "only CHOCO can run without public copies (its naive baseline)");
+    return Status::InvalidArgument("only CHOCO can run without public copies (its naive baseline)");
   }
   if (GossipPeerSession::MaxFrameBytes(config) == 0) {
     return Status::InvalidArgument("the model is too large for one frame (1 GiB limit)");
@@ -593,13 +592,11 @@ void GossipPeerSession::HandleCopyRequest(std::size_t index, std::size_t vector_
   // one call a second request gets the same copy.
   if ((pending_[index] & PendingCopy(vector_index)) != 0) return;
   Exchanged& vector = exchanged_[vector_index];
-  const wire::FrameHeader header{id(), static_cast<std::uint32_t>(vector.own_rounds),
-                                 sequence_++};
+  const wire::FrameHeader header{id(), static_cast<std::uint32_t>(vector.own_rounds), sequence_++};
   const wire::GossipInfo info{0, static_cast<std::uint32_t>(vector_index),
                               wire::GossipVector::kModelCopy};
-  const Result<std::span<const std::byte>> frame =
-      BuildFrame(*vector.copy_builder, header, wire::PayloadMessage::GossipExchange(info),
-                 vector.own_copy);
+  const Result<std::span<const std::byte>> frame = BuildFrame(
+      *vector.copy_builder, header, wire::PayloadMessage::GossipExchange(info), vector.own_copy);
   if (!frame.ok()) return;  // sized for exactly this frame: cannot fail
   vector.copy_frame = frame.value();
   SetPending(index, PendingCopy(vector_index));

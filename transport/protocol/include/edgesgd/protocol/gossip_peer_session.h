@@ -82,10 +82,10 @@
 // neighbour and vector: a second one is a duplicate); later steps are kFuture, earlier ones
 // kLate (the step that just closed) or kStale. The two accumulators replace per-neighbour
 // copies: memory is a fixed number of model-sized vectors whatever the degree (ArenaBytes).
-// CHOCO needs the copies themselves (δ + 1 of them, in ArenaBytes), BEER twice as many. Nothing a neighbour sends can
-// crash the peer or hold it past the deadline.
+// CHOCO needs the copies themselves (δ + 1 of them, in ArenaBytes), BEER twice as many. Nothing a
+// neighbour sends can crash the peer or hold it past the deadline.
 //
-// kBeer is BEER (Zhao, Li, Richtárik and Chi 2022): gradient tracking with both the model and
+// kBeer is BEER (Zhao, Li, Li, Richtárik and Chi 2022): gradient tracking with both the model and
 // the tracker compressed against public copies, CHOCO-style, so tracking's immunity to data
 // heterogeneity survives compression. Every peer keeps copies x̂_j and ŷ_j (written ĥ and ĝ in
 // the paper) of itself and each neighbour: 2(δ + 1) model-sized copies, zero at the start. Each
@@ -138,10 +138,10 @@
 //
 // Memory: everything comes from the arena at Init; after Init no call allocates, on the heap or
 // from the arena. At most two steps start within one call (a step completed by buffered frames
-// can be followed by one more start, which needs fresh frames; a CHOCO round completed from the
-// copies of neighbours that are ahead (CHOCO, BEER) waits for the next call, with NextWakeup() due at once), so
-// two frame builders per vector, used by step parity, keep every handed-out frame valid as the
-// Session contract requires.
+// can be followed by one more start, which needs fresh frames; a CHOCO or BEER round completed
+// from the copies of neighbours that are ahead waits for the next call, with NextWakeup() due at
+// once), so two frame builders per vector, used by step parity, keep every handed-out frame
+// valid as the Session contract requires.
 
 #include <array>
 #include <cstddef>
@@ -238,21 +238,22 @@ struct GossipConfig {
 // DeTAG: R in 1..kMaxGossipSteps, eta_g in [0, 1)), B in 1..kMaxPhaseBatches, a non-zero
 // deadline, and the codec and consensus step: CHOCO and BEER take valid codec parameters that
 // CheckChocoCodec accepts and gamma in (0, 1]; the dense algorithms the identity codec and
-// gamma = 1; public_copies = false only with CHOCO. Reads only `config`; does not allocate. Errors: kInvalidArgument with a reason.
+// gamma = 1; public_copies = false only with CHOCO. Reads only `config`; does not allocate.
+// Errors: kInvalidArgument with a reason.
 Status ValidateGossipConfig(const GossipConfig& config);
 
-// Whether CHOCO (and BEER) can track public copies with `codec`: its analysis needs a compressor that
-// shrinks what it leaves behind, E||x - C(x)||^2 <= (1 - delta) ||x||^2. Refused, with the
-// reason: reg_top_k (its selection reads a server's aggregate, which gossip has none of: top_k is
-// the same selection without it), sign with unit scales (it would add +-1 to every coordinate),
-// rand_k scaled by d/k (not contractive: its variance d/k - 1 is at least 1 for k <= d/2; the
-// unscaled form is) and qsgd whose bucket B is at least s^2 for its s levels (its variance bound
-// min(B/s^2, sqrt(B)/s) is then at least 1; for the dq schedule, with the fewest levels it may
-// pick). Reads only `codec`; does not allocate. Errors: kInvalidArgument.
+// Whether CHOCO (and BEER) can track public copies with `codec`: their analyses need a
+// compressor that shrinks what it leaves behind, E||x - C(x)||^2 <= (1 - delta) ||x||^2. Refused,
+// with the reason: reg_top_k (its selection reads a server's aggregate, which gossip has none of:
+// top_k is the same selection without it), sign with unit scales (it would add +-1 to every
+// coordinate), rand_k scaled by d/k (not contractive: its variance d/k - 1 is at least 1 for k <=
+// d/2; the unscaled form is) and qsgd whose bucket B is at least s^2 for its s levels (its variance
+// bound min(B/s^2, sqrt(B)/s) is then at least 1; for the dq schedule, with the fewest levels it
+// may pick). Reads only `codec`; does not allocate. Errors: kInvalidArgument.
 Status CheckChocoCodec(const CodecParams& codec);
 
-// The consensus step gamma CHOCO and BEER use with `codec` when none is given: the measured choice per
-// codec family (docs/algorithms.md §6 says how it was chosen). Does not allocate.
+// The consensus step gamma CHOCO and BEER use with `codec` when none is given: the measured
+// choice per codec family (docs/algorithms.md §6 says how it was chosen). Does not allocate.
 float DefaultConsensusStep(const CodecParams& codec);
 
 struct GossipOptions {
@@ -278,16 +279,16 @@ enum class GossipRejectReason : std::uint8_t {
                        // (a tracker to a D-PSGD peer, a step >= R)
   kWrongCodec,         // a payload of another codec or layout than the run's (dense identity
                        // for the dense algorithms), or a qsgd header the run cannot produce
-  kBadPayload,         // the wrong number of values, a non-finite value, or (CHOCO) a payload
-                       // the codec's checks refuse
+  kBadPayload,         // the wrong number of values, a non-finite value, or (CHOCO, BEER) a
+                       // payload the codec's checks refuse
   kLate,               // a vector for the step that just closed (a neighbour past the deadline;
-                       // CHOCO applies such deltas to the copy instead)
+                       // CHOCO and BEER apply such deltas to the copy instead)
   kStale,              // a vector for an older step
   kDuplicate,          // a second copy of the same vector from the same neighbour for one step
-                       // (CHOCO: a delta the sender's copy already holds)
+                       // (CHOCO, BEER: a delta the sender's copy already holds)
   kFuture,             // a vector two or more steps ahead (only the next step is buffered), or
-                       // for a round >= T (CHOCO: only the latter)
-  kOutOfOrder,         // CHOCO: a delta that would skip a round of the sender's public copy
+                       // for a round >= T (CHOCO, BEER: only the latter)
+  kOutOfOrder,         // CHOCO, BEER: a delta that would skip a round of the sender's public copy
                        // (the frame before it was lost)
 };
 inline constexpr std::size_t kGossipRejectReasonCount = 11;
@@ -318,12 +319,13 @@ struct GossipCounters {
   std::uint64_t frames_sent = 0;
   std::uint64_t bytes_sent = 0;
   std::uint64_t models_accepted = 0;  // neighbour vectors mixed in (current or next step);
-                                      // CHOCO: deltas applied to a neighbour's copy
-  std::uint64_t models_buffered = 0;  // of those, received a step early (CHOCO: a round or more)
-  std::uint64_t late_deltas = 0;      // CHOCO: deltas of a closed round, applied to the copy only
-  std::uint64_t copy_requests_sent = 0;  // CHOCO: CopyRequests for a copy that missed a delta
-  std::uint64_t copies_sent = 0;         // CHOCO: own public copies sent in answer
-  std::uint64_t copies_applied = 0;      // CHOCO: neighbours' copies that replaced a held one
+                                      // CHOCO, BEER: deltas applied to a neighbour's copy
+  std::uint64_t models_buffered = 0;  // of those, received a step early (CHOCO, BEER: a round
+                                      // or more)
+  std::uint64_t late_deltas = 0;      // CHOCO, BEER: deltas of a closed round, applied to the copy
+  std::uint64_t copy_requests_sent = 0;  // CHOCO, BEER: CopyRequests for a copy missing a delta
+  std::uint64_t copies_sent = 0;         // CHOCO, BEER: own public copies sent in answer
+  std::uint64_t copies_applied = 0;      // CHOCO, BEER: neighbours' copies that replaced a held one
   std::uint64_t rounds_completed = 0;
   std::uint64_t steps_completed = 0;    // exchange steps: R per round
   std::uint64_t neighbours_heard = 0;   // summed over steps
@@ -400,8 +402,8 @@ class GossipPeerSession final : public Session {
   // Exact arena bytes Init takes: ModelVectors(config) vectors of d floats, two frame builders
   // (of config.codec's frames) per exchanged vector, the codec scratch (CHOCO, BEER), one
   // control-frame builder, and when copies are resynchronised, per exchanged vector the builders
-  // of its dense copy and its CopyRequest. 0 when the layout or codec cannot be sized (see ValidateGossipConfig for the
-  // full checks).
+  // of its dense copy and its CopyRequest. 0 when the layout or codec cannot be sized (see
+  // ValidateGossipConfig for the full checks).
   static constexpr std::size_t ArenaBytes(const GossipConfig& config) {
     const std::size_t d = config.layout.dimension();
     const std::size_t builder = wire::FrameBuilderBytes(config.codec, config.layout);
@@ -411,8 +413,8 @@ class GossipPeerSession final : public Session {
     if (ResynchronisesCopies(config)) {
       const std::size_t copy = wire::FrameBuilderBytes(ModelCodec(), config.layout);
       if (copy == 0) return 0;
-      resync = exchanged *
-               (edgesgd::ArenaBytes(copy) + edgesgd::ArenaBytes(kCopyRequestBuilderBytes));
+      resync =
+          exchanged * (edgesgd::ArenaBytes(copy) + edgesgd::ArenaBytes(kCopyRequestBuilderBytes));
     }
     return ModelVectors(config) * ArenaBytesFor<float>(d) +
            2 * exchanged * edgesgd::ArenaBytes(builder) +
@@ -423,9 +425,7 @@ class GossipPeerSession final : public Session {
   // Scratch bytes the codec of CHOCO and BEER needs to encode and decode, shared by the vectors
   // (0 for the dense algorithms).
   static constexpr std::size_t CodecScratchBytesOf(const GossipConfig& config) {
-    return CompressesGossip(config.algorithm)
-               ? CodecScratchBytes(config.codec, config.layout)
-               : 0;
+    return CompressesGossip(config.algorithm) ? CodecScratchBytes(config.codec, config.layout) : 0;
   }
 
   GossipPeerSession() = default;
@@ -556,8 +556,7 @@ class GossipPeerSession final : public Session {
   void HandleExchange(std::size_t index, const wire::FrameView& view, TimeNs now);
   // CHOCO, BEER: a neighbour's delta of exchanged vector `vector`, applied to its copy if it is
   // the copy's next round.
-  void HandleDelta(std::size_t index, std::size_t vector, const wire::FrameView& view,
-                   TimeNs now);
+  void HandleDelta(std::size_t index, std::size_t vector, const wire::FrameView& view, TimeNs now);
   // CHOCO, BEER: a neighbour's CopyRequest for this peer's copy of `vector` (answered with that
   // copy) and its ModelCopy (replaces the copy of `vector` held of it).
   void HandleCopyRequest(std::size_t index, std::size_t vector, const wire::FrameView& view,
@@ -607,8 +606,8 @@ class GossipPeerSession final : public Session {
   Result<std::span<const std::byte>> BuildDeltaFrame(std::size_t vector, std::size_t slot,
                                                      const wire::FrameHeader& header,
                                                      const wire::PayloadMessage& message);
-  // CHOCO, BEER: `copy` += decode(payload) for `sender`'s delta of `round`, after the codec's checks;
-  // the copy is untouched on error. Errors: kDataLoss (a payload the codec refuses).
+  // CHOCO, BEER: `copy` += decode(payload) for `sender`'s delta of `round`, after the codec's
+  // checks; the copy is untouched on error. Errors: kDataLoss (a payload the codec refuses).
   Status ApplyDelta(const CodecParams& params, const PayloadView& payload, std::uint32_t round,
                     PeerId sender, std::span<float> copy);
   // CHOCO, BEER: adds W_ik (ẑ_k - ẑ_i) of neighbour `index` to the round's consensus

@@ -134,10 +134,12 @@ enum class BroadcastContent : std::uint8_t { kModel = 0, kAggregate };
 enum class GossipVector : std::uint8_t {
   kModel = 0,
   kTracker,
-  kModelDelta,
-  kTrackerDelta,
-  kModelCopy,    // CHOCO: the sender's public copy, dense (resynchronises a holder that lost a delta)
-  kCopyRequest,  // CHOCO: asks for the receiver's kModelCopy
+  kModelDelta,    // CHOCO, BEER: the model's change against its public copy, compressed
+  kTrackerDelta,  // BEER: the tracker's change against its public copy, compressed
+  // CHOCO, BEER: the sender's public copy, dense (resynchronises a holder that lost a delta);
+  // GossipInfo::step names the copy: 0 the model's, 1 BEER's tracker's.
+  kModelCopy,
+  kCopyRequest,  // CHOCO, BEER: asks for the receiver's kModelCopy (step as there)
 };
 
 struct UpdateInfo {
