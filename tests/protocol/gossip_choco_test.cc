@@ -597,18 +597,22 @@ TEST(ChocoConfigTest, RefusesWhatCannotTrackPublicCopies) {
     EXPECT_EQ(arena.used_bytes(), 0u);
   }
   options.codecs = &AllCodecs();
-  for (const auto& [name, codec] : ChocoCodecs()) {
-    SCOPED_TRACE(name);
-    config.codec = codec;
-    storage.assign(GossipPeerSession::ArenaBytes(config) + kArenaAlignment, std::byte{0});
-    GossipPeerSession session;
-    Arena arena(storage);
-    ASSERT_TRUE(session.Init(arena, config, options).ok());
-    EXPECT_EQ(arena.used_bytes(), GossipPeerSession::ArenaBytes(config));
-    // Its own frames, or the dense copy it answers a CopyRequest with.
-    EXPECT_EQ(GossipPeerSession::MaxFrameBytes(config),
-              std::max(wire::MaxFrameBytes(codec, TestLayout()),
-                       wire::MaxFrameBytes(IdentityParams{}, TestLayout())));
+  // BEER takes the same codecs, with twice the copies and builders.
+  for (const GossipAlgorithm algorithm : {GossipAlgorithm::kChoco, GossipAlgorithm::kBeer}) {
+    config.algorithm = algorithm;
+    for (const auto& [name, codec] : ChocoCodecs()) {
+      SCOPED_TRACE(::testing::Message() << GossipAlgorithmName(algorithm) << " " << name);
+      config.codec = codec;
+      storage.assign(GossipPeerSession::ArenaBytes(config) + kArenaAlignment, std::byte{0});
+      GossipPeerSession session;
+      Arena arena(storage);
+      ASSERT_TRUE(session.Init(arena, config, options).ok());
+      EXPECT_EQ(arena.used_bytes(), GossipPeerSession::ArenaBytes(config));
+      // Its own frames, or the dense copy it answers a CopyRequest with.
+      EXPECT_EQ(GossipPeerSession::MaxFrameBytes(config),
+                std::max(wire::MaxFrameBytes(codec, TestLayout()),
+                         wire::MaxFrameBytes(IdentityParams{}, TestLayout())));
+    }
   }
 }
 

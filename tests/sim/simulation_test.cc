@@ -298,9 +298,9 @@ TEST(SimulationTest, GossipSimulationIsThePeersOnASimNetwork) {
   EXPECT_EQ(result.memory.server_arena_bytes, 0u);
 }
 
-// CHOCO on the simulated network (slow uneven links, duplicated frames): every peer finishes,
-// every public copy equals its owner's bit for bit, and a peer sends fewer bytes than with dense
-// D-PSGD.
+// CHOCO and BEER on the simulated network (slow uneven links, duplicated frames): every peer
+// finishes, every public copy (BEER: of the model and of the tracker) equals its owner's bit for
+// bit, and a CHOCO peer sends fewer bytes than with dense D-PSGD.
 TEST(SimulationTest, ChocoGossipKeepsPublicCopiesIdenticalAndSendsLess) {
   constexpr std::uint32_t kPeers = 6;
   const protocol::Topology ring{protocol::TopologyKind::kRing, kPeers};
@@ -346,22 +346,35 @@ TEST(SimulationTest, ChocoGossipKeepsPublicCopiesIdenticalAndSendsLess) {
       run(protocol::GossipAlgorithm::kDpsgd, IdentityParams{}, 1.0f, dense);
   EXPECT_LT(choco_bytes, dense_bytes);  // 3 of 24 coordinates (frame headers dominate here)
 
-  std::uint64_t duplicates = 0;
-  for (std::uint32_t i = 0; i < kPeers; ++i) {
-    const protocol::GossipPeerSession& holder = choco.peer(i);
-    duplicates += holder.counters().rejected_for(protocol::GossipRejectReason::kDuplicate);
-    EXPECT_EQ(holder.counters().total_rejected(),
-              holder.counters().rejected_for(protocol::GossipRejectReason::kDuplicate));
-    for (const protocol::PeerId owner : holder.config().mixing.neighbour_ids()) {
-      const std::span<const float> held = holder.public_copy(owner);
-      const std::span<const float> own = choco.peer(owner - 1).public_copy(owner);
-      EXPECT_EQ(holder.public_copy_rounds(owner), kRounds);
-      ASSERT_EQ(held.size(), own.size());
-      EXPECT_EQ(std::memcmp(held.data(), own.data(), held.size_bytes()), 0)
-          << "peer " << i + 1 << "'s copy of " << owner;
+  // BEER: the same for the model's and the tracker's copies.
+  GossipSimulation beer;
+  const std::uint64_t beer_bytes =
+      run(protocol::GossipAlgorithm::kBeer, TopKParams{.k_ratio = 0.125f}, 0.2f, beer);
+  EXPECT_GT(beer_bytes, choco_bytes);  // two compressed vectors per round
+
+  for (const GossipSimulation* simulation : {&choco, &beer}) {
+    const std::size_t vectors = simulation == &beer ? 2 : 1;
+    std::uint64_t duplicates = 0;
+    for (std::uint32_t i = 0; i < kPeers; ++i) {
+      const protocol::GossipPeerSession& holder = simulation->peer(i);
+      duplicates += holder.counters().rejected_for(protocol::GossipRejectReason::kDuplicate);
+      EXPECT_EQ(holder.counters().total_rejected(),
+                holder.counters().rejected_for(protocol::GossipRejectReason::kDuplicate));
+      for (const protocol::PeerId owner : holder.config().mixing.neighbour_ids()) {
+        for (std::size_t vector = 0; vector < vectors; ++vector) {
+          const std::span<const float> held = holder.public_copy(owner, vector);
+          const std::span<const float> own =
+              simulation->peer(owner - 1).public_copy(owner, vector);
+          EXPECT_EQ(holder.public_copy_rounds(owner, vector), kRounds);
+          ASSERT_EQ(held.size(), own.size());
+          ASSERT_FALSE(held.empty());
+          EXPECT_EQ(std::memcmp(held.data(), own.data(), held.size_bytes()), 0)
+              << "peer " << i + 1 << "'s copy of " << owner << ", vector " << vector;
+        }
+      }
     }
+    EXPECT_GT(duplicates, 0u);
   }
-  EXPECT_GT(duplicates, 0u);
 }
 
 TEST(SimulationTest, InitNamesWhatItCouldNotSetUp) {
