@@ -6,10 +6,12 @@
 //      WorkerSession (its arena plus a receive buffer for the largest broadcast), and a lean
 //      device that trains alone with a lean ErrorFeedbackWorker (no momentum, the codec's
 //      scratch lent from the gradient buffer), one d-float buffer and an Update frame builder
-//      (the pattern of examples/mcu/train_10k.cc); for the lean device also within 128 KiB.
+//      (the pattern of examples/mcu/train_10k.cc); for the lean device also within 128 KiB;
+//   3. a CHOCO gossip peer on a ring (degree 2: three public copies) per codec: its arena and
+//      receive buffer at d = 10,000 and the largest d within 256 KiB.
 // It also checks the plan against reality: for every codec, ErrorFeedbackWorker (with and
-// without momentum and owned scratch) and MeanAggregator Init on the target must take exactly
-// their StateBytes from an arena.
+// without momentum and owned scratch), MeanAggregator and (for the codecs CHOCO takes) a CHOCO
+// GossipPeerSession Init on the target must take exactly their planned bytes from an arena.
 // Prints "EDGESGD-MCU PASS" only if those checks hold.
 
 #include <algorithm>
@@ -109,6 +111,33 @@ constexpr std::size_t LeanDeviceBytes(std::size_t d, const CodecParams& codec) {
   const std::size_t buffer =
       std::max(ArenaBytesFor<float>(d), ArenaBytes(CodecScratchBytes(codec, Layout(d))));
   return feedback == 0 || builder == 0 ? 0 : feedback + buffer + builder;
+}
+
+// A CHOCO peer sending `codec`'s deltas, without its mixing row.
+constexpr protocol::GossipConfig ChocoConfigShape(std::size_t d, const CodecParams& codec) {
+  protocol::GossipConfig config;
+  config.algorithm = protocol::GossipAlgorithm::kChoco;
+  config.layout = Layout(d);
+  config.codec = codec;
+  return config;
+}
+
+// The same as peer 1 of a ring of 8 (degree 2).
+protocol::GossipConfig ChocoRingConfig(std::size_t d, const CodecParams& codec) {
+  protocol::GossipConfig config = ChocoConfigShape(d, codec);
+  config.mixing = protocol::MakeMixingRow({protocol::TopologyKind::kRing, 8},
+                                          protocol::MixingRule::kMetropolisHastings, 1)
+                      .value();
+  config.consensus_step = protocol::DefaultConsensusStep(codec);
+  return config;
+}
+
+// Its arena plus the receive buffer of the largest frame it accepts.
+std::size_t ChocoPeerBytes(std::size_t d, const CodecParams& codec) {
+  const protocol::GossipConfig config = ChocoRingConfig(d, codec);
+  const std::size_t arena = protocol::GossipPeerSession::ArenaBytes(config);
+  const std::size_t receive = protocol::GossipPeerSession::MaxFrameBytes(config);
+  return arena == 0 || receive == 0 ? 0 : arena + receive;
 }
 
 using PlanFunction = std::size_t (*)(std::size_t, const CodecParams&);
@@ -238,6 +267,28 @@ void PrintLargestDimensions() {
   BlankLine();
 }
 
+void PrintChocoPeers() {
+  Line("### CHOCO gossip peer on a ring (degree 2: 3 public copies)");
+  BlankLine();
+  Line("| codec | arena + receive buffer at d = %zu | largest d within %zu KiB | bytes at that d |",
+       kTableDimension, kRamBudgetBytes / 1024);
+  Line("|---|---:|---:|---:|");
+  for (const NamedCodec& codec : kCodecs) {
+    if (!protocol::CheckChocoCodec(codec.params).ok()) {
+      Line("| %s | refused by CHOCO | | |", codec.name);
+      continue;
+    }
+    const std::size_t largest = LargestDimension(&ChocoPeerBytes, codec.params, kRamBudgetBytes);
+    Line("| %s | %zu | %zu | %zu |", codec.name, ChocoPeerBytes(kTableDimension, codec.params),
+         largest, ChocoPeerBytes(largest, codec.params));
+  }
+  BlankLine();
+  Line("The peer's arena holds its model, the consensus accumulator, the gradient, the public "
+       "copies, two frame builders of the codec's deltas, a dense one for the copy it sends when "
+       "a neighbour asks, and the codec's scratch; the receive buffer takes a dense copy.");
+  BlankLine();
+}
+
 // The plan against the target's reality: Init takes exactly StateBytes, from an arena as large
 // as the largest plan (the image's RAM holds it; a real board checks its own configuration).
 constexpr std::size_t LargestPlanBytes() {
@@ -251,6 +302,13 @@ constexpr std::size_t LargestPlanBytes() {
           MeanAggregator::StateBytes(layout, codec.params)}) {
       largest = bytes > largest ? bytes : largest;
     }
+  }
+  for (const NamedCodec& codec : kCodecs) {
+    // The plan depends on the mixing row only through the degree.
+    protocol::GossipConfig choco = ChocoConfigShape(kTableDimension, codec.params);
+    choco.mixing.degree = 2;
+    const std::size_t bytes = protocol::GossipPeerSession::ArenaBytes(choco);
+    largest = bytes > largest ? bytes : largest;
   }
   return largest;
 }
@@ -289,16 +347,49 @@ int CheckPlanIsExact() {
   return failures;
 }
 
+Status NoGradient(void*, std::span<const float>, std::uint32_t, std::uint32_t,
+                  std::span<float> gradient) {
+  std::fill(gradient.begin(), gradient.end(), 0.0f);
+  return Status::Ok();
+}
+
+std::array<float, kTableDimension> g_initial_model{};
+protocol::GossipPeerSession g_choco_peers[kCodecCount];
+
+int CheckChocoPlanIsExact() {
+  int failures = 0;
+  for (std::size_t c = 0; c < kCodecs.size(); ++c) {
+    const NamedCodec& codec = kCodecs[c];
+    if (!protocol::CheckChocoCodec(codec.params).ok()) continue;
+    const protocol::GossipConfig config = ChocoRingConfig(kTableDimension, codec.params);
+    protocol::GossipOptions options;
+    options.gradient = &NoGradient;
+    options.codecs = &AllCodecs();
+    options.initial_model = g_initial_model;
+    Arena arena(g_arena_storage);
+    const std::size_t plan = protocol::GossipPeerSession::ArenaBytes(config);
+    const Status init = g_choco_peers[c].Init(arena, config, options);
+    if (!init.ok() || arena.used_bytes() != plan) {
+      Log(LogLevel::kError, "FAIL %s: the CHOCO peer took %zu B, plan %zu B (%s)", codec.name,
+          arena.used_bytes(), plan, init.ok() ? "ok" : init.reason());
+      ++failures;
+    }
+  }
+  return failures;
+}
+
 int Run() {
-  const int failures = CheckPlanIsExact();
+  const int failures = CheckPlanIsExact() + CheckChocoPlanIsExact();
   PrintComponentTable();
   PrintLargestDimensions();
+  PrintChocoPeers();
   if (failures != 0) {
     Log(LogLevel::kError, "EDGESGD-MCU FAIL: %d plan check(s) failed", failures);
     return 1;
   }
-  Log(LogLevel::kInfo, "ErrorFeedbackWorker (with and without momentum) and MeanAggregator took "
-                       "exactly their plan for every codec at d = %zu", kTableDimension);
+  Log(LogLevel::kInfo, "ErrorFeedbackWorker (with and without momentum), MeanAggregator and a "
+                       "CHOCO peer took exactly their plan for every codec at d = %zu",
+      kTableDimension);
   platform::internal::ReportPass();
   return 0;
 }
