@@ -7,11 +7,12 @@
 //      device that trains alone with a lean ErrorFeedbackWorker (no momentum, the codec's
 //      scratch lent from the gradient buffer), one d-float buffer and an Update frame builder
 //      (the pattern of examples/mcu/train_10k.cc); for the lean device also within 128 KiB;
-//   3. a CHOCO gossip peer on a ring (degree 2: three public copies) per codec: its arena and
-//      receive buffer at d = 10,000 and the largest d within 256 KiB.
+//   3. compressed gossip peers on a ring (degree 2) per codec, CHOCO (three public copies) and
+//      BEER (six): arena and receive buffer at d = 10,000 and the largest d within 256 KiB.
 // It also checks the plan against reality: for every codec, ErrorFeedbackWorker (with and
 // without momentum and owned scratch), MeanAggregator and (for the codecs CHOCO takes) a CHOCO
-// GossipPeerSession Init on the target must take exactly their planned bytes from an arena.
+// and a BEER GossipPeerSession Init on the target must take exactly their planned bytes from an
+// arena.
 // Prints "EDGESGD-MCU PASS" only if those checks hold.
 
 #include <algorithm>
@@ -113,18 +114,20 @@ constexpr std::size_t LeanDeviceBytes(std::size_t d, const CodecParams& codec) {
   return feedback == 0 || builder == 0 ? 0 : feedback + buffer + builder;
 }
 
-// A CHOCO peer sending `codec`'s deltas, without its mixing row.
-constexpr protocol::GossipConfig ChocoConfigShape(std::size_t d, const CodecParams& codec) {
+// A CHOCO or BEER peer sending `codec`'s deltas, without its mixing row.
+constexpr protocol::GossipConfig CompressedGossipShape(protocol::GossipAlgorithm algorithm,
+                                                       std::size_t d, const CodecParams& codec) {
   protocol::GossipConfig config;
-  config.algorithm = protocol::GossipAlgorithm::kChoco;
+  config.algorithm = algorithm;
   config.layout = Layout(d);
   config.codec = codec;
   return config;
 }
 
 // The same as peer 1 of a ring of 8 (degree 2).
-protocol::GossipConfig ChocoRingConfig(std::size_t d, const CodecParams& codec) {
-  protocol::GossipConfig config = ChocoConfigShape(d, codec);
+protocol::GossipConfig RingPeerConfig(protocol::GossipAlgorithm algorithm, std::size_t d,
+                                      const CodecParams& codec) {
+  protocol::GossipConfig config = CompressedGossipShape(algorithm, d, codec);
   config.mixing = protocol::MakeMixingRow({protocol::TopologyKind::kRing, 8},
                                           protocol::MixingRule::kMetropolisHastings, 1)
                       .value();
@@ -133,8 +136,9 @@ protocol::GossipConfig ChocoRingConfig(std::size_t d, const CodecParams& codec) 
 }
 
 // Its arena plus the receive buffer of the largest frame it accepts.
-std::size_t ChocoPeerBytes(std::size_t d, const CodecParams& codec) {
-  const protocol::GossipConfig config = ChocoRingConfig(d, codec);
+template <protocol::GossipAlgorithm kAlgorithm>
+std::size_t RingPeerBytes(std::size_t d, const CodecParams& codec) {
+  const protocol::GossipConfig config = RingPeerConfig(kAlgorithm, d, codec);
   const std::size_t arena = protocol::GossipPeerSession::ArenaBytes(config);
   const std::size_t receive = protocol::GossipPeerSession::MaxFrameBytes(config);
   return arena == 0 || receive == 0 ? 0 : arena + receive;
@@ -267,25 +271,34 @@ void PrintLargestDimensions() {
   BlankLine();
 }
 
-void PrintChocoPeers() {
-  Line("### CHOCO gossip peer on a ring (degree 2: 3 public copies)");
+constexpr std::array kCompressedGossip{protocol::GossipAlgorithm::kChoco,
+                                      protocol::GossipAlgorithm::kBeer};
+
+void PrintCompressedGossipPeers() {
+  Line("### Compressed gossip peer on a ring (degree 2): CHOCO (3 public copies), BEER (6)");
   BlankLine();
-  Line("| codec | arena + receive buffer at d = %zu | largest d within %zu KiB | bytes at that d |",
-       kTableDimension, kRamBudgetBytes / 1024);
-  Line("|---|---:|---:|---:|");
+  Line("| codec | CHOCO: arena + receive buffer at d = %zu | largest d within %zu KiB | BEER: "
+       "arena + receive buffer at d = %zu | largest d within %zu KiB |",
+       kTableDimension, kRamBudgetBytes / 1024, kTableDimension, kRamBudgetBytes / 1024);
+  Line("|---|---:|---:|---:|---:|");
+  constexpr PlanFunction kChoco = &RingPeerBytes<protocol::GossipAlgorithm::kChoco>;
+  constexpr PlanFunction kBeer = &RingPeerBytes<protocol::GossipAlgorithm::kBeer>;
   for (const NamedCodec& codec : kCodecs) {
     if (!protocol::CheckChocoCodec(codec.params).ok()) {
-      Line("| %s | refused by CHOCO | | |", codec.name);
+      Line("| %s | refused | | refused | |", codec.name);
       continue;
     }
-    const std::size_t largest = LargestDimension(&ChocoPeerBytes, codec.params, kRamBudgetBytes);
-    Line("| %s | %zu | %zu | %zu |", codec.name, ChocoPeerBytes(kTableDimension, codec.params),
-         largest, ChocoPeerBytes(largest, codec.params));
+    Line("| %s | %zu | %zu | %zu | %zu |", codec.name, kChoco(kTableDimension, codec.params),
+         LargestDimension(kChoco, codec.params, kRamBudgetBytes),
+         kBeer(kTableDimension, codec.params),
+         LargestDimension(kBeer, codec.params, kRamBudgetBytes));
   }
   BlankLine();
-  Line("The peer's arena holds its model, the consensus accumulator, the gradient, the public "
-       "copies, two frame builders of the codec's deltas, a dense one for the copy it sends when "
-       "a neighbour asks, and the codec's scratch; the receive buffer takes a dense copy.");
+  Line("A peer's arena holds per sent vector (CHOCO: the model; BEER: the model and the gradient "
+       "tracker) the vector, its consensus accumulator, its public copies, two frame builders of "
+       "the codec's deltas and a dense one for the copy it sends when a neighbour asks; then the "
+       "gradient (BEER: and the previous one) and the codec's scratch. The receive buffer takes "
+       "a dense copy.");
   BlankLine();
 }
 
@@ -304,11 +317,13 @@ constexpr std::size_t LargestPlanBytes() {
     }
   }
   for (const NamedCodec& codec : kCodecs) {
-    // The plan depends on the mixing row only through the degree.
-    protocol::GossipConfig choco = ChocoConfigShape(kTableDimension, codec.params);
-    choco.mixing.degree = 2;
-    const std::size_t bytes = protocol::GossipPeerSession::ArenaBytes(choco);
-    largest = bytes > largest ? bytes : largest;
+    for (const protocol::GossipAlgorithm algorithm : kCompressedGossip) {
+      // The plan depends on the mixing row only through the degree.
+      protocol::GossipConfig peer = CompressedGossipShape(algorithm, kTableDimension, codec.params);
+      peer.mixing.degree = 2;
+      const std::size_t bytes = protocol::GossipPeerSession::ArenaBytes(peer);
+      largest = bytes > largest ? bytes : largest;
+    }
   }
   return largest;
 }
@@ -354,41 +369,46 @@ Status NoGradient(void*, std::span<const float>, std::uint32_t, std::uint32_t,
 }
 
 std::array<float, kTableDimension> g_initial_model{};
-protocol::GossipPeerSession g_choco_peers[kCodecCount];
+// Sessions cannot be re-initialised: one per codec and algorithm.
+protocol::GossipPeerSession g_gossip_peers[kCodecCount][kCompressedGossip.size()];
 
-int CheckChocoPlanIsExact() {
+int CheckCompressedGossipPlanIsExact() {
   int failures = 0;
   for (std::size_t c = 0; c < kCodecs.size(); ++c) {
     const NamedCodec& codec = kCodecs[c];
     if (!protocol::CheckChocoCodec(codec.params).ok()) continue;
-    const protocol::GossipConfig config = ChocoRingConfig(kTableDimension, codec.params);
-    protocol::GossipOptions options;
-    options.gradient = &NoGradient;
-    options.codecs = &AllCodecs();
-    options.initial_model = g_initial_model;
-    Arena arena(g_arena_storage);
-    const std::size_t plan = protocol::GossipPeerSession::ArenaBytes(config);
-    const Status init = g_choco_peers[c].Init(arena, config, options);
-    if (!init.ok() || arena.used_bytes() != plan) {
-      Log(LogLevel::kError, "FAIL %s: the CHOCO peer took %zu B, plan %zu B (%s)", codec.name,
-          arena.used_bytes(), plan, init.ok() ? "ok" : init.reason());
-      ++failures;
+    for (std::size_t a = 0; a < kCompressedGossip.size(); ++a) {
+      const protocol::GossipAlgorithm algorithm = kCompressedGossip[a];
+      const protocol::GossipConfig config = RingPeerConfig(algorithm, kTableDimension, codec.params);
+      protocol::GossipOptions options;
+      options.gradient = &NoGradient;
+      options.codecs = &AllCodecs();
+      options.initial_model = g_initial_model;
+      Arena arena(g_arena_storage);
+      const std::size_t plan = protocol::GossipPeerSession::ArenaBytes(config);
+      const Status init = g_gossip_peers[c][a].Init(arena, config, options);
+      if (!init.ok() || arena.used_bytes() != plan) {
+        Log(LogLevel::kError, "FAIL %s: the %s peer took %zu B, plan %zu B (%s)", codec.name,
+            protocol::GossipAlgorithmName(algorithm), arena.used_bytes(), plan,
+            init.ok() ? "ok" : init.reason());
+        ++failures;
+      }
     }
   }
   return failures;
 }
 
 int Run() {
-  const int failures = CheckPlanIsExact() + CheckChocoPlanIsExact();
+  const int failures = CheckPlanIsExact() + CheckCompressedGossipPlanIsExact();
   PrintComponentTable();
   PrintLargestDimensions();
-  PrintChocoPeers();
+  PrintCompressedGossipPeers();
   if (failures != 0) {
     Log(LogLevel::kError, "EDGESGD-MCU FAIL: %d plan check(s) failed", failures);
     return 1;
   }
-  Log(LogLevel::kInfo, "ErrorFeedbackWorker (with and without momentum), MeanAggregator and a "
-                       "CHOCO peer took exactly their plan for every codec at d = %zu",
+  Log(LogLevel::kInfo, "ErrorFeedbackWorker (with and without momentum), MeanAggregator and "
+                       "CHOCO and BEER peers took exactly their plan for every codec at d = %zu",
       kTableDimension);
   platform::internal::ReportPass();
   return 0;
