@@ -4,7 +4,7 @@
 // the identity codec with gamma = 1 is the float64 BEER recursion (dense gradient tracking with
 // the gradient at x_k); on heterogeneous quadratics BEER with top_k reaches the exact optimum
 // where CHOCO with the same codec keeps a bias; lost deltas of either vector are repaired, bad
-// frames counted, a crashed neighbour not waited for.
+// frames counted (a hostile network and a crashed neighbour: gossip_choco_test.cc, for both).
 
 #include <gtest/gtest.h>
 
@@ -35,33 +35,7 @@ constexpr std::size_t kModelVector = 0;
 constexpr std::size_t kTrackerVector = 1;
 
 GossipConfig& ConfigureBeer(GossipNetwork& network, const CodecParams& codec, float gamma) {
-  GossipConfig& config = network.base_config();
-  config.algorithm = GossipAlgorithm::kBeer;
-  config.codec = codec;
-  config.consensus_step = gamma;
-  return config;
-}
-
-// Every copy of both vectors `holder` keeps (its own and its neighbours') equals the owner's own
-// copy bit for bit, and holds `rounds` deltas.
-void ExpectCopiesAgree(GossipNetwork& network, PeerId holder, std::uint64_t rounds) {
-  const GossipPeerSession& session = network.session(holder);
-  std::vector<PeerId> owners{holder};
-  for (const PeerId neighbour : session.config().mixing.neighbour_ids()) {
-    owners.push_back(neighbour);
-  }
-  for (const std::size_t vector : {kModelVector, kTrackerVector}) {
-    for (const PeerId owner : owners) {
-      SCOPED_TRACE(::testing::Message()
-                   << "holder " << holder << ", copy of " << owner << ", vector " << vector);
-      const std::span<const float> held = session.public_copy(owner, vector);
-      const std::span<const float> own = network.session(owner).public_copy(owner, vector);
-      ASSERT_EQ(held.size(), TestLayout().dimension());
-      ASSERT_EQ(own.size(), held.size());
-      EXPECT_EQ(session.public_copy_rounds(owner, vector), rounds);
-      EXPECT_EQ(std::memcmp(held.data(), own.data(), held.size_bytes()), 0);
-    }
-  }
+  return ConfigureCompressed(network, GossipAlgorithm::kBeer, codec, gamma);
 }
 
 // The largest squared distance of a live peer's model to the optimum (the mean target).
@@ -270,94 +244,26 @@ TEST(BeerTest, TopKReachesTheExactOptimumWhereChocoKeepsItsHeterogeneityBias) {
 
 // ---- Frames fed by hand ----
 
-class BeerSessionTest : public ::testing::Test {
+class BeerSessionTest : public SingleSessionTest {
  protected:
-  static constexpr std::uint32_t kRounds = 6;
-  static constexpr float kLr = 0.5f;
   static constexpr float kGamma = 0.5f;
 
   void SetUp() override {
-    const Topology ring{TopologyKind::kRing, 4};  // peer 1's neighbours: 2 and 4
     config_.algorithm = GossipAlgorithm::kBeer;
-    config_.codec = TopKParams{.k_ratio = 0.3f};  // 2 of the first tensor, 1 of the second
+    config_.codec = TopKParams{.k_ratio = 0.3f};
     config_.consensus_step = kGamma;
-    config_.mixing = MakeMixingRow(ring, MixingRule::kMetropolisHastings, 1).value();
-    config_.layout = TestLayout();
-    config_.rounds = kRounds;
-    config_.learning_rate = kLr;
-    config_.neighbour_deadline_ns = kDeadline;
-    target_.assign(TestLayout().dimension(), 1.0f);
-    initial_.assign(TestLayout().dimension(), 3.0f);
-    storage_.assign(GossipPeerSession::ArenaBytes(config_) + kArenaAlignment, std::byte{0});
-    arena_ = std::make_unique<Arena>(storage_);
-    options_.gradient = &QuadraticGradient;
-    options_.user = &target_;
-    options_.codecs = &AllCodecs();
-    options_.initial_model = initial_;
-    const Status check = session_.Init(*arena_, config_, options_);
-    ASSERT_TRUE(check.ok()) << check.reason();
+    InitPeer(1);
   }
 
-  // A top_k delta of `sender` for `round` of `vector`: `values` at the global `indices` (two in
-  // [0, 6), one in [6, 10), ascending).
-  static FrameBytes Delta(PeerId sender, std::uint32_t round, wire::GossipVector vector,
-                          std::array<std::uint32_t, 3> indices, std::array<float, 3> values) {
-    const CodecParams codec = TopKParams{.k_ratio = 0.3f};
-    std::vector<std::uint64_t> buffer(wire::FrameBuilderBytes(codec, TestLayout()) / 8 + 1);
-    wire::FrameBuilder builder(
-        std::span<std::byte>(reinterpret_cast<std::byte*>(buffer.data()), buffer.size() * 8));
-    const PayloadSpans spans =
-        builder
-            .BeginPayloadFrame({sender, round, 3},
-                               wire::PayloadMessage::GossipExchange({0, 0, vector}), codec,
-                               TestLayout())
-            .value();
-    std::copy(indices.begin(), indices.end(), spans.indices.begin());
-    std::copy(values.begin(), values.end(), spans.values.begin());
-    return FrameBytes(builder.FinishPayloadFrame().value());
-  }
   static FrameBytes ModelDelta(PeerId sender, std::uint32_t round,
                                std::array<std::uint32_t, 3> indices, std::array<float, 3> values) {
-    return Delta(sender, round, wire::GossipVector::kModelDelta, indices, values);
+    return TopKDelta(sender, round, indices, values, wire::GossipVector::kModelDelta);
   }
   static FrameBytes TrackerDelta(PeerId sender, std::uint32_t round,
                                  std::array<std::uint32_t, 3> indices,
                                  std::array<float, 3> values) {
-    return Delta(sender, round, wire::GossipVector::kTrackerDelta, indices, values);
+    return TopKDelta(sender, round, indices, values, wire::GossipVector::kTrackerDelta);
   }
-
-  void Feed(PeerId from, const FrameBytes& frame, TimeNs now = 0) {
-    session_.OnFrame(from, frame.bytes(), now);
-  }
-
-  struct Sent {
-    PeerId to = 0;
-    FrameBytes frame;
-    wire::FrameView view() const { return wire::DecodeFrame(frame.bytes()).value(); }
-  };
-  std::vector<Sent> PollAll() {
-    std::vector<Sent> out;
-    OutgoingFrame frame;
-    while (session_.PollFrame(frame)) out.push_back({frame.to, FrameBytes(frame.bytes)});
-    return out;
-  }
-
-  std::uint64_t Rejected(GossipRejectReason reason) const {
-    return session_.counters().rejected_for(reason);
-  }
-
-  std::vector<float> Copy(PeerId peer, std::size_t vector) const {
-    const std::span<const float> copy = session_.public_copy(peer, vector);
-    return std::vector<float>(copy.begin(), copy.end());
-  }
-
-  GossipConfig config_;
-  GossipOptions options_;
-  std::vector<float> target_;
-  std::vector<float> initial_;
-  std::vector<std::byte> storage_;
-  std::unique_ptr<Arena> arena_;
-  GossipPeerSession session_;
 };
 
 TEST_F(BeerSessionTest, SendsBothDeltasAndClosesTheRoundWithTheBeerUpdate) {
@@ -561,46 +467,6 @@ TEST(BeerConfigTest, TakesTheCodecsChocoTakesAndSizesItsArenaExactly) {
 }
 
 // ---- Faults ----
-
-TEST(BeerTest, FuzzedNetworkNeverCrashesOrStalls) {
-  constexpr std::uint32_t kRounds = 30;
-  for (std::uint32_t seed = 1; seed <= 4; ++seed) {
-    SCOPED_TRACE(seed);
-    GossipNetwork network({TopologyKind::kRing, 5}, kRounds, 0.05f, 5.0f, seed);
-    ConfigureBeer(network,
-                  seed % 2 == 0 ? CodecParams{TopKParams{.k_ratio = 0.3f}}
-                                : CodecParams{QsgdParams{.levels = 127, .bucket = 4}},
-                  0.3f);
-    network.InitAll();
-    ExpectFinishesUnderFuzzing(network, 5, kRounds, 10 * kRounds * kDeadline);
-  }
-}
-
-TEST(BeerTest, CrashedNeighbourIsNotWaitedForAndTheOtherCopiesStayIdentical) {
-  constexpr std::uint32_t kRounds = 40;
-  GossipNetwork network({TopologyKind::kRing, 6}, kRounds, 0.05f);
-  ConfigureBeer(network, TopKParams{.k_ratio = 0.3f}, 0.3f);
-  network.InitAll();
-  bool crashed = false;
-  network.on_event = [&](GossipNetwork& net) {
-    if (!crashed && net.session(1).round() == 10) {
-      crashed = true;
-      net.Crash(4);
-    }
-  };
-  ASSERT_TRUE(network.Run(kRounds * kDeadline / 4));
-  ASSERT_TRUE(crashed);
-  for (const PeerId id : {3u, 5u}) {
-    const GossipPeerSession& session = network.session(id);
-    EXPECT_TRUE(session.Finished());
-    EXPECT_TRUE(session.status().ok());
-    EXPECT_EQ(session.counters().neighbours_lost, 1u);
-    EXPECT_EQ(session.counters().deadline_closes, 0u);
-    EXPECT_LT(session.public_copy_rounds(4, kModelVector), 13u);  // frozen where peer 4 stopped
-    EXPECT_LT(session.public_copy_rounds(4, kTrackerVector), 13u);
-  }
-  for (const PeerId id : {1u, 2u, 6u}) ExpectCopiesAgree(network, id, kRounds);
-}
 
 // Deltas of both vectors lost before a link is up and in mid-run: every holder repairs each copy
 // from the owner's, and all copies of both vectors agree bit for bit at the end.

@@ -1,9 +1,10 @@
 // CHOCO-SGD in GossipPeerSession (docs/algorithms.md §6): the public copies agree bit for bit at
 // every holder with every codec CHOCO takes; the identity codec with gamma = 1 is D-PSGD with the
 // gradient step before the mix; deltas apply in round order (a late one still does, a gap is
-// repaired from the neighbour's own copy); bad frames are counted; the codecs and consensus steps CHOCO cannot use are refused;
-// a hostile network or a crashed neighbour neither crashes nor stalls a peer; and CHOCO with
-// top_k reaches what dense D-PSGD reaches.
+// repaired from the neighbour's own copy); bad frames are counted; the codecs and consensus
+// steps CHOCO cannot use are refused; a hostile network or a crashed neighbour neither crashes
+// nor stalls a CHOCO or a BEER peer; CHOCO with top_k reaches what dense D-PSGD reaches, and
+// without public copies its averaging stalls.
 
 #include <gtest/gtest.h>
 
@@ -52,30 +53,7 @@ std::vector<std::pair<const char*, CodecParams>> ChocoCodecs() {
 }
 
 GossipConfig& ConfigureChoco(GossipNetwork& network, const CodecParams& codec, float gamma) {
-  GossipConfig& config = network.base_config();
-  config.algorithm = GossipAlgorithm::kChoco;
-  config.codec = codec;
-  config.consensus_step = gamma;
-  return config;
-}
-
-// Every copy `holder` keeps (its own and its neighbours') equals the owner's own copy bit for bit,
-// and holds `rounds` deltas.
-void ExpectCopiesAgree(GossipNetwork& network, PeerId holder, std::uint64_t rounds) {
-  const GossipPeerSession& session = network.session(holder);
-  std::vector<PeerId> owners{holder};
-  for (const PeerId neighbour : session.config().mixing.neighbour_ids()) {
-    owners.push_back(neighbour);
-  }
-  for (const PeerId owner : owners) {
-    SCOPED_TRACE(::testing::Message() << "holder " << holder << ", copy of " << owner);
-    const std::span<const float> held = session.public_copy(owner);
-    const std::span<const float> own = network.session(owner).public_copy(owner);
-    ASSERT_EQ(held.size(), TestLayout().dimension());
-    ASSERT_EQ(own.size(), held.size());
-    EXPECT_EQ(session.public_copy_rounds(owner), rounds);
-    EXPECT_EQ(std::memcmp(held.data(), own.data(), held.size_bytes()), 0);
-  }
+  return ConfigureCompressed(network, GossipAlgorithm::kChoco, codec, gamma);
 }
 
 // ---- The copies and the update rule ----
@@ -203,92 +181,33 @@ TEST(ChocoTest, TopKReachesTheOptimumDenseDpsgdReaches) {
 
 // ---- Frames fed by hand ----
 
-class ChocoSessionTest : public ::testing::Test {
+class ChocoSessionTest : public SingleSessionTest {
  protected:
-  static constexpr std::uint32_t kRounds = 6;
-  static constexpr float kLr = 0.5f;
   static constexpr float kGamma = 0.5f;
 
   void SetUp() override {
-    const Topology ring{TopologyKind::kRing, 4};  // peer 1's neighbours: 2 and 4
     config_.algorithm = GossipAlgorithm::kChoco;
-    config_.codec = TopKParams{.k_ratio = 0.3f};  // 2 of the first tensor, 1 of the second
+    config_.codec = TopKParams{.k_ratio = 0.3f};
     config_.consensus_step = kGamma;
-    config_.mixing = MakeMixingRow(ring, MixingRule::kMetropolisHastings, 1).value();
-    config_.layout = TestLayout();
-    config_.rounds = kRounds;
-    config_.learning_rate = kLr;
-    config_.neighbour_deadline_ns = kDeadline;
-    target_.assign(TestLayout().dimension(), 1.0f);
-    initial_.assign(TestLayout().dimension(), 3.0f);
-    storage_.assign(GossipPeerSession::ArenaBytes(config_) + kArenaAlignment, std::byte{0});
-    arena_ = std::make_unique<Arena>(storage_);
-    options_.gradient = &QuadraticGradient;
-    options_.user = &target_;
-    options_.codecs = &AllCodecs();
-    options_.initial_model = initial_;
-    const Status check = session_.Init(*arena_, config_, options_);
-    ASSERT_TRUE(check.ok()) << check.reason();
+    InitPeer(1);
   }
 
-  // A top_k delta of `sender` for `round`: `values` at the global `indices` (two in [0, 6), one in
-  // [6, 10), ascending).
   static FrameBytes Delta(PeerId sender, std::uint32_t round, std::array<std::uint32_t, 3> indices,
                           std::array<float, 3> values,
                           wire::GossipVector vector = wire::GossipVector::kModelDelta) {
-    const CodecParams codec = TopKParams{.k_ratio = 0.3f};
-    std::vector<std::uint64_t> buffer(wire::FrameBuilderBytes(codec, TestLayout()) / 8 + 1);
-    wire::FrameBuilder builder(
-        std::span<std::byte>(reinterpret_cast<std::byte*>(buffer.data()), buffer.size() * 8));
-    const PayloadSpans spans =
-        builder
-            .BeginPayloadFrame({sender, round, 3},
-                               wire::PayloadMessage::GossipExchange({0, 0, vector}), codec,
-                               TestLayout())
-            .value();
-    std::copy(indices.begin(), indices.end(), spans.indices.begin());
-    std::copy(values.begin(), values.end(), spans.values.begin());
-    return FrameBytes(builder.FinishPayloadFrame().value());
+    return TopKDelta(sender, round, indices, values, vector);
   }
-
-  void Feed(PeerId from, const FrameBytes& frame, TimeNs now = 0) {
-    session_.OnFrame(from, frame.bytes(), now);
-  }
-
-  std::vector<OutgoingFrame> PollAll() {
-    std::vector<OutgoingFrame> out;
-    OutgoingFrame frame;
-    while (session_.PollFrame(frame)) out.push_back(frame);
-    return out;
-  }
-
-  std::uint64_t Rejected(GossipRejectReason reason) const {
-    return session_.counters().rejected_for(reason);
-  }
-
-  std::vector<float> Copy(PeerId peer) const {
-    const std::span<const float> copy = session_.public_copy(peer);
-    return std::vector<float>(copy.begin(), copy.end());
-  }
-
-  GossipConfig config_;
-  GossipOptions options_;
-  std::vector<float> target_;
-  std::vector<float> initial_;
-  std::vector<std::byte> storage_;
-  std::unique_ptr<Arena> arena_;
-  GossipPeerSession session_;
 };
 
 TEST_F(ChocoSessionTest, SendsOneCompressedDeltaAndAppliesItToItsOwnCopy) {
   EXPECT_EQ(arena_->used_bytes(), GossipPeerSession::ArenaBytes(config_));
   EXPECT_EQ(GossipPeerSession::ModelVectors(config_), 3u + 2u + 1u);
   session_.Start(0);
-  const std::vector<OutgoingFrame> frames = PollAll();
+  const std::vector<Sent> frames = PollAll();
   ASSERT_EQ(frames.size(), 2u);
-  EXPECT_EQ(frames[0].bytes.data(), frames[1].bytes.data());  // the same bytes to both
-  EXPECT_LE(frames[0].bytes.size(), GossipPeerSession::MaxFrameBytes(config_));
-  const FrameBytes copy(frames[0].bytes);
+  EXPECT_EQ(frames[0].address, frames[1].address);  // the same bytes to both
+  EXPECT_LE(frames[0].frame.size, GossipPeerSession::MaxFrameBytes(config_));
+  const FrameBytes& copy = frames[0].frame;
   const Result<wire::FrameView> view = wire::DecodeFrame(copy.bytes());
   ASSERT_TRUE(view.ok());
   EXPECT_EQ(view.value().message.gossip.vector, wire::GossipVector::kModelDelta);
@@ -389,8 +308,8 @@ TEST_F(ChocoSessionTest, NeighboursFarAheadAreCaughtUpTwoRoundsPerCall) {
   }
   std::vector<std::uint32_t> sent_rounds;
   const auto poll_rounds = [&] {
-    for (const OutgoingFrame& out : PollAll()) {
-      const FrameBytes copy(out.bytes);
+    for (const Sent& out : PollAll()) {
+      const FrameBytes& copy = out.frame;
       const Result<wire::FrameView> view = wire::DecodeFrame(copy.bytes());
       ASSERT_TRUE(view.ok());
       if (out.to == 2) sent_rounds.push_back(view.value().header.round);
@@ -414,19 +333,6 @@ TEST_F(ChocoSessionTest, NeighboursFarAheadAreCaughtUpTwoRoundsPerCall) {
 
 // ---- Configurations ----
 
-// The frames of peer 1 (the fixture's peer) as decoded views over copies of their bytes.
-struct Sent {
-  PeerId to = 0;
-  FrameBytes frame;
-  wire::FrameView view() const { return wire::DecodeFrame(frame.bytes()).value(); }
-};
-
-std::vector<Sent> Decoded(const std::vector<OutgoingFrame>& frames) {
-  std::vector<Sent> sent;
-  for (const OutgoingFrame& out : frames) sent.push_back({out.to, FrameBytes(out.bytes)});
-  return sent;
-}
-
 TEST_F(ChocoSessionTest, AGapIsRepairedWithTheNeighboursOwnCopy) {
   session_.Start(0);
   PollAll();
@@ -435,7 +341,7 @@ TEST_F(ChocoSessionTest, AGapIsRepairedWithTheNeighboursOwnCopy) {
   Feed(4, Delta(4, 1, {0, 1, 6}, {1.0f, 1.0f, 1.0f}));
   Feed(4, Delta(4, 2, {0, 1, 6}, {1.0f, 1.0f, 1.0f}));
   EXPECT_EQ(Rejected(GossipRejectReason::kOutOfOrder), 2u);
-  const std::vector<Sent> requests = Decoded(PollAll());
+  const std::vector<Sent> requests = PollAll();
   ASSERT_EQ(requests.size(), 1u);
   EXPECT_EQ(requests[0].to, 4u);
   EXPECT_EQ(requests[0].view().message.gossip.vector, wire::GossipVector::kCopyRequest);
@@ -483,7 +389,7 @@ TEST_F(ChocoSessionTest, AGapIsRepairedWithTheNeighboursOwnCopy) {
   ASSERT_EQ(session_.round(), 1u);
   PollAll();
   Feed(4, Delta(4, 5, {0, 1, 6}, {1.0f, 1.0f, 1.0f}));
-  const std::vector<Sent> again = Decoded(PollAll());
+  const std::vector<Sent> again = PollAll();
   ASSERT_EQ(again.size(), 1u);
   EXPECT_EQ(again[0].view().message.gossip.vector, wire::GossipVector::kCopyRequest);
   EXPECT_EQ(session_.counters().copy_requests_sent, 2u);
@@ -505,7 +411,7 @@ TEST_F(ChocoSessionTest, AnswersACopyRequestWithItsOwnCopyAheadOfItsNextDelta) {
   Feed(2, Delta(2, 0, {1, 4, 7}, {1.0f, 2.0f, 3.0f}));
   Feed(4, Delta(4, 0, {0, 1, 6}, {1.0f, 1.0f, 1.0f}));
   ASSERT_EQ(session_.round(), 1u);
-  const std::vector<Sent> frames = Decoded(PollAll());
+  const std::vector<Sent> frames = PollAll();
   ASSERT_EQ(frames.size(), 3u);
   EXPECT_EQ(frames[0].to, 2u);
   const wire::FrameView copy = frames[0].view();
@@ -618,24 +524,27 @@ TEST(ChocoConfigTest, RefusesWhatCannotTrackPublicCopies) {
 
 // ---- Faults ----
 
-TEST(ChocoTest, FuzzedNetworkNeverCrashesOrStalls) {
+// CHOCO and BEER alike.
+class CompressedGossipFaultTest : public ::testing::TestWithParam<GossipAlgorithm> {};
+
+TEST_P(CompressedGossipFaultTest, FuzzedNetworkNeverCrashesOrStalls) {
   constexpr std::uint32_t kRounds = 30;
   for (std::uint32_t seed = 1; seed <= 4; ++seed) {
     SCOPED_TRACE(seed);
     GossipNetwork network({TopologyKind::kRing, 5}, kRounds, 0.05f, 5.0f, seed);
-    ConfigureChoco(network,
-                   seed % 2 == 0 ? CodecParams{TopKParams{.k_ratio = 0.3f}}
-                                 : CodecParams{QsgdParams{.levels = 127, .bucket = 4}},
-                   0.3f);
+    ConfigureCompressed(network, GetParam(),
+                        seed % 2 == 0 ? CodecParams{TopKParams{.k_ratio = 0.3f}}
+                                      : CodecParams{QsgdParams{.levels = 127, .bucket = 4}},
+                        0.3f);
     network.InitAll();
     ExpectFinishesUnderFuzzing(network, 5, kRounds, 10 * kRounds * kDeadline);
   }
 }
 
-TEST(ChocoTest, CrashedNeighbourIsNotWaitedForAndTheOtherCopiesStayIdentical) {
+TEST_P(CompressedGossipFaultTest, CrashedNeighbourIsNotWaitedForAndTheOtherCopiesStayIdentical) {
   constexpr std::uint32_t kRounds = 40;
   GossipNetwork network({TopologyKind::kRing, 6}, kRounds, 0.05f);
-  ConfigureChoco(network, TopKParams{.k_ratio = 0.3f}, 0.3f);
+  ConfigureCompressed(network, GetParam(), TopKParams{.k_ratio = 0.3f}, 0.3f);
   network.InitAll();
   bool crashed = false;
   network.on_event = [&](GossipNetwork& net) {
@@ -646,15 +555,25 @@ TEST(ChocoTest, CrashedNeighbourIsNotWaitedForAndTheOtherCopiesStayIdentical) {
   };
   ASSERT_TRUE(network.Run(kRounds * kDeadline / 4));
   ASSERT_TRUE(crashed);
+  const std::size_t vectors = TracksGradients(GetParam()) ? 2 : 1;
   for (const PeerId id : {3u, 5u}) {
     const GossipPeerSession& session = network.session(id);
     EXPECT_TRUE(session.Finished());
+    EXPECT_TRUE(session.status().ok());
     EXPECT_EQ(session.counters().neighbours_lost, 1u);
     EXPECT_EQ(session.counters().deadline_closes, 0u);
-    EXPECT_LT(session.public_copy_rounds(4), 13u);  // frozen where peer 4 stopped
+    for (std::size_t vector = 0; vector < vectors; ++vector) {
+      EXPECT_LT(session.public_copy_rounds(4, vector), 13u);  // frozen where peer 4 stopped
+    }
   }
   for (const PeerId id : {1u, 2u, 6u}) ExpectCopiesAgree(network, id, kRounds);
 }
+
+INSTANTIATE_TEST_SUITE_P(ChocoAndBeer, CompressedGossipFaultTest,
+                         ::testing::Values(GossipAlgorithm::kChoco, GossipAlgorithm::kBeer),
+                         [](const ::testing::TestParamInfo<GossipAlgorithm>& param) {
+                           return std::string(GossipAlgorithmName(param.param));
+                         });
 
 // Frames lost before a link is up and in mid-run, and a lost CopyRequest: every holder repairs its
 // copy from the owner's and all copies agree bit for bit at the end.

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -19,6 +20,7 @@
 #include "edgesgd/core/codec_registry.h"
 #include "edgesgd/protocol/gossip_peer_session.h"
 #include "edgesgd/wire/frame_builder.h"
+#include "edgesgd/wire/frame_decoder.h"
 
 namespace edgesgd::protocol::gossip_test {
 
@@ -364,5 +366,128 @@ inline void ExpectFinishesUnderFuzzing(GossipNetwork& network, PeerId peers,
   }
   EXPECT_GT(rejected, 0u);
 }
+
+// The compressed algorithms (CHOCO, BEER) with `codec` and consensus step `gamma`, in the
+// configuration every peer of `network` shares.
+inline GossipConfig& ConfigureCompressed(GossipNetwork& network, GossipAlgorithm algorithm,
+                                         const CodecParams& codec, float gamma) {
+  GossipConfig& config = network.base_config();
+  config.algorithm = algorithm;
+  config.codec = codec;
+  config.consensus_step = gamma;
+  return config;
+}
+
+// Every public copy `holder` keeps (its own and its neighbours', of every vector its algorithm
+// copies) equals the owner's own copy bit for bit, and holds `rounds` deltas.
+inline void ExpectCopiesAgree(GossipNetwork& network, PeerId holder, std::uint64_t rounds) {
+  const GossipPeerSession& session = network.session(holder);
+  std::vector<PeerId> owners{holder};
+  for (const PeerId neighbour : session.config().mixing.neighbour_ids()) {
+    owners.push_back(neighbour);
+  }
+  const std::size_t vectors = TracksGradients(session.config().algorithm) ? 2 : 1;
+  for (std::size_t vector = 0; vector < vectors; ++vector) {
+    for (const PeerId owner : owners) {
+      SCOPED_TRACE(::testing::Message()
+                   << "holder " << holder << ", copy of " << owner << ", vector " << vector);
+      const std::span<const float> held = session.public_copy(owner, vector);
+      const std::span<const float> own = network.session(owner).public_copy(owner, vector);
+      ASSERT_EQ(held.size(), TestLayout().dimension());
+      ASSERT_EQ(own.size(), held.size());
+      EXPECT_EQ(session.public_copy_rounds(owner, vector), rounds);
+      EXPECT_EQ(std::memcmp(held.data(), own.data(), held.size_bytes()), 0);
+    }
+  }
+}
+
+// A frame a session handed out, with a copy of its bytes (the session's stay valid only until
+// its next call).
+struct Sent {
+  PeerId to = 0;
+  std::uint64_t work_samples = 0;
+  const std::byte* address = nullptr;  // where the session kept it: equal for shared bytes
+  FrameBytes frame;
+  wire::FrameView view() const { return wire::DecodeFrame(frame.bytes()).value(); }
+};
+
+// One GossipPeerSession fed by hand: a peer of a ring of 4 (peer 1's neighbours are 2 and 4;
+// 3 is not one), targets of 1 and a start model of 3 in every coordinate, 16 samples per
+// gradient call. A fixture sets config_'s algorithm (and codec) and calls InitPeer.
+class SingleSessionTest : public ::testing::Test {
+ protected:
+  static constexpr std::uint32_t kRounds = 6;
+  static constexpr float kLr = 0.5f;
+
+  void InitPeer(PeerId id) {
+    config_.mixing = MakeMixingRow(ring_, MixingRule::kMetropolisHastings, id).value();
+    config_.layout = TestLayout();
+    config_.rounds = kRounds;
+    config_.learning_rate = kLr;
+    config_.neighbour_deadline_ns = kDeadline;
+    target_.assign(TestLayout().dimension(), 1.0f);
+    initial_.assign(TestLayout().dimension(), 3.0f);
+    storage_.assign(GossipPeerSession::ArenaBytes(config_) + kArenaAlignment, std::byte{0});
+    arena_ = std::make_unique<Arena>(storage_);
+    options_.gradient = &QuadraticGradient;
+    options_.user = &target_;
+    options_.samples_per_step = 16;
+    options_.codecs = &AllCodecs();
+    options_.initial_model = initial_;
+    const Status check = session_.Init(*arena_, config_, options_);
+    ASSERT_TRUE(check.ok()) << check.reason();
+  }
+
+  // A top_k delta (k_ratio 0.3: two of the first tensor, one of the second) of `sender` for
+  // `round`: `values` at the global `indices` (two in [0, 6), one in [6, 10), ascending).
+  static FrameBytes TopKDelta(PeerId sender, std::uint32_t round,
+                              std::array<std::uint32_t, 3> indices, std::array<float, 3> values,
+                              wire::GossipVector vector = wire::GossipVector::kModelDelta) {
+    const CodecParams codec = TopKParams{.k_ratio = 0.3f};
+    std::vector<std::uint64_t> buffer(wire::FrameBuilderBytes(codec, TestLayout()) / 8 + 1);
+    wire::FrameBuilder builder(
+        std::span<std::byte>(reinterpret_cast<std::byte*>(buffer.data()), buffer.size() * 8));
+    const PayloadSpans spans =
+        builder
+            .BeginPayloadFrame({sender, round, 3},
+                               wire::PayloadMessage::GossipExchange({0, 0, vector}), codec,
+                               TestLayout())
+            .value();
+    std::copy(indices.begin(), indices.end(), spans.indices.begin());
+    std::copy(values.begin(), values.end(), spans.values.begin());
+    return FrameBytes(builder.FinishPayloadFrame().value());
+  }
+
+  void Feed(PeerId from, const FrameBytes& frame, TimeNs now = 0) {
+    session_.OnFrame(from, frame.bytes(), now);
+  }
+
+  std::vector<Sent> PollAll() {
+    std::vector<Sent> sent;
+    OutgoingFrame out;
+    while (session_.PollFrame(out)) {
+      sent.push_back({out.to, out.work_samples, out.bytes.data(), FrameBytes(out.bytes)});
+    }
+    return sent;
+  }
+
+  std::uint64_t Rejected(GossipRejectReason reason) const {
+    return session_.counters().rejected_for(reason);
+  }
+
+  std::vector<float> Copy(PeerId peer, std::size_t vector = 0) const {
+    const std::span<const float> copy = session_.public_copy(peer, vector);
+    return std::vector<float>(copy.begin(), copy.end());
+  }
+
+  Topology ring_{TopologyKind::kRing, 4};
+  GossipConfig config_;
+  GossipOptions options_;
+  std::vector<float> target_;
+  std::vector<float> initial_;
+  std::vector<std::byte> storage_;
+  std::unique_ptr<Arena> arena_;
+  GossipPeerSession session_;
+};
 
 }  // namespace edgesgd::protocol::gossip_test

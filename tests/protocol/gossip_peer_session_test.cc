@@ -232,30 +232,9 @@ TEST(GossipTest, FuzzedNetworkNeverCrashesOrStalls) {
 
 // ---- A single session fed by hand ----
 
-class GossipSessionTest : public ::testing::Test {
+class GossipSessionTest : public SingleSessionTest {
  protected:
-  static constexpr std::uint32_t kRounds = 6;
-  static constexpr float kLr = 0.5f;
-
   void SetUp() override { InitPeer(1); }
-
-  void InitPeer(PeerId id) {
-    config_.mixing = MakeMixingRow(ring_, MixingRule::kMetropolisHastings, id).value();
-    config_.layout = TestLayout();
-    config_.rounds = kRounds;
-    config_.learning_rate = kLr;
-    config_.neighbour_deadline_ns = kDeadline;
-    target_.assign(TestLayout().dimension(), 1.0f);
-    initial_.assign(TestLayout().dimension(), 3.0f);
-    storage_.assign(GossipPeerSession::ArenaBytes(config_) + kArenaAlignment, std::byte{0});
-    arena_ = std::make_unique<Arena>(storage_);
-    options_.gradient = &QuadraticGradient;
-    options_.user = &target_;
-    options_.samples_per_step = 16;
-    options_.initial_model = initial_;
-    const Status check = session_.Init(*arena_, config_, options_);
-    ASSERT_TRUE(check.ok()) << check.reason();
-  }
 
   // A GossipExchange carrying `values` as `sender`'s model of `round`.
   static FrameBytes ModelFrame(PeerId sender, std::uint32_t round, std::span<const float> values,
@@ -269,30 +248,6 @@ class GossipSessionTest : public ::testing::Test {
     const std::vector<float> values(d, value);
     return ModelFrame(sender, round, values);
   }
-
-  void Feed(PeerId from, const FrameBytes& frame, TimeNs now = 0) {
-    session_.OnFrame(from, frame.bytes(), now);
-  }
-
-  std::vector<OutgoingFrame> PollAll() {
-    std::vector<OutgoingFrame> out;
-    OutgoingFrame frame;
-    while (session_.PollFrame(frame)) out.push_back(frame);
-    return out;
-  }
-
-  std::uint64_t Rejected(GossipRejectReason reason) const {
-    return session_.counters().rejected_for(reason);
-  }
-
-  Topology ring_{TopologyKind::kRing, 4};  // peer 1's neighbours: 2 and 4; 3 is not one
-  GossipConfig config_;
-  GossipOptions options_;
-  std::vector<float> target_;
-  std::vector<float> initial_;
-  std::vector<std::byte> storage_;
-  std::unique_ptr<Arena> arena_;
-  GossipPeerSession session_;
 };
 
 TEST_F(GossipSessionTest, StartSendsTheModelToEachNeighbour) {
@@ -300,14 +255,14 @@ TEST_F(GossipSessionTest, StartSendsTheModelToEachNeighbour) {
   session_.Start(100);
   EXPECT_EQ(session_.phase(), GossipPhase::kRunning);
   EXPECT_EQ(session_.NextWakeup(), 100 + kDeadline);
-  const std::vector<OutgoingFrame> frames = PollAll();
+  const std::vector<Sent> frames = PollAll();
   ASSERT_EQ(frames.size(), 2u);
   EXPECT_EQ(frames[0].to, 2u);
   EXPECT_EQ(frames[1].to, 4u);
   EXPECT_EQ(frames[0].work_samples, 16u);
   EXPECT_EQ(frames[1].work_samples, 0u);
-  for (const OutgoingFrame& out : frames) {
-    const FrameBytes copy(out.bytes);
+  for (const Sent& out : frames) {
+    const FrameBytes& copy = out.frame;
     const Result<wire::FrameView> view = wire::DecodeFrame(copy.bytes());
     ASSERT_TRUE(view.ok());
     EXPECT_EQ(view.value().kind, wire::MessageKind::kGossipExchange);
@@ -320,7 +275,7 @@ TEST_F(GossipSessionTest, StartSendsTheModelToEachNeighbour) {
     for (const float v : values) EXPECT_EQ(v, 3.0f);
   }
   EXPECT_EQ(session_.counters().frames_sent, 2u);
-  EXPECT_EQ(session_.counters().bytes_sent, frames[0].bytes.size() * 2);
+  EXPECT_EQ(session_.counters().bytes_sent, frames[0].frame.size * 2);
 }
 
 TEST_F(GossipSessionTest, MixesNeighboursAndBuffersTheNextRound) {
@@ -338,7 +293,7 @@ TEST_F(GossipSessionTest, MixesNeighboursAndBuffersTheNextRound) {
   for (const float v : session_.model()) EXPECT_NEAR(v, 2.0f, 1e-6f);
   EXPECT_EQ(session_.heard_count(), 1u);  // neighbour 4's buffered round-1 model
   EXPECT_EQ(session_.NextWakeup(), 5 * kMs + kDeadline);
-  const std::vector<OutgoingFrame> frames = PollAll();
+  const std::vector<Sent> frames = PollAll();
   ASSERT_EQ(frames.size(), 2u);
   EXPECT_EQ(frames[0].work_samples, 16u);
 
@@ -486,7 +441,7 @@ TEST_F(GossipSessionTest, LostNeighbourIsSkippedAndRevivedWhenHeardInStep) {
   EXPECT_FALSE(session_.IsLive(4));
   EXPECT_EQ(session_.counters().neighbours_lost, 1u);
   EXPECT_EQ(session_.counters().deadline_closes, 0u);
-  std::vector<OutgoingFrame> frames = PollAll();
+  std::vector<Sent> frames = PollAll();
   ASSERT_EQ(frames.size(), 1u);  // nothing for the lost neighbour
   EXPECT_EQ(frames[0].to, 2u);
 
@@ -502,7 +457,7 @@ TEST_F(GossipSessionTest, LostNeighbourIsSkippedAndRevivedWhenHeardInStep) {
   frames = PollAll();
   ASSERT_EQ(frames.size(), 1u);
   EXPECT_EQ(frames[0].to, 4u);
-  const FrameBytes copy(frames[0].bytes);
+  const FrameBytes& copy = frames[0].frame;
   EXPECT_EQ(wire::DecodeFrame(copy.bytes()).value().header.round, 2u);
 
   // Lost again in round 2: a stale frame, and a next-round one that may have been in flight at
@@ -546,13 +501,13 @@ TEST_F(GossipSessionTest, FinishesAfterTRoundsAndSaysGoodbye) {
   for (std::uint32_t t = 0; t < kRounds; ++t) {
     Feed(2, Filled(2, t, 1.0f), t * kMs);
     Feed(4, Filled(4, t, 1.0f), t * kMs);
-    const std::vector<OutgoingFrame> frames = PollAll();
+    const std::vector<Sent> frames = PollAll();
     if (t + 1 < kRounds) {
       EXPECT_EQ(frames.size(), 2u);
     } else {
       ASSERT_EQ(frames.size(), 2u);  // the Leaves
-      for (const OutgoingFrame& out : frames) {
-        const FrameBytes copy(out.bytes);
+      for (const Sent& out : frames) {
+        const FrameBytes& copy = out.frame;
         const wire::FrameView view = wire::DecodeFrame(copy.bytes()).value();
         EXPECT_EQ(view.kind, wire::MessageKind::kLeave);
         EXPECT_EQ(view.leave.reason, wire::LeaveReason::kDone);
@@ -581,10 +536,10 @@ TEST_F(GossipSessionTest, FramesBeforeStartCountForTheFirstRounds) {
   session_.Start(0);
   EXPECT_EQ(session_.round(), 1u);  // round 0 was complete on arrival
   // Both rounds' frames are queued, round 0's first.
-  const std::vector<OutgoingFrame> frames = PollAll();
+  const std::vector<Sent> frames = PollAll();
   ASSERT_EQ(frames.size(), 4u);
   for (std::size_t i = 0; i < frames.size(); ++i) {
-    const FrameBytes copy(frames[i].bytes);
+    const FrameBytes& copy = frames[i].frame;
     EXPECT_EQ(wire::DecodeFrame(copy.bytes()).value().header.round, i < 2 ? 0u : 1u);
   }
 }
@@ -659,7 +614,7 @@ TEST_F(GossipSessionTest, ArenaBytesIsExactAndInitChecksItsInputs) {
   config.mixing.self_weight = 0.9f;
   expect_invalid(config, options_);
   config = config_;
-  config.algorithm = static_cast<GossipAlgorithm>(4);
+  config.algorithm = static_cast<GossipAlgorithm>(200);  // not an algorithm
   expect_invalid(config, options_);
   config = config_;
   config.learning_rate = 0.0f;  // pure gossip averaging is allowed

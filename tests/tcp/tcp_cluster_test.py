@@ -710,48 +710,39 @@ def gossip_ring_detag(cluster):
               "not a DeTAG run: %s" % summary["gossip"])
 
 
-def gossip_ring_choco(cluster):
-    """The same ring with CHOCO: top_k deltas against public copies, a fraction of the bits. The
-    deltas a peer sends before its links are up are lost; its neighbours repair their copies of it
-    from its own copy, and every peer's model ends close to the others'."""
-    summaries = gossip_ring(cluster, CHOCO_TOP_K)
+def compressed_gossip_ring(cluster, name, flags, max_bits):
+    """The ring with a compressor against public copies (CHOCO or BEER), sending under
+    `max_bits` bits per coordinate. Deltas a peer sends before its links are up are lost; its
+    neighbours repair their copies of it from its own copy, and every peer's model ends close to
+    the others'."""
+    summaries = gossip_ring(cluster, flags)
     for summary in summaries:
         gossip = summary["gossip"]
-        check(gossip["algorithm"] == "choco" and gossip["codec"] == "top_k",
-              "not a CHOCO run: %s" % gossip)
-        check(summary["final"]["bits_per_coord"] < 8, "CHOCO sent %s bits per coordinate" %
-              summary["final"]["bits_per_coord"])
+        check(gossip["algorithm"] == name and gossip["codec"] == "top_k",
+              "not a %s run: %s" % (name, gossip))
+        check(summary["final"]["bits_per_coord"] < max_bits, "%s sent %s bits per coordinate" %
+              (name, summary["final"]["bits_per_coord"]))
         check(gossip["copies_applied"] >= (1 if gossip["out_of_order_deltas"] else 0),
               "peer %s saw deltas out of order but never repaired a copy: %s" %
               (summary["peer"], gossip))
     distance = consensus_distance(cluster, range(1, 9))
-    print("gossip_ring_choco: final consensus distance %.4g; copies repaired %d" %
-          (distance, sum(s["gossip"]["copies_applied"] for s in summaries)))
+    print("gossip_ring_%s: final consensus distance %.4g; copies repaired %d" %
+          (name, distance, sum(s["gossip"]["copies_applied"] for s in summaries)))
     check(distance < 1.0, "the peers did not agree: consensus distance %.4g" % distance)
+
+
+def gossip_ring_choco(cluster):
+    """CHOCO: top_k deltas of the model, a fraction of the bits."""
+    compressed_gossip_ring(cluster, "choco", CHOCO_TOP_K, 8)
 
 
 BEER_TOP_K = ["--gossip", "beer", "--codec", "top_k", "--k-ratio", "0.1"]
 
 
 def gossip_ring_beer(cluster):
-    """The same ring with BEER: top_k deltas of the model and of the gradient tracker against
-    public copies of both. Deltas of either vector lost before the links are up are repaired from
-    the owner's copy (a CopyRequest names the vector); every peer ends close to the others."""
-    summaries = gossip_ring(cluster, BEER_TOP_K)
-    for summary in summaries:
-        gossip = summary["gossip"]
-        check(gossip["algorithm"] == "beer" and gossip["codec"] == "top_k",
-              "not a BEER run: %s" % gossip)
-        # Two compressed vectors per round, still well below one dense one (32 bits).
-        check(summary["final"]["bits_per_coord"] < 16, "BEER sent %s bits per coordinate" %
-              summary["final"]["bits_per_coord"])
-        check(gossip["copies_applied"] >= (1 if gossip["out_of_order_deltas"] else 0),
-              "peer %s saw deltas out of order but never repaired a copy: %s" %
-              (summary["peer"], gossip))
-    distance = consensus_distance(cluster, range(1, 9))
-    print("gossip_ring_beer: final consensus distance %.4g; copies repaired %d" %
-          (distance, sum(s["gossip"]["copies_applied"] for s in summaries)))
-    check(distance < 1.0, "the peers did not agree: consensus distance %.4g" % distance)
+    """BEER: top_k deltas of the model and of the gradient tracker (a CopyRequest names the
+    vector); two compressed vectors per round, still well below one dense one (32 bits)."""
+    compressed_gossip_ring(cluster, "beer", BEER_TOP_K, 16)
 
 
 def gossip_peer_killed(cluster, algorithm=()):
