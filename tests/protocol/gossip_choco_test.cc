@@ -546,13 +546,7 @@ TEST_P(CompressedGossipFaultTest, CrashedNeighbourIsNotWaitedForAndTheOtherCopie
   GossipNetwork network({TopologyKind::kRing, 6}, kRounds, 0.05f);
   ConfigureCompressed(network, GetParam(), TopKParams{.k_ratio = 0.3f}, 0.3f);
   network.InitAll();
-  bool crashed = false;
-  network.on_event = [&](GossipNetwork& net) {
-    if (!crashed && net.session(1).round() == 10) {
-      crashed = true;
-      net.Crash(4);
-    }
-  };
+  const bool& crashed = network.CrashWhenPeerOneReaches(10, 4);
   ASSERT_TRUE(network.Run(kRounds * kDeadline / 4));
   ASSERT_TRUE(crashed);
   const std::size_t vectors = TracksGradients(GetParam()) ? 2 : 1;

@@ -265,6 +265,18 @@ class GossipNetwork {
     }
   }
 
+  // Crashes `victim` as soon as peer 1 reaches `round` (through on_event); true once it did.
+  const bool& CrashWhenPeerOneReaches(std::uint32_t round, PeerId victim) {
+    crash_done_ = false;
+    on_event = [this, round, victim](GossipNetwork& net) {
+      if (!crash_done_ && net.session(1).round() == round) {
+        crash_done_ = true;
+        net.Crash(victim);
+      }
+    };
+    return crash_done_;
+  }
+
   // Crashes `id` now: its frames stop, and its neighbours are told the link is gone.
   void Crash(PeerId id) {
     peers_[id]->crashed = true;
@@ -342,6 +354,7 @@ class GossipNetwork {
   std::uint64_t sequence_ = 0;
   std::uint64_t delivered_ = 0;
   bool started_ = false;
+  bool crash_done_ = false;
 };
 
 // Runs `network` (initialised, `peers` peers) with 3 ms of jitter and every frame through

@@ -196,13 +196,7 @@ TEST(GossipTest, LostPeerIsNotWaitedFor) {
   constexpr std::uint32_t kRounds = 40;
   GossipNetwork network({TopologyKind::kRing, 6}, kRounds, 0.05f);
   network.InitAll();
-  bool crashed = false;
-  network.on_event = [&](GossipNetwork& net) {
-    if (!crashed && net.session(1).round() == 10) {
-      crashed = true;
-      net.Crash(4);
-    }
-  };
+  const bool& crashed = network.CrashWhenPeerOneReaches(10, 4);
   // A deadline never passes in this run: without OnPeerLost, peers 3 and 5 would need 30
   // deadlines (1.5 s).
   ASSERT_TRUE(network.Run(kRounds * kDeadline / 4));
