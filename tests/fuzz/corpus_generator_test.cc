@@ -250,6 +250,20 @@ void WriteSyntheticDecoderSeeds() {
       top_k, layout, context, input);
   ASSERT_FALSE(gossip.empty());
   WriteDecoderSeed("synthetic-gossip-top_k", DecoderSetup::For(top_k, layout, context), gossip);
+  // CHOCO's and BEER's copy repair: a dense public copy of the tracker, and its request.
+  const CodecParams identity = IdentityParams{};
+  const std::span<const std::byte> copy = maker.Payload(
+      {1, 12, 10}, wire::PayloadMessage::GossipExchange({0, 1, wire::GossipVector::kModelCopy}),
+      identity, layout, context, input);
+  ASSERT_FALSE(copy.empty());
+  WriteDecoderSeed("synthetic-gossip-copy", DecoderSetup::For(identity, layout, context), copy);
+  const TensorLayout one_value = TensorLayout::Single(1).value();
+  const std::span<const std::byte> request = maker.Payload(
+      {3, 12, 11}, wire::PayloadMessage::GossipExchange({0, 1, wire::GossipVector::kCopyRequest}),
+      identity, one_value, context, std::vector<float>{0.0f});
+  ASSERT_FALSE(request.empty());
+  WriteDecoderSeed("synthetic-gossip-copy-request",
+                   DecoderSetup::For(identity, one_value, context), request);
   const std::span<const std::byte> error =
       maker.Error({0, 0, 1}, StatusCode::kFailedPrecondition, "the device lacks the run's codec");
   WriteDecoderSeed("synthetic-error", DecoderSetup::For(top_k, layout, context), error);

@@ -242,8 +242,8 @@ void Run(const std::uint8_t* data, std::size_t size) {
   EDGESGD_FUZZ_CHECK(view.message.broadcast.content == wire::BroadcastContent::kModel ||
                          view.message.broadcast.content == wire::BroadcastContent::kAggregate,
                      "a ModelBroadcast's content is within the schema");
-  EDGESGD_FUZZ_CHECK(static_cast<unsigned>(view.message.gossip.vector) <=
-                         static_cast<unsigned>(wire::GossipVector::kTrackerDelta),
+  EDGESGD_FUZZ_CHECK(static_cast<std::size_t>(view.message.gossip.vector) <
+                         wire::kGossipVectorCount,
                      "a GossipExchange's vector is within the schema");
   EDGESGD_FUZZ_CHECK(static_cast<unsigned>(payload.layout) >= 1 &&
                          static_cast<unsigned>(payload.layout) <= kPayloadLayoutCount,

@@ -4,6 +4,7 @@
 // numbering (checked below, value by value, so a reordered enum on either side fails to
 // compile rather than mislabelling frames).
 
+#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
@@ -55,6 +56,7 @@ static_assert(EnumCast<fb::GossipVector>(GossipVector::kModelCopy) == fb::Gossip
 static_assert(EnumCast<fb::GossipVector>(GossipVector::kCopyRequest) ==
               fb::GossipVector::CopyRequest);
 static_assert(fb::GossipVector::MAX == fb::GossipVector::CopyRequest);
+static_assert(static_cast<std::size_t>(fb::GossipVector::MAX) + 1 == kGossipVectorCount);
 
 static_assert(EnumCast<fb::LeaveReason>(LeaveReason::kDone) == fb::LeaveReason::Done);
 static_assert(EnumCast<fb::LeaveReason>(LeaveReason::kShutdown) == fb::LeaveReason::Shutdown);

@@ -141,6 +141,8 @@ enum class GossipVector : std::uint8_t {
   kModelCopy,
   kCopyRequest,  // CHOCO, BEER: asks for the receiver's kModelCopy (step as there)
 };
+// Values of GossipVector, all of them below this (the schema's enum, checked in the decoder).
+inline constexpr std::size_t kGossipVectorCount = 6;
 
 struct UpdateInfo {
   std::uint32_t worker = 0;
