@@ -17,5 +17,7 @@ void AddWorkerCommand(CLI::App& app, int& exit_code);
 void AddPeerCommand(CLI::App& app, int& exit_code);
 // `keygen`: a key file of fresh device keys for --keys.
 void AddKeygenCommand(CLI::App& app, int& exit_code);
+// `privacy-budget`: epsilon of a DP-FedAvg run, or the noise multiplier for a target epsilon.
+void AddPrivacyBudgetCommand(CLI::App& app, int& exit_code);
 
 }  // namespace edgesgd::cli

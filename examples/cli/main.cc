@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   edgesgd::cli::AddWorkerCommand(app, exit_code);
   edgesgd::cli::AddPeerCommand(app, exit_code);
   edgesgd::cli::AddKeygenCommand(app, exit_code);
+  edgesgd::cli::AddPrivacyBudgetCommand(app, exit_code);
   std::vector<std::string> args(argv + 1, argv + argc);
   std::string config_error;
   if (!edgesgd::cli::ExpandConfigFiles(args, config_error)) {

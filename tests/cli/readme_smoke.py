@@ -11,6 +11,7 @@ the test, so a README edit that adds a command also adds its rule here. The rule
   edgesgd simulate / train     run with --rounds 3, source-relative paths made absolute
   edgesgd bench codecs         run with --dim 65536 --repeats 1
   edgesgd keygen, openssl      run as shown
+  edgesgd privacy-budget       run as shown
   edgesgd server/worker/peer   a block's TCP commands run together on loopback: hosts become
                                127.0.0.1, each port a free one, `...` the flags of the block's
                                first command of that kind, --rounds 3; the devices a block
@@ -43,7 +44,8 @@ SMOKE_ROUNDS = "3"
 # A block that crashes its server and resumes needs a run long enough to be caught in the middle.
 RESUME_ROUNDS = "100"
 TIMEOUT_S = 180
-SUBCOMMANDS = ["simulate", "server", "worker", "peer", "keygen", "train", "bench"]
+SUBCOMMANDS = ["simulate", "server", "worker", "peer", "keygen", "train", "bench",
+               "privacy-budget"]
 # Flags a worker started in place of one the README leaves out takes from the server: the
 # model and data must match, and so must the frame authentication.
 SHARED_WITH_WORKERS = {"--task", "--data", "--dim", "--hidden", "--keys", "--tls-cert",
@@ -279,8 +281,8 @@ RULES = [  # (pattern over the command line, action or the reason it is not run 
     (r"^bash examples/run_(tcp_)?demo\.sh$", Smoke.demo_script),
     (r"^(/usr/bin/)?python3 examples/experiments/run_experiments\.py\b", Smoke.experiments),
     (r"^edgesgd (SUBCOMMAND )?--help$", Smoke.help_pages),
-    (r"^(edgesgd|build/release/examples/edgesgd) (simulate|train|keygen|bench codecs)\b",
-     Smoke.edgesgd_single),
+    (r"^(edgesgd|build/release/examples/edgesgd) "
+     r"(simulate|train|keygen|bench codecs|privacy-budget)\b", Smoke.edgesgd_single),
     (r"^edgesgd (server|worker|peer)\b", Smoke.tcp),
     (r"^openssl (req|x509) ", Smoke.shell_tool),
 ]
