@@ -37,9 +37,10 @@ inline constexpr std::array<double, 151> kRdpOrders = internal::MakeRdpOrders();
 
 // RDP at `order` (> 1) of one run of the Gaussian mechanism with noise multiplier z applied to
 // a Poisson sample of rate q (each record taken independently with probability q), for
-// add-or-remove-one neighbours. 0 when q == 0; order / (2 z^2), the plain Gaussian, when
-// q == 1; +inf when z == 0 or the order is infinite. Integer orders sum the binomial expansion
-// exactly; fractional ones use the two converging series of the paper's Section 3.3.
+// add-or-remove-one neighbours. 0 when q == 0 or z is infinite; order / (2 z^2), the plain
+// Gaussian, when q == 1; +inf when z == 0 or the order is infinite. Integer orders sum the
+// binomial expansion exactly; fractional ones use the two converging series of Mironov, Talwar
+// and Zhang's Section 3.3.
 // NaN for arguments outside q in [0, 1], z >= 0, order > 1.
 double SampledGaussianRdp(double sampling_rate, double noise_multiplier, double order);
 
