@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "edgesgd/core/privacy/differential_privacy.h"
+
 namespace edgesgd {
 
 Status ErrorFeedbackWorker::Init(Arena& arena, const CodecRegistry& codecs,
@@ -39,8 +41,7 @@ Status ErrorFeedbackWorker::Init(Arena& arena, const CodecRegistry& codecs,
   }
   selector_ = SelectorState{};
   if (ops->selector_encode != nullptr) {
-    EDGESGD_TRY_ASSIGN(selector_.values,
-                       arena.Allocate<float>(SelectorStateFloats(codec, layout)));
+    EDGESGD_TRY_ASSIGN(selector_.values, arena.Allocate<float>(SelectorStateFloats(codec, layout)));
     ops->selector_reset(codec, selector_);
   }
   scratch_ = {};
@@ -203,6 +204,7 @@ Result<PayloadShape> ErrorFeedbackWorker::Compress(const CodecContext& context,
       scratch_source_ == CodecScratch::kLent ? lent_scratch : scratch_;
 
   if (!buffers_.error) {
+    if (clip_norm_ > 0.0f) ClipToNorm(delta_, clip_norm_);
     EDGESGD_TRY(EncodeWithSelection(context, delta_, out, scratch));
     phase_ = Phase::kSent;
     return shape_;
@@ -210,10 +212,11 @@ Result<PayloadShape> ErrorFeedbackWorker::Compress(const CodecContext& context,
   // p = delta + e, formed in the residual's storage. FoldDeltaIntoResidual clears delta, so a
   // retry after a failure below cannot count it twice.
   FoldDeltaIntoResidual();
+  if (clip_norm_ > 0.0f) ClipToNorm(error_, clip_norm_);  // a retry finds it clipped already
   EDGESGD_TRY(EncodeWithSelection(context, error_, out, scratch));
   // e = p - C(p): the fused decompress-and-subtract.
-  EDGESGD_TRY(ops_->decode_add(codec_, layout_, context, PayloadView(out, shape_), -1.0f, error_,
-                               scratch));
+  EDGESGD_TRY(
+      ops_->decode_add(codec_, layout_, context, PayloadView(out, shape_), -1.0f, error_, scratch));
   phase_ = Phase::kSent;
   return shape_;
 }
@@ -238,8 +241,7 @@ Status ErrorFeedbackWorker::ObserveModelChange(std::span<const float> model_befo
                                                std::span<const float> model_after,
                                                std::uint32_t contributors) {
   if (ops_ == nullptr || ops_->selector_observe_change == nullptr) return Status::Ok();
-  return ops_->selector_observe_change(codec_, selector_, model_before, model_after,
-                                       contributors);
+  return ops_->selector_observe_change(codec_, selector_, model_before, model_after, contributors);
 }
 
 void ErrorFeedbackWorker::ForgetAggregate() {

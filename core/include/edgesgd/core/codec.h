@@ -22,8 +22,8 @@
 //                             std::span<float> accumulator, std::span<std::byte> scratch);
 //     // Optional hooks (see the concepts at the end of this file): QuantizedHeaderOf /
 //     // ParamsForHeader (kQuantized payloads), RoundParams (per-round choices), CheckShared
-//     // (shared-seed choices a receiver can verify), VoteForm (majority vote), a stateful
-//     // Selector.
+//     // (shared-seed choices a receiver can verify), VoteForm (majority vote), KeepsNormBound
+//     // (differential privacy's clipping), a stateful Selector.
 //   };
 //
 // Encode compresses `input` (layout.dimension() floats) into the first Shape() elements of each
@@ -296,6 +296,16 @@ concept HasSharedCheck = requires(const typename C::Params& params, const Tensor
 template <typename C>
 concept HasVoteForm = requires(const typename C::Params& params) {
   { C::VoteForm(params) } -> std::same_as<typename C::Params>;
+};
+
+// Differential privacy clips the vector a worker compresses to an L2 norm C and relies on the
+// decoded payload being no longer than C. KeepsNormBound(params) is true when the codec never
+// lengthens its input (up to float rounding): a selection of coordinates without rescaling, or
+// a scale no larger than the input's RMS. A codec without it (stochastic rounding, unbiased
+// rescaling) cannot be clipped.
+template <typename C>
+concept HasNormBound = requires(const typename C::Params& params) {
+  { C::KeepsNormBound(params) } -> std::same_as<bool>;
 };
 
 // A selection that depends on state the sender keeps from round to round (RegTop-k's

@@ -280,6 +280,18 @@ constexpr Result<CodecParams> VoteForm(const CodecParams& params) {
                     });
 }
 
+// Whether the configured codec's payloads are never longer (L2) than the vector it encodes
+// (HasNormBound): what clipping for differential privacy needs.
+constexpr bool KeepsNormBound(const CodecParams& params) {
+  return VisitCodec(params, []<typename Codec>(const typename Codec::Params& own) {
+    if constexpr (HasNormBound<Codec>) {
+      return Codec::KeepsNormBound(own);
+    } else {
+      return false;
+    }
+  });
+}
+
 // ---- Parameter fields ----
 
 // One parameter of a configured codec, as every consumer of fields sees it.

@@ -103,7 +103,8 @@ constexpr float EffectiveDetach(const FeedbackParams& params) {
 //   repeat H times:
 //     g = gradient of the loss at GradientPoint()       (= local - c * e, computed by the caller)
 //     LocalStep(g)                m = beta*m + (g + wd*point); local -= eta*m; delta += eta*m
-//   Compress(context, out)        p = delta + e; out = C(p); e = p - C(p)
+//   Compress(context, out)        p = delta + e (clipped with SetClipNorm); out = C(p);
+//                                 e = p - C(p)
 //
 // Memory (all from the arena at Init, nothing afterwards), in d-float buffers: the gradient
 // point always; the momentum only when beta > 0 (with beta = 0, m = g is used as it comes);
@@ -201,6 +202,13 @@ class ErrorFeedbackWorker {
   Result<PayloadShape> Compress(const CodecContext& context, const PayloadSpans& out,
                                 std::span<std::byte> lent_scratch = {});
 
+  // Differential privacy: from the next Compress on, p (delta for kNone) is scaled down to an
+  // L2 norm of at most `bound` before it is encoded (ClipToNorm), so with a codec that keeps the
+  // norm bound (KeepsNormBound) no payload is longer than `bound`. What clipping removes is
+  // dropped, not kept in the residual: the residual holds only p - C(p) of the clipped p, so it
+  // stays bounded too. 0 turns clipping off (the default). Does not allocate.
+  void SetClipNorm(float bound) { clip_norm_ = bound; }
+
   // Reports the aggregate of the last compressed round to a stateful selector (reg_top_k's):
   // `mean_update` is ghat = mean_i C(p_i) (d floats) over `contributors` workers including this
   // one; 0 contributors means no aggregate was formed. Codecs without selection state ignore
@@ -210,8 +218,8 @@ class ErrorFeedbackWorker {
 
   // As ObserveAggregate with ghat = model_before - model_after, for a worker that learns the
   // aggregate from the model the server broadcasts (x_{t+1} = x_t - ghat).
-  Status ObserveModelChange(std::span<const float> model_before,
-                            std::span<const float> model_after, std::uint32_t contributors);
+  Status ObserveModelChange(std::span<const float> model_before, std::span<const float> model_after,
+                            std::uint32_t contributors);
 
   // Tells a stateful selector that the last round's aggregate cannot be known (the worker
   // missed the round): reg_top_k selects as Top-k next time. Does not allocate.
@@ -297,6 +305,7 @@ class ErrorFeedbackWorker {
   std::size_t lent_scratch_bytes_ = 0;
   CodecScratch scratch_source_ = CodecScratch::kOwned;
   std::uint32_t steps_ = 0;
+  float clip_norm_ = 0.0f;  // 0: no clipping
   Phase phase_ = Phase::kUninitialized;
 };
 

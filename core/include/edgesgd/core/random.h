@@ -62,6 +62,7 @@ enum class RandomPurpose : std::uint32_t {
   kUser = 6,
   kParticipation = 7,      // which workers a round samples: shared
   kNetworkFaults = 8,      // the simulator's loss / corruption / drop-out draws
+  kPrivacyNoise = 9,       // differential privacy's Gaussian noise: private, under a secret key
 };
 
 // The counter's stream word: purpose in the top 8 bits, worker id in the low 24.

@@ -14,6 +14,7 @@ struct IdentityCodec : WithoutParameters<IdentityParams> {
       "dense fp32, 4 bytes per coordinate (no compression)";
   static constexpr PayloadLayout kLayout = PayloadLayout::kDense;
   static constexpr CodecTraits kTraits{.payload_sum = true};
+  static constexpr bool KeepsNormBound(const Params&) { return true; }
 
   static constexpr Result<PayloadShape> Shape(const Params&, const TensorLayout& layout) {
     return SumOverTensors(layout, [](std::size_t size) { return PayloadShape{.values = size}; });

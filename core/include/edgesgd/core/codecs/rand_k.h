@@ -35,6 +35,10 @@ struct RandKCodec {
       "k coordinates of each tensor drawn from the shared seed: values only, 4 bytes each";
   static constexpr PayloadLayout kLayout = PayloadLayout::kDense;
   static constexpr CodecTraits kTraits{.payload_sum = true};
+  // The unbiased form multiplies kept values by d/k.
+  static constexpr bool KeepsNormBound(const Params& params) {
+    return params.scaling == RandKScaling::kNone;
+  }
   static constexpr std::array<std::string_view, 2> kScalingNames{"none", "unbiased"};
   static constexpr std::array<ParamField<Params>, 2> kFields{
       Field<&Params::k_ratio>("k_ratio", "fraction of each tensor's coordinates sent, in (0, 1]"),

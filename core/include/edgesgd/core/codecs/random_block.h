@@ -26,6 +26,7 @@ struct RandomBlockCodec {
       "one contiguous block per tensor at a shared-seed start: start + values";
   static constexpr PayloadLayout kLayout = PayloadLayout::kBlock;
   static constexpr CodecTraits kTraits{.payload_sum = true};
+  static constexpr bool KeepsNormBound(const Params&) { return true; }
   static constexpr std::array<ParamField<Params>, 1> kFields{Field<&Params::block_ratio>(
       "block_ratio", "send one block of size/ratio coordinates per tensor (>= 1)")};
 

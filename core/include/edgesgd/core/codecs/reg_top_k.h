@@ -51,6 +51,7 @@ struct RegTopKCodec {
       "RegTop-k: top_k's payload, coordinates scored by the last aggregate (see --mu)";
   static constexpr PayloadLayout kLayout = PayloadLayout::kSparse;
   static constexpr CodecTraits kTraits{};
+  static constexpr bool KeepsNormBound(const Params&) { return true; }
   static constexpr std::array<ParamField<Params>, 3> kFields{
       Field<&Params::k_ratio>("k_ratio", "fraction of each tensor's coordinates sent, in (0, 1]"),
       Field<&Params::mu>("mu",

@@ -35,6 +35,10 @@ struct SignCodec {
       "1 bit per coordinate (x >= 0) and one scale per tensor; votes with --aggregate majority";
   static constexpr PayloadLayout kLayout = PayloadLayout::kSignWords;
   static constexpr CodecTraits kTraits{.downlink_recompress = true};
+  // mean|x| * sign(x) has norm |x|_1 / sqrt(n) <= |x|_2 per tensor; unit votes have sqrt(n).
+  static constexpr bool KeepsNormBound(const Params& params) {
+    return params.scale == SignScale::kMeanAbs;
+  }
   static constexpr std::array<std::string_view, 2> kScaleNames{"mean_abs", "unit"};
   static constexpr std::array<ParamField<Params>, 1> kFields{Field<&Params::scale>(
       "sign_scale",

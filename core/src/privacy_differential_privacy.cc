@@ -1,0 +1,44 @@
+#include <cmath>
+#include <numbers>
+
+#include "edgesgd/core/privacy/differential_privacy.h"
+
+namespace edgesgd {
+
+double ClipToNorm(std::span<float> values, float bound) {
+  double squares = 0.0;
+  for (const float value : values) squares += static_cast<double>(value) * static_cast<double>(value);
+  const double norm = std::sqrt(squares);
+  if (norm > static_cast<double>(bound)) {
+    // Rounding the scale down keeps the clipped norm at most the bound.
+    const auto scale = std::nextafter(static_cast<float>(static_cast<double>(bound) / norm), 0.0f);
+    for (float& value : values) value *= scale;
+  }
+  return norm;
+}
+
+double GaussianNoise::NextUnitOpen() {
+  // 53 random bits, shifted off zero so the logarithm below is finite.
+  const std::uint64_t high = rng_.NextU32() >> 6;
+  const std::uint64_t low = rng_.NextU32() >> 5;
+  return (static_cast<double>((high << 27) | low) + 1.0) * 0x1.0p-53;
+}
+
+void GaussianNoise::AddTo(std::span<float> values, double stddev) {
+  for (float& value : values) {
+    double draw;
+    if (has_spare_) {
+      draw = spare_;
+      has_spare_ = false;
+    } else {
+      const double radius = std::sqrt(-2.0 * std::log(NextUnitOpen()));
+      const double angle = 2.0 * std::numbers::pi * NextUnitOpen();
+      draw = radius * std::cos(angle);
+      spare_ = radius * std::sin(angle);
+      has_spare_ = true;
+    }
+    value = static_cast<float>(static_cast<double>(value) + stddev * draw);
+  }
+}
+
+}  // namespace edgesgd
