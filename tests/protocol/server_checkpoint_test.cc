@@ -53,6 +53,7 @@ struct FreshServer {
   static ServerOptions Options(const ServerSettings& settings) {
     ServerOptions options;
     options.workers = settings.workers;
+    options.noise_key = 0x5EC2E7;  // a run with central noise needs one
     return options;
   }
   ArenaStorage storage;
@@ -377,6 +378,19 @@ std::optional<ServerSettings> WithOtherValue(const ServerSettings& run, std::str
   } else if (name == "weight_decay") {
     c.feedback.weight_decay += 1e-3f;
     c.optimizer.weight_decay += 1e-3f;
+  } else if (name == "dp_mode") {
+    // Central noise where the component adds it, else noise shares on the devices.
+    const AggregationDescriptor* aggregation = FindAggregation(c);
+    const bool central = aggregation != nullptr && aggregation->adds_central_noise;
+    c.privacy.mode = c.privacy.mode != PrivacyMode::kOff ? PrivacyMode::kOff
+                     : central                           ? PrivacyMode::kCentral
+                                                         : PrivacyMode::kDistributed;
+  } else if (name == "dp_clip" || name == "dp_noise_multiplier" || name == "dp_delta") {
+    // Read only with privacy on: a run without it has one value of each.
+    if (c.privacy.mode == PrivacyMode::kOff) return std::nullopt;
+    c.privacy.clip *= name == "dp_clip" ? 2.0f : 1.0f;
+    c.privacy.noise_multiplier += name == "dp_noise_multiplier" ? 0.5f : 0.0f;
+    c.privacy.delta *= name == "dp_delta" ? 0.5f : 1.0f;
   } else {
     ADD_FAILURE() << "no way to change the setting " << name;
     return std::nullopt;
@@ -396,23 +410,38 @@ TEST(ServerCheckpointTest, AResumeWithAnySettingChangedNamesTheSetting) {
     std::vector<std::string_view> fixed;  // settings with one valid value in this run
   };
   std::vector<Case> cases;
+  // Privacy is off in these runs, so its parameters have one value; a run can add no privacy
+  // where no noise mode fits it.
+  const std::vector<std::string_view> privacy_off{"dp_clip", "dp_noise_multiplier", "dp_delta"};
+  const auto with = [](std::vector<std::string_view> names, std::vector<std::string_view> more) {
+    names.insert(names.end(), more.begin(), more.end());
+    return names;
+  };
   for (const auto& [component, config] : ConfigPerAggregation(kDim, 10)) {
-    // A majority vote admits one codec (plain signs), one local step and the Signum optimizer.
-    cases.push_back(
-        {component, config,
-         component == "majority_vote"
-             ? std::vector<std::string_view>{"codec", "sign_scale", "local_steps", "optimizer"}
-             : std::vector<std::string_view>{}});
+    // A majority vote admits one codec (plain signs), one local step and the Signum optimizer;
+    // a re-compressed aggregate takes neither central nor distributed noise.
+    std::vector<std::string_view> fixed;
+    if (component == "majority_vote") fixed = {"codec", "sign_scale", "local_steps", "optimizer"};
+    if (component == "majority_vote" || component == "recompressed_mean") {
+      fixed.push_back("dp_mode");
+    }
+    cases.push_back({component, config, with(fixed, privacy_off)});
   }
   for (CodecId id = 0; id < kCodecCount; ++id) {
     // reg_top_k's payloads neither sum nor can the server re-compress them: model downlink only.
-    cases.push_back({"mean", MeanConfig(kDim, id, 10),
-                     id == kCodecId<RegTopKCodec> ? std::vector<std::string_view>{"downlink"}
-                                                  : std::vector<std::string_view>{}});
+    std::vector<std::string_view> fixed;
+    if (id == kCodecId<RegTopKCodec>) fixed.push_back("downlink");
+    // Stochastic rounding can lengthen a clipped update: no privacy.
+    if (!KeepsNormBound(QuarterSparse(id))) fixed.push_back("dp_mode");
+    cases.push_back({"mean", MeanConfig(kDim, id, 10), with(fixed, privacy_off)});
   }
+  RunConfig central = MeanConfig(kDim, kCodecId<TopKCodec>, 10);
+  central.privacy = PrivacyParams{.mode = PrivacyMode::kCentral, .clip = 0.5f};
+  // Central noise rules out a vote and a re-compressed (top_k) aggregate downlink.
+  cases.push_back({"mean", central, {"aggregate", "downlink"}});
   RunConfig dq = MeanConfig(kDim, kCodecId<QsgdCodec>, 10);
   dq.codec = QsgdParams{.schedule = QuantScheduleKind::kDq};
-  cases.push_back({"mean", dq, {}});
+  cases.push_back({"mean", dq, with({"dp_mode"}, privacy_off)});
 
   for (const Case& test : cases) {
     const ServerSettings original{test.config, 4};

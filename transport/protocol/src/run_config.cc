@@ -4,14 +4,15 @@
 
 #include "edgesgd/core/aggregator.h"
 #include "edgesgd/core/downlink_feedback.h"
+#include "edgesgd/protocol/aggregation_registry.h"
 #include "edgesgd/protocol/server_types.h"
 
 namespace edgesgd::protocol {
 namespace {
 
 constexpr float kMaxFloat = std::numeric_limits<float>::max();
-static_assert(kMaxLocalSteps == 4096 && kMaxBatch == 1048576 &&
-                  kMaxSamplesPerRound == 16777216 && kMaxWorkers == 256,
+static_assert(kMaxLocalSteps == 4096 && kMaxBatch == 1048576 && kMaxSamplesPerRound == 16777216 &&
+                  kMaxWorkers == 256,
               "the refusal reasons below spell out the bounds");
 
 // NaN fails every comparison, so each range test is written to be false for NaN.
@@ -90,6 +91,36 @@ Status CheckMajority(const RunConfig& config) {
   return Status::Ok();
 }
 
+Status CheckPrivacy(const RunConfig& config) {
+  const PrivacyParams& privacy = config.privacy;
+  if (privacy.mode == PrivacyMode::kOff) return Status::Ok();
+  EDGESGD_TRY(ValidatePrivacyParams(privacy));
+  if (config.aggregation != AggregationKind::kMean) {
+    return Status::InvalidArgument(
+        "differential privacy bounds and noises a mean of updates; majority vote is not one");
+  }
+  if (!KeepsNormBound(config.codec)) {
+    return Status::InvalidArgument(
+        "differential privacy needs a codec that never lengthens the clipped update; this one "
+        "rounds stochastically or rescales (see docs/privacy.md for the codecs that qualify)");
+  }
+  if (privacy.mode == PrivacyMode::kCentral) {
+    const AggregationDescriptor* aggregation = FindAggregation(config);
+    if (aggregation != nullptr && !aggregation->adds_central_noise) {
+      return Status::InvalidArgument(
+          "central noise needs the model downlink, or the aggregate downlink with a codec whose "
+          "payloads sum: a re-compressed aggregate would keep unnoised sums in the server's "
+          "residual");
+    }
+  }
+  if (privacy.mode == PrivacyMode::kDistributed && !TraitsOf(config.codec).payload_sum) {
+    return Status::InvalidArgument(
+        "distributed noise needs every device to send the same coordinates (identity, rand_k "
+        "or random_block), so that the shares of noise add up on each of them");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status ValidateRunConfig(const RunConfig& config) {
@@ -126,9 +157,10 @@ Status ValidateRunConfig(const RunConfig& config) {
             "re-compress with; this one is neither (reg_top_k selects with each worker's "
             "posterior): use the model downlink");
       }
-      return Status::Ok();
+      return CheckPrivacy(config);
     case AggregationKind::kMajority:
-      return CheckMajority(config);
+      EDGESGD_TRY(CheckMajority(config));
+      return CheckPrivacy(config);
   }
   return Status::InvalidArgument("unknown aggregation");
 }
@@ -144,6 +176,7 @@ RunConfig NormalizedRunConfig(const RunConfig& config) {
     out.optimizer.momentum = config.feedback.momentum;
     out.optimizer.weight_decay = config.feedback.weight_decay;
   }
+  if (config.privacy.mode == PrivacyMode::kOff) out.privacy = PrivacyParams{};
   return out;
 }
 
@@ -178,6 +211,12 @@ wire::WelcomeInfo ToWelcomeInfo(const RunConfig& config, std::uint32_t assigned_
   training.gossip = 0;
   training.topology = 0;
   training.gossip_rounds = 0;
+  if (config.privacy.mode != PrivacyMode::kOff) {
+    training.privacy = static_cast<std::uint8_t>(config.privacy.mode);
+    training.dp_clip = config.privacy.clip;
+    training.dp_noise_multiplier = config.privacy.noise_multiplier;
+    training.dp_delta = config.privacy.delta;
+  }
   return welcome;
 }
 
@@ -229,6 +268,12 @@ Status FromWelcomeInfo(const wire::WelcomeInfo& welcome, RunConfig& out) {
   config.participation = training.participation;
   config.rounds = welcome.rounds;
   config.seed = welcome.seed;
+  if (training.privacy != 0) {
+    config.privacy.mode = static_cast<PrivacyMode>(training.privacy);
+    config.privacy.clip = training.dp_clip;
+    config.privacy.noise_multiplier = training.dp_noise_multiplier;
+    config.privacy.delta = training.dp_delta;
+  }
   if (const Status check = ValidateRunConfig(config); !check.ok()) return check;
   out = config;
   return Status::Ok();

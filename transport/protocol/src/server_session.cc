@@ -20,6 +20,9 @@ Status ServerSession::Init(Arena& arena, const CodecRegistry& codecs, const RunC
   }
   if (const Status check = ValidateRunConfig(config); !check.ok()) return check;
   if (const Status check = ValidateServerOptions(options); !check.ok()) return check;
+  if (config.privacy.mode == PrivacyMode::kCentral && options.noise_key == 0) {
+    return Status::InvalidArgument("central noise needs a secret ServerOptions::noise_key");
+  }
   if (initial_model.size() != config.layout.dimension()) {
     return Status::InvalidArgument("the initial model's size is not the layout's dimension");
   }
@@ -41,8 +44,9 @@ Status ServerSession::Init(Arena& arena, const CodecRegistry& codecs, const RunC
   candidates_ = arena.Allocate<std::uint32_t>(options_.workers).value();
   EDGESGD_TRY(
       outbox_.Init(arena, config_, options_.workers, aggregation_kind_->aggregate_is_payload));
-  EDGESGD_TRY_ASSIGN(aggregation_,
-                     aggregation_kind_->create(arena, {codecs_, &config_, options_.workers}));
+  EDGESGD_TRY_ASSIGN(
+      aggregation_,
+      aggregation_kind_->create(arena, {codecs_, &config_, options_.workers, options_.noise_key}));
   std::copy(initial_model.begin(), initial_model.end(), model_.begin());
   for (WorkerSlot& slot : slots_) slot.held_round = kNoRound;
   max_receive_bytes_ = UpdateFrameBytes(config_);

@@ -10,6 +10,7 @@
 
 #include "edgesgd/core/payload.h"
 #include "edgesgd/core/random.h"
+#include "edgesgd/protocol/run_config.h"
 #include "edgesgd/protocol/session.h"
 #include "edgesgd/wire/messages.h"
 
@@ -34,8 +35,7 @@ inline std::span<std::uint32_t> SampleParticipants(std::span<std::uint32_t> cand
                                                    std::uint32_t round) {
   const auto count = static_cast<std::uint32_t>(candidates.size());
   if (count == 0) return candidates;
-  const double exact = static_cast<double>(participation) * count + 0.5;
-  const std::uint32_t take = std::clamp<std::uint32_t>(static_cast<std::uint32_t>(exact), 1, count);
+  const std::uint32_t take = SampledCount(participation, count);
   if (take < count) {
     CounterRng rng(seed, round, 0, StreamId(RandomPurpose::kParticipation));
     for (std::uint32_t i = 0; i < take; ++i) {

@@ -27,7 +27,9 @@ bool SameTraining(const wire::TrainingConfig& a, const wire::TrainingConfig& b) 
          SameBits(a.weight_decay, b.weight_decay) && a.local_steps == b.local_steps &&
          a.batch == b.batch && a.aggregate == b.aggregate &&
          SameBits(a.participation, b.participation) && a.mode == b.mode && a.gossip == b.gossip &&
-         a.topology == b.topology && a.gossip_rounds == b.gossip_rounds;
+         a.topology == b.topology && a.gossip_rounds == b.gossip_rounds && a.privacy == b.privacy &&
+         SameBits(a.dp_clip, b.dp_clip) && SameBits(a.dp_noise_multiplier, b.dp_noise_multiplier) &&
+         SameBits(a.dp_delta, b.dp_delta);
 }
 
 bool SameWelcome(const wire::WelcomeInfo& a, const wire::WelcomeInfo& b) {
@@ -207,6 +209,13 @@ void WorkerSession::HandleWelcome(const wire::FrameView& view, TimeNs now) {
     if (!configured_) Fail(described, described.reason(), wire::LeaveReason::kRefusedRun);
     return;
   }
+  if (!configured_ && config.privacy.mode == PrivacyMode::kDistributed && options_.noise_key == 0) {
+    ++counters_.rejected_welcomes;
+    const Status keyless = Status::FailedPrecondition(
+        "the run adds noise on the devices and this worker has no noise key");
+    Fail(keyless, keyless.reason(), wire::LeaveReason::kRefusedRun);
+    return;
+  }
   if (configured_) {
     // A reply to a resync Join (or a duplicate): it must describe the same run.
     if (!SameWelcome(view.welcome, welcome_)) {
@@ -364,6 +373,7 @@ Status WorkerSession::Configure(const RunConfig& config) {
     EDGESGD_TRY_ASSIGN(momentum_, arena.Allocate<float>(d));
   } else {
     EDGESGD_TRY(feedback_.Init(arena, *options_.codecs, layout, config.codec, config.feedback));
+    if (config.privacy.mode != PrivacyMode::kOff) feedback_.SetClipNorm(config.privacy.clip);
     if (config.downlink == DownlinkKind::kAggregate) {
       EDGESGD_TRY_ASSIGN(scratch_, arena.AllocateBytes(CodecScratchBytes(config.codec, layout)));
     }
@@ -434,10 +444,18 @@ Status WorkerSession::ComputeMeanUpdate(std::uint32_t round, const wire::FrameHe
   }
   // The codec writes the payload straight into the frame.
   const CodecContext context{config_.seed, round, id_};
-  if (const Result<PayloadShape> shape = feedback_.Compress(context, spans.value()); !shape.ok()) {
+  const Result<PayloadShape> shape = feedback_.Compress(context, spans.value());
+  if (!shape.ok()) {
     update_builder_->AbandonPayloadFrame();
     ++counters_.encode_errors;
     return shape.status();
+  }
+  if (config_.privacy.mode == PrivacyMode::kDistributed) {
+    // This device's share of the round's noise, on the coordinates every device sends; after
+    // Compress, so the residual never holds noise.
+    GaussianNoise(options_.noise_key, round, id_)
+        .AddTo(spans.value().values.first(shape.value().values),
+               NoiseShareStddev(config_, welcome_.workers));
   }
   const Result<std::span<const std::byte>> frame = update_builder_->FinishPayloadFrame();
   if (!frame.ok()) {
@@ -494,6 +512,7 @@ void WorkerSession::SendJoin(TimeNs now) {
   wire::JoinInfo join;
   join.architecture = wire::HostArchitecture();
   join.codecs = options_.codecs->Mask();
+  join.features = wire::kFeatureDifferentialPrivacy;
   join.max_frame_bytes = 0;  // frames arrive through the driver, which sizes its buffers
   join.memory_bytes = static_cast<std::uint32_t>(
       std::min<std::size_t>(memory, std::numeric_limits<std::uint32_t>::max()));
@@ -558,6 +577,11 @@ Status CheckWorkerCanRun(const RunConfig& config, const wire::JoinInfo& join) {
   if (join.memory_bytes != 0 && join.memory_bytes != 0xFFFFFFFFu &&
       join.memory_bytes < WorkerSession::WelcomeArenaBytes(config)) {
     return Status::ResourceExhausted("worker memory is too small for this run");
+  }
+  if (config.privacy.mode != PrivacyMode::kOff &&
+      (join.features & wire::kFeatureDifferentialPrivacy) == 0) {
+    return Status::FailedPrecondition(
+        "worker does not implement differential privacy, which this run needs");
   }
   if (join.max_frame_bytes != 0 && join.max_frame_bytes < BroadcastFrameBytes(config)) {
     return Status::ResourceExhausted("worker cannot receive this run's largest frame");

@@ -6,6 +6,7 @@
 
 #include "edgesgd/core/arena.h"
 #include "edgesgd/core/error_feedback.h"
+#include "edgesgd/core/random.h"
 
 namespace edgesgd::sim {
 
@@ -28,6 +29,15 @@ std::vector<DeviceBinding> BindDevices(const DeviceGradient& gradient, std::size
   std::vector<DeviceBinding> bindings(devices);
   for (std::size_t i = 0; i < devices; ++i) bindings[i] = {&gradient, i};
   return bindings;
+}
+
+// What stands in for the secret a real device draws from its operating system to key its
+// differential-privacy noise (holder 0 the server, w the worker): derived from the run's seed,
+// so that a simulated run is reproducible. Never 0, which means "no key".
+std::uint64_t SimulatedNoiseKey(std::uint64_t seed, std::uint32_t holder) {
+  std::uint64_t state = seed ^ (0x6E6F697365ull << 32) ^ holder;  // "noise"
+  const std::uint64_t key = SplitMix64(state);
+  return key == 0 ? 1 : key;
 }
 
 // "NAME INDEX: reason" for an Init error of a participant, returned as `detail`.
@@ -59,8 +69,12 @@ Status ServerSimulation::Init(const ServerSimulationSettings& settings, std::str
   memory_.server_arena_bytes = protocol::ServerSession::ArenaBytes(settings.run, settings.server);
   memory_.device_arena_bytes = protocol::WorkerSession::ArenaBytes(settings.run);
   server_arena_ = std::make_unique<OwnedArena>(memory_.server_arena_bytes);
+  protocol::ServerOptions server_options = settings.server;
+  if (server_options.noise_key == 0) {
+    server_options.noise_key = SimulatedNoiseKey(settings.run.seed, 0);
+  }
   if (const Status init =
-          server_.Init(server_arena_->arena, *settings.codecs, settings.run, settings.server,
+          server_.Init(server_arena_->arena, *settings.codecs, settings.run, server_options,
                        settings.initial_model);
       !init.ok()) {
     return Refused(init, "server", detail);
@@ -75,6 +89,7 @@ Status ServerSimulation::Init(const ServerSimulationSettings& settings, std::str
     options.user = &bindings_[w];
     options.samples_per_step = settings.workers[w].samples_per_step;
     options.negate_signs = w < settings.adversaries;
+    options.noise_key = SimulatedNoiseKey(settings.run.seed, options.device_id);
     if (const Status init = workers_[w]->Init(worker_arenas_[w]->arena, options); !init.ok()) {
       return Refused(init, "worker " + std::to_string(w + 1), detail);
     }

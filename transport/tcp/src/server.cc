@@ -1,6 +1,7 @@
 #include "edgesgd/tcp/server.h"
 
 #include "checkpoint_file.h"
+#include "noise_key.h"
 #include "edgesgd/platform/log.h"
 #include "session_events.h"
 
@@ -21,7 +22,11 @@ Status Server::Open(const ServerSettings& settings, std::string& detail) {
   }
   EDGESGD_TRY(
       TakeMemory(protocol::ServerSession::ArenaBytes(settings.run, settings.server), detail));
-  if (const Status init = session_.Init(arena(), *settings.codecs, settings.run, settings.server,
+  protocol::ServerOptions session_options = settings.server;
+  if (session_options.noise_key == 0) {
+    EDGESGD_TRY(DrawNoiseKey(session_options.noise_key, detail));
+  }
+  if (const Status init = session_.Init(arena(), *settings.codecs, settings.run, session_options,
                                         settings.initial_model);
       !init.ok()) {
     detail = init.reason();

@@ -200,7 +200,7 @@ Result<std::span<const std::byte>> FrameBuilder::EncodeJoin(const FrameHeader& h
   }
   EDGESGD_TRY(StartControlFrame());
   const auto message = fb::CreateJoin(builder_, internal::ToFb(join.architecture), join.codecs,
-                                      join.max_frame_bytes, join.memory_bytes);
+                                      join.max_frame_bytes, join.memory_bytes, join.features);
   return FinishEnvelope(header, MessageKind::kJoin, message.Union(), kMaxControlFrameBytes);
 }
 
@@ -220,17 +220,18 @@ Result<std::span<const std::byte>> FrameBuilder::EncodeWelcome(const FrameHeader
   std::array<std::uint32_t, kMaxCodecParamWords> words{};
   const std::size_t word_count = ParamWords(codec, words);
   std::uint32_t* parameters = nullptr;
-  const auto parameter_vector =
-      word_count == 0 ? flatbuffers::Offset<flatbuffers::Vector<std::uint32_t>>()
-                      : builder_.CreateUninitializedVector(word_count, &parameters);
+  const auto parameter_vector = word_count == 0
+                                    ? flatbuffers::Offset<flatbuffers::Vector<std::uint32_t>>()
+                                    : builder_.CreateUninitializedVector(word_count, &parameters);
   std::copy_n(words.begin(), word_count, parameters);
   const auto codec_config = fb::CreateCodecConfig(builder_, CodecIdOf(codec), parameter_vector);
   const TrainingConfig& training = welcome.training;
   const auto training_config = fb::CreateTrainingConfig(
       builder_, training.feedback, training.detach, training.optimizer, training.learning_rate,
       training.momentum, training.weight_decay, training.local_steps, training.batch,
-      training.aggregate, training.participation, training.mode, training.gossip,
-      training.topology, training.gossip_rounds);
+      training.aggregate, training.participation, training.mode, training.gossip, training.topology,
+      training.gossip_rounds, training.privacy, training.dp_clip, training.dp_noise_multiplier,
+      training.dp_delta);
   const auto message = fb::CreateWelcome(
       builder_, welcome.assigned_id, welcome.workers, welcome.rounds, welcome.seed,
       static_cast<std::uint32_t>(layout.dimension()), tensor_sizes, codec_config, training_config);

@@ -92,6 +92,7 @@ Status DecodeJoin(const fb::Join* join, JoinInfo& out) {
   out.codecs = join->codecs();
   out.max_frame_bytes = join->max_frame_bytes();
   out.memory_bytes = join->memory_bytes();
+  out.features = join->features();
   return Status::Ok();
 }
 
@@ -119,8 +120,7 @@ Status DecodeWelcome(const fb::Welcome* welcome, WelcomeInfo& out) {
 
   const fb::CodecConfig* codec = welcome->codec();
   if (codec == nullptr) return Status::DataLoss("the Welcome names no codec");
-  const Result<CodecParams> params =
-      ParamsFromWords(codec->codec(), AsSpan(codec->parameters()));
+  const Result<CodecParams> params = ParamsFromWords(codec->codec(), AsSpan(codec->parameters()));
   if (!params.ok()) {
     // The reason (unknown codec, a value outside its domain) is worth more than "malformed".
     return Status::DataLoss(params.status().reason());
@@ -145,6 +145,10 @@ Status DecodeWelcome(const fb::Welcome* welcome, WelcomeInfo& out) {
     t.gossip = training->gossip();
     t.topology = training->topology();
     t.gossip_rounds = training->gossip_rounds();
+    t.privacy = training->privacy();
+    t.dp_clip = training->dp_clip();
+    t.dp_noise_multiplier = training->dp_noise_multiplier();
+    t.dp_delta = training->dp_delta();
   }
   return Status::Ok();
 }

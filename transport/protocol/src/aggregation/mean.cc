@@ -3,6 +3,7 @@
 namespace edgesgd::protocol {
 
 Status MeanAggregation::Init(Arena& arena, const AggregationSetup& setup) {
+  noise_.Init(*setup.config, setup.noise_key);
   return mean_.Init(arena, *setup.codecs, setup.config->layout, setup.config->codec);
 }
 
@@ -17,8 +18,11 @@ Status MeanAggregation::FillBroadcast(const PayloadSpans&, const CodecContext&) 
   return Status::FailedPrecondition("mean aggregation broadcasts the model");
 }
 
-Status MeanAggregation::Apply(const PayloadView&, const CodecContext&, std::span<float> model) {
-  return mean_.AddScaledMean(-1.0f, model);
+Status MeanAggregation::Apply(const PayloadView&, const CodecContext& context,
+                              std::span<float> model) {
+  EDGESGD_TRY(mean_.AddScaledMean(-1.0f, model));
+  noise_.AddToMean(model, mean_.count(), context.round);
+  return Status::Ok();
 }
 
 }  // namespace edgesgd::protocol

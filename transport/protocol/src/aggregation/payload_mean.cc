@@ -7,6 +7,7 @@ namespace edgesgd::protocol {
 Status PayloadMeanAggregation::Init(Arena& arena, const AggregationSetup& setup) {
   codecs_ = setup.codecs;
   config_ = setup.config;
+  noise_.Init(*config_, setup.noise_key);
   EDGESGD_TRY(sum_.Init(arena, config_->layout, config_->codec));
   EDGESGD_TRY_ASSIGN(decode_scratch_,
                      arena.AllocateBytes(CodecScratchBytes(config_->codec, config_->layout)));
@@ -20,10 +21,11 @@ Status PayloadMeanAggregation::Add(const CodecParams&, const PayloadView& payloa
   return sum_.Add(payload, 1.0f);
 }
 
-Status PayloadMeanAggregation::FillBroadcast(const PayloadSpans& out, const CodecContext&) {
+Status PayloadMeanAggregation::FillBroadcast(const PayloadSpans& out, const CodecContext& context) {
   EDGESGD_TRY_ASSIGN(const PayloadView mean, sum_.Mean());
   std::copy(mean.indices.begin(), mean.indices.end(), out.indices.begin());
   std::copy(mean.values.begin(), mean.values.end(), out.values.begin());
+  noise_.AddToMean(out.values.first(mean.values.size()), sum_.count(), context.round);
   return Status::Ok();
 }
 

@@ -27,8 +27,8 @@ Status RecompressedMeanAggregation::FillBroadcast(const PayloadSpans& out,
   return feedback_.Compress(mean, context, out).status();
 }
 
-Status RecompressedMeanAggregation::Apply(const PayloadView& broadcast,
-                                          const CodecContext& context, std::span<float> model) {
+Status RecompressedMeanAggregation::Apply(const PayloadView& broadcast, const CodecContext& context,
+                                          std::span<float> model) {
   return codecs_->DecodeAdd(config_->codec, config_->layout, context, broadcast, -1.0f, model,
                             decode_scratch_);
 }

@@ -92,6 +92,8 @@ struct AggregationSetup {
   const CodecRegistry* codecs = nullptr;
   const RunConfig* config = nullptr;
   std::uint32_t workers = 0;
+  // The server's secret key for differential privacy's central noise (ServerOptions::noise_key).
+  std::uint64_t noise_key = 0;
 };
 
 // One kind of aggregation: the configurations it serves, its exact memory, and its factory.
@@ -102,6 +104,9 @@ struct AggregationDescriptor {
   // aggregate downlink that frame is what workers holding the round's model receive instead of
   // the model.
   bool aggregate_is_payload = false;
+  // Whether it adds differential privacy's central noise to the round's mean (CentralNoise) when
+  // the run asks for it; ValidateRunConfig refuses central noise with any other component.
+  bool adds_central_noise = false;
   bool (*serves)(const RunConfig& config) = nullptr;
   // Arena bytes `create` takes (the component object included); 0 for a configuration it
   // cannot size.

@@ -16,8 +16,8 @@ namespace edgesgd::protocol {
 namespace internal {
 template <typename T>
 constexpr AggregationDescriptor DescriptorOf(const char* name) {
-  return AggregationDescriptor{name, T::kAggregateIsPayload, &T::Serves, &T::ArenaBytes,
-                               &CreateInArena<T>};
+  return AggregationDescriptor{name,       T::kAggregateIsPayload, T::kAddsCentralNoise,
+                               &T::Serves, &T::ArenaBytes,         &CreateInArena<T>};
 }
 }  // namespace internal
 

@@ -6,6 +6,7 @@
 // needs to be told nothing but how to reach the server.
 
 #include <bit>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
@@ -14,6 +15,7 @@
 #include "edgesgd/core/error_feedback.h"
 #include "edgesgd/core/majority_vote.h"
 #include "edgesgd/core/optimizer.h"
+#include "edgesgd/core/privacy/differential_privacy.h"
 #include "edgesgd/core/status.h"
 #include "edgesgd/core/tensor_layout.h"
 #include "edgesgd/wire/messages.h"
@@ -53,6 +55,9 @@ struct RunConfig {
   std::uint32_t rounds = 100;  // T >= 1
   std::uint64_t seed = 0;      // key of every shared random choice
   DownlinkKind downlink = DownlinkKind::kModel;
+  // Differential privacy (kMean only): the clipping bound every worker applies, and who adds
+  // the Gaussian noise (docs/privacy.md).
+  PrivacyParams privacy;
 
   friend constexpr bool operator==(const RunConfig&, const RunConfig&) = default;
 };
@@ -63,6 +68,22 @@ struct RunConfig {
 constexpr bool RecompressesDownlink(const RunConfig& config) {
   return config.aggregation == AggregationKind::kMean &&
          config.downlink == DownlinkKind::kAggregate && !TraitsOf(config.codec).payload_sum;
+}
+
+// Devices a round samples when `live` workers are reachable: round(P * live), at least one (none
+// of none).
+constexpr std::uint32_t SampledCount(float participation, std::uint32_t live) {
+  if (live == 0) return 0;
+  const double exact = static_cast<double>(participation) * live + 0.5;
+  const auto take = static_cast<std::uint32_t>(exact);
+  return take < 1 ? 1 : (take > live ? live : take);
+}
+
+// Distributed noise: the standard deviation of one device's share, z * C / sqrt(n) for the n
+// devices a round of `workers` samples, so that n shares sum to the z * C of central noise.
+inline double NoiseShareStddev(const RunConfig& config, std::uint32_t workers) {
+  const std::uint32_t cohort = SampledCount(config.participation, workers);
+  return SumNoiseStddev(config.privacy) / std::sqrt(static_cast<double>(cohort < 1 ? 1 : cohort));
 }
 
 // Bounds on the values that size a worker's work per frame. A worker takes them from the
@@ -84,12 +105,17 @@ inline constexpr std::uint64_t kMaxSamplesPerRound = std::uint64_t{1} << 24;
 //          whose payloads sum across workers or one the server can re-compress with.
 //   kMajority: a codec in its vote form (VoteForm: sign with unit scales); the Signum optimizer
 //          with valid lr / momentum (beta) / wd; local steps H == 1 (one gradient per vote).
+//   privacy (unless off): valid parameters (ValidatePrivacyParams); kMean aggregation; a codec
+//          that keeps the clipping bound (KeepsNormBound); central noise needs an aggregation
+//          component that adds it, distributed noise a codec whose payloads sum (every device
+//          sends the same coordinates and noises them).
 // Reads only `config`; does not allocate. Errors: kInvalidArgument.
 Status ValidateRunConfig(const RunConfig& config);
 
 // `config` with the parameters its aggregation does not use made equal to the ones it does
 // (learning rate, momentum and weight decay live in `feedback` for kMean and in `optimizer` for
-// kMajority; the wire carries one set). FromWelcomeInfo(ToWelcomeInfo(c)) ==
+// kMajority; the wire carries one set), and privacy parameters at their defaults when it is
+// off. FromWelcomeInfo(ToWelcomeInfo(c)) ==
 // NormalizedRunConfig(c) for every valid c. Does not allocate.
 RunConfig NormalizedRunConfig(const RunConfig& config);
 
@@ -131,6 +157,13 @@ constexpr void ForEachRunConfigField(const RunConfig& config, std::uint32_t work
   f("lr", bits(majority ? config.optimizer.learning_rate : config.feedback.learning_rate));
   f("momentum", bits(majority ? config.optimizer.momentum : config.feedback.momentum));
   f("weight_decay", bits(majority ? config.optimizer.weight_decay : config.feedback.weight_decay));
+  // Without privacy its parameters are read by nothing: recorded at their defaults.
+  const PrivacyParams privacy =
+      config.privacy.mode == PrivacyMode::kOff ? PrivacyParams{} : config.privacy;
+  f("dp_mode", static_cast<std::uint64_t>(privacy.mode));
+  f("dp_clip", bits(privacy.clip));
+  f("dp_noise_multiplier", bits(privacy.noise_multiplier));
+  f("dp_delta", bits(privacy.delta));
 }
 
 // ---- The Welcome's encoding of a RunConfig ----
@@ -150,8 +183,8 @@ wire::WelcomeInfo ToWelcomeInfo(const RunConfig& config, std::uint32_t assigned_
 
 // The RunConfig a Welcome describes, into `out` (left unchanged on failure). Rejects kinds
 // outside their enums, a mode other than kServerMode and gossip fields this protocol does not
-// run, a worker count outside 1..kMaxWorkers, then applies ValidateRunConfig. Does not allocate. Errors: kInvalidArgument with a
-// reason.
+// run, a worker count outside 1..kMaxWorkers, then applies ValidateRunConfig. Does not allocate.
+// Errors: kInvalidArgument with a reason.
 Status FromWelcomeInfo(const wire::WelcomeInfo& welcome, RunConfig& out);
 
 // ---- Frame sizes of a run (0 for an invalid configuration) ----

@@ -37,6 +37,10 @@ struct ServerOptions {
   // do is stop waiting: after this long since Start, training starts as soon as at least
   // `quorum` live workers have joined. kNever (default): wait for all n.
   TimeNs join_timeout_ns = kNever;
+  // The server's secret (never 0) keying differential privacy's central noise
+  // (PrivacyMode::kCentral): drawn from the operating system's entropy by a real deployment, so
+  // that no worker can subtract the noise; a simulator may derive it from its seed.
+  std::uint64_t noise_key = 0;
 };
 
 // Checks the options. Reasons: workers outside 1..kMaxWorkers, quorum outside 1..workers, a

@@ -75,6 +75,11 @@ struct WorkerOptions {
   // sends none (then the server must not use a liveness timeout).
   TimeNs heartbeat_interval_ns = 10'000'000'000;
   bool negate_signs = false;  // majority vote only: send -sign(m) (a blind adversary)
+  // A secret of this device (never 0) that keys its share of the noise when a run adds
+  // differential privacy's noise on the devices (PrivacyMode::kDistributed): drawn from the
+  // operating system's entropy by a real deployment; a simulator may derive it from its seed. A
+  // worker without one refuses such a run.
+  std::uint64_t noise_key = 0;
 };
 
 struct WorkerCounters {

@@ -61,11 +61,17 @@ constexpr Architecture HostArchitecture() {
 // Bit of codec `id` in JoinInfo::codecs (CodecRegistry::Mask sets one per registered codec).
 constexpr std::uint32_t CodecBit(CodecId id) { return std::uint32_t{1} << id; }
 
+// Bits of JoinInfo::features: parts of the protocol a device implements, so a server never hands
+// a run to a device that would silently skip one (an older build ignores the Welcome fields it
+// does not know).
+inline constexpr std::uint32_t kFeatureDifferentialPrivacy = 1;  // clips and noises its updates
+
 struct JoinInfo {
   Architecture architecture = Architecture::kUnknown;
   std::uint32_t codecs = 0;  // CodecBit()s of the codecs the device registers
   std::uint32_t max_frame_bytes = 0;
   std::uint32_t memory_bytes = 0;
+  std::uint32_t features = 0;  // kFeature* bits
 
   friend constexpr bool operator==(const JoinInfo&, const JoinInfo&) = default;
 };
@@ -88,6 +94,10 @@ struct TrainingConfig {
   std::uint8_t gossip = 0;
   std::uint8_t topology = 0;
   std::uint32_t gossip_rounds = 0;
+  std::uint8_t privacy = 0;
+  float dp_clip = 0.0f;
+  float dp_noise_multiplier = 0.0f;
+  float dp_delta = 0.0f;
 
   friend constexpr bool operator==(const TrainingConfig&, const TrainingConfig&) = default;
 };

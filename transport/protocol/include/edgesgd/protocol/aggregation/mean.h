@@ -2,10 +2,12 @@
 
 // Mean aggregation with the model downlink: x_{r+1} = x_r - mean_i C(p_i). Every update is
 // decoded into one dense sum (any codec); the workers get the new model each round. The step
-// of error feedback (docs/algorithms.md).
+// of error feedback (docs/algorithms.md). With central differential privacy the new model gets
+// the noise on every coordinate.
 
 #include "edgesgd/core/aggregator.h"
 #include "edgesgd/protocol/aggregation.h"
+#include "edgesgd/protocol/aggregation/central_noise.h"
 
 namespace edgesgd::protocol {
 
@@ -19,12 +21,14 @@ class MeanAggregation final : public Aggregation {
     return mean == 0 ? 0 : edgesgd::ArenaBytes(sizeof(MeanAggregation)) + mean;
   }
 
+  static constexpr bool kAddsCentralNoise = true;
   static constexpr bool kAggregateIsPayload = false;
 
   EDGESGD_AGGREGATION_COMPONENT();
 
  private:
   MeanAggregator mean_;
+  CentralNoise noise_;
 };
 
 }  // namespace edgesgd::protocol

@@ -3,10 +3,12 @@
 // Mean aggregation in payload space, with the aggregate downlink, for codecs whose payloads sum
 // (identity, rand_k, random_block: every worker's payload lists the same coordinates). The
 // mean of the payloads is again a payload of the codec: the broadcast costs what one update
-// costs, and a worker that holds the previous model applies it as x -= decode(mean).
+// costs, and a worker that holds the previous model applies it as x -= decode(mean). Central
+// differential privacy noises the mean's values: the coordinates the round released.
 
 #include "edgesgd/core/aggregator.h"
 #include "edgesgd/protocol/aggregation.h"
+#include "edgesgd/protocol/aggregation/central_noise.h"
 
 namespace edgesgd::protocol {
 
@@ -23,6 +25,7 @@ class PayloadMeanAggregation final : public Aggregation {
            edgesgd::ArenaBytes(CodecScratchBytes(config.codec, config.layout));
   }
 
+  static constexpr bool kAddsCentralNoise = true;
   static constexpr bool kAggregateIsPayload = true;
 
   EDGESGD_AGGREGATION_COMPONENT();
@@ -32,6 +35,7 @@ class PayloadMeanAggregation final : public Aggregation {
   const RunConfig* config_ = nullptr;
   PayloadAggregator sum_;
   std::span<std::byte> decode_scratch_;
+  CentralNoise noise_;
 };
 
 }  // namespace edgesgd::protocol

@@ -1,8 +1,9 @@
 #pragma once
 
 // Mean aggregation with the aggregate downlink for codecs whose payloads do not sum but that
-// declare downlink_recompress (top_k, sign, qsgd, natural, fp16): the server compresses the dense mean again with the workers' codec and keeps what
-// that drops in its own residual (two-way error feedback, DownlinkFeedback):
+// declare downlink_recompress (top_k, sign, qsgd, natural, fp16): the server compresses the dense
+// mean again with the workers' codec and keeps what that drops in its own residual (two-way error
+// feedback, DownlinkFeedback):
 //   e_s += mean_i C(p_i);   b = C(e_s);   e_s -= b;   x -= b   (server and every worker)
 // The residual is the component's state across rounds, so it is part of the checkpoint.
 
@@ -25,6 +26,7 @@ class RecompressedMeanAggregation final : public Aggregation {
            edgesgd::ArenaBytes(CodecScratchBytes(config.codec, config.layout));
   }
 
+  static constexpr bool kAddsCentralNoise = false;
   static constexpr bool kAggregateIsPayload = true;
 
   EDGESGD_AGGREGATION_COMPONENT();
