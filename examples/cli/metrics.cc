@@ -50,11 +50,12 @@ bool MetricsWriter::Open(const std::string& path, std::string& error) {
 
 void MetricsWriter::Write(const MetricsRow& row) {
   if (file_ == nullptr) return;
-  std::fprintf(file_, "%u,%s,%s,%s,%s,%s,%llu,%llu,%s\n", row.round, Number(row.time_s).c_str(),
-               Number(row.loss).c_str(), Number(row.accuracy).c_str(),
+  std::fprintf(file_, "%u,%s,%s,%s,%s,%s,%llu,%llu,%s,%s\n", row.round,
+               Number(row.time_s).c_str(), Number(row.loss).c_str(), Number(row.accuracy).c_str(),
                Number(row.dist_to_opt).c_str(), Number(row.consensus).c_str(),
                static_cast<unsigned long long>(row.bytes_up),
-               static_cast<unsigned long long>(row.bytes_down), Number(row.bits_per_coord).c_str());
+               static_cast<unsigned long long>(row.bytes_down), Number(row.bits_per_coord).c_str(),
+               Number(row.epsilon).c_str());
   // One row per round is rare enough to flush each: a live run (a TCP server) can be followed
   // with tail -f, and a killed one leaves every row it completed.
   std::fflush(file_);
@@ -120,6 +121,7 @@ void SummaryWriter::Row(const char* name, const MetricsRow& row) {
   Field("bytes_up", row.bytes_up);
   Field("bytes_down", row.bytes_down);
   Field("bits_per_coord", row.bits_per_coord);
+  Field("epsilon", row.epsilon);
   End();
 }
 

@@ -2,7 +2,7 @@
 
 // The metrics CSV, summary JSON and progress line shared by `simulate`, `server` and the
 // experiment scripts. The CSV header is a contract (docs/cli.md, the metrics CSV):
-//   round,time_s,loss,accuracy,dist_to_opt,consensus,bytes_up,bytes_down,bits_per_coord
+//   round,time_s,loss,accuracy,dist_to_opt,consensus,bytes_up,bytes_down,bits_per_coord,epsilon
 // Cells that do not apply are empty; numbers print with enough digits to round-trip.
 
 #include <cstdarg>
@@ -25,10 +25,12 @@ struct MetricsRow {
   std::uint64_t bytes_up = 0;           // cumulative
   std::uint64_t bytes_down = 0;         // cumulative
   double bits_per_coord = kNotApplicable;
+  double epsilon = kNotApplicable;  // differential privacy spent so far, at the run's delta
 };
 
 inline constexpr const char* kMetricsHeader =
-    "round,time_s,loss,accuracy,dist_to_opt,consensus,bytes_up,bytes_down,bits_per_coord";
+    "round,time_s,loss,accuracy,dist_to_opt,consensus,bytes_up,bytes_down,bits_per_coord,"
+    "epsilon";
 
 class MetricsWriter {
  public:

@@ -107,6 +107,31 @@ void AddTrainingFlags(CLI::App& command, RunFlags& o, const char* deadline_help)
   command.add_option("--tie", o.tie, "Majority vote: how a tie (even workers) resolves")
       ->capture_default_str()
       ->check(CLI::IsMember({"positive", "negative"}));
+  const auto dp_flag_given = [flags](const std::string&) { flags->dp_flags_given = true; };
+  command.add_option("--dp-mode", o.dp_mode,
+                     "Differential privacy (DP-FedAvg): off; central (the server adds Gaussian "
+                     "noise to each round's sum: devices trust the server); or distributed "
+                     "(each sampled device adds its share of the noise to what it sends). "
+                     "Workers clip their updates to --dp-clip either way")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"off", "central", "distributed"}));
+  command.add_option("--dp-clip", o.dp_clip,
+                     "L2 norm C every worker clips the update it compresses to")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber)
+      ->each(dp_flag_given);
+  command.add_option("--dp-noise-multiplier", o.dp_noise_multiplier,
+                     "z: the noise on a round's sum has standard deviation z * C "
+                     "(edgesgd privacy-budget finds the z of a target epsilon)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber)
+      ->each(dp_flag_given);
+  command.add_option("--dp-delta", o.dp_delta,
+                     "delta of the (epsilon, delta) guarantee the metrics report; keep it below "
+                     "1 / (number of devices)")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-30f, 0.5f))
+      ->each(dp_flag_given);
   command.add_option("--quorum", o.quorum,
                      "Updates a round needs once its deadline passed (0 = 1)")
       ->capture_default_str();
@@ -243,6 +268,10 @@ std::string CheckGossipConsistency(const RunFlags& o) {
   if (o.quorum != defaults.quorum || o.downlink != defaults.downlink || o.tie != defaults.tie) {
     return "--quorum, --downlink and --tie shape a server's rounds: gossip has no server";
   }
+  if (o.dp_mode != defaults.dp_mode || o.dp_flags_given) {
+    return "differential privacy clips and noises the updates a server averages: gossip has "
+           "no server (drop the --dp-* flags)";
+  }
   if (o.gossip_rounds != 0 && o.gossip != "detag") {
     return "--gossip-rounds sets DeTAG's gossip steps per round: it needs --gossip detag "
            "(dpsgd and gt take one)";
@@ -359,6 +388,10 @@ std::string CheckRunConsistency(const RunFlags& o) {
     return "--aggregate majority has no error feedback (the vote is the update): drop "
            "--feedback or use --feedback none";
   }
+  if (o.dp_mode == "off" && o.dp_flags_given) {
+    return "--dp-clip, --dp-noise-multiplier and --dp-delta need --dp-mode central or "
+           "distributed";
+  }
   if (o.quorum > o.workers) return "--quorum cannot exceed --workers";
   if (o.task == "logreg-toy" && o.workers != 2) {
     return "--task logreg-toy is the two-client toy: it needs --workers 2";
@@ -465,6 +498,13 @@ protocol::RunConfig BuildRunConfig(const RunFlags& o, const Task& task) {
     feedback.weight_decay = o.weight_decay;
     feedback.local_steps = o.local_steps;
   }
+  if (o.dp_mode != "off") {
+    config.privacy.mode =
+        o.dp_mode == "central" ? PrivacyMode::kCentral : PrivacyMode::kDistributed;
+    config.privacy.clip = o.dp_clip;
+    config.privacy.noise_multiplier = o.dp_noise_multiplier;
+    config.privacy.delta = o.dp_delta;
+  }
   return config;
 }
 
@@ -532,7 +572,26 @@ ServerRunOutput::ServerRunOutput(const RunFlags& flags, const protocol::RunConfi
       metrics_(metrics),
       progress_(progress),
       readout_(std::move(readout)),
-      bits_per_coord_(PayloadBitsPerCoordinate(config)) {}
+      bits_per_coord_(PayloadBitsPerCoordinate(config)) {
+  const PrivacyParams& privacy = config.privacy;
+  if (privacy.mode == PrivacyMode::kOff) return;
+  delta_ = static_cast<double>(privacy.delta);
+  epsilon_ = std::numeric_limits<double>::infinity();  // no noise, no privacy
+  if (privacy.noise_multiplier > 0.0f &&
+      accountant_
+          .Configure(PrivacySamplingRate(config, flags.workers),
+                     static_cast<double>(privacy.noise_multiplier))
+          .ok()) {
+    accounting_ = true;
+    epsilon_ = 0.0;
+  }
+}
+
+double PrivacySamplingRate(const protocol::RunConfig& config, std::size_t workers) {
+  const auto n = static_cast<std::uint32_t>(workers);
+  return static_cast<double>(protocol::SampledCount(config.participation, n)) /
+         static_cast<double>(n);
+}
 
 void ServerRunOutput::OnRound(const protocol::RoundEvent& event, std::span<const float> model) {
   MetricsRow row;
@@ -545,6 +604,11 @@ void ServerRunOutput::OnRound(const protocol::RoundEvent& event, std::span<const
                            : static_cast<double>(event.payload_bits) /
                                  (static_cast<double>(event.reported) *
                                   static_cast<double>(task_.dimension()));
+  if (accounting_) {
+    accountant_.AddSteps(row.round - accountant_.steps());
+    epsilon_ = accountant_.Epsilon(delta_).value().epsilon;
+  }
+  row.epsilon = epsilon_;
   if (EvaluatesRound(flags_, row.round)) {
     EvaluateInto(task_, readout_ ? readout_(model) : model, row);
     last_ = row;
@@ -599,6 +663,17 @@ void WriteRunSummary(SummaryWriter& summary, const RunFlags& o, const protocol::
   });
   summary.End();
   summary.Field("aggregate", o.aggregate);
+  if (config.privacy.mode != PrivacyMode::kOff) {
+    // The final row's epsilon is the guarantee of the whole run.
+    summary.Begin("privacy");
+    summary.Field("mode", o.dp_mode);
+    summary.Field("clip", static_cast<double>(config.privacy.clip));
+    summary.Field("noise_multiplier", static_cast<double>(config.privacy.noise_multiplier));
+    summary.Field("delta", static_cast<double>(config.privacy.delta));
+    summary.Field("sampling_rate", PrivacySamplingRate(config, o.workers));
+    summary.Field("epsilon", final_row.epsilon);
+    summary.End();
+  }
   summary.Field("feedback",
                 config.aggregation == protocol::AggregationKind::kMean ? o.feedback : "none");
   summary.Field("workers", o.workers);

@@ -15,6 +15,7 @@
 #include "cli/gossip_topology.h"
 #include "cli/metrics.h"
 #include "cli/task.h"
+#include "edgesgd/core/privacy/rdp_accountant.h"
 #include "edgesgd/protocol/gossip_peer_session.h"
 #include "edgesgd/protocol/run_config.h"
 #include "edgesgd/protocol/server_session.h"
@@ -50,6 +51,12 @@ struct RunFlags {
   std::string tie = "positive";
   std::uint32_t quorum = 0;
   double round_deadline_s = 60;
+  // Differential privacy (parameter-server runs): off, central or distributed.
+  std::string dp_mode = "off";
+  float dp_clip = 1.0f;
+  float dp_noise_multiplier = 1.0f;
+  float dp_delta = 1e-5f;
+  bool dp_flags_given = false;  // --dp-clip, --dp-noise-multiplier or --dp-delta was given
   // Gossip (simulate --mode gossip, peer).
   std::string gossip = "dpsgd";
   std::string topology = "ring";
@@ -75,7 +82,8 @@ struct RunFlags {
 void AddDataFlags(CLI::App& command, RunFlags& flags);
 // --seed (data, model and codec randomness).
 void AddSeedFlag(CLI::App& command, RunFlags& flags);
-// --workers, --rounds, --lr, ... --tie: the RunConfig and the server's schedule. `deadline_help`
+// --workers, --rounds, --lr, ... --tie, --dp-*: the RunConfig and the server's schedule.
+// `deadline_help`
 // explains --round-deadline-s for the subcommand (virtual or wall seconds).
 void AddTrainingFlags(CLI::App& command, RunFlags& flags, const char* deadline_help);
 // --eval-every, --metrics, --summary, --model-out, --quiet.
@@ -207,8 +215,18 @@ class ServerRunOutput {
   ProgressLine& progress_;
   Readout readout_;
   double bits_per_coord_;  // of a round without uploads
+  // Differential privacy's account (configured for a private run with noise) and the
+  // epsilon column: NaN (empty) without privacy, +inf without noise.
+  RdpAccountant accountant_;
+  bool accounting_ = false;
+  double delta_ = 0.0;
+  double epsilon_ = kNotApplicable;
   MetricsRow last_;
 };
+
+// The fraction of devices a round of `config` samples from `workers`: the sampling rate the
+// privacy accountant amplifies by.
+double PrivacySamplingRate(const protocol::RunConfig& config, std::size_t workers);
 
 // The metrics row of gossip round `round` (0-based) completed at `time_ns`, before evaluation:
 // cumulative bytes (per peer) and the bits per coordinate of what a peer of `config` sends (32
