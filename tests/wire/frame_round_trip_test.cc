@@ -354,7 +354,11 @@ WelcomeInfo LargestWelcome() {
                       .mode = 255,
                       .gossip = 255,
                       .topology = 255,
-                      .gossip_rounds = 0xFFFFFFFFu};
+                      .gossip_rounds = 0xFFFFFFFFu,
+                      .privacy = 255,
+                      .dp_clip = 0.75f,
+                      .dp_noise_multiplier = 1.1f,
+                      .dp_delta = 1e-5f};
   return welcome;
 }
 
@@ -369,7 +373,8 @@ TEST(WireRoundTrip, ControlMessages) {
     const JoinInfo join{.architecture = HostArchitecture(),
                         .codecs = AllCodecs().Mask(),
                         .max_frame_bytes = 65536,
-                        .memory_bytes = 1u << 20};
+                        .memory_bytes = 1u << 20,
+                        .features = 0xFFFFFFFFu};
     const auto frame = builder.EncodeJoin(header, join);
     ASSERT_TRUE(frame.ok());
     const auto view = DecodeFrame(*frame);

@@ -1,0 +1,237 @@
+// Differential privacy in the sessions: which runs can be private (and why not), the Welcome
+// carrying it, workers clipping every update they send, noise of the right size added by the
+// server (central) or as shares by the devices (distributed), and the keys that must keep the
+// noise secret.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "edgesgd/core/codecs/qsgd.h"
+#include "edgesgd/core/codecs/rand_k.h"
+#include "edgesgd/core/codecs/random_block.h"
+#include "edgesgd/core/codecs/sign.h"
+#include "edgesgd/core/codecs/top_k.h"
+#include "protocol/protocol_harness.h"
+
+namespace edgesgd::protocol::testing {
+namespace {
+
+constexpr std::size_t kDim = 400;
+constexpr std::uint32_t kWorkers = 4;
+
+RunConfig Private(CodecId codec, PrivacyMode mode, float clip, float noise) {
+  RunConfig config = MeanConfig(kDim, codec, 6);
+  config.privacy = PrivacyParams{.mode = mode, .clip = clip, .noise_multiplier = noise};
+  return config;
+}
+
+ServerOptions Options() {
+  ServerOptions options;
+  options.workers = kWorkers;
+  options.quorum = kWorkers;
+  options.noise_key = 0xA11CE;
+  return options;
+}
+
+void GiveNoiseKey(PeerId id, WorkerOptions& options) { options.noise_key = 0xB0B0 + id; }
+
+double Norm(std::span<const float> values) {
+  double squares = 0.0;
+  for (const float value : values)
+    squares += static_cast<double>(value) * static_cast<double>(value);
+  return std::sqrt(squares);
+}
+
+double Stddev(std::span<const float> values) {
+  double sum = 0.0;
+  double squares = 0.0;
+  for (const float value : values) {
+    sum += static_cast<double>(value);
+    squares += static_cast<double>(value) * static_cast<double>(value);
+  }
+  const double n = static_cast<double>(values.size());
+  return std::sqrt(squares / n - (sum / n) * (sum / n));
+}
+
+// Decodes every Update a worker sends into a dense vector.
+struct UpdateRecorder : Interceptor {
+  explicit UpdateRecorder(const RunConfig& run) : config(run) {}
+  Verdict OnSend(PeerId from, PeerId, std::span<const std::byte> frame, TimeNs) override {
+    if (from == kServerPeer) return {};
+    const Result<wire::FrameView> view = wire::DecodeFrame(frame);
+    if (!view.ok() || view.value().kind != wire::MessageKind::kUpdate) return {};
+    std::vector<float> dense(kDim, 0.0f);
+    std::vector<std::byte> scratch(CodecScratchBytes(config.codec, config.layout));
+    const CodecContext context{config.seed, view.value().header.round, from};
+    EXPECT_TRUE(AllCodecs()
+                    .DecodeAdd(config.codec, config.layout, context, view.value().payload.view,
+                               1.0f, dense, scratch)
+                    .ok());
+    updates.push_back(std::move(dense));
+    payload_values.push_back(std::vector<float>(view.value().payload.view.values.begin(),
+                                                view.value().payload.view.values.end()));
+    return {};
+  }
+  RunConfig config;
+  std::vector<std::vector<float>> updates;
+  std::vector<std::vector<float>> payload_values;
+};
+
+TEST(PrivacyTest, RunsThatCannotBePrivateSayWhy) {
+  struct Case {
+    const char* name;
+    RunConfig config;
+    const char* reason;  // empty: valid
+  };
+  RunConfig majority = MajorityConfig(kDim, 6);
+  majority.privacy = PrivacyParams{.mode = PrivacyMode::kCentral};
+  RunConfig unbiased = Private(kCodecId<RandKCodec>, PrivacyMode::kCentral, 1.0f, 1.0f);
+  unbiased.codec = RandKParams{.k_ratio = 0.1f, .scaling = RandKScaling::kUnbiased};
+  RunConfig recompressed = Private(kCodecId<TopKCodec>, PrivacyMode::kCentral, 1.0f, 1.0f);
+  recompressed.downlink = DownlinkKind::kAggregate;
+  RunConfig block_aggregate =
+      Private(kCodecId<RandomBlockCodec>, PrivacyMode::kDistributed, 1.0f, 1.0f);
+  block_aggregate.downlink = DownlinkKind::kAggregate;
+  RunConfig sign_scaled = Private(kCodecId<SignCodec>, PrivacyMode::kCentral, 1.0f, 1.0f);
+  sign_scaled.codec = SignParams{.scale = SignScale::kMeanAbs};
+  RunConfig bad_clip = Private(kCodecId<TopKCodec>, PrivacyMode::kCentral, 0.0f, 1.0f);
+  const std::vector<Case> cases = {
+      {"majority vote", majority, "majority vote is not one"},
+      {"qsgd", Private(kCodecId<QsgdCodec>, PrivacyMode::kCentral, 1.0f, 1.0f), "never lengthens"},
+      {"unbiased rand_k", unbiased, "never lengthens"},
+      {"re-compressed aggregate", recompressed, "central noise needs"},
+      {"distributed top_k", Private(kCodecId<TopKCodec>, PrivacyMode::kDistributed, 1.0f, 1.0f),
+       "same coordinates"},
+      {"bad clip", bad_clip, "clipping bound"},
+      {"central top_k", Private(kCodecId<TopKCodec>, PrivacyMode::kCentral, 1.0f, 1.0f), ""},
+      {"distributed random_block, aggregate downlink", block_aggregate, ""},
+      {"distributed identity",
+       Private(kCodecId<IdentityCodec>, PrivacyMode::kDistributed, 1.0f, 1.0f), ""},
+      {"central sign (mean_abs)", sign_scaled, ""},
+      {"clipping only", Private(kCodecId<TopKCodec>, PrivacyMode::kCentral, 1.0f, 0.0f), ""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const Status status = ValidateRunConfig(c.config);
+    if (std::strlen(c.reason) == 0) {
+      EXPECT_TRUE(status.ok()) << status.reason();
+    } else {
+      EXPECT_EQ(status, Status::InvalidArgument());
+      EXPECT_NE(std::string(status.reason()).find(c.reason), std::string::npos) << status.reason();
+    }
+  }
+}
+
+TEST(PrivacyTest, TheWelcomeCarriesPrivacyAndOnlyCapableDevicesGetIt) {
+  const RunConfig config = Private(kCodecId<TopKCodec>, PrivacyMode::kCentral, 0.25f, 1.5f);
+  RunConfig decoded;
+  ASSERT_TRUE(FromWelcomeInfo(ToWelcomeInfo(config, 2, kWorkers), decoded).ok());
+  EXPECT_EQ(decoded.privacy, config.privacy);
+  // Off: nothing of it on the wire, and its parameters normalised away.
+  RunConfig off = config;
+  off.privacy.mode = PrivacyMode::kOff;
+  EXPECT_EQ(ToWelcomeInfo(off, 2, kWorkers).training.privacy, 0);
+  EXPECT_EQ(ToWelcomeInfo(off, 2, kWorkers).training.dp_clip, 0.0f);
+  ASSERT_TRUE(FromWelcomeInfo(ToWelcomeInfo(off, 2, kWorkers), decoded).ok());
+  EXPECT_EQ(decoded, NormalizedRunConfig(off));
+  EXPECT_EQ(decoded.privacy, PrivacyParams{});
+
+  wire::JoinInfo join;
+  join.features = 0;  // an older device that would ignore the privacy fields
+  EXPECT_EQ(CheckWorkerCanRun(config, join), Status::FailedPrecondition());
+  EXPECT_TRUE(CheckWorkerCanRun(off, join).ok());
+  join.features = wire::kFeatureDifferentialPrivacy;
+  EXPECT_TRUE(CheckWorkerCanRun(config, join).ok());
+}
+
+TEST(PrivacyTest, EveryUpdateSentIsClippedAndTheNoiseKeepsTheRunDeterministic) {
+  constexpr float kClip = 0.05f;
+  for (const CodecId codec :
+       {kCodecId<TopKCodec>, kCodecId<IdentityCodec>, kCodecId<RandomBlockCodec>}) {
+    SCOPED_TRACE(static_cast<int>(codec));
+    const auto run = [&](float noise) {
+      const RunConfig config = Private(codec, PrivacyMode::kCentral, kClip, noise);
+      Cluster cluster(config, Options(), Targets(kWorkers, kDim), PseudoRandom(kDim, 9, 1.0f), {},
+                      GiveNoiseKey);
+      UpdateRecorder recorder(config);
+      cluster.net().SetInterceptor(&recorder);
+      cluster.Start();
+      EXPECT_TRUE(cluster.RunUntilFinished(60 * kSecond));
+      EXPECT_TRUE(cluster.server().status().ok());
+      EXPECT_EQ(recorder.updates.size(), kWorkers * config.rounds);
+      for (const std::vector<float>& update : recorder.updates) {
+        EXPECT_LE(Norm(update), static_cast<double>(kClip) * (1.0 + 1e-5));
+      }
+      return std::vector<float>(cluster.server().model().begin(), cluster.server().model().end());
+    };
+    const std::vector<float> clipped = run(0.0f);
+    const std::vector<float> noisy = run(1.0f);
+    EXPECT_NE(clipped, noisy);
+    EXPECT_EQ(noisy, run(1.0f));  // same keys, same noise
+  }
+}
+
+// With every target at the initial model, gradients are zero: what moves the model is the noise
+// alone, which must have the standard deviation z * C / n on the mean in both modes.
+TEST(PrivacyTest, CentralAndDistributedNoiseHaveTheSameSizeOnTheMean) {
+  constexpr float kClip = 0.5f;
+  constexpr float kNoise = 2.0f;
+  const std::vector<float> initial = PseudoRandom(kDim, 9, 1.0f);
+  const std::vector<std::vector<float>> targets(kWorkers, initial);
+  for (const PrivacyMode mode : {PrivacyMode::kCentral, PrivacyMode::kDistributed}) {
+    SCOPED_TRACE(static_cast<int>(mode));
+    RunConfig config = Private(kCodecId<IdentityCodec>, mode, kClip, kNoise);
+    config.rounds = 1;
+    config.feedback.momentum = 0.0f;
+    Cluster cluster(config, Options(), targets, initial, {}, GiveNoiseKey);
+    UpdateRecorder recorder(config);
+    cluster.net().SetInterceptor(&recorder);
+    cluster.Start();
+    ASSERT_TRUE(cluster.RunUntilFinished(60 * kSecond));
+    std::vector<float> change(kDim);
+    for (std::size_t j = 0; j < kDim; ++j) change[j] = cluster.server().model()[j] - initial[j];
+    const double expected = static_cast<double>(kNoise * kClip) / kWorkers;
+    EXPECT_NEAR(Stddev(change), expected, 0.1 * expected);
+    ASSERT_EQ(recorder.payload_values.size(), kWorkers);
+    for (const std::vector<float>& values : recorder.payload_values) {
+      if (mode == PrivacyMode::kCentral) {
+        EXPECT_EQ(Norm(values), 0.0);  // the server's noise never passes through a device
+      } else {
+        const double share = static_cast<double>(kNoise * kClip) / std::sqrt(kWorkers);
+        EXPECT_NEAR(Stddev(values), share, 0.1 * share);
+      }
+    }
+  }
+}
+
+TEST(PrivacyTest, NoiseNeedsASecretKey) {
+  const RunConfig central = Private(kCodecId<TopKCodec>, PrivacyMode::kCentral, 1.0f, 1.0f);
+  ServerOptions keyless = Options();
+  keyless.noise_key = 0;
+  ArenaStorage server_storage(ServerSession::ArenaBytes(central, keyless));
+  ServerSession server;
+  const std::vector<float> model(kDim, 0.0f);
+  EXPECT_EQ(server.Init(server_storage.arena, AllCodecs(), central, keyless, model),
+            Status::InvalidArgument());
+
+  // A worker without a key leaves a distributed run at once, before computing anything.
+  const RunConfig distributed =
+      Private(kCodecId<IdentityCodec>, PrivacyMode::kDistributed, 1.0f, 1.0f);
+  Cluster cluster(distributed, Options(), Targets(kWorkers, kDim), model, {},
+                  [](PeerId id, WorkerOptions& options) {
+                    if (id != 1) GiveNoiseKey(id, options);
+                  });
+  cluster.Start();
+  cluster.RunUntilRound(1, 10 * kSecond);
+  EXPECT_TRUE(cluster.worker(1).Finished());
+  EXPECT_EQ(cluster.worker(1).status(), Status::FailedPrecondition());
+  EXPECT_EQ(cluster.problem(1).calls, 0u);
+}
+
+}  // namespace
+}  // namespace edgesgd::protocol::testing
