@@ -89,6 +89,15 @@ inline std::vector<NamedRunConfig> RunConfigs() {
     block.participation = 0.67f;
     configs.push_back({"random_block_def_partial", block});
   }
+  {
+    protocol::RunConfig central = MeanRun(TopKParams{.k_ratio = 0.25f}, DownlinkKind::kModel);
+    central.privacy = PrivacyParams{.mode = PrivacyMode::kCentral, .clip = 0.5f};
+    configs.push_back({"top_k_central_privacy", central});
+    protocol::RunConfig distributed =
+        MeanRun(RandomBlockParams{.block_ratio = 4}, DownlinkKind::kAggregate);
+    distributed.privacy = PrivacyParams{.mode = PrivacyMode::kDistributed, .clip = 0.5f};
+    configs.push_back({"random_block_distributed_privacy", distributed});
+  }
   return configs;
 }
 
@@ -166,6 +175,7 @@ inline protocol::ServerOptions ServerOptionsFor(std::uint8_t flags) {
   options.round_deadline_ns = (flags & 4) != 0 ? protocol::kNever : 1000 * kMs;
   options.liveness_timeout_ns = (flags & 8) != 0 ? protocol::kNever : 5000 * kMs;
   options.join_timeout_ns = (flags & 16) != 0 ? 3000 * kMs : protocol::kNever;
+  options.noise_key = 0x5EC2E7;  // the privacy configurations need one
   return options;
 }
 // The options the corpus generator runs with (and records under).
