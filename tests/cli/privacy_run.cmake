@@ -1,0 +1,47 @@
+# A private run end to end: 32 workers, a quarter of them per round, central and distributed
+# noise (z = 0.5, C = 1: a large epsilon, this checks the plumbing, not the privacy). Both train,
+# report in the summary's privacy section the epsilon that `privacy-budget` computes for the same
+# sampling rate, noise multiplier and rounds, and write it to the last row's epsilon column.
+#   cmake -DEDGESGD=path -DWORK_DIR=dir -P privacy_run.cmake
+include(${CMAKE_CURRENT_LIST_DIR}/summary_figures.cmake)
+file(REMOVE_RECURSE ${WORK_DIR})
+file(MAKE_DIRECTORY ${WORK_DIR})
+execute_process(COMMAND ${EDGESGD} privacy-budget --sampling-rate 0.25 --noise-multiplier 0.5
+                        --rounds 30 --delta 1e-5 --json
+                OUTPUT_VARIABLE budget RESULT_VARIABLE result)
+if(NOT result EQUAL 0)
+  message(FATAL_ERROR "privacy-budget failed: ${budget}")
+endif()
+string(JSON expected GET "${budget}" epsilon)
+set(common --task softmax --data synthetic --workers 32 --participation 0.25 --rounds 30
+    --codec random_block --block-ratio 4 --downlink aggregate --lr 0.2 --seed 3
+    --dp-clip 1 --dp-noise-multiplier 0.5 --dp-delta 1e-5)
+edgesgd_micro(${expected} expected_micro)
+foreach(mode central distributed)
+  edgesgd_simulate(${mode} ${common} --dp-mode ${mode} --metrics ${WORK_DIR}/${mode}.csv)
+  file(READ ${WORK_DIR}/${mode}.json summary)
+  string(JSON reported GET "${summary}" privacy epsilon)
+  string(JSON sampling GET "${summary}" privacy sampling_rate)
+  file(STRINGS ${WORK_DIR}/${mode}.csv rows)
+  list(GET rows -1 last_row)
+  string(REGEX MATCH "[^,]+$" column "${last_row}")
+  message(STATUS "${mode}: accuracy ${${mode}_accuracy}, epsilon ${reported} (column ${column}, "
+                 "privacy-budget ${expected}), sampling rate ${sampling}")
+  # Written with 9 and 10 significant digits: equal to a millionth.
+  edgesgd_micro(${reported} reported_micro)
+  edgesgd_micro(${column} column_micro)
+  math(EXPR summary_gap "${reported_micro} - ${expected_micro}")
+  math(EXPR column_gap "${column_micro} - ${expected_micro}")
+  if(summary_gap GREATER 1 OR summary_gap LESS -1 OR column_gap GREATER 1 OR column_gap LESS -1)
+    message(FATAL_ERROR "${mode}: epsilon ${reported} (CSV ${column}) differs from "
+                        "privacy-budget's ${expected}")
+  endif()
+  if(NOT sampling STREQUAL "0.25")
+    message(FATAL_ERROR "${mode}: sampling rate ${sampling}, expected 0.25")
+  endif()
+  edgesgd_micro(${${mode}_accuracy} accuracy)
+  if(accuracy LESS 900000)
+    message(FATAL_ERROR "${mode}: accuracy ${${mode}_accuracy} (< 0.9; 1.0 without privacy): "
+                        "the private run did not train")
+  endif()
+endforeach()
