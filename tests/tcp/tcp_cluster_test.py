@@ -208,6 +208,39 @@ def matches_simulate(cluster):
           (worst, "bit-identical" if sim_model == tcp_model else "arrival order differed"))
 
 
+def private_training(cluster):
+    """Differential privacy over TCP: server and workers draw their noise keys from the
+    operating system, so two runs with the same seed and flags train to different models (the
+    noise is secret: nobody can reproduce it from the seed), unlike simulate, whose keys come from
+    the seed. Both still train, and account the same epsilon as simulate for the same flags. A
+    distributed run (random_block, each worker adds its noise share) trains too."""
+    common = ["--workers", "4", "--rounds", "40", "--seed", "7", "--quorum", "4", "--codec",
+              "top_k", "--k-ratio", "0.1", "--feedback", "ef", "--lr", "0.1", "--dp-mode",
+              "central", "--dp-clip", "0.5", "--dp-noise-multiplier", "0.05"]
+    sim_model, sim_summary = simulate(cluster, common, "sim_private")
+    first, first_summary = train_over_tcp(cluster, common, 4, name="tcp_private_1")
+    second, second_summary = train_over_tcp(cluster, common, 4, name="tcp_private_2")
+    check(first != second, "two private runs over TCP produced the same model: the noise is "
+          "not secret")
+    for summary in (first_summary, second_summary):
+        check(summary["privacy"]["epsilon"] == sim_summary["privacy"]["epsilon"],
+              "epsilon %s over TCP, %s in simulate" % (summary["privacy"]["epsilon"],
+                                                       sim_summary["privacy"]["epsilon"]))
+        check(summary["final"]["accuracy"] > 0.7,
+              "a private run over TCP trained to only %s" % summary["final"]["accuracy"])
+    distributed = [flag if flag != "central" else "distributed" for flag in common]
+    distributed[distributed.index("top_k")] = "random_block"
+    distributed[distributed.index("--k-ratio"):distributed.index("--k-ratio") + 2] = [
+        "--block-ratio", "10"]
+    _, summary = train_over_tcp(cluster, distributed, 4, name="tcp_distributed")
+    check(summary["final"]["accuracy"] > 0.7,
+          "a distributed private run over TCP trained to only %s" % summary["final"]["accuracy"])
+    print("central: accuracy %s and %s (simulate %s), epsilon %s; distributed: accuracy %s" %
+          (first_summary["final"]["accuracy"], second_summary["final"]["accuracy"],
+           sim_summary["final"]["accuracy"], first_summary["privacy"]["epsilon"],
+           summary["final"]["accuracy"]))
+
+
 def slowed_workers(cluster, port, ids, slowdown):
     """Workers on a larger model with --slowdown: rounds of ~10 ms, so a run outlasts the
     events a scenario injects into it."""
@@ -784,6 +817,7 @@ def gossip_peer_killed_choco(cluster):
 
 SCENARIOS = {
     "matches_simulate": matches_simulate,
+    "private_training": private_training,
     "kill_worker": kill_worker,
     "server_resume": server_resume,
     "resume_refuses_changes": resume_refuses_changes,
