@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
@@ -15,6 +16,21 @@ double ClipToNorm(std::span<float> values, float bound) {
     for (float& value : values) value *= scale;
   }
   return norm;
+}
+
+double UpdateNoiseMultiplier(const PrivacyParams& params) {
+  const auto z = static_cast<double>(params.noise_multiplier);
+  if (!AdaptsClipping(params) || z == 0.0) return z;
+  const double count_multiplier = 2.0 * static_cast<double>(params.count_noise);
+  return 1.0 / std::sqrt(1.0 / (z * z) - 1.0 / (count_multiplier * count_multiplier));
+}
+
+float NextClipBound(float bound, double unclipped_fraction, const PrivacyParams& params) {
+  const double step = static_cast<double>(params.clip_learning_rate) *
+                      (unclipped_fraction - static_cast<double>(params.target_quantile));
+  // Kept a positive normal float whatever the noise does, so that it stays a valid bound.
+  const double next = static_cast<double>(bound) * std::exp(-step);
+  return static_cast<float>(std::clamp(next, 1e-30, 1e30));
 }
 
 double GaussianNoise::NextUnitOpen() {

@@ -132,6 +132,26 @@ void AddTrainingFlags(CLI::App& command, RunFlags& o, const char* deadline_help)
       ->capture_default_str()
       ->check(CLI::Range(1e-30f, 0.5f))
       ->each(dp_flag_given);
+  command.add_option("--dp-target-quantile", o.dp_target_quantile,
+                     "Adaptive clipping (Andrew et al. 2021): the fraction of updates in (0, 1) "
+                     "the bound should leave unclipped, learnt from a noised count each round "
+                     "starting at --dp-clip; 0 keeps --dp-clip fixed")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0f, 0.999f))
+      ->each(dp_flag_given);
+  command.add_option("--dp-clip-lr", o.dp_clip_lr,
+                     "Adaptive clipping's step: C <- C * exp(-lr * (unclipped fraction - "
+                     "target))")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber)
+      ->each(dp_flag_given);
+  command.add_option("--dp-count-noise", o.dp_count_noise,
+                     "Adaptive clipping: standard deviation of the noise on the count of "
+                     "unclipped updates (0 = the sampled devices / 20); must exceed half of "
+                     "--dp-noise-multiplier, whose budget it shares")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber)
+      ->each(dp_flag_given);
   command.add_option("--quorum", o.quorum,
                      "Updates a round needs once its deadline passed (0 = 1)")
       ->capture_default_str();
@@ -389,8 +409,12 @@ std::string CheckRunConsistency(const RunFlags& o) {
            "--feedback or use --feedback none";
   }
   if (o.dp_mode == "off" && o.dp_flags_given) {
-    return "--dp-clip, --dp-noise-multiplier and --dp-delta need --dp-mode central or "
-           "distributed";
+    return "the --dp-* flags need --dp-mode central or distributed";
+  }
+  if (o.dp_target_quantile == 0.0f && (o.dp_clip_lr != RunFlags{}.dp_clip_lr ||
+                                       o.dp_count_noise != RunFlags{}.dp_count_noise)) {
+    return "--dp-clip-lr and --dp-count-noise tune adaptive clipping: they need "
+           "--dp-target-quantile";
   }
   if (o.quorum > o.workers) return "--quorum cannot exceed --workers";
   if (o.task == "logreg-toy" && o.workers != 2) {
@@ -504,6 +528,15 @@ protocol::RunConfig BuildRunConfig(const RunFlags& o, const Task& task) {
     config.privacy.clip = o.dp_clip;
     config.privacy.noise_multiplier = o.dp_noise_multiplier;
     config.privacy.delta = o.dp_delta;
+    config.privacy.target_quantile = o.dp_target_quantile;
+    config.privacy.clip_learning_rate = o.dp_clip_lr;
+    // Andrew et al.'s recommendation: a twentieth of the devices a round samples.
+    config.privacy.count_noise =
+        o.dp_count_noise != 0.0f
+            ? o.dp_count_noise
+            : static_cast<float>(protocol::SampledCount(
+                  o.participation, static_cast<std::uint32_t>(o.workers))) /
+                  20.0f;
   }
   return config;
 }
@@ -671,6 +704,11 @@ void WriteRunSummary(SummaryWriter& summary, const RunFlags& o, const protocol::
     summary.Field("noise_multiplier", static_cast<double>(config.privacy.noise_multiplier));
     summary.Field("delta", static_cast<double>(config.privacy.delta));
     summary.Field("sampling_rate", PrivacySamplingRate(config, o.workers));
+    if (AdaptsClipping(config.privacy)) {
+      summary.Field("target_quantile", static_cast<double>(config.privacy.target_quantile));
+      summary.Field("clip_lr", static_cast<double>(config.privacy.clip_learning_rate));
+      summary.Field("count_noise", static_cast<double>(config.privacy.count_noise));
+    }
     summary.Field("epsilon", final_row.epsilon);
     summary.End();
   }

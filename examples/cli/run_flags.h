@@ -56,7 +56,10 @@ struct RunFlags {
   float dp_clip = 1.0f;
   float dp_noise_multiplier = 1.0f;
   float dp_delta = 1e-5f;
-  bool dp_flags_given = false;  // --dp-clip, --dp-noise-multiplier or --dp-delta was given
+  float dp_target_quantile = 0.0f;  // adaptive clipping; 0 keeps --dp-clip fixed
+  float dp_clip_lr = 0.2f;
+  float dp_count_noise = 0.0f;  // 0: the expected cohort / 20
+  bool dp_flags_given = false;  // a --dp-* flag other than --dp-mode was given
   // Gossip (simulate --mode gossip, peer).
   std::string gossip = "dpsgd";
   std::string topology = "ring";

@@ -26,7 +26,8 @@ using test_util::PayloadBuffers;
 
 double Norm(const std::vector<float>& values) {
   double squares = 0.0;
-  for (const float value : values) squares += static_cast<double>(value) * static_cast<double>(value);
+  for (const float value : values)
+    squares += static_cast<double>(value) * static_cast<double>(value);
   return std::sqrt(squares);
 }
 
@@ -87,7 +88,8 @@ TEST(DifferentialPrivacyTest, CodecsThatKeepTheBoundNeverDecodeLonger) {
       EXPECT_GT(longest, input_norm) << "refused but never longer";
     }
   }
-  EXPECT_EQ(keeping, 6u);  // identity, top_k, rand_k (none), random_block, sign (mean_abs), reg_top_k
+  EXPECT_EQ(keeping,
+            6u);  // identity, top_k, rand_k (none), random_block, sign (mean_abs), reg_top_k
 }
 
 TEST(DifferentialPrivacyTest, ErrorFeedbackSendsAtMostTheClipNormAndKeepsTheRest) {
@@ -177,6 +179,34 @@ TEST(DifferentialPrivacyTest, ParametersAreValidatedOnlyWhenOn) {
   params.delta = 1e-5f;
   params.mode = static_cast<PrivacyMode>(7);
   EXPECT_EQ(ValidatePrivacyParams(params), Status::InvalidArgument());
+}
+
+TEST(DifferentialPrivacyTest, AdaptiveClippingFollowsItsRuleAndSharesTheBudget) {
+  PrivacyParams params{.mode = PrivacyMode::kCentral, .clip = 1.0f, .noise_multiplier = 1.0f};
+  // Fixed clipping: the whole multiplier goes to the updates.
+  EXPECT_EQ(UpdateNoiseMultiplier(params), 1.0);
+  params.target_quantile = 0.5f;
+  params.clip_learning_rate = 0.2f;
+  params.count_noise = 0.4f;  // not above z / 2
+  EXPECT_EQ(ValidatePrivacyParams(params), Status::InvalidArgument());
+  params.count_noise = 5.0f;
+  ASSERT_TRUE(ValidatePrivacyParams(params).ok());
+  // 1/z^2 = 1/z'^2 + 1/(2 sigma_b)^2: z' = (1 - 1/100)^(-1/2).
+  EXPECT_NEAR(UpdateNoiseMultiplier(params), 1.0 / std::sqrt(0.99), 1e-12);
+  // Too few unclipped updates: the bound grows; too many: it shrinks; at the target: it stays.
+  EXPECT_FLOAT_EQ(NextClipBound(2.0f, 0.0, params), 2.0f * std::exp(0.1f));
+  EXPECT_FLOAT_EQ(NextClipBound(2.0f, 1.0, params), 2.0f * std::exp(-0.1f));
+  EXPECT_EQ(NextClipBound(2.0f, 0.5, params), 2.0f);
+  // However wild the noised fraction, the bound stays a positive finite float.
+  EXPECT_GT(NextClipBound(1e-30f, 1e6, params), 0.0f);
+  EXPECT_TRUE(std::isfinite(NextClipBound(1e30f, -1e6, params)));
+  // Normalisation: a fixed bound ignores adaptive clipping's fields; off ignores everything.
+  PrivacyParams fixed = params;
+  fixed.target_quantile = 0.0f;
+  EXPECT_EQ(NormalizedPrivacyParams(fixed).count_noise, PrivacyParams{}.count_noise);
+  EXPECT_EQ(NormalizedPrivacyParams(params), params);
+  fixed.mode = PrivacyMode::kOff;
+  EXPECT_EQ(NormalizedPrivacyParams(fixed), PrivacyParams{});
 }
 
 }  // namespace

@@ -199,7 +199,7 @@ TEST(AggregationTest, MajorityVoteRejectsAnythingButPlainSigns) {
   const CodecContext context{config.seed, 0, 1};
 
   const auto expect_refused = [&](const PayloadView& payload, const char* what) {
-    const Status check = vote.Add(config.codec, payload, context);
+    const Status check = vote.Add(config.codec, payload, context, {});
     EXPECT_EQ(check, Status::DataLoss()) << what;
   };
   std::vector<float> mean_abs_scales(shape.scales);
@@ -220,7 +220,8 @@ TEST(AggregationTest, MajorityVoteRejectsAnythingButPlainSigns) {
   expect_refused(PayloadView(indices, {}, words, unit_scales), "indices beside the signs");
 
   // The plain vote counts; alone, it is the majority.
-  ASSERT_TRUE(vote.Add(config.codec, PayloadView({}, {}, words, unit_scales), context).ok());
+  ASSERT_TRUE(
+      vote.Add(config.codec, PayloadView({}, {}, words, unit_scales), context, {}).ok());
   std::vector<std::uint32_t> majority(shape.words);
   std::vector<float> majority_scales(shape.scales, 0.0f);
   ASSERT_TRUE(vote.FillBroadcast({{}, {}, majority, majority_scales}, context).ok());

@@ -135,8 +135,7 @@ TEST(PrivacyTest, TheWelcomeCarriesPrivacyAndOnlyCapableDevicesGetIt) {
   // Off: nothing of it on the wire, and its parameters normalised away.
   RunConfig off = config;
   off.privacy.mode = PrivacyMode::kOff;
-  EXPECT_EQ(ToWelcomeInfo(off, 2, kWorkers).training.privacy, 0);
-  EXPECT_EQ(ToWelcomeInfo(off, 2, kWorkers).training.dp_clip, 0.0f);
+  EXPECT_EQ(ToWelcomeInfo(off, 2, kWorkers).privacy, wire::PrivacyConfig{});
   ASSERT_TRUE(FromWelcomeInfo(ToWelcomeInfo(off, 2, kWorkers), decoded).ok());
   EXPECT_EQ(decoded, NormalizedRunConfig(off));
   EXPECT_EQ(decoded.privacy, PrivacyParams{});
@@ -207,6 +206,84 @@ TEST(PrivacyTest, CentralAndDistributedNoiseHaveTheSameSizeOnTheMean) {
       }
     }
   }
+}
+
+// Adaptive clipping: every worker's update has a known norm (its distance to its target times
+// the learning rate, momentum off, one local step), the bound starts far below all of them, and
+// with a target quantile of 0.5 it must climb to between the second and third of the four norms,
+// announced in every broadcast and obeyed by every update.
+TEST(PrivacyTest, AdaptiveClippingFindsTheTargetQuantileOfTheUpdateNorms) {
+  RunConfig config = Private(kCodecId<IdentityCodec>, PrivacyMode::kCentral, 0.01f, 0.0f);
+  config.rounds = 200;
+  config.feedback.kind = FeedbackKind::kNone;
+  config.feedback.momentum = 0.0f;
+  config.feedback.learning_rate = 1e-3f;  // the model barely moves: the norms stay put
+  config.privacy.target_quantile = 0.5f;
+  config.privacy.clip_learning_rate = 0.2f;
+  config.privacy.count_noise = 0.0f;  // z = 0: no noise, so the count is exact
+  ASSERT_TRUE(ValidateRunConfig(config).ok());
+  const std::vector<float> initial(kDim, 0.0f);
+  std::vector<std::vector<float>> targets;
+  for (std::uint32_t w = 0; w < kWorkers; ++w) {
+    // Update norms lr * |target| = 1e-3 * sqrt(kDim) * (1, 2, 3, 4).
+    targets.emplace_back(kDim, static_cast<float>(w + 1));
+  }
+  Cluster cluster(config, Options(), targets, initial, {}, GiveNoiseKey);
+  struct BoundRecorder : Interceptor {
+    Verdict OnSend(PeerId from, PeerId, std::span<const std::byte> frame, TimeNs) override {
+      const Result<wire::FrameView> view = wire::DecodeFrame(frame);
+      if (!view.ok()) return {};
+      if (from == kServerPeer && view.value().kind == wire::MessageKind::kModelBroadcast) {
+        bounds.push_back(view.value().message.broadcast.clip_bound);
+      } else if (view.value().kind == wire::MessageKind::kUpdate) {
+        indicators.push_back(view.value().message.update.clip_indicator);
+      }
+      return {};
+    }
+    std::vector<float> bounds;
+    std::vector<float> indicators;
+  } recorder;
+  cluster.net().SetInterceptor(&recorder);
+  cluster.Start();
+  ASSERT_TRUE(cluster.RunUntilFinished(600 * kSecond));
+  ASSERT_TRUE(cluster.server().status().ok());
+  ASSERT_FALSE(recorder.bounds.empty());
+  EXPECT_FLOAT_EQ(recorder.bounds.front(), 0.01f);
+  for (const float indicator : recorder.indicators) {
+    EXPECT_TRUE(indicator == 0.0f || indicator == 1.0f);
+  }
+  const double unit = 1e-3 * std::sqrt(static_cast<double>(kDim));
+  const auto last = static_cast<double>(recorder.bounds.back());
+  EXPECT_GT(last, 1.5 * unit);
+  EXPECT_LT(last, 3.5 * unit);
+}
+
+TEST(PrivacyTest, AWorkerRefusesABroadcastWithoutAUsableBound) {
+  RunConfig config = Private(kCodecId<IdentityCodec>, PrivacyMode::kCentral, 0.5f, 1.0f);
+  config.privacy.target_quantile = 0.5f;
+  config.privacy.count_noise = 1.0f;
+  config.rounds = 100;
+  Cluster cluster(config, Options(), Targets(kWorkers, kDim), PseudoRandom(kDim, 9, 1.0f), {},
+                  GiveNoiseKey);
+  cluster.net().SetLatencyAll(kMs);
+  cluster.Start();
+  ASSERT_TRUE(cluster.RunUntilRound(2, 10 * kSecond));
+  ASSERT_LT(cluster.server().round(), 4u);
+  // A broadcast of a later round whose bound is zero (a forged or damaged frame): the worker
+  // counts a bad payload and computes nothing.
+  std::vector<std::uint64_t> buffer(BroadcastFrameBytes(config) / 8 + 1024);
+  wire::FrameBuilder builder(std::as_writable_bytes(std::span(buffer)));
+  const std::vector<float> model(kDim, 0.0f);
+  const Result<std::span<const std::byte>> frame = builder.EncodePayloadFrame(
+      {kServerPeer, 4, 1u << 30}, wire::PayloadMessage::ModelBroadcast({}), AllCodecs(),
+      ModelCodec(), config.layout, {}, model, {});
+  ASSERT_TRUE(frame.ok());
+  const std::uint64_t calls = cluster.problem(1).calls;
+  const std::uint64_t bad = cluster.worker(1).counters().bad_payloads;
+  cluster.net().DeliverNow(kServerPeer, 1, frame.value());
+  const WorkerCounters& counters = cluster.worker(1).counters();
+  EXPECT_EQ(counters.bad_payloads, bad + 1);
+  EXPECT_EQ(cluster.problem(1).calls, calls);
 }
 
 TEST(PrivacyTest, NoiseNeedsASecretKey) {

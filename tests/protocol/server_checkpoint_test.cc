@@ -385,12 +385,23 @@ std::optional<ServerSettings> WithOtherValue(const ServerSettings& run, std::str
     c.privacy.mode = c.privacy.mode != PrivacyMode::kOff ? PrivacyMode::kOff
                      : central                           ? PrivacyMode::kCentral
                                                          : PrivacyMode::kDistributed;
-  } else if (name == "dp_clip" || name == "dp_noise_multiplier" || name == "dp_delta") {
+  } else if (name.starts_with("dp_")) {
     // Read only with privacy on: a run without it has one value of each.
     if (c.privacy.mode == PrivacyMode::kOff) return std::nullopt;
-    c.privacy.clip *= name == "dp_clip" ? 2.0f : 1.0f;
-    c.privacy.noise_multiplier += name == "dp_noise_multiplier" ? 0.5f : 0.0f;
-    c.privacy.delta *= name == "dp_delta" ? 0.5f : 1.0f;
+    PrivacyParams& p = c.privacy;
+    if (name == "dp_clip") p.clip *= 2.0f;
+    if (name == "dp_noise_multiplier") p.noise_multiplier += 0.5f;
+    if (name == "dp_delta") p.delta *= 0.5f;
+    if (name == "dp_target_quantile") {
+      p.target_quantile = p.target_quantile == 0.5f ? 0.7f : 0.5f;
+      p.count_noise = std::max(p.count_noise, p.noise_multiplier);  // adaptive needs count noise
+    }
+    // Adaptive clipping's rate and count noise are read only when the bound adapts.
+    if ((name == "dp_clip_lr" || name == "dp_count_noise") && p.target_quantile == 0.0f) {
+      return std::nullopt;
+    }
+    if (name == "dp_clip_lr") p.clip_learning_rate *= 0.5f;
+    if (name == "dp_count_noise") p.count_noise += 1.0f;
   } else {
     ADD_FAILURE() << "no way to change the setting " << name;
     return std::nullopt;
@@ -412,7 +423,9 @@ TEST(ServerCheckpointTest, AResumeWithAnySettingChangedNamesTheSetting) {
   std::vector<Case> cases;
   // Privacy is off in these runs, so its parameters have one value; a run can add no privacy
   // where no noise mode fits it.
-  const std::vector<std::string_view> privacy_off{"dp_clip", "dp_noise_multiplier", "dp_delta"};
+  const std::vector<std::string_view> privacy_off{"dp_clip",        "dp_noise_multiplier",
+                                                  "dp_delta",       "dp_target_quantile",
+                                                  "dp_clip_lr",     "dp_count_noise"};
   const auto with = [](std::vector<std::string_view> names, std::vector<std::string_view> more) {
     names.insert(names.end(), more.begin(), more.end());
     return names;
@@ -437,8 +450,12 @@ TEST(ServerCheckpointTest, AResumeWithAnySettingChangedNamesTheSetting) {
   }
   RunConfig central = MeanConfig(kDim, kCodecId<TopKCodec>, 10);
   central.privacy = PrivacyParams{.mode = PrivacyMode::kCentral, .clip = 0.5f};
+  RunConfig adaptive = central;  // clipping to the median update norm
+  adaptive.privacy.target_quantile = 0.5f;
+  adaptive.privacy.count_noise = 1.0f;
   // Central noise rules out a vote and a re-compressed (top_k) aggregate downlink.
-  cases.push_back({"mean", central, {"aggregate", "downlink"}});
+  cases.push_back({"mean", central, {"aggregate", "downlink", "dp_clip_lr", "dp_count_noise"}});
+  cases.push_back({"mean", adaptive, {"aggregate", "downlink"}});
   RunConfig dq = MeanConfig(kDim, kCodecId<QsgdCodec>, 10);
   dq.codec = QsgdParams{.schedule = QuantScheduleKind::kDq};
   cases.push_back({"mean", dq, with({"dp_mode"}, privacy_off)});

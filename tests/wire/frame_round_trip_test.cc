@@ -354,11 +354,14 @@ WelcomeInfo LargestWelcome() {
                       .mode = 255,
                       .gossip = 255,
                       .topology = 255,
-                      .gossip_rounds = 0xFFFFFFFFu,
-                      .privacy = 255,
-                      .dp_clip = 0.75f,
-                      .dp_noise_multiplier = 1.1f,
-                      .dp_delta = 1e-5f};
+                      .gossip_rounds = 0xFFFFFFFFu};
+  welcome.privacy = {.mode = 255,
+                     .clip = 0.75f,
+                     .noise_multiplier = 1.1f,
+                     .delta = 1e-5f,
+                     .target_quantile = 0.5f,
+                     .clip_learning_rate = 0.2f,
+                     .count_noise = 1.25f};
   return welcome;
 }
 

@@ -176,7 +176,7 @@ RunConfig NormalizedRunConfig(const RunConfig& config) {
     out.optimizer.momentum = config.feedback.momentum;
     out.optimizer.weight_decay = config.feedback.weight_decay;
   }
-  if (config.privacy.mode == PrivacyMode::kOff) out.privacy = PrivacyParams{};
+  out.privacy = NormalizedPrivacyParams(config.privacy);
   return out;
 }
 
@@ -211,11 +211,12 @@ wire::WelcomeInfo ToWelcomeInfo(const RunConfig& config, std::uint32_t assigned_
   training.gossip = 0;
   training.topology = 0;
   training.gossip_rounds = 0;
-  if (config.privacy.mode != PrivacyMode::kOff) {
-    training.privacy = static_cast<std::uint8_t>(config.privacy.mode);
-    training.dp_clip = config.privacy.clip;
-    training.dp_noise_multiplier = config.privacy.noise_multiplier;
-    training.dp_delta = config.privacy.delta;
+  if (const PrivacyParams privacy = NormalizedPrivacyParams(config.privacy);
+      privacy.mode != PrivacyMode::kOff) {
+    welcome.privacy = {static_cast<std::uint8_t>(privacy.mode), privacy.clip,
+                       privacy.noise_multiplier,                privacy.delta,
+                       privacy.target_quantile,                 privacy.clip_learning_rate,
+                       privacy.count_noise};
   }
   return welcome;
 }
@@ -268,11 +269,11 @@ Status FromWelcomeInfo(const wire::WelcomeInfo& welcome, RunConfig& out) {
   config.participation = training.participation;
   config.rounds = welcome.rounds;
   config.seed = welcome.seed;
-  if (training.privacy != 0) {
-    config.privacy.mode = static_cast<PrivacyMode>(training.privacy);
-    config.privacy.clip = training.dp_clip;
-    config.privacy.noise_multiplier = training.dp_noise_multiplier;
-    config.privacy.delta = training.dp_delta;
+  if (const wire::PrivacyConfig& privacy = welcome.privacy; privacy.mode != 0) {
+    config.privacy = {static_cast<PrivacyMode>(privacy.mode), privacy.clip,
+                      privacy.noise_multiplier,               privacy.delta,
+                      privacy.target_quantile,                privacy.clip_learning_rate,
+                      privacy.count_noise};
   }
   if (const Status check = ValidateRunConfig(config); !check.ok()) return check;
   out = config;

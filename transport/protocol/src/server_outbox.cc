@@ -56,9 +56,9 @@ void ServerOutbox::OweRefusal(PeerId peer, StatusCode code, const char* why) {
 }
 
 Status ServerOutbox::BuildModel(std::uint32_t round, std::uint32_t participants,
-                                std::span<const float> model) {
-  const wire::PayloadMessage message =
-      wire::PayloadMessage::ModelBroadcast({wire::BroadcastContent::kModel, participants});
+                                std::span<const float> model, float clip_bound) {
+  const wire::PayloadMessage message = wire::PayloadMessage::ModelBroadcast(
+      {wire::BroadcastContent::kModel, participants, clip_bound});
   EDGESGD_TRY_ASSIGN(
       const PayloadSpans spans,
       model_builder_->BeginPayloadFrame(NextHeader(round), message, ModelCodec(), config_->layout));
@@ -67,9 +67,10 @@ Status ServerOutbox::BuildModel(std::uint32_t round, std::uint32_t participants,
   return Status::Ok();
 }
 
-Result<PayloadSpans> ServerOutbox::BeginAggregate(std::uint32_t round, std::uint32_t participants) {
-  const wire::PayloadMessage message =
-      wire::PayloadMessage::ModelBroadcast({wire::BroadcastContent::kAggregate, participants});
+Result<PayloadSpans> ServerOutbox::BeginAggregate(std::uint32_t round, std::uint32_t participants,
+                                                  float clip_bound) {
+  const wire::PayloadMessage message = wire::PayloadMessage::ModelBroadcast(
+      {wire::BroadcastContent::kAggregate, participants, clip_bound});
   return aggregate_builder_->BeginPayloadFrame(NextHeader(round), message, config_->codec,
                                                config_->layout);
 }

@@ -238,7 +238,7 @@ void ServerSession::HandleUpdate(PeerId from, const wire::FrameView& view, TimeN
   }
   const CodecContext context{config_.seed, round, from};
   if (!codecs_->CheckShared(params.value(), config_.layout, context, payload.view).ok() ||
-      !aggregation_->Add(params.value(), payload.view, context).ok()) {
+      !aggregation_->Add(params.value(), payload.view, context, view.message.update).ok()) {
     Reject(from, RejectReason::kBadPayload, round, now);
     return;
   }
@@ -332,7 +332,8 @@ void ServerSession::StartRound(TimeNs now) {
   rejected_this_round_ = 0;
   extensions_this_round_ = 0;
   aggregation_->BeginRound();
-  if (const Status built = outbox_.BuildModel(round_, last_reported_, model_); !built.ok()) {
+  if (const Status built = outbox_.BuildModel(round_, last_reported_, model_, aggregation_->ClipBound());
+      !built.ok()) {
     Finish(wire::LeaveReason::kFailure,
            Status::Internal("the model broadcast frame could not be built"));
     return;
@@ -425,7 +426,9 @@ Status ServerSession::ApplyRound() {
 }
 
 Status ServerSession::BroadcastAndApplyAggregate() {
-  EDGESGD_TRY_ASSIGN(const PayloadSpans spans, outbox_.BeginAggregate(round_ + 1, reported_));
+  EDGESGD_TRY_ASSIGN(const PayloadSpans spans,
+                     outbox_.BeginAggregate(round_ + 1, reported_,
+                                            aggregation_->NextClipBound(round_)));
   const CodecContext context{config_.seed, round_, 0};
   if (const Status filled = aggregation_->FillBroadcast(spans, context); !filled.ok()) {
     outbox_.AbandonAggregate();

@@ -27,15 +27,21 @@ bool SameTraining(const wire::TrainingConfig& a, const wire::TrainingConfig& b) 
          SameBits(a.weight_decay, b.weight_decay) && a.local_steps == b.local_steps &&
          a.batch == b.batch && a.aggregate == b.aggregate &&
          SameBits(a.participation, b.participation) && a.mode == b.mode && a.gossip == b.gossip &&
-         a.topology == b.topology && a.gossip_rounds == b.gossip_rounds && a.privacy == b.privacy &&
-         SameBits(a.dp_clip, b.dp_clip) && SameBits(a.dp_noise_multiplier, b.dp_noise_multiplier) &&
-         SameBits(a.dp_delta, b.dp_delta);
+         a.topology == b.topology && a.gossip_rounds == b.gossip_rounds;
+}
+
+bool SamePrivacy(const wire::PrivacyConfig& a, const wire::PrivacyConfig& b) {
+  return a.mode == b.mode && SameBits(a.clip, b.clip) &&
+         SameBits(a.noise_multiplier, b.noise_multiplier) && SameBits(a.delta, b.delta) &&
+         SameBits(a.target_quantile, b.target_quantile) &&
+         SameBits(a.clip_learning_rate, b.clip_learning_rate) &&
+         SameBits(a.count_noise, b.count_noise);
 }
 
 bool SameWelcome(const wire::WelcomeInfo& a, const wire::WelcomeInfo& b) {
   return a.assigned_id == b.assigned_id && a.workers == b.workers && a.rounds == b.rounds &&
          a.seed == b.seed && a.layout == b.layout && SameCodecParams(a.codec, b.codec) &&
-         SameTraining(a.training, b.training);
+         SameTraining(a.training, b.training) && SamePrivacy(a.privacy, b.privacy);
 }
 
 // Turns packed signs into their negation in place, keeping every tensor's padding bits 0 (a
@@ -279,6 +285,13 @@ void WorkerSession::HandleBroadcast(const wire::FrameView& view, TimeNs now) {
     }
     return;
   }
+  // Adaptive clipping: the round's bound comes with its broadcast. One that is not a positive
+  // finite number makes the broadcast unusable, like a payload that does not decode.
+  const float clip_bound = view.message.broadcast.clip_bound;
+  if (AdaptsClipping(config_.privacy) && !(clip_bound > 0.0f && std::isfinite(clip_bound))) {
+    ++counters_.bad_payloads;
+    return;
+  }
   const Status applied = ApplyBroadcast(view);
   if (applied.code() == StatusCode::kFailedPrecondition) {
     Resync(now);
@@ -290,6 +303,7 @@ void WorkerSession::HandleBroadcast(const wire::FrameView& view, TimeNs now) {
   }
   broadcast_round_ = round;
   model_round_ = round;
+  if (AdaptsClipping(config_.privacy)) feedback_.SetClipNorm(clip_bound);
   ComputeUpdate(round);
 }
 
@@ -450,12 +464,12 @@ Status WorkerSession::ComputeMeanUpdate(std::uint32_t round, const wire::FrameHe
     ++counters_.encode_errors;
     return shape.status();
   }
-  if (config_.privacy.mode == PrivacyMode::kDistributed) {
-    // This device's share of the round's noise, on the coordinates every device sends; after
-    // Compress, so the residual never holds noise.
-    GaussianNoise(options_.noise_key, round, id_)
-        .AddTo(spans.value().values.first(shape.value().values),
-               NoiseShareStddev(config_, welcome_.workers));
+  if (const Status noted =
+          NotePrivacy(round, message, spans.value().values.first(shape.value().values));
+      !noted.ok()) {
+    update_builder_->AbandonPayloadFrame();
+    ++counters_.encode_errors;
+    return noted;
   }
   const Result<std::span<const std::byte>> frame = update_builder_->FinishPayloadFrame();
   if (!frame.ok()) {
@@ -464,6 +478,31 @@ Status WorkerSession::ComputeMeanUpdate(std::uint32_t round, const wire::FrameHe
   }
   update_frame_ = frame.value();
   return Status::Ok();
+}
+
+Status WorkerSession::NotePrivacy(std::uint32_t round, wire::PayloadMessage message,
+                                  std::span<float> sent_values) {
+  const PrivacyParams& privacy = config_.privacy;
+  const bool distributed = privacy.mode == PrivacyMode::kDistributed;
+  GaussianNoise noise(options_.noise_key, round, id_);
+  const float bound = feedback_.clip_norm();
+  if (distributed) {
+    // This device's share of the round's noise, on the coordinates every device sends; after
+    // Compress, so the residual never holds noise.
+    noise.AddTo(sent_values, NoiseShareStddev(SumNoiseStddev(privacy, bound), config_,
+                                              welcome_.workers));
+  }
+  if (!AdaptsClipping(privacy)) return Status::Ok();
+  // Whether the update needed no clipping, for the server's count (with this device's share of
+  // the count's noise when the devices add the noise).
+  float indicator = feedback_.norm_before_clipping() <= static_cast<double>(bound) ? 1.0f : 0.0f;
+  if (distributed) {
+    noise.AddTo(std::span(&indicator, 1),
+                NoiseShareStddev(static_cast<double>(privacy.count_noise), config_,
+                                 welcome_.workers));
+  }
+  message.update.clip_indicator = indicator;
+  return update_builder_->AmendPendingMessage(message);
 }
 
 Status WorkerSession::ComputeMajorityUpdate(std::uint32_t round, const wire::FrameHeader& header,

@@ -144,14 +144,16 @@ Result<std::span<const std::byte>> FrameBuilder::FinishPayloadFrame() {
     case MessageKind::kUpdate: {
       const UpdateInfo& update = pending_message_.update;
       message =
-          fb::CreateUpdate(builder_, update.worker, update.samples, codec, payload_type, payload)
+          fb::CreateUpdate(builder_, update.worker, update.samples, codec, payload_type, payload,
+                           update.clip_indicator)
               .Union();
       break;
     }
     case MessageKind::kModelBroadcast: {
       const ModelBroadcastInfo& broadcast = pending_message_.broadcast;
       message = fb::CreateModelBroadcast(builder_, internal::ToFb(broadcast.content),
-                                         broadcast.participants, codec, payload_type, payload)
+                                         broadcast.participants, codec, payload_type, payload,
+                                         broadcast.clip_bound)
                     .Union();
       break;
     }
@@ -170,6 +172,15 @@ Result<std::span<const std::byte>> FrameBuilder::FinishPayloadFrame() {
 }
 
 void FrameBuilder::AbandonPayloadFrame() { pending_ = false; }
+
+Status FrameBuilder::AmendPendingMessage(const PayloadMessage& message) {
+  if (!pending_ || message.kind != pending_message_.kind) {
+    return Status::FailedPrecondition("no payload frame of this message kind is begun");
+  }
+  EDGESGD_TRY(internal::CheckPayloadMessage(message));
+  pending_message_ = message;
+  return Status::Ok();
+}
 
 Result<std::span<const std::byte>> FrameBuilder::EncodePayloadFrame(
     const FrameHeader& header, const PayloadMessage& message, const CodecRegistry& codecs,
@@ -230,11 +241,18 @@ Result<std::span<const std::byte>> FrameBuilder::EncodeWelcome(const FrameHeader
       builder_, training.feedback, training.detach, training.optimizer, training.learning_rate,
       training.momentum, training.weight_decay, training.local_steps, training.batch,
       training.aggregate, training.participation, training.mode, training.gossip, training.topology,
-      training.gossip_rounds, training.privacy, training.dp_clip, training.dp_noise_multiplier,
-      training.dp_delta);
+      training.gossip_rounds);
+  const PrivacyConfig& privacy = welcome.privacy;
+  const auto privacy_config =
+      privacy.mode == 0
+          ? flatbuffers::Offset<fb::PrivacyConfig>()
+          : fb::CreatePrivacyConfig(builder_, privacy.mode, privacy.clip, privacy.noise_multiplier,
+                                    privacy.delta, privacy.target_quantile,
+                                    privacy.clip_learning_rate, privacy.count_noise);
   const auto message = fb::CreateWelcome(
       builder_, welcome.assigned_id, welcome.workers, welcome.rounds, welcome.seed,
-      static_cast<std::uint32_t>(layout.dimension()), tensor_sizes, codec_config, training_config);
+      static_cast<std::uint32_t>(layout.dimension()), tensor_sizes, codec_config, training_config,
+      privacy_config);
   return FinishEnvelope(header, MessageKind::kWelcome, message.Union(), kMaxControlFrameBytes);
 }
 

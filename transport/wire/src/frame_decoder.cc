@@ -11,8 +11,8 @@ namespace edgesgd::wire {
 namespace {
 
 // Verifier limits. The schema nests at most three tables (Envelope > Welcome > CodecConfig) and
-// a frame holds at most four (Envelope, Welcome, CodecConfig, TrainingConfig); the margin allows
-// nothing a hostile frame could use to make verification expensive.
+// a frame holds at most five (Envelope, Welcome, CodecConfig, TrainingConfig, PrivacyConfig);
+// the margin allows nothing a hostile frame could use to make verification expensive.
 constexpr flatbuffers::uoffset_t kVerifierMaxDepth = 4;
 constexpr flatbuffers::uoffset_t kVerifierMaxTables = 8;
 
@@ -145,10 +145,17 @@ Status DecodeWelcome(const fb::Welcome* welcome, WelcomeInfo& out) {
     t.gossip = training->gossip();
     t.topology = training->topology();
     t.gossip_rounds = training->gossip_rounds();
-    t.privacy = training->privacy();
-    t.dp_clip = training->dp_clip();
-    t.dp_noise_multiplier = training->dp_noise_multiplier();
-    t.dp_delta = training->dp_delta();
+  }
+  out.privacy = PrivacyConfig{};
+  if (const fb::PrivacyConfig* privacy = welcome->privacy(); privacy != nullptr) {
+    PrivacyConfig& p = out.privacy;
+    p.mode = privacy->mode();
+    p.clip = privacy->clip();
+    p.noise_multiplier = privacy->noise_multiplier();
+    p.delta = privacy->delta();
+    p.target_quantile = privacy->target_quantile();
+    p.clip_learning_rate = privacy->clip_learning_rate();
+    p.count_noise = privacy->count_noise();
   }
   return Status::Ok();
 }
@@ -185,7 +192,8 @@ Status DecodeMessage(const fb::Envelope& envelope, FrameView& view) {
       }
       view.kind = MessageKind::kModelBroadcast;
       view.message = PayloadMessage::ModelBroadcast(
-          {internal::EnumCast<BroadcastContent>(broadcast->content()), broadcast->participants()});
+          {internal::EnumCast<BroadcastContent>(broadcast->content()), broadcast->participants(),
+           broadcast->clip_bound()});
       return DecodePayload(broadcast->codec(), broadcast->payload_type(), broadcast->payload(),
                            view.payload);
     }
@@ -193,7 +201,8 @@ Status DecodeMessage(const fb::Envelope& envelope, FrameView& view) {
       const fb::Update* update = envelope.message_as_Update();
       if (update == nullptr) return Status::DataLoss("the Update is missing");
       view.kind = MessageKind::kUpdate;
-      view.message = PayloadMessage::Update({update->worker(), update->samples()});
+      view.message =
+          PayloadMessage::Update({update->worker(), update->samples(), update->clip_indicator()});
       return DecodePayload(update->codec(), update->payload_type(), update->payload(),
                            view.payload);
     }

@@ -14,7 +14,7 @@ Status MajorityVoteAggregation::Init(Arena& arena, const AggregationSetup& setup
 void MajorityVoteAggregation::BeginRound() { vote_.Reset(); }
 
 Status MajorityVoteAggregation::Add(const CodecParams&, const PayloadView& payload,
-                                    const CodecContext&) {
+                                    const CodecContext&, const wire::UpdateInfo&) {
   // A vote is plain signs: one unit scale per tensor and nothing else.
   if (payload.scales.size() != config_->layout.tensor_count() || !payload.indices.empty() ||
       !payload.values.empty()) {

@@ -16,7 +16,7 @@ Status RecompressedMeanAggregation::Init(Arena& arena, const AggregationSetup& s
 void RecompressedMeanAggregation::BeginRound() { mean_.Reset(); }
 
 Status RecompressedMeanAggregation::Add(const CodecParams& params, const PayloadView& payload,
-                                        const CodecContext& context) {
+                                        const CodecContext& context, const wire::UpdateInfo&) {
   return mean_.AddWithParams(params, payload, context);
 }
 

@@ -3,8 +3,10 @@
 // DP-FedAvg's pieces (docs/algorithms.md#differential-privacy): each device clips the vector it
 // compresses to an L2 norm C, and Gaussian noise of standard deviation z * C is added to the
 // sum of the round's updates — by the server (central) or as n shares of z * C / sqrt(n), one
-// per device of the expected cohort (distributed). The accountant that turns z, the sampling
-// rate and the rounds into (epsilon, delta) is privacy/rdp_accountant.h.
+// per device of the expected cohort (distributed). With adaptive clipping (Andrew et al. 2021)
+// C follows a target quantile of the devices' update norms, learnt from a noised count of the
+// updates that needed no clipping. The accountant that turns z, the sampling rate and the
+// rounds into (epsilon, delta) is privacy/rdp_accountant.h.
 
 #include <cstdint>
 #include <limits>
@@ -26,6 +28,13 @@ struct PrivacyParams {
   float clip = 1.0f;              // C > 0: the L2 bound of one device's update
   float noise_multiplier = 1.0f;  // z >= 0: noise standard deviation over C
   float delta = 1e-5f;            // the accountant's delta, in (0, 1)
+  // Adaptive clipping: the fraction gamma in (0, 1) of updates C should leave unclipped; 0 keeps
+  // C fixed at `clip` (which is then only the starting bound).
+  float target_quantile = 0.0f;
+  float clip_learning_rate = 0.2f;  // eta_C > 0: C <- C * exp(-eta_C * (b - gamma))
+  // sigma_b >= 0: standard deviation of the noise on the count of unclipped updates (0.5 is
+  // one device's influence on it, as each counts b_i - 1/2); above z / 2 when z > 0.
+  float count_noise = 0.0f;
 
   friend constexpr bool operator==(const PrivacyParams&, const PrivacyParams&) = default;
 };
@@ -51,8 +60,51 @@ constexpr Status ValidatePrivacyParams(const PrivacyParams& params) {
   if (!(params.delta > 0.0f && params.delta < 1.0f)) {
     return Status::InvalidArgument("delta must be in (0, 1)");
   }
+  if (params.target_quantile == 0.0f) return Status::Ok();
+  if (!(params.target_quantile > 0.0f && params.target_quantile < 1.0f)) {
+    return Status::InvalidArgument("the target quantile of adaptive clipping must be in (0, 1)");
+  }
+  if (!(params.clip_learning_rate > 0.0f && params.clip_learning_rate <= kMaxFloat)) {
+    return Status::InvalidArgument(
+        "the clipping bound's learning rate must be positive and finite");
+  }
+  if (!(params.count_noise >= 0.0f && params.count_noise <= kMaxFloat)) {
+    return Status::InvalidArgument("the count noise must be non-negative and finite");
+  }
+  if (params.noise_multiplier > 0.0f && !(2.0f * params.count_noise > params.noise_multiplier)) {
+    return Status::InvalidArgument(
+        "the count noise must exceed half the noise multiplier: the count of unclipped updates "
+        "spends part of the privacy budget");
+  }
   return Status::Ok();
 }
+
+constexpr bool AdaptsClipping(const PrivacyParams& params) {
+  return params.mode != PrivacyMode::kOff && params.target_quantile > 0.0f;
+}
+
+// `params` with the fields its mode does not read at their defaults (all of them when off,
+// adaptive clipping's when the bound is fixed): two runs that differ only there are one run.
+constexpr PrivacyParams NormalizedPrivacyParams(const PrivacyParams& params) {
+  if (params.mode == PrivacyMode::kOff) return PrivacyParams{};
+  PrivacyParams normalized = params;
+  if (!AdaptsClipping(params)) {
+    const PrivacyParams defaults;
+    normalized.target_quantile = defaults.target_quantile;
+    normalized.clip_learning_rate = defaults.clip_learning_rate;
+    normalized.count_noise = defaults.count_noise;
+  }
+  return normalized;
+}
+
+// The noise multiplier of the updates' sum: z, or with adaptive clipping the part of z that the
+// count's noise leaves, (z^-2 - (2 sigma_b)^-2)^(-1/2), so that the two releases of a round
+// together are a Gaussian mechanism of multiplier z (Andrew et al. 2021, Theorem 1).
+double UpdateNoiseMultiplier(const PrivacyParams& params);
+
+// Adaptive clipping's step: bound * exp(-eta_C * (unclipped_fraction - gamma)), the fraction
+// being the noised count of unclipped updates over the expected cohort.
+float NextClipBound(float bound, double unclipped_fraction, const PrivacyParams& params);
 
 // Scales `values` by min(1, bound / |values|_2) so its L2 norm is at most `bound` (> 0); returns
 // the norm before clipping. Accumulates in double so the bound holds up to float rounding.
@@ -77,9 +129,9 @@ class GaussianNoise {
   bool has_spare_ = false;
 };
 
-// The standard deviation of the noise one round's sum gets: z * C.
-constexpr double SumNoiseStddev(const PrivacyParams& params) {
-  return static_cast<double>(params.noise_multiplier) * static_cast<double>(params.clip);
+// The standard deviation of the noise a round's sum of updates clipped to `bound` gets.
+inline double SumNoiseStddev(const PrivacyParams& params, float bound) {
+  return UpdateNoiseMultiplier(params) * static_cast<double>(bound);
 }
 
 }  // namespace edgesgd

@@ -29,6 +29,7 @@
 #include "edgesgd/core/result.h"
 #include "edgesgd/core/status.h"
 #include "edgesgd/protocol/run_config.h"
+#include "edgesgd/wire/messages.h"
 
 namespace edgesgd::protocol {
 
@@ -42,10 +43,11 @@ class Aggregation {
 
   // Verifies and adds the payload of an accepted update, decoded with `params` (the run's codec
   // with the frame's own per-frame parameters, ParamsForPayload) in `context` (the sender's
-  // round and id). Errors (nothing is added): kDataLoss or kInvalidArgument with the reason
-  // the payload cannot be aggregated. Does not allocate.
+  // round and id); `update` holds the Update's other fields. Errors (nothing is added):
+  // kDataLoss or kInvalidArgument with the reason the payload cannot be aggregated. Does not
+  // allocate.
   virtual Status Add(const CodecParams& params, const PayloadView& payload,
-                     const CodecContext& context) = 0;
+                     const CodecContext& context, const wire::UpdateInfo& update) = 0;
 
   // Writes the round's aggregate into `out` (spans of EncodedShape(config.codec)). Called once
   // per closed round, only for a component whose aggregate is a payload. Errors: the aggregate
@@ -58,6 +60,13 @@ class Aggregation {
   // empty). Errors as FillBroadcast.
   virtual Status Apply(const PayloadView& broadcast, const CodecContext& context,
                        std::span<float> model) = 0;
+
+  // Adaptive clipping (docs/privacy.md): the bound workers clip this round's updates to, which
+  // the round's model broadcasts announce, and the one the next round's take, from this round's
+  // updates so far (what an aggregate broadcast built at the round's end announces). 0 when
+  // workers clip to the run's fixed bound or not at all.
+  virtual float ClipBound() const { return 0.0f; }
+  virtual float NextClipBound(std::uint32_t /*round*/) const { return ClipBound(); }
 
   // The component's state across rounds, for checkpoints, as bytes in place (empty when it
   // keeps none; its size never changes after creation), and the restore of such bytes (at any
@@ -81,8 +90,8 @@ class Aggregation {
 #define EDGESGD_AGGREGATION_COMPONENT()                                                           \
   Status Init(Arena& arena, const AggregationSetup& setup);                                       \
   void BeginRound() override;                                                                     \
-  Status Add(const CodecParams& params, const PayloadView& payload, const CodecContext& context)  \
-      override;                                                                                   \
+  Status Add(const CodecParams& params, const PayloadView& payload, const CodecContext& context,  \
+             const wire::UpdateInfo& update) override;                                            \
   Status FillBroadcast(const PayloadSpans& out, const CodecContext& context) override;            \
   Status Apply(const PayloadView& broadcast, const CodecContext& context, std::span<float> model) \
       override

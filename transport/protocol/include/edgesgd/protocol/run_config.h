@@ -79,11 +79,11 @@ constexpr std::uint32_t SampledCount(float participation, std::uint32_t live) {
   return take < 1 ? 1 : (take > live ? live : take);
 }
 
-// Distributed noise: the standard deviation of one device's share, z * C / sqrt(n) for the n
-// devices a round of `workers` samples, so that n shares sum to the z * C of central noise.
-inline double NoiseShareStddev(const RunConfig& config, std::uint32_t workers) {
+// Distributed noise: the standard deviation of one device's share of a noise of `stddev`,
+// stddev / sqrt(n) for the n devices a round of `workers` samples, so that n shares sum to it.
+inline double NoiseShareStddev(double stddev, const RunConfig& config, std::uint32_t workers) {
   const std::uint32_t cohort = SampledCount(config.participation, workers);
-  return SumNoiseStddev(config.privacy) / std::sqrt(static_cast<double>(cohort < 1 ? 1 : cohort));
+  return stddev / std::sqrt(static_cast<double>(cohort < 1 ? 1 : cohort));
 }
 
 // Bounds on the values that size a worker's work per frame. A worker takes them from the
@@ -114,8 +114,8 @@ Status ValidateRunConfig(const RunConfig& config);
 
 // `config` with the parameters its aggregation does not use made equal to the ones it does
 // (learning rate, momentum and weight decay live in `feedback` for kMean and in `optimizer` for
-// kMajority; the wire carries one set), and privacy parameters at their defaults when it is
-// off. FromWelcomeInfo(ToWelcomeInfo(c)) ==
+// kMajority; the wire carries one set), and the privacy parameters it does not read at their
+// defaults (NormalizedPrivacyParams). FromWelcomeInfo(ToWelcomeInfo(c)) ==
 // NormalizedRunConfig(c) for every valid c. Does not allocate.
 RunConfig NormalizedRunConfig(const RunConfig& config);
 
@@ -157,13 +157,15 @@ constexpr void ForEachRunConfigField(const RunConfig& config, std::uint32_t work
   f("lr", bits(majority ? config.optimizer.learning_rate : config.feedback.learning_rate));
   f("momentum", bits(majority ? config.optimizer.momentum : config.feedback.momentum));
   f("weight_decay", bits(majority ? config.optimizer.weight_decay : config.feedback.weight_decay));
-  // Without privacy its parameters are read by nothing: recorded at their defaults.
-  const PrivacyParams privacy =
-      config.privacy.mode == PrivacyMode::kOff ? PrivacyParams{} : config.privacy;
+  // Parameters the run does not read are recorded at their defaults.
+  const PrivacyParams privacy = NormalizedPrivacyParams(config.privacy);
   f("dp_mode", static_cast<std::uint64_t>(privacy.mode));
   f("dp_clip", bits(privacy.clip));
   f("dp_noise_multiplier", bits(privacy.noise_multiplier));
   f("dp_delta", bits(privacy.delta));
+  f("dp_target_quantile", bits(privacy.target_quantile));
+  f("dp_clip_lr", bits(privacy.clip_learning_rate));
+  f("dp_count_noise", bits(privacy.count_noise));
 }
 
 // ---- The Welcome's encoding of a RunConfig ----

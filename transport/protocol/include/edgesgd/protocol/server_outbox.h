@@ -62,12 +62,15 @@ class ServerOutbox {
 
   // ---- The shared frames of a round ----
   // Builds the broadcast of `model` for round `round`; `participants` is how many updates made
-  // the change that led to it. Errors: the builder's.
-  Status BuildModel(std::uint32_t round, std::uint32_t participants, std::span<const float> model);
+  // the change that led to it, `clip_bound` the round's adaptive clipping bound (0: none).
+  // Errors: the builder's.
+  Status BuildModel(std::uint32_t round, std::uint32_t participants, std::span<const float> model,
+                    float clip_bound);
   // Begins the aggregate frame of round `round` (applied by workers that hold round - 1's model)
   // and returns its payload spans for the aggregation component to fill; then Finish or
   // Abandon. Errors: the builder's.
-  Result<PayloadSpans> BeginAggregate(std::uint32_t round, std::uint32_t participants);
+  Result<PayloadSpans> BeginAggregate(std::uint32_t round, std::uint32_t participants,
+                                      float clip_bound);
   Result<std::span<const std::byte>> FinishAggregate();
   void AbandonAggregate();
   // Builds the Leave that ends the run (then owed with Owe(peer, kLeave)). False when it cannot

@@ -229,6 +229,10 @@ class WorkerSession final : public Session {
   void ComputeUpdate(std::uint32_t round);
   Status ComputeMeanUpdate(std::uint32_t round, const wire::FrameHeader& header,
                            const wire::PayloadMessage& message);
+  // Differential privacy after the update's Compress: the device's noise share on `sent_values`
+  // (distributed noise) and adaptive clipping's indicator in the frame's Update fields.
+  Status NotePrivacy(std::uint32_t round, wire::PayloadMessage message,
+                     std::span<float> sent_values);
   Status ComputeMajorityUpdate(std::uint32_t round, const wire::FrameHeader& header,
                                const wire::PayloadMessage& message);
   void SendJoin(TimeNs now);

@@ -62,6 +62,12 @@ class FrameBuilder {
   Result<PayloadSpans> BeginPayloadFrame(const FrameHeader& header, const PayloadMessage& message,
                                          const CodecParams& params, const TensorLayout& layout);
 
+  // Replaces the message fields of the begun frame, which are written only when it is finished:
+  // for fields that depend on the payload (adaptive clipping's indicator of an Update). Errors:
+  // kFailedPrecondition if no payload frame is begun or `message` is of another kind;
+  // kInvalidArgument for an enum outside the schema (nothing changes then).
+  Status AmendPendingMessage(const PayloadMessage& message);
+
   // Completes the begun frame: writes the payload, message and envelope tables, the file
   // identifier and the size prefix behind the reserved payload, and returns the frame.
   // Errors: kFailedPrecondition if no payload frame is begun.

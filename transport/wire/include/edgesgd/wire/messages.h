@@ -94,12 +94,22 @@ struct TrainingConfig {
   std::uint8_t gossip = 0;
   std::uint8_t topology = 0;
   std::uint32_t gossip_rounds = 0;
-  std::uint8_t privacy = 0;
-  float dp_clip = 0.0f;
-  float dp_noise_multiplier = 0.0f;
-  float dp_delta = 0.0f;
 
   friend constexpr bool operator==(const TrainingConfig&, const TrainingConfig&) = default;
+};
+
+// Differential privacy's parameters; mode 0 (off) means the Welcome carries none. The mode is
+// core's PrivacyMode, carried without interpretation.
+struct PrivacyConfig {
+  std::uint8_t mode = 0;
+  float clip = 0.0f;
+  float noise_multiplier = 0.0f;
+  float delta = 0.0f;
+  float target_quantile = 0.0f;
+  float clip_learning_rate = 0.0f;
+  float count_noise = 0.0f;
+
+  friend constexpr bool operator==(const PrivacyConfig&, const PrivacyConfig&) = default;
 };
 
 struct WelcomeInfo {
@@ -110,6 +120,7 @@ struct WelcomeInfo {
   TensorLayout layout;  // model dimension and tensor sizes
   CodecParams codec;    // travels as its codec id and parameter words (CodecConfig)
   TrainingConfig training;
+  PrivacyConfig privacy;
 
   friend constexpr bool operator==(const WelcomeInfo&, const WelcomeInfo&) = default;
 };
@@ -157,6 +168,7 @@ inline constexpr std::size_t kGossipVectorCount = 6;
 struct UpdateInfo {
   std::uint32_t worker = 0;
   std::uint32_t samples = 0;
+  float clip_indicator = 0.0f;  // adaptive clipping (see the schema)
 
   friend constexpr bool operator==(const UpdateInfo&, const UpdateInfo&) = default;
 };
@@ -164,6 +176,7 @@ struct UpdateInfo {
 struct ModelBroadcastInfo {
   BroadcastContent content = BroadcastContent::kModel;
   std::uint32_t participants = 0;
+  float clip_bound = 0.0f;  // adaptive clipping (see the schema)
 
   friend constexpr bool operator==(const ModelBroadcastInfo&, const ModelBroadcastInfo&) = default;
 };

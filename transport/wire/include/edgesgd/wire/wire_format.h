@@ -54,12 +54,13 @@ inline constexpr std::size_t kMinFrameBytes = 20;
 inline constexpr std::size_t kPayloadFrameOverheadBytes = 160;
 
 // Upper bound on any control frame (Join, Welcome, Heartbeat, Leave, Error). The largest is a
-// Welcome with kMaxTensors tensor sizes and every configuration field set: 544 bytes measured.
-inline constexpr std::size_t kMaxControlFrameBytes = 576;
+// Welcome with kMaxTensors tensor sizes and every configuration field set, privacy included:
+// 576 bytes measured.
+inline constexpr std::size_t kMaxControlFrameBytes = 640;
 
 // Bytes FlatBuffers' builder needs beside the frame while building it: the field locations of
 // the table being built (8 bytes per field, at most 24 fields in a table; TrainingConfig has
-// 23) and the list of vtables written so far (4 bytes each, at most 8 tables per frame).
+// 19) and the list of vtables written so far (4 bytes each, at most 8 tables per frame).
 inline constexpr std::size_t kBuilderScratchBytes = 8 * 24 + 4 * 8;
 
 // Longest Error reason carried; longer reasons are cut at a UTF-8 character boundary.

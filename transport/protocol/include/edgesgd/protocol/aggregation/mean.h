@@ -2,12 +2,12 @@
 
 // Mean aggregation with the model downlink: x_{r+1} = x_r - mean_i C(p_i). Every update is
 // decoded into one dense sum (any codec); the workers get the new model each round. The step
-// of error feedback (docs/algorithms.md). With central differential privacy the new model gets
-// the noise on every coordinate.
+// of error feedback (docs/algorithms.md). With differential privacy the new model gets central
+// noise on every coordinate, and adaptive clipping's bound is kept here (ServerPrivacy).
 
 #include "edgesgd/core/aggregator.h"
 #include "edgesgd/protocol/aggregation.h"
-#include "edgesgd/protocol/aggregation/central_noise.h"
+#include "edgesgd/protocol/aggregation/server_privacy.h"
 
 namespace edgesgd::protocol {
 
@@ -25,10 +25,16 @@ class MeanAggregation final : public Aggregation {
   static constexpr bool kAggregateIsPayload = false;
 
   EDGESGD_AGGREGATION_COMPONENT();
+  float ClipBound() const override { return privacy_.bound(); }
+  float NextClipBound(std::uint32_t round) const override { return privacy_.NextBound(round); }
+  std::span<const std::byte> SavedState() const override { return privacy_.SavedState(); }
+  Status RestoreState(std::span<const std::byte> saved) override {
+    return privacy_.RestoreState(saved);
+  }
 
  private:
   MeanAggregator mean_;
-  CentralNoise noise_;
+  ServerPrivacy privacy_;
 };
 
 }  // namespace edgesgd::protocol

@@ -4,11 +4,12 @@
 // (identity, rand_k, random_block: every worker's payload lists the same coordinates). The
 // mean of the payloads is again a payload of the codec: the broadcast costs what one update
 // costs, and a worker that holds the previous model applies it as x -= decode(mean). Central
-// differential privacy noises the mean's values: the coordinates the round released.
+// differential privacy noises the mean's values, the coordinates the round released; adaptive
+// clipping's bound is kept here (ServerPrivacy).
 
 #include "edgesgd/core/aggregator.h"
 #include "edgesgd/protocol/aggregation.h"
-#include "edgesgd/protocol/aggregation/central_noise.h"
+#include "edgesgd/protocol/aggregation/server_privacy.h"
 
 namespace edgesgd::protocol {
 
@@ -29,13 +30,19 @@ class PayloadMeanAggregation final : public Aggregation {
   static constexpr bool kAggregateIsPayload = true;
 
   EDGESGD_AGGREGATION_COMPONENT();
+  float ClipBound() const override { return privacy_.bound(); }
+  float NextClipBound(std::uint32_t round) const override { return privacy_.NextBound(round); }
+  std::span<const std::byte> SavedState() const override { return privacy_.SavedState(); }
+  Status RestoreState(std::span<const std::byte> saved) override {
+    return privacy_.RestoreState(saved);
+  }
 
  private:
   const CodecRegistry* codecs_ = nullptr;
   const RunConfig* config_ = nullptr;
   PayloadAggregator sum_;
   std::span<std::byte> decode_scratch_;
-  CentralNoise noise_;
+  ServerPrivacy privacy_;
 };
 
 }  // namespace edgesgd::protocol
