@@ -58,7 +58,7 @@ def _dp(mode, z):
 
 
 RUNS = [
-    (BASE, [], SEEDS),
+    (BASE, ["--dp-mode", "off"], SEEDS),
     (CLIPPED, _dp("central", "0"), SEEDS),
     (CENTRAL, _dp("central", Z_EPS3), SEEDS),
     (DISTRIBUTED, _dp("distributed", Z_EPS3), SEEDS),
