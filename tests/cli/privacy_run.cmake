@@ -1,5 +1,6 @@
 # A private run end to end: 32 workers, a quarter of them per round, central and distributed
-# noise (z = 0.5, C = 1: a large epsilon, this checks the plumbing, not the privacy). Both train,
+# noise (z = 0.5, C = 1: a large epsilon, this checks the plumbing, not the privacy), with a
+# fixed and an adaptive bound. All train,
 # report in the summary's privacy section the epsilon that `privacy-budget` computes for the same
 # sampling rate, noise multiplier and rounds, and write it to the last row's epsilon column.
 #   cmake -DEDGESGD=path -DWORK_DIR=dir -P privacy_run.cmake
@@ -17,8 +18,21 @@ set(common --task softmax --data synthetic --workers 32 --participation 0.25 --r
     --codec random_block --block-ratio 4 --downlink aggregate --lr 0.2 --seed 3
     --dp-clip 1 --dp-noise-multiplier 0.5 --dp-delta 1e-5)
 edgesgd_micro(${expected} expected_micro)
+# Adaptive clipping (the median update norm) spends the same budget: the count shares it.
+set(adaptive_flags --dp-target-quantile 0.5 --dp-count-noise 2)
 foreach(mode central distributed)
   edgesgd_simulate(${mode} ${common} --dp-mode ${mode} --metrics ${WORK_DIR}/${mode}.csv)
+  edgesgd_simulate(${mode}_adaptive ${common} --dp-mode ${mode} ${adaptive_flags})
+  file(READ ${WORK_DIR}/${mode}_adaptive.json adaptive_summary)
+  string(JSON adaptive_epsilon GET "${adaptive_summary}" privacy epsilon)
+  string(JSON quantile GET "${adaptive_summary}" privacy target_quantile)
+  message(STATUS "${mode} with adaptive clipping: accuracy ${${mode}_adaptive_accuracy}, "
+                 "epsilon ${adaptive_epsilon}, target quantile ${quantile}")
+  edgesgd_micro(${${mode}_adaptive_accuracy} adaptive_accuracy)
+  if(NOT quantile STREQUAL "0.5" OR adaptive_accuracy LESS 900000)
+    message(FATAL_ERROR "${mode} with adaptive clipping: target quantile ${quantile}, accuracy "
+                        "${${mode}_adaptive_accuracy} (< 0.9)")
+  endif()
   file(READ ${WORK_DIR}/${mode}.json summary)
   string(JSON reported GET "${summary}" privacy epsilon)
   string(JSON sampling GET "${summary}" privacy sampling_rate)

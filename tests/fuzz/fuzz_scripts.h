@@ -91,7 +91,10 @@ inline std::vector<NamedRunConfig> RunConfigs() {
   }
   {
     protocol::RunConfig central = MeanRun(TopKParams{.k_ratio = 0.25f}, DownlinkKind::kModel);
-    central.privacy = PrivacyParams{.mode = PrivacyMode::kCentral, .clip = 0.5f};
+    central.privacy = PrivacyParams{.mode = PrivacyMode::kCentral,
+                                    .clip = 0.5f,
+                                    .target_quantile = 0.5f,
+                                    .count_noise = 1.0f};  // adaptive clipping
     configs.push_back({"top_k_central_privacy", central});
     protocol::RunConfig distributed =
         MeanRun(RandomBlockParams{.block_ratio = 4}, DownlinkKind::kAggregate);
