@@ -204,7 +204,8 @@ Result<PayloadShape> ErrorFeedbackWorker::Compress(const CodecContext& context,
       scratch_source_ == CodecScratch::kLent ? lent_scratch : scratch_;
 
   if (!buffers_.error) {
-    if (clip_norm_ > 0.0f) norm_before_clipping_ = ClipToNorm(delta_, clip_norm_);
+    if (kDifferentialPrivacy && clip_norm_ > 0.0f)
+      norm_before_clipping_ = ClipToNorm(delta_, clip_norm_);
     EDGESGD_TRY(EncodeWithSelection(context, delta_, out, scratch));
     phase_ = Phase::kSent;
     return shape_;
@@ -212,7 +213,8 @@ Result<PayloadShape> ErrorFeedbackWorker::Compress(const CodecContext& context,
   // p = delta + e, formed in the residual's storage. FoldDeltaIntoResidual clears delta, so a
   // retry after a failure below cannot count it twice.
   FoldDeltaIntoResidual();
-  if (clip_norm_ > 0.0f) norm_before_clipping_ = ClipToNorm(error_, clip_norm_);
+  if (kDifferentialPrivacy && clip_norm_ > 0.0f)
+    norm_before_clipping_ = ClipToNorm(error_, clip_norm_);
   EDGESGD_TRY(EncodeWithSelection(context, error_, out, scratch));
   // e = p - C(p): the fused decompress-and-subtract.
   EDGESGD_TRY(

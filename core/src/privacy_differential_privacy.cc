@@ -6,13 +6,20 @@
 
 namespace edgesgd {
 
-double ClipToNorm(std::span<float> values, float bound) {
-  double squares = 0.0;
-  for (const float value : values) squares += static_cast<double>(value) * static_cast<double>(value);
-  const double norm = std::sqrt(squares);
-  if (norm > static_cast<double>(bound)) {
+float ClipToNorm(std::span<float> values, float bound) {
+  // Kahan summation: the rounding of each addition is carried into the next.
+  float squares = 0.0f;
+  float carried = 0.0f;
+  for (const float value : values) {
+    const float term = value * value - carried;
+    const float sum = squares + term;
+    carried = (sum - squares) - term;
+    squares = sum;
+  }
+  const float norm = std::sqrt(squares);
+  if (norm > bound) {
     // Rounding the scale down keeps the clipped norm at most the bound.
-    const auto scale = std::nextafter(static_cast<float>(static_cast<double>(bound) / norm), 0.0f);
+    const float scale = std::nextafter(bound / norm, 0.0f);
     for (float& value : values) value *= scale;
   }
   return norm;
@@ -31,6 +38,14 @@ float NextClipBound(float bound, double unclipped_fraction, const PrivacyParams&
   // Kept a positive normal float whatever the noise does, so that it stays a valid bound.
   const double next = static_cast<double>(bound) * std::exp(-step);
   return static_cast<float>(std::clamp(next, 1e-30, 1e30));
+}
+
+void AddNoiseShare(const PrivacyParams& params, float bound, std::uint32_t cohort,
+                   const NoiseStream& stream, std::span<float> values) {
+  const double whole = stream.part == kNoiseOnCount ? static_cast<double>(params.count_noise)
+                                                    : SumNoiseStddev(params, bound);
+  GaussianNoise(stream).AddTo(values,
+                              whole / std::sqrt(static_cast<double>(cohort < 1 ? 1 : cohort)));
 }
 
 double GaussianNoise::NextUnitOpen() {

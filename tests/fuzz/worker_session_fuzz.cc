@@ -131,6 +131,7 @@ class WorkerHarness {
     options.codecs = &AllCodecs();
     options.user = this;
     options.heartbeat_interval_ns = (flags_ & 2) != 0 ? protocol::kNever : 500 * kMs;
+    options.add_noise = &AddNoiseShare;
     options.noise_key = 0x5EC2E7;
     const Status init = worker_->Init(*arena_, options);
     EDGESGD_FUZZ_CHECK(init.ok(), "the harness's worker initializes");

@@ -38,7 +38,10 @@ ServerOptions Options() {
   return options;
 }
 
-void GiveNoiseKey(PeerId id, WorkerOptions& options) { options.noise_key = 0xB0B0 + id; }
+void GiveNoiseKey(PeerId id, WorkerOptions& options) {
+  options.add_noise = &AddNoiseShare;
+  options.noise_key = 0xB0B0 + id;
+}
 
 double Norm(std::span<const float> values) {
   double squares = 0.0;
@@ -146,6 +149,11 @@ TEST(PrivacyTest, TheWelcomeCarriesPrivacyAndOnlyCapableDevicesGetIt) {
   EXPECT_TRUE(CheckWorkerCanRun(off, join).ok());
   join.features = wire::kFeatureDifferentialPrivacy;
   EXPECT_TRUE(CheckWorkerCanRun(config, join).ok());
+  // Distributed noise also needs a device that can draw it.
+  RunConfig distributed = Private(kCodecId<IdentityCodec>, PrivacyMode::kDistributed, 0.25f, 1.5f);
+  EXPECT_EQ(CheckWorkerCanRun(distributed, join), Status::FailedPrecondition());
+  join.features |= wire::kFeatureDistributedNoise;
+  EXPECT_TRUE(CheckWorkerCanRun(distributed, join).ok());
 }
 
 TEST(PrivacyTest, EveryUpdateSentIsClippedAndTheNoiseKeepsTheRunDeterministic) {

@@ -94,6 +94,9 @@ Status CheckMajority(const RunConfig& config) {
 Status CheckPrivacy(const RunConfig& config) {
   const PrivacyParams& privacy = config.privacy;
   if (privacy.mode == PrivacyMode::kOff) return Status::Ok();
+  if (!kDifferentialPrivacy) {
+    return Status::InvalidArgument("this build leaves differential privacy out");
+  }
   EDGESGD_TRY(ValidatePrivacyParams(privacy));
   if (config.aggregation != AggregationKind::kMean) {
     return Status::InvalidArgument(
@@ -105,8 +108,7 @@ Status CheckPrivacy(const RunConfig& config) {
         "rounds stochastically or rescales (see docs/privacy.md for the codecs that qualify)");
   }
   if (privacy.mode == PrivacyMode::kCentral) {
-    const AggregationDescriptor* aggregation = FindAggregation(config);
-    if (aggregation != nullptr && !aggregation->adds_central_noise) {
+    if (!KnownAggregations::AddsCentralNoise(config)) {
       return Status::InvalidArgument(
           "central noise needs the model downlink, or the aggregate downlink with a codec whose "
           "payloads sum: a re-compressed aggregate would keep unnoised sums in the server's "

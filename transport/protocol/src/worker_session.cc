@@ -215,10 +215,10 @@ void WorkerSession::HandleWelcome(const wire::FrameView& view, TimeNs now) {
     if (!configured_) Fail(described, described.reason(), wire::LeaveReason::kRefusedRun);
     return;
   }
-  if (!configured_ && config.privacy.mode == PrivacyMode::kDistributed && options_.noise_key == 0) {
+  if (!configured_ && config.privacy.mode == PrivacyMode::kDistributed && !AddsNoise()) {
     ++counters_.rejected_welcomes;
     const Status keyless = Status::FailedPrecondition(
-        "the run adds noise on the devices and this worker has no noise key");
+        "the run adds noise on the devices and this worker cannot: no noise function or key");
     Fail(keyless, keyless.reason(), wire::LeaveReason::kRefusedRun);
     return;
   }
@@ -387,7 +387,7 @@ Status WorkerSession::Configure(const RunConfig& config) {
     EDGESGD_TRY_ASSIGN(momentum_, arena.Allocate<float>(d));
   } else {
     EDGESGD_TRY(feedback_.Init(arena, *options_.codecs, layout, config.codec, config.feedback));
-    if (config.privacy.mode != PrivacyMode::kOff) feedback_.SetClipNorm(config.privacy.clip);
+    if (IsPrivate(config.privacy)) feedback_.SetClipNorm(config.privacy.clip);
     if (config.downlink == DownlinkKind::kAggregate) {
       EDGESGD_TRY_ASSIGN(scratch_, arena.AllocateBytes(CodecScratchBytes(config.codec, layout)));
     }
@@ -465,7 +465,9 @@ Status WorkerSession::ComputeMeanUpdate(std::uint32_t round, const wire::FrameHe
     return shape.status();
   }
   if (const Status noted =
-          NotePrivacy(round, message, spans.value().values.first(shape.value().values));
+          IsPrivate(config_.privacy)
+              ? NotePrivacy(round, message, spans.value().values.first(shape.value().values))
+              : Status::Ok();
       !noted.ok()) {
     update_builder_->AbandonPayloadFrame();
     ++counters_.encode_errors;
@@ -484,22 +486,21 @@ Status WorkerSession::NotePrivacy(std::uint32_t round, wire::PayloadMessage mess
                                   std::span<float> sent_values) {
   const PrivacyParams& privacy = config_.privacy;
   const bool distributed = privacy.mode == PrivacyMode::kDistributed;
-  GaussianNoise noise(options_.noise_key, round, id_);
   const float bound = feedback_.clip_norm();
+  const std::uint32_t cohort = SampledCount(config_.participation, welcome_.workers);
   if (distributed) {
     // This device's share of the round's noise, on the coordinates every device sends; after
     // Compress, so the residual never holds noise.
-    noise.AddTo(sent_values, NoiseShareStddev(SumNoiseStddev(privacy, bound), config_,
-                                              welcome_.workers));
+    options_.add_noise(privacy, bound, cohort, {options_.noise_key, round, id_, kNoiseOnValues},
+                       sent_values);
   }
   if (!AdaptsClipping(privacy)) return Status::Ok();
   // Whether the update needed no clipping, for the server's count (with this device's share of
   // the count's noise when the devices add the noise).
-  float indicator = feedback_.norm_before_clipping() <= static_cast<double>(bound) ? 1.0f : 0.0f;
+  float indicator = feedback_.norm_before_clipping() <= bound ? 1.0f : 0.0f;
   if (distributed) {
-    noise.AddTo(std::span(&indicator, 1),
-                NoiseShareStddev(static_cast<double>(privacy.count_noise), config_,
-                                 welcome_.workers));
+    options_.add_noise(privacy, bound, cohort, {options_.noise_key, round, id_, kNoiseOnCount},
+                       std::span(&indicator, 1));
   }
   message.update.clip_indicator = indicator;
   return update_builder_->AmendPendingMessage(message);
@@ -551,7 +552,10 @@ void WorkerSession::SendJoin(TimeNs now) {
   wire::JoinInfo join;
   join.architecture = wire::HostArchitecture();
   join.codecs = options_.codecs->Mask();
-  join.features = wire::kFeatureDifferentialPrivacy;
+  if (kDifferentialPrivacy) {
+    join.features = wire::kFeatureDifferentialPrivacy;
+    if (AddsNoise()) join.features |= wire::kFeatureDistributedNoise;
+  }
   join.max_frame_bytes = 0;  // frames arrive through the driver, which sizes its buffers
   join.memory_bytes = static_cast<std::uint32_t>(
       std::min<std::size_t>(memory, std::numeric_limits<std::uint32_t>::max()));
@@ -621,6 +625,11 @@ Status CheckWorkerCanRun(const RunConfig& config, const wire::JoinInfo& join) {
       (join.features & wire::kFeatureDifferentialPrivacy) == 0) {
     return Status::FailedPrecondition(
         "worker does not implement differential privacy, which this run needs");
+  }
+  if (config.privacy.mode == PrivacyMode::kDistributed &&
+      (join.features & wire::kFeatureDistributedNoise) == 0) {
+    return Status::FailedPrecondition(
+        "worker cannot add noise itself, which this run's distributed noise needs");
   }
   if (join.max_frame_bytes != 0 && join.max_frame_bytes < BroadcastFrameBytes(config)) {
     return Status::ResourceExhausted("worker cannot receive this run's largest frame");

@@ -89,6 +89,7 @@ Status ServerSimulation::Init(const ServerSimulationSettings& settings, std::str
     options.user = &bindings_[w];
     options.samples_per_step = settings.workers[w].samples_per_step;
     options.negate_signs = w < settings.adversaries;
+    options.add_noise = &AddNoiseShare;
     options.noise_key = SimulatedNoiseKey(settings.run.seed, options.device_id);
     if (const Status init = workers_[w]->Init(worker_arenas_[w]->arena, options); !init.ok()) {
       return Refused(init, "worker " + std::to_string(w + 1), detail);

@@ -17,6 +17,7 @@ Status Worker::Open(const WorkerSettings& settings, std::string& detail) {
   user_ = settings.worker.user;
   on_welcome_ = settings.on_welcome;
   protocol::WorkerOptions options = settings.worker;
+  if (options.add_noise == nullptr) options.add_noise = &AddNoiseShare;
   if (options.noise_key == 0) EDGESGD_TRY(DrawNoiseKey(options.noise_key, detail));
   options.gradient = gradient_ != nullptr ? &Gradient : nullptr;  // none: the session refuses
   options.user = this;

@@ -211,7 +211,7 @@ class ErrorFeedbackWorker {
   float clip_norm() const { return clip_norm_; }
   // The L2 norm of the last compressed p before clipping (0 before the first clipped Compress):
   // adaptive clipping counts the updates it did not have to shorten.
-  double norm_before_clipping() const { return norm_before_clipping_; }
+  float norm_before_clipping() const { return norm_before_clipping_; }
 
   // Reports the aggregate of the last compressed round to a stateful selector (reg_top_k's):
   // `mean_update` is ghat = mean_i C(p_i) (d floats) over `contributors` workers including this
@@ -310,7 +310,7 @@ class ErrorFeedbackWorker {
   CodecScratch scratch_source_ = CodecScratch::kOwned;
   std::uint32_t steps_ = 0;
   float clip_norm_ = 0.0f;  // 0: no clipping
-  double norm_before_clipping_ = 0.0;
+  float norm_before_clipping_ = 0.0f;
   Phase phase_ = Phase::kUninitialized;
 };
 

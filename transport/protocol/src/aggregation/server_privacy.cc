@@ -4,11 +4,6 @@
 #include <cstring>
 
 namespace edgesgd::protocol {
-namespace {
-// The count's noise stream: a holder no worker id reaches (ids are below 2^24).
-constexpr std::uint32_t kCountNoiseHolder = 0xFFFFFF;
-}  // namespace
-
 void ServerPrivacy::Init(const RunConfig& config, std::uint32_t workers, std::uint64_t key) {
   params_ = config.privacy;
   central_ = params_.mode == PrivacyMode::kCentral;
@@ -24,14 +19,15 @@ void ServerPrivacy::AddNoiseToMean(std::span<float> mean, std::uint32_t updates,
                                    std::uint32_t round) const {
   if (!central_ || updates == 0) return;
   const float bound = adaptive_ ? bound_ : params_.clip;
-  GaussianNoise(key_, round, 0).AddTo(mean, SumNoiseStddev(params_, bound) / updates);
+  GaussianNoise({key_, round, 0, kNoiseOnValues})
+      .AddTo(mean, SumNoiseStddev(params_, bound) / updates);
 }
 
 float ServerPrivacy::NextBound(std::uint32_t round) const {
   if (!adaptive_) return 0.0f;
   float count = static_cast<float>(unclipped_);
   if (central_) {
-    GaussianNoise(key_, round, kCountNoiseHolder)
+    GaussianNoise({key_, round, 0, kNoiseOnCount})
         .AddTo(std::span(&count, 1), static_cast<double>(params_.count_noise));
   }
   return NextClipBound(bound_, static_cast<double>(count) / cohort_, params_);

@@ -17,6 +17,15 @@
 
 namespace edgesgd {
 
+// Builds short of flash define EDGESGD_DIFFERENTIAL_PRIVACY=0 (the bare-metal builds do): their
+// workers then clip nothing, advertise no privacy in their Join, and refuse private runs, and
+// about 2.5 KB of a Cortex-M4 worker image stay out.
+#if defined(EDGESGD_DIFFERENTIAL_PRIVACY) && !EDGESGD_DIFFERENTIAL_PRIVACY
+inline constexpr bool kDifferentialPrivacy = false;
+#else
+inline constexpr bool kDifferentialPrivacy = true;
+#endif
+
 enum class PrivacyMode : std::uint8_t {
   kOff = 0,
   kCentral = 1,      // the server adds N(0, (zC)^2) to the sum: devices trust the server
@@ -79,8 +88,13 @@ constexpr Status ValidatePrivacyParams(const PrivacyParams& params) {
   return Status::Ok();
 }
 
+// Whether a run of `params` is private in this build.
+constexpr bool IsPrivate(const PrivacyParams& params) {
+  return kDifferentialPrivacy && params.mode != PrivacyMode::kOff;
+}
+
 constexpr bool AdaptsClipping(const PrivacyParams& params) {
-  return params.mode != PrivacyMode::kOff && params.target_quantile > 0.0f;
+  return IsPrivate(params) && params.target_quantile > 0.0f;
 }
 
 // `params` with the fields its mode does not read at their defaults (all of them when off,
@@ -107,16 +121,29 @@ double UpdateNoiseMultiplier(const PrivacyParams& params);
 float NextClipBound(float bound, double unclipped_fraction, const PrivacyParams& params);
 
 // Scales `values` by min(1, bound / |values|_2) so its L2 norm is at most `bound` (> 0); returns
-// the norm before clipping. Accumulates in double so the bound holds up to float rounding.
-double ClipToNorm(std::span<float> values, float bound);
+// the norm before clipping. Float arithmetic with a compensated sum of squares, so the bound
+// holds up to float rounding without pulling double-precision routines into a microcontroller
+// image.
+float ClipToNorm(std::span<float> values, float bound);
 
-// A private source of standard normal draws (Box-Muller over a Philox stream keyed by a secret
-// the caller holds: the run's shared seed would let every participant subtract the noise).
+// Where a draw of noise comes from: a Philox stream keyed by a secret the caller holds (the
+// run's shared seed would let every participant subtract the noise), one per round, holder (0
+// the server, a worker's id) and part (what the noise is for: kNoiseOnValues, kNoiseOnCount).
+struct NoiseStream {
+  std::uint64_t key = 0;
+  std::uint32_t round = 0;
+  std::uint32_t holder = 0;
+  std::uint32_t part = 0;
+};
+inline constexpr std::uint32_t kNoiseOnValues = 0;
+inline constexpr std::uint32_t kNoiseOnCount = 1;
+
+// A source of standard normal draws (Box-Muller over the stream's Philox words).
 class GaussianNoise {
  public:
-  // One stream per (key, round, holder).
-  GaussianNoise(std::uint64_t key, std::uint32_t round, std::uint32_t holder)
-      : rng_(key, round, 0, StreamId(RandomPurpose::kPrivacyNoise, holder)) {}
+  explicit GaussianNoise(const NoiseStream& stream)
+      : rng_(stream.key, stream.round, stream.part,
+             StreamId(RandomPurpose::kPrivacyNoise, stream.holder)) {}
 
   // Adds N(0, stddev^2) to every element of `values`.
   void AddTo(std::span<float> values, double stddev);
@@ -128,6 +155,18 @@ class GaussianNoise {
   double spare_ = 0.0;
   bool has_spare_ = false;
 };
+
+// Distributed noise: one device's share of a round's noise, added to `values` — of the noise on
+// the updates' sum (stream.part kNoiseOnValues: z' * bound) or on adaptive clipping's count
+// (kNoiseOnCount: sigma_b) — with standard deviation over sqrt(cohort), so that the `cohort`
+// devices of a round add up to it. A function a device is handed (WorkerOptions::add_noise):
+// the noise code and the double-precision logarithm and cosine it needs are linked only into
+// images that take its address.
+void AddNoiseShare(const PrivacyParams& params, float bound, std::uint32_t cohort,
+                   const NoiseStream& stream, std::span<float> values);
+using NoiseShareFunction = void (*)(const PrivacyParams& params, float bound,
+                                    std::uint32_t cohort, const NoiseStream& stream,
+                                    std::span<float> values);
 
 // The standard deviation of the noise a round's sum of updates clipped to `bound` gets.
 inline double SumNoiseStddev(const PrivacyParams& params, float bound) {

@@ -15,18 +15,34 @@ namespace edgesgd::protocol {
 
 namespace internal {
 template <typename T>
-constexpr AggregationDescriptor DescriptorOf(const char* name) {
-  return AggregationDescriptor{name,       T::kAggregateIsPayload, T::kAddsCentralNoise,
+constexpr AggregationDescriptor DescriptorOf() {
+  return AggregationDescriptor{T::kName,   T::kAggregateIsPayload, T::kAddsCentralNoise,
                                &T::Serves, &T::ArenaBytes,         &CreateInArena<T>};
 }
+
+template <typename... Components>
+struct AggregationList {
+  static constexpr std::array<AggregationDescriptor, sizeof...(Components)> kDescriptors{
+      DescriptorOf<Components>()...};
+
+  // Whether the first component that serves `config` adds central noise, read off the component
+  // types alone: a caller (a worker validating its Welcome) links none of their code.
+  static constexpr bool AddsCentralNoise(const RunConfig& config) {
+    bool found = false;
+    bool adds = false;
+    ((!found && Components::Serves(config) ? (found = true, adds = Components::kAddsCentralNoise)
+                                           : false),
+     ...);
+    return adds;
+  }
+};
 }  // namespace internal
 
-inline constexpr std::array<AggregationDescriptor, 4> kAggregations{
-    internal::DescriptorOf<MeanAggregation>("mean"),
-    internal::DescriptorOf<PayloadMeanAggregation>("payload_mean"),
-    internal::DescriptorOf<RecompressedMeanAggregation>("recompressed_mean"),
-    internal::DescriptorOf<MajorityVoteAggregation>("majority_vote"),
-};
+// The components, in order: the first whose Serves() accepts a configuration runs it.
+using KnownAggregations =
+    internal::AggregationList<MeanAggregation, PayloadMeanAggregation,
+                              RecompressedMeanAggregation, MajorityVoteAggregation>;
+inline constexpr const auto& kAggregations = KnownAggregations::kDescriptors;
 
 // The component that runs `config`, or nullptr when none serves it (ValidateRunConfig refuses
 // such a configuration with a reason).

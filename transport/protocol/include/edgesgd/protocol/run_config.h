@@ -6,7 +6,6 @@
 // needs to be told nothing but how to reach the server.
 
 #include <bit>
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
@@ -77,13 +76,6 @@ constexpr std::uint32_t SampledCount(float participation, std::uint32_t live) {
   const double exact = static_cast<double>(participation) * live + 0.5;
   const auto take = static_cast<std::uint32_t>(exact);
   return take < 1 ? 1 : (take > live ? live : take);
-}
-
-// Distributed noise: the standard deviation of one device's share of a noise of `stddev`,
-// stddev / sqrt(n) for the n devices a round of `workers` samples, so that n shares sum to it.
-inline double NoiseShareStddev(double stddev, const RunConfig& config, std::uint32_t workers) {
-  const std::uint32_t cohort = SampledCount(config.participation, workers);
-  return stddev / std::sqrt(static_cast<double>(cohort < 1 ? 1 : cohort));
 }
 
 // Bounds on the values that size a worker's work per frame. A worker takes them from the

@@ -75,10 +75,13 @@ struct WorkerOptions {
   // sends none (then the server must not use a liveness timeout).
   TimeNs heartbeat_interval_ns = 10'000'000'000;
   bool negate_signs = false;  // majority vote only: send -sign(m) (a blind adversary)
-  // A secret of this device (never 0) that keys its share of the noise when a run adds
-  // differential privacy's noise on the devices (PrivacyMode::kDistributed): drawn from the
-  // operating system's entropy by a real deployment; a simulator may derive it from its seed. A
-  // worker without one refuses such a run.
+  // Differential privacy's noise on the devices (PrivacyMode::kDistributed): the function that
+  // draws it (edgesgd::AddNoiseShare; nullptr leaves the noise code out of the image) and a
+  // secret of this device (never 0) that keys it, drawn from the operating system's entropy by
+  // a real deployment (a simulator may derive it from its seed). A worker without both does not
+  // advertise distributed noise in its Join and refuses such a run. Clipping and the central
+  // mode need neither.
+  NoiseShareFunction add_noise = nullptr;
   std::uint64_t noise_key = 0;
 };
 
@@ -229,6 +232,7 @@ class WorkerSession final : public Session {
   void ComputeUpdate(std::uint32_t round);
   Status ComputeMeanUpdate(std::uint32_t round, const wire::FrameHeader& header,
                            const wire::PayloadMessage& message);
+  bool AddsNoise() const { return options_.add_noise != nullptr && options_.noise_key != 0; }
   // Differential privacy after the update's Compress: the device's noise share on `sent_values`
   // (distributed noise) and adaptive clipping's indicator in the frame's Update fields.
   Status NotePrivacy(std::uint32_t round, wire::PayloadMessage message,

@@ -64,7 +64,8 @@ constexpr std::uint32_t CodecBit(CodecId id) { return std::uint32_t{1} << id; }
 // Bits of JoinInfo::features: parts of the protocol a device implements, so a server never hands
 // a run to a device that would silently skip one (an older build ignores the Welcome fields it
 // does not know).
-inline constexpr std::uint32_t kFeatureDifferentialPrivacy = 1;  // clips and noises its updates
+inline constexpr std::uint32_t kFeatureDifferentialPrivacy = 1;  // clips its updates (and counts)
+inline constexpr std::uint32_t kFeatureDistributedNoise = 2;     // adds its share of the noise
 
 struct JoinInfo {
   Architecture architecture = Architecture::kUnknown;

@@ -19,6 +19,7 @@ class MajorityVoteAggregation final : public Aggregation {
     return votes == 0 ? 0 : edgesgd::ArenaBytes(sizeof(MajorityVoteAggregation)) + votes;
   }
 
+  static constexpr const char* kName = "majority_vote";
   static constexpr bool kAddsCentralNoise = false;
   static constexpr bool kAggregateIsPayload = true;
 

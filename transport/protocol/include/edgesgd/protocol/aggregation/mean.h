@@ -21,6 +21,7 @@ class MeanAggregation final : public Aggregation {
     return mean == 0 ? 0 : edgesgd::ArenaBytes(sizeof(MeanAggregation)) + mean;
   }
 
+  static constexpr const char* kName = "mean";
   static constexpr bool kAddsCentralNoise = true;
   static constexpr bool kAggregateIsPayload = false;
 

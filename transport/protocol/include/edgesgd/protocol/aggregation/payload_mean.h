@@ -26,6 +26,7 @@ class PayloadMeanAggregation final : public Aggregation {
            edgesgd::ArenaBytes(CodecScratchBytes(config.codec, config.layout));
   }
 
+  static constexpr const char* kName = "payload_mean";
   static constexpr bool kAddsCentralNoise = true;
   static constexpr bool kAggregateIsPayload = true;
 

@@ -26,6 +26,7 @@ class RecompressedMeanAggregation final : public Aggregation {
            edgesgd::ArenaBytes(CodecScratchBytes(config.codec, config.layout));
   }
 
+  static constexpr const char* kName = "recompressed_mean";
   static constexpr bool kAddsCentralNoise = false;
   static constexpr bool kAggregateIsPayload = true;
 
