@@ -1,0 +1,244 @@
+// The primitives under secure aggregation: X25519 against RFC 7748, agreement, HKDF separation,
+// sealing (tampering, misaddressing and replay fail), masks, Shamir sharing and the fixed-point
+// encoding.
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "edgesgd/secagg/crypto.h"
+#include "edgesgd/secagg/fixed_point.h"
+#include "edgesgd/secagg/shamir.h"
+#include "secagg/secagg_test_util.h"
+
+namespace edgesgd::secagg {
+namespace {
+
+using testing::KeyFromHex;
+using testing::TestKey;
+
+TEST(X25519Test, MatchesRfc7748FirstVector) {
+  // RFC 7748 section 5.2, first test vector.
+  const Key scalar = KeyFromHex("a546e36bf0527c9d3b16154b82465edd62144c0ac1fc5a18506a2244ba449ac4");
+  const Key u = KeyFromHex("e6db6867583030db3594c1a424b15f7c726624ec26b3353b10a903a6d0ab1c4c");
+  Key out;
+  ASSERT_TRUE(AgreeSecret(scalar, u, out).ok());
+  EXPECT_EQ(out, KeyFromHex("c3da55379de9c6908e94ea4df28d084f32eccf03491c71f754b4075577a28552"));
+}
+
+TEST(X25519Test, BothSidesAgreeAndOthersDoNot) {
+  SecretRandom random(TestKey(1, 0));
+  KeyPair alice, bob, carol;
+  ASSERT_TRUE(GenerateKeyPair(random, alice).ok());
+  ASSERT_TRUE(GenerateKeyPair(random, bob).ok());
+  ASSERT_TRUE(GenerateKeyPair(random, carol).ok());
+  Key ab, ba, ac;
+  ASSERT_TRUE(AgreeSecret(alice.private_key, bob.public_key, ab).ok());
+  ASSERT_TRUE(AgreeSecret(bob.private_key, alice.public_key, ba).ok());
+  ASSERT_TRUE(AgreeSecret(alice.private_key, carol.public_key, ac).ok());
+  EXPECT_EQ(ab, ba);
+  EXPECT_NE(ab, ac);
+  Key again;
+  ASSERT_TRUE(PublicKeyOf(alice.private_key, again).ok());
+  EXPECT_EQ(again, alice.public_key);
+}
+
+TEST(X25519Test, RefusesLowOrderPeerKeys) {
+  SecretRandom random(TestKey(2, 0));
+  KeyPair own;
+  ASSERT_TRUE(GenerateKeyPair(random, own).ok());
+  Key zero{};  // u = 0: order 1
+  Key one{};   // u = 1: order 4
+  one[0] = std::byte{1};
+  Key shared;
+  EXPECT_FALSE(AgreeSecret(own.private_key, zero, shared).ok());
+  EXPECT_FALSE(AgreeSecret(own.private_key, one, shared).ok());
+}
+
+TEST(DeriveKeyTest, LabelAndContextSeparateKeys) {
+  const Key shared = TestKey(3, 0);
+  const std::array<std::byte, 2> context_a{std::byte{1}, std::byte{2}};
+  const std::array<std::byte, 2> context_b{std::byte{1}, std::byte{3}};
+  const auto label = [](const char* text) {
+    return std::as_bytes(std::span(text, std::char_traits<char>::length(text)));
+  };
+  Key a1, a2, b, c;
+  ASSERT_TRUE(DeriveKey(shared, label("shares"), context_a, a1).ok());
+  ASSERT_TRUE(DeriveKey(shared, label("shares"), context_a, a2).ok());
+  ASSERT_TRUE(DeriveKey(shared, label("shares"), context_b, b).ok());
+  ASSERT_TRUE(DeriveKey(shared, label("pair mask"), context_a, c).ok());
+  EXPECT_EQ(a1, a2);
+  EXPECT_NE(a1, b);
+  EXPECT_NE(a1, c);
+}
+
+TEST(SealTest, OpensOnlyWithTheSameKeyAndAssociatedData) {
+  const Key key = TestKey(4, 0);
+  const std::array<std::byte, 3> aad{std::byte{7}, std::byte{8}, std::byte{9}};
+  std::array<std::byte, 40> plaintext;
+  for (std::size_t i = 0; i < plaintext.size(); ++i) plaintext[i] = static_cast<std::byte>(i * 3);
+  std::array<std::byte, 40 + kAeadTagBytes> sealed;
+  ASSERT_TRUE(Seal(key, aad, plaintext, sealed).ok());
+  std::array<std::byte, 40> opened;
+  ASSERT_TRUE(Open(key, aad, sealed, opened).ok());
+  EXPECT_EQ(opened, plaintext);
+
+  for (std::size_t flip : {std::size_t{0}, std::size_t{39}, std::size_t{40}, sealed.size() - 1}) {
+    auto tampered = sealed;
+    tampered[flip] ^= std::byte{0x01};
+    EXPECT_EQ(Open(key, aad, tampered, opened).code(), StatusCode::kUnauthenticated) << flip;
+  }
+  auto other_aad = aad;
+  other_aad[0] = std::byte{6};
+  EXPECT_EQ(Open(key, other_aad, sealed, opened).code(), StatusCode::kUnauthenticated);
+  EXPECT_EQ(Open(TestKey(4, 1), aad, sealed, opened).code(), StatusCode::kUnauthenticated);
+}
+
+TEST(MaskTest, SubtractingTheMaskRestoresTheWordsAndMasksDiffer) {
+  std::vector<std::uint32_t> words(1000);
+  for (std::size_t i = 0; i < words.size(); ++i)
+    words[i] = static_cast<std::uint32_t>(i * 2654435761u);
+  const std::vector<std::uint32_t> original = words;
+  ApplyMask(TestKey(5, 0), MaskSign::kAdd, words);
+  std::size_t unchanged = 0;
+  for (std::size_t i = 0; i < words.size(); ++i) unchanged += words[i] == original[i] ? 1u : 0u;
+  EXPECT_LE(unchanged, 1u);
+  std::vector<std::uint32_t> other = original;
+  ApplyMask(TestKey(5, 1), MaskSign::kAdd, other);
+  EXPECT_NE(other, words);
+  ApplyMask(TestKey(5, 0), MaskSign::kSubtract, words);
+  EXPECT_EQ(words, original);
+}
+
+TEST(MaskTest, AMaskIsAPrefixOfALongerMask) {
+  // The mask of a vector does not depend on how it is cut into ChaCha20 blocks.
+  std::vector<std::uint32_t> short_words(37, 0), long_words(300, 0);
+  ApplyMask(TestKey(6, 0), MaskSign::kAdd, short_words);
+  ApplyMask(TestKey(6, 0), MaskSign::kAdd, long_words);
+  EXPECT_TRUE(std::equal(short_words.begin(), short_words.end(), long_words.begin()));
+}
+
+TEST(SecretRandomTest, SameKeySameStreamWhateverTheReadSizes) {
+  SecretRandom a(TestKey(7, 0)), b(TestKey(7, 0));
+  std::array<std::byte, 100> whole;
+  a.Fill(whole);
+  std::array<std::byte, 100> pieces;
+  b.Fill(std::span(pieces).first(3));
+  b.Fill(std::span(pieces).subspan(3, 64));
+  b.Fill(std::span(pieces).subspan(67));
+  EXPECT_EQ(whole, pieces);
+}
+
+TEST(ShamirTest, AnyThresholdSharesReconstructAndFewerDoNot) {
+  const Key secret = TestKey(8, 0);
+  const std::vector<std::uint32_t> points{1, 2, 3, 4, 5, 6, 7};
+  std::vector<Share> shares(points.size());
+  SecretRandom random(TestKey(8, 1));
+  ASSERT_TRUE(SplitSecret(secret, 4, points, random, shares).ok());
+  // Every 4-subset, in a different order each time.
+  for (unsigned mask = 0; mask < 128; ++mask) {
+    if (__builtin_popcount(mask) != 4) continue;
+    std::vector<Share> subset;
+    for (std::size_t i = 7; i-- > 0;) {
+      if (mask & (1u << i)) subset.push_back(shares[i]);
+    }
+    Result<Key> combined = CombineShares(subset, 4);
+    ASSERT_TRUE(combined.ok()) << mask;
+    EXPECT_EQ(combined.value(), secret) << mask;
+  }
+  EXPECT_FALSE(CombineShares(std::span(shares).first(3), 4).ok());
+}
+
+TEST(ShamirTest, SharesOfThresholdMinusOneRevealNothingAboutTheSecret) {
+  // With t - 1 shares fixed by the coefficient stream, two different secrets give share values
+  // that differ: the secret enters every share, so no t - 1 of them are a function of the others.
+  // The information-theoretic claim itself is checked on a small case: over many splits of two
+  // secrets, the first share's low limb is spread the same way for both.
+  const std::vector<std::uint32_t> points{1, 2, 3};
+  std::array<int, 16> histogram_a{}, histogram_b{};
+  for (std::uint64_t trial = 0; trial < 4000; ++trial) {
+    std::vector<Share> shares(3);
+    SecretRandom random_a(TestKey(9, trial));
+    ASSERT_TRUE(SplitSecret(TestKey(9, 1000000), 2, points, random_a, shares).ok());
+    ++histogram_a[shares[0].y[0] % 16];
+    SecretRandom random_b(TestKey(9, trial + 500000));
+    ASSERT_TRUE(SplitSecret(Key{}, 2, points, random_b, shares).ok());
+    ++histogram_b[shares[0].y[0] % 16];
+  }
+  for (std::size_t bin = 0; bin < 16; ++bin) {
+    EXPECT_NEAR(histogram_a[bin], 250, 80) << bin;
+    EXPECT_NEAR(histogram_b[bin], 250, 80) << bin;
+  }
+}
+
+TEST(ShamirTest, RefusesBadPointsAndDetectsMismatchedShares) {
+  const Key secret = TestKey(10, 0);
+  std::vector<Share> shares(3);
+  SecretRandom random(TestKey(10, 1));
+  const std::vector<std::uint32_t> repeated{1, 2, 2};
+  EXPECT_EQ(SplitSecret(secret, 2, repeated, random, shares).code(), StatusCode::kInvalidArgument);
+  const std::vector<std::uint32_t> zero{0, 1, 2};
+  EXPECT_EQ(SplitSecret(secret, 2, zero, random, shares).code(), StatusCode::kInvalidArgument);
+  const std::vector<std::uint32_t> good{1, 2, 3};
+  EXPECT_EQ(SplitSecret(secret, 4, good, random, shares).code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(SplitSecret(secret, 2, good, random, shares).ok());
+  shares[1].y[3] ^= 1u << 20;
+  const Result<Key> combined = CombineShares(shares, 2);
+  EXPECT_TRUE(!combined.ok() || combined.value() != secret);
+  shares[1].x = shares[0].x;
+  EXPECT_EQ(CombineShares(shares, 2).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ShamirTest, ShareEncodingRoundTrips) {
+  Share share;
+  share.x = 77;
+  for (std::size_t i = 0; i < kSecretLimbs; ++i)
+    share.y[i] = 0x7FFFFFF0u - static_cast<std::uint32_t>(i);
+  std::array<std::byte, kShareBytes> bytes;
+  WriteShare(share, bytes);
+  const Share back = ReadShare(bytes);
+  EXPECT_EQ(back.x, share.x);
+  EXPECT_EQ(back.y, share.y);
+}
+
+TEST(FixedPointTest, ChoosesTheFinestScaleThatCannotOverflow) {
+  const Result<FixedPoint> format = ChooseFixedPoint(1.0f, 100);
+  ASSERT_TRUE(format.ok());
+  // 100 * 2^f <= 2^31 - 1: f = 24 (100 * 2^24 = 1.68e9).
+  EXPECT_EQ(format->fraction_bits, 24u);
+  const Result<FixedPoint> wide = ChooseFixedPoint(10.0f, 1000);
+  ASSERT_TRUE(wide.ok());
+  EXPECT_EQ(wide->fraction_bits, 17u);  // 1e4 * 2^17 = 1.31e9; 2^18 would overflow
+  EXPECT_EQ(ChooseFixedPoint(1e6f, 1000).status().code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(ChooseFixedPoint(0.0f, 10).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ChooseFixedPoint(std::nanf(""), 10).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(FixedPointTest, SumOfEncodingsDecodesToTheRoundedSumEvenAtTheBound) {
+  const std::uint32_t devices = 50;
+  const FixedPoint format = ChooseFixedPoint(2.0f, devices).value();
+  std::vector<std::uint32_t> sum(4, 0);
+  std::array<double, 4> exact{};
+  for (std::uint32_t d = 0; d < devices; ++d) {
+    const std::array<float, 4> values{-2.0f, 2.0f, 0.3f * static_cast<float>(d % 7) - 1.0f, 9.0f};
+    std::array<std::uint32_t, 4> words;
+    EncodeFixedPoint(format, values, words);
+    for (std::size_t i = 0; i < 4; ++i) {
+      sum[i] += words[i];
+      exact[i] += std::min(2.0, static_cast<double>(values[i]));
+    }
+  }
+  std::array<float, 4> decoded;
+  DecodeFixedPointSum(format, sum, decoded);
+  const double step = std::ldexp(1.0, -static_cast<int>(format.fraction_bits));
+  for (std::size_t i = 0; i < 4; ++i) EXPECT_NEAR(decoded[i], exact[i], devices * step) << i;
+  EXPECT_EQ(decoded[0], -100.0f);
+  EXPECT_EQ(decoded[1], 100.0f);
+  EXPECT_EQ(decoded[3], 100.0f);  // clipped to the bound
+}
+
+}  // namespace
+}  // namespace edgesgd::secagg

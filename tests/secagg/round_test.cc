@@ -1,0 +1,354 @@
+// Whole secure-aggregation rounds between a Server and Clients, with devices vanishing in each
+// phase, too many vanishing, tampered, replayed and misattributed shares, late inputs, the sparse
+// neighbour graph, and a chi-square test that a masked input looks uniform.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "edgesgd/secagg/client.h"
+#include "edgesgd/secagg/server.h"
+#include "secagg/secagg_test_util.h"
+
+namespace edgesgd::secagg {
+namespace {
+
+using testing::TestKey;
+
+enum Phase { kKeys = 0, kShares = 1, kInputs = 2, kUnmasking = 3 };
+
+// A cohort, its inputs, and which devices stay silent from which phase on.
+struct Fleet {
+  Fleet(std::uint32_t n, std::uint32_t words, std::uint32_t neighbours)
+      : ids(n), inputs(n, std::vector<std::uint32_t>(words)), clients(n) {
+    for (std::uint32_t i = 0; i < n; ++i) {
+      ids[i] = 100 + 7 * i;  // ids are not positions
+      for (std::uint32_t w = 0; w < words; ++w) inputs[i][w] = (i + 1) * 1000003u + w * 7919u;
+    }
+    const std::uint32_t degree = NeighbourhoodSize(n, neighbours);
+    EXPECT_TRUE(server.Init({n, degree, words}).ok());
+    for (Client& client : clients) {
+      EXPECT_TRUE(client.Init({degree, std::min<std::uint32_t>(degree, 2)}).ok());
+    }
+  }
+
+  void SilenceFrom(Phase phase, std::uint32_t index) { silent_from[index] = phase; }
+  bool Speaks(std::uint32_t index, Phase phase) const {
+    const auto found = silent_from.find(index);
+    return found == silent_from.end() || found->second > phase;
+  }
+
+  std::vector<std::uint32_t> ExpectedSum() const {
+    std::vector<std::uint32_t> sum(inputs[0].size(), 0);
+    for (std::uint32_t i = 0; i < ids.size(); ++i) {
+      if (!server.Survived(ids[i])) continue;
+      for (std::size_t w = 0; w < sum.size(); ++w) sum[w] += inputs[i][w];
+    }
+    return sum;
+  }
+
+  // Runs one round; returns the first server-side failure (the round's outcome).
+  Status Run(const RoundPlan& plan) {
+    const std::uint32_t n = static_cast<std::uint32_t>(ids.size());
+    EDGESGD_TRY(server.Start(plan, ids));
+    const std::size_t degree = server.neighbourhood_size();
+    for (std::uint32_t i = 0; i < n; ++i) {
+      if (!Speaks(i, kKeys)) continue;
+      KeyAdvertisement keys;
+      EDGESGD_TRY(clients[i].Start(plan.round, ids[i], TestKey(11, plan.round, i), keys));
+      EDGESGD_TRY(server.AddKeys(ids[i], keys));
+    }
+    EDGESGD_TRY(server.CloseKeys());
+    std::vector<RosterEntry> roster(degree);
+    std::vector<SealedShares> sealed(degree);
+    for (std::uint32_t i = 0; i < n; ++i) {
+      if (!Speaks(i, kShares) || !server.Expects(ids[i])) continue;
+      std::uint32_t point = 0;
+      EDGESGD_TRY_ASSIGN(const std::size_t count, server.RosterFor(ids[i], point, roster));
+      Digest commitment;
+      EDGESGD_TRY_ASSIGN(
+          const std::size_t written,
+          clients[i].ShareKeys(plan.threshold, point, {roster.data(), count}, commitment, sealed));
+      EDGESGD_TRY(server.AddShares(ids[i], commitment, {sealed.data(), written}));
+    }
+    EDGESGD_TRY(server.CloseShares());
+    for (std::uint32_t i = 0; i < n; ++i) {
+      if (!Speaks(i, kInputs) || !server.Expects(ids[i])) continue;
+      EDGESGD_TRY_ASSIGN(const std::size_t count, server.SharesFor(ids[i], sealed));
+      if (tamper_delivery && count > 0) sealed[0].sealed[5] ^= std::byte{0x40};
+      EDGESGD_TRY(clients[i].ReceiveShares({sealed.data(), count}));
+      std::vector<std::uint32_t> masked = inputs[i];
+      EDGESGD_TRY(clients[i].MaskInput(masked));
+      last_masked = masked;
+      EDGESGD_TRY(server.AddMaskedInput(ids[i], masked));
+    }
+    EDGESGD_TRY(server.CloseInputs());
+    if (stop_before_unmasking) return Status::Ok();
+    for (std::uint32_t i = 0; i < n; ++i) {
+      if (!Speaks(i, kUnmasking) || !server.Expects(ids[i])) continue;
+      EDGESGD_TRY(UnmaskDevice(i));
+    }
+    return server.Finish();
+  }
+
+  Status UnmaskDevice(std::uint32_t i) {
+    const std::size_t degree = server.neighbourhood_size();
+    std::vector<std::uint32_t> survivors(degree);
+    std::vector<RevealedShare> revealed(degree + 1);
+    EDGESGD_TRY_ASSIGN(const std::size_t count, server.SurvivorsFor(ids[i], survivors));
+    EDGESGD_TRY_ASSIGN(const std::size_t written,
+                       clients[i].Unmask({survivors.data(), count}, revealed));
+    return server.AddUnmasking(ids[i], {revealed.data(), written});
+  }
+
+  std::vector<std::uint32_t> ids;
+  std::vector<std::vector<std::uint32_t>> inputs;
+  std::vector<Client> clients;
+  Server server;
+  std::map<std::uint32_t, Phase> silent_from;
+  std::vector<std::uint32_t> last_masked;
+  bool tamper_delivery = false;
+  bool stop_before_unmasking = false;
+};
+
+RoundPlan Plan(std::uint64_t round, std::uint32_t threshold, std::uint32_t words,
+               std::uint32_t neighbours = 0) {
+  return RoundPlan{round, threshold, neighbours, /*graph_seed=*/99, words};
+}
+
+TEST(SecureAggregationRoundTest, UnmaskedSumEqualsThePlainSumBitForBit) {
+  Fleet fleet(8, 257, 0);
+  ASSERT_TRUE(fleet.Run(Plan(1, 5, 257)).ok());
+  EXPECT_EQ(fleet.server.survivor_count(), 8u);
+  const auto sum = fleet.server.sum();
+  EXPECT_EQ(std::vector<std::uint32_t>(sum.begin(), sum.end()), fleet.ExpectedSum());
+  // Rounds are independent: the same fleet runs another.
+  ASSERT_TRUE(fleet.Run(Plan(2, 5, 257)).ok());
+  EXPECT_EQ(std::vector<std::uint32_t>(fleet.server.sum().begin(), fleet.server.sum().end()),
+            fleet.ExpectedSum());
+}
+
+TEST(SecureAggregationRoundTest, RecoversFromDropOutsInEveryPhase) {
+  for (Phase phase : {kKeys, kShares, kInputs, kUnmasking}) {
+    Fleet fleet(10, 33, 0);
+    fleet.SilenceFrom(phase, 2);
+    fleet.SilenceFrom(phase, 7);
+    fleet.SilenceFrom(phase, 9);  // n - t = 3 may vanish
+    ASSERT_TRUE(fleet.Run(Plan(5, 7, 33)).ok()) << phase;
+    // Devices silent before their input was sent are left out of the sum; from unmasking on,
+    // their inputs are in it.
+    EXPECT_EQ(fleet.server.survivor_count(), phase == kUnmasking ? 10u : 7u) << phase;
+    EXPECT_EQ(std::vector<std::uint32_t>(fleet.server.sum().begin(), fleet.server.sum().end()),
+              fleet.ExpectedSum())
+        << phase;
+  }
+}
+
+TEST(SecureAggregationRoundTest, DropOutsSpreadOverThePhasesAreRecovered) {
+  Fleet fleet(12, 40, 0);
+  fleet.SilenceFrom(kKeys, 0);
+  fleet.SilenceFrom(kShares, 3);
+  fleet.SilenceFrom(kInputs, 5);
+  fleet.SilenceFrom(kUnmasking, 11);
+  ASSERT_TRUE(fleet.Run(Plan(3, 7, 40)).ok());
+  EXPECT_EQ(fleet.server.survivor_count(), 9u);
+  EXPECT_EQ(std::vector<std::uint32_t>(fleet.server.sum().begin(), fleet.server.sum().end()),
+            fleet.ExpectedSum());
+}
+
+TEST(SecureAggregationRoundTest, TooManyDropOutsAbortTheRoundInEveryPhase) {
+  for (Phase phase : {kKeys, kShares, kInputs, kUnmasking}) {
+    Fleet fleet(10, 16, 0);
+    for (std::uint32_t i : {1u, 2u, 3u, 4u}) fleet.SilenceFrom(phase, i);  // n - t + 1
+    const Status status = fleet.Run(Plan(4, 7, 16));
+    EXPECT_EQ(status.code(), StatusCode::kUnavailable) << phase << ": " << status.reason();
+    EXPECT_EQ(fleet.server.phase(), Server::Phase::kAborted) << phase;
+  }
+}
+
+TEST(SecureAggregationRoundTest, TamperedSharesAreRejectedByTheReceiver) {
+  Fleet fleet(6, 8, 0);
+  fleet.tamper_delivery = true;
+  const Status status = fleet.Run(Plan(6, 4, 8));
+  EXPECT_EQ(status.code(), StatusCode::kUnauthenticated) << status.reason();
+  EXPECT_EQ(fleet.clients[0].phase(), Client::Phase::kAborted);
+}
+
+// Sealed shares from one round, delivered in the next, or presented as another sender's.
+TEST(SecureAggregationRoundTest, ReplayedAndMisattributedSharesAreRejected) {
+  const std::uint32_t n = 4;
+  Server server;
+  ASSERT_TRUE(server.Init({n, n - 1, 4}).ok());
+  std::vector<Client> clients(n);
+  std::vector<std::uint32_t> ids{1, 2, 3, 4};
+  for (Client& c : clients) ASSERT_TRUE(c.Init({n - 1, 1}).ok());
+  std::vector<SealedShares> previous;
+  for (std::uint64_t round : {1u, 2u}) {
+    ASSERT_TRUE(server.Start(Plan(round, 3, 4), ids).ok());
+    for (std::uint32_t i = 0; i < n; ++i) {
+      KeyAdvertisement keys;
+      ASSERT_TRUE(clients[i].Start(round, ids[i], TestKey(12, round, i), keys).ok());
+      ASSERT_TRUE(server.AddKeys(ids[i], keys).ok());
+    }
+    ASSERT_TRUE(server.CloseKeys().ok());
+    std::vector<RosterEntry> roster(n - 1);
+    std::vector<SealedShares> sealed(n - 1);
+    for (std::uint32_t i = 0; i < n; ++i) {
+      std::uint32_t point;
+      const std::size_t count = server.RosterFor(ids[i], point, roster).value();
+      Digest commitment;
+      const std::size_t written =
+          clients[i].ShareKeys(3, point, {roster.data(), count}, commitment, sealed).value();
+      ASSERT_TRUE(server.AddShares(ids[i], commitment, {sealed.data(), written}).ok());
+    }
+    ASSERT_TRUE(server.CloseShares().ok());
+    std::vector<SealedShares> delivered(n - 1);
+    const std::size_t count = server.SharesFor(ids[0], delivered).value();
+    ASSERT_EQ(count, n - 1);
+    if (round == 1) {
+      previous = delivered;
+      // Misattributed: a share sealed by device 2, presented as coming from device 3.
+      std::swap(delivered[0].device, delivered[1].device);
+      EXPECT_EQ(clients[0].ReceiveShares(delivered).code(), StatusCode::kUnauthenticated);
+    } else {
+      // Replayed: round 1's sealed shares, delivered in round 2.
+      EXPECT_EQ(clients[0].ReceiveShares(previous).code(), StatusCode::kUnauthenticated);
+    }
+    EXPECT_EQ(clients[0].phase(), Client::Phase::kAborted);
+  }
+}
+
+TEST(SecureAggregationRoundTest, ALateInputIsRefusedAndItsOwnerCannotBeUnmasked) {
+  Fleet fleet(6, 8, 0);
+  fleet.SilenceFrom(kInputs, 4);
+  // Run up to the unmasking phase by hand for device 4's late input.
+  ASSERT_TRUE(fleet.Run(Plan(8, 4, 8)).ok());
+  std::vector<std::uint32_t> late(8, 1);
+  EXPECT_EQ(fleet.server.AddMaskedInput(fleet.ids[4], late).code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_FALSE(fleet.server.Survived(fleet.ids[4]));
+  EXPECT_EQ(std::vector<std::uint32_t>(fleet.server.sum().begin(), fleet.server.sum().end()),
+            fleet.ExpectedSum());
+}
+
+TEST(SecureAggregationRoundTest, ServerRefusesSharesItMustNotLearnAndKeepsNoneOfThem) {
+  // A revealed self-mask seed share of a device whose input never arrived (with its mask key it
+  // would unmask that device's late input) is refused, as are shares about strangers and two
+  // shares about one owner; nothing of a refused message is kept.
+  Fleet fleet(5, 4, 0);
+  fleet.SilenceFrom(kInputs, 1);
+  fleet.stop_before_unmasking = true;
+  ASSERT_TRUE(fleet.Run(Plan(9, 3, 4)).ok());
+  ASSERT_EQ(fleet.server.phase(), Server::Phase::kCollectingUnmasking);
+  std::vector<std::uint32_t> survivors(4);
+  const std::size_t count = fleet.server.SurvivorsFor(fleet.ids[0], survivors).value();
+  std::vector<RevealedShare> revealed(5);
+  const std::size_t written = fleet.clients[0].Unmask({survivors.data(), count}, revealed).value();
+  revealed.resize(written);
+  const auto about_dropped = std::find_if(revealed.begin(), revealed.end(),
+                                          [&](const auto& r) { return r.owner == fleet.ids[1]; });
+  ASSERT_NE(about_dropped, revealed.end());
+  EXPECT_EQ(about_dropped->kind, SecretKind::kMaskKey);
+
+  auto forged = revealed;
+  forged[static_cast<std::size_t>(about_dropped - revealed.begin())].kind =
+      SecretKind::kSelfMaskSeed;
+  EXPECT_EQ(fleet.server.AddUnmasking(fleet.ids[0], forged).code(), StatusCode::kDataLoss);
+  forged = revealed;
+  forged.back().owner = 999;
+  EXPECT_EQ(fleet.server.AddUnmasking(fleet.ids[0], forged).code(), StatusCode::kDataLoss);
+  forged = revealed;
+  forged.push_back(forged.front());
+  EXPECT_EQ(fleet.server.AddUnmasking(fleet.ids[0], forged).code(), StatusCode::kDataLoss);
+
+  // The device reveals once per round.
+  EXPECT_EQ(fleet.clients[0].Unmask({survivors.data(), count}, revealed).status().code(),
+            StatusCode::kFailedPrecondition);
+
+  ASSERT_TRUE(fleet.server.AddUnmasking(fleet.ids[0], revealed).ok());
+  for (std::uint32_t i : {2u, 3u, 4u}) ASSERT_TRUE(fleet.UnmaskDevice(i).ok());
+  ASSERT_TRUE(fleet.server.Finish().ok());
+  EXPECT_EQ(std::vector<std::uint32_t>(fleet.server.sum().begin(), fleet.server.sum().end()),
+            fleet.ExpectedSum());
+}
+
+TEST(SecureAggregationRoundTest, AWrongRevealedShareAbortsTheRoundInsteadOfCorruptingTheSum) {
+  Fleet fleet(5, 4, 0);
+  fleet.stop_before_unmasking = true;
+  ASSERT_TRUE(fleet.Run(Plan(10, 3, 4)).ok());
+  std::vector<std::uint32_t> survivors(4);
+  const std::size_t count = fleet.server.SurvivorsFor(fleet.ids[0], survivors).value();
+  std::vector<RevealedShare> revealed(5);
+  const std::size_t written = fleet.clients[0].Unmask({survivors.data(), count}, revealed).value();
+  for (std::size_t r = 0; r < written; ++r) revealed[r].share.y[2] ^= 0x10u;
+  ASSERT_TRUE(fleet.server.AddUnmasking(fleet.ids[0], {revealed.data(), written}).ok());
+  for (std::uint32_t i : {1u, 2u, 3u, 4u}) ASSERT_TRUE(fleet.UnmaskDevice(i).ok());
+  EXPECT_EQ(fleet.server.Finish().code(), StatusCode::kDataLoss);
+  EXPECT_EQ(fleet.server.phase(), Server::Phase::kAborted);
+}
+
+TEST(SecureAggregationRoundTest, SparseNeighbourGraphSumsExactlyWithDropOuts) {
+  // SecAgg+: 40 devices, 8 neighbours each (t = 6 of 9 holders).
+  Fleet fleet(40, 64, 8);
+  fleet.SilenceFrom(kKeys, 3);
+  fleet.SilenceFrom(kShares, 17);
+  fleet.SilenceFrom(kInputs, 25);
+  fleet.SilenceFrom(kUnmasking, 31);
+  ASSERT_TRUE(fleet.Run(Plan(11, 6, 64, 8)).ok());
+  EXPECT_EQ(fleet.server.neighbourhood_size(), 8u);
+  EXPECT_EQ(fleet.server.survivor_count(), 37u);
+  EXPECT_EQ(std::vector<std::uint32_t>(fleet.server.sum().begin(), fleet.server.sum().end()),
+            fleet.ExpectedSum());
+}
+
+TEST(SecureAggregationRoundTest, ClientRefusesAThresholdThatWouldExposeIt) {
+  Client client;
+  ASSERT_TRUE(client.Init({7, 2}).ok());
+  KeyAdvertisement keys;
+  ASSERT_TRUE(client.Start(1, 5, TestKey(13, 0), keys).ok());
+  std::vector<RosterEntry> roster(3);
+  for (std::uint32_t i = 0; i < 3; ++i) {
+    roster[i].device = 10 + i;
+    roster[i].share_point = 2 + i;
+    roster[i].cipher_public = keys.cipher_public;
+    roster[i].mask_public = keys.mask_public;
+  }
+  std::vector<SealedShares> out(3);
+  Digest commitment;
+  // 4 holders: t = 2 is not more than half.
+  EXPECT_EQ(client.ShareKeys(2, 1, roster, commitment, out).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(client.phase(), Client::Phase::kAborted);
+  ASSERT_TRUE(client.Start(2, 5, TestKey(13, 1), keys).ok());
+  // One neighbour is fewer than the two this device requires.
+  EXPECT_EQ(client.ShareKeys(2, 1, std::span(roster).first(1), commitment, out).status().code(),
+            StatusCode::kOutOfRange);
+}
+
+TEST(SecureAggregationRoundTest, AMaskedInputLooksUniform) {
+  // The input is all zeros (the most structured there is); its masked words must pass a
+  // chi-square test for uniformity on their top byte and on their low byte.
+  const std::uint32_t words = 1 << 16;
+  Fleet fleet(3, words, 0);
+  for (auto& input : fleet.inputs) std::fill(input.begin(), input.end(), 0u);
+  ASSERT_TRUE(fleet.Run(Plan(12, 2, words)).ok());
+  ASSERT_EQ(fleet.last_masked.size(), words);
+  for (int shift : {24, 0}) {
+    std::array<double, 256> counts{};
+    for (std::uint32_t word : fleet.last_masked) counts[(word >> shift) & 0xFFu] += 1;
+    const double expected = words / 256.0;
+    double chi_square = 0;
+    for (double c : counts) chi_square += (c - expected) * (c - expected) / expected;
+    // 255 degrees of freedom: the 0.1 % critical value is 330.5.
+    EXPECT_LT(chi_square, 330.5) << "shift " << shift;
+  }
+  EXPECT_EQ(std::vector<std::uint32_t>(fleet.server.sum().begin(), fleet.server.sum().end()),
+            std::vector<std::uint32_t>(words, 0u));
+}
+
+}  // namespace
+}  // namespace edgesgd::secagg

@@ -1,0 +1,29 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "edgesgd/secagg/crypto.h"
+
+namespace edgesgd::secagg::testing {
+
+inline Key KeyFromHex(std::string_view hex) {
+  Key key{};
+  for (std::size_t i = 0; i < key.size(); ++i) {
+    auto nibble = [](char c) { return static_cast<unsigned>(c <= '9' ? c - '0' : c - 'a' + 10); };
+    key[i] = static_cast<std::byte>(nibble(hex[2 * i]) * 16 + nibble(hex[2 * i + 1]));
+  }
+  return key;
+}
+
+// A distinct, fixed key per (label, a, b): test entropy.
+inline Key TestKey(std::uint32_t label, std::uint64_t a, std::uint64_t b = 0) {
+  Key key{};
+  for (std::size_t i = 0; i < 4; ++i) key[i] = static_cast<std::byte>(label >> (8 * i));
+  for (std::size_t i = 0; i < 8; ++i) key[4 + i] = static_cast<std::byte>(a >> (8 * i));
+  for (std::size_t i = 0; i < 8; ++i) key[12 + i] = static_cast<std::byte>(b >> (8 * i));
+  return Sha256(key);
+}
+
+}  // namespace edgesgd::secagg::testing

@@ -1,0 +1,119 @@
+#pragma once
+
+// The device's side of one secure-aggregation round (Bonawitz et al., CCS 2017, with the
+// neighbour graph of SecAgg+, Bell et al., CCS 2020), sans I/O: each call takes what the server
+// sent and fills what to send back. The server only ever learns the sum of the masked inputs of
+// the devices that finished; what a device reveals at the end is a share of its neighbours'
+// self-mask seeds (whose inputs arrived) or of their mask keys (whose inputs did not), never both
+// for one neighbour.
+//
+// Any failed call aborts the device's round: its secrets are wiped and every later call is
+// refused until the next Start. Storage is sized by Init; no call after it allocates, except
+// inside mbed TLS's key agreement (see crypto.h).
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "edgesgd/core/result.h"
+#include "edgesgd/secagg/crypto.h"
+#include "edgesgd/secagg/messages.h"
+
+namespace edgesgd::secagg {
+
+struct ClientLimits {
+  std::uint32_t max_neighbours = 0;
+  // Fewer neighbours than this and the device refuses to mask: a server that isolated it (or the
+  // coalition of its few neighbours) could otherwise unmask its input. The run's announced
+  // neighbourhood size, less the drop-outs the device accepts.
+  std::uint32_t minimum_neighbours = 1;
+};
+
+class Client {
+ public:
+  enum class Phase : std::uint8_t {
+    kIdle,            // before Start, or after the round finished
+    kKeysAdvertised,  // Start done: waits for the roster
+    kSharesSent,      // ShareKeys done: waits for the neighbours' shares
+    kSharesReceived,  // waits to mask its input
+    kInputMasked,     // waits for the survivor list
+    kAborted,
+  };
+
+  Status Init(const ClientLimits& limits);
+
+  // Begins `round` as `device`: fresh key pairs and self-mask seed drawn from `entropy` (32 secret
+  // bytes, never reused across rounds). Fills the advertisement to send.
+  Status Start(std::uint64_t round, std::uint32_t device, const Key& entropy,
+               KeyAdvertisement& advertisement);
+
+  // The roster arrived: the neighbours that advertised keys, this device's own share point and
+  // the threshold t. Splits the self-mask seed and the mask private key t-of-(neighbours + 1)
+  // and seals each neighbour's pair of shares. Writes one SealedShares per roster entry, in
+  // roster order, and the commitment to the self-mask seed; returns the count.
+  // Errors: kInvalidArgument / kOutOfRange for a roster or threshold the device refuses (too few
+  // or too many neighbours, itself or a repeated id among them, 2t <= neighbours + 1, t greater
+  // than neighbours + 1); kResourceExhausted if `out` is too short.
+  Result<std::size_t> ShareKeys(std::uint32_t threshold, std::uint32_t own_share_point,
+                                std::span<const RosterEntry> roster, Digest& commitment,
+                                std::span<SealedShares> out);
+
+  // The shares its neighbours sealed for it (`device` = the sender). Each must open under the
+  // key agreed with that roster neighbour for this round.
+  // Errors: kUnauthenticated for a share that fails authentication (tampered, misaddressed or
+  // from another round); kDataLoss for an unknown or repeated sender or a share for another point.
+  Status ReceiveShares(std::span<const SealedShares> delivered);
+
+  // Masks `words` in place: adds PRG(self-mask seed) and, for every neighbour whose shares
+  // arrived, +/- PRG(pair seed).
+  // Errors: kFailedPrecondition when fewer than t - 1 neighbours shared keys.
+  Status MaskInput(std::span<std::uint32_t> words);
+
+  // The survivors (neighbours whose masked inputs arrived) were announced: reveals its own
+  // self-mask seed share, the seed shares of the survivors and the mask-key shares of the
+  // neighbours that shared keys but did not survive. Returns the count written to `out`; the
+  // round is over for this device.
+  // Errors: kDataLoss for a survivor that never shared keys with this device or a repeated one;
+  // kFailedPrecondition when fewer than t - 1 neighbours survived (a server could be trying to
+  // learn one input); kResourceExhausted if `out` is too short.
+  Result<std::size_t> Unmask(std::span<const std::uint32_t> survivors,
+                             std::span<RevealedShare> out);
+
+  // Ends the round early, wiping its secrets (the server aborted, or a deadline passed).
+  void Abort();
+
+  Phase phase() const { return phase_; }
+  std::uint32_t threshold() const { return threshold_; }
+  // The neighbours whose shares arrived (those the input is masked with).
+  std::size_t delivered_count() const;
+
+ private:
+  struct Neighbour {
+    RosterEntry entry;
+    bool delivered = false;
+    Share seed_share;      // this device's share of the neighbour's self-mask seed
+    Share mask_key_share;  // ... and of the neighbour's mask private key
+  };
+
+  Status Fail(Status status);
+  void WipeRound();
+
+  ClientLimits limits_;
+  std::vector<Neighbour> neighbours_;  // capacity max_neighbours, from Init
+  std::vector<std::uint32_t> points_;  // scratch: share points, self first
+  std::vector<Share> scratch_shares_;
+  std::size_t neighbour_count_ = 0;
+  std::uint64_t round_ = 0;
+  std::uint32_t device_ = 0;
+  std::uint32_t threshold_ = 0;
+  KeyPair cipher_;
+  KeyPair mask_;
+  Key self_mask_seed_{};
+  Key split_key_{};  // seeds the Shamir coefficients
+  Share own_seed_share_;
+  Phase phase_ = Phase::kIdle;
+  bool initialized_ = false;
+};
+
+}  // namespace edgesgd::secagg

@@ -1,0 +1,158 @@
+#pragma once
+
+// The server's side of one secure-aggregation round, sans I/O: it collects what devices send in
+// each phase, decides at each Close* (the driver's deadline or quorum) who is still in the round,
+// and in the end removes the masks from the sum of the inputs that arrived. It sees masked inputs
+// and sealed shares only; what it reconstructs are the self-mask seeds of the devices whose input
+// it summed and the mask keys of those that shared keys but whose input never came.
+//
+// Neighbourhoods: every device masks with every other (SecAgg), or, with `neighbours` = k < n - 1,
+// with its k neighbours on a randomly permuted ring (the Harary graph of SecAgg+), so a device's
+// messages grow with k, not with the cohort. Shares of a device's secrets go to its neighbours
+// and itself; t of them reconstruct a secret. A device whose neighbourhood falls below t during
+// key exchange leaves the round; when fewer than t devices remain, or a needed secret has fewer
+// than t shares at the end, the round is aborted and no sum is produced.
+//
+// Storage is sized by Init for the largest cohort, neighbourhood and vector; no call after it
+// allocates, except inside mbed TLS's key agreement during Finish (see crypto.h).
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "edgesgd/core/result.h"
+#include "edgesgd/secagg/crypto.h"
+#include "edgesgd/secagg/messages.h"
+
+namespace edgesgd::secagg {
+
+struct ServerLimits {
+  std::uint32_t max_devices = 0;
+  std::uint32_t max_neighbours = 0;
+  std::uint32_t max_words = 0;
+};
+
+struct RoundPlan {
+  std::uint64_t round = 0;
+  std::uint32_t threshold = 0;   // t: shares needed to reconstruct a secret
+  std::uint32_t neighbours = 0;  // k (even), or 0 for everyone
+  std::uint64_t graph_seed = 0;  // the ring's permutation (server-private randomness)
+  std::uint32_t words = 0;       // length of every masked input
+};
+
+// The neighbourhood size a plan gives a cohort of n: k, or n - 1 when k is 0 or reaches it.
+std::uint32_t NeighbourhoodSize(std::uint32_t cohort, std::uint32_t neighbours);
+
+// Why a plan is refused, or Ok: t must exceed half of (neighbourhood + 1) and not exceed it; k
+// must be even; the cohort must have at least two devices.
+Status ValidatePlan(const RoundPlan& plan, std::uint32_t cohort);
+
+class Server {
+ public:
+  enum class Phase : std::uint8_t {
+    kIdle,
+    kCollectingKeys,
+    kCollectingShares,
+    kCollectingInputs,
+    kCollectingUnmasking,
+    kFinished,  // sum() holds the survivors' exact sum
+    kAborted,
+  };
+
+  Status Init(const ServerLimits& limits);
+
+  // Begins a round with the sampled `cohort` (distinct device ids).
+  // Errors: kInvalidArgument for a plan ValidatePlan refuses or a repeated id; kOutOfRange for a
+  // cohort, neighbourhood or vector larger than Init allowed.
+  Status Start(const RoundPlan& plan, std::span<const std::uint32_t> cohort);
+
+  // Phase 0. Errors (the message is ignored, the round goes on): kNotFound for a device outside
+  // the cohort, kAlreadyExists for a second advertisement, kFailedPrecondition out of phase.
+  Status AddKeys(std::uint32_t device, const KeyAdvertisement& keys);
+  // Ends phase 0. Errors: kUnavailable when fewer than t devices can go on (round aborted).
+  Status CloseKeys();
+  // What `device` is sent after phase 0: its share point and its neighbours that advertised keys.
+  Result<std::size_t> RosterFor(std::uint32_t device, std::uint32_t& share_point,
+                                std::span<RosterEntry> out) const;
+
+  // Phase 1: one SealedShares per roster entry, in roster order, and the seed commitment.
+  // Errors as AddKeys, plus kDataLoss for shares that do not match the device's roster.
+  Status AddShares(std::uint32_t device, const Digest& commitment,
+                   std::span<const SealedShares> shares);
+  Status CloseShares();
+  // The shares `device`'s neighbours sealed for it (`device` field = sender).
+  Result<std::size_t> SharesFor(std::uint32_t device, std::span<SealedShares> out) const;
+
+  // Phase 2: a masked input of plan.words words, added to the running sum. A late input (after
+  // CloseInputs) is refused with kFailedPrecondition and never enters the sum.
+  Status AddMaskedInput(std::uint32_t device, std::span<const std::uint32_t> words);
+  Status CloseInputs();
+  // The neighbours of `device` whose inputs were summed.
+  Result<std::size_t> SurvivorsFor(std::uint32_t device, std::span<std::uint32_t> out) const;
+
+  // Phase 3: the device's revealed shares. Errors: kDataLoss when it reveals a share the server
+  // did not ask for (a seed share of a device that dropped, a key share of a survivor, a device
+  // that is not its neighbour, or one owner twice); nothing of such a message is kept.
+  Status AddUnmasking(std::uint32_t device, std::span<const RevealedShare> revealed);
+  // Reconstructs the secrets and removes the masks. Errors (round aborted): kUnavailable when a
+  // secret has fewer than t shares; kDataLoss when a reconstructed secret does not match its
+  // commitment or public key (a device revealed a wrong share).
+  Status Finish();
+
+  // Ends the round without a sum (the driver's own reason, e.g. the run is stopping).
+  void Abort();
+
+  Phase phase() const { return phase_; }
+  const RoundPlan& plan() const { return plan_; }
+  // The unmasked sum, valid in kFinished: sum over the survivors' inputs, mod 2^32.
+  std::span<const std::uint32_t> sum() const { return {sum_.data(), plan_.words}; }
+  std::size_t cohort_size() const { return cohort_size_; }
+  std::size_t survivor_count() const;
+  bool Survived(std::uint32_t device) const;
+  // Whether the device is still expected to send in the current phase.
+  bool Expects(std::uint32_t device) const;
+  std::uint32_t neighbourhood_size() const { return degree_; }
+
+ private:
+  struct Member {
+    std::uint32_t device = 0;
+    KeyAdvertisement keys;
+    Digest commitment{};
+    bool advertised = false;
+    bool shared = false;  // in U2 once CloseShares ran
+    bool masked = false;
+    bool unmasked = false;
+    bool active = false;  // still in the round in the current phase
+  };
+
+  std::uint32_t IndexOf(std::uint32_t device) const;  // cohort_size_ when absent
+  std::span<const std::uint32_t> Neighbours(std::uint32_t index) const;
+  std::uint32_t SlotOf(std::uint32_t index, std::uint32_t neighbour_index) const;
+  std::size_t ActiveNeighbours(std::uint32_t index) const;
+  Status PruneAndCheck(const char* too_few);
+  Status Fail(Status status);
+  Status Reconstruct(std::uint32_t owner, SecretKind kind, Key& secret);
+  bool InU2(std::uint32_t index) const { return members_[index].shared; }
+  bool InU3(std::uint32_t index) const { return members_[index].shared && members_[index].masked; }
+
+  ServerLimits limits_;
+  RoundPlan plan_;
+  Phase phase_ = Phase::kIdle;
+  std::uint32_t cohort_size_ = 0;
+  std::uint32_t degree_ = 0;
+  std::vector<Member> members_;
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> by_device_;  // (id, index), sorted
+  std::vector<std::uint32_t> neighbours_;  // degree_ per member: their indices
+  std::vector<std::uint32_t> ring_;        // scratch for the permutation
+  std::vector<SealedShares> outgoing_;     // [sender][slot of receiver]
+  std::vector<std::uint8_t> outgoing_present_;
+  std::vector<Share> revealed_;  // [owner][slot of holder; degree_ = owner itself]
+  std::vector<std::uint8_t> revealed_present_;
+  std::vector<Share> combine_;  // scratch for reconstruction
+  std::vector<std::uint32_t> sum_;
+  bool initialized_ = false;
+};
+
+}  // namespace edgesgd::secagg

@@ -1,0 +1,247 @@
+#include "edgesgd/secagg/client.h"
+
+#include <algorithm>
+
+#include "derivation.h"
+
+namespace edgesgd::secagg {
+namespace {
+
+void WipeShare(Share& share) { Wipe(std::as_writable_bytes(std::span(&share, 1))); }
+
+}  // namespace
+
+Status Client::Init(const ClientLimits& limits) {
+  if (initialized_) return Status::FailedPrecondition("Init was already called");
+  if (limits.max_neighbours == 0 || limits.minimum_neighbours == 0 ||
+      limits.minimum_neighbours > limits.max_neighbours) {
+    return Status::InvalidArgument(
+        "secure aggregation needs 1 <= minimum_neighbours <= max_neighbours");
+  }
+  limits_ = limits;
+  neighbours_.resize(limits.max_neighbours);
+  points_.resize(std::size_t{limits.max_neighbours} + 1);
+  scratch_shares_.resize(2 * (std::size_t{limits.max_neighbours} + 1));
+  initialized_ = true;
+  return Status::Ok();
+}
+
+Status Client::Fail(Status status) {
+  WipeRound();
+  phase_ = Phase::kAborted;
+  return status;
+}
+
+void Client::WipeRound() {
+  Wipe(cipher_.private_key);
+  Wipe(mask_.private_key);
+  Wipe(self_mask_seed_);
+  Wipe(split_key_);
+  WipeShare(own_seed_share_);
+  for (std::size_t i = 0; i < neighbour_count_; ++i) {
+    WipeShare(neighbours_[i].seed_share);
+    WipeShare(neighbours_[i].mask_key_share);
+    neighbours_[i].delivered = false;
+  }
+  for (Share& share : scratch_shares_) WipeShare(share);
+  neighbour_count_ = 0;
+}
+
+void Client::Abort() {
+  WipeRound();
+  phase_ = Phase::kAborted;
+}
+
+std::size_t Client::delivered_count() const {
+  return static_cast<std::size_t>(std::count_if(
+      neighbours_.begin(), neighbours_.begin() + static_cast<std::ptrdiff_t>(neighbour_count_),
+      [](const Neighbour& n) { return n.delivered; }));
+}
+
+Status Client::Start(std::uint64_t round, std::uint32_t device, const Key& entropy,
+                     KeyAdvertisement& advertisement) {
+  if (!initialized_) return Status::FailedPrecondition("Init has not been called");
+  WipeRound();
+  round_ = round;
+  device_ = device;
+  threshold_ = 0;
+  SecretRandom random(entropy);
+  if (Status s = GenerateKeyPair(random, cipher_); !s.ok()) return Fail(s);
+  if (Status s = GenerateKeyPair(random, mask_); !s.ok()) return Fail(s);
+  random.Fill(self_mask_seed_);
+  random.Fill(split_key_);
+  advertisement.cipher_public = cipher_.public_key;
+  advertisement.mask_public = mask_.public_key;
+  phase_ = Phase::kKeysAdvertised;
+  return Status::Ok();
+}
+
+Result<std::size_t> Client::ShareKeys(std::uint32_t threshold, std::uint32_t own_share_point,
+                                      std::span<const RosterEntry> roster, Digest& commitment,
+                                      std::span<SealedShares> out) {
+  if (phase_ != Phase::kKeysAdvertised) {
+    return Status::FailedPrecondition("the roster arrived outside the key-sharing phase");
+  }
+  if (roster.size() < limits_.minimum_neighbours) {
+    return Fail(Status::OutOfRange("the roster has fewer neighbours than this device requires"));
+  }
+  if (roster.size() > limits_.max_neighbours) {
+    return Fail(Status::OutOfRange("the roster has more neighbours than this device can hold"));
+  }
+  const std::size_t holders = roster.size() + 1;
+  if (threshold > holders || 2 * std::size_t{threshold} <= holders) {
+    return Fail(Status::InvalidArgument(
+        "the threshold must exceed half the share holders (and not exceed them): a lower one "
+        "would let a server collect both secrets of one device"));
+  }
+  if (out.size() < roster.size()) {
+    return Fail(Status::ResourceExhausted("the output holds fewer sealed shares than neighbours"));
+  }
+  points_[0] = own_share_point;
+  for (std::size_t i = 0; i < roster.size(); ++i) {
+    if (roster[i].device == device_)
+      return Fail(Status::InvalidArgument("the roster names this device"));
+    for (std::size_t j = 0; j < i; ++j) {
+      if (roster[j].device == roster[i].device) {
+        return Fail(Status::InvalidArgument("the roster names a device twice"));
+      }
+    }
+    neighbours_[i] = Neighbour{roster[i], false, {}, {}};
+    points_[i + 1] = roster[i].share_point;
+  }
+  neighbour_count_ = roster.size();
+  threshold_ = threshold;
+
+  // The shares this device hands out: of the self-mask seed, then of the mask private key.
+  const std::span<const std::uint32_t> points(points_.data(), holders);
+  const std::span<Share> seed_shares(scratch_shares_.data(), holders);
+  const std::span<Share> key_shares(scratch_shares_.data() + holders, holders);
+  SecretRandom split_random(split_key_);
+  Status split = SplitSecret(self_mask_seed_, threshold, points, split_random, seed_shares);
+  if (split.ok())
+    split = SplitSecret(mask_.private_key, threshold, points, split_random, key_shares);
+  if (!split.ok()) return Fail(split);
+  own_seed_share_ = seed_shares[0];
+  for (std::size_t i = 0; i < roster.size(); ++i) {
+    std::array<std::byte, kSharePairBytes> plaintext;
+    WriteShare(seed_shares[i + 1], std::span(plaintext).first<kShareBytes>());
+    WriteShare(key_shares[i + 1], std::span(plaintext).last<kShareBytes>());
+    Key key;
+    Status s = internal::SharesKey(cipher_.private_key, roster[i].cipher_public, round_, device_,
+                                   roster[i].device, key);
+    if (s.ok()) {
+      out[i].device = roster[i].device;
+      s = Seal(key, internal::MakePairContext(round_, device_, roster[i].device), plaintext,
+               out[i].sealed);
+    }
+    Wipe(key);
+    Wipe(plaintext);
+    if (!s.ok()) return Fail(s);
+  }
+  for (Share& share : scratch_shares_) WipeShare(share);
+  commitment = Sha256(self_mask_seed_);
+  phase_ = Phase::kSharesSent;
+  return roster.size();
+}
+
+Status Client::ReceiveShares(std::span<const SealedShares> delivered) {
+  if (phase_ != Phase::kSharesSent) {
+    return Status::FailedPrecondition("shares arrived outside the key-sharing phase");
+  }
+  for (const SealedShares& message : delivered) {
+    auto* sender =
+        std::find_if(neighbours_.data(), neighbours_.data() + neighbour_count_,
+                     [&](const Neighbour& n) { return n.entry.device == message.device; });
+    if (sender == neighbours_.data() + neighbour_count_) {
+      return Fail(Status::DataLoss("shares arrived from a device that is not a neighbour"));
+    }
+    if (sender->delivered) return Fail(Status::DataLoss("a neighbour's shares arrived twice"));
+    Key key;
+    Status s = internal::SharesKey(cipher_.private_key, sender->entry.cipher_public, round_,
+                                   message.device, device_, key);
+    std::array<std::byte, kSharePairBytes> plaintext;
+    if (s.ok()) {
+      s = Open(key, internal::MakePairContext(round_, message.device, device_), message.sealed,
+               plaintext);
+    }
+    Wipe(key);
+    if (!s.ok()) return Fail(s);
+    sender->seed_share = ReadShare(std::span<const std::byte>(plaintext).first<kShareBytes>());
+    sender->mask_key_share = ReadShare(std::span<const std::byte>(plaintext).last<kShareBytes>());
+    Wipe(plaintext);
+    if (sender->seed_share.x != points_[0] || sender->mask_key_share.x != points_[0]) {
+      return Fail(Status::DataLoss("a neighbour's shares are for another share point"));
+    }
+    sender->delivered = true;
+  }
+  phase_ = Phase::kSharesReceived;
+  return Status::Ok();
+}
+
+Status Client::MaskInput(std::span<std::uint32_t> words) {
+  if (phase_ != Phase::kSharesReceived) {
+    return Status::FailedPrecondition("the input can only be masked once the shares arrived");
+  }
+  if (delivered_count() + 1 < threshold_) {
+    return Fail(Status::FailedPrecondition(
+        "fewer neighbours shared keys than the threshold needs; the round cannot complete"));
+  }
+  ApplyMask(self_mask_seed_, MaskSign::kAdd, words);
+  for (std::size_t i = 0; i < neighbour_count_; ++i) {
+    const Neighbour& neighbour = neighbours_[i];
+    if (!neighbour.delivered) continue;
+    Key seed;
+    const Status s = internal::PairMaskSeed(mask_.private_key, neighbour.entry.mask_public, round_,
+                                            device_, neighbour.entry.device, seed);
+    if (!s.ok()) {
+      Wipe(seed);
+      return Fail(s);
+    }
+    ApplyMask(seed, internal::PairMaskSign(device_, neighbour.entry.device), words);
+    Wipe(seed);
+  }
+  phase_ = Phase::kInputMasked;
+  return Status::Ok();
+}
+
+Result<std::size_t> Client::Unmask(std::span<const std::uint32_t> survivors,
+                                   std::span<RevealedShare> out) {
+  if (phase_ != Phase::kInputMasked) {
+    return Status::FailedPrecondition("unmasking was asked before this device sent its input");
+  }
+  for (std::size_t i = 0; i < survivors.size(); ++i) {
+    const auto* neighbour =
+        std::find_if(neighbours_.data(), neighbours_.data() + neighbour_count_,
+                     [&](const Neighbour& n) { return n.entry.device == survivors[i]; });
+    if (neighbour == neighbours_.data() + neighbour_count_ || !neighbour->delivered) {
+      return Fail(Status::DataLoss("a listed survivor never shared keys with this device"));
+    }
+    if (std::find(survivors.begin(), survivors.begin() + static_cast<std::ptrdiff_t>(i),
+                  survivors[i]) != survivors.begin() + static_cast<std::ptrdiff_t>(i)) {
+      return Fail(Status::DataLoss("the survivor list names a device twice"));
+    }
+  }
+  if (survivors.size() + 1 < threshold_) {
+    return Fail(Status::FailedPrecondition(
+        "fewer neighbours survived than the threshold needs; revealing would not help the round"));
+  }
+  const std::size_t count = delivered_count() + 1;
+  if (out.size() < count) return Fail(Status::ResourceExhausted("the output is too short"));
+  std::size_t written = 0;
+  out[written++] = RevealedShare{device_, SecretKind::kSelfMaskSeed, own_seed_share_};
+  for (std::size_t i = 0; i < neighbour_count_; ++i) {
+    const Neighbour& neighbour = neighbours_[i];
+    if (!neighbour.delivered) continue;
+    const bool survived =
+        std::find(survivors.begin(), survivors.end(), neighbour.entry.device) != survivors.end();
+    out[written++] =
+        survived
+            ? RevealedShare{neighbour.entry.device, SecretKind::kSelfMaskSeed, neighbour.seed_share}
+            : RevealedShare{neighbour.entry.device, SecretKind::kMaskKey, neighbour.mask_key_share};
+  }
+  WipeRound();
+  phase_ = Phase::kIdle;
+  return written;
+}
+
+}  // namespace edgesgd::secagg
