@@ -166,12 +166,12 @@ Status Client::ReceiveShares(std::span<const SealedShares> delivered) {
     }
     Wipe(key);
     if (!s.ok()) return Fail(s);
-    sender->seed_share = ReadShare(std::span<const std::byte>(plaintext).first<kShareBytes>());
-    sender->mask_key_share = ReadShare(std::span<const std::byte>(plaintext).last<kShareBytes>());
+    // The shares are at this device's point: the sealing key and associated data name it.
+    sender->seed_share =
+        ReadShare(std::span<const std::byte>(plaintext).first<kShareBytes>(), points_[0]);
+    sender->mask_key_share =
+        ReadShare(std::span<const std::byte>(plaintext).last<kShareBytes>(), points_[0]);
     Wipe(plaintext);
-    if (sender->seed_share.x != points_[0] || sender->mask_key_share.x != points_[0]) {
-      return Fail(Status::DataLoss("a neighbour's shares are for another share point"));
-    }
     sender->delivered = true;
   }
   phase_ = Phase::kSharesReceived;

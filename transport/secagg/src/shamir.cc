@@ -152,17 +152,16 @@ Result<Key> CombineShares(std::span<const Share> shares, std::uint32_t threshold
 }
 
 void WriteShare(const Share& share, std::span<std::byte, kShareBytes> out) {
-  PutWord(share.x, std::span(out).first(4));
   for (std::size_t limb = 0; limb < kSecretLimbs; ++limb) {
-    PutWord(share.y[limb], std::span(out).subspan(4 + 4 * limb, 4));
+    PutWord(share.y[limb], std::span(out).subspan(4 * limb, 4));
   }
 }
 
-Share ReadShare(std::span<const std::byte, kShareBytes> in) {
+Share ReadShare(std::span<const std::byte, kShareBytes> in, std::uint32_t x) {
   Share share;
-  share.x = GetWord(std::span(in).first(4));
+  share.x = x;
   for (std::size_t limb = 0; limb < kSecretLimbs; ++limb) {
-    share.y[limb] = GetWord(std::span(in).subspan(4 + 4 * limb, 4));
+    share.y[limb] = GetWord(std::span(in).subspan(4 * limb, 4));
   }
   return share;
 }

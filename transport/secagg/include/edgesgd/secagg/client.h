@@ -62,7 +62,7 @@ class Client {
   // The shares its neighbours sealed for it (`device` = the sender). Each must open under the
   // key agreed with that roster neighbour for this round.
   // Errors: kUnauthenticated for a share that fails authentication (tampered, misaddressed or
-  // from another round); kDataLoss for an unknown or repeated sender or a share for another point.
+  // from another round); kDataLoss for an unknown or repeated sender.
   Status ReceiveShares(std::span<const SealedShares> delivered);
 
   // Masks `words` in place: adds PRG(self-mask seed) and, for every neighbour whose shares

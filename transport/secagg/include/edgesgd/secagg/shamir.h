@@ -26,7 +26,8 @@ struct Share {
   std::uint32_t x = 0;
   std::array<std::uint32_t, kSecretLimbs> y{};
 };
-inline constexpr std::size_t kShareBytes = 4 * (1 + kSecretLimbs);  // 48
+// A share's encoding: its limbs only; the evaluation point is known from who holds it.
+inline constexpr std::size_t kShareBytes = 4 * kSecretLimbs;  // 44
 
 // Evaluates fresh random polynomials (coefficients from `random`) with constant terms `secret`
 // at `xs` (distinct, in [1, p)), writing shares[i] for xs[i].
@@ -40,8 +41,9 @@ Status SplitSecret(const Key& secret, std::uint32_t threshold, std::span<const s
 // the interpolated limbs do not form a 32-byte secret (shares that do not belong together).
 Result<Key> CombineShares(std::span<const Share> shares, std::uint32_t threshold);
 
-// Fixed little-endian encoding of a share (x, then the limbs), kShareBytes long.
+// Little-endian encoding of a share's limbs, kShareBytes long, and its decoding as the share at
+// point `x`.
 void WriteShare(const Share& share, std::span<std::byte, kShareBytes> out);
-Share ReadShare(std::span<const std::byte, kShareBytes> in);
+Share ReadShare(std::span<const std::byte, kShareBytes> in, std::uint32_t x);
 
 }  // namespace edgesgd::secagg
