@@ -380,8 +380,7 @@ std::optional<ServerSettings> WithOtherValue(const ServerSettings& run, std::str
     c.optimizer.weight_decay += 1e-3f;
   } else if (name == "dp_mode") {
     // Central noise where the component adds it, else noise shares on the devices.
-    const AggregationDescriptor* aggregation = FindAggregation(c);
-    const bool central = aggregation != nullptr && aggregation->adds_central_noise;
+    const bool central = KnownAggregations::AddsCentralNoise(c);
     c.privacy.mode = c.privacy.mode != PrivacyMode::kOff ? PrivacyMode::kOff
                      : central                           ? PrivacyMode::kCentral
                                                          : PrivacyMode::kDistributed;

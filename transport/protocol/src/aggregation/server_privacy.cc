@@ -18,9 +18,9 @@ void ServerPrivacy::Init(const RunConfig& config, std::uint32_t workers, std::ui
 void ServerPrivacy::AddNoiseToMean(std::span<float> mean, std::uint32_t updates,
                                    std::uint32_t round) const {
   if (!central_ || updates == 0) return;
-  const float bound = adaptive_ ? bound_ : params_.clip;
+  // bound_ is the run's fixed C unless clipping adapts.
   GaussianNoise({key_, round, 0, kNoiseOnValues})
-      .AddTo(mean, SumNoiseStddev(params_, bound) / updates);
+      .AddTo(mean, SumNoiseStddev(params_, bound_) / updates);
 }
 
 float ServerPrivacy::NextBound(std::uint32_t round) const {

@@ -113,9 +113,6 @@ struct AggregationDescriptor {
   // aggregate downlink that frame is what workers holding the round's model receive instead of
   // the model.
   bool aggregate_is_payload = false;
-  // Whether it adds differential privacy's central noise to the round's mean (CentralNoise) when
-  // the run asks for it; ValidateRunConfig refuses central noise with any other component.
-  bool adds_central_noise = false;
   bool (*serves)(const RunConfig& config) = nullptr;
   // Arena bytes `create` takes (the component object included); 0 for a configuration it
   // cannot size.

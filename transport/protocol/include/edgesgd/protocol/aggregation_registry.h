@@ -16,8 +16,8 @@ namespace edgesgd::protocol {
 namespace internal {
 template <typename T>
 constexpr AggregationDescriptor DescriptorOf() {
-  return AggregationDescriptor{T::kName,   T::kAggregateIsPayload, T::kAddsCentralNoise,
-                               &T::Serves, &T::ArenaBytes,         &CreateInArena<T>};
+  return AggregationDescriptor{T::kName, T::kAggregateIsPayload, &T::Serves, &T::ArenaBytes,
+                               &CreateInArena<T>};
 }
 
 template <typename... Components>
