@@ -26,9 +26,9 @@ void EncodeFixedPoint(const FixedPoint& format, std::span<const float> values,
                       std::span<std::uint32_t> words) {
   EDGESGD_CHECK(values.size() == words.size());
   const double scale = std::ldexp(1.0, static_cast<int>(format.fraction_bits));
-  const double bound = format.bound;
+  const auto bound = static_cast<double>(format.bound);
   for (std::size_t i = 0; i < values.size(); ++i) {
-    double value = values[i];
+    auto value = static_cast<double>(values[i]);
     if (!(value >= -bound)) value = std::isnan(value) ? 0.0 : -bound;  // NaN encodes as 0
     if (value > bound) value = bound;
     words[i] = RingFromSigned(static_cast<std::int32_t>(std::nearbyint(value * scale)));

@@ -66,7 +66,7 @@ Status Server::Start(const RoundPlan& plan, std::span<const std::uint32_t> cohor
     return Status::OutOfRange("the masked vector is longer than the server was sized for");
   }
   for (std::uint32_t i = 0; i < n; ++i) by_device_[i] = {cohort[i], i};
-  std::sort(by_device_.begin(), by_device_.begin() + n);
+  std::sort(by_device_.begin(), by_device_.begin() + static_cast<std::ptrdiff_t>(n));
   for (std::uint32_t i = 1; i < n; ++i) {
     if (by_device_[i].first == by_device_[i - 1].first) {
       return Status::InvalidArgument("the cohort names a device twice");
@@ -110,7 +110,7 @@ Status Server::Start(const RoundPlan& plan, std::span<const std::uint32_t> cohor
 }
 
 std::uint32_t Server::IndexOf(std::uint32_t device) const {
-  const auto end = by_device_.begin() + cohort_size_;
+  const auto end = by_device_.begin() + static_cast<std::ptrdiff_t>(cohort_size_);
   const auto found = std::lower_bound(by_device_.begin(), end, std::pair{device, 0u});
   return found != end && found->first == device ? found->second : cohort_size_;
 }
