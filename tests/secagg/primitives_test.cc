@@ -12,6 +12,7 @@
 #include "edgesgd/secagg/crypto.h"
 #include "edgesgd/secagg/fixed_point.h"
 #include "edgesgd/secagg/shamir.h"
+#include "edgesgd/secagg/votes.h"
 #include "secagg/secagg_test_util.h"
 
 namespace edgesgd::secagg {
@@ -238,6 +239,43 @@ TEST(FixedPointTest, SumOfEncodingsDecodesToTheRoundedSumEvenAtTheBound) {
   EXPECT_EQ(decoded[0], -100.0f);
   EXPECT_EQ(decoded[1], 100.0f);
   EXPECT_EQ(decoded[3], 100.0f);  // clipped to the bound
+}
+
+TEST(VotesTest, LanesHoldTheLargestCount) {
+  EXPECT_EQ(VoteLaneBits(1).value(), 1u);
+  EXPECT_EQ(VoteLaneBits(3).value(), 2u);
+  EXPECT_EQ(VoteLaneBits(7).value(), 3u);
+  EXPECT_EQ(VoteLaneBits(8).value(), 4u);
+  EXPECT_EQ(VoteLaneBits(255).value(), 8u);
+  EXPECT_EQ(VoteLaneBits(256).value(), 9u);
+  EXPECT_EQ(VoteLaneBits(0).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(VoteWords(100, 4), 13u);  // 8 lanes a word
+  EXPECT_EQ(VoteWords(100, 9), 34u);  // 3 lanes a word, 5 bits unused
+}
+
+TEST(VotesTest, SumsOfPackedVotesUnpackToCountsEvenWhenLanesAreFull) {
+  // 7 voters in 3-bit lanes (10 to a word): every coordinate reaches 7 = 0b111 somewhere, the
+  // count that would carry into the next lane if the lane were too narrow.
+  constexpr std::uint32_t kVoters = 7;
+  constexpr std::size_t kCoordinates = 95;
+  const std::uint32_t lane_bits = VoteLaneBits(kVoters).value();
+  std::vector<std::uint32_t> sum(VoteWords(kCoordinates, lane_bits), 0u);
+  std::vector<std::uint32_t> expected(kCoordinates, 0u);
+  for (std::uint32_t voter = 0; voter < kVoters; ++voter) {
+    std::vector<std::uint32_t> signs(3, 0u);
+    for (std::size_t i = 0; i < kCoordinates; ++i) {
+      const bool plus = i % 3 == 0 || (i + voter) % 2 == 0;
+      if (plus) signs[i / 32] |= 1u << (i % 32);
+      expected[i] += plus ? 1u : 0u;
+    }
+    std::vector<std::uint32_t> packed(sum.size());
+    PackVotes(signs, kCoordinates, lane_bits, packed);
+    for (std::size_t w = 0; w < sum.size(); ++w) sum[w] += packed[w];
+  }
+  std::vector<std::uint32_t> counts(kCoordinates);
+  UnpackVoteCounts(sum, kCoordinates, lane_bits, counts);
+  EXPECT_EQ(counts, expected);
+  EXPECT_EQ(counts[0], kVoters);
 }
 
 }  // namespace

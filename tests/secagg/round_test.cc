@@ -12,6 +12,7 @@
 
 #include "edgesgd/secagg/client.h"
 #include "edgesgd/secagg/server.h"
+#include "edgesgd/secagg/votes.h"
 #include "secagg/secagg_test_util.h"
 
 namespace edgesgd::secagg {
@@ -348,6 +349,32 @@ TEST(SecureAggregationRoundTest, AMaskedInputLooksUniform) {
   }
   EXPECT_EQ(std::vector<std::uint32_t>(fleet.server.sum().begin(), fleet.server.sum().end()),
             std::vector<std::uint32_t>(words, 0u));
+}
+
+TEST(SecureAggregationRoundTest, PackedVotesUnmaskToExactPerCoordinateCounts) {
+  // Eight devices vote on 1,000 coordinates in 4-bit lanes (counts up to 8), eight lanes a word:
+  // the server learns each coordinate's +1 count and nothing finer.
+  constexpr std::uint32_t kDevices = 8;
+  constexpr std::size_t kCoordinates = 1000;
+  const std::uint32_t lane_bits = VoteLaneBits(kDevices).value();
+  ASSERT_EQ(lane_bits, 4u);
+  const auto words = static_cast<std::uint32_t>(VoteWords(kCoordinates, lane_bits));
+  ASSERT_EQ(words, 125u);
+  Fleet fleet(kDevices, words, 0);
+  std::vector<std::uint32_t> expected(kCoordinates, 0);
+  for (std::uint32_t d = 0; d < kDevices; ++d) {
+    std::vector<std::uint32_t> signs((kCoordinates + 31) / 32);
+    for (std::size_t i = 0; i < kCoordinates; ++i) {
+      const bool plus = ((i * 2654435761u) >> (d + 3)) & 1u;
+      if (plus) signs[i / 32] |= 1u << (i % 32);
+      expected[i] += plus ? 1u : 0u;
+    }
+    PackVotes(signs, kCoordinates, lane_bits, fleet.inputs[d]);
+  }
+  ASSERT_TRUE(fleet.Run(Plan(13, 5, words)).ok());
+  std::vector<std::uint32_t> counts(kCoordinates);
+  UnpackVoteCounts(fleet.server.sum(), kCoordinates, lane_bits, counts);
+  EXPECT_EQ(counts, expected);
 }
 
 }  // namespace
