@@ -43,6 +43,8 @@ struct Fleet {
     return found == silent_from.end() || found->second > phase;
   }
 
+  std::vector<std::uint32_t> Sum() const { return {server.sum().begin(), server.sum().end()}; }
+
   std::vector<std::uint32_t> ExpectedSum() const {
     std::vector<std::uint32_t> sum(inputs[0].size(), 0);
     for (std::uint32_t i = 0; i < ids.size(); ++i) {
@@ -129,8 +131,7 @@ TEST(SecureAggregationRoundTest, UnmaskedSumEqualsThePlainSumBitForBit) {
   EXPECT_EQ(std::vector<std::uint32_t>(sum.begin(), sum.end()), fleet.ExpectedSum());
   // Rounds are independent: the same fleet runs another.
   ASSERT_TRUE(fleet.Run(Plan(2, 5, 257)).ok());
-  EXPECT_EQ(std::vector<std::uint32_t>(fleet.server.sum().begin(), fleet.server.sum().end()),
-            fleet.ExpectedSum());
+  EXPECT_EQ(fleet.Sum(), fleet.ExpectedSum());
 }
 
 TEST(SecureAggregationRoundTest, RecoversFromDropOutsInEveryPhase) {
@@ -143,9 +144,7 @@ TEST(SecureAggregationRoundTest, RecoversFromDropOutsInEveryPhase) {
     // Devices silent before their input was sent are left out of the sum; from unmasking on,
     // their inputs are in it.
     EXPECT_EQ(fleet.server.survivor_count(), phase == kUnmasking ? 8u : 5u) << phase;
-    EXPECT_EQ(std::vector<std::uint32_t>(fleet.server.sum().begin(), fleet.server.sum().end()),
-              fleet.ExpectedSum())
-        << phase;
+    EXPECT_EQ(fleet.Sum(), fleet.ExpectedSum()) << phase;
   }
 }
 
@@ -157,8 +156,7 @@ TEST(SecureAggregationRoundTest, DropOutsSpreadOverThePhasesAreRecovered) {
   fleet.SilenceFrom(kUnmasking, 11);
   ASSERT_TRUE(fleet.Run(Plan(3, 7, 40)).ok());
   EXPECT_EQ(fleet.server.survivor_count(), 9u);
-  EXPECT_EQ(std::vector<std::uint32_t>(fleet.server.sum().begin(), fleet.server.sum().end()),
-            fleet.ExpectedSum());
+  EXPECT_EQ(fleet.Sum(), fleet.ExpectedSum());
 }
 
 TEST(SecureAggregationRoundTest, TooManyDropOutsAbortTheRoundInEveryPhase) {
@@ -232,8 +230,7 @@ TEST(SecureAggregationRoundTest, ALateInputIsRefusedAndItsOwnerCannotBeUnmasked)
   EXPECT_EQ(fleet.server.AddMaskedInput(fleet.ids[4], late).code(),
             StatusCode::kFailedPrecondition);
   EXPECT_FALSE(fleet.server.Survived(fleet.ids[4]));
-  EXPECT_EQ(std::vector<std::uint32_t>(fleet.server.sum().begin(), fleet.server.sum().end()),
-            fleet.ExpectedSum());
+  EXPECT_EQ(fleet.Sum(), fleet.ExpectedSum());
 }
 
 TEST(SecureAggregationRoundTest, ServerRefusesSharesItMustNotLearnAndKeepsNoneOfThem) {
@@ -273,8 +270,7 @@ TEST(SecureAggregationRoundTest, ServerRefusesSharesItMustNotLearnAndKeepsNoneOf
   ASSERT_TRUE(fleet.server.AddUnmasking(fleet.ids[0], revealed).ok());
   for (std::uint32_t i : {2u, 3u, 4u}) ASSERT_TRUE(fleet.UnmaskDevice(i).ok());
   ASSERT_TRUE(fleet.server.Finish().ok());
-  EXPECT_EQ(std::vector<std::uint32_t>(fleet.server.sum().begin(), fleet.server.sum().end()),
-            fleet.ExpectedSum());
+  EXPECT_EQ(fleet.Sum(), fleet.ExpectedSum());
 }
 
 TEST(SecureAggregationRoundTest, AWrongRevealedShareAbortsTheRoundInsteadOfCorruptingTheSum) {
@@ -302,8 +298,7 @@ TEST(SecureAggregationRoundTest, SparseNeighbourGraphSumsExactlyWithDropOuts) {
   ASSERT_TRUE(fleet.Run(Plan(11, 6, 64, 8)).ok());
   EXPECT_EQ(fleet.server.neighbourhood_size(), 8u);
   EXPECT_EQ(fleet.server.survivor_count(), 27u);
-  EXPECT_EQ(std::vector<std::uint32_t>(fleet.server.sum().begin(), fleet.server.sum().end()),
-            fleet.ExpectedSum());
+  EXPECT_EQ(fleet.Sum(), fleet.ExpectedSum());
 }
 
 TEST(SecureAggregationRoundTest, ClientRefusesAThresholdThatWouldExposeIt) {
@@ -347,8 +342,7 @@ TEST(SecureAggregationRoundTest, AMaskedInputLooksUniform) {
     // 255 degrees of freedom: the 0.1 % critical value is 330.5.
     EXPECT_LT(chi_square, 330.5) << "shift " << shift;
   }
-  EXPECT_EQ(std::vector<std::uint32_t>(fleet.server.sum().begin(), fleet.server.sum().end()),
-            std::vector<std::uint32_t>(words, 0u));
+  EXPECT_EQ(fleet.Sum(), std::vector<std::uint32_t>(words, 0u));
 }
 
 TEST(SecureAggregationRoundTest, PackedVotesUnmaskToExactPerCoordinateCounts) {

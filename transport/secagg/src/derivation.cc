@@ -6,8 +6,16 @@
 namespace edgesgd::secagg::internal {
 namespace {
 
-std::span<const std::byte> Label(std::string_view text) {
-  return std::as_bytes(std::span(text.data(), text.size()));
+// HKDF(X25519(own_private, other_public), label, context); the shared secret is wiped.
+Status AgreeAndDerive(const Key& own_private, const Key& other_public, std::string_view label,
+                      const PairContext& context, Key& out) {
+  Key shared;
+  Status status = AgreeSecret(own_private, other_public, shared);
+  if (status.ok()) {
+    status = DeriveKey(shared, std::as_bytes(std::span(label.data(), label.size())), context, out);
+  }
+  Wipe(shared);
+  return status;
 }
 
 }  // namespace
@@ -22,28 +30,14 @@ PairContext MakePairContext(std::uint64_t round, std::uint32_t first, std::uint3
 
 Status SharesKey(const Key& own_cipher_private, const Key& other_cipher_public, std::uint64_t round,
                  std::uint32_t from, std::uint32_t to, Key& out) {
-  Key shared;
-  const Status agreed = AgreeSecret(own_cipher_private, other_cipher_public, shared);
-  if (agreed.ok()) {
-    const PairContext context = MakePairContext(round, from, to);
-    const Status derived = DeriveKey(shared, Label("shares"), context, out);
-    Wipe(shared);
-    return derived;
-  }
-  return agreed;
+  return AgreeAndDerive(own_cipher_private, other_cipher_public, "shares",
+                        MakePairContext(round, from, to), out);
 }
 
 Status PairMaskSeed(const Key& own_mask_private, const Key& other_mask_public, std::uint64_t round,
                     std::uint32_t a, std::uint32_t b, Key& out) {
-  Key shared;
-  const Status agreed = AgreeSecret(own_mask_private, other_mask_public, shared);
-  if (agreed.ok()) {
-    const PairContext context = MakePairContext(round, std::min(a, b), std::max(a, b));
-    const Status derived = DeriveKey(shared, Label("pair mask"), context, out);
-    Wipe(shared);
-    return derived;
-  }
-  return agreed;
+  return AgreeAndDerive(own_mask_private, other_mask_public, "pair mask",
+                        MakePairContext(round, std::min(a, b), std::max(a, b)), out);
 }
 
 }  // namespace edgesgd::secagg::internal
