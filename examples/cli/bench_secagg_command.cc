@@ -76,8 +76,13 @@ double PayloadPerDevice(const Figures& f) {
   return PerDevice(f.payload_bytes, f.devices - f.dropped);
 }
 
-double Seconds(std::uint64_t start) {
-  return static_cast<double>(platform::MonotonicNanos() - start) * 1e-9;
+// Runs `call`, adds its wall time to `seconds` and returns what it returned.
+template <typename Call>
+auto Timed(double& seconds, Call&& call) {
+  const std::uint64_t start = platform::MonotonicNanos();
+  auto result = call();
+  seconds += static_cast<double>(platform::MonotonicNanos() - start) * 1e-9;
+  return result;
 }
 
 // A round the server aborted for lack of shares becomes a figure; anything else is an error.
@@ -109,11 +114,10 @@ Status RunRound(std::uint32_t n, std::uint32_t neighbours, const BenchSecAggOpti
   }
   EDGESGD_TRY(server.Init({n, degree, o.words}));
   const secagg::RoundPlan plan{round, threshold, neighbours, round * 7919 + n, o.words};
-  std::uint64_t start = platform::MonotonicNanos();
-  EDGESGD_TRY(server.Start(plan, ids));
-  f.server_seconds += Seconds(start);
-  // Devices 0..dropped-1 vanish after sharing their keys: the costliest drop-out to recover.
-  const auto vanishes = [&](std::uint32_t i) { return i < dropped; };
+  // Each call runs on one side's clock.
+  const auto on_server = [&f](auto&& call) { return Timed(f.server_seconds, call); };
+  const auto on_device = [&f](auto&& call) { return Timed(f.device_seconds, call); };
+  EDGESGD_TRY(on_server([&] { return server.Start(plan, ids); }));
 
   for (std::uint32_t i = 0; i < n; ++i) {
     secagg::KeyAdvertisement keys;
@@ -121,86 +125,69 @@ Status RunRound(std::uint32_t n, std::uint32_t neighbours, const BenchSecAggOpti
     entropy[0] = static_cast<std::byte>(i);
     entropy[1] = static_cast<std::byte>(i >> 8);
     entropy[2] = static_cast<std::byte>(round);
-    start = platform::MonotonicNanos();
-    EDGESGD_TRY(clients[i].Start(round, ids[i], entropy, keys));
-    f.device_seconds += Seconds(start);
-    start = platform::MonotonicNanos();
-    EDGESGD_TRY(server.AddKeys(ids[i], keys));
-    f.server_seconds += Seconds(start);
+    EDGESGD_TRY(on_device([&] { return clients[i].Start(round, ids[i], entropy, keys); }));
+    EDGESGD_TRY(on_server([&] { return server.AddKeys(ids[i], keys); }));
     f.protocol_up_bytes += kAdvertisementBytes;
   }
-  start = platform::MonotonicNanos();
-  EDGESGD_TRY(server.CloseKeys());
-  f.server_seconds += Seconds(start);
+  EDGESGD_TRY(on_server([&] { return server.CloseKeys(); }));
 
   std::vector<secagg::RosterEntry> roster(degree);
   std::vector<secagg::SealedShares> sealed(degree);
   for (std::uint32_t i = 0; i < n; ++i) {
     std::uint32_t point = 0;
-    start = platform::MonotonicNanos();
-    const Result<std::size_t> count = server.RosterFor(ids[i], point, roster);
-    f.server_seconds += Seconds(start);
-    EDGESGD_TRY(count);
-    f.protocol_down_bytes += 2 * kIdBytes + *count * kRosterEntryBytes;
+    EDGESGD_TRY_ASSIGN(const std::size_t count,
+                       on_server([&] { return server.RosterFor(ids[i], point, roster); }));
+    f.protocol_down_bytes += 2 * kIdBytes + count * kRosterEntryBytes;
     secagg::Digest commitment;
-    start = platform::MonotonicNanos();
-    const Result<std::size_t> written =
-        clients[i].ShareKeys(threshold, point, {roster.data(), *count}, commitment, sealed);
-    f.device_seconds += Seconds(start);
-    EDGESGD_TRY(written);
-    f.protocol_up_bytes += commitment.size() + *written * kSealedEntryBytes;
-    start = platform::MonotonicNanos();
-    EDGESGD_TRY(server.AddShares(ids[i], commitment, {sealed.data(), *written}));
-    f.server_seconds += Seconds(start);
+    EDGESGD_TRY_ASSIGN(
+        const std::size_t written, on_device([&] {
+          return clients[i].ShareKeys(threshold, point, {roster.data(), count}, commitment, sealed);
+        }));
+    f.protocol_up_bytes += commitment.size() + written * kSealedEntryBytes;
+    EDGESGD_TRY(on_server([&] {
+      return server.AddShares(ids[i], commitment, {sealed.data(), written});
+    }));
   }
-  start = platform::MonotonicNanos();
-  EDGESGD_TRY(server.CloseShares());
-  f.server_seconds += Seconds(start);
+  EDGESGD_TRY(on_server([&] { return server.CloseShares(); }));
 
-  for (std::uint32_t i = 0; i < n; ++i) {
-    if (vanishes(i)) continue;
-    start = platform::MonotonicNanos();
-    const Result<std::size_t> count = server.SharesFor(ids[i], sealed);
-    f.server_seconds += Seconds(start);
-    EDGESGD_TRY(count);
-    f.protocol_down_bytes += *count * kSealedEntryBytes;
+  // Devices 0..dropped-1 vanish after sharing their keys: the costliest drop-out to recover.
+  for (std::uint32_t i = dropped; i < n; ++i) {
+    EDGESGD_TRY_ASSIGN(const std::size_t count,
+                       on_server([&] { return server.SharesFor(ids[i], sealed); }));
+    f.protocol_down_bytes += count * kSealedEntryBytes;
     std::vector<std::uint32_t> masked = inputs[i];
-    start = platform::MonotonicNanos();
-    EDGESGD_TRY(clients[i].ReceiveShares({sealed.data(), *count}));
-    EDGESGD_TRY(clients[i].MaskInput(masked));
-    f.device_seconds += Seconds(start);
+    EDGESGD_TRY(on_device([&] {
+      const Status received = clients[i].ReceiveShares({sealed.data(), count});
+      return received.ok() ? clients[i].MaskInput(masked) : received;
+    }));
     f.payload_bytes += std::size_t{4} * o.words;
-    start = platform::MonotonicNanos();
-    EDGESGD_TRY(server.AddMaskedInput(ids[i], masked));
-    f.server_seconds += Seconds(start);
+    EDGESGD_TRY(on_server([&] { return server.AddMaskedInput(ids[i], masked); }));
   }
-  start = platform::MonotonicNanos();
-  if (Status closed = server.CloseInputs(); !closed.ok()) return Aborted(server, closed, f);
-  f.server_seconds += Seconds(start);
+  if (Status closed = on_server([&] { return server.CloseInputs(); }); !closed.ok()) {
+    return Aborted(server, closed, f);
+  }
 
   std::vector<std::uint32_t> survivors(degree);
   std::vector<secagg::RevealedShare> revealed(degree + 1);
   for (std::uint32_t i = dropped; i < n; ++i) {
-    start = platform::MonotonicNanos();
-    const Result<std::size_t> count = server.SurvivorsFor(ids[i], survivors);
-    f.server_seconds += Seconds(start);
-    EDGESGD_TRY(count);
-    f.protocol_down_bytes += *count * kIdBytes;
-    start = platform::MonotonicNanos();
-    const Result<std::size_t> written = clients[i].Unmask({survivors.data(), *count}, revealed);
-    f.device_seconds += Seconds(start);
+    EDGESGD_TRY_ASSIGN(const std::size_t count,
+                       on_server([&] { return server.SurvivorsFor(ids[i], survivors); }));
+    f.protocol_down_bytes += count * kIdBytes;
+    const Result<std::size_t> written = on_device([&] {
+      return clients[i].Unmask({survivors.data(), count}, revealed);
+    });
     // A device whose neighbourhood lost too many members refuses to reveal anything; the
     // server then lacks shares and aborts the round.
     if (!written.ok() && written.status().code() == StatusCode::kFailedPrecondition) continue;
     EDGESGD_TRY(written);
     f.protocol_up_bytes += *written * kRevealedBytes;
-    start = platform::MonotonicNanos();
-    EDGESGD_TRY(server.AddUnmasking(ids[i], {revealed.data(), *written}));
-    f.server_seconds += Seconds(start);
+    EDGESGD_TRY(on_server([&] {
+      return server.AddUnmasking(ids[i], {revealed.data(), *written});
+    }));
   }
-  start = platform::MonotonicNanos();
-  if (Status finished = server.Finish(); !finished.ok()) return Aborted(server, finished, f);
-  f.server_seconds += Seconds(start);
+  if (Status finished = on_server([&] { return server.Finish(); }); !finished.ok()) {
+    return Aborted(server, finished, f);
+  }
 
   std::vector<std::uint32_t> expected(o.words, 0);
   for (std::uint32_t i = dropped; i < n; ++i) {
