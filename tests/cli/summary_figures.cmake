@@ -3,13 +3,15 @@
 
 # edgesgd_simulate(NAME FLAGS...): runs `edgesgd simulate FLAGS --summary WORK_DIR/NAME.json
 # --quiet` and sets NAME_loss, NAME_accuracy and NAME_bytes_up (the final row's figures, as
-# written) in the caller's scope. A failing run stops the script.
+# written) and NAME_stderr (what it printed there) in the caller's scope. A failing run stops the
+# script.
 function(edgesgd_simulate name)
   execute_process(COMMAND ${EDGESGD} simulate ${ARGN} --summary ${WORK_DIR}/${name}.json --quiet
                   RESULT_VARIABLE result ERROR_VARIABLE err)
   if(NOT result EQUAL 0)
     message(FATAL_ERROR "run ${name} failed (${result}): ${err}")
   endif()
+  set(${name}_stderr "${err}" PARENT_SCOPE)
   file(READ ${WORK_DIR}/${name}.json summary)
   foreach(field loss accuracy bytes_up)
     string(JSON value GET "${summary}" final ${field})
@@ -43,6 +45,11 @@ function(edgesgd_micro value out)
     math(EXPR length "${length} + 1")
   endwhile()
   string(SUBSTRING "${digits}" 0 ${keep} digits)
-  string(REGEX REPLACE "^0+([0-9])" "\\1" digits "${digits}")  # no octal surprises
+  # No leading zeros (no octal surprises). A match-all replace would apply "^" again after each
+  # match (0.604 became 640), so strip them once.
+  string(REGEX MATCH "[1-9][0-9]*$" digits "${digits}")
+  if(digits STREQUAL "")
+    set(digits 0)
+  endif()
   set(${out} ${digits} PARENT_SCOPE)
 endfunction()
