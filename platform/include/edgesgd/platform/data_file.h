@@ -1,0 +1,96 @@
+#pragma once
+
+// Labelled samples read from files: MNIST-style IDX, CSV and NumPy .npy (docs/cli.md#data-files
+// gives each format's rules). Linux backend only (reads files, allocates at load time); the
+// loaded arrays are viewed as an edgesgd::DatasetView, so users link edgesgd::core too.
+//
+// A data file is named by a spec, FORMAT:PATH[,PATH]:
+//   idx:IMAGES[,LABELS]   IDX images and labels (labels beside the images by default)
+//   csv:PATH              label column first, then the features; an optional header line
+//   npy:FEATURES,LABELS   two .npy arrays, C order
+// Any file may be gzip-compressed (recognised by its first bytes) when zlib is built in.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "edgesgd/core/data/dataset.h"
+#include "edgesgd/core/status.h"
+
+namespace edgesgd::platform {
+
+// Labels are bytes in a DatasetView: at most 256 classes.
+inline constexpr std::size_t kMaxDataClasses = 256;
+
+// Owned samples: features row-major, feature_dim floats per sample (unsigned-byte values are
+// divided by 255 into [0, 1], the others kept as read); labels each below num_classes.
+struct LabeledData {
+  std::vector<float> features;
+  std::vector<std::uint8_t> labels;
+  std::size_t num_samples = 0;
+  std::size_t feature_dim = 0;
+  std::size_t num_classes = 0;
+
+  // A view over the vectors (valid while this object lives; moving it keeps the view valid).
+  DatasetView View() const;
+};
+
+// The outcome of a load: status kOk with data, or a code plus a one-line message naming the file
+// and the problem, e.g. "corrupt: label 12 of sample 1 in /d/labels.npy is outside 0-9".
+// Codes: kNotFound (missing file), kUnavailable (other open/read failures, or a gzip file in a
+// build without zlib), kDataLoss (bad magic or header, truncation, trailing data, a shape
+// mismatch between features and labels, a label out of range, a cell that is not a number, a
+// value that is not finite, corrupt gzip), kInvalidArgument (a valid file this reader does not
+// take: an unsupported value type or layout; a bad spec), kOutOfRange (the rows asked for are
+// not in the file).
+struct LabeledDataLoad {
+  Status status;
+  std::string message;
+  LabeledData data;
+
+  bool ok() const { return status.ok(); }
+};
+
+// Which rows to load and how to check labels.
+struct DataReadOptions {
+  std::size_t first_row = 0;  // rows before it are skipped (seeked over where the file allows)
+  std::size_t max_rows = 0;   // 0: every row from first_row on
+  // 0: labels below kMaxDataClasses, num_classes = 1 + the largest label read. Otherwise every
+  // label must be below `classes`, and num_classes = classes.
+  std::size_t classes = 0;
+};
+
+// A parsed spec: the format's name and its paths, in the order of its syntax.
+struct DataFileSpec {
+  std::string format;
+  std::vector<std::string> paths;
+};
+
+// The outcome of parsing a spec: kOk, or kInvalidArgument with a one-line message.
+struct DataFileSpecParse {
+  Status status;
+  std::string message;
+  DataFileSpec spec;
+
+  bool ok() const { return status.ok(); }
+};
+
+// Splits "FORMAT:PATH[,PATH]" and checks the format is known and takes that many paths (paths
+// cannot contain commas). Reads no file.
+DataFileSpecParse ParseDataFileSpec(std::string_view text);
+
+// The syntax of every format, for help texts: "idx:IMAGES[,LABELS], csv:PATH, ...".
+std::string DataFileSyntax();
+
+// Loads rows [first_row, first_row + max_rows) of the spec's files: every header is checked,
+// every loaded value (finite) and label (in range), features and labels must hold the same
+// number of samples, and at least one sample must be loaded. A load that reaches the end of a
+// binary file also checks that nothing follows the declared data (and the gzip checksum).
+LabeledDataLoad LoadDataFile(const DataFileSpec& spec, const DataReadOptions& options);
+
+// Whether this build reads gzip-compressed files (zlib was found for the target).
+bool GzipAvailable();
+
+}  // namespace edgesgd::platform

@@ -1,0 +1,229 @@
+#include "sample_rows.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdio>
+#include <span>
+
+namespace edgesgd::platform::internal {
+namespace {
+
+// Bytes converted per read: bounds the staging buffer whatever the array's size (a multiple of
+// every element's size, so a chunk never splits an element).
+constexpr std::size_t kChunkBytes = 1 << 20;
+
+std::uint64_t LoadBits(const std::byte* bytes, std::size_t size, bool big_endian) {
+  std::uint64_t bits = 0;
+  for (std::size_t i = 0; i < size; ++i) {
+    const std::size_t shift = 8 * (big_endian ? size - 1 - i : i);
+    bits |= std::uint64_t{std::to_integer<std::uint8_t>(bytes[i])} << shift;
+  }
+  return bits;
+}
+
+bool IsSigned(ElementType type) {
+  return type == ElementType::kInt8 || type == ElementType::kInt16 || type == ElementType::kInt32 ||
+         type == ElementType::kInt64;
+}
+
+// An integer element, sign-extended when its type is signed.
+std::int64_t SignExtend(std::uint64_t bits, std::size_t bytes) {
+  const unsigned unused = static_cast<unsigned>(64 - 8 * bytes);
+  return static_cast<std::int64_t>(bits << unused) >> unused;
+}
+
+std::string FormatDouble(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", value);
+  return text;
+}
+
+// Reads rows `range` of `array` chunk by chunk, handing each chunk's elements to
+// `convert(bytes, count, first_element)` (element indices count from the array's start), then
+// checks the file ends there if the range reaches the array's end.
+template <typename Convert>
+FileStatus ReadRows(InputFile& file, const BinaryArray& array, RowRange range, Convert convert) {
+  const std::size_t element_bytes = ElementBytes(array.format.type);
+  const std::size_t row_bytes = array.row_values * element_bytes;
+  const std::size_t total = array.rows * row_bytes;  // FitsInMemoryRange was checked
+  std::size_t skipped = 0;
+  if (FileStatus skip = file.Skip(range.first * row_bytes, skipped); !skip.ok()) return skip;
+  if (skipped < range.first * row_bytes) return file.Truncated(array.what, total, skipped);
+
+  const std::size_t wanted = range.count * row_bytes;
+  std::vector<std::byte> chunk(std::min(wanted, kChunkBytes));
+  std::size_t element = range.first * array.row_values;
+  for (std::size_t done = 0; done < wanted;) {
+    const std::size_t bytes = std::min(chunk.size(), wanted - done);
+    std::size_t got = 0;
+    if (FileStatus read = file.Read(std::span(chunk).first(bytes), got); !read.ok()) return read;
+    if (got < bytes) return file.Truncated(array.what, total, skipped + done + got);
+    const std::size_t count = bytes / element_bytes;
+    if (FileStatus converted = convert(chunk.data(), count, element); !converted.ok()) {
+      return converted;
+    }
+    element += count;
+    done += bytes;
+  }
+  if (range.first + range.count < array.rows) return {};
+  bool at_end = false;
+  if (FileStatus end = file.AtEnd(at_end); !end.ok()) return end;
+  if (!at_end) {
+    return Failure(Status::DataLoss(), "corrupt: " + file.path() + " has data after its " +
+                                           std::to_string(array.rows) + " declared items");
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string Quoted(std::string_view text) {
+  std::string quoted(1, '\'');
+  quoted += text;
+  quoted += '\'';
+  return quoted;
+}
+
+LabeledDataLoad Failed(FileStatus status) {
+  LabeledDataLoad load;
+  load.status = status.status;
+  load.message = std::move(status.message);
+  return load;
+}
+
+std::size_t ElementBytes(ElementType type) {
+  switch (type) {
+    case ElementType::kUint8:
+    case ElementType::kInt8:
+      return 1;
+    case ElementType::kUint16:
+    case ElementType::kInt16:
+      return 2;
+    case ElementType::kUint32:
+    case ElementType::kInt32:
+    case ElementType::kFloat32:
+      return 4;
+    case ElementType::kUint64:
+    case ElementType::kInt64:
+    case ElementType::kFloat64:
+      return 8;
+  }
+  return 1;
+}
+
+FileStatus ResolveRows(const DataReadOptions& options, std::size_t rows, const std::string& path,
+                       RowRange& range) {
+  if (options.first_row >= rows) {
+    if (rows == 0) return Failure(Status::OutOfRange(), "no samples in " + path);
+    return Failure(Status::OutOfRange(), "no samples in " + path + " from row " +
+                                             std::to_string(options.first_row) + ": it holds " +
+                                             std::to_string(rows));
+  }
+  range.first = options.first_row;
+  range.count = rows - options.first_row;
+  if (options.max_rows != 0) range.count = std::min(range.count, options.max_rows);
+  return {};
+}
+
+std::optional<std::size_t> CheckedProduct(std::size_t a, std::size_t b) {
+  std::size_t product = 0;
+  if (__builtin_mul_overflow(a, b, &product)) return std::nullopt;
+  return product;
+}
+
+FileStatus ReadHeader(InputFile& file, std::span<std::byte> out, std::size_t offset) {
+  std::size_t got = 0;
+  if (FileStatus read = file.Read(out, got); !read.ok()) return read;
+  if (got == out.size()) return {};
+  return Failure(Status::DataLoss(), "truncated: " + file.path() + " ends after " +
+                                         std::to_string(offset + got) + " of " +
+                                         std::to_string(offset + out.size()) + " header bytes");
+}
+
+bool FitsInMemoryRange(const BinaryArray& array) {
+  const std::optional<std::size_t> values = CheckedProduct(array.rows, array.row_values);
+  return values.has_value() && CheckedProduct(*values, ElementBytes(array.format.type)).has_value();
+}
+
+FileStatus ReadFeatureRows(InputFile& file, const BinaryArray& array, RowRange range,
+                           std::vector<float>& out) {
+  const ElementFormat format = array.format;
+  const std::size_t element_bytes = ElementBytes(format.type);
+  return ReadRows(
+      file, array, range,
+      [&](const std::byte* bytes, std::size_t count, std::size_t first) -> FileStatus {
+        const std::size_t base = out.size();
+        out.resize(base + count);
+        if (format.type == ElementType::kUint8) {
+          // Division (not a multiply by 1/255) rounds every byte value correctly.
+          for (std::size_t i = 0; i < count; ++i) {
+            out[base + i] = static_cast<float>(std::to_integer<std::uint8_t>(bytes[i])) / 255.0f;
+          }
+          return {};
+        }
+        for (std::size_t i = 0; i < count; ++i) {
+          const std::uint64_t bits =
+              LoadBits(bytes + i * element_bytes, element_bytes, format.big_endian);
+          const float value = format.type == ElementType::kFloat64
+                                  ? static_cast<float>(std::bit_cast<double>(bits))
+                                  : std::bit_cast<float>(static_cast<std::uint32_t>(bits));
+          if (!std::isfinite(value)) {
+            const double read = format.type == ElementType::kFloat64 ? std::bit_cast<double>(bits)
+                                                                     : static_cast<double>(value);
+            return NotFinite(FormatDouble(read), (first + i) / array.row_values, file.path());
+          }
+          out[base + i] = value;
+        }
+        return {};
+      });
+}
+
+FileStatus ReadLabelRows(InputFile& file, const BinaryArray& array, RowRange range,
+                         std::size_t classes, std::vector<std::uint8_t>& out) {
+  const ElementFormat format = array.format;
+  const std::size_t element_bytes = ElementBytes(format.type);
+  const std::uint64_t limit = classes == 0 ? kMaxDataClasses : classes;
+  return ReadRows(file, array, range,
+                  [&](const std::byte* bytes, std::size_t count, std::size_t first) -> FileStatus {
+                    for (std::size_t i = 0; i < count; ++i) {
+                      const std::uint64_t bits =
+                          LoadBits(bytes + i * element_bytes, element_bytes, format.big_endian);
+                      const std::size_t sample = (first + i) / array.row_values;
+                      if (IsSigned(format.type)) {
+                        const std::int64_t label = SignExtend(bits, element_bytes);
+                        if (label < 0 || static_cast<std::uint64_t>(label) >= limit) {
+                          return LabelOutOfRange(std::to_string(label), sample, file.path(),
+                                                 classes);
+                        }
+                      } else if (bits >= limit) {
+                        return LabelOutOfRange(std::to_string(bits), sample, file.path(), classes);
+                      }
+                      out.push_back(static_cast<std::uint8_t>(bits));
+                    }
+                    return {};
+                  });
+}
+
+FileStatus LabelOutOfRange(const std::string& value, std::size_t sample, const std::string& path,
+                           std::size_t classes) {
+  const std::size_t limit = classes == 0 ? kMaxDataClasses : classes;
+  return Failure(Status::DataLoss(), "corrupt: label " + value + " of sample " +
+                                         std::to_string(sample) + " in " + path + " is outside 0-" +
+                                         std::to_string(limit - 1));
+}
+
+FileStatus NotFinite(const std::string& value, std::size_t sample, const std::string& path) {
+  return Failure(Status::DataLoss(), "corrupt: value " + value + " of sample " +
+                                         std::to_string(sample) + " in " + path +
+                                         " is not a finite float");
+}
+
+FileStatus SampleCountMismatch(const std::string& features_path, std::size_t samples,
+                               const std::string& labels_path, std::size_t labels) {
+  return Failure(Status::DataLoss(), "shape mismatch: " + features_path + " holds " +
+                                         std::to_string(samples) + " samples but " + labels_path +
+                                         " holds " + std::to_string(labels) + " labels");
+}
+
+}  // namespace edgesgd::platform::internal

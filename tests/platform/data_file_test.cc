@@ -1,0 +1,478 @@
+#include "edgesgd/platform/data_file.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "platform/data_file_writers.h"
+
+namespace edgesgd::platform {
+namespace {
+
+using data_files::Bytes;
+using data_files::Gzip;
+using data_files::LittleEndian;
+using data_files::Npy;
+
+Bytes Text(const std::string& text) { return Bytes(text.begin(), text.end()); }
+
+// IDX images of `rows` x `cols` unsigned bytes, pixel i of the file = i % 256.
+Bytes Images(std::uint32_t count, std::uint32_t rows = 2, std::uint32_t cols = 2) {
+  return data_files::ImagesIdx(0x00000803, count, rows, cols, count);
+}
+Bytes Labels(const Bytes& labels) { return data_files::LabelsIdx(0x00000801, labels); }
+
+class DataFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/edgesgd_data_file_XXXXXX";
+    ASSERT_NE(::mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override {
+    for (const std::string& path : written_) std::remove(path.c_str());
+    ::rmdir(dir_.c_str());
+  }
+
+  // Writes `bytes` to `name` in the test's directory and returns its path.
+  std::string Write(const std::string& name, const Bytes& bytes) {
+    const std::string path = dir_ + "/" + name;
+    EXPECT_TRUE(data_files::WriteBytes(path, bytes)) << path;
+    written_.push_back(path);
+    return path;
+  }
+
+  static LabeledDataLoad Load(const std::string& spec, const DataReadOptions& options = {}) {
+    const DataFileSpecParse parse = ParseDataFileSpec(spec);
+    EXPECT_TRUE(parse.ok()) << parse.message;
+    return LoadDataFile(parse.spec, options);
+  }
+
+  // The load fails with `status` and exactly `message`.
+  static void ExpectFailure(const LabeledDataLoad& load, Status status,
+                            const std::string& message) {
+    EXPECT_EQ(load.status, status) << load.message;
+    EXPECT_EQ(load.message, message);
+  }
+
+  std::string dir_;
+  std::vector<std::string> written_;
+};
+
+// ---- Specs ----
+
+TEST(DataFileSpecTest, SplitsFormatAndPaths) {
+  DataFileSpecParse parse = ParseDataFileSpec("idx:/d/train-images-idx3-ubyte.gz");
+  ASSERT_TRUE(parse.ok()) << parse.message;
+  EXPECT_EQ(parse.spec.format, "idx");
+  EXPECT_EQ(parse.spec.paths, std::vector<std::string>{"/d/train-images-idx3-ubyte.gz"});
+  parse = ParseDataFileSpec("npy:x.npy,y.npy");
+  ASSERT_TRUE(parse.ok()) << parse.message;
+  EXPECT_EQ(parse.spec.paths, (std::vector<std::string>{"x.npy", "y.npy"}));
+  EXPECT_EQ(DataFileSyntax(), "idx:IMAGES[,LABELS], csv:PATH, npy:FEATURES,LABELS");
+}
+
+TEST(DataFileSpecTest, RefusesUnknownFormatsEmptyPathsAndWrongCounts) {
+  EXPECT_EQ(ParseDataFileSpec("parquet:a").message,
+            "unknown data format in 'parquet:a' (" + DataFileSyntax() + ")");
+  EXPECT_EQ(ParseDataFileSpec("mnist").status, Status::InvalidArgument());
+  EXPECT_EQ(ParseDataFileSpec("csv:").message, "'csv:' has an empty path (csv:PATH)");
+  EXPECT_EQ(ParseDataFileSpec("idx:a,").message,
+            "'idx:a,' has an empty path (idx:IMAGES[,LABELS])");
+  EXPECT_EQ(ParseDataFileSpec("npy:x.npy").message,
+            "'npy:x.npy' gives 1 path, expected npy:FEATURES,LABELS");
+  EXPECT_EQ(ParseDataFileSpec("csv:a,b").message, "'csv:a,b' gives 2 paths, expected csv:PATH");
+}
+
+TEST_F(DataFileTest, RefusesMoreClassesThanLabelsHold) {
+  const std::string path = Write("d.csv", Text("0,1\n"));
+  DataReadOptions options;
+  options.classes = kMaxDataClasses + 1;
+  ExpectFailure(Load("csv:" + path, options), Status::InvalidArgument(),
+                "at most 256 classes can be read");
+}
+
+// ---- IDX ----
+
+TEST_F(DataFileTest, IdxLoadsBytesScaledToUnitRangeWithLabelsBeside) {
+  const std::string images = Write("train-images-idx3-ubyte", Images(3));
+  Write("train-labels-idx1-ubyte", Labels({2, 0, 1}));
+  const LabeledDataLoad load = Load("idx:" + images);
+  ASSERT_TRUE(load.ok()) << load.message;
+  EXPECT_EQ(load.data.num_samples, 3u);
+  EXPECT_EQ(load.data.feature_dim, 4u);
+  EXPECT_EQ(load.data.num_classes, 3u);  // 1 + the largest label
+  ASSERT_EQ(load.data.features.size(), 12u);
+  for (std::size_t i = 0; i < 12; ++i) {
+    EXPECT_EQ(load.data.features[i], static_cast<float>(i) / 255.0f) << i;
+  }
+  EXPECT_EQ(load.data.labels, (std::vector<std::uint8_t>{2, 0, 1}));
+  EXPECT_TRUE(ValidateDataset(load.data.View()).ok());
+}
+
+TEST_F(DataFileTest, IdxReadsGzipAndExplicitLabelsAndARowRange) {
+  if (!GzipAvailable()) GTEST_SKIP() << "built without zlib";
+  const std::string images = Write("pixels.gz", Gzip(Images(4)));
+  const std::string labels = Write("classes", Labels({3, 1, 4, 1}));
+  DataReadOptions options;
+  options.first_row = 1;
+  options.max_rows = 2;
+  options.classes = 10;
+  const LabeledDataLoad load = Load("idx:" + images + "," + labels, options);
+  ASSERT_TRUE(load.ok()) << load.message;
+  EXPECT_EQ(load.data.num_samples, 2u);
+  EXPECT_EQ(load.data.num_classes, 10u);
+  EXPECT_EQ(load.data.labels, (std::vector<std::uint8_t>{1, 4}));
+  EXPECT_EQ(load.data.features.front(), 4.0f / 255.0f);  // sample 1 starts at pixel 4
+  EXPECT_EQ(load.data.features.back(), 11.0f / 255.0f);
+
+  options.first_row = 4;
+  ExpectFailure(Load("idx:" + images + "," + labels, options), Status::OutOfRange(),
+                "no samples in " + images + " from row 4: it holds 4");
+}
+
+TEST_F(DataFileTest, IdxReadsBigEndianFloats) {
+  Bytes images;
+  data_files::PutBig32(images, 0x00000D02);  // float, 2 dimensions
+  data_files::PutBig32(images, 2);
+  data_files::PutBig32(images, 1);
+  for (const float value : {0.5f, -3.25f})
+    data_files::PutBig32(images, std::bit_cast<std::uint32_t>(value));
+  const std::string path = Write("f-images-idx2-float", images);
+  Write("f-labels-idx1-float", Labels({0, 1}));
+  const LabeledDataLoad load = Load("idx:" + path);
+  ASSERT_TRUE(load.ok()) << load.message;
+  EXPECT_EQ(load.data.features, (std::vector<float>{0.5f, -3.25f}));
+}
+
+TEST_F(DataFileTest, IdxReportsBadMagicAndUnsupportedTypes) {
+  const std::string labels = Write("l", Labels({0}));
+  std::string images = Write("i", data_files::ImagesIdx(0x08030000, 1, 2, 2, 1));
+  ExpectFailure(Load("idx:" + images + "," + labels), Status::DataLoss(),
+                "corrupt: bad magic 0x08030000 in " + images +
+                    " (IDX images begin 0x0000, a type byte and at least 2 dimensions)");
+  images = Write("i1", data_files::ImagesIdx(0x00000801, 1, 2, 2, 1));
+  EXPECT_EQ(Load("idx:" + images + "," + labels).status, Status::DataLoss());
+  images = Write("i2", data_files::ImagesIdx(0x00000B03, 1, 2, 2, 1));
+  ExpectFailure(Load("idx:" + images + "," + labels), Status::InvalidArgument(),
+                "unsupported IDX type 0x0b in " + images +
+                    " (read: 0x08 unsigned byte, 0x0d float, 0x0e double)");
+  images = Write("i3", Images(1));
+  const std::string not_labels = Write("l2", Images(1));
+  ExpectFailure(
+      Load("idx:" + images + "," + not_labels), Status::DataLoss(),
+      "corrupt: bad magic 0x00000803 in " + not_labels + " (expected 0x00000801 for IDX labels)");
+}
+
+TEST_F(DataFileTest, IdxReportsTruncationShapeMismatchAndTrailingData) {
+  const std::string labels = Write("l", Labels({0, 1, 2}));
+  Bytes short_images = Images(3);
+  short_images.resize(short_images.size() - 5);
+  std::string images = Write("i", short_images);
+  ExpectFailure(Load("idx:" + images + "," + labels), Status::DataLoss(),
+                "truncated: expected 12 bytes of pixels in " + images + ", got 7");
+  images = Write("i2", Bytes{0, 0, 8, 3, 0, 0, 0, 3, 0});
+  ExpectFailure(Load("idx:" + images + "," + labels), Status::DataLoss(),
+                "truncated: " + images + " ends after 9 of 16 header bytes");
+  images = Write("i3", Images(2));
+  ExpectFailure(Load("idx:" + images + "," + labels), Status::DataLoss(),
+                "shape mismatch: " + images + " holds 2 samples but " + labels + " holds 3 labels");
+  Bytes long_images = Images(3);
+  long_images.push_back(7);
+  images = Write("i4", long_images);
+  ExpectFailure(Load("idx:" + images + "," + labels), Status::DataLoss(),
+                "corrupt: " + images + " has data after its 3 declared items");
+  // A range that stops before the end does not read that far.
+  DataReadOptions options;
+  options.max_rows = 2;
+  EXPECT_TRUE(Load("idx:" + images + "," + labels, options).ok());
+  images = Write("i5", data_files::ImagesIdx(0x00000803, 0, 2, 2, 0));
+  const std::string no_labels = Write("l5", Labels({}));
+  ExpectFailure(Load("idx:" + images + "," + no_labels), Status::OutOfRange(),
+                "no samples in " + images);
+}
+
+TEST_F(DataFileTest, IdxReportsLabelsOutOfRangeMissingFilesAndUnnamedLabels) {
+  const std::string images = Write("train-images-idx3-ubyte", Images(3));
+  const std::string labels = Write("l", Labels({1, 7, 2}));
+  DataReadOptions options;
+  options.classes = 5;
+  ExpectFailure(Load("idx:" + images + "," + labels, options), Status::DataLoss(),
+                "corrupt: label 7 of sample 1 in " + labels + " is outside 0-4");
+  ExpectFailure(Load("idx:" + images), Status::NotFound(),
+                "missing file " + dir_ + "/train-labels-idx1-ubyte: No such file or directory");
+  ExpectFailure(Load("idx:" + labels), Status::InvalidArgument(),
+                "cannot tell the labels file of " + labels +
+                    " (its name has no 'images'): give idx:IMAGES,LABELS");
+  ExpectFailure(Load("idx:" + dir_), Status::InvalidArgument(),
+                "cannot tell the labels file of " + dir_ +
+                    " (its name has no 'images'): give idx:IMAGES,LABELS");
+  ExpectFailure(Load("idx:" + dir_ + "," + labels), Status::Unavailable(),
+                "cannot read " + dir_ + ": not a regular file");
+}
+
+TEST_F(DataFileTest, IdxReportsCorruptGzip) {
+  if (!GzipAvailable()) GTEST_SKIP() << "built without zlib";
+  const std::string labels = Write("l", Labels({0}));
+  Bytes gz = Gzip(Images(1));
+  gz[gz.size() - 6] ^= 0xFF;  // a CRC byte
+  const std::string images = Write("i.gz", gz);
+  const LabeledDataLoad load = Load("idx:" + images + "," + labels);
+  EXPECT_EQ(load.status, Status::DataLoss());
+  EXPECT_EQ(load.message, "corrupt gzip data in " + images + ": incorrect data check");
+}
+
+// ---- CSV ----
+
+TEST_F(DataFileTest, CsvSkipsAHeaderAndToleratesSpacingLineEndsAndAByteOrderMark) {
+  const std::string path =
+      Write("d.csv", Text("\xEF\xBB\xBFlabel, x, y\r\n2, 0.5, -1e-3\r\n\n  0 ,+4,5.0\n1.0,6,7"));
+  const LabeledDataLoad load = Load("csv:" + path);
+  ASSERT_TRUE(load.ok()) << load.message;
+  EXPECT_EQ(load.data.num_samples, 3u);
+  EXPECT_EQ(load.data.feature_dim, 2u);
+  EXPECT_EQ(load.data.num_classes, 3u);
+  EXPECT_EQ(load.data.labels, (std::vector<std::uint8_t>{2, 0, 1}));
+  EXPECT_EQ(load.data.features, (std::vector<float>{0.5f, -1e-3f, 4.0f, 5.0f, 6.0f, 7.0f}));
+}
+
+TEST_F(DataFileTest, CsvWithoutHeaderReadsARowRangeAcrossReadChunks) {
+  // About 120 KB: lines are cut by the reader's 64 KiB reads.
+  std::string text;
+  for (int i = 0; i < 6000; ++i) {
+    text += std::to_string(i % 10);
+    text += ',';
+    text += std::to_string(i);
+    text += ",0.125,0.25\n";
+  }
+  const std::string path = Write("d.csv", Text(text));
+  LabeledDataLoad load = Load("csv:" + path);
+  ASSERT_TRUE(load.ok()) << load.message;
+  EXPECT_EQ(load.data.num_samples, 6000u);
+  EXPECT_EQ(load.data.features[3 * 4321], 4321.0f);
+  DataReadOptions options;
+  options.first_row = 5000;
+  options.max_rows = 3;
+  load = Load("csv:" + path, options);
+  ASSERT_TRUE(load.ok()) << load.message;
+  EXPECT_EQ(load.data.num_samples, 3u);
+  EXPECT_EQ(load.data.features,
+            (std::vector<float>{5000, 0.125f, 0.25f, 5001, 0.125f, 0.25f, 5002, 0.125f, 0.25f}));
+  options.first_row = 6000;
+  ExpectFailure(Load("csv:" + path, options), Status::OutOfRange(),
+                "no samples in " + path + " from row 6000: it holds 6000");
+}
+
+TEST_F(DataFileTest, CsvReportsCellsThatAreNotNumbers) {
+  std::string path = Write("a.csv", Text("label,x\n1,2\n3,abc\n"));
+  ExpectFailure(Load("csv:" + path), Status::DataLoss(),
+                "corrupt: " + path + " line 3, column 2: 'abc' is not a number");
+  path = Write("b.csv", Text("1,2,\n"));
+  ExpectFailure(Load("csv:" + path), Status::DataLoss(),
+                "corrupt: " + path + " line 1, column 3 is empty");
+  path = Write("c.csv", Text("1,2\nx,3\n"));
+  ExpectFailure(Load("csv:" + path), Status::DataLoss(),
+                "corrupt: " + path + " line 2, column 1: 'x' is not a number");
+  path = Write("d.csv", Text("1,0x10\n"));
+  EXPECT_EQ(Load("csv:" + path).status, Status::DataLoss());
+}
+
+TEST_F(DataFileTest, CsvReportsLabelsOutOfRangeOrFractionalAndValuesNotFinite) {
+  std::string path = Write("a.csv", Text("0,1\n256,1\n"));
+  ExpectFailure(Load("csv:" + path), Status::DataLoss(),
+                "corrupt: label 256 of sample 1 in " + path + " is outside 0-255");
+  path = Write("b.csv", Text("-1,1\n"));
+  ExpectFailure(Load("csv:" + path), Status::DataLoss(),
+                "corrupt: label -1 of sample 0 in " + path + " is outside 0-255");
+  path = Write("c.csv", Text("2.5,1\n"));
+  ExpectFailure(Load("csv:" + path), Status::DataLoss(),
+                "corrupt: " + path + " line 1: label 2.5 is not a whole number");
+  path = Write("d.csv", Text("1,nan\n"));
+  ExpectFailure(Load("csv:" + path), Status::DataLoss(),
+                "corrupt: value nan of sample 0 in " + path + " is not a finite float");
+  path = Write("e.csv", Text("1,2\n1,1e39\n"));
+  ExpectFailure(Load("csv:" + path), Status::DataLoss(),
+                "corrupt: value 1e39 of sample 1 in " + path + " is not a finite float");
+  path = Write("f.csv", Text("1,1e-50\n"));  // below float's range: rounds to zero, a number
+  const LabeledDataLoad tiny = Load("csv:" + path);
+  ASSERT_TRUE(tiny.ok()) << tiny.message;
+  EXPECT_EQ(tiny.data.features, std::vector<float>{0.0f});
+}
+
+TEST_F(DataFileTest, CsvReportsRaggedRowsSingleColumnsAndNoSamples) {
+  std::string path = Write("a.csv", Text("label,x,y\n1,2\n"));
+  ExpectFailure(Load("csv:" + path), Status::DataLoss(),
+                "corrupt: " + path + " line 2: 2 cells, expected 3");
+  path = Write("b.csv", Text("1\n2\n"));
+  ExpectFailure(
+      Load("csv:" + path), Status::DataLoss(),
+      "corrupt: " + path + " line 1: a label and at least one feature are needed, found 1 cell");
+  path = Write("c.csv", Text("label,x\n\n"));
+  ExpectFailure(Load("csv:" + path), Status::OutOfRange(), "no samples in " + path);
+  path = Write("d.csv", Text(""));
+  ExpectFailure(Load("csv:" + path), Status::OutOfRange(), "no samples in " + path);
+  ExpectFailure(Load("csv:" + dir_ + "/missing.csv"), Status::NotFound(),
+                "missing file " + dir_ + "/missing.csv: No such file or directory");
+}
+
+TEST_F(DataFileTest, CsvReadsGzip) {
+  if (!GzipAvailable()) GTEST_SKIP() << "built without zlib";
+  const std::string path = Write("d.csv.gz", Gzip(Text("label,x\n4,0.5\n")));
+  const LabeledDataLoad load = Load("csv:" + path);
+  ASSERT_TRUE(load.ok()) << load.message;
+  EXPECT_EQ(load.data.labels, std::vector<std::uint8_t>{4});
+  EXPECT_EQ(load.data.num_classes, 5u);
+}
+
+// ---- NumPy ----
+
+TEST_F(DataFileTest, NpyLoadsFloatsAndIntegerLabels) {
+  const std::string x =
+      Write("x.npy", Npy("<f4", "(3, 2)", LittleEndian(std::vector<float>{1, 2, 3, 4, 5, 6})));
+  const std::string y =
+      Write("y.npy", Npy("<i8", "(3,)", LittleEndian(std::vector<std::int64_t>{0, 2, 1})));
+  LabeledDataLoad load = Load("npy:" + x + "," + y);
+  ASSERT_TRUE(load.ok()) << load.message;
+  EXPECT_EQ(load.data.num_samples, 3u);
+  EXPECT_EQ(load.data.feature_dim, 2u);
+  EXPECT_EQ(load.data.num_classes, 3u);
+  EXPECT_EQ(load.data.features, (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(load.data.labels, (std::vector<std::uint8_t>{0, 2, 1}));
+
+  DataReadOptions options;
+  options.first_row = 2;
+  load = Load("npy:" + x + "," + y, options);
+  ASSERT_TRUE(load.ok()) << load.message;
+  EXPECT_EQ(load.data.features, (std::vector<float>{5, 6}));
+  EXPECT_EQ(load.data.labels, std::vector<std::uint8_t>{1});
+}
+
+TEST_F(DataFileTest, NpyReadsBytesDoublesImagesAndColumnLabels) {
+  const std::string bytes =
+      Write("b.npy", Npy("|u1", "(2, 1, 2)", Bytes{0, 51, 255, 102}));  // (samples, 1, 2)
+  const std::string doubles =
+      Write("d.npy", Npy("<f8", "(2, 2)", LittleEndian(std::vector<double>{0.5, 1, 2, -4})));
+  const std::string column =
+      Write("c.npy", Npy("|u1", "(2, 1)", Bytes{9, 3}));  // (samples, 1) labels
+  LabeledDataLoad load = Load("npy:" + bytes + "," + column);
+  ASSERT_TRUE(load.ok()) << load.message;
+  EXPECT_EQ(load.data.feature_dim, 2u);
+  EXPECT_EQ(load.data.features, (std::vector<float>{0.0f, 51.0f / 255.0f, 1.0f, 102.0f / 255.0f}));
+  EXPECT_EQ(load.data.labels, (std::vector<std::uint8_t>{9, 3}));
+  load = Load("npy:" + doubles + "," + column);
+  ASSERT_TRUE(load.ok()) << load.message;
+  EXPECT_EQ(load.data.features, (std::vector<float>{0.5f, 1, 2, -4}));
+
+  // Version 2.0: a four-byte header length.
+  Bytes v2 = Npy("<i4", "(2,)", LittleEndian(std::vector<std::int32_t>{1, 0}));
+  v2[6] = 2;
+  v2.insert(v2.begin() + 10, {0, 0});
+  const std::string labels_v2 = Write("v2.npy", v2);
+  load = Load("npy:" + bytes + "," + labels_v2);
+  ASSERT_TRUE(load.ok()) << load.message;
+  EXPECT_EQ(load.data.labels, (std::vector<std::uint8_t>{1, 0}));
+}
+
+TEST_F(DataFileTest, NpyReportsBadMagicVersionsAndHeaders) {
+  const std::string y = Write("y.npy", Npy("|u1", "(1,)", Bytes{0}));
+  std::string x = Write("a.npy", Text("PK\x03\x04 not numpy at all"));
+  ExpectFailure(Load("npy:" + x + "," + y), Status::DataLoss(),
+                "corrupt: bad magic in " + x + " (a .npy file begins \\x93NUMPY)");
+  Bytes future = Npy("<f4", "(1, 1)", Bytes(4));
+  future[6] = 4;
+  x = Write("b.npy", future);
+  ExpectFailure(Load("npy:" + x + "," + y), Status::InvalidArgument(),
+                "unsupported .npy version 4.0 of " + x + " (read: 1.0 to 3.0)");
+  const auto with_header = [](const std::string& dict) {
+    Bytes out = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
+    data_files::PutLittle(out, dict.size(), 2);
+    out.insert(out.end(), dict.begin(), dict.end());
+    return out;
+  };
+  x = Write("c.npy", with_header("{'descr': '<f4', 'shape': (1, 1), }"));
+  ExpectFailure(Load("npy:" + x + "," + y), Status::DataLoss(),
+                "corrupt: bad .npy header in " + x + ": no 'fortran_order'");
+  x = Write("d.npy", with_header("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1), "
+                                 "'extra': 1}"));
+  ExpectFailure(Load("npy:" + x + "," + y), Status::DataLoss(),
+                "corrupt: bad .npy header in " + x + ": unexpected key 'extra'");
+  x = Write("e.npy", with_header("{'descr': '<f4', 'fortran_order': maybe}"));
+  ExpectFailure(Load("npy:" + x + "," + y), Status::DataLoss(),
+                "corrupt: bad .npy header in " + x + ": expected True or False at offset 34");
+  x = Write("f.npy", with_header("{'descr': '<f4', 'fortran_order': False, 'shape': (1, -1)}"));
+  ExpectFailure(Load("npy:" + x + "," + y), Status::DataLoss(),
+                "corrupt: bad .npy header in " + x + ": expected a tuple of sizes at offset 54");
+  x = Write("g.npy", Bytes{0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, 100, 0, '{'});
+  ExpectFailure(Load("npy:" + x + "," + y), Status::DataLoss(),
+                "truncated: " + x + " ends after 11 of 110 header bytes");
+}
+
+TEST_F(DataFileTest, NpyReportsUnsupportedTypesLayoutsAndShapes) {
+  const std::string x =
+      Write("x.npy", Npy("<f4", "(2, 1)", LittleEndian(std::vector<float>{1, 2})));
+  const std::string y = Write("y.npy", Npy("|u1", "(2,)", Bytes{0, 1}));
+  std::string bad = Write("a.npy", Npy(">f4", "(2, 1)", Bytes(8)));
+  ExpectFailure(Load("npy:" + bad + "," + y), Status::InvalidArgument(),
+                "unsupported dtype '>f4' of the features in " + bad + " (read: |u1, <f4, <f8)");
+  bad = Write("b.npy", Npy("<f4", "(2,)", LittleEndian(std::vector<float>{1, 0})));
+  ExpectFailure(Load("npy:" + x + "," + bad), Status::InvalidArgument(),
+                "unsupported dtype '<f4' of the labels in " + bad +
+                    " (read: |u1, |i1, <u2, <i2, <u4, <i4, <u8, <i8)");
+  Bytes fortran = Npy("<f4", "(2, 1)", Bytes(8));
+  const std::string order = "'fortran_order': False";
+  Bytes::iterator at = std::search(fortran.begin(), fortran.end(), order.begin(), order.end());
+  std::copy_n("'fortran_order': True ", order.size(), at);
+  bad = Write("c.npy", fortran);
+  ExpectFailure(Load("npy:" + bad + "," + y), Status::InvalidArgument(),
+                "unsupported layout of " + bad +
+                    ": Fortran order (save a C-order array, numpy.ascontiguousarray)");
+  bad = Write("d.npy", Npy("<f4", "(2,)", Bytes(8)));
+  ExpectFailure(
+      Load("npy:" + bad + "," + y), Status::InvalidArgument(),
+      "unsupported shape (2,) of the features in " + bad + ": they need (samples, features...)");
+  bad = Write("e.npy", Npy("|u1", "(1, 2)", Bytes{0, 1}));
+  ExpectFailure(Load("npy:" + x + "," + bad), Status::InvalidArgument(),
+                "unsupported shape (1, 2) of the labels in " + bad +
+                    ": they need (samples,) or (samples, 1)");
+  bad = Write("f.npy", Npy("|V8", "(2,)", Bytes(16)));
+  EXPECT_EQ(Load("npy:" + x + "," + bad).status, Status::InvalidArgument());
+  bad = Write("g.npy", Npy("<f4", "(2, 0)", Bytes{}));
+  ExpectFailure(Load("npy:" + bad + "," + y), Status::DataLoss(),
+                "corrupt: shape (2, 0) in " + bad + " has no features or is too large");
+}
+
+TEST_F(DataFileTest, NpyReportsShapeMismatchTruncationTrailingDataAndBadValues) {
+  const std::string x =
+      Write("x.npy", Npy("<f4", "(2, 1)", LittleEndian(std::vector<float>{1, 2})));
+  std::string y = Write("y.npy", Npy("|u1", "(3,)", Bytes{0, 1, 2}));
+  ExpectFailure(Load("npy:" + x + "," + y), Status::DataLoss(),
+                "shape mismatch: " + x + " holds 2 samples but " + y + " holds 3 labels");
+  y = Write("y2.npy", Npy("|u1", "(2,)", Bytes{0, 1}));
+  std::string bad = Write("a.npy", Npy("<f4", "(2, 1)", Bytes(6)));
+  ExpectFailure(Load("npy:" + bad + "," + y), Status::DataLoss(),
+                "truncated: expected 8 bytes of features in " + bad + ", got 6");
+  bad = Write("b.npy", Npy("<f4", "(2, 1)", Bytes(9)));
+  ExpectFailure(Load("npy:" + bad + "," + y), Status::DataLoss(),
+                "corrupt: " + bad + " has data after its 2 declared items");
+  bad = Write("c.npy", Npy("<i2", "(2,)", LittleEndian(std::vector<std::int16_t>{0, -1})));
+  ExpectFailure(Load("npy:" + x + "," + bad), Status::DataLoss(),
+                "corrupt: label -1 of sample 1 in " + bad + " is outside 0-255");
+  bad = Write("d.npy", Npy("<f4", "(2, 1)", LittleEndian(std::vector<float>{1, INFINITY})));
+  ExpectFailure(Load("npy:" + bad + "," + y), Status::DataLoss(),
+                "corrupt: value inf of sample 1 in " + bad + " is not a finite float");
+  bad = Write("e.npy", Npy("<f8", "(2, 1)", LittleEndian(std::vector<double>{1e300, 1})));
+  ExpectFailure(Load("npy:" + bad + "," + y), Status::DataLoss(),
+                "corrupt: value 1e+300 of sample 0 in " + bad + " is not a finite float");
+  ExpectFailure(Load("npy:" + x + "," + dir_ + "/none.npy"), Status::NotFound(),
+                "missing file " + dir_ + "/none.npy: No such file or directory");
+}
+
+}  // namespace
+}  // namespace edgesgd::platform
