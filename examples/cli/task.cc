@@ -95,13 +95,13 @@ bool Task::SetupLinreg(std::string& error) {
 bool Task::SetupClassification(std::string& error) {
   std::size_t classes = 10;
   if (options_.fashion_mnist) {
-    platform::FashionMnistLoad train =
+    platform::LabeledDataLoad train =
         platform::LoadFashionMnist(platform::FashionMnistSplit::kTrain, options_.train_limit);
     if (!train.ok()) {
       error = train.message;
       return false;
     }
-    platform::FashionMnistLoad test = platform::LoadFashionMnist(platform::FashionMnistSplit::kTest);
+    platform::LabeledDataLoad test = platform::LoadFashionMnist(platform::FashionMnistSplit::kTest);
     if (!test.ok()) {
       error = test.message;
       return false;

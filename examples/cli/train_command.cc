@@ -52,13 +52,13 @@ struct Data {
 
 bool LoadData(const TrainOptions& options, Data& data) {
   if (options.data == "fashion-mnist") {
-    platform::FashionMnistLoad train =
+    platform::LabeledDataLoad train =
         platform::LoadFashionMnist(platform::FashionMnistSplit::kTrain, options.limit);
     if (!train.ok()) {
       std::fprintf(stderr, "edgesgd train: %s\n", train.message.c_str());
       return false;
     }
-    platform::FashionMnistLoad test =
+    platform::LabeledDataLoad test =
         platform::LoadFashionMnist(platform::FashionMnistSplit::kTest);
     if (!test.ok()) {
       std::fprintf(stderr, "edgesgd train: %s\n", test.message.c_str());

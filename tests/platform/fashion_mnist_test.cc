@@ -15,89 +15,25 @@
 
 #include "edgesgd/core/arena.h"
 #include "edgesgd/core/model/model.h"
+#include "platform/data_file_writers.h"
 #include "sanitizers.h"
 
 namespace edgesgd::platform {
 namespace {
 
-// ---- A minimal gzip writer (stored deflate blocks), so the tests can craft broken files
-// without depending on zlib's API themselves. ----
+using data_files::Bytes;
+using data_files::Gzip;
+using data_files::ImagesIdx;
+using data_files::LabelsIdx;
 
-std::uint32_t Crc32(const std::vector<unsigned char>& bytes) {
-  std::uint32_t crc = 0xFFFFFFFFu;
-  for (const unsigned char byte : bytes) {
-    crc ^= byte;
-    for (int bit = 0; bit < 8; ++bit) crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
-  }
-  return ~crc;
-}
-
-void PutLittle32(std::vector<unsigned char>& out, std::uint32_t value) {
-  for (int shift = 0; shift < 32; shift += 8) {
-    out.push_back(static_cast<unsigned char>(value >> shift));
-  }
-}
-
-std::vector<unsigned char> Gzip(const std::vector<unsigned char>& data) {
-  std::vector<unsigned char> out = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff};
-  std::size_t done = 0;
-  do {
-    const std::size_t length = std::min<std::size_t>(data.size() - done, 65535);
-    const bool last = done + length == data.size();
-    out.push_back(last ? 1 : 0);  // BFINAL, BTYPE = 00 (stored)
-    out.push_back(static_cast<unsigned char>(length));
-    out.push_back(static_cast<unsigned char>(length >> 8));
-    out.push_back(static_cast<unsigned char>(~length));
-    out.push_back(static_cast<unsigned char>(~length >> 8));
-    out.insert(out.end(), data.begin() + static_cast<std::ptrdiff_t>(done),
-               data.begin() + static_cast<std::ptrdiff_t>(done + length));
-    done += length;
-  } while (done < data.size());
-  PutLittle32(out, Crc32(data));
-  PutLittle32(out, static_cast<std::uint32_t>(data.size()));
-  return out;
-}
-
-void PutBig32(std::vector<unsigned char>& out, std::uint32_t value) {
-  for (int shift = 24; shift >= 0; shift -= 8) {
-    out.push_back(static_cast<unsigned char>(value >> shift));
-  }
-}
-
-// IDX images: magic, count, rows, cols, then `pixel_images` images of pixel value i % 256.
-std::vector<unsigned char> ImagesIdx(std::uint32_t magic, std::uint32_t count, std::uint32_t rows,
-                                     std::uint32_t cols, std::size_t pixel_images) {
-  std::vector<unsigned char> out;
-  PutBig32(out, magic);
-  PutBig32(out, count);
-  PutBig32(out, rows);
-  PutBig32(out, cols);
-  for (std::size_t i = 0; i < pixel_images * rows * cols; ++i) {
-    out.push_back(static_cast<unsigned char>(i % 256));
-  }
-  return out;
-}
-
-std::vector<unsigned char> LabelsIdx(std::uint32_t magic,
-                                     const std::vector<unsigned char>& labels) {
-  std::vector<unsigned char> out;
-  PutBig32(out, magic);
-  PutBig32(out, static_cast<std::uint32_t>(labels.size()));
-  out.insert(out.end(), labels.begin(), labels.end());
-  return out;
-}
-
-void WriteFile(const std::string& path, const std::vector<unsigned char>& bytes) {
-  std::FILE* file = std::fopen(path.c_str(), "wb");
-  ASSERT_NE(file, nullptr) << path;
-  ASSERT_EQ(std::fwrite(bytes.data(), 1, bytes.size(), file), bytes.size());
-  std::fclose(file);
+void WriteFile(const std::string& path, const Bytes& bytes) {
+  ASSERT_TRUE(data_files::WriteBytes(path, bytes)) << path;
 }
 
 class FashionMnistFilesTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!FashionMnistReaderAvailable()) GTEST_SKIP() << "built without zlib";
+    if (!GzipAvailable()) GTEST_SKIP() << "built without zlib";
     char pattern[] = "/tmp/edgesgd_fmnist_XXXXXX";
     ASSERT_NE(::mkdtemp(pattern), nullptr);
     dir_ = pattern;
@@ -110,11 +46,11 @@ class FashionMnistFilesTest : public ::testing::Test {
   }
   std::string ImagesPath() const { return dir_ + "/t10k-images-idx3-ubyte.gz"; }
   std::string LabelsPath() const { return dir_ + "/t10k-labels-idx1-ubyte.gz"; }
-  void Write(const std::vector<unsigned char>& images, const std::vector<unsigned char>& labels) {
+  void Write(const Bytes& images, const Bytes& labels) {
     WriteFile(ImagesPath(), Gzip(images));
     WriteFile(LabelsPath(), Gzip(labels));
   }
-  FashionMnistLoad Load(std::size_t limit = 0) const {
+  LabeledDataLoad Load(std::size_t limit = 0) const {
     return LoadFashionMnist(dir_, FashionMnistSplit::kTest, limit);
   }
 
@@ -123,7 +59,7 @@ class FashionMnistFilesTest : public ::testing::Test {
 
 TEST_F(FashionMnistFilesTest, LoadsAValidSmallSetScaledToUnitRange) {
   Write(ImagesIdx(2051, 3, 28, 28, 3), LabelsIdx(2049, {9, 0, 4}));
-  const FashionMnistLoad load = Load();
+  const LabeledDataLoad load = Load();
   ASSERT_TRUE(load.ok()) << load.message;
   EXPECT_EQ(load.data.num_samples, 3u);
   ASSERT_EQ(load.data.features.size(), 3u * 784u);
@@ -135,7 +71,7 @@ TEST_F(FashionMnistFilesTest, LoadsAValidSmallSetScaledToUnitRange) {
   EXPECT_TRUE(ValidateDataset(view).ok());
   EXPECT_EQ(view.num_classes, 10u);
 
-  const FashionMnistLoad limited = Load(2);
+  const LabeledDataLoad limited = Load(2);
   ASSERT_TRUE(limited.ok()) << limited.message;
   EXPECT_EQ(limited.data.num_samples, 2u);
   EXPECT_EQ(limited.data.features.size(), 2u * 784u);
@@ -143,19 +79,19 @@ TEST_F(FashionMnistFilesTest, LoadsAValidSmallSetScaledToUnitRange) {
 
 TEST_F(FashionMnistFilesTest, ReportsAMissingFile) {
   WriteFile(ImagesPath(), Gzip(ImagesIdx(2051, 1, 28, 28, 1)));
-  const FashionMnistLoad load = Load();
+  const LabeledDataLoad load = Load();
   EXPECT_EQ(load.status, Status::NotFound());
   EXPECT_EQ(load.message, "missing file " + LabelsPath() + ": No such file or directory");
 }
 
 TEST_F(FashionMnistFilesTest, ReportsBadMagic) {
-  Write(ImagesIdx(0x0804, 1, 28, 28, 1), LabelsIdx(2049, {1}));
-  const FashionMnistLoad load = Load();
+  Write(ImagesIdx(0x00010803, 1, 28, 28, 1), LabelsIdx(2049, {1}));
+  const LabeledDataLoad load = Load();
   EXPECT_EQ(load.status, Status::DataLoss());
-  EXPECT_EQ(load.message, "corrupt: bad magic 0x00000804 in " + ImagesPath() +
-                              " (expected 0x00000803 for IDX images)");
+  EXPECT_EQ(load.message, "corrupt: bad magic 0x00010803 in " + ImagesPath() +
+                              " (IDX images begin 0x0000, a type byte and at least 2 dimensions)");
   Write(ImagesIdx(2051, 1, 28, 28, 1), LabelsIdx(2051, {1}));
-  const FashionMnistLoad labels = Load();
+  const LabeledDataLoad labels = Load();
   EXPECT_EQ(labels.status, Status::DataLoss());
   EXPECT_NE(labels.message.find("bad magic 0x00000803 in " + LabelsPath()), std::string::npos)
       << labels.message;
@@ -163,26 +99,27 @@ TEST_F(FashionMnistFilesTest, ReportsBadMagic) {
 
 TEST_F(FashionMnistFilesTest, ReportsWrongDimensionsAndCountMismatch) {
   Write(ImagesIdx(2051, 1, 28, 27, 1), LabelsIdx(2049, {1}));
-  FashionMnistLoad load = Load();
+  LabeledDataLoad load = Load();
   EXPECT_EQ(load.status, Status::DataLoss());
-  EXPECT_EQ(load.message, "corrupt: " + ImagesPath() + " holds 28x27 images, expected 28x28");
+  EXPECT_EQ(load.message,
+            "corrupt: " + ImagesPath() + " holds images of 756 pixels, expected 28x28");
   Write(ImagesIdx(2051, 2, 28, 28, 2), LabelsIdx(2049, {1}));
   load = Load();
   EXPECT_EQ(load.status, Status::DataLoss());
-  EXPECT_EQ(load.message,
-            "corrupt: " + ImagesPath() + " holds 2 images but " + LabelsPath() + " holds 1 labels");
+  EXPECT_EQ(load.message, "shape mismatch: " + ImagesPath() + " holds 2 samples but " +
+                              LabelsPath() + " holds 1 labels");
 }
 
 TEST_F(FashionMnistFilesTest, ReportsTruncatedData) {
   // Header promises 3 images, the (well-formed) gzip stream holds 2.
   Write(ImagesIdx(2051, 3, 28, 28, 2), LabelsIdx(2049, {1, 2, 3}));
-  FashionMnistLoad load = Load();
+  LabeledDataLoad load = Load();
   EXPECT_EQ(load.status, Status::DataLoss());
   EXPECT_EQ(load.message,
             "truncated: expected 2352 bytes of pixels in " + ImagesPath() + ", got 1568");
 
   // The gzip stream itself cut short (a partial download).
-  std::vector<unsigned char> gz = Gzip(ImagesIdx(2051, 3, 28, 28, 3));
+  Bytes gz = Gzip(ImagesIdx(2051, 3, 28, 28, 3));
   gz.resize(gz.size() / 2);
   WriteFile(ImagesPath(), gz);
   load = Load();
@@ -201,20 +138,19 @@ TEST_F(FashionMnistFilesTest, ReportsTruncatedData) {
 
 TEST_F(FashionMnistFilesTest, ReportsLabelsOutOfRange) {
   Write(ImagesIdx(2051, 3, 28, 28, 3), LabelsIdx(2049, {1, 12, 3}));
-  const FashionMnistLoad load = Load();
+  const LabeledDataLoad load = Load();
   EXPECT_EQ(load.status, Status::DataLoss());
   EXPECT_EQ(load.message, "corrupt: label 12 of sample 1 in " + LabelsPath() + " is outside 0-9");
 }
 
 TEST_F(FashionMnistFilesTest, ReportsBadChecksumAndTrailingData) {
-  std::vector<unsigned char> gz = Gzip(ImagesIdx(2051, 1, 28, 28, 1));
+  Bytes gz = Gzip(ImagesIdx(2051, 1, 28, 28, 1));
   gz[gz.size() - 6] ^= 0xFF;  // a CRC byte
   WriteFile(ImagesPath(), gz);
   WriteFile(LabelsPath(), Gzip(LabelsIdx(2049, {1})));
-  FashionMnistLoad load = Load();
+  LabeledDataLoad load = Load();
   EXPECT_EQ(load.status, Status::DataLoss());
-  EXPECT_EQ(load.message.rfind("corrupt gzip data in " + ImagesPath(), 0), 0u) << load.message;
-  EXPECT_NE(load.message.find("incorrect data check"), std::string::npos) << load.message;
+  EXPECT_EQ(load.message, "corrupt gzip data in " + ImagesPath() + ": incorrect data check");
 
   Write(ImagesIdx(2051, 1, 28, 28, 2), LabelsIdx(2049, {1}));
   load = Load();
@@ -223,8 +159,8 @@ TEST_F(FashionMnistFilesTest, ReportsBadChecksumAndTrailingData) {
 }
 
 TEST(FashionMnistTest, ReportsAMissingDirectory) {
-  if (!FashionMnistReaderAvailable()) GTEST_SKIP() << "built without zlib";
-  const FashionMnistLoad load =
+  if (!GzipAvailable()) GTEST_SKIP() << "built without zlib";
+  const LabeledDataLoad load =
       LoadFashionMnist("/nonexistent/edgesgd-fmnist", FashionMnistSplit::kTrain);
   EXPECT_EQ(load.status, Status::NotFound());
   EXPECT_EQ(load.message,
@@ -254,15 +190,15 @@ bool RealDataPresent() {
 }
 
 TEST(FashionMnistRealDataTest, LoadsBothSplitsWithBalancedLabels) {
-  if (!FashionMnistReaderAvailable()) GTEST_SKIP() << "built without zlib";
+  if (!GzipAvailable()) GTEST_SKIP() << "built without zlib";
   if (!RealDataPresent()) GTEST_SKIP() << "dataset-fashion-mnist not installed";
-  const FashionMnistLoad train = LoadFashionMnist(FashionMnistSplit::kTrain);
+  const LabeledDataLoad train = LoadFashionMnist(FashionMnistSplit::kTrain);
   ASSERT_TRUE(train.ok()) << train.message;
-  const FashionMnistLoad test = LoadFashionMnist(FashionMnistSplit::kTest);
+  const LabeledDataLoad test = LoadFashionMnist(FashionMnistSplit::kTest);
   ASSERT_TRUE(test.ok()) << test.message;
   EXPECT_EQ(train.data.num_samples, 60000u);
   EXPECT_EQ(test.data.num_samples, 10000u);
-  for (const FashionMnistLoad* load : {&train, &test}) {
+  for (const LabeledDataLoad* load : {&train, &test}) {
     ASSERT_TRUE(ValidateDataset(load->data.View()).ok());
     std::array<std::size_t, 10> counts{};
     for (const auto label : load->data.labels) ++counts[label];
@@ -276,7 +212,7 @@ TEST(FashionMnistRealDataTest, LoadsBothSplitsWithBalancedLabels) {
     EXPECT_EQ(low, 0.0f);
     EXPECT_EQ(high, 1.0f);
   }
-  const FashionMnistLoad limited = LoadFashionMnist(FashionMnistSplit::kTrain, 100);
+  const LabeledDataLoad limited = LoadFashionMnist(FashionMnistSplit::kTrain, 100);
   ASSERT_TRUE(limited.ok()) << limited.message;
   EXPECT_EQ(limited.data.num_samples, 100u);
   EXPECT_EQ(limited.data.labels[7], train.data.labels[7]);
@@ -290,11 +226,11 @@ TEST(FashionMnistRealDataTest, SoftmaxSgdReachesEightyThreePercent) {
   // are exercised under the sanitizers by the other tests; the release build runs this one.
   GTEST_SKIP() << "accuracy run left to the unsanitized build";
 #endif
-  if (!FashionMnistReaderAvailable()) GTEST_SKIP() << "built without zlib";
+  if (!GzipAvailable()) GTEST_SKIP() << "built without zlib";
   if (!RealDataPresent()) GTEST_SKIP() << "dataset-fashion-mnist not installed";
-  const FashionMnistLoad train = LoadFashionMnist(FashionMnistSplit::kTrain);
+  const LabeledDataLoad train = LoadFashionMnist(FashionMnistSplit::kTrain);
   ASSERT_TRUE(train.ok()) << train.message;
-  const FashionMnistLoad test = LoadFashionMnist(FashionMnistSplit::kTest);
+  const LabeledDataLoad test = LoadFashionMnist(FashionMnistSplit::kTest);
   ASSERT_TRUE(test.ok()) << test.message;
 
   const ModelSpec spec{ModelKind::kSoftmaxRegression, kFashionMnistFeatures, kFashionMnistClasses,
