@@ -3,13 +3,14 @@
 #include <unistd.h>
 
 #include <bit>
-#include <cmath>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <utility>
 #include <vector>
 
+#include "cli/data_sources.h"
 #include "edgesgd/core/codec_registry.h"
 #include "edgesgd/core/error_feedback.h"
 #include "edgesgd/protocol/worker_session.h"
@@ -21,11 +22,8 @@ void AddDataFlags(CLI::App& command, RunFlags& o) {
                      "linreg (experiment A), logreg-toy (B), quadratic-noise (C), softmax, mlp")
       ->capture_default_str()
       ->check(CLI::IsMember({"linreg", "logreg-toy", "quadratic-noise", "softmax", "mlp"}));
-  command.add_option("--data", o.data,
-                     "softmax/mlp data: fashion-mnist (Debian's dataset-fashion-mnist) or "
-                     "synthetic (a 10-class Gaussian mixture)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"synthetic", "fashion-mnist"}));
+  command.add_option("--data", o.data, DataHelp())->capture_default_str()->check(DataValidator());
+  command.add_option("--test-data", o.test_data, TestDataHelp());
   command.add_option("--split", o.split,
                      "How softmax/mlp data is split: iid, sorted (by label, unshuffled) or "
                      "dirichlet:ALPHA")
@@ -40,7 +38,7 @@ void AddDataFlags(CLI::App& command, RunFlags& o) {
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{1}, std::size_t{65536}));
   command.add_option("--train-limit", o.train_limit,
-                     "Fashion-MNIST: use the first N training images (0 = all 60000)")
+                     "Fashion-MNIST or a data file: the first N training samples (0 = all)")
       ->capture_default_str();
 }
 
@@ -447,7 +445,10 @@ bool BuildTaskOptions(const RunFlags& o, std::size_t workers, std::uint64_t seed
   } else {
     task.kind = TaskKind::kSoftmax;
   }
-  task.fashion_mnist = o.data == "fashion-mnist";
+  error = CheckTestData(o.data, o.test_data);
+  if (!error.empty()) return false;
+  task.data = o.data;
+  task.test_data = o.test_data;
   if (o.split == "iid") {
     task.split = SplitKind::kIid;
   } else if (o.split == "sorted") {

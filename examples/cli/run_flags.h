@@ -26,6 +26,7 @@ struct RunFlags {
   // Data (every participant that computes gradients needs these).
   std::string task = "softmax";
   std::string data = "fashion-mnist";
+  std::string test_data;
   std::string split = "iid";
   std::size_t dim = 100;
   std::size_t samples = 500;
@@ -81,7 +82,7 @@ struct RunFlags {
   bool workers_given = false;
 };
 
-// --task, --data, --split, --dim, --samples, --hidden, --train-limit.
+// --task, --data, --test-data, --split, --dim, --samples, --hidden, --train-limit.
 void AddDataFlags(CLI::App& command, RunFlags& flags);
 // --seed (data, model and codec randomness).
 void AddSeedFlag(CLI::App& command, RunFlags& flags);
@@ -147,13 +148,14 @@ std::string CheckRunConsistency(const RunFlags& flags);
 void WarnAboutRun(const char* command, const RunFlags& flags);
 
 // The task of the data flags for `workers` workers, drawn from `seed` with `batch` samples per
-// step. False with a one-line `error` for a bad --split.
+// step. False with a one-line `error` for a bad --split or a --test-data without a data file.
 bool BuildTaskOptions(const RunFlags& flags, std::size_t workers, std::uint64_t seed,
                       std::size_t batch, TaskOptions& task, std::string& error);
 
 // Sets `task` up from the data flags for `workers` workers (seeded by --seed, --batch samples
-// per step). Returns the command's exit code: 0, 2 for flags that cannot work (bad --split) or
-// 1 for data that cannot be read, with a one-line error on stderr naming `command`.
+// per step). Returns the command's exit code: 0, 2 for flags that cannot work (bad --split,
+// --test-data without a data file) or 1 for data that cannot be read, with a one-line error on
+// stderr naming `command`.
 int SetUpTask(const char* command, const RunFlags& flags, std::size_t workers, Task& task);
 
 // Validates a parameter-server run: the RunConfig and the server's options. Returns the

@@ -7,7 +7,6 @@
 #include "edgesgd/core/data/random_variates.h"
 #include "edgesgd/core/data/synthetic.h"
 #include "edgesgd/core/internal/reduce.h"
-#include "edgesgd/platform/fashion_mnist.h"
 
 namespace edgesgd::cli {
 namespace {
@@ -94,26 +93,14 @@ bool Task::SetupLinreg(std::string& error) {
 
 bool Task::SetupClassification(std::string& error) {
   std::size_t classes = 10;
-  if (options_.fashion_mnist) {
-    platform::LabeledDataLoad train =
-        platform::LoadFashionMnist(platform::FashionMnistSplit::kTrain, options_.train_limit);
-    if (!train.ok()) {
-      error = train.message;
+  if (options_.data != "synthetic") {
+    if (!LoadLabeledData(options_.data, options_.test_data, options_.train_limit, labeled_,
+                         error)) {
       return false;
     }
-    platform::LabeledDataLoad test = platform::LoadFashionMnist(platform::FashionMnistSplit::kTest);
-    if (!test.ok()) {
-      error = test.message;
-      return false;
-    }
-    train_features_ = std::move(train.data.features);
-    train_labels_ = std::move(train.data.labels);
-    test_features_ = std::move(test.data.features);
-    test_labels_ = std::move(test.data.labels);
-    train_ = {train_features_, train_labels_, {}, train.data.num_samples,
-              platform::kFashionMnistFeatures, classes};
-    test_ = {test_features_, test_labels_, {}, test.data.num_samples,
-             platform::kFashionMnistFeatures, classes};
+    classes = labeled_.train.num_classes;
+    train_ = labeled_.train.View();
+    test_ = labeled_.Evaluated();
   } else {
     GaussianMixtureParams params;
     params.classes = classes;

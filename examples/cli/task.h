@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/data_sources.h"
 #include "edgesgd/core/data/dataset.h"
 #include "edgesgd/core/model/model.h"
 
@@ -23,7 +24,10 @@ enum class SplitKind { kIid, kSorted, kDirichlet };
 
 struct TaskOptions {
   TaskKind kind = TaskKind::kSoftmax;
-  bool fashion_mnist = true;  // softmax/mlp: Fashion-MNIST, else a Gaussian mixture
+  // softmax/mlp: fashion-mnist, synthetic (a Gaussian mixture) or a data-file spec, and the
+  // data file's test set (cli/data_sources.h)
+  std::string data = "fashion-mnist";
+  std::string test_data;
   SplitKind split = SplitKind::kIid;
   float dirichlet_alpha = 0.5f;
   std::size_t workers = 8;
@@ -31,7 +35,7 @@ struct TaskOptions {
   std::size_t dimension = 100;  // linreg and quadratic-noise (d), synthetic softmax/mlp (features)
   std::size_t samples = 500;    // per worker: linreg and synthetic softmax/mlp
   std::size_t hidden = 64;      // mlp
-  std::size_t train_limit = 0;  // Fashion-MNIST: first N training images (0 = all)
+  std::size_t train_limit = 0;  // Fashion-MNIST or a data file: first N samples (0 = all)
   std::uint64_t seed = 1;
 };
 
@@ -93,9 +97,11 @@ class Task {
   TaskOptions options_;
   ModelSpec spec_;
   TensorLayout layout_;
-  // Owned sample storage; classification workers sample from train_ through index pools.
+  // Owned sample storage (generated, or read from files into labeled_); classification workers
+  // sample from train_ through index pools.
   std::vector<float> train_features_, test_features_, targets_, optimum_;
   std::vector<std::uint8_t> train_labels_, test_labels_;
+  LabeledSets labeled_;
   DatasetView train_, test_;
   std::vector<std::uint32_t> shard_indices_;
   std::vector<std::size_t> shard_offsets_;

@@ -10,15 +10,15 @@
 #include <string>
 #include <vector>
 
+#include "cli/codec_flags.h"
 #include "cli/commands.h"
 #include "cli/config_file.h"
-#include "cli/codec_flags.h"
+#include "cli/data_sources.h"
 #include "edgesgd/core/arena.h"
 #include "edgesgd/core/codec_registry.h"
 #include "edgesgd/core/data/synthetic.h"
 #include "edgesgd/core/error_feedback.h"
 #include "edgesgd/core/model/model.h"
-#include "edgesgd/platform/fashion_mnist.h"
 
 namespace edgesgd::cli {
 namespace {
@@ -26,6 +26,7 @@ namespace {
 struct TrainOptions {
   std::string task = "softmax";
   std::string data = "fashion-mnist";
+  std::string test_data;
   std::string feedback = "ef";
   CodecFlags codec;
   std::size_t rounds = 3000;
@@ -42,37 +43,26 @@ struct TrainOptions {
   std::uint64_t seed = 1;
 };
 
-// Training and test sets, owned here, viewed by the trainer.
+// Training and test sets, owned here (generated, or read from files into `labeled`), viewed by
+// the trainer.
 struct Data {
   std::vector<float> train_features, test_features;
   std::vector<std::uint8_t> train_labels, test_labels;
+  LabeledSets labeled;
   DatasetView train, test;
   std::size_t classes = 0;
 };
 
 bool LoadData(const TrainOptions& options, Data& data) {
-  if (options.data == "fashion-mnist") {
-    platform::LabeledDataLoad train =
-        platform::LoadFashionMnist(platform::FashionMnistSplit::kTrain, options.limit);
-    if (!train.ok()) {
-      std::fprintf(stderr, "edgesgd train: %s\n", train.message.c_str());
+  if (options.data != "synthetic") {
+    std::string error;
+    if (!LoadLabeledData(options.data, options.test_data, options.limit, data.labeled, error)) {
+      std::fprintf(stderr, "edgesgd train: %s\n", error.c_str());
       return false;
     }
-    platform::LabeledDataLoad test =
-        platform::LoadFashionMnist(platform::FashionMnistSplit::kTest);
-    if (!test.ok()) {
-      std::fprintf(stderr, "edgesgd train: %s\n", test.message.c_str());
-      return false;
-    }
-    data.train_features = std::move(train.data.features);
-    data.train_labels = std::move(train.data.labels);
-    data.test_features = std::move(test.data.features);
-    data.test_labels = std::move(test.data.labels);
-    data.classes = platform::kFashionMnistClasses;
-    data.train = {data.train_features, data.train_labels, {}, train.data.num_samples,
-                  platform::kFashionMnistFeatures, data.classes};
-    data.test = {data.test_features, data.test_labels, {}, test.data.num_samples,
-                 platform::kFashionMnistFeatures, data.classes};
+    data.classes = data.labeled.train.num_classes;
+    data.train = data.labeled.train.View();
+    data.test = data.labeled.Evaluated();
     return true;
   }
   // Synthetic: a Gaussian mixture, train and test drawn around the same centres.
@@ -125,6 +115,10 @@ int RunTrain(const TrainOptions& options) {
     return 2;
   }
 
+  if (const std::string error = CheckTestData(options.data, options.test_data); !error.empty()) {
+    std::fprintf(stderr, "edgesgd train: %s\n", error.c_str());
+    return 2;
+  }
   Data data;
   if (!LoadData(options, data)) return 1;
   ModelSpec spec;
@@ -260,11 +254,10 @@ void AddTrainCommand(CLI::App& app, int& exit_code) {
   train->add_option("--task", options->task, "Model: softmax regression or a one-hidden-layer MLP")
       ->capture_default_str()
       ->check(CLI::IsMember({"softmax", "mlp"}));
-  train->add_option("--data", options->data,
-                    "fashion-mnist (Debian's dataset-fashion-mnist; directory overridable with "
-                    "$EDGESGD_FASHION_MNIST_DIR) or synthetic (a 10-class Gaussian mixture)")
+  train->add_option("--data", options->data, DataHelp())
       ->capture_default_str()
-      ->check(CLI::IsMember({"fashion-mnist", "synthetic"}));
+      ->check(DataValidator());
+  train->add_option("--test-data", options->test_data, TestDataHelp());
   options->codec.Add(*train, "top_k", "Compressor of the upload:");
   train->add_option("--feedback", options->feedback,
                     "Error feedback: none, ef, def (detached, see --detach) or saef")
@@ -293,7 +286,7 @@ void AddTrainCommand(CLI::App& app, int& exit_code) {
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{1}, std::size_t{1000000}));
   train->add_option("--limit", options->limit,
-                    "Fashion-MNIST: use only the first N training images (0 = all)")
+                    "Fashion-MNIST or a data file: only the first N training samples (0 = all)")
       ->capture_default_str();
   train->add_option("--eval-every", options->eval_every, "Rounds between test evaluations")
       ->capture_default_str()
