@@ -11,7 +11,8 @@
 #                          so each run starts where the last one stopped
 #   EDGESGD_FUZZ_FLAGS     extra libFuzzer flags (e.g. "-jobs=2 -workers=2", "-use_value_profile=1")
 # Build the programs first: cmake --preset asan && cmake --build --preset asan -j2 --target
-# fuzz_frame_decoder fuzz_server_session fuzz_worker_session fuzz_auth_record fuzz_checkpoint.
+# fuzz_frame_decoder fuzz_server_session fuzz_worker_session fuzz_auth_record fuzz_checkpoint
+# fuzz_idx_reader fuzz_csv_reader fuzz_npy_reader.
 # New inputs worth keeping can be merged into the committed seeds with libFuzzer's -merge=1
 # (see docs/testing.md). Exits non-zero if any target found something.
 set -uo pipefail
