@@ -45,7 +45,7 @@ std::string DataHelp() {
 }
 
 std::string TestDataHelp() {
-  return "With --data FORMAT:PATH: the test set, a file of the same kind (" +
+  return "With a data file in --data: the test set, a data file too (" +
          platform::DataFileSyntax() + "); without it the training set is evaluated";
 }
 
