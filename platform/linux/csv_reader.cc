@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <memory>
 #include <string_view>
 #include <system_error>
 #include <type_traits>
@@ -149,13 +150,15 @@ LabeledDataLoad ReadCsv(std::span<const std::string> paths, const DataReadOption
   LabeledDataLoad load;
   CsvParser parser(file.path(), options, load.data);
   std::string pending;  // the start of a line the last read cut
-  std::vector<std::byte> chunk(kReadBytes);
+  const auto chunk = std::make_unique_for_overwrite<std::byte[]>(kReadBytes);
   bool done = false;
   for (bool end = false; !end && !done;) {
     std::size_t got = 0;
-    if (FileStatus read = file.Read(chunk, got); !read.ok()) return Failed(std::move(read));
-    end = got < chunk.size();
-    pending.append(reinterpret_cast<const char*>(chunk.data()), got);
+    if (FileStatus read = file.Read(std::span(chunk.get(), kReadBytes), got); !read.ok()) {
+      return Failed(std::move(read));
+    }
+    end = got < kReadBytes;
+    pending.append(reinterpret_cast<const char*>(chunk.get()), got);
     std::size_t start = 0;
     while (!done) {
       const std::size_t newline = pending.find('\n', start);

@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <span>
 
 namespace edgesgd::platform::internal {
@@ -11,7 +12,7 @@ namespace {
 
 // Bytes converted per read: bounds the staging buffer whatever the array's size (a multiple of
 // every element's size, so a chunk never splits an element).
-constexpr std::size_t kChunkBytes = 1 << 20;
+constexpr std::size_t kChunkBytes = 1 << 16;
 
 std::uint64_t LoadBits(const std::byte* bytes, std::size_t size, bool big_endian) {
   std::uint64_t bits = 0;
@@ -52,15 +53,16 @@ FileStatus ReadRows(InputFile& file, const BinaryArray& array, RowRange range, C
   if (skipped < range.first * row_bytes) return file.Truncated(array.what, total, skipped);
 
   const std::size_t wanted = range.count * row_bytes;
-  std::vector<std::byte> chunk(std::min(wanted, kChunkBytes));
+  const std::size_t chunk_bytes = std::min(wanted, kChunkBytes);
+  const auto chunk = std::make_unique_for_overwrite<std::byte[]>(chunk_bytes);
   std::size_t element = range.first * array.row_values;
   for (std::size_t done = 0; done < wanted;) {
-    const std::size_t bytes = std::min(chunk.size(), wanted - done);
+    const std::size_t bytes = std::min(chunk_bytes, wanted - done);
     std::size_t got = 0;
-    if (FileStatus read = file.Read(std::span(chunk).first(bytes), got); !read.ok()) return read;
+    if (FileStatus read = file.Read(std::span(chunk.get(), bytes), got); !read.ok()) return read;
     if (got < bytes) return file.Truncated(array.what, total, skipped + done + got);
     const std::size_t count = bytes / element_bytes;
-    if (FileStatus converted = convert(chunk.data(), count, element); !converted.ok()) {
+    if (FileStatus converted = convert(chunk.get(), count, element); !converted.ok()) {
       return converted;
     }
     element += count;
@@ -79,9 +81,19 @@ FileStatus ReadRows(InputFile& file, const BinaryArray& array, RowRange range, C
 }  // namespace
 
 std::string Quoted(std::string_view text) {
+  constexpr std::size_t kShown = 40;
   std::string quoted(1, '\'');
-  quoted += text;
+  for (const char c : text.substr(0, kShown)) {
+    if (c >= ' ' && c <= '~') {
+      quoted += c;
+    } else {
+      char escaped[8];
+      std::snprintf(escaped, sizeof(escaped), "\\x%02x", static_cast<unsigned char>(c));
+      quoted += escaped;
+    }
+  }
   quoted += '\'';
+  if (text.size() > kShown) quoted += "...";
   return quoted;
 }
 

@@ -16,7 +16,8 @@
 
 namespace edgesgd::platform::internal {
 
-// 'text', quoted in a message.
+// 'text', quoted in a message: bytes outside printable ASCII as \xNN, so that text from a file
+// keeps the message on one line, and cut after 40 characters ("...").
 std::string Quoted(std::string_view text);
 
 // A failed load carrying `status`.

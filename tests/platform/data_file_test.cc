@@ -282,6 +282,14 @@ TEST_F(DataFileTest, CsvReportsCellsThatAreNotNumbers) {
                 "corrupt: " + path + " line 2, column 1: 'x' is not a number");
   path = Write("d.csv", Text("1,0x10\n"));
   EXPECT_EQ(Load("csv:" + path).status, Status::DataLoss());
+  // Text from the file keeps the message on one line and short.
+  path = Write("e.csv", Text("1,a\x01\xff\rb\n"));
+  ExpectFailure(Load("csv:" + path), Status::DataLoss(),
+                "corrupt: " + path + " line 1, column 2: 'a\\x01\\xff\\x0db' is not a number");
+  path = Write("f.csv", Text("1," + std::string(50, 'z') + "\n"));
+  ExpectFailure(
+      Load("csv:" + path), Status::DataLoss(),
+      "corrupt: " + path + " line 1, column 2: '" + std::string(40, 'z') + "'... is not a number");
 }
 
 TEST_F(DataFileTest, CsvReportsLabelsOutOfRangeOrFractionalAndValuesNotFinite) {
