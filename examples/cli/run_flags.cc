@@ -421,17 +421,6 @@ std::string CheckRunConsistency(const RunFlags& o) {
   return "";
 }
 
-void WarnAboutRun(const char* command, const RunFlags& o) {
-  // Each device's sign counts alike whatever its magnitude, so on non-iid shards the vote
-  // follows how many devices lean each way rather than their summed gradient.
-  if (o.aggregate == "majority" && o.codec.codec() == SignCodec::kName && o.split != "iid") {
-    std::fprintf(stderr,
-                 "edgesgd %s: warning: plain sign votes train poorly on non-iid data (--split "
-                 "%s); --codec stochastic_sign votes in proportion to each device's gradient\n",
-                 command, o.split.c_str());
-  }
-}
-
 bool BuildTaskOptions(const RunFlags& o, std::size_t workers, std::uint64_t seed,
                       std::size_t batch, TaskOptions& task, std::string& error) {
   if (o.task == "linreg") {

@@ -143,10 +143,6 @@ protocol::GossipConfig BuildGossipConfig(const RunFlags& flags, const Task& task
 // the codec's own checks of its flags, then the combinations.
 std::string CheckRunConsistency(const RunFlags& flags);
 
-// Prints a one-line warning on stderr for flags that work together but train poorly: plain sign
-// votes (--aggregate majority --codec sign) on a non-iid --split.
-void WarnAboutRun(const char* command, const RunFlags& flags);
-
 // The task of the data flags for `workers` workers, drawn from `seed` with `batch` samples per
 // step. False with a one-line `error` for a bad --split or a --test-data without a data file.
 bool BuildTaskOptions(const RunFlags& flags, std::size_t workers, std::uint64_t seed,

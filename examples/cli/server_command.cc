@@ -40,7 +40,6 @@ int RunServer(const ServerFlags& o) {
   }
   Task task;
   if (const int code = SetUpTask(kName, o, o.workers, task); code != 0) return code;
-  WarnAboutRun(kName, o);
   settings.run = BuildRunConfig(o, task);
   settings.server = BuildServerOptions(o);
   if (o.join_timeout_s > 0) settings.server.join_timeout_ns = Seconds(o.join_timeout_s);

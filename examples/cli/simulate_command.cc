@@ -129,7 +129,6 @@ int RunSimulate(const SimulateOptions& o) {
   }
   Task task;
   if (const int code = SetUpTask(kName, o, o.workers, task); code != 0) return code;
-  WarnAboutRun(kName, o);
   if (o.mode == "gossip") return RunGossip(o, task, MakeSimDevices(o, speeds, task));
   return RunServerMode(o, task, MakeSimDevices(o, speeds, task));
 }

@@ -65,8 +65,6 @@ TEST(DifferentialPrivacyTest, CodecsThatKeepTheBoundNeverDecodeLonger) {
   const std::vector<std::uint64_t> sizes{300, 57, 1};
   const TensorLayout layout = TensorLayout::FromSizes(sizes).value();
   std::vector<CodecParams> codecs = test_util::EveryCodec({});
-  // A bound the inputs (|x| <= 0.5) respect, where the votes are unbiased: each decodes to +-1.
-  codecs[kCodecId<StochasticSignCodec>] = StochasticSignParams{.bound = 1.0f};
   codecs.push_back(RandKParams{.k_ratio = 0.2f, .scaling = RandKScaling::kUnbiased});
   codecs.push_back(SignParams{.scale = SignScale::kUnit});
   std::size_t keeping = 0;

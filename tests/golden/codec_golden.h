@@ -95,8 +95,6 @@ inline constexpr CodecCase kCodecCases[] = {
      "80bf8041003a00bd80c2803d00b940c10040000000c04041003980bd8042003d00ba80c1803f00b0"
      "40c00041003800be4042803c00bbc0c1003f000000b480c0c040003680be0042003c00bc00c2803e"
      "00b6c0c08040003400bfc041003b80bc40c20000"},
-    // B = 4 bounds every input, so each vote is a draw from the worker's dither stream.
-    {"stochastic_sign", StochasticSignParams{.bound = 4.0f}, "32c964133d9c00000000804000008040"},
 };
 
 // ---- Hex helpers (no heap: the caller owns the text buffer) ----

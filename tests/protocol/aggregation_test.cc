@@ -96,8 +96,7 @@ TEST(AggregationTest, EachConfigurationSelectsItsComponent) {
                std::holds_alternative<SignParams>(codec) ||
                std::holds_alternative<QsgdParams>(codec) ||
                std::holds_alternative<NaturalParams>(codec) ||
-               std::holds_alternative<Fp16Params>(codec) ||
-               std::holds_alternative<StochasticSignParams>(codec)) {
+               std::holds_alternative<Fp16Params>(codec)) {
       expected = "recompressed_mean";
     }
     const AggregationDescriptor* found = FindAggregation(config);

@@ -463,8 +463,6 @@ std::size_t TheoreticalPayloadBytes(const CodecParams& params, const TensorLayou
   std::size_t bytes = 0;
   for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
     const std::size_t n = layout.size(t);
-    // 1 bit per coordinate in whole u32 words + one f32 scale
-    const std::size_t sign_bytes = 4 * ((n + 31) / 32) + 4;
     bytes += std::visit(
         Overloaded{[n](const IdentityParams&) { return 4 * n; },
                    // u32 index + f32 value per kept coordinate
@@ -477,8 +475,8 @@ std::size_t TheoreticalPayloadBytes(const CodecParams& params, const TensorLayou
                      const std::size_t block = n / p.block_ratio;
                      return 4 + 4 * (block == 0 ? 1 : block);
                    },
-                   [sign_bytes](const SignParams&) { return sign_bytes; },
-                   [sign_bytes](const StochasticSignParams&) { return sign_bytes; },
+                   // 1 bit per coordinate in whole u32 words + one f32 scale
+                   [n](const SignParams&) { return 4 * ((n + 31) / 32) + 4; },
                    // (1 + ceil(log2(s+1))) bits per coordinate + a norm per bucket
                    [n](const QsgdParams& p) {
                      const std::size_t bits = n * QsgdBitsPerCoordinate(p.levels);

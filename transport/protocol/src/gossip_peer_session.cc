@@ -139,11 +139,6 @@ Status CheckChocoCodec(const CodecParams& codec) {
         "sign with unit scales would add +-1 to every coordinate of a public copy: use "
         "--sign-scale mean_abs");
   }
-  if (std::holds_alternative<StochasticSignParams>(codec)) {
-    return Status::InvalidArgument(
-        "stochastic_sign's votes are +-B whatever the size of the difference they encode, so "
-        "public copies cannot track the models: use sign");
-  }
   if (const auto* rand_k_params = std::get_if<RandKParams>(&codec);
       rand_k_params != nullptr && rand_k_params->scaling == RandKScaling::kUnbiased) {
     return Status::InvalidArgument(

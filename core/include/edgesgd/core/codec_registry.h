@@ -31,7 +31,6 @@
 #include "edgesgd/core/codecs/random_block.h"
 #include "edgesgd/core/codecs/reg_top_k.h"
 #include "edgesgd/core/codecs/sign.h"
-#include "edgesgd/core/codecs/stochastic_sign.h"
 #include "edgesgd/core/codecs/top_k.h"
 
 namespace edgesgd {
@@ -43,9 +42,8 @@ struct CodecList {
 };
 
 // Every codec edgesgd knows. The position is the codec's CodecId on the wire: append only.
-using KnownCodecs =
-    CodecList<IdentityCodec, TopKCodec, RandKCodec, RandomBlockCodec, SignCodec, QsgdCodec,
-              RegTopKCodec, NaturalCodec, Fp16Codec, StochasticSignCodec>;
+using KnownCodecs = CodecList<IdentityCodec, TopKCodec, RandKCodec, RandomBlockCodec, SignCodec,
+                              QsgdCodec, RegTopKCodec, NaturalCodec, Fp16Codec>;
 
 // The parameters of one codec of KnownCodecs: which codec (index() is its CodecId) and its own
 // parameter struct. A run configuration holds one; the default is identity.
@@ -277,8 +275,7 @@ constexpr Result<CodecParams> VoteForm(const CodecParams& params) {
                         return CodecParams(Codec::VoteForm(own));
                       } else {
                         return Status::InvalidArgument(
-                            "majority vote counts 1-bit votes: it needs the sign codec or "
-                            "stochastic_sign");
+                            "majority vote counts 1-bit votes: it needs the sign codec");
                       }
                     });
 }
