@@ -61,6 +61,13 @@ std::vector<SteadyStateCase> Cases() {
   protocol::RunConfig majority = MajorityConfig(300, 1000);
   majority.downlink = protocol::DownlinkKind::kAggregate;
   cases.push_back({"majority_aggregate_downlink", majority});
+  // Each robust rule sorts, selects or clips in its own Init-time scratch.
+  for (const RobustRule rule : {RobustRule::kMedian, RobustRule::kTrimmedMean,
+                                RobustRule::kMultiKrum, RobustRule::kCenteredClipping}) {
+    protocol::RunConfig robust = qsgd;
+    robust.robust = RobustParams{.rule = rule, .byzantine = 1};
+    cases.push_back({"robust_mean", robust});
+  }
   return cases;
 }
 

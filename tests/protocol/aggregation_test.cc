@@ -70,12 +70,19 @@ std::vector<RunConfig> ConfigurationVariety(std::size_t dimension) {
     config.downlink = downlink;
     configs.push_back(config);
   }
+  for (const RobustRule rule : {RobustRule::kMedian, RobustRule::kTrimmedMean,
+                                RobustRule::kMultiKrum, RobustRule::kCenteredClipping}) {
+    RunConfig config = MeanConfig(dimension, kCodecId<QsgdCodec>, 5);
+    config.robust.rule = rule;
+    configs.push_back(config);
+  }
   return configs;
 }
 
 std::string Describe(const RunConfig& config) {
   return std::string(config.aggregation == AggregationKind::kMajority ? "majority " : "mean ") +
-         std::string(CodecName(config.codec)) +
+         std::string(CodecName(config.codec)) + " robust " +
+         std::string(RobustRuleName(config.robust.rule)) +
          (config.downlink == DownlinkKind::kAggregate ? " aggregate downlink" : " model downlink");
 }
 
@@ -86,6 +93,8 @@ TEST(AggregationTest, EachConfigurationSelectsItsComponent) {
     std::string_view expected;
     if (config.aggregation == AggregationKind::kMajority) {
       expected = "majority_vote";
+    } else if (config.robust.rule != RobustRule::kNone) {
+      expected = "robust_mean";
     } else if (config.downlink == DownlinkKind::kModel) {
       expected = "mean";
     } else if (std::holds_alternative<IdentityParams>(codec) ||
@@ -108,7 +117,7 @@ TEST(AggregationTest, EachConfigurationSelectsItsComponent) {
     }
     ASSERT_NE(found, nullptr);
     EXPECT_EQ(found->name, expected);
-    EXPECT_EQ(found->aggregate_is_payload, expected != "mean");
+    EXPECT_EQ(found->aggregate_is_payload, expected != "mean" && expected != "robust_mean");
     EXPECT_TRUE(ValidateRunConfig(config).ok());
     // Exactly one component serves each run: the registry's order does not decide.
     int serving = 0;
@@ -227,6 +236,56 @@ TEST(AggregationTest, MajorityVoteRejectsAnythingButPlainSigns) {
   ASSERT_TRUE(vote.FillBroadcast({{}, {}, majority, majority_scales}, context).ok());
   EXPECT_EQ(majority, words);
   EXPECT_EQ(majority_scales, unit_scales);
+}
+
+// Five workers pull towards nearby targets and a sixth towards one a thousand times further
+// away: the mean follows it, every robust rule stays with the honest five.
+TEST(AggregationTest, RobustRulesResistAFarTarget) {
+  constexpr std::size_t kDim = 12;
+  std::vector<std::vector<float>> targets = Targets(6, kDim);
+  for (float& v : targets[5]) v = 1000.0f;
+  std::vector<float> honest_mean(kDim, 0.0f);
+  for (std::size_t w = 0; w < 5; ++w) {
+    for (std::size_t i = 0; i < kDim; ++i) honest_mean[i] += targets[w][i] / 5.0f;
+  }
+  ServerOptions options;
+  options.workers = 6;
+  options.quorum = 6;
+  const auto distance_to_honest = [&](const RobustParams& robust) {
+    RunConfig config = MeanConfig(kDim, kCodecId<IdentityCodec>, 60);
+    config.robust = robust;
+    Cluster cluster(config, options, targets, std::vector<float>(kDim, 0.0f));
+    cluster.Start();
+    EXPECT_TRUE(cluster.RunUntilFinished(1000 * kSecond));
+    double squared = 0.0;
+    for (std::size_t i = 0; i < kDim; ++i) {
+      const double gap = static_cast<double>(cluster.server().model()[i] - honest_mean[i]);
+      squared += gap * gap;
+    }
+    return std::sqrt(squared);
+  };
+  EXPECT_GT(distance_to_honest({}), 100.0);  // the mean: a sixth of the way to 1000
+  for (const RobustParams robust :
+       {RobustParams{.rule = RobustRule::kMedian},
+        RobustParams{.rule = RobustRule::kTrimmedMean, .byzantine = 1},
+        RobustParams{.rule = RobustRule::kMultiKrum, .byzantine = 1},
+        RobustParams{.rule = RobustRule::kCenteredClipping, .clip_radius = 0.1f}}) {
+    SCOPED_TRACE(std::string(RobustRuleName(robust.rule)));
+    EXPECT_LT(distance_to_honest(robust), 3.0);
+  }
+}
+
+// Centered clipping's centre is the state a checkpoint keeps (d floats); the others keep none.
+TEST(AggregationTest, CenteredClippingKeepsItsCentre) {
+  constexpr std::size_t kDim = 10;
+  RunConfig config = MeanConfig(kDim, kCodecId<TopKCodec>, 5);
+  config.robust = RobustParams{.rule = RobustRule::kCenteredClipping};
+  ComponentBox box(config, 4);
+  ASSERT_TRUE(box.status().ok());
+  EXPECT_EQ(box.component().SavedState().size(), kDim * sizeof(float));
+  const std::vector<float> centre = PseudoRandom(kDim, 9, 1.0f);
+  ASSERT_TRUE(box.component().RestoreState(std::as_bytes(std::span(centre))).ok());
+  EXPECT_EQ(std::memcmp(box.component().SavedState().data(), centre.data(), kDim * 4), 0);
 }
 
 }  // namespace

@@ -443,10 +443,13 @@ inline std::vector<ComponentConfig> ConfigPerAggregation(std::size_t dimension,
   payload_mean.downlink = DownlinkKind::kAggregate;
   RunConfig recompressed_mean = MeanConfig(dimension, kCodecId<TopKCodec>, rounds);
   recompressed_mean.downlink = DownlinkKind::kAggregate;
+  RunConfig robust_mean = MeanConfig(dimension, kCodecId<TopKCodec>, rounds);
+  robust_mean.robust = RobustParams{.rule = RobustRule::kTrimmedMean, .byzantine = 1};
   return {{"mean", MeanConfig(dimension, kCodecId<TopKCodec>, rounds)},
           {"payload_mean", payload_mean},
           {"recompressed_mean", recompressed_mean},
-          {"majority_vote", MajorityConfig(dimension, rounds)}};
+          {"majority_vote", MajorityConfig(dimension, rounds)},
+          {"robust_mean", robust_mean}};
 }
 
 inline std::vector<std::vector<float>> Targets(std::size_t workers, std::size_t dimension,

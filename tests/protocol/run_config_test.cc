@@ -259,6 +259,34 @@ TEST(ProtocolConfigTest, WelcomeRoundTrip) {
                                         std::bit_cast<std::uint32_t>(0.995f)}));
 }
 
+// The robust rule is the server's: the Welcome leaves it out, and only the server checks it.
+TEST(ProtocolConfigTest, RobustRuleStaysWithTheServer) {
+  RunConfig config = MeanConfig(16, kCodecId<TopKCodec>, 5);
+  config.robust = RobustParams{.rule = RobustRule::kMultiKrum, .byzantine = 2};
+  ASSERT_TRUE(ValidateRunConfig(config).ok());
+  ASSERT_TRUE(ValidateRobustRun(config).ok());
+  RunConfig decoded;
+  ASSERT_TRUE(FromWelcomeInfo(ToWelcomeInfo(config, 1, 4), decoded).ok());
+  EXPECT_EQ(decoded.robust, RobustParams{});
+  EXPECT_EQ(decoded, NormalizedRunConfig(config));
+
+  const auto reason = [](const RunConfig& c) {
+    return std::string(ValidateRobustRun(c).reason());
+  };
+  RunConfig clipped = config;
+  clipped.robust = RobustParams{.rule = RobustRule::kCenteredClipping, .clip_radius = -1.0f};
+  EXPECT_NE(reason(clipped).find("radius"), std::string::npos);
+  RunConfig aggregate = config;
+  aggregate.downlink = DownlinkKind::kAggregate;
+  EXPECT_NE(reason(aggregate).find("model downlink"), std::string::npos);
+  RunConfig vote = MajorityConfig(16, 5);
+  vote.robust = config.robust;
+  EXPECT_NE(reason(vote).find("majority vote"), std::string::npos);
+  RunConfig private_run = config;
+  private_run.privacy = PrivacyParams{.mode = PrivacyMode::kCentral};
+  EXPECT_NE(reason(private_run).find("differential privacy"), std::string::npos);
+}
+
 TEST(ProtocolConfigTest, FromWelcomeRejectsWhatThisProtocolDoesNotRun) {
   const RunConfig config = SampleConfigs()[0];
   const std::vector<std::pair<std::function<void(wire::WelcomeInfo&)>, const char*>> cases = {

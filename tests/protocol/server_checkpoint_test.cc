@@ -260,7 +260,7 @@ std::string_view FirstDifference(const FieldValues& a, const FieldValues& b) {
 }
 
 bool Valid(const ServerSettings& run) {
-  return run.workers >= 1 && ValidateRunConfig(run.config).ok();
+  return run.workers >= 1 && ValidateRunConfig(run.config).ok() && ValidateRobustRun(run.config).ok();
 }
 
 // Candidate words for a codec parameter other than `word`, most plausible first.
@@ -401,6 +401,18 @@ std::optional<ServerSettings> WithOtherValue(const ServerSettings& run, std::str
     }
     if (name == "dp_clip_lr") p.clip_learning_rate *= 0.5f;
     if (name == "dp_count_noise") p.count_noise += 1.0f;
+  } else if (name == "robust") {
+    c.robust.rule = c.robust.rule == RobustRule::kNone ? RobustRule::kMedian : RobustRule::kNone;
+  } else if (name.starts_with("robust_")) {
+    // Each is read by some rules only: recorded at its default for the others.
+    RobustParams& r = c.robust;
+    const bool sized_by_f = r.rule == RobustRule::kTrimmedMean || r.rule == RobustRule::kMultiKrum;
+    const bool clips = r.rule == RobustRule::kCenteredClipping;
+    if (name == "robust_f" && !sized_by_f) return std::nullopt;
+    if (name != "robust_f" && !clips) return std::nullopt;
+    if (name == "robust_f") r.byzantine = r.byzantine == 0 ? 1 : 0;
+    if (name == "robust_clip_radius") r.clip_radius *= 2.0f;
+    if (name == "robust_clip_iterations") ++r.clip_iterations;
   } else {
     ADD_FAILURE() << "no way to change the setting " << name;
     return std::nullopt;
@@ -429,23 +441,42 @@ TEST(ServerCheckpointTest, AResumeWithAnySettingChangedNamesTheSetting) {
     names.insert(names.end(), more.begin(), more.end());
     return names;
   };
+  // Without a robust rule its parameters have one value each.
+  const std::vector<std::string_view> robust_params{"robust_f", "robust_clip_radius",
+                                                    "robust_clip_iterations"};
   for (const auto& [component, config] : ConfigPerAggregation(kDim, 10)) {
     // A majority vote admits one codec (plain signs), one local step and the Signum optimizer;
     // a re-compressed aggregate takes neither central nor distributed noise.
+    // A robust rule replaces the mean of the model downlink, without privacy: the other
+    // components admit none, and a robust run no other aggregation, downlink or privacy.
     std::vector<std::string_view> fixed;
     if (component == "majority_vote") fixed = {"codec", "sign_scale", "local_steps", "optimizer"};
-    if (component == "majority_vote" || component == "recompressed_mean") {
+    if (component == "robust_mean") fixed = {"aggregate", "downlink"};
+    if (component == "majority_vote" || component == "recompressed_mean" ||
+        component == "robust_mean") {
       fixed.push_back("dp_mode");
     }
-    cases.push_back({component, config, with(fixed, privacy_off)});
+    if (component == "robust_mean") {
+      cases.push_back({component, config,
+                       with(with(fixed, privacy_off), {"robust_clip_radius",
+                                                       "robust_clip_iterations"})});
+      continue;
+    }
+    if (component != "mean") fixed = with(with(fixed, privacy_off), {"robust"});
+    else fixed = with(fixed, privacy_off);
+    cases.push_back({component, config, with(fixed, robust_params)});
   }
+  RunConfig clipping = MeanConfig(kDim, kCodecId<TopKCodec>, 10);
+  clipping.robust = RobustParams{.rule = RobustRule::kCenteredClipping, .clip_radius = 0.5f};
+  cases.push_back({"robust_mean", clipping,
+                   with(with({"aggregate", "downlink", "dp_mode"}, privacy_off), {"robust_f"})});
   for (CodecId id = 0; id < kCodecCount; ++id) {
     // reg_top_k's payloads neither sum nor can the server re-compress them: model downlink only.
     std::vector<std::string_view> fixed;
     if (id == kCodecId<RegTopKCodec>) fixed.push_back("downlink");
     // Stochastic rounding can lengthen a clipped update: no privacy.
     if (!KeepsNormBound(QuarterSparse(id))) fixed.push_back("dp_mode");
-    cases.push_back({"mean", MeanConfig(kDim, id, 10), with(fixed, privacy_off)});
+    cases.push_back({"mean", MeanConfig(kDim, id, 10), with(with(fixed, privacy_off), robust_params)});
   }
   RunConfig central = MeanConfig(kDim, kCodecId<TopKCodec>, 10);
   central.privacy = PrivacyParams{.mode = PrivacyMode::kCentral, .clip = 0.5f};
@@ -453,11 +484,14 @@ TEST(ServerCheckpointTest, AResumeWithAnySettingChangedNamesTheSetting) {
   adaptive.privacy.target_quantile = 0.5f;
   adaptive.privacy.count_noise = 1.0f;
   // Central noise rules out a vote and a re-compressed (top_k) aggregate downlink.
-  cases.push_back({"mean", central, {"aggregate", "downlink", "dp_clip_lr", "dp_count_noise"}});
-  cases.push_back({"mean", adaptive, {"aggregate", "downlink"}});
+  // Privacy rules out a robust rule as well.
+  cases.push_back({"mean", central,
+                   with({"aggregate", "downlink", "dp_clip_lr", "dp_count_noise", "robust"},
+                        robust_params)});
+  cases.push_back({"mean", adaptive, with({"aggregate", "downlink", "robust"}, robust_params)});
   RunConfig dq = MeanConfig(kDim, kCodecId<QsgdCodec>, 10);
   dq.codec = QsgdParams{.schedule = QuantScheduleKind::kDq};
-  cases.push_back({"mean", dq, with({"dp_mode"}, privacy_off)});
+  cases.push_back({"mean", dq, with(with({"dp_mode"}, privacy_off), robust_params)});
 
   for (const Case& test : cases) {
     const ServerSettings original{test.config, 4};

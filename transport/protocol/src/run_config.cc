@@ -167,6 +167,24 @@ Status ValidateRunConfig(const RunConfig& config) {
   return Status::InvalidArgument("unknown aggregation");
 }
 
+Status ValidateRobustRun(const RunConfig& config) {
+  if (config.robust.rule == RobustRule::kNone) return Status::Ok();
+  EDGESGD_TRY(ValidateRobustParams(config.robust));
+  if (config.aggregation != AggregationKind::kMean) {
+    return Status::InvalidArgument(
+        "robust aggregation replaces the mean of updates; majority vote is not one");
+  }
+  if (config.downlink != DownlinkKind::kModel) {
+    return Status::InvalidArgument("robust aggregation broadcasts the model: use the model downlink");
+  }
+  if (config.privacy.mode != PrivacyMode::kOff) {
+    return Status::InvalidArgument(
+        "differential privacy calibrates its noise to a mean of clipped updates; a robust rule "
+        "is not one");
+  }
+  return Status::Ok();
+}
+
 RunConfig NormalizedRunConfig(const RunConfig& config) {
   RunConfig out = config;
   if (config.aggregation == AggregationKind::kMajority) {
@@ -179,6 +197,7 @@ RunConfig NormalizedRunConfig(const RunConfig& config) {
     out.optimizer.weight_decay = config.feedback.weight_decay;
   }
   out.privacy = NormalizedPrivacyParams(config.privacy);
+  out.robust = RobustParams{};
   return out;
 }
 

@@ -19,6 +19,7 @@ Status ServerSession::Init(Arena& arena, const CodecRegistry& codecs, const RunC
     return Status::FailedPrecondition("the server is already initialized");
   }
   if (const Status check = ValidateRunConfig(config); !check.ok()) return check;
+  if (const Status check = ValidateRobustRun(config); !check.ok()) return check;
   if (const Status check = ValidateServerOptions(options); !check.ok()) return check;
   if (config.privacy.mode == PrivacyMode::kCentral && options.noise_key == 0) {
     return Status::InvalidArgument("central noise needs a secret ServerOptions::noise_key");

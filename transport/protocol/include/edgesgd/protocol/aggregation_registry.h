@@ -10,6 +10,7 @@
 #include "edgesgd/protocol/aggregation/mean.h"
 #include "edgesgd/protocol/aggregation/payload_mean.h"
 #include "edgesgd/protocol/aggregation/recompressed_mean.h"
+#include "edgesgd/protocol/aggregation/robust_mean.h"
 
 namespace edgesgd::protocol {
 
@@ -41,7 +42,8 @@ struct AggregationList {
 // The components, in order: the first whose Serves() accepts a configuration runs it.
 using KnownAggregations =
     internal::AggregationList<MeanAggregation, PayloadMeanAggregation,
-                              RecompressedMeanAggregation, MajorityVoteAggregation>;
+                              RecompressedMeanAggregation, MajorityVoteAggregation,
+                              RobustMeanAggregation>;
 inline constexpr const auto& kAggregations = KnownAggregations::kDescriptors;
 
 // The component that runs `config`, or nullptr when none serves it (ValidateRunConfig refuses

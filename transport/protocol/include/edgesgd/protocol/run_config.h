@@ -15,6 +15,7 @@
 #include "edgesgd/core/majority_vote.h"
 #include "edgesgd/core/optimizer.h"
 #include "edgesgd/core/privacy/differential_privacy.h"
+#include "edgesgd/core/robust_aggregator.h"
 #include "edgesgd/core/status.h"
 #include "edgesgd/core/tensor_layout.h"
 #include "edgesgd/wire/messages.h"
@@ -57,6 +58,9 @@ struct RunConfig {
   // Differential privacy (kMean only): the clipping bound every worker applies, and who adds
   // the Gaussian noise (docs/privacy.md).
   PrivacyParams privacy;
+  // A Byzantine-robust rule in place of the mean (kMean with the model downlink only). The
+  // server's choice alone: workers run as for the mean, and the Welcome does not carry it.
+  RobustParams robust;
 
   friend constexpr bool operator==(const RunConfig&, const RunConfig&) = default;
 };
@@ -101,14 +105,23 @@ inline constexpr std::uint64_t kMaxSamplesPerRound = std::uint64_t{1} << 24;
 //          that keeps the clipping bound (KeepsNormBound); central noise needs an aggregation
 //          component that adds it, distributed noise a codec whose payloads sum (every device
 //          sends the same coordinates and noises them).
+// The robust rule is checked by ValidateRobustRun, on the server only.
 // Reads only `config`; does not allocate. Errors: kInvalidArgument.
 Status ValidateRunConfig(const RunConfig& config);
+
+// The server's checks of `config.robust` (unless kNone): valid parameters
+// (ValidateRobustParams), kMean aggregation with the model downlink, no differential privacy
+// (its noise is calibrated to a mean). Apart from ValidateRunConfig because the Welcome does not
+// carry the rule: a worker never has one to check, and its image links none of this. Does not
+// allocate. Errors: kInvalidArgument.
+Status ValidateRobustRun(const RunConfig& config);
 
 // `config` with the parameters its aggregation does not use made equal to the ones it does
 // (learning rate, momentum and weight decay live in `feedback` for kMean and in `optimizer` for
 // kMajority; the wire carries one set), and the privacy parameters it does not read at their
-// defaults (NormalizedPrivacyParams). FromWelcomeInfo(ToWelcomeInfo(c)) ==
-// NormalizedRunConfig(c) for every valid c. Does not allocate.
+// defaults (NormalizedPrivacyParams), and the robust rule, which the Welcome does not carry, at
+// its default. FromWelcomeInfo(ToWelcomeInfo(c)) == NormalizedRunConfig(c) for every valid c.
+// Does not allocate.
 RunConfig NormalizedRunConfig(const RunConfig& config);
 
 // ---- Every field of a run, named ----
@@ -158,6 +171,11 @@ constexpr void ForEachRunConfigField(const RunConfig& config, std::uint32_t work
   f("dp_target_quantile", bits(privacy.target_quantile));
   f("dp_clip_lr", bits(privacy.clip_learning_rate));
   f("dp_count_noise", bits(privacy.count_noise));
+  const RobustParams robust = NormalizedRobustParams(config.robust);
+  f("robust", static_cast<std::uint64_t>(robust.rule));
+  f("robust_f", std::uint64_t{robust.byzantine});
+  f("robust_clip_radius", bits(robust.clip_radius));
+  f("robust_clip_iterations", std::uint64_t{robust.clip_iterations});
 }
 
 // ---- The Welcome's encoding of a RunConfig ----

@@ -14,7 +14,8 @@ namespace edgesgd::protocol {
 class MeanAggregation final : public Aggregation {
  public:
   static constexpr bool Serves(const RunConfig& config) {
-    return config.aggregation == AggregationKind::kMean && config.downlink == DownlinkKind::kModel;
+    return config.aggregation == AggregationKind::kMean &&
+           config.downlink == DownlinkKind::kModel && config.robust.rule == RobustRule::kNone;
   }
   static constexpr std::size_t ArenaBytes(const RunConfig& config, std::uint32_t) {
     const std::size_t mean = MeanAggregator::StateBytes(config.layout, config.codec);
