@@ -61,6 +61,13 @@ struct RunFlags {
   float dp_clip_lr = 0.2f;
   float dp_count_noise = 0.0f;  // 0: the expected cohort / 20
   bool dp_flags_given = false;  // a --dp-* flag other than --dp-mode was given
+  // Byzantine-robust aggregation (parameter-server runs with the mean).
+  std::string robust = "none";
+  std::uint32_t robust_f = 1;
+  float robust_clip_radius = 1.0f;
+  std::uint32_t robust_clip_iterations = 1;
+  bool robust_f_given = false;
+  bool robust_clip_given = false;  // --robust-clip-radius or --robust-clip-iterations
   // Gossip (simulate --mode gossip, peer).
   std::string gossip = "dpsgd";
   std::string topology = "ring";
@@ -86,7 +93,8 @@ struct RunFlags {
 void AddDataFlags(CLI::App& command, RunFlags& flags);
 // --seed (data, model and codec randomness).
 void AddSeedFlag(CLI::App& command, RunFlags& flags);
-// --workers, --rounds, --lr, ... --tie, --dp-*: the RunConfig and the server's schedule.
+// --workers, --rounds, --lr, ... --tie, --dp-*, --robust*: the RunConfig and the server's
+// schedule.
 // `deadline_help`
 // explains --round-deadline-s for the subcommand (virtual or wall seconds).
 void AddTrainingFlags(CLI::App& command, RunFlags& flags, const char* deadline_help);
