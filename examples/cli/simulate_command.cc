@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/attacks.h"
 #include "cli/commands.h"
 #include "cli/metrics.h"
 #include "cli/run_flags.h"
@@ -93,7 +94,7 @@ int RunServerMode(const SimulateOptions& o, Task& task, std::vector<sim::SimDevi
   settings.network = MakeSimConfig(o);
   settings.workers = std::move(devices);
   settings.adversaries = o.adversaries;
-  settings.gradient = TaskGradient(task);
+  settings.gradient = TaskGradient(o, task);
   sim::ServerSimulation simulation;
   std::string error;
   if (!simulation.Init(settings, error).ok()) return Fail(kName, error, 1);
@@ -113,6 +114,15 @@ int RunServerMode(const SimulateOptions& o, Task& task, std::vector<sim::SimDevi
   if (!result.finished) return StoppedEarly("the run", result, o.rounds);
   SummaryWriter summary;
   WriteRunSummary(summary, o, settings.run, task.dimension(), output.last());
+  if (o.attack != "none") {
+    summary.Begin("attack");
+    summary.Field("kind", o.attack);
+    summary.Field("attackers", o.attackers);
+    summary.Field("strength",
+                  AttackStrength({AttackKindOf(o.attack), o.attackers, o.attack_strength,
+                                  o.workers, o.seed}));
+    summary.End();
+  }
   WriteMemoryPlan(summary, MakeMemoryPlan(settings.run, settings.server));
   WriteSimulatedNetwork(summary, result.network, simulation.server().counters());
   return FinishServerRun(kName, "virtual s", o, summary, result.model, output.last());

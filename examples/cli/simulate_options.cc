@@ -5,6 +5,7 @@
 #include <sstream>
 #include <utility>
 
+#include "cli/attacks.h"
 #include "cli/config_file.h"
 
 namespace edgesgd::cli {
@@ -57,6 +58,21 @@ void AddSimulateFlags(CLI::App& command, SimulateOptions& o) {
   command.add_option("--adversaries", o.adversaries,
                      "Majority vote: this many workers send negated signs")
       ->capture_default_str();
+  command.add_option("--attack", o.attack,
+                     "Byzantine workers 1..--attackers replace their gradient: sign_flip (-s g), "
+                     "scale (s g), gaussian (N(0, s^2) noise), alie (mean - z std of the honest "
+                     "gradients, 'a little is enough') or ipm (-s mean: inner-product "
+                     "manipulation); what they send then goes through the run's codec and "
+                     "feedback like an honest gradient")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"none", "sign_flip", "scale", "gaussian", "alie", "ipm"}));
+  command.add_option("--attackers", o.attackers, "How many workers attack (workers 1..N)")
+      ->capture_default_str();
+  command.add_option("--attack-strength", o.attack_strength,
+                     "s of the attack (0 = its default: sign_flip 1, scale 10, gaussian 1, "
+                     "ipm 0.1, alie the largest z that stays inside the honest spread)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0f, 1e6f));
   AddOutputFlags(command, o);
 }
 
@@ -73,6 +89,18 @@ std::string CheckSimulateConsistency(const SimulateOptions& o) {
     return "--adversaries sends negated sign votes: it needs --aggregate majority";
   }
   if (o.adversaries > o.workers) return "--adversaries cannot exceed --workers";
+  if ((o.attack == "none") != (o.attackers == 0)) {
+    return "--attack and --attackers go together: name the attack and how many workers run it";
+  }
+  if (o.attack_strength != 0.0f && o.attack == "none") {
+    return "--attack-strength needs --attack";
+  }
+  if (o.attackers >= o.workers) {
+    return "--attackers must leave at least one honest worker (fewer than --workers)";
+  }
+  if (o.mode == "gossip" && o.attack != "none") {
+    return "--attack makes parameter-server workers Byzantine: gossip runs do not take it";
+  }
   return "";
 }
 
@@ -118,11 +146,15 @@ std::vector<sim::SimDevice> MakeSimDevices(const SimulateOptions& o, std::span<c
   return devices;
 }
 
-sim::DeviceGradient TaskGradient(Task& task) {
-  return [&task](std::size_t device, std::span<const float> point, std::uint32_t round,
-                 std::uint32_t local_step, std::span<float> gradient) {
+sim::DeviceGradient TaskGradient(const SimulateOptions& o, Task& task) {
+  sim::DeviceGradient honest = [&task](std::size_t device, std::span<const float> point,
+                                       std::uint32_t round, std::uint32_t local_step,
+                                       std::span<float> gradient) {
     return task.Gradient(device, point, round, local_step, gradient);
   };
+  const AttackSettings attack{AttackKindOf(o.attack), o.attackers, o.attack_strength, o.workers,
+                              o.seed};
+  return WithAttack(std::move(honest), attack, task.dimension());
 }
 
 sim::GossipSimulationSettings MakeGossipSimulation(const SimulateOptions& o, Task& task,
@@ -137,7 +169,7 @@ sim::GossipSimulationSettings MakeGossipSimulation(const SimulateOptions& o, Tas
   settings.initial_model = initial;
   settings.network = MakeSimConfig(o);
   settings.devices = std::move(devices);
-  settings.gradient = TaskGradient(task);
+  settings.gradient = TaskGradient(o, task);
   return settings;
 }
 

@@ -29,6 +29,9 @@ struct SimulateOptions : RunFlags {
   double corrupt = 0;
   double duplicate = 0;
   std::uint32_t adversaries = 0;
+  std::string attack = "none";  // cli/attacks.h
+  std::uint32_t attackers = 0;
+  float attack_strength = 0.0f;  // 0: the attack's default
 };
 
 // Registers every flag of `simulate` (--config included, for --help) on `command`.
@@ -49,9 +52,9 @@ std::vector<double> ParseSpeeds(const std::string& text, std::size_t workers);
 std::vector<sim::SimDevice> MakeSimDevices(const SimulateOptions& flags,
                                            std::span<const double> speeds, const Task& task);
 
-// The task's gradient for device `device`: its worker's (or peer's) shard. `task` must outlive
-// the simulation.
-sim::DeviceGradient TaskGradient(Task& task);
+// The task's gradient for device `device`: its worker's (or peer's) shard, replaced by the
+// attack of --attack for workers 1..--attackers. `task` must outlive the simulation.
+sim::DeviceGradient TaskGradient(const SimulateOptions& flags, Task& task);
 
 // The gossip run of the flags over `plan`: peer i's configuration (BuildGossipConfig), the
 // network model, `devices` and the task's gradient. `initial` must outlive the Init call.

@@ -64,6 +64,7 @@ enum class RandomPurpose : std::uint32_t {
   kNetworkFaults = 8,      // the simulator's loss / corruption / drop-out draws
   kPrivacyNoise = 9,       // differential privacy's Gaussian noise: private, under a secret key
   kSecureAggregationGraph = 10,  // which devices mask with each other (SecAgg+): the server's
+  kSimulatedAttack = 11,         // the simulator's Byzantine workers (noise attacks)
 };
 
 // The counter's stream word: purpose in the top 8 bits, worker id in the low 24.
