@@ -8,7 +8,8 @@ Usage: run_experiments.py [--edgesgd PATH] [--only a,f_detag_ring,...] [--jobs N
 Every directory next to this script that holds an experiment.py is one experiment:
   config.toml     base flags of every run (flat TOML read by `edgesgd simulate --config`)
   experiment.py   TITLE, CLAIM, RUNS = [(label, [extra flags], [seeds])], PLOTS = [{"x", "y",
-                  "ylabel", "logy"}], evaluate(results) -> [(claim, passed, figures)]
+                  "ylabel", "logy", optional "runs": the labels to draw (default all)}],
+                  evaluate(results) -> [(claim, passed, figures)]
 evaluate() receives results[label] = one {"rows": [...], "summary": {...}} per seed, where rows
 are the metrics CSV rows with float cells (None where empty). A claim that does not reproduce is
 written down as MISS with its figures; nothing here retries seeds.
@@ -130,7 +131,7 @@ def plot(experiment, results, plot_dir):
     for number, spec in enumerate(experiment.module.PLOTS, start=1):
         figure, axes = plt.subplots(figsize=(6.4, 4.0), dpi=80)
         for label, _, _ in experiment.module.RUNS:
-            if label not in results:
+            if label not in results or label not in spec.get("runs", [label]):
                 continue
             xs, ys = mean_series(results[label], spec["x"], spec["y"])
             if xs:
