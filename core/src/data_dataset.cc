@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "edgesgd/core/data/dataset.h"
@@ -16,11 +17,25 @@ bool BuffersFit(const DatasetView& data, const BatchBuffers& out, std::size_t ro
   return true;
 }
 
+// Features held, whichever their width.
+std::size_t StoredFeatures(const DatasetView& data) {
+  return data.has_byte_features() ? data.feature_bytes.size() : data.features.size();
+}
+
 void CopyRow(const DatasetView& data, std::size_t source, std::size_t slot,
              const BatchBuffers& out) {
-  const std::span<const float> row = data.Row(source);
-  std::copy(row.begin(), row.end(),
-            out.features.begin() + static_cast<std::ptrdiff_t>(slot * data.feature_dim));
+  const std::span<float> to = out.features.subspan(slot * data.feature_dim, data.feature_dim);
+  if (data.has_byte_features()) {
+    const std::span<const std::uint8_t> from =
+        data.feature_bytes.subspan(source * data.feature_dim, data.feature_dim);
+    // A division, as the byte was scaled when read into floats: every byte value rounds the same.
+    for (std::size_t k = 0; k < to.size(); ++k) {
+      to[k] = static_cast<float>(from[k]) / data.byte_divisor;
+    }
+  } else {
+    const std::span<const float> row = data.Row(source);
+    std::copy(row.begin(), row.end(), to.begin());
+  }
   if (data.has_labels()) out.labels[slot] = data.labels[source];
   if (data.has_targets()) out.targets[slot] = data.targets[source];
 }
@@ -42,8 +57,12 @@ Status CheckSourceShape(const DatasetView& data) {
   if (data.feature_dim == 0 || data.num_samples == 0) {
     return Status::InvalidArgument("the dataset has no samples or no features");
   }
-  if (data.features.size() / data.feature_dim != data.num_samples ||
-      data.features.size() % data.feature_dim != 0) {
+  if (data.has_byte_features() && (!data.features.empty() || !(data.byte_divisor > 0.0f) ||
+                                   !std::isfinite(data.byte_divisor))) {
+    return Status::InvalidArgument("byte features come alone, with a positive finite divisor");
+  }
+  const std::size_t stored = StoredFeatures(data);
+  if (stored / data.feature_dim != data.num_samples || stored % data.feature_dim != 0) {
     return Status::InvalidArgument("the feature count is not num_samples * feature_dim");
   }
   if (data.has_labels() && data.labels.size() != data.num_samples) {
@@ -74,11 +93,16 @@ Result<DatasetView> SliceRows(const DatasetView& data, std::size_t begin, std::s
   if (begin > data.num_samples || count > data.num_samples - begin) {
     return Status::OutOfRange("the rows lie past the dataset's end");
   }
-  if (data.features.size() < data.num_samples * data.feature_dim) {
+  if (StoredFeatures(data) < data.num_samples * data.feature_dim) {
     return Status::OutOfRange("the dataset has fewer features than num_samples * feature_dim");
   }
   DatasetView slice = data;
-  slice.features = data.features.subspan(begin * data.feature_dim, count * data.feature_dim);
+  if (data.has_byte_features()) {
+    slice.feature_bytes =
+        data.feature_bytes.subspan(begin * data.feature_dim, count * data.feature_dim);
+  } else {
+    slice.features = data.features.subspan(begin * data.feature_dim, count * data.feature_dim);
+  }
   if (data.has_labels()) {
     if (data.labels.size() < begin + count) {
       return Status::OutOfRange("the dataset has fewer labels than the rows need");
@@ -98,16 +122,19 @@ Result<DatasetView> SliceRows(const DatasetView& data, std::size_t begin, std::s
 Result<DatasetView> GatherRows(const DatasetView& data, std::span<const std::uint32_t> indices,
                                const BatchBuffers& out) {
   EDGESGD_TRY(CheckSourceShape(data));
-  if (indices.empty() || !BuffersFit(data, out, indices.size())) {
-    return Status::InvalidArgument("no indices, or the batch buffers cannot hold the rows");
+  const std::size_t rows = indices.empty() ? data.num_samples : indices.size();
+  if (!BuffersFit(data, out, rows)) {
+    return Status::InvalidArgument("the batch buffers cannot hold the rows");
   }
   for (const std::uint32_t index : indices) {
     if (index >= data.num_samples) {
       return Status::OutOfRange("a row index is not below num_samples");
     }
   }
-  for (std::size_t slot = 0; slot < indices.size(); ++slot) CopyRow(data, indices[slot], slot, out);
-  return BatchView(data, out, indices.size());
+  for (std::size_t slot = 0; slot < rows; ++slot) {
+    CopyRow(data, indices.empty() ? slot : indices[slot], slot, out);
+  }
+  return BatchView(data, out, rows);
 }
 
 Result<DatasetView> SampleBatch(const DatasetView& data, std::span<const std::uint32_t> pool,

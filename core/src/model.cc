@@ -1,6 +1,8 @@
 #include "edgesgd/core/model/model.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "edgesgd/core/model/linear_regression.h"
 #include "edgesgd/core/model/logistic_regression.h"
@@ -85,17 +87,45 @@ Result<float> Model::LossAndGradient(std::span<const float> params, const Datase
   return Status::Internal("unknown model kind");
 }
 
-Result<Evaluation> Model::Evaluate(std::span<const float> params, const DatasetView& data) {
+Result<Evaluation> Model::Evaluate(std::span<const float> params, const DatasetView& data,
+                                   const BatchBuffers& staging) {
   if (!initialized_) return Status::FailedPrecondition("Init has not been called");
+  EvaluationSums sums;
+  if (data.has_byte_features()) {
+    const std::size_t chunk =
+        data.feature_dim == 0 ? 0 : staging.features.size() / data.feature_dim;
+    if (chunk == 0 || data.num_samples == 0) {
+      return Status::InvalidArgument("no samples, or no staging room for one row of byte features");
+    }
+    for (std::size_t first = 0; first < data.num_samples; first += chunk) {
+      EDGESGD_TRY_ASSIGN(const DatasetView rows,
+                         SliceRows(data, first, std::min(chunk, data.num_samples - first)));
+      EDGESGD_TRY_ASSIGN(const DatasetView batch, GatherRows(rows, {}, staging));
+      EDGESGD_TRY(AddToEvaluation(params, batch, sums));
+    }
+  } else {
+    EDGESGD_TRY(AddToEvaluation(params, data, sums));
+  }
+  const auto samples = static_cast<double>(sums.samples);
+  Evaluation evaluation;
+  evaluation.loss = static_cast<float>(sums.loss / samples);
+  evaluation.accuracy = spec_.kind == ModelKind::kLinearRegression
+                            ? std::numeric_limits<float>::quiet_NaN()
+                            : static_cast<float>(static_cast<double>(sums.correct) / samples);
+  return evaluation;
+}
+
+Status Model::AddToEvaluation(std::span<const float> params, const DatasetView& data,
+                              EvaluationSums& sums) {
   switch (spec_.kind) {
     case ModelKind::kLinearRegression:
-      return LinearRegression::Evaluate(spec_, params, data, scratch_);
+      return LinearRegression::AddToEvaluation(spec_, params, data, scratch_, sums);
     case ModelKind::kLogisticRegression:
-      return LogisticRegression::Evaluate(spec_, params, data, scratch_);
+      return LogisticRegression::AddToEvaluation(spec_, params, data, scratch_, sums);
     case ModelKind::kSoftmaxRegression:
-      return SoftmaxRegression::Evaluate(spec_, params, data, scratch_);
+      return SoftmaxRegression::AddToEvaluation(spec_, params, data, scratch_, sums);
     case ModelKind::kMlp:
-      return Mlp::Evaluate(spec_, params, data, scratch_);
+      return Mlp::AddToEvaluation(spec_, params, data, scratch_, sums);
   }
   return Status::Internal("unknown model kind");
 }

@@ -1,22 +1,19 @@
-#include <limits>
-
 #include "edgesgd/core/eigen.h"
 #include "edgesgd/core/model/linear_regression.h"
 
 namespace edgesgd {
 namespace {
 
-// Sum of squared residuals over `data`; when `gradient` is non-empty also accumulates
-// (2 / B) * sum_i r_i [x_i, 1] into it.
-double Accumulate(const ModelSpec& spec, std::span<const float> params, const DatasetView& data,
-                  std::span<float> gradient) {
+// Adds the squared residuals of `data` to `loss`; when `gradient` is non-empty also
+// accumulates (2 / B) * sum_i r_i [x_i, 1] into it.
+void Accumulate(const ModelSpec& spec, std::span<const float> params, const DatasetView& data,
+                std::span<float> gradient, double& loss) {
   const auto d = static_cast<Eigen::Index>(spec.features);
   const ConstVectorMap w(params.data(), d);
   const float bias = spec.bias ? params[spec.features] : 0.0f;
   const bool want_gradient = !gradient.empty();
   const float scale = 2.0f / static_cast<float>(data.num_samples);
   float bias_gradient = 0.0f;
-  double loss = 0.0;
   for (std::size_t i = 0; i < data.num_samples; ++i) {
     const ConstVectorMap x(data.Row(i).data(), d);
     const float residual = w.dot(x) + bias - data.targets[i];
@@ -28,7 +25,6 @@ double Accumulate(const ModelSpec& spec, std::span<const float> params, const Da
     }
   }
   if (want_gradient && spec.bias) gradient[spec.features] = bias_gradient;
-  return loss;
 }
 
 }  // namespace
@@ -40,19 +36,19 @@ Result<float> LinearRegression::LossAndGradient(const ModelSpec& spec,
   EDGESGD_TRY(internal::CheckModelCall(spec, ModelKind::kLinearRegression, params, batch, gradient,
                                        true, scratch, ScratchFloats(spec)));
   for (float& value : gradient) value = 0.0f;
-  const double loss = Accumulate(spec, params, batch, gradient);
+  double loss = 0.0;
+  Accumulate(spec, params, batch, gradient, loss);
   return static_cast<float>(loss / static_cast<double>(batch.num_samples));
 }
 
-Result<Evaluation> LinearRegression::Evaluate(const ModelSpec& spec, std::span<const float> params,
-                                              const DatasetView& data, std::span<float> scratch) {
+Status LinearRegression::AddToEvaluation(const ModelSpec& spec, std::span<const float> params,
+                                         const DatasetView& data, std::span<float> scratch,
+                                         EvaluationSums& sums) {
   EDGESGD_TRY(internal::CheckModelCall(spec, ModelKind::kLinearRegression, params, data, {}, false,
                                        scratch, ScratchFloats(spec)));
-  Evaluation evaluation;
-  evaluation.loss = static_cast<float>(Accumulate(spec, params, data, {}) /
-                                       static_cast<double>(data.num_samples));
-  evaluation.accuracy = std::numeric_limits<float>::quiet_NaN();
-  return evaluation;
+  Accumulate(spec, params, data, {}, sums.loss);
+  sums.samples += data.num_samples;
+  return Status::Ok();
 }
 
 }  // namespace edgesgd

@@ -5,22 +5,16 @@
 namespace edgesgd {
 namespace {
 
-struct Totals {
-  double loss = 0.0;
-  std::size_t correct = 0;
-};
-
-// Summed loss and correct predictions over `data`; when `gradient` is non-empty also
+// Adds the losses and correct predictions of `data` to `totals`; when `gradient` is non-empty also
 // accumulates (1 / B) * sum_i (sigmoid(z_i) - y_i) [x_i, 1] into it.
-Totals Accumulate(const ModelSpec& spec, std::span<const float> params, const DatasetView& data,
-                  std::span<float> gradient) {
+void Accumulate(const ModelSpec& spec, std::span<const float> params, const DatasetView& data,
+                std::span<float> gradient, EvaluationSums& totals) {
   const auto d = static_cast<Eigen::Index>(spec.features);
   const ConstVectorMap w(params.data(), d);
   const float bias = spec.bias ? params[spec.features] : 0.0f;
   const bool want_gradient = !gradient.empty();
   const float scale = 1.0f / static_cast<float>(data.num_samples);
   float bias_gradient = 0.0f;
-  Totals totals;
   for (std::size_t i = 0; i < data.num_samples; ++i) {
     const ConstVectorMap x(data.Row(i).data(), d);
     const float logit = w.dot(x) + bias;
@@ -35,7 +29,6 @@ Totals Accumulate(const ModelSpec& spec, std::span<const float> params, const Da
     }
   }
   if (want_gradient && spec.bias) gradient[spec.features] = bias_gradient;
-  return totals;
 }
 
 }  // namespace
@@ -48,21 +41,19 @@ Result<float> LogisticRegression::LossAndGradient(const ModelSpec& spec,
   EDGESGD_TRY(internal::CheckModelCall(spec, ModelKind::kLogisticRegression, params, batch,
                                        gradient, true, scratch, ScratchFloats(spec)));
   for (float& value : gradient) value = 0.0f;
-  const Totals totals = Accumulate(spec, params, batch, gradient);
+  EvaluationSums totals;
+  Accumulate(spec, params, batch, gradient, totals);
   return static_cast<float>(totals.loss / static_cast<double>(batch.num_samples));
 }
 
-Result<Evaluation> LogisticRegression::Evaluate(const ModelSpec& spec,
-                                                std::span<const float> params,
-                                                const DatasetView& data, std::span<float> scratch) {
+Status LogisticRegression::AddToEvaluation(const ModelSpec& spec, std::span<const float> params,
+                                           const DatasetView& data, std::span<float> scratch,
+                                           EvaluationSums& sums) {
   EDGESGD_TRY(internal::CheckModelCall(spec, ModelKind::kLogisticRegression, params, data, {},
                                        false, scratch, ScratchFloats(spec)));
-  const Totals totals = Accumulate(spec, params, data, {});
-  const auto samples = static_cast<double>(data.num_samples);
-  Evaluation evaluation;
-  evaluation.loss = static_cast<float>(totals.loss / samples);
-  evaluation.accuracy = static_cast<float>(static_cast<double>(totals.correct) / samples);
-  return evaluation;
+  Accumulate(spec, params, data, {}, sums);
+  sums.samples += data.num_samples;
+  return Status::Ok();
 }
 
 }  // namespace edgesgd

@@ -26,15 +26,10 @@ MlpOffsets Offsets(const ModelSpec& spec) {
   return offsets;
 }
 
-struct Totals {
-  double loss = 0.0;
-  std::size_t correct = 0;
-};
-
-// Summed cross-entropy and correct predictions over `data`; when `gradient` is non-empty also
-// accumulates the batch-mean gradient into it by per-sample backpropagation.
-Totals Accumulate(const ModelSpec& spec, std::span<const float> params, const DatasetView& data,
-                  std::span<float> gradient, std::span<float> scratch) {
+// Adds the cross-entropy and correct predictions of `data` to `totals`; when `gradient` is
+// non-empty also accumulates the batch-mean gradient into it by per-sample backpropagation.
+void Accumulate(const ModelSpec& spec, std::span<const float> params, const DatasetView& data,
+                std::span<float> gradient, std::span<float> scratch, EvaluationSums& totals) {
   const std::size_t hidden_size = spec.hidden;
   const std::size_t classes = spec.classes;
   const auto h = static_cast<Eigen::Index>(hidden_size);
@@ -49,7 +44,6 @@ Totals Accumulate(const ModelSpec& spec, std::span<const float> params, const Da
   const std::span<float> hidden_gradient = scratch.subspan(hidden_size, hidden_size);
   const std::span<float> logits = scratch.subspan(2 * hidden_size, classes);
   const ConstVectorMap hidden_map(hidden.data(), h);
-  Totals totals;
   for (std::size_t i = 0; i < data.num_samples; ++i) {
     const ConstVectorMap x(data.Row(i).data(), d);
     for (std::size_t j = 0; j < hidden_size; ++j) {
@@ -87,7 +81,6 @@ Totals Accumulate(const ModelSpec& spec, std::span<const float> params, const Da
       if (spec.bias) gradient[at.b1 + j] += slope;
     }
   }
-  return totals;
 }
 
 }  // namespace
@@ -98,20 +91,19 @@ Result<float> Mlp::LossAndGradient(const ModelSpec& spec, std::span<const float>
   EDGESGD_TRY(internal::CheckModelCall(spec, ModelKind::kMlp, params, batch, gradient, true,
                                        scratch, ScratchFloats(spec)));
   for (float& value : gradient) value = 0.0f;
-  const Totals totals = Accumulate(spec, params, batch, gradient, scratch);
+  EvaluationSums totals;
+  Accumulate(spec, params, batch, gradient, scratch, totals);
   return static_cast<float>(totals.loss / static_cast<double>(batch.num_samples));
 }
 
-Result<Evaluation> Mlp::Evaluate(const ModelSpec& spec, std::span<const float> params,
-                                 const DatasetView& data, std::span<float> scratch) {
+Status Mlp::AddToEvaluation(const ModelSpec& spec, std::span<const float> params,
+                            const DatasetView& data, std::span<float> scratch,
+                            EvaluationSums& sums) {
   EDGESGD_TRY(internal::CheckModelCall(spec, ModelKind::kMlp, params, data, {}, false, scratch,
                                        ScratchFloats(spec)));
-  const Totals totals = Accumulate(spec, params, data, {}, scratch);
-  const auto samples = static_cast<double>(data.num_samples);
-  Evaluation evaluation;
-  evaluation.loss = static_cast<float>(totals.loss / samples);
-  evaluation.accuracy = static_cast<float>(static_cast<double>(totals.correct) / samples);
-  return evaluation;
+  Accumulate(spec, params, data, {}, scratch, sums);
+  sums.samples += data.num_samples;
+  return Status::Ok();
 }
 
 }  // namespace edgesgd

@@ -10,15 +10,10 @@ using ConstRowMajorMap =
 using RowMajorMap =
     Eigen::Map<Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
 
-struct Totals {
-  double loss = 0.0;
-  std::size_t correct = 0;
-};
-
-// Summed cross-entropy and correct predictions over `data`; when `gradient` is non-empty also
-// accumulates (1 / B) * sum_i (softmax(z_i) - onehot(y_i)) [x_i^T, 1] into it.
-Totals Accumulate(const ModelSpec& spec, std::span<const float> params, const DatasetView& data,
-                  std::span<float> gradient, std::span<float> scratch) {
+// Adds the cross-entropy and correct predictions of `data` to `totals`; when `gradient` is
+// non-empty also accumulates (1 / B) * sum_i (softmax(z_i) - onehot(y_i)) [x_i^T, 1] into it.
+void Accumulate(const ModelSpec& spec, std::span<const float> params, const DatasetView& data,
+                std::span<float> gradient, std::span<float> scratch, EvaluationSums& totals) {
   const std::size_t classes = spec.classes;
   const auto c = static_cast<Eigen::Index>(classes);
   const auto d = static_cast<Eigen::Index>(spec.features);
@@ -29,7 +24,6 @@ Totals Accumulate(const ModelSpec& spec, std::span<const float> params, const Da
   const bool want_gradient = !gradient.empty();
   const float scale = 1.0f / static_cast<float>(data.num_samples);
   const std::span<float> logits = scratch.first(classes);
-  Totals totals;
   for (std::size_t i = 0; i < data.num_samples; ++i) {
     const ConstVectorMap x(data.Row(i).data(), d);
     for (std::size_t k = 0; k < classes; ++k) {
@@ -49,7 +43,6 @@ Totals Accumulate(const ModelSpec& spec, std::span<const float> params, const Da
       if (spec.bias) gradient[weight_count + k] += slope;
     }
   }
-  return totals;
 }
 
 }  // namespace
@@ -62,20 +55,19 @@ Result<float> SoftmaxRegression::LossAndGradient(const ModelSpec& spec,
   EDGESGD_TRY(internal::CheckModelCall(spec, ModelKind::kSoftmaxRegression, params, batch, gradient,
                                        true, scratch, ScratchFloats(spec)));
   for (float& value : gradient) value = 0.0f;
-  const Totals totals = Accumulate(spec, params, batch, gradient, scratch);
+  EvaluationSums totals;
+  Accumulate(spec, params, batch, gradient, scratch, totals);
   return static_cast<float>(totals.loss / static_cast<double>(batch.num_samples));
 }
 
-Result<Evaluation> SoftmaxRegression::Evaluate(const ModelSpec& spec, std::span<const float> params,
-                                               const DatasetView& data, std::span<float> scratch) {
+Status SoftmaxRegression::AddToEvaluation(const ModelSpec& spec, std::span<const float> params,
+                                          const DatasetView& data, std::span<float> scratch,
+                                          EvaluationSums& sums) {
   EDGESGD_TRY(internal::CheckModelCall(spec, ModelKind::kSoftmaxRegression, params, data, {}, false,
                                        scratch, ScratchFloats(spec)));
-  const Totals totals = Accumulate(spec, params, data, {}, scratch);
-  const auto samples = static_cast<double>(data.num_samples);
-  Evaluation evaluation;
-  evaluation.loss = static_cast<float>(totals.loss / samples);
-  evaluation.accuracy = static_cast<float>(static_cast<double>(totals.correct) / samples);
-  return evaluation;
+  Accumulate(spec, params, data, {}, scratch, sums);
+  sums.samples += data.num_samples;
+  return Status::Ok();
 }
 
 }  // namespace edgesgd

@@ -90,6 +90,9 @@ Status CheckModelCall(const ModelSpec& spec, ModelKind kind, std::span<const flo
   if (scratch.size() < scratch_floats) {
     return Status::InvalidArgument("the scratch is smaller than the model's ScratchFloats");
   }
+  if (data.has_byte_features()) {
+    return Status::InvalidArgument("a model reads float features: gather byte rows first");
+  }
   if (data.feature_dim != spec.features || data.num_samples == 0) {
     return Status::InvalidArgument(
         "the data's feature_dim differs from the model's features, or it has no samples");

@@ -87,6 +87,79 @@ TEST(DatasetTest, GatherAndSliceCopyTheRightRows) {
   EXPECT_EQ(SliceRows(data, 3, 2).status(), Status::OutOfRange());
 }
 
+TEST(DatasetTest, GatherWithoutIndicesCopiesEveryRowInOrder) {
+  std::vector<float> features = {0, 0, 1, 1, 2, 2};
+  std::vector<std::uint8_t> labels = {0, 1, 0};
+  const DatasetView data{features, labels, {}, 3, 2, 2};
+  std::vector<float> out_x(6);
+  std::vector<std::uint8_t> out_y(3);
+  const Result<DatasetView> all = GatherRows(data, {}, {out_x, out_y, {}});
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->num_samples, 3u);
+  EXPECT_EQ(out_x, features);
+  EXPECT_EQ(out_y, labels);
+  EXPECT_EQ(GatherRows(data, {}, {std::span(out_x).first(4), out_y, {}}).status(),
+            Status::InvalidArgument());
+}
+
+// Every byte value, in rows of 16, and the floats a reader scaling b / 255 would give.
+struct ByteAndFloatCopies {
+  std::vector<std::uint8_t> bytes, labels;
+  std::vector<float> floats;
+  DatasetView bytes_view, floats_view;
+
+  ByteAndFloatCopies() : bytes(256), labels(16), floats(256) {
+    for (std::size_t i = 0; i < bytes.size(); ++i) {
+      bytes[i] = static_cast<std::uint8_t>((i * 37) % 256);
+      floats[i] = static_cast<float>(bytes[i]) / 255.0f;
+    }
+    for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<std::uint8_t>(i % 3);
+    floats_view = {floats, labels, {}, 16, 16, 3};
+    bytes_view = floats_view;
+    bytes_view.features = {};
+    bytes_view.feature_bytes = bytes;
+  }
+};
+
+TEST(DatasetTest, ByteFeaturesGatherToTheBitsOfTheirFloatCopy) {
+  const ByteAndFloatCopies data;
+  ASSERT_TRUE(ValidateDataset(data.bytes_view).ok());
+  const std::vector<std::uint32_t> rows = {15, 0, 7, 7};
+  std::vector<float> from_bytes(rows.size() * 16), from_floats(rows.size() * 16);
+  std::vector<std::uint8_t> labels_a(rows.size()), labels_b(rows.size());
+  ASSERT_TRUE(GatherRows(data.bytes_view, rows, {from_bytes, labels_a, {}}).ok());
+  ASSERT_TRUE(GatherRows(data.floats_view, rows, {from_floats, labels_b, {}}).ok());
+  EXPECT_EQ(from_bytes, from_floats);  // exact: the same division
+  EXPECT_EQ(labels_a, labels_b);
+
+  const std::vector<std::uint32_t> pool = {3, 9, 12};
+  CounterRng rng_a(5, 1, 0, StreamId(RandomPurpose::kDataSampling, 2));
+  CounterRng rng_b = rng_a;
+  ASSERT_TRUE(SampleBatch(data.bytes_view, pool, 4, rng_a, {from_bytes, labels_a, {}}).ok());
+  ASSERT_TRUE(SampleBatch(data.floats_view, pool, 4, rng_b, {from_floats, labels_b, {}}).ok());
+  EXPECT_EQ(from_bytes, from_floats);
+  EXPECT_EQ(labels_a, labels_b);
+
+  const Result<DatasetView> slice = SliceRows(data.bytes_view, 2, 3);
+  ASSERT_TRUE(slice.ok());
+  EXPECT_EQ(slice->feature_bytes.data(), data.bytes.data() + 2 * 16);
+  EXPECT_EQ(slice->feature_bytes.size(), 3u * 16u);
+  EXPECT_TRUE(slice->features.empty());
+}
+
+TEST(DatasetTest, ByteFeaturesComeAloneWithAPositiveDivisor) {
+  const ByteAndFloatCopies data;
+  DatasetView both = data.bytes_view;
+  both.features = data.floats;
+  EXPECT_EQ(ValidateDataset(both), Status::InvalidArgument());
+  DatasetView zero = data.bytes_view;
+  zero.byte_divisor = 0.0f;
+  EXPECT_EQ(ValidateDataset(zero), Status::InvalidArgument());
+  DatasetView short_bytes = data.bytes_view;
+  short_bytes.feature_bytes = short_bytes.feature_bytes.first(255);
+  EXPECT_EQ(ValidateDataset(short_bytes), Status::InvalidArgument());
+}
+
 TEST(DatasetTest, SampleBatchDrawsFromThePoolDeterministically) {
   std::vector<float> features(100);
   std::iota(features.begin(), features.end(), 0.0f);

@@ -394,12 +394,15 @@ TEST(LinearRegressionTest, ExperimentAOptimumZeroesTheGradient) {
   // The clients are heterogeneous: the pooled optimum beats every client's own true model.
   for (std::size_t k = 0; k < task.clients; ++k) {
     const std::span<const float> x_k(models.data() + k * task.dimension, task.dimension);
-    const Result<Evaluation> at_x_k = LinearRegression::Evaluate(spec, x_k, data, {});
-    ASSERT_TRUE(at_x_k.ok());
-    EXPECT_LT(*loss, at_x_k->loss);
+    EvaluationSums at_x_k;
+    ASSERT_TRUE(LinearRegression::AddToEvaluation(spec, x_k, data, {}, at_x_k).ok());
+    EXPECT_LT(*loss, at_x_k.loss / static_cast<double>(at_x_k.samples));
   }
-  const Result<Evaluation> evaluation =
-      LinearRegression::Evaluate(spec, optimum, data, std::span<float>());
+  std::vector<std::byte> storage(Model::ScratchBytes(spec) + kArenaAlignment);
+  Arena arena{std::span<std::byte>(storage)};
+  Model model;
+  ASSERT_TRUE(model.Init(spec, arena).ok());
+  const Result<Evaluation> evaluation = model.Evaluate(optimum, data);
   ASSERT_TRUE(evaluation.ok());
   EXPECT_FLOAT_EQ(evaluation->loss, *loss);
   EXPECT_TRUE(std::isnan(evaluation->accuracy));
@@ -457,6 +460,60 @@ TEST(SoftmaxRegressionTest, SgdReachesHighAccuracyOnGaussianMixture) {
 
 TEST(MlpTest, SgdReachesHighAccuracyOnGaussianMixture) {
   ExpectSgdLearnsMixture({ModelKind::kMlp, 20, 10, 32, true}, 0.2f, 400);
+}
+
+}  // namespace
+}  // namespace edgesgd
+
+namespace edgesgd {
+namespace {
+
+// A test set stored as bytes scores the same bits as its float copy, whatever the staging size.
+void ExpectByteEvaluationMatchesFloats(const ModelSpec& spec) {
+  constexpr std::size_t kSamples = 103;
+  std::vector<std::uint8_t> bytes(kSamples * spec.features), labels(kSamples);
+  std::vector<float> floats(bytes.size());
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    bytes[i] = static_cast<std::uint8_t>((i * 131 + i / 7) % 256);
+    floats[i] = static_cast<float>(bytes[i]) / 255.0f;
+  }
+  for (std::size_t i = 0; i < kSamples; ++i) {
+    labels[i] = static_cast<std::uint8_t>((i * 5) % spec.classes);
+  }
+  const DatasetView as_floats{floats, labels, {}, kSamples, spec.features, spec.classes};
+  DatasetView as_bytes = as_floats;
+  as_bytes.features = {};
+  as_bytes.feature_bytes = bytes;
+
+  std::vector<std::byte> storage(Model::ScratchBytes(spec) + kArenaAlignment);
+  Arena arena{std::span<std::byte>(storage)};
+  Model model;
+  ASSERT_TRUE(model.Init(spec, arena).ok());
+  std::vector<float> params(model.parameter_count());
+  ASSERT_TRUE(model.InitParameters(3, params).ok());
+  for (std::size_t j = 0; j < params.size(); ++j) params[j] += 0.01f * static_cast<float>(j % 13);
+  const Result<Evaluation> expected = model.Evaluate(params, as_floats);
+  ASSERT_TRUE(expected.ok());
+  for (const std::size_t rows : {std::size_t{1}, std::size_t{10}, kSamples, kSamples + 5}) {
+    std::vector<float> staging_x(rows * spec.features);
+    std::vector<std::uint8_t> staging_y(rows);
+    const Result<Evaluation> scored = model.Evaluate(params, as_bytes, {staging_x, staging_y, {}});
+    ASSERT_TRUE(scored.ok()) << rows;
+    EXPECT_EQ(scored->loss, expected->loss) << rows;
+    EXPECT_EQ(scored->accuracy, expected->accuracy) << rows;
+  }
+  // A model reads floats: bytes without staging, or as a batch, are refused.
+  EXPECT_EQ(model.Evaluate(params, as_bytes).status(), Status::InvalidArgument());
+  std::vector<float> gradient(params.size());
+  EXPECT_EQ(model.LossAndGradient(params, as_bytes, gradient).status(), Status::InvalidArgument());
+}
+
+TEST(ModelTest, SoftmaxScoresByteFeaturesAsTheirFloats) {
+  ExpectByteEvaluationMatchesFloats({ModelKind::kSoftmaxRegression, 24, 10, 0, true});
+}
+
+TEST(ModelTest, MlpScoresByteFeaturesAsTheirFloats) {
+  ExpectByteEvaluationMatchesFloats({ModelKind::kMlp, 24, 10, 8, true});
 }
 
 }  // namespace

@@ -20,6 +20,11 @@ inline constexpr std::uint32_t kDataSetupWorker = 0x00FFFFFFu;
 // are row-major, `feature_dim` floats per sample. Classification data carries `labels` (one
 // byte per sample, each < num_classes); regression data carries `targets` (one float per
 // sample) and num_classes = 0. A view may carry both. The caller keeps the memory alive.
+//
+// Features may be stored as bytes instead (`feature_bytes`, a quarter of the memory, e.g.
+// image pixels): byte b stands for b / byte_divisor, computed when rows are gathered into a
+// float batch (GatherRows, SampleBatch). A view holds either floats or bytes; Row() and the
+// models read float features only.
 struct DatasetView {
   std::span<const float> features;
   std::span<const std::uint8_t> labels;
@@ -27,16 +32,20 @@ struct DatasetView {
   std::size_t num_samples = 0;
   std::size_t feature_dim = 0;
   std::size_t num_classes = 0;
+  std::span<const std::uint8_t> feature_bytes = {};
+  float byte_divisor = 255.0f;
 
-  // Features of sample `i` (i < num_samples; a programmer error otherwise).
+  // Float features of sample `i` (i < num_samples; a programmer error otherwise).
   std::span<const float> Row(std::size_t i) const {
     return features.subspan(i * feature_dim, feature_dim);
   }
   bool has_labels() const { return !labels.empty(); }
   bool has_targets() const { return !targets.empty(); }
+  bool has_byte_features() const { return !feature_bytes.empty(); }
 };
 
-// Checks the view's shape: features hold num_samples * feature_dim floats, feature_dim >= 1,
+// Checks the view's shape: features (or feature_bytes, not both) hold num_samples * feature_dim
+// values, byte_divisor is positive and finite when there are bytes, feature_dim >= 1,
 // at least one of labels/targets is present and each present one has num_samples entries, and
 // (when num_classes > 0) every label is below num_classes. Reads every label (O(num_samples)).
 // Errors: kInvalidArgument for a shape mismatch, kOutOfRange for a label >= num_classes.
@@ -57,10 +66,10 @@ struct BatchBuffers {
   std::span<float> targets;
 };
 
-// Copies rows `indices` of `data` into `out` (batch row i = data row indices[i]) and returns a
-// view of the filled prefix of `out`. Reads data, indices; writes out.
-// Errors: kInvalidArgument if indices is empty or a buffer is too small; kOutOfRange if an
-// index is >= data.num_samples. Does not allocate.
+// Copies rows `indices` of `data` into `out` (batch row i = data row indices[i]; every row in
+// order when indices is empty) as floats and returns a view of the filled prefix of `out`.
+// Reads data, indices; writes out. Errors: kInvalidArgument if a buffer is too small;
+// kOutOfRange if an index is >= data.num_samples. Does not allocate.
 Result<DatasetView> GatherRows(const DatasetView& data, std::span<const std::uint32_t> indices,
                                const BatchBuffers& out);
 

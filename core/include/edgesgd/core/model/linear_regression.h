@@ -32,10 +32,12 @@ struct LinearRegression {
                                        const DatasetView& batch, std::span<float> gradient,
                                        std::span<float> scratch);
 
-  // Mean loss and accuracy over all of `data` (accuracy is NaN: there are no classes). Reads params
-  // and data; uses scratch. Same errors as LossAndGradient. Does not allocate.
-  static Result<Evaluation> Evaluate(const ModelSpec& spec, std::span<const float> params,
-                                     const DatasetView& data, std::span<float> scratch);
+  // Adds the squared residuals of `data` to sums.loss and its samples to sums.samples (no
+  // accuracy: there are no classes). Reads params and data; uses scratch. Same errors as
+  // LossAndGradient, with sums untouched. Does not allocate.
+  static Status AddToEvaluation(const ModelSpec& spec, std::span<const float> params,
+                                const DatasetView& data, std::span<float> scratch,
+                                EvaluationSums& sums);
 };
 
 }  // namespace edgesgd

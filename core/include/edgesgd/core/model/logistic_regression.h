@@ -31,10 +31,12 @@ struct LogisticRegression {
                                        const DatasetView& batch, std::span<float> gradient,
                                        std::span<float> scratch);
 
-  // Mean loss and accuracy over all of `data` (accuracy counts z > 0 as class 1). Reads params and
-  // data; uses scratch. Same errors as LossAndGradient. Does not allocate.
-  static Result<Evaluation> Evaluate(const ModelSpec& spec, std::span<const float> params,
-                                     const DatasetView& data, std::span<float> scratch);
+  // Adds the losses, correct predictions (z > 0 as class 1) and samples of `data` to `sums`.
+  // Reads params and data; uses scratch. Same errors as LossAndGradient, with sums untouched.
+  // Does not allocate.
+  static Status AddToEvaluation(const ModelSpec& spec, std::span<const float> params,
+                                const DatasetView& data, std::span<float> scratch,
+                                EvaluationSums& sums);
 };
 
 }  // namespace edgesgd

@@ -60,9 +60,12 @@ class Model {
   Result<float> LossAndGradient(std::span<const float> params, const DatasetView& batch,
                                 std::span<float> gradient);
 
-  // Mean loss and accuracy over `data` (accuracy NaN for linear regression). Same errors as
-  // LossAndGradient. Does not allocate.
-  Result<Evaluation> Evaluate(std::span<const float> params, const DatasetView& data);
+  // Mean loss and accuracy over `data` (accuracy NaN for linear regression). Byte features are
+  // gathered into `staging` as many rows at a time as it holds, float ones read in place; the
+  // figures are the same bits either way. Same errors as LossAndGradient, plus
+  // kInvalidArgument for byte features without staging room for one row. Does not allocate.
+  Result<Evaluation> Evaluate(std::span<const float> params, const DatasetView& data,
+                              const BatchBuffers& staging = {});
 
   bool initialized() const { return initialized_; }
   const ModelSpec& spec() const { return spec_; }
@@ -70,6 +73,9 @@ class Model {
   std::size_t parameter_count() const { return layout_.dimension(); }
 
  private:
+  Status AddToEvaluation(std::span<const float> params, const DatasetView& data,
+                         EvaluationSums& sums);
+
   ModelSpec spec_;
   TensorLayout layout_;
   std::span<float> scratch_;

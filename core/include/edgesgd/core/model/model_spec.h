@@ -45,6 +45,15 @@ struct Evaluation {
   float accuracy = 0.0f;
 };
 
+// The sums behind an Evaluation, carried from batch to batch: a dataset scored in parts (e.g.
+// byte features gathered into float batches) adds its samples in the order one pass would, so
+// its figures are bit-identical to that pass's.
+struct EvaluationSums {
+  double loss = 0.0;
+  std::size_t correct = 0;
+  std::size_t samples = 0;
+};
+
 // kOk if the spec describes a model (sizes as documented above, parameter count below 2^32);
 // kInvalidArgument otherwise. Does not allocate.
 Status ValidateModelSpec(const ModelSpec& spec);
@@ -61,8 +70,9 @@ namespace internal {
 
 // Shared argument check of every model kernel: spec valid and of `kind`; params (and gradient,
 // unless `check_gradient` is false) hold ParameterCount(spec) floats; data is a valid view
-// with feature_dim == spec.features, at least one sample, and targets (linear) or labels in
-// range (logistic {0,1}, others < classes); scratch holds at least `scratch_floats`.
+// of float features with feature_dim == spec.features, at least one sample, and targets
+// (linear) or labels in range (logistic {0,1}, others < classes); scratch holds at least
+// `scratch_floats`.
 // Errors: kInvalidArgument for a shape mismatch, kOutOfRange for a label out of range.
 Status CheckModelCall(const ModelSpec& spec, ModelKind kind, std::span<const float> params,
                       const DatasetView& data, std::span<const float> gradient, bool check_gradient,
