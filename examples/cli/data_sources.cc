@@ -9,17 +9,21 @@ namespace {
 
 bool IsBuiltIn(const std::string& data) { return data == "synthetic" || data == "fashion-mnist"; }
 
-// Loads a spec the validator has accepted.
-bool LoadFile(const std::string& text, const platform::DataReadOptions& options,
-              platform::LabeledData& out, std::string& error) {
-  platform::LabeledDataLoad load =
-      platform::LoadDataFile(platform::ParseDataFileSpec(text).spec, options);
+// The data of a successful load, or its message.
+bool Loaded(platform::LabeledDataLoad load, platform::LabeledData& out, std::string& error) {
   if (!load.ok()) {
-    error = load.message;
+    error = std::move(load.message);
     return false;
   }
   out = std::move(load.data);
   return true;
+}
+
+// Loads a spec the validator has accepted.
+bool LoadFile(const std::string& text, const platform::DataReadOptions& options,
+              platform::LabeledData& out, std::string& error) {
+  return Loaded(platform::LoadDataFile(platform::ParseDataFileSpec(text).spec, options), out,
+                error);
 }
 
 }  // namespace
@@ -63,26 +67,10 @@ bool LoadLabeledData(const std::string& data, const std::string& test_data, std:
   platform::LabeledData& train = sets.train;
   platform::LabeledData& test = sets.test;
   test = {};
+  if (!LoadTrainingRows(data, limit, {}, train, error)) return false;
   if (data == "fashion-mnist") {
-    platform::LabeledDataLoad train_load =
-        platform::LoadFashionMnist(platform::FashionMnistSplit::kTrain, limit);
-    if (!train_load.ok()) {
-      error = train_load.message;
-      return false;
-    }
-    platform::LabeledDataLoad test_load =
-        platform::LoadFashionMnist(platform::FashionMnistSplit::kTest);
-    if (!test_load.ok()) {
-      error = test_load.message;
-      return false;
-    }
-    train = std::move(train_load.data);
-    test = std::move(test_load.data);
-    return true;
+    return Loaded(platform::LoadFashionMnist(platform::FashionMnistSplit::kTest), test, error);
   }
-  platform::DataReadOptions options;
-  options.max_rows = limit;
-  if (!LoadFile(data, options, train, error)) return false;
   if (test_data.empty()) return true;
   // The model's classes are the training set's: a test label beyond them is an error.
   platform::DataReadOptions test_options;
@@ -94,6 +82,17 @@ bool LoadLabeledData(const std::string& data, const std::string& test_data, std:
     return false;
   }
   return true;
+}
+
+bool LoadTrainingRows(const std::string& data, std::size_t limit, platform::DataReadOptions options,
+                      platform::LabeledData& out, std::string& error) {
+  options.max_rows = limit;
+  if (data == "fashion-mnist") {
+    return Loaded(platform::LoadFashionMnist(platform::FashionMnistDirectory(),
+                                             platform::FashionMnistSplit::kTrain, options),
+                  out, error);
+  }
+  return LoadFile(data, options, out, error);
 }
 
 }  // namespace edgesgd::cli

@@ -39,4 +39,9 @@ struct LabeledSets {
 bool LoadLabeledData(const std::string& data, const std::string& test_data, std::size_t limit,
                      LabeledSets& sets, std::string& error);
 
+// Loads what `options` asks for (rows, labels alone) among the training set's first `limit`
+// samples (all when 0), e.g. one worker's shard. False with a one-line `error` naming the file.
+bool LoadTrainingRows(const std::string& data, std::size_t limit, platform::DataReadOptions options,
+                      platform::LabeledData& out, std::string& error);
+
 }  // namespace edgesgd::cli

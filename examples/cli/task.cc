@@ -13,6 +13,8 @@ namespace {
 
 // Test samples of the synthetic classification task.
 constexpr std::size_t kSyntheticTestSamples = 2000;
+// Rows of a byte-feature test set gathered into floats at a time.
+constexpr std::size_t kEvaluationRows = 256;
 
 std::unique_ptr<Model> MakeModel(const ModelSpec& spec, std::vector<std::byte>& storage) {
   storage.assign(Model::ScratchBytes(spec) + kArenaAlignment, std::byte{0});
@@ -93,7 +95,16 @@ bool Task::SetupLinreg(std::string& error) {
 
 bool Task::SetupClassification(std::string& error) {
   std::size_t classes = 10;
-  if (options_.data != "synthetic") {
+  if (options_.data != "synthetic" && options_.own_worker != TaskOptions::kEveryWorker) {
+    // The features of its own rows are loaded once the labels have been split (KeepOwnShard).
+    platform::DataReadOptions labels;
+    labels.labels_only = true;
+    if (!LoadTrainingRows(options_.data, options_.train_limit, labels, labeled_.train, error)) {
+      return false;
+    }
+    classes = labeled_.train.num_classes;
+    train_ = labeled_.train.View();
+  } else if (options_.data != "synthetic") {
     if (!LoadLabeledData(options_.data, options_.test_data, options_.train_limit, labeled_,
                          error)) {
       return false;
@@ -195,6 +206,10 @@ bool Task::SetupWorkers(std::string& error) {
           error = "a worker received no samples (too many workers for this split)";
           return false;
         }
+        if (w == options_.own_worker && options_.data != "synthetic" &&
+            !KeepOwnShard(state, error)) {
+          return false;
+        }
         break;
       }
     }
@@ -216,6 +231,30 @@ bool Task::SetupWorkers(std::string& error) {
       return false;
     }
   }
+  if (test_.has_byte_features()) {
+    eval_features_.resize(kEvaluationRows * test_.feature_dim);
+    eval_labels_.resize(kEvaluationRows);
+  }
+  return true;
+}
+
+bool Task::KeepOwnShard(WorkerState& state, std::string& error) {
+  // Rows in file order, read in one pass; the pool renumbered into them draws the same samples.
+  own_rows_.assign(state.pool.begin(), state.pool.end());
+  std::sort(own_rows_.begin(), own_rows_.end());
+  own_pool_.resize(state.pool.size());
+  for (std::size_t i = 0; i < own_pool_.size(); ++i) {
+    own_pool_[i] = static_cast<std::uint32_t>(
+        std::lower_bound(own_rows_.begin(), own_rows_.end(), state.pool[i]) - own_rows_.begin());
+  }
+  platform::DataReadOptions rows;
+  rows.rows = own_rows_;
+  rows.classes = labeled_.train.num_classes;
+  if (!LoadTrainingRows(options_.data, options_.train_limit, rows, own_shard_, error)) {
+    return false;
+  }
+  state.source = own_shard_.View();
+  state.pool = own_pool_;
   return true;
 }
 
@@ -267,7 +306,8 @@ TaskEvaluation Task::Evaluate(std::span<const float> model) {
     evaluation.loss = static_cast<double>(SparseNoiseQuadratic::Loss(model));
     return evaluation;
   }
-  const Result<Evaluation> result = eval_model_->Evaluate(model, test_);
+  const Result<Evaluation> result =
+      eval_model_->Evaluate(model, test_, {eval_features_, eval_labels_, {}});
   if (result.ok()) {
     evaluation.loss = static_cast<double>(result->loss);
     if (spec_.kind != ModelKind::kLinearRegression) {

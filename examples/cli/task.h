@@ -37,6 +37,11 @@ struct TaskOptions {
   std::size_t hidden = 64;      // mlp
   std::size_t train_limit = 0;  // Fashion-MNIST or a data file: first N samples (0 = all)
   std::uint64_t seed = 1;
+  // Fashion-MNIST or a data file in a process that trains one worker alone (`edgesgd worker`):
+  // that worker's index. The process then keeps every label (to split them as every process
+  // does) but the features of its own rows only, and no test set: it cannot Evaluate.
+  static constexpr std::size_t kEveryWorker = static_cast<std::size_t>(-1);
+  std::size_t own_worker = kEveryWorker;
 };
 
 // Figures of one evaluation; NaN where a figure does not apply.
@@ -93,6 +98,7 @@ class Task {
   bool SetupClassification(std::string& error);
   bool SetupLinreg(std::string& error);
   bool SetupWorkers(std::string& error);
+  bool KeepOwnShard(WorkerState& state, std::string& error);
 
   TaskOptions options_;
   ModelSpec spec_;
@@ -105,11 +111,18 @@ class Task {
   DatasetView train_, test_;
   std::vector<std::uint32_t> shard_indices_;
   std::vector<std::size_t> shard_offsets_;
+  // options_.own_worker's rows of the training set (ascending), their samples, and its pool
+  // renumbered into them.
+  std::vector<std::uint32_t> own_rows_, own_pool_;
+  platform::LabeledData own_shard_;
   std::vector<WorkerState> states_;
   std::vector<WorkerBinding> bindings_;
   std::vector<std::byte> eval_arena_;
   std::unique_ptr<Model> eval_model_;
   std::vector<float> eval_gradient_;
+  // Float rows byte features are evaluated in.
+  std::vector<float> eval_features_;
+  std::vector<std::uint8_t> eval_labels_;
 };
 
 }  // namespace edgesgd::cli

@@ -227,7 +227,8 @@ int RunTrain(const TrainOptions& options) {
     loss_sum += static_cast<double>(*loss);
     ++loss_count;
     if ((round + 1) % options.eval_every == 0 || round + 1 == options.rounds) {
-      const Result<Evaluation> evaluation = model.Evaluate(params, data.test);
+      // Byte features are evaluated through the batch buffers, free between rounds.
+      const Result<Evaluation> evaluation = model.Evaluate(params, data.test, batch);
       if (!evaluation.ok()) return 1;
       std::printf("%8zu %12.4f %12.4f %9.2f%% %14zu\n", round + 1,
                   loss_sum / static_cast<double>(loss_count),

@@ -19,8 +19,9 @@ namespace {
 
 constexpr const char* kName = "worker";
 
-// The worker's gradient oracle: its shard of the flags' task, built on the Welcome; data flags
-// that do not fit the server's model refuse the run there.
+// The worker's gradient oracle: its shard of the flags' task, built on the Welcome (the process
+// keeps that shard's samples alone); data flags that do not fit the server's model refuse the
+// run there.
 struct WorkerTask {
   const WorkerFlags* flags = nullptr;
   Task task;
@@ -43,8 +44,13 @@ struct WorkerTask {
 
   Status Setup(const protocol::RunConfig& config, std::uint32_t workers) {
     TaskOptions options;
-    if (!BuildTaskOptions(*flags, workers, config.seed, config.batch, options, error) ||
-        !task.Setup(options, error)) {
+    if (!BuildTaskOptions(*flags, workers, config.seed, config.batch, options, error)) {
+      return Status::FailedPrecondition("the data flags do not build a task");
+    }
+    // Only this worker's rows of the data are kept (an id beyond the run's workers is refused
+    // below, with the run's shape).
+    if (flags->id <= workers) options.own_worker = flags->id - 1;
+    if (!task.Setup(options, error)) {
       return Status::FailedPrecondition("the data flags do not build a task");
     }
     if (task.dimension() != config.layout.dimension() || flags->id > workers) {

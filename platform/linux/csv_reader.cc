@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <span>
 #include <string_view>
 #include <system_error>
 #include <type_traits>
@@ -83,21 +84,27 @@ class CsvParser {
     }
     const std::size_t sample = rows_++;
     if (sample < options_.first_row) return {};
+    const std::size_t row = sample - options_.first_row;
+    done = options_.max_rows != 0 && row + 1 == options_.max_rows;
+    const std::span<const std::uint32_t> kept = options_.rows;
+    if (!kept.empty()) {
+      if (kept[data_.num_samples] != row) return {};
+      done = done || data_.num_samples + 1 == kept.size();
+    }
     if (FileStatus label = Label(cells_[0], sample); !label.ok()) return label;
-    for (std::size_t column = 1; column < columns_; ++column) {
+    for (std::size_t column = 1; column < columns_ && !options_.labels_only; ++column) {
       float value = 0;
       if (!ParseNumber(cells_[column], value)) return NotANumber(column);
       if (!std::isfinite(value)) return NotFinite(std::string(cells_[column]), sample, path_);
       data_.features.push_back(value);
     }
     ++data_.num_samples;
-    done = options_.max_rows != 0 && data_.num_samples == options_.max_rows;
     return {};
   }
 
-  // After the last line: the feature count, or why nothing was loaded.
+  // After the last line: the feature count, or why not every row asked for was loaded.
   FileStatus Finish() {
-    if (data_.num_samples == 0) {
+    if (data_.num_samples == 0 || data_.num_samples < options_.rows.size()) {
       RowRange unused;
       return ResolveRows(options_, rows_, path_, unused);
     }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <functional>
 #include <span>
 
 #include "data_readers.h"
@@ -49,6 +50,8 @@ DataFileSpecParse SpecError(std::string message) {
 DatasetView LabeledData::View() const {
   DatasetView view;
   view.features = features;
+  view.feature_bytes = feature_bytes;
+  view.byte_divisor = 255.0f;  // unsigned bytes stand for [0, 1]
   view.labels = labels;
   view.num_samples = num_samples;
   view.feature_dim = feature_dim;
@@ -106,6 +109,13 @@ LabeledDataLoad LoadDataFile(const DataFileSpec& spec, const DataReadOptions& op
     LabeledDataLoad load;
     load.status = Status::InvalidArgument();
     load.message = "at most " + std::to_string(kMaxDataClasses) + " classes can be read";
+    return load;
+  }
+  if (std::adjacent_find(options.rows.begin(), options.rows.end(), std::greater_equal<>()) !=
+      options.rows.end()) {
+    LabeledDataLoad load;
+    load.status = Status::InvalidArgument();
+    load.message = "the rows to load must ascend strictly";
     return load;
   }
   LabeledDataLoad load = format->read(spec.paths, options);

@@ -30,6 +30,13 @@ LabeledDataLoad LoadFashionMnist(FashionMnistSplit split, std::size_t limit) {
 
 LabeledDataLoad LoadFashionMnist(const std::string& directory, FashionMnistSplit split,
                                  std::size_t limit) {
+  DataReadOptions options;
+  options.max_rows = limit;
+  return LoadFashionMnist(directory, split, options);
+}
+
+LabeledDataLoad LoadFashionMnist(const std::string& directory, FashionMnistSplit split,
+                                 const DataReadOptions& options) {
   if (!GzipAvailable()) {
     return Failure(Status::Unavailable(),
                    "Fashion-MNIST reader unavailable: edgesgd was built without zlib");
@@ -50,10 +57,9 @@ LabeledDataLoad LoadFashionMnist(const std::string& directory, FashionMnistSplit
                              (split == FashionMnistSplit::kTrain ? "train" : "t10k");
   const DataFileSpec spec{"idx",
                           {prefix + "-images-idx3-ubyte.gz", prefix + "-labels-idx1-ubyte.gz"}};
-  DataReadOptions options;
-  options.max_rows = limit;
-  options.classes = kFashionMnistClasses;
-  LabeledDataLoad load = LoadDataFile(spec, options);
+  DataReadOptions ten_classes = options;
+  ten_classes.classes = kFashionMnistClasses;
+  LabeledDataLoad load = LoadDataFile(spec, ten_classes);
   if (load.ok() && load.data.feature_dim != kFashionMnistFeatures) {
     return Failure(Status::DataLoss(), "corrupt: " + spec.paths[0] + " holds images of " +
                                            std::to_string(load.data.feature_dim) +

@@ -150,26 +150,7 @@ LabeledDataLoad ReadIdx(std::span<const std::string> paths, const DataReadOption
   if (FileStatus read = ReadLabelsHeader(labels, classes); !read.ok()) {
     return Failed(std::move(read));
   }
-  if (pixels.rows != classes.rows) {
-    return Failed(SampleCountMismatch(images_path, pixels.rows, labels_path, classes.rows));
-  }
-  RowRange range;
-  if (FileStatus rows = ResolveRows(options, pixels.rows, images_path, range); !rows.ok()) {
-    return Failed(std::move(rows));
-  }
-
-  LabeledDataLoad load;
-  LabeledData& data = load.data;
-  if (FileStatus read = ReadLabelRows(labels, classes, range, options.classes, data.labels);
-      !read.ok()) {
-    return Failed(std::move(read));
-  }
-  if (FileStatus read = ReadFeatureRows(images, pixels, range, data.features); !read.ok()) {
-    return Failed(std::move(read));
-  }
-  data.num_samples = range.count;
-  data.feature_dim = pixels.row_values;
-  return load;
+  return ReadSamples(images, pixels, labels, classes, options);
 }
 
 }  // namespace edgesgd::platform::internal

@@ -306,26 +306,7 @@ LabeledDataLoad ReadNpy(std::span<const std::string> paths, const DataReadOption
     return Failed(Failure(Status::DataLoss(), "corrupt: shape " + ShapeText(shape) + " in " +
                                                   paths[0] + " has no features or is too large"));
   }
-  if (values.rows != classes.rows) {
-    return Failed(SampleCountMismatch(paths[0], values.rows, paths[1], classes.rows));
-  }
-  RowRange range;
-  if (FileStatus rows = ResolveRows(options, values.rows, paths[0], range); !rows.ok()) {
-    return Failed(std::move(rows));
-  }
-
-  LabeledDataLoad load;
-  LabeledData& data = load.data;
-  if (FileStatus read = ReadLabelRows(labels, classes, range, options.classes, data.labels);
-      !read.ok()) {
-    return Failed(std::move(read));
-  }
-  if (FileStatus read = ReadFeatureRows(features, values, range, data.features); !read.ok()) {
-    return Failed(std::move(read));
-  }
-  data.num_samples = range.count;
-  data.feature_dim = values.row_values;
-  return load;
+  return ReadSamples(features, values, labels, classes, options);
 }
 
 }  // namespace edgesgd::platform::internal

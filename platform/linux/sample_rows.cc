@@ -40,11 +40,13 @@ std::string FormatDouble(double value) {
   return text;
 }
 
-// Reads rows `range` of `array` chunk by chunk, handing each chunk's elements to
-// `convert(bytes, count, first_element)` (element indices count from the array's start), then
-// checks the file ends there if the range reaches the array's end.
+// Reads rows `range` of `array` chunk by chunk, handing the elements of the rows kept (`rows`,
+// numbered from range.first; all when empty) to `convert(bytes, count, first_element)` (element
+// indices count from the array's start), then checks the file ends there if the range reaches
+// the array's end.
 template <typename Convert>
-FileStatus ReadRows(InputFile& file, const BinaryArray& array, RowRange range, Convert convert) {
+FileStatus ReadRows(InputFile& file, const BinaryArray& array, RowRange range,
+                    std::span<const std::uint32_t> rows, Convert convert) {
   const std::size_t element_bytes = ElementBytes(array.format.type);
   const std::size_t row_bytes = array.row_values * element_bytes;
   const std::size_t total = array.rows * row_bytes;  // FitsInMemoryRange was checked
@@ -56,16 +58,35 @@ FileStatus ReadRows(InputFile& file, const BinaryArray& array, RowRange range, C
   const std::size_t chunk_bytes = std::min(wanted, kChunkBytes);
   const auto chunk = std::make_unique_for_overwrite<std::byte[]>(chunk_bytes);
   std::size_t element = range.first * array.row_values;
+  std::size_t next_kept = 0;  // into `rows`
   for (std::size_t done = 0; done < wanted;) {
     const std::size_t bytes = std::min(chunk_bytes, wanted - done);
     std::size_t got = 0;
     if (FileStatus read = file.Read(std::span(chunk.get(), bytes), got); !read.ok()) return read;
     if (got < bytes) return file.Truncated(array.what, total, skipped + done + got);
     const std::size_t count = bytes / element_bytes;
-    if (FileStatus converted = convert(chunk.get(), count, element); !converted.ok()) {
-      return converted;
+    if (rows.empty()) {
+      if (FileStatus converted = convert(chunk.get(), count, element); !converted.ok()) {
+        return converted;
+      }
     }
-    element += count;
+    // The parts of kept rows inside this chunk; a row may continue into the next one.
+    const std::size_t chunk_end = element + count;
+    while (next_kept < rows.size()) {
+      const std::size_t row_begin = (range.first + rows[next_kept]) * array.row_values;
+      const std::size_t row_end = row_begin + array.row_values;
+      if (row_begin >= chunk_end) break;
+      const std::size_t from = std::max(row_begin, element);
+      const std::size_t to = std::min(row_end, chunk_end);
+      if (FileStatus converted =
+              convert(chunk.get() + (from - element) * element_bytes, to - from, from);
+          !converted.ok()) {
+        return converted;
+      }
+      if (row_end > chunk_end) break;
+      ++next_kept;
+    }
+    element = chunk_end;
     done += bytes;
   }
   if (range.first + range.count < array.rows) return {};
@@ -76,6 +97,67 @@ FileStatus ReadRows(InputFile& file, const BinaryArray& array, RowRange range, C
                                            std::to_string(array.rows) + " declared items");
   }
   return {};
+}
+
+// Reads rows `range` (those of `rows` when not empty) of `array` (of unsigned bytes, float32 or
+// float64) as features, appended to out.feature_bytes (bytes) or out.features (floats, required
+// to be finite). Bytes are read in bounded chunks, so memory grows only with data kept.
+FileStatus ReadFeatureRows(InputFile& file, const BinaryArray& array, RowRange range,
+                           std::span<const std::uint32_t> rows, LabeledData& out) {
+  const ElementFormat format = array.format;
+  const std::size_t element_bytes = ElementBytes(format.type);
+  return ReadRows(
+      file, array, range, rows,
+      [&](const std::byte* bytes, std::size_t count, std::size_t first) -> FileStatus {
+        if (format.type == ElementType::kUint8) {
+          const auto* values = reinterpret_cast<const std::uint8_t*>(bytes);
+          out.feature_bytes.insert(out.feature_bytes.end(), values, values + count);
+          return {};
+        }
+        for (std::size_t i = 0; i < count; ++i) {
+          const std::uint64_t bits =
+              LoadBits(bytes + i * element_bytes, element_bytes, format.big_endian);
+          const float value = format.type == ElementType::kFloat64
+                                  ? static_cast<float>(std::bit_cast<double>(bits))
+                                  : std::bit_cast<float>(static_cast<std::uint32_t>(bits));
+          if (!std::isfinite(value)) {
+            const double read = format.type == ElementType::kFloat64 ? std::bit_cast<double>(bits)
+                                                                     : static_cast<double>(value);
+            return NotFinite(FormatDouble(read), (first + i) / array.row_values, file.path());
+          }
+          out.features.push_back(value);
+        }
+        return {};
+      });
+}
+
+// As ReadFeatureRows for an array of integer labels (one per row), each required to be below
+// `classes` (kMaxDataClasses when 0).
+FileStatus ReadLabelRows(InputFile& file, const BinaryArray& array, RowRange range,
+                         std::span<const std::uint32_t> rows, std::size_t classes,
+                         std::vector<std::uint8_t>& out) {
+  const ElementFormat format = array.format;
+  const std::size_t element_bytes = ElementBytes(format.type);
+  const std::uint64_t limit = classes == 0 ? kMaxDataClasses : classes;
+  return ReadRows(file, array, range, rows,
+                  [&](const std::byte* bytes, std::size_t count, std::size_t first) -> FileStatus {
+                    for (std::size_t i = 0; i < count; ++i) {
+                      const std::uint64_t bits =
+                          LoadBits(bytes + i * element_bytes, element_bytes, format.big_endian);
+                      const std::size_t sample = (first + i) / array.row_values;
+                      if (IsSigned(format.type)) {
+                        const std::int64_t label = SignExtend(bits, element_bytes);
+                        if (label < 0 || static_cast<std::uint64_t>(label) >= limit) {
+                          return LabelOutOfRange(std::to_string(label), sample, file.path(),
+                                                 classes);
+                        }
+                      } else if (bits >= limit) {
+                        return LabelOutOfRange(std::to_string(bits), sample, file.path(), classes);
+                      }
+                      out.push_back(static_cast<std::uint8_t>(bits));
+                    }
+                    return {};
+                  });
 }
 
 }  // namespace
@@ -135,6 +217,12 @@ FileStatus ResolveRows(const DataReadOptions& options, std::size_t rows, const s
   range.first = options.first_row;
   range.count = rows - options.first_row;
   if (options.max_rows != 0) range.count = std::min(range.count, options.max_rows);
+  if (!options.rows.empty() && options.rows.back() >= range.count) {
+    return Failure(Status::OutOfRange(), "no sample " + std::to_string(options.rows.back()) +
+                                             " in " + path + " from row " +
+                                             std::to_string(options.first_row) + ": it holds " +
+                                             std::to_string(range.count));
+  }
   return {};
 }
 
@@ -158,63 +246,31 @@ bool FitsInMemoryRange(const BinaryArray& array) {
   return values.has_value() && CheckedProduct(*values, ElementBytes(array.format.type)).has_value();
 }
 
-FileStatus ReadFeatureRows(InputFile& file, const BinaryArray& array, RowRange range,
-                           std::vector<float>& out) {
-  const ElementFormat format = array.format;
-  const std::size_t element_bytes = ElementBytes(format.type);
-  return ReadRows(
-      file, array, range,
-      [&](const std::byte* bytes, std::size_t count, std::size_t first) -> FileStatus {
-        const std::size_t base = out.size();
-        out.resize(base + count);
-        if (format.type == ElementType::kUint8) {
-          // Division (not a multiply by 1/255) rounds every byte value correctly.
-          for (std::size_t i = 0; i < count; ++i) {
-            out[base + i] = static_cast<float>(std::to_integer<std::uint8_t>(bytes[i])) / 255.0f;
-          }
-          return {};
-        }
-        for (std::size_t i = 0; i < count; ++i) {
-          const std::uint64_t bits =
-              LoadBits(bytes + i * element_bytes, element_bytes, format.big_endian);
-          const float value = format.type == ElementType::kFloat64
-                                  ? static_cast<float>(std::bit_cast<double>(bits))
-                                  : std::bit_cast<float>(static_cast<std::uint32_t>(bits));
-          if (!std::isfinite(value)) {
-            const double read = format.type == ElementType::kFloat64 ? std::bit_cast<double>(bits)
-                                                                     : static_cast<double>(value);
-            return NotFinite(FormatDouble(read), (first + i) / array.row_values, file.path());
-          }
-          out[base + i] = value;
-        }
-        return {};
-      });
-}
-
-FileStatus ReadLabelRows(InputFile& file, const BinaryArray& array, RowRange range,
-                         std::size_t classes, std::vector<std::uint8_t>& out) {
-  const ElementFormat format = array.format;
-  const std::size_t element_bytes = ElementBytes(format.type);
-  const std::uint64_t limit = classes == 0 ? kMaxDataClasses : classes;
-  return ReadRows(file, array, range,
-                  [&](const std::byte* bytes, std::size_t count, std::size_t first) -> FileStatus {
-                    for (std::size_t i = 0; i < count; ++i) {
-                      const std::uint64_t bits =
-                          LoadBits(bytes + i * element_bytes, element_bytes, format.big_endian);
-                      const std::size_t sample = (first + i) / array.row_values;
-                      if (IsSigned(format.type)) {
-                        const std::int64_t label = SignExtend(bits, element_bytes);
-                        if (label < 0 || static_cast<std::uint64_t>(label) >= limit) {
-                          return LabelOutOfRange(std::to_string(label), sample, file.path(),
-                                                 classes);
-                        }
-                      } else if (bits >= limit) {
-                        return LabelOutOfRange(std::to_string(bits), sample, file.path(), classes);
-                      }
-                      out.push_back(static_cast<std::uint8_t>(bits));
-                    }
-                    return {};
-                  });
+LabeledDataLoad ReadSamples(InputFile& features, const BinaryArray& values, InputFile& labels,
+                            const BinaryArray& classes, const DataReadOptions& options) {
+  if (values.rows != classes.rows) {
+    return Failed(SampleCountMismatch(features.path(), values.rows, labels.path(), classes.rows));
+  }
+  RowRange range;
+  if (FileStatus rows = ResolveRows(options, values.rows, features.path(), range); !rows.ok()) {
+    return Failed(std::move(rows));
+  }
+  LabeledDataLoad load;
+  LabeledData& data = load.data;
+  if (FileStatus read =
+          ReadLabelRows(labels, classes, range, options.rows, options.classes, data.labels);
+      !read.ok()) {
+    return Failed(std::move(read));
+  }
+  if (!options.labels_only) {
+    if (FileStatus read = ReadFeatureRows(features, values, range, options.rows, data);
+        !read.ok()) {
+      return Failed(std::move(read));
+    }
+  }
+  data.num_samples = options.rows.empty() ? range.count : options.rows.size();
+  data.feature_dim = values.row_values;
+  return load;
 }
 
 FileStatus LabelOutOfRange(const std::string& value, std::size_t sample, const std::string& path,

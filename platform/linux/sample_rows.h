@@ -51,7 +51,7 @@ struct RowRange {
 };
 
 // The rows `options` asks for among a file's `rows`: kOutOfRange when none (an empty file, or a
-// first row at or past its end).
+// first row at or past its end) or when a row of options.rows lies past them.
 FileStatus ResolveRows(const DataReadOptions& options, std::size_t rows, const std::string& path,
                        RowRange& range);
 
@@ -74,17 +74,12 @@ struct BinaryArray {
 // Whether the array's byte size fits in a size_t (check before reading it).
 bool FitsInMemoryRange(const BinaryArray& array);
 
-// Reads rows `range` of `array` (of unsigned bytes, float32 or float64) as features, appended to
-// `out` (bytes / 255, floats as float and required to be finite), then — when the range reaches the
-// array's end — checks that the file ends there. Bytes are read in bounded chunks, so `out` grows
-// only with data actually present.
-FileStatus ReadFeatureRows(InputFile& file, const BinaryArray& array, RowRange range,
-                           std::vector<float>& out);
-
-// As ReadFeatureRows for an array of integer labels (one per row), each required to be below
-// `classes` (kMaxDataClasses when 0).
-FileStatus ReadLabelRows(InputFile& file, const BinaryArray& array, RowRange range,
-                         std::size_t classes, std::vector<std::uint8_t>& out);
+// Loads the samples `options` asks for from a features array and a labels array whose headers
+// `features` and `labels` have just read past, the tail every binary format shares: their
+// lengths must match, every label kept is checked against options.classes, every float feature
+// kept for finiteness; unsigned-byte features stay bytes. Leaves num_classes to LoadDataFile.
+LabeledDataLoad ReadSamples(InputFile& features, const BinaryArray& values, InputFile& labels,
+                            const BinaryArray& classes, const DataReadOptions& options);
 
 // "corrupt: label VALUE of sample SAMPLE in PATH is outside 0-(CLASSES - 1)" (classes 0: 256).
 FileStatus LabelOutOfRange(const std::string& value, std::size_t sample, const std::string& path,

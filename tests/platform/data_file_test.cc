@@ -29,6 +29,14 @@ Bytes Images(std::uint32_t count, std::uint32_t rows = 2, std::uint32_t cols = 2
 }
 Bytes Labels(const Bytes& labels) { return data_files::LabelsIdx(0x00000801, labels); }
 
+// The features as a model sees them: float rows, bytes scaled as they are gathered.
+std::vector<float> Floats(const LabeledData& data) {
+  std::vector<float> floats(data.num_samples * data.feature_dim);
+  std::vector<std::uint8_t> labels(data.num_samples);
+  EXPECT_TRUE(GatherRows(data.View(), {}, {floats, labels, {}}).ok());
+  return floats;
+}
+
 class DataFileTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -109,9 +117,12 @@ TEST_F(DataFileTest, IdxLoadsBytesScaledToUnitRangeWithLabelsBeside) {
   EXPECT_EQ(load.data.num_samples, 3u);
   EXPECT_EQ(load.data.feature_dim, 4u);
   EXPECT_EQ(load.data.num_classes, 3u);  // 1 + the largest label
-  ASSERT_EQ(load.data.features.size(), 12u);
+  EXPECT_TRUE(load.data.features.empty());  // bytes stay bytes
+  ASSERT_EQ(load.data.feature_bytes.size(), 12u);
+  const std::vector<float> floats = Floats(load.data);
   for (std::size_t i = 0; i < 12; ++i) {
-    EXPECT_EQ(load.data.features[i], static_cast<float>(i) / 255.0f) << i;
+    EXPECT_EQ(load.data.feature_bytes[i], i) << i;
+    EXPECT_EQ(floats[i], static_cast<float>(i) / 255.0f) << i;
   }
   EXPECT_EQ(load.data.labels, (std::vector<std::uint8_t>{2, 0, 1}));
   EXPECT_TRUE(ValidateDataset(load.data.View()).ok());
@@ -130,8 +141,8 @@ TEST_F(DataFileTest, IdxReadsGzipAndExplicitLabelsAndARowRange) {
   EXPECT_EQ(load.data.num_samples, 2u);
   EXPECT_EQ(load.data.num_classes, 10u);
   EXPECT_EQ(load.data.labels, (std::vector<std::uint8_t>{1, 4}));
-  EXPECT_EQ(load.data.features.front(), 4.0f / 255.0f);  // sample 1 starts at pixel 4
-  EXPECT_EQ(load.data.features.back(), 11.0f / 255.0f);
+  EXPECT_EQ(Floats(load.data).front(), 4.0f / 255.0f);  // sample 1 starts at pixel 4
+  EXPECT_EQ(Floats(load.data).back(), 11.0f / 255.0f);
 
   options.first_row = 4;
   ExpectFailure(Load("idx:" + images + "," + labels, options), Status::OutOfRange(),
@@ -339,6 +350,109 @@ TEST_F(DataFileTest, CsvReadsGzip) {
   EXPECT_EQ(load.data.num_classes, 5u);
 }
 
+// ---- Picked rows and labels alone (a worker's shard) ----
+
+class PickedRowsTest : public DataFileTest {
+ protected:
+  static constexpr std::uint32_t kRows = 600;
+
+  // The same samples in every format: IDX bytes (15x15 images, so the reader's 64 KiB reads
+  // end inside an image), gzip-compressed IDX when zlib is built in, float .npy and CSV.
+  std::vector<std::string> Specs() {
+    Bytes classes(kRows);
+    std::vector<float> values(kRows * 3);
+    std::string csv;
+    for (std::uint32_t i = 0; i < kRows; ++i) {
+      classes[i] = static_cast<std::uint8_t>(i % 7);
+      csv += std::to_string(i % 7);
+      for (std::uint32_t k = 0; k < 3; ++k) {
+        values[i * 3 + k] = static_cast<float>(i) + 0.25f * static_cast<float>(k);
+        csv += ',';
+        csv += std::to_string(values[i * 3 + k]);
+      }
+      csv += "\n";
+    }
+    const std::string labels = Write("p-labels-idx1-ubyte", Labels(classes));
+    std::vector<std::string> specs = {
+        "idx:" + Write("p-images-idx3-ubyte", Images(kRows, 15, 15)) + "," + labels,
+        "npy:" + Write("x.npy", Npy("<f4", "(600, 3)", LittleEndian(values))) + "," +
+            Write("y.npy", Npy("|u1", "(600,)", classes)),
+        "csv:" + Write("d.csv", Text(csv))};
+    if (GzipAvailable()) {
+      specs.push_back("idx:" + Write("p.gz", Gzip(Images(kRows, 15, 15))) + "," + labels);
+    }
+    return specs;
+  }
+};
+
+TEST_F(PickedRowsTest, AreTheRowsOfAFullLoad) {
+  const std::vector<std::uint32_t> rows = {0, 1, 290, 291, 292, 433, 599};
+  for (const std::string& spec : Specs()) {
+    const LabeledDataLoad full = Load(spec);
+    ASSERT_TRUE(full.ok()) << full.message;
+    DataReadOptions options;
+    options.rows = rows;
+    options.classes = full.data.num_classes;
+    const LabeledDataLoad picked = Load(spec, options);
+    ASSERT_TRUE(picked.ok()) << picked.message;
+    ASSERT_EQ(picked.data.num_samples, rows.size()) << spec;
+    EXPECT_EQ(picked.data.feature_dim, full.data.feature_dim) << spec;
+    EXPECT_EQ(picked.data.feature_bytes.empty(), full.data.feature_bytes.empty()) << spec;
+    const std::vector<float> all = Floats(full.data);
+    const std::vector<float> some = Floats(picked.data);
+    const std::size_t dim = full.data.feature_dim;
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      EXPECT_EQ(picked.data.labels[i], full.data.labels[rows[i]]) << spec << " row " << rows[i];
+      EXPECT_TRUE(std::equal(some.begin() + static_cast<std::ptrdiff_t>(i * dim),
+                             some.begin() + static_cast<std::ptrdiff_t>((i + 1) * dim),
+                             all.begin() + static_cast<std::ptrdiff_t>(rows[i] * dim)))
+          << spec << " row " << rows[i];
+    }
+    // Rows count from first_row.
+    options.first_row = 290;
+    options.rows = std::span(rows).subspan(2, 1);  // row 290 + 290
+    const LabeledDataLoad shifted = Load(spec, options);
+    ASSERT_TRUE(shifted.ok()) << shifted.message;
+    EXPECT_EQ(shifted.data.labels, std::vector<std::uint8_t>{full.data.labels[580]}) << spec;
+  }
+}
+
+TEST_F(PickedRowsTest, LabelsAloneKeepTheShapeButNoFeatures) {
+  for (const std::string& spec : Specs()) {
+    const LabeledDataLoad full = Load(spec);
+    ASSERT_TRUE(full.ok()) << full.message;
+    DataReadOptions options;
+    options.labels_only = true;
+    const LabeledDataLoad labels = Load(spec, options);
+    ASSERT_TRUE(labels.ok()) << labels.message;
+    EXPECT_EQ(labels.data.labels, full.data.labels) << spec;
+    EXPECT_EQ(labels.data.num_samples, full.data.num_samples) << spec;
+    EXPECT_EQ(labels.data.feature_dim, full.data.feature_dim) << spec;
+    EXPECT_EQ(labels.data.num_classes, 7u) << spec;
+    EXPECT_TRUE(labels.data.features.empty() && labels.data.feature_bytes.empty()) << spec;
+  }
+}
+
+TEST_F(PickedRowsTest, MustAscendAndLieInTheRowsAskedFor) {
+  for (const std::string& spec : Specs()) {
+    const std::string path = ParseDataFileSpec(spec).spec.paths[0];
+    DataReadOptions options;
+    const std::vector<std::uint32_t> descending = {2, 1};
+    options.rows = descending;
+    ExpectFailure(Load(spec, options), Status::InvalidArgument(),
+                  "the rows to load must ascend strictly");
+    const std::vector<std::uint32_t> past_the_end = {0, kRows};
+    options.rows = past_the_end;
+    ExpectFailure(Load(spec, options), Status::OutOfRange(),
+                  "no sample 600 in " + path + " from row 0: it holds 600");
+    options.max_rows = 10;
+    const std::vector<std::uint32_t> past_the_limit = {3, 10};
+    options.rows = past_the_limit;
+    ExpectFailure(Load(spec, options), Status::OutOfRange(),
+                  "no sample 10 in " + path + " from row 0: it holds 10");
+  }
+}
+
 // ---- NumPy ----
 
 TEST_F(DataFileTest, NpyLoadsFloatsAndIntegerLabels) {
@@ -372,7 +486,8 @@ TEST_F(DataFileTest, NpyReadsBytesDoublesImagesAndColumnLabels) {
   LabeledDataLoad load = Load("npy:" + bytes + "," + column);
   ASSERT_TRUE(load.ok()) << load.message;
   EXPECT_EQ(load.data.feature_dim, 2u);
-  EXPECT_EQ(load.data.features, (std::vector<float>{0.0f, 51.0f / 255.0f, 1.0f, 102.0f / 255.0f}));
+  EXPECT_EQ(load.data.feature_bytes, (Bytes{0, 51, 255, 102}));
+  EXPECT_EQ(Floats(load.data), (std::vector<float>{0.0f, 51.0f / 255.0f, 1.0f, 102.0f / 255.0f}));
   EXPECT_EQ(load.data.labels, (std::vector<std::uint8_t>{9, 3}));
   load = Load("npy:" + doubles + "," + column);
   ASSERT_TRUE(load.ok()) << load.message;

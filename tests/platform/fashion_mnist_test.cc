@@ -62,10 +62,13 @@ TEST_F(FashionMnistFilesTest, LoadsAValidSmallSetScaledToUnitRange) {
   const LabeledDataLoad load = Load();
   ASSERT_TRUE(load.ok()) << load.message;
   EXPECT_EQ(load.data.num_samples, 3u);
-  ASSERT_EQ(load.data.features.size(), 3u * 784u);
-  EXPECT_EQ(load.data.features[0], 0.0f);
-  EXPECT_EQ(load.data.features[255], 1.0f);
-  EXPECT_EQ(load.data.features[1], 1.0f / 255.0f);
+  ASSERT_EQ(load.data.feature_bytes.size(), 3u * 784u);  // pixels stay bytes
+  std::vector<float> floats(3 * 784);
+  std::vector<std::uint8_t> labels(3);
+  ASSERT_TRUE(GatherRows(load.data.View(), {}, {floats, labels, {}}).ok());
+  EXPECT_EQ(floats[0], 0.0f);
+  EXPECT_EQ(floats[255], 1.0f);
+  EXPECT_EQ(floats[1], 1.0f / 255.0f);
   EXPECT_EQ(load.data.labels, (std::vector<std::uint8_t>{9, 0, 4}));
   const DatasetView view = load.data.View();
   EXPECT_TRUE(ValidateDataset(view).ok());
@@ -74,7 +77,7 @@ TEST_F(FashionMnistFilesTest, LoadsAValidSmallSetScaledToUnitRange) {
   const LabeledDataLoad limited = Load(2);
   ASSERT_TRUE(limited.ok()) << limited.message;
   EXPECT_EQ(limited.data.num_samples, 2u);
-  EXPECT_EQ(limited.data.features.size(), 2u * 784u);
+  EXPECT_EQ(limited.data.feature_bytes.size(), 2u * 784u);
 }
 
 TEST_F(FashionMnistFilesTest, ReportsAMissingFile) {
@@ -203,14 +206,10 @@ TEST(FashionMnistRealDataTest, LoadsBothSplitsWithBalancedLabels) {
     std::array<std::size_t, 10> counts{};
     for (const auto label : load->data.labels) ++counts[label];
     for (const std::size_t count : counts) EXPECT_EQ(count, load->data.num_samples / 10);
-    float low = 1.0f;
-    float high = 0.0f;
-    for (const float value : load->data.features) {
-      low = std::min(low, value);
-      high = std::max(high, value);
-    }
-    EXPECT_EQ(low, 0.0f);
-    EXPECT_EQ(high, 1.0f);
+    const auto [low, high] =
+        std::minmax_element(load->data.feature_bytes.begin(), load->data.feature_bytes.end());
+    EXPECT_EQ(*low, 0);
+    EXPECT_EQ(*high, 255);
   }
   const LabeledDataLoad limited = LoadFashionMnist(FashionMnistSplit::kTrain, 100);
   ASSERT_TRUE(limited.ok()) << limited.message;
@@ -260,7 +259,8 @@ TEST(FashionMnistRealDataTest, SoftmaxSgdReachesEightyThreePercent) {
     ASSERT_TRUE(model.LossAndGradient(params, *batch, gradient).ok());
     for (std::size_t j = 0; j < params.size(); ++j) params[j] -= kLearningRate * gradient[j];
   }
-  const Result<Evaluation> result = model.Evaluate(params, test.data.View());
+  const Result<Evaluation> result =
+      model.Evaluate(params, test.data.View(), {batch_x, batch_y, {}});
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ASSERT_TRUE(result.ok());

@@ -208,6 +208,27 @@ def matches_simulate(cluster):
           (worst, "bit-identical" if sim_model == tcp_model else "arrival order differed"))
 
 
+def worker_keeps_its_shard(cluster):
+    """Workers keep only their shard of Fashion-MNIST (every label, their own rows' pixels, in
+    file order with their sample pool renumbered) and still train as simulate does, which holds
+    the whole set: with majority vote the model is bit-identical, on a Dirichlet split (shards
+    neither contiguous nor in file order) with mini-batches and on a sorted split with the full
+    local batch."""
+    run = ["--workers", "4", "--rounds", "20", "--seed", "7", "--quorum", "4"] + MAJORITY
+    for name, split, batch in (("dirichlet", "dirichlet:0.5", "16"), ("sorted", "sorted", "0")):
+        data = ["--data", "fashion-mnist", "--train-limit", "3000", "--split", split]
+        flags = run + data + ["--batch", batch]
+        sim_model, sim_summary = simulate(cluster, flags, "sim_" + name)
+        tcp_model, tcp_summary = train_over_tcp(cluster, flags, 4, name="tcp_" + name,
+                                                worker_extra={w: data for w in range(1, 5)})
+        check(len(tcp_model) == 7850, "not Fashion-MNIST's softmax model")
+        check(sim_model == tcp_model, "%s: workers holding their shard differ from simulate "
+              "(max diff %g)" % (name, max(abs(a - b) for a, b in zip(sim_model, tcp_model))))
+        check(sim_summary["final"]["accuracy"] == tcp_summary["final"]["accuracy"],
+              "%s: accuracy differs from simulate" % name)
+    print("dirichlet and sorted splits: bit-identical to simulate")
+
+
 def private_training(cluster):
     """Differential privacy over TCP: server and workers draw their noise keys from the
     operating system, so two runs with the same seed and flags train to different models (the
@@ -817,6 +838,7 @@ def gossip_peer_killed_choco(cluster):
 
 SCENARIOS = {
     "matches_simulate": matches_simulate,
+    "worker_keeps_its_shard": worker_keeps_its_shard,
     "private_training": private_training,
     "kill_worker": kill_worker,
     "server_resume": server_resume,

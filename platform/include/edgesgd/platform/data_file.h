@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,10 +25,13 @@ namespace edgesgd::platform {
 // Labels are bytes in a DatasetView: at most 256 classes.
 inline constexpr std::size_t kMaxDataClasses = 256;
 
-// Owned samples: features row-major, feature_dim floats per sample (unsigned-byte values are
-// divided by 255 into [0, 1], the others kept as read); labels each below num_classes.
+// Owned samples, row-major with feature_dim values per sample: unsigned bytes stay bytes in
+// `feature_bytes` (a quarter of the memory; the view scales them by 1/255 into [0, 1] as rows
+// are gathered into float batches), other types are floats in `features`, kept as read. Labels
+// each below num_classes. A load of labels alone has neither features nor feature bytes.
 struct LabeledData {
   std::vector<float> features;
+  std::vector<std::uint8_t> feature_bytes;
   std::vector<std::uint8_t> labels;
   std::size_t num_samples = 0;
   std::size_t feature_dim = 0;
@@ -43,8 +47,8 @@ struct LabeledData {
 // build without zlib), kDataLoss (bad magic or header, truncation, trailing data, a shape
 // mismatch between features and labels, a label out of range, a cell that is not a number, a
 // value that is not finite, corrupt gzip), kInvalidArgument (a valid file this reader does not
-// take: an unsupported value type or layout; a bad spec), kOutOfRange (the rows asked for are
-// not in the file).
+// take: an unsupported value type or layout; a bad spec; rows that do not ascend), kOutOfRange
+// (the rows asked for are not in the file).
 struct LabeledDataLoad {
   Status status;
   std::string message;
@@ -60,6 +64,11 @@ struct DataReadOptions {
   // 0: labels below kMaxDataClasses, num_classes = 1 + the largest label read. Otherwise every
   // label must be below `classes`, and num_classes = classes.
   std::size_t classes = 0;
+  // Non-empty: only these rows of the ones above are kept, numbered from first_row, strictly
+  // ascending (e.g. one worker's shard). The others are read past, their values unchecked.
+  std::span<const std::uint32_t> rows;
+  // Labels alone (feature_dim is still set): e.g. to split the data before loading a shard.
+  bool labels_only = false;
 };
 
 // A parsed spec: the format's name and its paths, in the order of its syntax.

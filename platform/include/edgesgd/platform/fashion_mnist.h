@@ -26,7 +26,8 @@ enum class FashionMnistSplit : std::uint8_t { kTrain, kTest };
 std::string FashionMnistDirectory();
 
 // Loads the first `limit` samples (all when limit is 0 or exceeds the file's count) of a split
-// from `directory`: 784 floats per image, pixel / 255 in [0, 1]; labels 0-9, num_classes 10.
+// from `directory`: 784 bytes per image (pixel / 255 in [0, 1] once gathered into floats);
+// labels 0-9, num_classes 10.
 // Validates both headers (IDX images of 28x28, labels, equal counts), every loaded label and
 // that the files hold the bytes their headers promise. A full load (limit 0 or >= the count)
 // also reads to the end of each gzip stream, so a CRC error or data past the declared count is
@@ -37,6 +38,10 @@ std::string FashionMnistDirectory();
 // "missing file /d/train-images-idx3-ubyte.gz: No such file or directory".
 LabeledDataLoad LoadFashionMnist(const std::string& directory, FashionMnistSplit split,
                                  std::size_t limit = 0);
+
+// As above, the rows `options` asks for (its classes are always 10), e.g. one worker's shard.
+LabeledDataLoad LoadFashionMnist(const std::string& directory, FashionMnistSplit split,
+                                 const DataReadOptions& options);
 
 // As above, from FashionMnistDirectory().
 LabeledDataLoad LoadFashionMnist(FashionMnistSplit split, std::size_t limit = 0);
