@@ -240,17 +240,17 @@ bool Task::SetupWorkers(std::string& error) {
 
 bool Task::KeepOwnShard(WorkerState& state, std::string& error) {
   // Rows in file order, read in one pass; the pool renumbered into them draws the same samples.
-  own_rows_.assign(state.pool.begin(), state.pool.end());
-  std::sort(own_rows_.begin(), own_rows_.end());
+  std::vector<std::uint32_t> rows(state.pool.begin(), state.pool.end());
+  std::sort(rows.begin(), rows.end());
   own_pool_.resize(state.pool.size());
   for (std::size_t i = 0; i < own_pool_.size(); ++i) {
     own_pool_[i] = static_cast<std::uint32_t>(
-        std::lower_bound(own_rows_.begin(), own_rows_.end(), state.pool[i]) - own_rows_.begin());
+        std::lower_bound(rows.begin(), rows.end(), state.pool[i]) - rows.begin());
   }
-  platform::DataReadOptions rows;
-  rows.rows = own_rows_;
-  rows.classes = labeled_.train.num_classes;
-  if (!LoadTrainingRows(options_.data, options_.train_limit, rows, own_shard_, error)) {
+  platform::DataReadOptions options;
+  options.rows = rows;
+  options.classes = labeled_.train.num_classes;
+  if (!LoadTrainingRows(options_.data, options_.train_limit, options, own_shard_, error)) {
     return false;
   }
   state.source = own_shard_.View();

@@ -111,10 +111,10 @@ class Task {
   DatasetView train_, test_;
   std::vector<std::uint32_t> shard_indices_;
   std::vector<std::size_t> shard_offsets_;
-  // options_.own_worker's rows of the training set (ascending), their samples, and its pool
+  // options_.own_worker's samples (its rows of the training set, in file order) and its pool
   // renumbered into them.
-  std::vector<std::uint32_t> own_rows_, own_pool_;
   platform::LabeledData own_shard_;
+  std::vector<std::uint32_t> own_pool_;
   std::vector<WorkerState> states_;
   std::vector<WorkerBinding> bindings_;
   std::vector<std::byte> eval_arena_;
