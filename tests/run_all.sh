@@ -3,7 +3,7 @@
 #   1. host Release: unit, property, golden-vector, convergence and allocation tests, plus the
 #      find_package(edgesgd) consumer and the custom_model example built against an install
 #   2. host AddressSanitizer + UndefinedBehaviorSanitizer, built with Clang: the same suites,
-#      and the libFuzzer targets of tests/fuzz, 30 s each on their seed corpora
+#      and the libFuzzer targets of tests/fuzz, 15 s each on their seed corpora
 #   3. ARM Linux (aarch64, armhf): the suites cross-compiled and run under qemu-user
 #   4. Cortex-M4: core, platform, wire and protocol built bare-metal and checked with nm for
 #      heap/exception symbols; a smoke image run under qemu-system-arm
