@@ -59,7 +59,7 @@ class MemoryFile {
 
 inline bool SameLoad(const platform::LabeledDataLoad& a, const platform::LabeledDataLoad& b) {
   return a.status == b.status && a.message == b.message && a.data.features == b.data.features &&
-         a.data.labels == b.data.labels && a.data.num_samples == b.data.num_samples &&
+         a.data.feature_bytes == b.data.feature_bytes && a.data.labels == b.data.labels && a.data.num_samples == b.data.num_samples &&
          a.data.feature_dim == b.data.feature_dim && a.data.num_classes == b.data.num_classes;
 }
 
@@ -77,9 +77,12 @@ inline void CheckOutcome(const platform::LabeledDataLoad& load,
   const platform::LabeledData& data = load.data;
   EDGESGD_FUZZ_CHECK(data.num_samples >= 1 && data.feature_dim >= 1,
                      "a load holds at least one sample of at least one feature");
-  EDGESGD_FUZZ_CHECK(data.features.size() == data.num_samples * data.feature_dim &&
-                         data.labels.size() == data.num_samples,
-                     "features and labels hold num_samples rows");
+  // Unsigned bytes stay bytes; every other type becomes floats.
+  const std::size_t values = data.num_samples * data.feature_dim;
+  EDGESGD_FUZZ_CHECK((data.features.size() == values && data.feature_bytes.empty()) ||
+                         (data.feature_bytes.size() == values && data.features.empty()),
+                     "features (floats or bytes, not both) hold num_samples rows");
+  EDGESGD_FUZZ_CHECK(data.labels.size() == data.num_samples, "labels hold num_samples rows");
   EDGESGD_FUZZ_CHECK(data.num_classes >= 1 && data.num_classes <= platform::kMaxDataClasses,
                      "num_classes is within what byte labels hold");
   EDGESGD_FUZZ_CHECK(std::all_of(data.features.begin(), data.features.end(),
@@ -113,16 +116,40 @@ inline void CheckReader(const platform::DataFileSpec& spec, std::size_t first_ro
   const std::size_t count =
       std::min(all.num_samples - first_row, max_rows == 0 ? all.num_samples : max_rows);
   const std::size_t dim = all.feature_dim;
-  const auto first_feature = all.features.begin() + static_cast<std::ptrdiff_t>(first_row * dim);
-  const auto first_label = all.labels.begin() + static_cast<std::ptrdiff_t>(first_row);
-  EDGESGD_FUZZ_CHECK(
-      rows.data.num_samples == count && rows.data.feature_dim == dim &&
-          rows.data.num_classes == all.num_classes &&
-          std::equal(rows.data.features.begin(), rows.data.features.end(), first_feature,
-                     first_feature + static_cast<std::ptrdiff_t>(count * dim)) &&
-          std::equal(rows.data.labels.begin(), rows.data.labels.end(), first_label,
-                     first_label + static_cast<std::ptrdiff_t>(count)),
-      "a row range is those rows of the whole load");
+  // Row `row` of a load, floats and bytes alike, against row `whole_row` of the whole load.
+  const auto same_row = [&](const platform::LabeledData& part, std::size_t row,
+                            std::size_t whole_row) {
+    const auto slice = [dim](const auto& values, std::size_t at) {
+      return std::span(values).subspan(std::min(values.size(), at * dim),
+                                       values.empty() ? 0 : dim);
+    };
+    const auto equal = [](auto a, auto b) { return std::equal(a.begin(), a.end(), b.begin(), b.end()); };
+    return equal(slice(part.features, row), slice(all.features, whole_row)) &&
+           equal(slice(part.feature_bytes, row), slice(all.feature_bytes, whole_row)) &&
+           part.labels[row] == all.labels[whole_row];
+  };
+  bool same = rows.data.num_samples == count && rows.data.feature_dim == dim &&
+              rows.data.num_classes == all.num_classes;
+  for (std::size_t i = 0; same && i < count; ++i) same = same_row(rows.data, i, first_row + i);
+  EDGESGD_FUZZ_CHECK(same, "a row range is those rows of the whole load");
+
+  // Chosen rows (every other one of the range, as a worker's shard) and labels alone.
+  std::vector<std::uint32_t> chosen;
+  for (std::size_t i = 0; i < count; i += 2) chosen.push_back(static_cast<std::uint32_t>(i));
+  options.rows = chosen;
+  const platform::LabeledDataLoad picked = platform::LoadDataFile(spec, options);
+  EDGESGD_FUZZ_CHECK(picked.ok() && picked.data.num_samples == chosen.size(),
+                     "the chosen rows of a file that loads whole load too");
+  for (std::size_t i = 0; same && i < chosen.size(); ++i) {
+    same = same_row(picked.data, i, first_row + chosen[i]);
+  }
+  EDGESGD_FUZZ_CHECK(same, "chosen rows are those rows of the whole load");
+  platform::DataReadOptions labels_only;
+  labels_only.labels_only = true;
+  const platform::LabeledDataLoad labels = platform::LoadDataFile(spec, labels_only);
+  EDGESGD_FUZZ_CHECK(labels.ok() && labels.data.labels == all.labels &&
+                         labels.data.feature_dim == dim,
+                     "labels alone are the whole load's labels");
 }
 
 // The harness of a one-file format. Input: u8 flags (bit 0: the harness gzips the file), u8 first
