@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli/data_sources.h"
+#include "cli/robust_flags.h"
 #include "edgesgd/core/codec_registry.h"
 #include "edgesgd/core/error_feedback.h"
 #include "edgesgd/protocol/worker_session.h"
@@ -150,33 +151,7 @@ void AddTrainingFlags(CLI::App& command, RunFlags& o, const char* deadline_help)
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber)
       ->each(dp_flag_given);
-  command.add_option("--robust", o.robust,
-                     "Byzantine-robust aggregation in place of the mean (model downlink): the "
-                     "coordinate-wise median; the trimmed mean (drops the --robust-f largest "
-                     "and smallest values of each coordinate); multi_krum (averages the n - f "
-                     "updates closest to their neighbours); centered_clipping (clips each "
-                     "update's distance to the last aggregate). The server keeps the round's "
-                     "updates side by side: sampled workers x model floats")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"none", "median", "trimmed_mean", "multi_krum",
-                             "centered_clipping"}));
-  command.add_option("--robust-f", o.robust_f,
-                     "f: faulty updates per round the trimmed mean and multi_krum are sized for")
-      ->capture_default_str()
-      ->check(CLI::Range(0u, 255u))
-      ->each([flags](const std::string&) { flags->robust_f_given = true; });
-  const auto robust_clip_given = [flags](const std::string&) { flags->robust_clip_given = true; };
-  command.add_option("--robust-clip-radius", o.robust_clip_radius,
-                     "Centered clipping: tau, the largest distance an update may move the "
-                     "aggregate from the last round's")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber)
-      ->each(robust_clip_given);
-  command.add_option("--robust-clip-iterations", o.robust_clip_iterations,
-                     "Centered clipping: L, clipping passes per round")
-      ->capture_default_str()
-      ->check(CLI::Range(1u, kMaxClipIterations))
-      ->each(robust_clip_given);
+  AddRobustFlags(command, o);
   command.add_option("--quorum", o.quorum,
                      "Updates a round needs once its deadline passed (0 = 1)")
       ->capture_default_str();
@@ -317,7 +292,7 @@ std::string CheckGossipConsistency(const RunFlags& o) {
     return "differential privacy clips and noises the updates a server averages: gossip has "
            "no server (drop the --dp-* flags)";
   }
-  if (o.robust != defaults.robust || o.robust_f_given || o.robust_clip_given) {
+  if (RobustFlagsGiven(o)) {
     return "robust aggregation replaces a server's mean: gossip has no server (drop the "
            "--robust* flags)";
   }
@@ -419,46 +394,6 @@ protocol::GossipConfig BuildGossipConfig(const RunFlags& o, const Task& task,
   config.public_copies = plan.public_copies;
   return config;
 }
-
-namespace {
-
-// The --robust* flags against the rule and the rest of the run; empty when they fit.
-std::string CheckRobustFlags(const RunFlags& o) {
-  const bool sized_by_f = o.robust == "trimmed_mean" || o.robust == "multi_krum";
-  if (o.robust_f_given && !sized_by_f) {
-    return "--robust-f sizes the trimmed mean and multi_krum: it needs --robust trimmed_mean or "
-           "--robust multi_krum";
-  }
-  if (o.robust_clip_given && o.robust != "centered_clipping") {
-    return "--robust-clip-radius and --robust-clip-iterations tune centered clipping: they need "
-           "--robust centered_clipping";
-  }
-  if (o.robust == "none") return "";
-  if (o.aggregate == "majority") {
-    return "--robust replaces the mean of updates: majority vote is not one (use --aggregate "
-           "mean)";
-  }
-  if (o.downlink != "model") {
-    return "--robust aggregates decoded updates and broadcasts the model: use --downlink model";
-  }
-  if (o.dp_mode != "off") {
-    return "--robust does not combine with --dp-mode: differential privacy calibrates its noise "
-           "to a mean of clipped updates";
-  }
-  const std::uint32_t cohort =
-      protocol::SampledCount(o.participation, static_cast<std::uint32_t>(o.workers));
-  if (o.robust == "trimmed_mean" && cohort <= 2 * std::uint64_t{o.robust_f}) {
-    return "--robust trimmed_mean drops --robust-f values from each end: it needs more than "
-           "2f updates per round (a round samples " + std::to_string(cohort) + ")";
-  }
-  if (o.robust == "multi_krum" && cohort <= 2 * std::uint64_t{o.robust_f} + 2) {
-    return "--robust multi_krum needs more than 2f + 2 updates per round to tell f faulty ones "
-           "apart (a round samples " + std::to_string(cohort) + ")";
-  }
-  return "";
-}
-
-}  // namespace
 
 std::string CheckRunConsistency(const RunFlags& o) {
   const bool majority = o.aggregate == "majority";
@@ -611,16 +546,7 @@ protocol::RunConfig BuildRunConfig(const RunFlags& o, const Task& task) {
                   o.participation, static_cast<std::uint32_t>(o.workers))) /
                   20.0f;
   }
-  if (o.robust != "none") {
-    RobustParams& robust = config.robust;
-    robust.rule = o.robust == "median"         ? RobustRule::kMedian
-                  : o.robust == "trimmed_mean" ? RobustRule::kTrimmedMean
-                  : o.robust == "multi_krum"   ? RobustRule::kMultiKrum
-                                               : RobustRule::kCenteredClipping;
-    robust.byzantine = o.robust_f;
-    robust.clip_radius = o.robust_clip_radius;
-    robust.clip_iterations = o.robust_clip_iterations;
-  }
+  config.robust = RobustParamsOf(o);
   return config;
 }
 
@@ -779,19 +705,7 @@ void WriteRunSummary(SummaryWriter& summary, const RunFlags& o, const protocol::
   });
   summary.End();
   summary.Field("aggregate", o.aggregate);
-  if (config.robust.rule != RobustRule::kNone) {
-    const RobustParams robust = NormalizedRobustParams(config.robust);
-    summary.Begin("robust");
-    summary.Field("rule", o.robust);
-    if (robust.rule == RobustRule::kTrimmedMean || robust.rule == RobustRule::kMultiKrum) {
-      summary.Field("f", robust.byzantine);
-    }
-    if (robust.rule == RobustRule::kCenteredClipping) {
-      summary.Field("clip_radius", static_cast<double>(robust.clip_radius));
-      summary.Field("clip_iterations", robust.clip_iterations);
-    }
-    summary.End();
-  }
+  WriteRobustSummary(summary, config.robust);
   if (config.privacy.mode != PrivacyMode::kOff) {
     // The final row's epsilon is the guarantee of the whole run.
     summary.Begin("privacy");
