@@ -68,6 +68,11 @@ std::vector<SteadyStateCase> Cases() {
     robust.robust = RobustParams{.rule = rule, .byzantine = 1};
     cases.push_back({"robust_mean", robust});
   }
+  // A server optimizer steps from the change it keeps in the arena.
+  protocol::RunConfig adam = top_k;
+  adam.server_optimizer =
+      ServerOptimizerParams{.kind = ServerOptimizerKind::kFedAdam, .learning_rate = 0.01f};
+  cases.push_back({"mean_top_k_fedadam", adam});
   return cases;
 }
 

@@ -264,14 +264,14 @@ TEST(ProtocolConfigTest, RobustRuleStaysWithTheServer) {
   RunConfig config = MeanConfig(16, kCodecId<TopKCodec>, 5);
   config.robust = RobustParams{.rule = RobustRule::kMultiKrum, .byzantine = 2};
   ASSERT_TRUE(ValidateRunConfig(config).ok());
-  ASSERT_TRUE(ValidateRobustRun(config).ok());
+  ASSERT_TRUE(ValidateServerChoices(config).ok());
   RunConfig decoded;
   ASSERT_TRUE(FromWelcomeInfo(ToWelcomeInfo(config, 1, 4), decoded).ok());
   EXPECT_EQ(decoded.robust, RobustParams{});
   EXPECT_EQ(decoded, NormalizedRunConfig(config));
 
   const auto reason = [](const RunConfig& c) {
-    return std::string(ValidateRobustRun(c).reason());
+    return std::string(ValidateServerChoices(c).reason());
   };
   RunConfig clipped = config;
   clipped.robust = RobustParams{.rule = RobustRule::kCenteredClipping, .clip_radius = -1.0f};

@@ -260,7 +260,7 @@ std::string_view FirstDifference(const FieldValues& a, const FieldValues& b) {
 }
 
 bool Valid(const ServerSettings& run) {
-  return run.workers >= 1 && ValidateRunConfig(run.config).ok() && ValidateRobustRun(run.config).ok();
+  return run.workers >= 1 && ValidateRunConfig(run.config).ok() && ValidateServerChoices(run.config).ok();
 }
 
 // Candidate words for a codec parameter other than `word`, most plausible first.
@@ -413,6 +413,23 @@ std::optional<ServerSettings> WithOtherValue(const ServerSettings& run, std::str
     if (name == "robust_f") r.byzantine = r.byzantine == 0 ? 1 : 0;
     if (name == "robust_clip_radius") r.clip_radius *= 2.0f;
     if (name == "robust_clip_iterations") ++r.clip_iterations;
+  } else if (name == "server_optimizer") {
+    ServerOptimizerParams& o = c.server_optimizer;
+    o.kind = o.kind == ServerOptimizerKind::kFedAvg ? ServerOptimizerKind::kFedAdam
+                                                    : ServerOptimizerKind::kFedAvg;
+  } else if (name.starts_with("server_")) {
+    // beta1, beta2 and tau are read by some optimizers only: recorded at their defaults for
+    // the others.
+    ServerOptimizerParams& o = c.server_optimizer;
+    const bool adam_or_yogi =
+        o.kind == ServerOptimizerKind::kFedAdam || o.kind == ServerOptimizerKind::kFedYogi;
+    if (name == "server_beta1" && o.kind == ServerOptimizerKind::kFedAvg) return std::nullopt;
+    if (name == "server_beta2" && !adam_or_yogi) return std::nullopt;
+    if (name == "server_tau" && !IsAdaptive(o.kind)) return std::nullopt;
+    if (name == "server_lr") o.learning_rate *= 0.5f;
+    if (name == "server_beta1") o.beta1 *= 0.5f;
+    if (name == "server_beta2") o.beta2 *= 0.5f;
+    if (name == "server_tau") o.tau *= 2.0f;
   } else {
     ADD_FAILURE() << "no way to change the setting " << name;
     return std::nullopt;
@@ -444,6 +461,12 @@ TEST(ServerCheckpointTest, AResumeWithAnySettingChangedNamesTheSetting) {
   // Without a robust rule its parameters have one value each.
   const std::vector<std::string_view> robust_params{"robust_f", "robust_clip_radius",
                                                     "robust_clip_iterations"};
+  // FedAvg reads neither moments nor tau; without the mean of the model downlink the server
+  // moves the model by the plain aggregate alone.
+  const std::vector<std::string_view> fedavg{"server_beta1", "server_beta2", "server_tau"};
+  const std::vector<std::string_view> no_server_optimizer{"server_optimizer", "server_lr",
+                                                          "server_beta1", "server_beta2",
+                                                          "server_tau"};
   for (const auto& [component, config] : ConfigPerAggregation(kDim, 10)) {
     // A majority vote admits one codec (plain signs), one local step and the Signum optimizer;
     // a re-compressed aggregate takes neither central nor distributed noise.
@@ -458,25 +481,35 @@ TEST(ServerCheckpointTest, AResumeWithAnySettingChangedNamesTheSetting) {
     }
     if (component == "robust_mean") {
       cases.push_back({component, config,
-                       with(with(fixed, privacy_off), {"robust_clip_radius",
-                                                       "robust_clip_iterations"})});
+                       with(with(with(fixed, privacy_off), {"robust_clip_radius",
+                                                            "robust_clip_iterations"}),
+                            fedavg)});
       continue;
     }
     if (component != "mean") fixed = with(with(fixed, privacy_off), {"robust"});
     else fixed = with(fixed, privacy_off);
-    cases.push_back({component, config, with(fixed, robust_params)});
+    cases.push_back({component, config,
+                     with(with(fixed, robust_params),
+                          component == "mean" ? fedavg : no_server_optimizer)});
   }
   RunConfig clipping = MeanConfig(kDim, kCodecId<TopKCodec>, 10);
   clipping.robust = RobustParams{.rule = RobustRule::kCenteredClipping, .clip_radius = 0.5f};
   cases.push_back({"robust_mean", clipping,
-                   with(with({"aggregate", "downlink", "dp_mode"}, privacy_off), {"robust_f"})});
+                   with(with(with({"aggregate", "downlink", "dp_mode"}, privacy_off), {"robust_f"}),
+                        fedavg)});
+  // Every server optimizer field is read by FedYogi.
+  RunConfig yogi = MeanConfig(kDim, kCodecId<TopKCodec>, 10);
+  yogi.server_optimizer = ServerOptimizerParams{.kind = ServerOptimizerKind::kFedYogi,
+                                                .learning_rate = 0.01f};
+  cases.push_back({"mean", yogi, with(with({"aggregate", "downlink"}, privacy_off), robust_params)});
   for (CodecId id = 0; id < kCodecCount; ++id) {
     // reg_top_k's payloads neither sum nor can the server re-compress them: model downlink only.
     std::vector<std::string_view> fixed;
     if (id == kCodecId<RegTopKCodec>) fixed.push_back("downlink");
     // Stochastic rounding can lengthen a clipped update: no privacy.
     if (!KeepsNormBound(QuarterSparse(id))) fixed.push_back("dp_mode");
-    cases.push_back({"mean", MeanConfig(kDim, id, 10), with(with(fixed, privacy_off), robust_params)});
+    cases.push_back({"mean", MeanConfig(kDim, id, 10),
+                     with(with(with(fixed, privacy_off), robust_params), fedavg)});
   }
   RunConfig central = MeanConfig(kDim, kCodecId<TopKCodec>, 10);
   central.privacy = PrivacyParams{.mode = PrivacyMode::kCentral, .clip = 0.5f};
@@ -486,12 +519,14 @@ TEST(ServerCheckpointTest, AResumeWithAnySettingChangedNamesTheSetting) {
   // Central noise rules out a vote and a re-compressed (top_k) aggregate downlink.
   // Privacy rules out a robust rule as well.
   cases.push_back({"mean", central,
-                   with({"aggregate", "downlink", "dp_clip_lr", "dp_count_noise", "robust"},
-                        robust_params)});
-  cases.push_back({"mean", adaptive, with({"aggregate", "downlink", "robust"}, robust_params)});
+                   with(with({"aggregate", "downlink", "dp_clip_lr", "dp_count_noise", "robust"},
+                             robust_params),
+                        fedavg)});
+  cases.push_back({"mean", adaptive,
+                   with(with({"aggregate", "downlink", "robust"}, robust_params), fedavg)});
   RunConfig dq = MeanConfig(kDim, kCodecId<QsgdCodec>, 10);
   dq.codec = QsgdParams{.schedule = QuantScheduleKind::kDq};
-  cases.push_back({"mean", dq, with(with({"dp_mode"}, privacy_off), robust_params)});
+  cases.push_back({"mean", dq, with(with(with({"dp_mode"}, privacy_off), robust_params), fedavg)});
 
   for (const Case& test : cases) {
     const ServerSettings original{test.config, 4};

@@ -11,6 +11,10 @@ constexpr std::uint64_t kFnvOffset = 0xcbf29ce484222325ull;
 constexpr std::uint64_t kFnvPrime = 0x100000001b3ull;
 constexpr std::size_t kStateFixedBytes = 4 + 4 + 8 + 5 * 8;
 
+std::size_t ServerOptimizerFloats(const RunConfig& config) {
+  return ServerOptimizer::StateFloats(config.layout.dimension(), config.server_optimizer);
+}
+
 std::uint64_t Fnv1a(std::span<const std::byte> bytes) {
   std::uint64_t hash = kFnvOffset;
   for (const std::byte b : bytes) {
@@ -106,13 +110,17 @@ Status CompareConfiguration(std::span<const std::byte> records, const RunConfig&
 std::size_t CheckpointBytes(const RunConfig& config, std::uint32_t workers,
                             std::size_t aggregation_bytes) {
   return sizeof(kMagic) + 4 + 4 + ConfigurationBytes(config, workers) + kStateFixedBytes + 4 +
-         4 * config.layout.dimension() + 4 + aggregation_bytes + 8;
+         4 * config.layout.dimension() + 4 + aggregation_bytes + 4 +
+         4 * ServerOptimizerFloats(config) + 8;
 }
 
 Result<std::size_t> WriteCheckpoint(std::span<std::byte> out, const RunConfig& config,
                                     std::uint32_t workers, const CheckpointState& state) {
   if (state.model.size() != 4 * config.layout.dimension()) {
     return Status::InvalidArgument("the model is not the layout's size");
+  }
+  if (state.server_optimizer.size() != 4 * ServerOptimizerFloats(config)) {
+    return Status::InvalidArgument("the server optimizer's state is not the configuration's size");
   }
   if (out.size() < CheckpointBytes(config, workers, state.aggregation.size())) {
     return Status::ResourceExhausted("the checkpoint buffer is too small");
@@ -138,6 +146,8 @@ Result<std::size_t> WriteCheckpoint(std::span<std::byte> out, const RunConfig& c
   writer.Bytes(state.model);
   writer.Put(static_cast<std::uint32_t>(state.aggregation.size()));
   writer.Bytes(state.aggregation);
+  writer.Put(static_cast<std::uint32_t>(ServerOptimizerFloats(config)));
+  writer.Bytes(state.server_optimizer);
   writer.Put(Fnv1a(writer.written()));
   return writer.size();
 }
@@ -171,6 +181,7 @@ Status ReadCheckpoint(std::span<const std::byte> bytes, const RunConfig& config,
   CheckpointState state;
   std::uint32_t dimension = 0;
   std::uint32_t aggregation_size = 0;
+  std::uint32_t server_optimizer_floats = 0;
   if (!reader.Get(state.round) || !reader.Get(state.rounds) || !reader.Get(state.sequence) ||
       !reader.Get(state.counters.bytes_received) || !reader.Get(state.counters.bytes_sent) ||
       !reader.Get(state.counters.frames_received) || !reader.Get(state.counters.frames_sent) ||
@@ -178,6 +189,9 @@ Status ReadCheckpoint(std::span<const std::byte> bytes, const RunConfig& config,
       dimension != config.layout.dimension() ||
       !reader.Take(4 * std::size_t{dimension}, state.model) || !reader.Get(aggregation_size) ||
       aggregation_size != aggregation_bytes || !reader.Take(aggregation_size, state.aggregation) ||
+      !reader.Get(server_optimizer_floats) ||
+      server_optimizer_floats != ServerOptimizerFloats(config) ||
+      !reader.Take(4 * std::size_t{server_optimizer_floats}, state.server_optimizer) ||
       reader.position() != bytes.size() - 8) {
     return damaged;
   }

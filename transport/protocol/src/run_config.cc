@@ -123,6 +123,40 @@ Status CheckPrivacy(const RunConfig& config) {
   return Status::Ok();
 }
 
+Status CheckRobust(const RunConfig& config) {
+  if (config.robust.rule == RobustRule::kNone) return Status::Ok();
+  EDGESGD_TRY(ValidateRobustParams(config.robust));
+  if (config.aggregation != AggregationKind::kMean) {
+    return Status::InvalidArgument(
+        "robust aggregation replaces the mean of updates; majority vote is not one");
+  }
+  if (config.downlink != DownlinkKind::kModel) {
+    return Status::InvalidArgument("robust aggregation broadcasts the model: use the model downlink");
+  }
+  if (config.privacy.mode != PrivacyMode::kOff) {
+    return Status::InvalidArgument(
+        "differential privacy calibrates its noise to a mean of clipped updates; a robust rule "
+        "is not one");
+  }
+  return Status::Ok();
+}
+
+Status CheckServerOptimizer(const RunConfig& config) {
+  EDGESGD_TRY(ValidateServerOptimizerParams(config.server_optimizer));
+  if (!ChangesFedAvg(config.server_optimizer)) return Status::Ok();
+  if (config.aggregation != AggregationKind::kMean) {
+    return Status::InvalidArgument(
+        "a server optimizer moves the model by the mean update; majority vote moves it by the "
+        "vote with Signum's learning rate");
+  }
+  if (config.downlink != DownlinkKind::kModel) {
+    return Status::InvalidArgument(
+        "with the aggregate downlink every worker applies the aggregate itself: a server "
+        "optimizer needs the model downlink");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status ValidateRunConfig(const RunConfig& config) {
@@ -167,22 +201,9 @@ Status ValidateRunConfig(const RunConfig& config) {
   return Status::InvalidArgument("unknown aggregation");
 }
 
-Status ValidateRobustRun(const RunConfig& config) {
-  if (config.robust.rule == RobustRule::kNone) return Status::Ok();
-  EDGESGD_TRY(ValidateRobustParams(config.robust));
-  if (config.aggregation != AggregationKind::kMean) {
-    return Status::InvalidArgument(
-        "robust aggregation replaces the mean of updates; majority vote is not one");
-  }
-  if (config.downlink != DownlinkKind::kModel) {
-    return Status::InvalidArgument("robust aggregation broadcasts the model: use the model downlink");
-  }
-  if (config.privacy.mode != PrivacyMode::kOff) {
-    return Status::InvalidArgument(
-        "differential privacy calibrates its noise to a mean of clipped updates; a robust rule "
-        "is not one");
-  }
-  return Status::Ok();
+Status ValidateServerChoices(const RunConfig& config) {
+  EDGESGD_TRY(CheckRobust(config));
+  return CheckServerOptimizer(config);
 }
 
 RunConfig NormalizedRunConfig(const RunConfig& config) {
@@ -198,6 +219,7 @@ RunConfig NormalizedRunConfig(const RunConfig& config) {
   }
   out.privacy = NormalizedPrivacyParams(config.privacy);
   out.robust = RobustParams{};
+  out.server_optimizer = ServerOptimizerParams{};
   return out;
 }
 

@@ -19,7 +19,7 @@ Status ServerSession::Init(Arena& arena, const CodecRegistry& codecs, const RunC
     return Status::FailedPrecondition("the server is already initialized");
   }
   if (const Status check = ValidateRunConfig(config); !check.ok()) return check;
-  if (const Status check = ValidateRobustRun(config); !check.ok()) return check;
+  if (const Status check = ValidateServerChoices(config); !check.ok()) return check;
   if (const Status check = ValidateServerOptions(options); !check.ok()) return check;
   if (config.privacy.mode == PrivacyMode::kCentral && options.noise_key == 0) {
     return Status::InvalidArgument("central noise needs a secret ServerOptions::noise_key");
@@ -43,6 +43,10 @@ Status ServerSession::Init(Arena& arena, const CodecRegistry& codecs, const RunC
   model_ = arena.Allocate<float>(config_.layout.dimension()).value();
   slots_ = arena.Allocate<WorkerSlot>(std::size_t{options_.workers} + 1).value();
   candidates_ = arena.Allocate<std::uint32_t>(options_.workers).value();
+  if (ChangesFedAvg(config_.server_optimizer)) {
+    EDGESGD_TRY(server_optimizer_.Init(arena, model_.size(), config_.server_optimizer));
+    change_ = arena.Allocate<float>(model_.size()).value();
+  }
   EDGESGD_TRY(
       outbox_.Init(arena, config_, options_.workers, aggregation_kind_->aggregate_is_payload));
   EDGESGD_TRY_ASSIGN(
@@ -416,8 +420,14 @@ void ServerSession::CloseRound(TimeNs now) {
 Status ServerSession::ApplyRound() {
   if (aggregation_kind_->aggregate_is_payload) {
     EDGESGD_TRY(BroadcastAndApplyAggregate());
-  } else {
+  } else if (change_.empty()) {
     EDGESGD_TRY(aggregation_->Apply({}, CodecContext{config_.seed, round_, 0}, model_));
+  } else {
+    // The component applies the round to a zero model: what it leaves there is the change the
+    // server optimizer moves the real model by.
+    std::fill(change_.begin(), change_.end(), 0.0f);
+    EDGESGD_TRY(aggregation_->Apply({}, CodecContext{config_.seed, round_, 0}, change_));
+    EDGESGD_TRY(server_optimizer_.Step(model_, change_));
   }
   // A diverged run would broadcast NaN forever; stop it instead, loudly.
   if (!AllFinite(model_)) {
@@ -482,6 +492,7 @@ Result<std::size_t> ServerSession::SaveState(std::span<std::byte> out) const {
                     counters_.frames_sent, counters_.rounds_completed};
   state.model = std::as_bytes(model_);
   state.aggregation = aggregation_->SavedState();
+  state.server_optimizer = std::as_bytes(server_optimizer_.state());
   return WriteCheckpoint(out, config_, options_.workers, state);
 }
 
@@ -495,7 +506,9 @@ Status ServerSession::RestoreState(std::span<const std::byte> bytes,
   EDGESGD_TRY(ReadCheckpoint(bytes, config_, options_.workers, aggregation_->SavedState().size(),
                              state, differing_field));
   // Everything was checked before the live state changes: a failed restore changes nothing.
+  EDGESGD_TRY(server_optimizer_.CheckSavedState(state.server_optimizer));
   EDGESGD_TRY(aggregation_->RestoreState(state.aggregation));
+  EDGESGD_TRY(server_optimizer_.RestoreState(state.server_optimizer));
   std::memcpy(model_.data(), state.model.data(), state.model.size());
   round_ = state.round;
   outbox_.set_sequence(state.sequence);

@@ -13,6 +13,7 @@
 //   5 x u64 counters                        bytes/frames received and sent, rounds completed
 //   u32 model floats, the floats            the model the round started from
 //   u32 aggregation bytes, the bytes        the aggregation component's state (a residual)
+//   u32 server optimizer floats, the floats its state (ServerOptimizer::StateFloats)
 //   u64 FNV-1a of everything before it
 // Nothing here allocates.
 
@@ -27,7 +28,7 @@
 
 namespace edgesgd::protocol {
 
-inline constexpr std::uint32_t kCheckpointVersion = 2;
+inline constexpr std::uint32_t kCheckpointVersion = 3;
 
 // Cumulative counters a resumed run continues from.
 struct CheckpointCounters {
@@ -38,8 +39,8 @@ struct CheckpointCounters {
   std::uint64_t rounds_completed = 0;
 };
 
-// What a checkpoint holds besides the configuration. Reading points `model` and `aggregation`
-// into the checkpoint's bytes (any alignment: copy them out with memcpy).
+// What a checkpoint holds besides the configuration. Reading points `model`, `aggregation` and
+// `server_optimizer` into the checkpoint's bytes (any alignment: copy them out with memcpy).
 struct CheckpointState {
   std::uint32_t round = 0;
   std::uint32_t rounds = 0;
@@ -47,6 +48,8 @@ struct CheckpointState {
   CheckpointCounters counters;
   std::span<const std::byte> model;        // d floats
   std::span<const std::byte> aggregation;  // the component's CheckpointBytes
+  // ServerOptimizer::StateFloats(d, config.server_optimizer) floats
+  std::span<const std::byte> server_optimizer;
 };
 
 // Bytes of the checkpoint of a run of `config` and `workers` whose aggregation component keeps
@@ -55,14 +58,15 @@ std::size_t CheckpointBytes(const RunConfig& config, std::uint32_t workers,
                             std::size_t aggregation_bytes);
 
 // Writes the checkpoint into `out` and returns the bytes written. Errors: kResourceExhausted
-// when `out` is shorter than CheckpointBytes; kInvalidArgument when the state's model is not
-// the layout's size.
+// when `out` is shorter than CheckpointBytes; kInvalidArgument when the state's model or server
+// optimizer state is not the configuration's size.
 Result<std::size_t> WriteCheckpoint(std::span<std::byte> out, const RunConfig& config,
                                     std::uint32_t workers, const CheckpointState& state);
 
 // Reads a checkpoint written for `config` and `workers` with `aggregation_bytes` of component
 // state. Checks, in order: magic, format version, checksum (a damaged file), every field of the
-// configuration, then the state's sizes and round, and that the model is finite. On success
+// configuration, then the state's sizes and round, and that the model is finite (the
+// components check their own state when they restore it). On success
 // `out` views `bytes`. Errors (with a reason): kDataLoss for a damaged file or another format
 // version; kInvalidArgument for a non-finite model, or when the configuration differs —
 // `differing_field` (if given) is then the name of the first field that differs

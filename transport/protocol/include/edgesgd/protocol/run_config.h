@@ -16,6 +16,7 @@
 #include "edgesgd/core/optimizer.h"
 #include "edgesgd/core/privacy/differential_privacy.h"
 #include "edgesgd/core/robust_aggregator.h"
+#include "edgesgd/core/server_optimizer.h"
 #include "edgesgd/core/status.h"
 #include "edgesgd/core/tensor_layout.h"
 #include "edgesgd/wire/messages.h"
@@ -61,6 +62,9 @@ struct RunConfig {
   // A Byzantine-robust rule in place of the mean (kMean with the model downlink only). The
   // server's choice alone: workers run as for the mean, and the Welcome does not carry it.
   RobustParams robust;
+  // How the server moves the model by the round's aggregate (kMean with the model downlink
+  // only; FedAvg with learning rate 1 is x -= aggregate). The server's alone, like `robust`.
+  ServerOptimizerParams server_optimizer;
 
   friend constexpr bool operator==(const RunConfig&, const RunConfig&) = default;
 };
@@ -105,22 +109,25 @@ inline constexpr std::uint64_t kMaxSamplesPerRound = std::uint64_t{1} << 24;
 //          that keeps the clipping bound (KeepsNormBound); central noise needs an aggregation
 //          component that adds it, distributed noise a codec whose payloads sum (every device
 //          sends the same coordinates and noises them).
-// The robust rule is checked by ValidateRobustRun, on the server only.
+// The robust rule and the server optimizer are checked by ValidateServerChoices, on the server
+// only.
 // Reads only `config`; does not allocate. Errors: kInvalidArgument.
 Status ValidateRunConfig(const RunConfig& config);
 
-// The server's checks of `config.robust` (unless kNone): valid parameters
-// (ValidateRobustParams), kMean aggregation with the model downlink, no differential privacy
-// (its noise is calibrated to a mean). Apart from ValidateRunConfig because the Welcome does not
-// carry the rule: a worker never has one to check, and its image links none of this. Does not
-// allocate. Errors: kInvalidArgument.
-Status ValidateRobustRun(const RunConfig& config);
+// The server's checks of the choices only it makes. `config.robust` (unless kNone): valid
+// parameters (ValidateRobustParams), kMean aggregation with the model downlink, no differential
+// privacy (its noise is calibrated to a mean). `config.server_optimizer`: valid parameters
+// (ValidateServerOptimizerParams) and, unless plain FedAvg (ChangesFedAvg), kMean aggregation
+// with the model downlink (workers apply an aggregate downlink themselves). Apart from
+// ValidateRunConfig because the Welcome carries neither: a worker never has them to check, and
+// its image links none of this. Does not allocate. Errors: kInvalidArgument.
+Status ValidateServerChoices(const RunConfig& config);
 
 // `config` with the parameters its aggregation does not use made equal to the ones it does
 // (learning rate, momentum and weight decay live in `feedback` for kMean and in `optimizer` for
 // kMajority; the wire carries one set), and the privacy parameters it does not read at their
-// defaults (NormalizedPrivacyParams), and the robust rule, which the Welcome does not carry, at
-// its default. FromWelcomeInfo(ToWelcomeInfo(c)) == NormalizedRunConfig(c) for every valid c.
+// defaults (NormalizedPrivacyParams), and the robust rule and the server optimizer, which the
+// Welcome does not carry, at their defaults. FromWelcomeInfo(ToWelcomeInfo(c)) == NormalizedRunConfig(c) for every valid c.
 // Does not allocate.
 RunConfig NormalizedRunConfig(const RunConfig& config);
 
@@ -176,6 +183,12 @@ constexpr void ForEachRunConfigField(const RunConfig& config, std::uint32_t work
   f("robust_f", std::uint64_t{robust.byzantine});
   f("robust_clip_radius", bits(robust.clip_radius));
   f("robust_clip_iterations", std::uint64_t{robust.clip_iterations});
+  const ServerOptimizerParams server = NormalizedServerOptimizerParams(config.server_optimizer);
+  f("server_optimizer", static_cast<std::uint64_t>(server.kind));
+  f("server_lr", bits(server.learning_rate));
+  f("server_beta1", bits(server.beta1));
+  f("server_beta2", bits(server.beta2));
+  f("server_tau", bits(server.tau));
 }
 
 // ---- The Welcome's encoding of a RunConfig ----

@@ -41,6 +41,7 @@
 
 #include "edgesgd/core/arena.h"
 #include "edgesgd/core/codec_registry.h"
+#include "edgesgd/core/server_optimizer.h"
 #include "edgesgd/core/status.h"
 #include "edgesgd/protocol/aggregation_registry.h"
 #include "edgesgd/protocol/checkpoint.h"
@@ -72,8 +73,13 @@ class ServerSession final : public Session {
         ServerOutbox::ArenaBytes(config, options.workers, aggregation->aggregate_is_payload);
     const std::size_t component = aggregation->arena_bytes(config, options.workers);
     if (outbox == 0 || component == 0) return 0;
+    // A server optimizer other than plain FedAvg keeps its state and the round's change.
+    const std::size_t server_optimizer =
+        ChangesFedAvg(config.server_optimizer)
+            ? ServerOptimizer::StateBytes(d, config.server_optimizer) + ArenaBytesFor<float>(d)
+            : 0;
     return ArenaBytesFor<float>(d) + ArenaBytesFor<WorkerSlot>(std::size_t{options.workers} + 1) +
-           ArenaBytesFor<std::uint32_t>(options.workers) + outbox + component;
+           ArenaBytesFor<std::uint32_t>(options.workers) + outbox + component + server_optimizer;
   }
 
   ServerSession() = default;
@@ -225,6 +231,10 @@ class ServerSession final : public Session {
   const AggregationDescriptor* aggregation_kind_ = nullptr;
   Aggregation* aggregation_ = nullptr;  // in the arena
   std::span<float> model_;
+  // Unless plain FedAvg: the server optimizer and the round's change it moves the model by (what
+  // the component would add to the model).
+  ServerOptimizer server_optimizer_;
+  std::span<float> change_;
   std::span<WorkerSlot> slots_;          // indexed by peer id; slot 0 (the server) is unused
   std::span<std::uint32_t> candidates_;  // scratch for sampling participants
 
