@@ -12,6 +12,7 @@
 
 #include "cli/data_sources.h"
 #include "cli/robust_flags.h"
+#include "cli/server_optimizer_flags.h"
 #include "edgesgd/core/codec_registry.h"
 #include "edgesgd/core/error_feedback.h"
 #include "edgesgd/protocol/worker_session.h"
@@ -152,6 +153,7 @@ void AddTrainingFlags(CLI::App& command, RunFlags& o, const char* deadline_help)
       ->check(CLI::NonNegativeNumber)
       ->each(dp_flag_given);
   AddRobustFlags(command, o);
+  AddServerOptimizerFlags(command, o);
   command.add_option("--quorum", o.quorum,
                      "Updates a round needs once its deadline passed (0 = 1)")
       ->capture_default_str();
@@ -296,6 +298,10 @@ std::string CheckGossipConsistency(const RunFlags& o) {
     return "robust aggregation replaces a server's mean: gossip has no server (drop the "
            "--robust* flags)";
   }
+  if (ServerOptimizerFlagsGiven(o)) {
+    return "a server optimizer moves a server's model: gossip has no server (drop the "
+           "--server-* flags)";
+  }
   if (o.gossip_rounds != 0 && o.gossip != "detag") {
     return "--gossip-rounds sets DeTAG's gossip steps per round: it needs --gossip detag "
            "(dpsgd and gt take one)";
@@ -421,6 +427,7 @@ std::string CheckRunConsistency(const RunFlags& o) {
            "--dp-target-quantile";
   }
   if (std::string why = CheckRobustFlags(o); !why.empty()) return why;
+  if (std::string why = CheckServerOptimizerFlags(o); !why.empty()) return why;
   if (o.quorum > o.workers) return "--quorum cannot exceed --workers";
   if (o.task == "logreg-toy" && o.workers != 2) {
     return "--task logreg-toy is the two-client toy: it needs --workers 2";
@@ -547,6 +554,7 @@ protocol::RunConfig BuildRunConfig(const RunFlags& o, const Task& task) {
                   20.0f;
   }
   config.robust = RobustParamsOf(o);
+  config.server_optimizer = ServerOptimizerParamsOf(o);
   return config;
 }
 
@@ -706,6 +714,7 @@ void WriteRunSummary(SummaryWriter& summary, const RunFlags& o, const protocol::
   summary.End();
   summary.Field("aggregate", o.aggregate);
   WriteRobustSummary(summary, config.robust);
+  WriteServerOptimizerSummary(summary, config.server_optimizer);
   if (config.privacy.mode != PrivacyMode::kOff) {
     // The final row's epsilon is the guarantee of the whole run.
     summary.Begin("privacy");

@@ -68,6 +68,16 @@ struct RunFlags {
   std::uint32_t robust_clip_iterations = 1;
   bool robust_f_given = false;
   bool robust_clip_given = false;  // --robust-clip-radius or --robust-clip-iterations
+  // The server optimizer (parameter-server runs with the mean and the model downlink).
+  std::string server_optimizer = "fedavg";
+  float server_lr = 1.0f;  // read only when given: the default depends on the optimizer
+  float server_beta1 = 0.9f;
+  float server_beta2 = 0.99f;
+  float server_tau = 1e-3f;
+  bool server_lr_given = false;
+  bool server_moments_given = false;  // --server-beta1
+  bool server_beta2_given = false;
+  bool server_tau_given = false;
   // Gossip (simulate --mode gossip, peer).
   std::string gossip = "dpsgd";
   std::string topology = "ring";
@@ -93,7 +103,7 @@ struct RunFlags {
 void AddDataFlags(CLI::App& command, RunFlags& flags);
 // --seed (data, model and codec randomness).
 void AddSeedFlag(CLI::App& command, RunFlags& flags);
-// --workers, --rounds, --lr, ... --tie, --dp-*, --robust*: the RunConfig and the server's
+// --workers, --rounds, --lr, ... --tie, --dp-*, --robust*, --server-*: the RunConfig and the server's
 // schedule.
 // `deadline_help`
 // explains --round-deadline-s for the subcommand (virtual or wall seconds).
