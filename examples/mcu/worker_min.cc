@@ -151,7 +151,7 @@ Status Train(std::size_t& update_bytes) {
     EDGESGD_TRY(kCodecs.DecodeAdd(params, kConfig.layout, {kConfig.seed, round, 1},
                                   view.payload.view, -1.0f, g_model, {}));
     if (round % 10 == 0 || round + 1 == kRounds) {
-      Log(LogLevel::kInfo, "round %2u  distance to optimum %.6f", static_cast<unsigned>(round),
+      Log(LogLevel::kInfo, "round %2u distance %.6f", static_cast<unsigned>(round),
           static_cast<double>(DistanceToTarget()));
     }
   }
@@ -172,7 +172,7 @@ int Run() {
     return 1;
   }
   const float end = DistanceToTarget();
-  Log(LogLevel::kInfo, "worker arena %zu B, update frame %zu B (dense model frame %zu B)",
+  Log(LogLevel::kInfo, "arena %zu B, update %zu B, model frame %zu B",
       kWorkerArenaBytes, update_bytes, wire::MaxFrameBytes(protocol::ModelCodec(), kConfig.layout));
   platform::internal::LogMemoryUse();
   const std::size_t flash = platform::internal::FlashBytes();
@@ -180,7 +180,7 @@ int Run() {
       static_cast<double>(start), static_cast<double>(end), static_cast<double>(start / end),
       static_cast<double>(kRequiredFactor), flash, kFlashBudgetBytes);
   if (!(start / end >= kRequiredFactor) || flash > kFlashBudgetBytes) {
-    Log(LogLevel::kError, "EDGESGD-MCU FAIL: worker did not converge or exceeds the flash budget");
+    Log(LogLevel::kError, "EDGESGD-MCU FAIL: no convergence, or over the flash budget");
     return 1;
   }
   platform::internal::ReportPass();
