@@ -401,6 +401,15 @@ protocol::GossipConfig BuildGossipConfig(const RunFlags& o, const Task& task,
   return config;
 }
 
+std::string RunWarning(const RunFlags& o) {
+  if (o.aggregate == "majority" && o.split != "iid") {
+    return "plain majority vote tends to collapse on a non-iid --split: each device's sign "
+           "follows its own labels and the vote cancels the rest; --aggregate mean with --codec "
+           "sign and --feedback ef also sends one bit per coordinate up";
+  }
+  return "";
+}
+
 std::string CheckRunConsistency(const RunFlags& o) {
   const bool majority = o.aggregate == "majority";
   CodecParams codec;

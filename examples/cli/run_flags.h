@@ -161,6 +161,10 @@ protocol::GossipConfig BuildGossipConfig(const RunFlags& flags, const Task& task
 // the codec's own checks of its flags, then the combinations.
 std::string CheckRunConsistency(const RunFlags& flags);
 
+// A one-line warning about training flags that work together but are known to train poorly
+// (parameter-server runs), or empty: plain majority vote on a non-iid split.
+std::string RunWarning(const RunFlags& flags);
+
 // The task of the data flags for `workers` workers, drawn from `seed` with `batch` samples per
 // step. False with a one-line `error` for a bad --split or a --test-data without a data file.
 bool BuildTaskOptions(const RunFlags& flags, std::size_t workers, std::uint64_t seed,

@@ -14,6 +14,7 @@
 #include "cli/run_flags.h"
 #include "cli/task.h"
 #include "cli/tcp_flags.h"
+#include "edgesgd/platform/log.h"
 #include "edgesgd/tcp/server.h"
 
 namespace edgesgd::cli {
@@ -31,6 +32,9 @@ int RunServer(const ServerFlags& o) {
   if (!LoadAuthKeys(o.network, 0, kName, keys)) return 2;
   if (o.resume && o.checkpoint.empty()) return Fail(kName, "--resume needs --checkpoint FILE", 2);
   if (const std::string why = CheckRunConsistency(o); !why.empty()) return Fail(kName, why, 2);
+  if (const std::string warning = RunWarning(o); !warning.empty()) {
+    platform::Log(platform::LogLevel::kWarning, "%s: %s", kName, warning.c_str());
+  }
   if (o.feedback == "defa") {
     return Fail(kName,
                 "--feedback defa scores the de-averaged model x - mean e, which needs every "

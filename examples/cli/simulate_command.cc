@@ -14,6 +14,7 @@
 #include "cli/run_flags.h"
 #include "cli/simulate_options.h"
 #include "cli/task.h"
+#include "edgesgd/platform/log.h"
 #include "edgesgd/sim/simulation.h"
 
 namespace edgesgd::cli {
@@ -130,6 +131,11 @@ int RunServerMode(const SimulateOptions& o, Task& task, std::vector<sim::SimDevi
 
 int RunSimulate(const SimulateOptions& o) {
   if (const std::string why = CheckSimulateConsistency(o); !why.empty()) return Fail(kName, why, 2);
+  if (o.mode == "server") {
+    if (const std::string warning = RunWarning(o); !warning.empty()) {
+      platform::Log(platform::LogLevel::kWarning, "%s: %s", kName, warning.c_str());
+    }
+  }
   const std::vector<double> speeds = ParseSpeeds(o.device_speeds, o.workers);
   if (speeds.empty()) {
     return Fail(kName,
