@@ -94,7 +94,6 @@ int RunServerMode(const SimulateOptions& o, Task& task, std::vector<sim::SimDevi
   settings.initial_model = initial;
   settings.network = MakeSimConfig(o);
   settings.workers = std::move(devices);
-  settings.adversaries = o.adversaries;
   settings.gradient = TaskGradient(o, task);
   sim::ServerSimulation simulation;
   std::string error;

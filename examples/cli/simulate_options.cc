@@ -55,9 +55,6 @@ void AddSimulateFlags(CLI::App& command, SimulateOptions& o) {
   command.add_option("--duplicate", o.duplicate, "Probability a frame arrives twice")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
-  command.add_option("--adversaries", o.adversaries,
-                     "Majority vote: this many workers send negated signs")
-      ->capture_default_str();
   command.add_option("--attack", o.attack,
                      "Byzantine workers 1..--attackers replace their gradient: sign_flip (-s g), "
                      "scale (s g), gaussian (N(0, s^2) noise), alie (mean - z std of the honest "
@@ -85,10 +82,6 @@ std::string CheckSimulateConsistency(const SimulateOptions& o) {
     if (const std::string why = CheckGossipConsistency(o); !why.empty()) return why;
   }
   if (const std::string why = CheckRunConsistency(o); !why.empty()) return why;
-  if (o.adversaries > 0 && o.aggregate != "majority") {
-    return "--adversaries sends negated sign votes: it needs --aggregate majority";
-  }
-  if (o.adversaries > o.workers) return "--adversaries cannot exceed --workers";
   if ((o.attack == "none") != (o.attackers == 0)) {
     return "--attack and --attackers go together: name the attack and how many workers run it";
   }

@@ -28,7 +28,6 @@ struct SimulateOptions : RunFlags {
   double loss = 0;
   double corrupt = 0;
   double duplicate = 0;
-  std::uint32_t adversaries = 0;
   std::string attack = "none";  // cli/attacks.h
   std::uint32_t attackers = 0;
   float attack_strength = 0.0f;  // 0: the attack's default

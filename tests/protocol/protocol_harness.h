@@ -281,6 +281,15 @@ inline Status QuadraticGradient(void* user, std::span<const float> point, std::u
   return Status::Ok();
 }
 
+// A sign-flip attacker on the quadratic problem: the negated gradient.
+inline Status NegatedQuadraticGradient(void* user, std::span<const float> point,
+                                       std::uint32_t round, std::uint32_t step,
+                                       std::span<float> gradient) {
+  EDGESGD_TRY(QuadraticGradient(user, point, round, step, gradient));
+  for (float& value : gradient) value = -value;
+  return Status::Ok();
+}
+
 // Deterministic pseudo-random floats in [-scale, scale) (an LCG: same on every machine).
 inline std::vector<float> PseudoRandom(std::size_t count, std::uint32_t seed, float scale) {
   std::vector<float> values(count);

@@ -1,6 +1,6 @@
 // End-to-end training through the sessions on the quadratic problem: error feedback with top_k
 // (and every codec against a direct computation with the core components), majority vote (also
-// with blind adversaries), and the aggregate downlink — payload sums, votes and the server's
+// with sign-flip attackers), and the aggregate downlink — payload sums, votes and the server's
 // re-compressed mean — keeping every worker's model bit-identical to the server's.
 
 #include <gtest/gtest.h>
@@ -305,9 +305,9 @@ TEST(ProtocolTrainingTest, MajorityVoteConvergesToTheMedian) {
   EXPECT_EQ(cluster.server().counters().rounds_completed, 500u);
 }
 
-// Distance to the common center after a majority-vote run in which `adversaries` of 9 workers
-// send negated signs.
-float MajorityDistanceWithAdversaries(std::uint32_t adversaries, float* start) {
+// Distance to the common center after a majority-vote run in which `attackers` of 9 workers
+// compute negated gradients (the sign-flip attack).
+float MajorityDistanceWithSignFlips(std::uint32_t attackers, float* start) {
   constexpr std::size_t kDim = 16;
   constexpr std::size_t kWorkers = 9;
   RunConfig config = MajorityConfig(kDim, 800);
@@ -323,8 +323,8 @@ float MajorityDistanceWithAdversaries(std::uint32_t adversaries, float* start) {
   const std::vector<float> initial(kDim, 3.0f);
   *start = Distance(initial, center);
   Cluster cluster(config, options, targets, initial, WorkerOptions{},
-                  [adversaries](PeerId id, WorkerOptions& worker) {
-                    worker.negate_signs = id > kWorkers - adversaries;
+                  [attackers](PeerId id, WorkerOptions& worker) {
+                    if (id > kWorkers - attackers) worker.gradient = &NegatedQuadraticGradient;
                   });
   cluster.net().SetLatencyAll(kMs);
   cluster.Start();
@@ -332,14 +332,15 @@ float MajorityDistanceWithAdversaries(std::uint32_t adversaries, float* start) {
   return Distance(cluster.server().model(), center);
 }
 
-TEST(ProtocolTrainingTest, MajorityVoteToleratesBlindAdversaries) {
-  // A third of the workers send negated signs (docs/algorithms.md): the vote still trains. Their
-  // data is like everyone else's, so the equilibrium stays where it was; they only slow it.
+TEST(ProtocolTrainingTest, MajorityVoteToleratesSignFlipAttackers) {
+  // A third of the workers negate their gradients, so their Signum momentum and their votes are
+  // negated (docs/algorithms.md): the vote still trains. Their data is like everyone else's, so
+  // the equilibrium stays where it was; they only slow it.
   float start = 0.0f;
-  const float with_minority = MajorityDistanceWithAdversaries(3, &start);
+  const float with_minority = MajorityDistanceWithSignFlips(3, &start);
   EXPECT_LT(with_minority, 0.05f * start);
-  // A majority of adversaries drives the model away: the negation is real.
-  const float with_majority = MajorityDistanceWithAdversaries(5, &start);
+  // A majority of attackers drives the model away: the negation is real.
+  const float with_majority = MajorityDistanceWithSignFlips(5, &start);
   EXPECT_GT(with_majority, start);
 }
 

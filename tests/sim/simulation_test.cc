@@ -1,8 +1,8 @@
 // The simulator's library entry points against the sessions driven by hand on a SimNetwork (the
 // way the simulator is driven without them): the same settings must give the same run — every
 // round at the same virtual time with the same bytes and model, the same final model and
-// network counters — with faults, uneven devices and adversaries; plus DEF-A's read-out and
-// Init's refusals.
+// network counters — with faults, uneven devices and sign-flip attackers; plus DEF-A's read-out
+// and Init's refusals.
 
 #include "edgesgd/sim/simulation.h"
 
@@ -23,6 +23,7 @@
 namespace edgesgd::sim {
 namespace {
 
+using protocol::testing::NegatedQuadraticGradient;
 using protocol::testing::QuadraticGradient;
 using protocol::testing::QuadraticProblem;
 
@@ -89,9 +90,10 @@ std::vector<QuadraticProblem> Problems(std::size_t count) {
   return problems;
 }
 
-// The run of `settings` with the sessions set up and driven by hand.
+// The run of `settings` with the sessions set up and driven by hand, workers 1..sign_flippers
+// on the negated gradient.
 Trace ServerRunByHand(const ServerSimulationSettings& settings,
-                      std::vector<QuadraticProblem>& problems) {
+                      std::vector<QuadraticProblem>& problems, std::uint32_t sign_flippers = 0) {
   protocol::ServerSession server;
   std::vector<std::byte> server_storage(
       protocol::ServerSession::ArenaBytes(settings.run, settings.server) + kArenaAlignment);
@@ -108,11 +110,10 @@ Trace ServerRunByHand(const ServerSimulationSettings& settings,
     workers.push_back(std::make_unique<protocol::WorkerSession>());
     protocol::WorkerOptions options;
     options.device_id = w + 1;
-    options.gradient = &QuadraticGradient;
+    options.gradient = w < sign_flippers ? &NegatedQuadraticGradient : &QuadraticGradient;
     options.codecs = &AllCodecs();
     options.user = &problems[w];
     options.samples_per_step = settings.workers[w].samples_per_step;
-    options.negate_signs = w < settings.adversaries;
     EXPECT_TRUE(workers[w]->Init(*arenas[w], options).ok());
   }
   SimNetwork network(settings.network);
@@ -175,22 +176,28 @@ TEST(SimulationTest, ServerSimulationIsTheSessionsOnASimNetwork) {
   ExpectSameRun(ServerRunByHand(settings, problems), ServerRunByLibrary(settings));
 }
 
-TEST(SimulationTest, AdversariesSendNegatedVotes) {
+TEST(SimulationTest, SignFlipAttackersOutvoteTheRest) {
   const std::vector<float> initial(kDim, 2.0f);
   std::vector<QuadraticProblem> problems = Problems(kWorkers);
   protocol::RunConfig majority = protocol::testing::MajorityConfig(kDim, kRounds);
   majority.downlink = protocol::DownlinkKind::kAggregate;
   ServerSimulationSettings settings = ServerRun(majority, initial, problems);
-  // Every target lies below the start, so honest votes move the model down; three adversaries
-  // of five outvote the rest and move it up.
-  settings.adversaries = 3;
-  const Trace with_adversaries = ServerRunByLibrary(settings);
-  ExpectSameRun(ServerRunByHand(settings, problems), with_adversaries);
-  settings.adversaries = 0;
   const Trace honest = ServerRunByLibrary(settings);
+  // Every target lies below the start, so honest votes move the model down. Devices 0-2 (workers
+  // 1-3 of 5) negate their gradients through the oracle, as `simulate --attack sign_flip` does:
+  // they outvote the rest and move it up.
+  constexpr std::uint32_t kSignFlippers = 3;
+  settings.gradient = [&problems](std::size_t device, std::span<const float> point,
+                                  std::uint32_t round, std::uint32_t step,
+                                  std::span<float> gradient) {
+    return (device < kSignFlippers ? NegatedQuadraticGradient : QuadraticGradient)(
+        &problems[device], point, round, step, gradient);
+  };
+  const Trace attacked = ServerRunByLibrary(settings);
+  ExpectSameRun(ServerRunByHand(settings, problems, kSignFlippers), attacked);
   for (std::size_t i = 0; i < kDim; ++i) {
-    EXPECT_GT(with_adversaries.final_model[i], initial[i]);
     EXPECT_LT(honest.final_model[i], initial[i]);
+    EXPECT_GT(attacked.final_model[i], initial[i]);
   }
 }
 

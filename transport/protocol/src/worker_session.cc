@@ -5,7 +5,6 @@
 #include <cstring>
 #include <limits>
 
-#include "edgesgd/core/codecs/sign.h"
 #include "edgesgd/core/optimizer.h"
 #include "session_util.h"
 
@@ -42,20 +41,6 @@ bool SameWelcome(const wire::WelcomeInfo& a, const wire::WelcomeInfo& b) {
   return a.assigned_id == b.assigned_id && a.workers == b.workers && a.rounds == b.rounds &&
          a.seed == b.seed && a.layout == b.layout && SameCodecParams(a.codec, b.codec) &&
          SameTraining(a.training, b.training) && SamePrivacy(a.privacy, b.privacy);
-}
-
-// Turns packed signs into their negation in place, keeping every tensor's padding bits 0 (a
-// vote with a padding bit set is malformed).
-void NegateSigns(const TensorLayout& layout, std::span<std::uint32_t> words) {
-  std::size_t word = 0;
-  for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
-    const std::size_t size = layout.size(t);
-    const std::size_t count = SignCodec::WordsFor(size);
-    for (std::size_t i = 0; i < count; ++i) words[word + i] = ~words[word + i];
-    const std::size_t tail = size % 32;
-    if (tail != 0) words[word + count - 1] &= (std::uint32_t{1} << tail) - 1u;
-    word += count;
-  }
 }
 
 }  // namespace
@@ -532,7 +517,6 @@ Status WorkerSession::ComputeMajorityUpdate(std::uint32_t round, const wire::Fra
     ++counters_.encode_errors;
     return encoded;
   }
-  if (options_.negate_signs) NegateSigns(config_.layout, spans.value().words);
   const Result<std::span<const std::byte>> frame = update_builder_->FinishPayloadFrame();
   if (!frame.ok()) {
     ++counters_.encode_errors;

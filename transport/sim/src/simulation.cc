@@ -56,12 +56,10 @@ Status ServerSimulation::Init(const ServerSimulationSettings& settings, std::str
     return Status::FailedPrecondition("already initialised");
   }
   const std::size_t n = settings.workers.size();
-  if (n != settings.server.workers || !settings.gradient || settings.adversaries > n ||
-      settings.codecs == nullptr) {
+  if (n != settings.server.workers || !settings.gradient || settings.codecs == nullptr) {
     detail = n != settings.server.workers ? "one device per worker"
              : !settings.gradient         ? "no gradient function"
-             : settings.codecs == nullptr ? "no codec registry"
-                                          : "more adversaries than workers";
+                                          : "no codec registry";
     return Status::InvalidArgument("inconsistent simulation settings");
   }
   gradient_ = settings.gradient;
@@ -88,7 +86,6 @@ Status ServerSimulation::Init(const ServerSimulationSettings& settings, std::str
     options.codecs = settings.codecs;
     options.user = &bindings_[w];
     options.samples_per_step = settings.workers[w].samples_per_step;
-    options.negate_signs = w < settings.adversaries;
     options.add_noise = &AddNoiseShare;
     options.noise_key = SimulatedNoiseKey(settings.run.seed, options.device_id);
     if (const Status init = workers_[w]->Init(worker_arenas_[w]->arena, options); !init.ok()) {

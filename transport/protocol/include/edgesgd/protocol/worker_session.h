@@ -10,8 +10,7 @@
 //              round (qsgd's quantization schedule: the level count from the norm of the round's
 //              last local gradient) is asked first; the frame carries the choice.
 //   kMajority  Signum: one gradient at the model, m = beta * m + (1 - beta) * g, and sign(m)
-//              packed straight into the Update frame (negated when WorkerOptions::negate_signs:
-//              a "blind adversary" for robustness experiments).
+//              packed straight into the Update frame.
 //
 // A broadcast with content Model replaces the worker's model. One with content Aggregate is
 // applied to the model the worker holds (mean: x -= decode(aggregate); majority: x -= lr * (V +
@@ -74,7 +73,6 @@ struct WorkerOptions {
   // Heartbeats keep the server's liveness timer fed while the worker is not sampled; kNever
   // sends none (then the server must not use a liveness timeout).
   TimeNs heartbeat_interval_ns = 10'000'000'000;
-  bool negate_signs = false;  // majority vote only: send -sign(m) (a blind adversary)
   // Differential privacy's noise on the devices (PrivacyMode::kDistributed): the function that
   // draws it (edgesgd::AddNoiseShare; nullptr leaves the noise code out of the image) and a
   // secret of this device (never 0) that keys it, drawn from the operating system's entropy by

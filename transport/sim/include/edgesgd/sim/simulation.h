@@ -101,8 +101,6 @@ struct ServerSimulationSettings {
   SimConfig network;                     // seed, compute cost per sample, faults, limits
   std::vector<SimDevice> workers;        // one per worker; worker w is peer w + 1
   DeviceProfile server_device;           // the server's link (default: unlimited)
-  // Majority vote: workers 1..adversaries send negated sign votes (blind adversaries).
-  std::uint32_t adversaries = 0;
   DeviceGradient gradient;
 };
 
@@ -122,8 +120,8 @@ class ServerSimulation {
   // Creates the server and worker sessions with their arenas and registers them on the
   // network. Once. Reads `settings` (keeping a copy of the gradient function). Errors, with
   // `detail` naming the participant ("worker 3: ..."): kFailedPrecondition (initialised
-  // before), kInvalidArgument (not one device per worker, more adversaries than workers, no
-  // gradient) and what ServerSession::Init or WorkerSession::Init refuse.
+  // before), kInvalidArgument (not one device per worker, no gradient) and what
+  // ServerSession::Init or WorkerSession::Init refuse.
   Status Init(const ServerSimulationSettings& settings, std::string& detail);
 
   void OnRound(RoundCallback callback) { on_round_ = std::move(callback); }

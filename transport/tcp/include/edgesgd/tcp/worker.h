@@ -26,7 +26,7 @@ struct WorkerSettings {
   // The session's options: device_id (1..workers; required over TCP, where it names the
   // connection), the caller's gradient function and user pointer, the codecs the device can run
   // (every known codec when left null), samples per step, the Join retry and heartbeat
-  // intervals, negate_signs.
+  // intervals.
   protocol::WorkerOptions worker;
   // Memory the device offers the run (advertised in its Join: a server whose run needs more
   // refuses the worker). Reserved up front, touched only as the session takes it.
