@@ -82,7 +82,10 @@ double AttackStrength(const AttackSettings& settings) {
 
 sim::DeviceGradient WithAttack(sim::DeviceGradient honest, const AttackSettings& settings,
                                std::size_t dimension) {
-  if (settings.kind == AttackKind::kNone || settings.attackers == 0) return honest;
+  if (settings.kind == AttackKind::kNone || settings.kind == AttackKind::kLabelFlip ||
+      settings.attackers == 0) {
+    return honest;  // label_flip: the task's gradient already is the attack
+  }
   // Scratch shared by the attackers' calls, which the simulator makes one at a time.
   struct State {
     sim::DeviceGradient honest;

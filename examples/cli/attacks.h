@@ -13,6 +13,9 @@
 //              that keeps the attackers inside the honest spread: Baruch et al. 2019)
 //   ipm        -s * mu                        (s default 0.1; inner-product manipulation, Xie
 //              et al. 2020)
+//   label_flip the gradient on the attacker's own shard with every label y read as
+//              classes - 1 - y (no s). A poisoning of the data, so the task applies it
+//              (TaskOptions::label_flipped_workers) and WithAttack leaves those gradients alone.
 // ALIE and IPM are omniscient: an attacker computes every honest worker's gradient for the same
 // round and local step (a pure function of them in the simulator).
 
@@ -25,7 +28,15 @@
 
 namespace edgesgd::cli {
 
-enum class AttackKind : std::uint8_t { kNone, kSignFlip, kScale, kGaussian, kAlie, kIpm };
+enum class AttackKind : std::uint8_t {
+  kNone,
+  kSignFlip,
+  kScale,
+  kGaussian,
+  kAlie,
+  kIpm,
+  kLabelFlip
+};
 
 struct AttackSettings {
   AttackKind kind = AttackKind::kNone;
@@ -36,15 +47,16 @@ struct AttackSettings {
 };
 
 // The --attack names, in AttackKind order, and the kind of a name (kNone for an unknown one).
-inline constexpr std::string_view kAttackNames[] = {"none", "sign_flip", "scale",
-                                                   "gaussian", "alie", "ipm"};
+inline constexpr std::string_view kAttackNames[] = {"none", "sign_flip", "scale",     "gaussian",
+                                                    "alie", "ipm",       "label_flip"};
 AttackKind AttackKindOf(std::string_view name);
 
-// s as the attack uses it: `settings.strength`, or the kind's default.
+// s as the attack uses it: `settings.strength`, or the kind's default. Not for label_flip, which
+// has no s.
 double AttackStrength(const AttackSettings& settings);
 
-// `honest` with the gradients of workers 1..attackers replaced by the attack's. `dimension` is
-// the model's.
+// `honest` with the gradients of workers 1..attackers replaced by the attack's (label_flip:
+// `honest` itself). `dimension` is the model's.
 sim::DeviceGradient WithAttack(sim::DeviceGradient honest, const AttackSettings& settings,
                                std::size_t dimension);
 

@@ -489,13 +489,15 @@ bool BuildTaskOptions(const RunFlags& o, std::size_t workers, std::uint64_t seed
   return true;
 }
 
-int SetUpTask(const char* command, const RunFlags& o, std::size_t workers, Task& task) {
+int SetUpTask(const char* command, const RunFlags& o, std::size_t workers, Task& task,
+              std::size_t label_flipped_workers) {
   TaskOptions options;
   std::string error;
   if (!BuildTaskOptions(o, workers, o.seed, o.batch, options, error)) {
     std::fprintf(stderr, "edgesgd %s: %s\n", command, error.c_str());
     return 2;
   }
+  options.label_flipped_workers = label_flipped_workers;
   if (!task.Setup(options, error)) {
     std::fprintf(stderr, "edgesgd %s: %s\n", command, error.c_str());
     return 1;

@@ -171,10 +171,12 @@ bool BuildTaskOptions(const RunFlags& flags, std::size_t workers, std::uint64_t 
                       std::size_t batch, TaskOptions& task, std::string& error);
 
 // Sets `task` up from the data flags for `workers` workers (seeded by --seed, --batch samples
-// per step). Returns the command's exit code: 0, 2 for flags that cannot work (bad --split,
-// --test-data without a data file) or 1 for data that cannot be read, with a one-line error on
-// stderr naming `command`.
-int SetUpTask(const char* command, const RunFlags& flags, std::size_t workers, Task& task);
+// per step), the first `label_flipped_workers` of them training on flipped labels
+// (TaskOptions::label_flipped_workers). Returns the command's exit code: 0, 2 for flags that
+// cannot work (bad --split, --test-data without a data file) or 1 for data that cannot be read,
+// with a one-line error on stderr naming `command`.
+int SetUpTask(const char* command, const RunFlags& flags, std::size_t workers, Task& task,
+              std::size_t label_flipped_workers = 0);
 
 // Validates a parameter-server run: the RunConfig and the server's options. Returns the
 // command's exit code: 0, or 2 with a one-line error on stderr naming `command`.

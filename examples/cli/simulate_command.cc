@@ -118,9 +118,9 @@ int RunServerMode(const SimulateOptions& o, Task& task, std::vector<sim::SimDevi
     summary.Begin("attack");
     summary.Field("kind", o.attack);
     summary.Field("attackers", o.attackers);
-    summary.Field("strength",
-                  AttackStrength({AttackKindOf(o.attack), o.attackers, o.attack_strength,
-                                  o.workers, o.seed}));
+    const AttackSettings attack{AttackKindOf(o.attack), o.attackers, o.attack_strength, o.workers,
+                                o.seed};
+    if (attack.kind != AttackKind::kLabelFlip) summary.Field("strength", AttackStrength(attack));
     summary.End();
   }
   WriteMemoryPlan(summary, MakeMemoryPlan(settings.run, settings.server));
@@ -142,8 +142,13 @@ int RunSimulate(const SimulateOptions& o) {
                 "(cycled over the workers)",
                 2);
   }
+  // Label flipping poisons the attackers' data, so the task carries it (cli/attacks.h).
+  const std::size_t label_flippers =
+      AttackKindOf(o.attack) == AttackKind::kLabelFlip ? o.attackers : 0;
   Task task;
-  if (const int code = SetUpTask(kName, o, o.workers, task); code != 0) return code;
+  if (const int code = SetUpTask(kName, o, o.workers, task, label_flippers); code != 0) {
+    return code;
+  }
   if (o.mode == "gossip") return RunGossip(o, task, MakeSimDevices(o, speeds, task));
   return RunServerMode(o, task, MakeSimDevices(o, speeds, task));
 }

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <iterator>
 #include <sstream>
 #include <utility>
 
@@ -58,16 +59,19 @@ void AddSimulateFlags(CLI::App& command, SimulateOptions& o) {
   command.add_option("--attack", o.attack,
                      "Byzantine workers 1..--attackers replace their gradient: sign_flip (-s g), "
                      "scale (s g), gaussian (N(0, s^2) noise), alie (mean - z std of the honest "
-                     "gradients, 'a little is enough') or ipm (-s mean: inner-product "
-                     "manipulation); what they send then goes through the run's codec and "
-                     "feedback like an honest gradient")
+                     "gradients, 'a little is enough'), ipm (-s mean: inner-product "
+                     "manipulation) or label_flip (the gradient on their own shard with every "
+                     "label y read as classes - 1 - y; softmax and mlp); what they send then "
+                     "goes through the run's codec and feedback like an honest gradient")
       ->capture_default_str()
-      ->check(CLI::IsMember({"none", "sign_flip", "scale", "gaussian", "alie", "ipm"}));
+      ->check(CLI::IsMember(std::vector<std::string>(std::begin(kAttackNames),
+                                                     std::end(kAttackNames))));
   command.add_option("--attackers", o.attackers, "How many workers attack (workers 1..N)")
       ->capture_default_str();
   command.add_option("--attack-strength", o.attack_strength,
                      "s of the attack (0 = its default: sign_flip 1, scale 10, gaussian 1, "
-                     "ipm 0.1, alie the largest z that stays inside the honest spread)")
+                     "ipm 0.1, alie the largest z that stays inside the honest spread; "
+                     "label_flip has none)")
       ->capture_default_str()
       ->check(CLI::Range(0.0f, 1e6f));
   AddOutputFlags(command, o);
@@ -87,6 +91,15 @@ std::string CheckSimulateConsistency(const SimulateOptions& o) {
   }
   if (o.attack_strength != 0.0f && o.attack == "none") {
     return "--attack-strength needs --attack";
+  }
+  if (o.attack == "label_flip") {
+    if (o.task != "softmax" && o.task != "mlp") {
+      return "--attack label_flip needs a classification task (--task softmax or mlp)";
+    }
+    if (o.attack_strength != 0.0f) {
+      return "--attack-strength does not apply to --attack label_flip (its attackers train on "
+             "flipped labels: there is no strength to set)";
+    }
   }
   if (o.attackers >= o.workers) {
     return "--attackers must leave at least one honest worker (fewer than --workers)";

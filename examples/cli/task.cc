@@ -16,6 +16,13 @@ constexpr std::size_t kSyntheticTestSamples = 2000;
 // Rows of a byte-feature test set gathered into floats at a time.
 constexpr std::size_t kEvaluationRows = 256;
 
+// y -> classes - 1 - y in place: a label-flipping worker's batch.
+void FlipLabels(std::span<std::uint8_t> labels, std::size_t classes) {
+  for (std::uint8_t& label : labels) {
+    label = static_cast<std::uint8_t>(classes - 1 - std::size_t{label});
+  }
+}
+
 std::unique_ptr<Model> MakeModel(const ModelSpec& spec, std::vector<std::byte>& storage) {
   storage.assign(Model::ScratchBytes(spec) + kArenaAlignment, std::byte{0});
   Arena arena{std::span<std::byte>(storage)};
@@ -297,6 +304,9 @@ Status Task::Gradient(std::size_t worker, std::span<const float> point, std::uin
     batch = SampleBatch(state.source, state.pool, options_.batch, rng, buffers);
   }
   EDGESGD_TRY(batch.status());
+  // Classification batches are always gathered into the worker's own buffers (its pool is never
+  // empty), so flipping them leaves the shared data alone.
+  if (worker < options_.label_flipped_workers) FlipLabels(state.batch_labels, spec_.classes);
   return state.model->LossAndGradient(point, *batch, gradient).status();
 }
 

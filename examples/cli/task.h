@@ -42,6 +42,9 @@ struct TaskOptions {
   // does) but the features of its own rows only, and no test set: it cannot Evaluate.
   static constexpr std::size_t kEveryWorker = static_cast<std::size_t>(-1);
   std::size_t own_worker = kEveryWorker;
+  // softmax/mlp: workers 0..label_flipped_workers-1 train on every label y read as
+  // classes - 1 - y (`simulate --attack label_flip`, cli/attacks.h).
+  std::size_t label_flipped_workers = 0;
 };
 
 // Figures of one evaluation; NaN where a figure does not apply.
@@ -67,7 +70,8 @@ class Task {
 
   // Gradient of worker `worker`'s loss at `point` for (round, local step): a mini-batch drawn
   // from the worker's shard by CounterRng(seed, round, step, kDataSampling/worker) — or the full
-  // shard when the batch is 0 — so it is a pure function of its arguments. Does not allocate.
+  // shard when the batch is 0 — so it is a pure function of its arguments; with flipped labels
+  // for a label-flipping worker (TaskOptions::label_flipped_workers). Does not allocate.
   Status Gradient(std::size_t worker, std::span<const float> point, std::uint32_t round,
                   std::uint32_t local_step, std::span<float> gradient);
 
