@@ -1,0 +1,109 @@
+#!/usr/bin/python3
+"""Measures a dense edgesgd round over loopback TCP beside a gloo all-reduce of the same size
+among as many processes, in the same run, and prints the ratio.
+
+Usage: bench_tcp_vs_gloo.py [--edgesgd PATH] [--dim D] [--workers N] [--rounds R] [--warmup W]
+
+The edgesgd figure is `edgesgd bench tcp`'s dense variant (server and N workers over loopback,
+the model downlink: every round sends 4d bytes up and 4d down per worker). The peer is
+torch.distributed's gloo backend (Debian's python3-torch): N processes on 127.0.0.1 each
+all-reduce a tensor of d float32 values, the collective data-parallel training runs once per
+step. Both are timed over R rounds after W warm-up rounds; the machine's other load shows in
+both alike, so read the ratio rather than the absolute times.
+"""
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_EDGESGD = os.path.join(os.path.dirname(HERE), "build", "release", "examples", "edgesgd")
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def gloo_worker(rank, world, port, dim, warmup, rounds, results):
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=world)
+    tensor = torch.ones(dim, dtype=torch.float32)
+    for _ in range(warmup):
+        dist.all_reduce(tensor)
+    dist.barrier()
+    start = time.perf_counter()
+    for _ in range(rounds):
+        dist.all_reduce(tensor)
+    elapsed = time.perf_counter() - start
+    results.put((rank, elapsed))
+    dist.destroy_process_group()
+
+
+def gloo_seconds_per_round(dim, workers, warmup, rounds):
+    import torch.multiprocessing as mp
+
+    context = mp.get_context("spawn")
+    results = context.Queue()
+    port = free_port()
+    processes = [context.Process(target=gloo_worker,
+                                 args=(rank, workers, port, dim, warmup, rounds, results))
+                 for rank in range(workers)]
+    for process in processes:
+        process.start()
+    elapsed = [results.get(timeout=600)[1] for _ in processes]
+    for process in processes:
+        process.join()
+        if process.exitcode != 0:
+            raise RuntimeError(f"a gloo process exited with {process.exitcode}")
+    return max(elapsed) / rounds  # the collective ends when its slowest member does
+
+
+def edgesgd_seconds_per_round(edgesgd, dim, workers, warmup, rounds):
+    output = subprocess.run(
+        [edgesgd, "bench", "tcp", "--dim", str(dim), "--workers", str(workers), "--rounds",
+         str(rounds), "--warmup", str(warmup), "--json"],
+        check=True, capture_output=True, text=True).stdout
+    for variant in json.loads(output)["variants"]:
+        if variant["uplink"].startswith("dense"):
+            return 1.0 / variant["rounds_per_second"]
+    raise RuntimeError("edgesgd bench tcp reported no dense variant")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--edgesgd", default=DEFAULT_EDGESGD)
+    parser.add_argument("--dim", type=int, default=1_000_000)
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--warmup", type=int, default=3)
+    args = parser.parse_args()
+    if not os.access(args.edgesgd, os.X_OK):
+        sys.exit(f"bench_tcp_vs_gloo: no edgesgd binary at {args.edgesgd} (build the release "
+                 f"preset or pass --edgesgd)")
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        sys.exit("bench_tcp_vs_gloo: needs Debian's python3-torch (apt-get install python3-torch)"
+                 " and /usr/bin/python3")
+    ours = edgesgd_seconds_per_round(args.edgesgd, args.dim, args.workers, args.warmup,
+                                     args.rounds)
+    gloo = gloo_seconds_per_round(args.dim, args.workers, args.warmup, args.rounds)
+    print(f"d = {args.dim}, {args.workers} participants on loopback, {args.rounds} rounds after "
+          f"{args.warmup} warm-up")
+    print(f"edgesgd dense round (server + workers)   {ours * 1e3:8.2f} ms")
+    print(f"gloo all-reduce (torch.distributed)      {gloo * 1e3:8.2f} ms")
+    print(f"ratio edgesgd / gloo                     {ours / gloo:8.2f}x")
+
+
+if __name__ == "__main__":
+    main()
