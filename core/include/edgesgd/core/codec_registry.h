@@ -188,7 +188,14 @@ constexpr Status ValidateCodecParams(const CodecParams& params) {
 }
 
 // Exact element counts of one payload. Errors: kInvalidArgument (parameters, empty layout).
+namespace internal {
+// EncodedShape's visit of every codec, compiled once (codec_registry.cc): inlined into each
+// caller it would be copied into each, and images count every byte.
+Result<PayloadShape> EncodedShapeOutOfLine(const CodecParams& params, const TensorLayout& layout);
+}  // namespace internal
+
 constexpr Result<PayloadShape> EncodedShape(const CodecParams& params, const TensorLayout& layout) {
+  if (!std::is_constant_evaluated()) return internal::EncodedShapeOutOfLine(params, layout);
   return VisitCodec(params, [&layout]<typename Codec>(const typename Codec::Params& own) {
     return Codec::Shape(own, layout);
   });
