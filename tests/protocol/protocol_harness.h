@@ -314,6 +314,14 @@ struct ArenaStorage {
   Arena arena;
 };
 
+// Four workers, and rounds that wait for all four.
+inline ServerOptions FourWorkers() {
+  ServerOptions options;
+  options.workers = 4;
+  options.quorum = 4;
+  return options;
+}
+
 // A server, n workers on the quadratic problem and the network between them.
 class Cluster {
  public:
@@ -468,6 +476,43 @@ inline std::vector<std::vector<float>> Targets(std::size_t workers, std::size_t 
     targets.push_back(PseudoRandom(dimension, static_cast<std::uint32_t>(100 + w), scale));
   }
   return targets;
+}
+
+// A run of `config` by FourWorkers() on Targets(4, d) from `initial`, 1 ms links: the server's
+// checkpoint taken with round `round` in progress, and the model the uninterrupted run ends with.
+struct InterruptedRun {
+  std::vector<std::byte> checkpoint;
+  std::vector<float> final_model;
+};
+inline InterruptedRun RunWithCheckpointAt(const RunConfig& config, const std::vector<float>& initial,
+                                          std::uint32_t round) {
+  const std::size_t d = config.layout.dimension();
+  InterruptedRun run;
+  Cluster cluster(config, FourWorkers(), Targets(4, d), initial);
+  cluster.net().SetLatencyAll(kMs);
+  cluster.Start();
+  EXPECT_TRUE(cluster.RunUntilRound(round, 1000 * kSecond));
+  run.checkpoint.resize(cluster.server().StateBytes());
+  const Result<std::size_t> written = cluster.server().SaveState(run.checkpoint);
+  EXPECT_TRUE(written.ok() && written.value() == run.checkpoint.size());
+  EXPECT_TRUE(cluster.RunUntilFinished(1000 * kSecond));
+  run.final_model.assign(cluster.server().model().begin(), cluster.server().model().end());
+  return run;
+}
+
+// The same run resumed from `checkpoint` by a fresh server and fresh workers: the model it ends
+// with (empty if the checkpoint is refused).
+inline std::vector<float> ResumeToEnd(const RunConfig& config, const std::vector<float>& initial,
+                                      std::span<const std::byte> checkpoint) {
+  const std::size_t d = config.layout.dimension();
+  Cluster resumed(config, FourWorkers(), Targets(4, d), initial);
+  const Status restored = resumed.server().RestoreState(checkpoint);
+  EXPECT_TRUE(restored.ok()) << restored.reason();
+  if (!restored.ok()) return {};
+  resumed.net().SetLatencyAll(kMs);
+  resumed.Start();
+  EXPECT_TRUE(resumed.RunUntilFinished(1000 * kSecond));
+  return {resumed.server().model().begin(), resumed.server().model().end()};
 }
 
 }  // namespace edgesgd::protocol::testing

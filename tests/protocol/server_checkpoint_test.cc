@@ -21,13 +21,6 @@
 namespace edgesgd::protocol::testing {
 namespace {
 
-ServerOptions FourWorkers() {
-  ServerOptions options;
-  options.workers = 4;
-  options.quorum = 4;
-  return options;
-}
-
 std::vector<std::byte> Save(const ServerSession& server) {
   std::vector<std::byte> bytes(server.StateBytes());
   const Result<std::size_t> written = server.SaveState(bytes);
@@ -141,17 +134,8 @@ TEST(ServerCheckpointTest, RecompressedDownlinkResidualSurvivesAResume) {
   config.feedback.momentum = 0.0f;
   ASSERT_TRUE(RecompressesDownlink(config));
   const std::vector<float> initial(kDim, 2.0f);
-  std::vector<std::byte> state;
-  std::vector<float> uninterrupted;
-  {
-    Cluster cluster(config, FourWorkers(), Targets(4, kDim), initial);
-    cluster.net().SetLatencyAll(kMs);
-    cluster.Start();
-    ASSERT_TRUE(cluster.RunUntilRound(12, 1000 * kSecond));
-    state = Save(cluster.server());
-    ASSERT_TRUE(cluster.RunUntilFinished(1000 * kSecond));
-    uninterrupted.assign(cluster.server().model().begin(), cluster.server().model().end());
-  }
+  const InterruptedRun run = RunWithCheckpointAt(config, initial, 12);
+  const std::vector<std::byte>& state = run.checkpoint;
   // The checkpoint holds the model and the residual: d floats each.
   ASSERT_EQ(state.size(), CheckpointBytes(config, 4, 4 * kDim));
   CheckpointState stored;
@@ -162,15 +146,14 @@ TEST(ServerCheckpointTest, RecompressedDownlinkResidualSurvivesAResume) {
   EXPECT_TRUE(std::any_of(residual.begin(), residual.end(), [](float v) { return v != 0.0f; }))
       << "top_k of 25 % left nothing behind: the test would not see a lost residual";
 
-  Cluster resumed(config, FourWorkers(), Targets(4, kDim), initial);
-  const Status check = resumed.server().RestoreState(state);
-  ASSERT_TRUE(check.ok()) << check.reason();
-  EXPECT_EQ(Save(resumed.server()), state);
-  resumed.net().SetLatencyAll(kMs);
-  resumed.Start();
-  ASSERT_TRUE(resumed.RunUntilFinished(1000 * kSecond));
-  ASSERT_EQ(resumed.server().model().size(), kDim);
-  EXPECT_EQ(std::memcmp(resumed.server().model().data(), uninterrupted.data(), 4 * kDim), 0);
+  {
+    Cluster restored(config, FourWorkers(), Targets(4, kDim), initial);
+    ASSERT_TRUE(restored.server().RestoreState(state).ok());
+    EXPECT_EQ(Save(restored.server()), state);
+  }
+  const std::vector<float> resumed = ResumeToEnd(config, initial, state);
+  ASSERT_EQ(resumed.size(), kDim);
+  EXPECT_EQ(std::memcmp(resumed.data(), run.final_model.data(), 4 * kDim), 0);
 
   // The same checkpoint does not fit a run that broadcasts the model, and says so.
   RunConfig model_downlink = config;

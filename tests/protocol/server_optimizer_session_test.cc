@@ -14,13 +14,6 @@
 namespace edgesgd::protocol::testing {
 namespace {
 
-ServerOptions FourWorkers() {
-  ServerOptions options;
-  options.workers = 4;
-  options.quorum = 4;
-  return options;
-}
-
 RunConfig WithServerOptimizer(RunConfig config, ServerOptimizerKind kind, float lr) {
   config.server_optimizer = ServerOptimizerParams{.kind = kind, .learning_rate = lr};
   return config;
@@ -113,28 +106,14 @@ TEST(ServerOptimizerSessionTest, ACheckpointKeepsTheOptimizerState) {
   config.feedback.kind = FeedbackKind::kNone;
   config.feedback.momentum = 0.0f;
   const std::vector<float> initial(kDim, 2.0f);
-  std::vector<std::byte> state;
-  std::vector<float> uninterrupted;
-  {
-    Cluster cluster(config, FourWorkers(), Targets(4, kDim), initial);
-    cluster.net().SetLatencyAll(kMs);
-    cluster.Start();
-    ASSERT_TRUE(cluster.RunUntilRound(12, 1000 * kSecond));
-    state.resize(cluster.server().StateBytes());
-    ASSERT_TRUE(cluster.server().SaveState(state).ok());
-    ASSERT_TRUE(cluster.RunUntilFinished(1000 * kSecond));
-    uninterrupted.assign(cluster.server().model().begin(), cluster.server().model().end());
-  }
+  const InterruptedRun run = RunWithCheckpointAt(config, initial, 12);
+  const std::vector<std::byte>& state = run.checkpoint;
   CheckpointState stored;
   ASSERT_TRUE(ReadCheckpoint(state, config, 4, 0, stored).ok());
   ASSERT_EQ(stored.server_optimizer.size(), 2 * kDim * sizeof(float));
-
-  Cluster resumed(config, FourWorkers(), Targets(4, kDim), initial);
-  ASSERT_TRUE(resumed.server().RestoreState(state).ok());
-  resumed.net().SetLatencyAll(kMs);
-  resumed.Start();
-  ASSERT_TRUE(resumed.RunUntilFinished(1000 * kSecond));
-  EXPECT_EQ(std::memcmp(resumed.server().model().data(), uninterrupted.data(), 4 * kDim), 0);
+  const std::vector<float> resumed = ResumeToEnd(config, initial, state);
+  ASSERT_EQ(resumed.size(), kDim);
+  EXPECT_EQ(std::memcmp(resumed.data(), run.final_model.data(), 4 * kDim), 0);
 
   // The optimizer's state is covered by the checkpoint's checksum.
   std::vector<std::byte> damaged = state;
