@@ -132,6 +132,20 @@ Status ErrorFeedbackWorker::LocalStep(std::span<const float> gradient) {
   return Status::Ok();
 }
 
+Status ErrorFeedbackWorker::AddProximalGradient(std::span<float> gradient) const {
+  if (phase_ != Phase::kInRound || steps_ >= feedback_.local_steps) {
+    return Status::FailedPrecondition("no round is open, or its local steps are all taken");
+  }
+  if (gradient.size() != point_.size()) {
+    return Status::InvalidArgument("the gradient's size differs from the layout's dimension");
+  }
+  const float mu = feedback_.prox_mu;
+  if (mu == 0.0f || steps_ == 0) return Status::Ok();
+  // A round with a second step (H > 1) keeps delta apart from the residual: y = x - delta.
+  for (std::size_t i = 0; i < gradient.size(); ++i) gradient[i] -= mu * delta_[i];
+  return Status::Ok();
+}
+
 template <bool kMomentum>
 void ErrorFeedbackWorker::Step(std::span<const float> gradient) {
   const float lr = feedback_.learning_rate;

@@ -70,6 +70,12 @@ void AddTrainingFlags(CLI::App& command, RunFlags& o, const char* deadline_help)
                      "gradients)")
       ->capture_default_str()
       ->check(CLI::Range(1u, protocol::kMaxLocalSteps));
+  command.add_option("--prox-mu", o.prox_mu,
+                     "FedProx's mu: the local steps of a round minimise the loss plus "
+                     "(mu / 2) ||y - x||^2, keeping the local model y near the round's model x "
+                     "on heterogeneous data (needs --local-steps > 1; 0 = plain local SGD)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0f, 1e6f));
   command.add_option("--participation", o.participation,
                      "Fraction of live workers sampled each round, in (0, 1]")
       ->capture_default_str()
@@ -279,9 +285,10 @@ std::string CheckGossipConsistency(const RunFlags& o) {
     return "gossip has no error feedback (CHOCO's public copies keep what compression left "
            "out): drop --feedback";
   }
-  if (o.local_steps != defaults.local_steps || o.participation != defaults.participation) {
-    return "gossip takes one gradient step per round with every peer: drop --local-steps and "
-           "--participation";
+  if (o.local_steps != defaults.local_steps || o.participation != defaults.participation ||
+      o.prox_mu != defaults.prox_mu) {
+    return "gossip takes one gradient step per round with every peer: drop --local-steps, "
+           "--prox-mu and --participation";
   }
   if (o.momentum != defaults.momentum || o.weight_decay != defaults.weight_decay ||
       o.detach != defaults.detach) {
@@ -423,6 +430,14 @@ std::string CheckRunConsistency(const RunFlags& o) {
   if (!majority && o.optimizer == "signum") {
     return "--optimizer signum sends sign votes: it needs --aggregate majority --codec sign";
   }
+  if (o.prox_mu != 0.0f && majority) {
+    return "--prox-mu shapes local steps: majority vote takes one gradient per round (use "
+           "--aggregate mean)";
+  }
+  if (o.prox_mu != 0.0f && o.local_steps < 2) {
+    return "--prox-mu needs --local-steps 2 or more: with one step the local model never "
+           "leaves the round's model, so the proximal term is zero";
+  }
   if (majority && o.feedback_given && o.feedback != "none") {
     return "--aggregate majority has no error feedback (the vote is the update): drop "
            "--feedback or use --feedback none";
@@ -547,6 +562,7 @@ protocol::RunConfig BuildRunConfig(const RunFlags& o, const Task& task) {
     feedback.momentum = o.optimizer == "sgd" ? 0.0f : o.momentum;
     feedback.weight_decay = o.weight_decay;
     feedback.local_steps = o.local_steps;
+    feedback.prox_mu = o.prox_mu;
   }
   if (o.dp_mode != "off") {
     config.privacy.mode =

@@ -384,6 +384,68 @@ TEST(ErrorFeedbackTest, LocalStepsAccumulateTheModelDelta) {
 }
 
 // A 1-worker identity-codec EF run is heavy-ball SGD: same bits as Optimizer kMomentum.
+// FedProx's term is mu times the local model's distance from the synced model, y - x, which the
+// gradient point shows for c = 0: checked for each feedback kind that keeps y at the point, with
+// and without momentum, at every step of a round.
+TEST(ErrorFeedbackTest, ProximalGradientIsMuTimesTheLocalDrift) {
+  const TensorLayout layout = TestLayout();
+  const std::size_t d = layout.dimension();
+  const std::vector<float> synced = test_util::UniformVector(d, 5, 0, 1.0f);
+  for (const FeedbackKind kind : {FeedbackKind::kNone, FeedbackKind::kEf}) {
+    for (const float momentum : {0.0f, 0.9f}) {
+      const FeedbackParams feedback{.kind = kind, .detach = 0.0f, .learning_rate = 0.1f,
+                                    .momentum = momentum, .weight_decay = 0.0f,
+                                    .local_steps = 4, .prox_mu = 0.5f};
+      const CodecParams codec = LossyCodecs()[kCodecId<TopKCodec>];
+      ArenaBox box(ErrorFeedbackWorker::StateBytes(layout, codec, feedback));
+      ErrorFeedbackWorker worker;
+      ASSERT_TRUE(worker.Init(box.arena, AllCodecs(), layout, codec, feedback).ok());
+      ASSERT_TRUE(worker.BeginRound(synced).ok());
+      std::vector<float> gradient(d);
+      for (std::uint32_t step = 0; step < 4; ++step) {
+        Gradient(0, step, worker.GradientPoint(), gradient);
+        std::vector<float> expected = gradient;
+        for (std::size_t i = 0; i < d; ++i) {
+          expected[i] += 0.5f * (worker.GradientPoint()[i] - synced[i]);
+        }
+        ASSERT_TRUE(worker.AddProximalGradient(gradient).ok());
+        for (std::size_t i = 0; i < d; ++i) {
+          ASSERT_NEAR(gradient[i], expected[i], 1e-5f) << "step " << step << ", coordinate " << i;
+        }
+        if (step == 0) {
+          EXPECT_TRUE(SameBits(gradient, expected));  // y = x: no term at all
+        }
+        ASSERT_TRUE(worker.LocalStep(gradient).ok());
+      }
+      // All H steps are taken: no step is left for a proximal gradient.
+      EXPECT_EQ(worker.AddProximalGradient(gradient), Status::FailedPrecondition());
+    }
+  }
+}
+
+TEST(ErrorFeedbackTest, ProximalGradientWithoutMuOrRoundChangesNothing) {
+  const TensorLayout layout = TestLayout();
+  const std::size_t d = layout.dimension();
+  FeedbackParams feedback{.kind = FeedbackKind::kNone, .learning_rate = 0.1f, .momentum = 0.0f,
+                          .local_steps = 3};
+  ArenaBox box(ErrorFeedbackWorker::StateBytes(layout, CodecParams{}, feedback));
+  ErrorFeedbackWorker worker;
+  ASSERT_TRUE(worker.Init(box.arena, AllCodecs(), layout, CodecParams{}, feedback).ok());
+  std::vector<float> gradient = test_util::UniformVector(d, 6, 0, 1.0f);
+  EXPECT_EQ(worker.AddProximalGradient(gradient), Status::FailedPrecondition());  // no round
+  ASSERT_TRUE(worker.BeginRound(std::vector<float>(d, 1.0f)).ok());
+  ASSERT_TRUE(worker.LocalStep(gradient).ok());
+  const std::vector<float> before = gradient;
+  ASSERT_TRUE(worker.AddProximalGradient(gradient).ok());  // mu = 0
+  EXPECT_TRUE(SameBits(gradient, before));
+  std::vector<float> short_gradient(d - 1);
+  EXPECT_EQ(worker.AddProximalGradient(short_gradient), Status::InvalidArgument());
+  feedback.prox_mu = -1.0f;
+  EXPECT_EQ(ValidateFeedbackParams(feedback), Status::InvalidArgument());
+  feedback.prox_mu = kNaN;
+  EXPECT_EQ(ValidateFeedbackParams(feedback), Status::InvalidArgument());
+}
+
 TEST(ErrorFeedbackTest, IdentityEfIsMomentumSgd) {
   const TensorLayout layout = TestLayout();
   const std::size_t d = layout.dimension();

@@ -349,6 +349,8 @@ std::optional<ServerSettings> WithOtherValue(const ServerSettings& run, std::str
     c.feedback.detach = c.feedback.detach > 0.5f ? 0.25f : c.feedback.detach + 0.25f;
   } else if (name == "local_steps") {
     ++c.feedback.local_steps;
+  } else if (name == "prox_mu") {
+    c.feedback.prox_mu += 0.5f;
   } else if (name == "optimizer") {
     c.optimizer.kind = c.optimizer.kind == OptimizerKind::kSignum ? OptimizerKind::kMomentum
                                                                   : OptimizerKind::kSignum;
@@ -456,7 +458,9 @@ TEST(ServerCheckpointTest, AResumeWithAnySettingChangedNamesTheSetting) {
     // A robust rule replaces the mean of the model downlink, without privacy: the other
     // components admit none, and a robust run no other aggregation, downlink or privacy.
     std::vector<std::string_view> fixed;
-    if (component == "majority_vote") fixed = {"codec", "sign_scale", "local_steps", "optimizer"};
+    if (component == "majority_vote") {
+      fixed = {"codec", "sign_scale", "local_steps", "prox_mu", "optimizer"};
+    }
     if (component == "robust_mean") fixed = {"aggregate", "downlink"};
     if (component == "majority_vote" || component == "recompressed_mean" ||
         component == "robust_mean") {

@@ -56,6 +56,9 @@ Status CheckFeedback(const FeedbackParams& feedback) {
   if (feedback.local_steps < 1 || feedback.local_steps > kMaxLocalSteps) {
     return Status::InvalidArgument("local steps H must be in 1..4096");
   }
+  if (!NonNegativeFinite(feedback.prox_mu)) {
+    return Status::InvalidArgument("the proximal coefficient mu must be non-negative and finite");
+  }
   // Belt and braces: core's own validation must agree with the field checks above.
   if (!ValidateFeedbackParams(feedback).ok()) {
     return Status::InvalidArgument("invalid feedback parameters");
@@ -87,6 +90,9 @@ Status CheckMajority(const RunConfig& config) {
   if (config.feedback.local_steps != 1) {
     return Status::InvalidArgument(
         "majority vote takes one gradient per round (local steps H = 1)");
+  }
+  if (config.feedback.prox_mu != 0.0f) {
+    return Status::InvalidArgument("majority vote takes one gradient per round: no proximal term");
   }
   return Status::Ok();
 }
@@ -243,6 +249,7 @@ wire::WelcomeInfo ToWelcomeInfo(const RunConfig& config, std::uint32_t assigned_
   training.momentum = majority ? config.optimizer.momentum : config.feedback.momentum;
   training.weight_decay = majority ? config.optimizer.weight_decay : config.feedback.weight_decay;
   training.local_steps = config.feedback.local_steps;
+  training.prox_mu = config.feedback.prox_mu;
   training.batch = config.batch;
   std::uint8_t aggregate = 0;
   if (majority) aggregate |= kAggregateMajorityBit;
@@ -297,6 +304,7 @@ Status FromWelcomeInfo(const wire::WelcomeInfo& welcome, RunConfig& out) {
   config.feedback.momentum = training.momentum;
   config.feedback.weight_decay = training.weight_decay;
   config.feedback.local_steps = training.local_steps;
+  config.feedback.prox_mu = training.prox_mu;
   config.optimizer.kind = static_cast<OptimizerKind>(training.optimizer);
   config.optimizer.learning_rate = training.learning_rate;
   config.optimizer.momentum = training.momentum;

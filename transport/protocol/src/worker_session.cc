@@ -24,6 +24,7 @@ bool SameTraining(const wire::TrainingConfig& a, const wire::TrainingConfig& b) 
   return a.feedback == b.feedback && SameBits(a.detach, b.detach) && a.optimizer == b.optimizer &&
          SameBits(a.learning_rate, b.learning_rate) && SameBits(a.momentum, b.momentum) &&
          SameBits(a.weight_decay, b.weight_decay) && a.local_steps == b.local_steps &&
+         SameBits(a.prox_mu, b.prox_mu) &&
          a.batch == b.batch && a.aggregate == b.aggregate &&
          SameBits(a.participation, b.participation) && a.mode == b.mode && a.gossip == b.gossip &&
          a.topology == b.topology && a.gossip_rounds == b.gossip_rounds;
@@ -419,6 +420,10 @@ Status WorkerSession::ComputeMeanUpdate(std::uint32_t round, const wire::FrameHe
     if (!gradient.ok()) {
       ++counters_.gradient_errors;
       return gradient;
+    }
+    if (const Status proximal = feedback_.AddProximalGradient(gradient_); !proximal.ok()) {
+      ++counters_.gradient_errors;
+      return proximal;
     }
     if (const Status stepped = feedback_.LocalStep(gradient_); !stepped.ok()) {
       ++counters_.gradient_errors;

@@ -241,7 +241,7 @@ Result<std::span<const std::byte>> FrameBuilder::EncodeWelcome(const FrameHeader
       builder_, training.feedback, training.detach, training.optimizer, training.learning_rate,
       training.momentum, training.weight_decay, training.local_steps, training.batch,
       training.aggregate, training.participation, training.mode, training.gossip, training.topology,
-      training.gossip_rounds);
+      training.gossip_rounds, training.prox_mu);
   const PrivacyConfig& privacy = welcome.privacy;
   const auto privacy_config =
       privacy.mode == 0

@@ -145,6 +145,7 @@ Status DecodeWelcome(const fb::Welcome* welcome, WelcomeInfo& out) {
     t.gossip = training->gossip();
     t.topology = training->topology();
     t.gossip_rounds = training->gossip_rounds();
+    t.prox_mu = training->prox_mu();
   }
   out.privacy = PrivacyConfig{};
   if (const fb::PrivacyConfig* privacy = welcome->privacy(); privacy != nullptr) {

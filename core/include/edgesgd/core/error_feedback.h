@@ -49,6 +49,9 @@ struct FeedbackParams {
   float weight_decay = 0.0f;    // wd >= 0, finite; added to the gradient at the gradient point
   // H >= 1: at most this many LocalStep calls per round (a round normally takes exactly H).
   std::uint32_t local_steps = 1;
+  // mu >= 0, finite: FedProx's proximal term (mu / 2) ||y - x||^2 between the round's local
+  // model y and the synced model x (AddProximalGradient); 0 is plain local SGD.
+  float prox_mu = 0.0f;
 
   friend constexpr bool operator==(const FeedbackParams&, const FeedbackParams&) = default;
 };
@@ -79,6 +82,9 @@ constexpr Status ValidateFeedbackParams(const FeedbackParams& params) {
     return Status::InvalidArgument("the weight decay must be non-negative and finite");
   }
   if (params.local_steps < 1) return Status::InvalidArgument("local steps must be at least 1");
+  if (!(params.prox_mu >= 0.0f && params.prox_mu <= kMaxFloat)) {
+    return Status::InvalidArgument("the proximal coefficient mu must be non-negative and finite");
+  }
   return Status::Ok();
 }
 
@@ -185,6 +191,12 @@ class ErrorFeedbackWorker {
   // Errors: kInvalidArgument for a wrong size; kFailedPrecondition outside a round or after H
   // steps in this round.
   Status LocalStep(std::span<const float> gradient);
+
+  // FedProx (Li et al. 2020): adds mu * (y - x) = -mu * delta, the gradient of the proximal term
+  // (mu / 2) ||y - x||^2 at the round's local model y, to `gradient` (d floats, the loss gradient
+  // the next LocalStep will take), mu = FeedbackParams::prox_mu. Nothing changes for mu = 0 or
+  // before the round's first step (y = x then). Does not allocate. Errors: as LocalStep.
+  Status AddProximalGradient(std::span<float> gradient) const;
 
   // Compresses p = delta + e into `out` (each span at least payload_shape() long) and keeps
   // e = p - C(p), computed by decoding the payload just written into e with weight -1 (the same

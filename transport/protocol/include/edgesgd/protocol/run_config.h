@@ -100,11 +100,13 @@ inline constexpr std::uint64_t kMaxSamplesPerRound = std::uint64_t{1} << 24;
 // codec (its descriptor's Validate) and its update frame within kMaxFrameBytes; rounds >= 1;
 // batch in 1..kMaxBatch; participation in (0, 1]; known enums.
 //   kMean: feedback parameters valid (lr > 0 finite, momentum in [0, 1), wd >= 0 finite,
+//          FedProx's mu >= 0 finite,
 //          detach in [0, 1] for DEF, local steps H in 1..kMaxLocalSteps with H * batch at most
 //          kMaxSamplesPerRound); the aggregate downlink needs a codec
 //          whose payloads sum across workers or one the server can re-compress with.
 //   kMajority: a codec in its vote form (VoteForm: sign with unit scales); the Signum optimizer
-//          with valid lr / momentum (beta) / wd; local steps H == 1 (one gradient per vote).
+//          with valid lr / momentum (beta) / wd; local steps H == 1 (one gradient per vote) and
+//          no proximal term.
 //   privacy (unless off): valid parameters (ValidatePrivacyParams); kMean aggregation; a codec
 //          that keeps the clipping bound (KeepsNormBound); central noise needs an aggregation
 //          component that adds it, distributed noise a codec whose payloads sum (every device
@@ -165,6 +167,7 @@ constexpr void ForEachRunConfigField(const RunConfig& config, std::uint32_t work
   f("feedback", static_cast<std::uint64_t>(config.feedback.kind));
   f("detach", bits(config.feedback.detach));
   f("local_steps", std::uint64_t{config.feedback.local_steps});
+  f("prox_mu", bits(config.feedback.prox_mu));
   f("optimizer", static_cast<std::uint64_t>(config.optimizer.kind));
   f("lr", bits(majority ? config.optimizer.learning_rate : config.feedback.learning_rate));
   f("momentum", bits(majority ? config.optimizer.momentum : config.feedback.momentum));

@@ -95,6 +95,7 @@ struct TrainingConfig {
   std::uint8_t gossip = 0;
   std::uint8_t topology = 0;
   std::uint32_t gossip_rounds = 0;
+  float prox_mu = 0.0f;
 
   friend constexpr bool operator==(const TrainingConfig&, const TrainingConfig&) = default;
 };
