@@ -94,6 +94,7 @@ TEST(ProtocolConfigTest, EveryRuleHasItsOwnReason) {
       {"momentum", [](RunConfig& c) { c.feedback.momentum = 1.0f; }, "momentum"},
       {"weight decay", [](RunConfig& c) { c.feedback.weight_decay = -1.0f; }, "weight decay"},
       {"local steps", [](RunConfig& c) { c.feedback.local_steps = 0; }, "local steps H"},
+      {"proximal mu", [&](RunConfig& c) { c.feedback.prox_mu = nan; }, "proximal coefficient"},
       {"local steps above the bound",
        [](RunConfig& c) { c.feedback.local_steps = kMaxLocalSteps + 1; }, "local steps H"},
       {"samples per round",
@@ -125,6 +126,7 @@ TEST(ProtocolConfigTest, EveryRuleHasItsOwnReason) {
       {"beta", [](RunConfig& c) { c.optimizer.momentum = 1.0f; }, "beta"},
       {"wd", [&](RunConfig& c) { c.optimizer.weight_decay = nan; }, "Signum weight decay"},
       {"local steps", [](RunConfig& c) { c.feedback.local_steps = 2; }, "one gradient per round"},
+      {"proximal term", [](RunConfig& c) { c.feedback.prox_mu = 0.1f; }, "no proximal term"},
       {"tie rule", [](RunConfig& c) { c.tie_rule = static_cast<TieRule>(3); }, "tie rule"},
   };
   for (const Case& test : majority_cases) {
@@ -191,6 +193,7 @@ std::vector<RunConfig> SampleConfigs() {
   mean.feedback.kind = FeedbackKind::kDef;
   mean.feedback.detach = 0.3f;
   mean.feedback.local_steps = 4;
+  mean.feedback.prox_mu = 0.25f;  // FedProx's mu reaches the workers
   mean.participation = 0.25f;
   mean.seed = 0xFEEDFACECAFEBEEFull;
   mean.batch = 64;
