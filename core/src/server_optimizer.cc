@@ -37,7 +37,6 @@ Status ServerOptimizer::Step(std::span<float> model, std::span<const float> chan
   const std::size_t d = dimension_;
   const float eta = params_.learning_rate;
   const float beta1 = params_.beta1;
-  const float beta2 = params_.beta2;
   switch (params_.kind) {
     case ServerOptimizerKind::kFedAvg:
       for (std::size_t i = 0; i < d; ++i) model[i] += eta * change[i];
@@ -48,34 +47,46 @@ Status ServerOptimizer::Step(std::span<float> model, std::span<const float> chan
         model[i] += eta * state_[i];
       }
       return Status::Ok();
+    case ServerOptimizerKind::kFedAdagrad:
+      AdaptiveStep<ServerOptimizerKind::kFedAdagrad>(model, change);
+      break;
+    case ServerOptimizerKind::kFedAdam:
+      AdaptiveStep<ServerOptimizerKind::kFedAdam>(model, change);
+      break;
     default:
+      AdaptiveStep<ServerOptimizerKind::kFedYogi>(model, change);
       break;
   }
+  return Status::Ok();
+}
+
+// One loop per kind, its second-moment rule chosen at compile time: no branch per coordinate.
+template <ServerOptimizerKind kKind>
+void ServerOptimizer::AdaptiveStep(std::span<float> model, std::span<const float> change) {
+  const std::size_t d = dimension_;
   const std::span<float> m = state_.first(d);
   const std::span<float> v = state_.subspan(d);
+  const float eta = params_.learning_rate;
+  const float beta1 = params_.beta1;
   const float one_minus_beta1 = 1.0f - beta1;
+  const float beta2 = params_.beta2;
   const float one_minus_beta2 = 1.0f - beta2;
+  const float tau = params_.tau;
   for (std::size_t i = 0; i < d; ++i) {
     const float c = change[i];
     const float c2 = c * c;
     m[i] = beta1 * m[i] + one_minus_beta1 * c;
-    switch (params_.kind) {
-      case ServerOptimizerKind::kFedAdagrad:
-        v[i] += c2;
-        break;
-      case ServerOptimizerKind::kFedAdam:
-        v[i] = beta2 * v[i] + one_minus_beta2 * c2;
-        break;
-      default: {  // kFedYogi: v moves towards c^2 by at most (1 - beta2) c^2
-        const float difference = v[i] - c2;
-        const float sign = difference > 0.0f ? 1.0f : (difference < 0.0f ? -1.0f : 0.0f);
-        v[i] -= one_minus_beta2 * c2 * sign;
-        break;
-      }
+    if constexpr (kKind == ServerOptimizerKind::kFedAdagrad) {
+      v[i] += c2;
+    } else if constexpr (kKind == ServerOptimizerKind::kFedAdam) {
+      v[i] = beta2 * v[i] + one_minus_beta2 * c2;
+    } else {  // FedYogi: v moves towards c^2 by at most (1 - beta2) c^2
+      const float difference = v[i] - c2;
+      const float sign = difference > 0.0f ? 1.0f : (difference < 0.0f ? -1.0f : 0.0f);
+      v[i] -= one_minus_beta2 * c2 * sign;
     }
-    model[i] += eta * m[i] / (std::sqrt(v[i]) + params_.tau);
+    model[i] += eta * m[i] / (std::sqrt(v[i]) + tau);
   }
-  return Status::Ok();
 }
 
 Status ServerOptimizer::CheckSavedState(std::span<const std::byte> saved) const {

@@ -17,10 +17,6 @@ ServerOptimizerKind KindNamed(const std::string& name) {
   return ServerOptimizerKind::kFedAvg;  // CLI::IsMember admits only the names above
 }
 
-bool ReadsBeta2(ServerOptimizerKind kind) {
-  return kind == ServerOptimizerKind::kFedAdam || kind == ServerOptimizerKind::kFedYogi;
-}
-
 }  // namespace
 
 float DefaultServerLearningRate(ServerOptimizerKind kind) {

@@ -406,10 +406,8 @@ std::optional<ServerSettings> WithOtherValue(const ServerSettings& run, std::str
     // beta1, beta2 and tau are read by some optimizers only: recorded at their defaults for
     // the others.
     ServerOptimizerParams& o = c.server_optimizer;
-    const bool adam_or_yogi =
-        o.kind == ServerOptimizerKind::kFedAdam || o.kind == ServerOptimizerKind::kFedYogi;
     if (name == "server_beta1" && o.kind == ServerOptimizerKind::kFedAvg) return std::nullopt;
-    if (name == "server_beta2" && !adam_or_yogi) return std::nullopt;
+    if (name == "server_beta2" && !ReadsBeta2(o.kind)) return std::nullopt;
     if (name == "server_tau" && !IsAdaptive(o.kind)) return std::nullopt;
     if (name == "server_lr") o.learning_rate *= 0.5f;
     if (name == "server_beta1") o.beta1 *= 0.5f;

@@ -65,6 +65,11 @@ constexpr bool IsAdaptive(ServerOptimizerKind kind) {
          kind == ServerOptimizerKind::kFedYogi;
 }
 
+// Whether the kind has a decaying second moment (FedAdagrad's only grows): what beta2 is for.
+constexpr bool ReadsBeta2(ServerOptimizerKind kind) {
+  return kind == ServerOptimizerKind::kFedAdam || kind == ServerOptimizerKind::kFedYogi;
+}
+
 // Whether `params` moves the model other than x += c: the server then needs the change apart
 // from the model (ServerOptimizer).
 constexpr bool ChangesFedAvg(const ServerOptimizerParams& params) {
@@ -83,8 +88,7 @@ constexpr Status ValidateServerOptimizerParams(const ServerOptimizerParams& para
   if (params.kind != ServerOptimizerKind::kFedAvg && !(params.beta1 >= 0.0f && params.beta1 < 1.0f)) {
     return Status::InvalidArgument("the server's beta1 must be in [0, 1)");
   }
-  if ((params.kind == ServerOptimizerKind::kFedAdam || params.kind == ServerOptimizerKind::kFedYogi) &&
-      !(params.beta2 >= 0.0f && params.beta2 < 1.0f)) {
+  if (ReadsBeta2(params.kind) && !(params.beta2 >= 0.0f && params.beta2 < 1.0f)) {
     return Status::InvalidArgument("the server's beta2 must be in [0, 1)");
   }
   if (IsAdaptive(params.kind) && !(params.tau > 0.0f && params.tau <= kMaxFloat)) {
@@ -99,7 +103,7 @@ constexpr ServerOptimizerParams NormalizedServerOptimizerParams(const ServerOpti
   out.kind = params.kind;
   out.learning_rate = params.learning_rate;
   if (params.kind != ServerOptimizerKind::kFedAvg) out.beta1 = params.beta1;
-  if (params.kind == ServerOptimizerKind::kFedAdam || params.kind == ServerOptimizerKind::kFedYogi) {
+  if (ReadsBeta2(params.kind)) {
     out.beta2 = params.beta2;
   }
   if (IsAdaptive(params.kind)) out.tau = params.tau;
@@ -149,6 +153,9 @@ class ServerOptimizer {
   const ServerOptimizerParams& params() const { return params_; }
 
  private:
+  template <ServerOptimizerKind kKind>
+  void AdaptiveStep(std::span<float> model, std::span<const float> change);
+
   ServerOptimizerParams params_;
   std::size_t dimension_ = 0;
   std::span<float> state_;  // m (d floats), then v (d floats) for the adaptive kinds
