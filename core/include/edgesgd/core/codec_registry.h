@@ -321,30 +321,48 @@ constexpr void ForEachParamField(const CodecParams& params, F&& f) {
   });
 }
 
+namespace internal {
+// The word accessors of a codec's fields, taken from kFields at compile time: the Welcome's
+// words need only these, and reading them here keeps kFields' names and help text (which the
+// flags and reports print) out of images that never print them.
+template <typename Codec>
+struct FieldWords {
+  using Params = typename Codec::Params;
+  static constexpr std::size_t kCount = Codec::kFields.size();
+  static constexpr std::array<std::uint32_t (*)(const Params&), kCount> kGet = [] {
+    std::array<std::uint32_t (*)(const Params&), kCount> get{};
+    for (std::size_t i = 0; i < kCount; ++i) get[i] = Codec::kFields[i].get;
+    return get;
+  }();
+  static constexpr std::array<void (*)(Params&, std::uint32_t), kCount> kSet = [] {
+    std::array<void (*)(Params&, std::uint32_t), kCount> set{};
+    for (std::size_t i = 0; i < kCount; ++i) set[i] = Codec::kFields[i].set;
+    return set;
+  }();
+};
+}  // namespace internal
+
+// The parameters as the Welcome carries them: one word per field, in list order, written into
+// `words` (at least kMaxCodecParamWords). Returns how many were written.
+constexpr std::size_t ParamWords(const CodecParams& params, std::span<std::uint32_t> words) {
+  return VisitCodec(params, [words]<typename Codec>(const typename Codec::Params& own) {
+    using Fields = internal::FieldWords<Codec>;
+    for (std::size_t i = 0; i < Fields::kCount && i < words.size(); ++i) {
+      words[i] = Fields::kGet[i](own);
+    }
+    return Fields::kCount;
+  });
+}
+
 // Whether `a` and `b` are the same codec with the same parameter bits (a NaN equals itself, so
 // a configuration always compares equal to its own copy).
 constexpr bool SameCodecParams(const CodecParams& a, const CodecParams& b) {
   if (CodecIdOf(a) != CodecIdOf(b)) return false;
   std::array<std::uint32_t, kMaxCodecParamWords> words_a{};
   std::array<std::uint32_t, kMaxCodecParamWords> words_b{};
-  bool same = true;
-  std::size_t index = 0;
-  ForEachParamField(a, [&](const CodecFieldValue& field) { words_a[index++] = field.word; });
-  index = 0;
-  ForEachParamField(b, [&](const CodecFieldValue& field) { words_b[index++] = field.word; });
-  for (std::size_t i = 0; i < kMaxCodecParamWords; ++i) same &= words_a[i] == words_b[i];
-  return same;
-}
-
-// The parameters as the Welcome carries them: one word per field, in list order, written into
-// `words` (at least kMaxCodecParamWords). Returns how many were written.
-constexpr std::size_t ParamWords(const CodecParams& params, std::span<std::uint32_t> words) {
-  std::size_t count = 0;
-  ForEachParamField(params, [&](const CodecFieldValue& field) {
-    if (count < words.size()) words[count] = field.word;
-    ++count;
-  });
-  return count;
+  ParamWords(a, words_a);
+  ParamWords(b, words_b);
+  return words_a == words_b;
 }
 
 // The parameters of codec `id` from its Welcome words, validated. Errors: kNotFound (no codec
@@ -355,12 +373,13 @@ constexpr Result<CodecParams> ParamsFromWords(CodecId id, std::span<const std::u
   return VisitCodec(params,
                     [words]<typename Codec>(const typename Codec::Params& defaults)
                         -> Result<CodecParams> {
-                      if (words.size() != Codec::kFields.size()) {
+                      using Fields = internal::FieldWords<Codec>;
+                      if (words.size() != Fields::kCount) {
                         return Status::DataLoss("the codec's parameter count does not match");
                       }
                       typename Codec::Params own = defaults;
                       for (std::size_t i = 0; i < words.size(); ++i) {
-                        Codec::kFields[i].set(own, words[i]);
+                        Fields::kSet[i](own, words[i]);
                       }
                       EDGESGD_TRY(Codec::Validate(own));
                       return CodecParams(own);
