@@ -409,10 +409,16 @@ protocol::GossipConfig BuildGossipConfig(const RunFlags& o, const Task& task,
 }
 
 std::string RunWarning(const RunFlags& o) {
-  if (o.aggregate == "majority" && o.split != "iid") {
+  CodecParams codec;
+  std::string unused;
+  const bool parsed = o.codec.Params(codec, unused, /*strict=*/false);
+  const auto* sign = std::get_if<SignParams>(&codec);
+  const bool stochastic = parsed && sign != nullptr && sign->noise_bound > 0.0f;
+  if (o.aggregate == "majority" && o.split != "iid" && !stochastic) {
     return "plain majority vote tends to collapse on a non-iid --split: each device's sign "
-           "follows its own labels and the vote cancels the rest; --aggregate mean with --codec "
-           "sign and --feedback ef also sends one bit per coordinate up";
+           "follows its own labels and the vote cancels the rest; stochastic signs "
+           "(--sign-noise-bound B, about the largest |momentum| a device sends) keep one bit "
+           "per coordinate each way and train";
   }
   return "";
 }

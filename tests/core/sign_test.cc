@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cmath>
@@ -264,6 +265,95 @@ TEST(SignTest, RejectsBadParametersAndBuffers) {
   EXPECT_EQ(SignCodec::DecodeAdd(params, layout, {}, view, 1.0f, std::span(acc).first(48), {}),
             Status::InvalidArgument());
   EXPECT_TRUE(SignCodec::DecodeAdd(params, layout, {}, view, 1.0f, acc, {}).ok());
+}
+
+// ---- Stochastic sign ----
+
+Encoded EncodeStochastic(float bound, const TensorLayout& layout, const std::vector<float>& x,
+                         const CodecContext& context, SignScale scale = SignScale::kUnit) {
+  const SignParams params{.scale = scale, .noise_bound = bound};
+  const PayloadShape shape = SignCodec::Shape(params, layout).value();
+  Encoded encoded;
+  encoded.words.assign(shape.words, 0xDEADBEEFu);
+  encoded.scales.assign(shape.scales, -7.0f);
+  PayloadSpans out{{}, {}, encoded.words, encoded.scales};
+  EXPECT_TRUE(SignCodec::Encode(params, layout, context, x, out, {}).ok());
+  return encoded;
+}
+
+bool Bit(const Encoded& encoded, std::size_t i) { return (encoded.words[i / 32] >> (i % 32)) & 1u; }
+
+// Each coordinate is +1 with probability (B + x) / (2B), clamped: over many rounds the fraction
+// of +1 votes is that probability within five standard errors, and coordinates beyond +-B are
+// certain.
+TEST(SignTest, StochasticSignVotesPlusWithProbabilityLinearInX) {
+  constexpr float kBound = 0.5f;
+  const std::vector<float> x = {-0.75f, -0.5f, -0.375f, -0.125f, 0.0f,
+                                0.125f, 0.25f, 0.4375f, 0.5f,    2.0f};
+  const TensorLayout layout = Layout({x.size()});
+  constexpr int kRounds = 20000;
+  std::vector<int> plus(x.size(), 0);
+  for (int round = 0; round < kRounds; ++round) {
+    const Encoded encoded =
+        EncodeStochastic(kBound, layout, x, CodecContext{17, static_cast<std::uint32_t>(round), 3});
+    for (std::size_t i = 0; i < x.size(); ++i) plus[i] += Bit(encoded, i) ? 1 : 0;
+    EXPECT_EQ(encoded.words[0] >> x.size(), 0u) << "padding bits";
+  }
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double p = std::clamp(static_cast<double>((kBound + x[i]) / (2.0f * kBound)), 0.0, 1.0);
+    const double observed = static_cast<double>(plus[i]) / kRounds;
+    const double tolerance = 5.0 * std::sqrt(p * (1.0 - p) / kRounds);
+    EXPECT_NEAR(observed, p, tolerance + 1e-12) << "x = " << x[i];
+  }
+}
+
+// Private randomness: the same context gives the same bits, another worker or round others;
+// the scale is the plain sign's.
+TEST(SignTest, StochasticSignIsAFunctionOfTheContext) {
+  const TensorLayout layout = Layout({300, 45});
+  const std::vector<float> x = MixedInput(layout.dimension(), 4);
+  const CodecContext context{99, 7, 2};
+  const Encoded first = EncodeStochastic(1.0f, layout, x, context, SignScale::kMeanAbs);
+  EXPECT_EQ(first.words, EncodeStochastic(1.0f, layout, x, context, SignScale::kMeanAbs).words);
+  EXPECT_NE(first.words, EncodeStochastic(1.0f, layout, x, CodecContext{99, 7, 3}).words);
+  EXPECT_NE(first.words, EncodeStochastic(1.0f, layout, x, CodecContext{99, 8, 2}).words);
+  EXPECT_EQ(first.scales, EncodeSign(SignParams{}, layout, x).scales);
+  // A bound far below every |x| leaves only the plain signs.
+  const std::vector<float> away = {-3.0f, 2.0f, -1.0f, 0.5f, 4.0f};
+  const TensorLayout small = Layout({away.size()});
+  EXPECT_EQ(EncodeStochastic(1e-3f, small, away, context).words, NaiveWords(small, away));
+}
+
+// Majority vote over devices whose values disagree: the plain votes follow the majority's sign,
+// the stochastic votes the sign of the mean.
+TEST(SignTest, StochasticVotesOfDisagreeingDevicesFollowTheMean) {
+  // Three devices at +0.1, two at -0.6: the majority is positive, the mean (-0.18) negative.
+  const std::vector<float> device_values = {0.1f, 0.1f, 0.1f, -0.6f, -0.6f};
+  constexpr std::size_t kCoordinates = 4000;
+  const TensorLayout layout = Layout({kCoordinates});
+  std::vector<int> votes(kCoordinates, 0);
+  for (std::uint32_t device = 0; device < device_values.size(); ++device) {
+    const std::vector<float> x(kCoordinates, device_values[device]);
+    const Encoded encoded = EncodeStochastic(1.0f, layout, x, CodecContext{5, 1, device});
+    for (std::size_t i = 0; i < kCoordinates; ++i) votes[i] += Bit(encoded, i) ? 1 : -1;
+  }
+  std::size_t negative = 0;
+  for (const int vote : votes) negative += vote < 0 ? 1u : 0u;
+  // P(vote < 0) for five votes with p+ = 0.55, 0.55, 0.55, 0.2, 0.2 is about 0.63.
+  EXPECT_GT(negative, kCoordinates * 58 / 100);
+  EXPECT_LT(negative, kCoordinates * 68 / 100);
+}
+
+TEST(SignTest, StochasticSignParametersAreCheckedAndKeptByTheVoteForm) {
+  for (const float bad : {-1.0f, kNan, kInf, -0.0f - 1e-30f}) {
+    EXPECT_EQ(SignCodec::Validate(SignParams{.noise_bound = bad}), Status::InvalidArgument())
+        << bad;
+  }
+  EXPECT_TRUE(SignCodec::Validate(SignParams{.noise_bound = 0.0f}).ok());
+  EXPECT_TRUE(SignCodec::Validate(SignParams{.noise_bound = 3.5f}).ok());
+  const SignParams vote = SignCodec::VoteForm(SignParams{.noise_bound = 0.25f});
+  EXPECT_EQ(vote.scale, SignScale::kUnit);
+  EXPECT_EQ(vote.noise_bound, 0.25f);
 }
 
 }  // namespace

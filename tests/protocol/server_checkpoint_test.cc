@@ -281,6 +281,7 @@ std::optional<ServerSettings> WithOtherCodecParameter(const ServerSettings& run,
     const std::size_t at = index++;
     if (field.name != name) return;
     for (const std::uint32_t other : OtherWords(field)) {
+      if (other == words[at]) continue;  // half of a zero
       std::array<std::uint32_t, kMaxCodecParamWords> other_words = words;
       other_words[at] = other;
       const Result<CodecParams> params =

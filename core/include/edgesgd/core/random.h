@@ -65,6 +65,7 @@ enum class RandomPurpose : std::uint32_t {
   kPrivacyNoise = 9,       // differential privacy's Gaussian noise: private, under a secret key
   kSecureAggregationGraph = 10,  // which devices mask with each other (SecAgg+): the server's
   kSimulatedAttack = 11,         // the simulator's Byzantine workers (noise attacks)
+  kSignNoise = 12,               // the stochastic sign's thresholds: private per worker
 };
 
 // The counter's stream word: purpose in the top 8 bits, worker id in the low 24.
