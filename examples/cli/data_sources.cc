@@ -63,11 +63,14 @@ std::string CheckTestData(const std::string& data, const std::string& test_data)
 }
 
 bool LoadLabeledData(const std::string& data, const std::string& test_data, std::size_t limit,
-                     LabeledSets& sets, std::string& error) {
+                     LabeledSets& sets, std::string& error, bool training_labels_only) {
   platform::LabeledData& train = sets.train;
   platform::LabeledData& test = sets.test;
   test = {};
-  if (!LoadTrainingRows(data, limit, {}, train, error)) return false;
+  platform::DataReadOptions train_options;
+  train_options.labels_only =
+      training_labels_only && (data == "fashion-mnist" || !test_data.empty());
+  if (!LoadTrainingRows(data, limit, train_options, train, error)) return false;
   if (data == "fashion-mnist") {
     return Loaded(platform::LoadFashionMnist(platform::FashionMnistSplit::kTest), test, error);
   }

@@ -35,9 +35,11 @@ struct LabeledSets {
 
 // Loads the training set's first `limit` samples (all when 0) and the test set: Fashion-MNIST's
 // test split, or --test-data's file (its features and labels must fit the training set's), or
-// none. False with a one-line `error` naming the file.
+// none. With `training_labels_only`, a process that only scores the model keeps the training
+// set's labels alone whenever a test set is what gets scored. False with a one-line `error`
+// naming the file.
 bool LoadLabeledData(const std::string& data, const std::string& test_data, std::size_t limit,
-                     LabeledSets& sets, std::string& error);
+                     LabeledSets& sets, std::string& error, bool training_labels_only = false);
 
 // Loads what `options` asks for (rows, labels alone) among the training set's first `limit`
 // samples (all when 0), e.g. one worker's shard. False with a one-line `error` naming the file.

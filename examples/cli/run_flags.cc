@@ -511,14 +511,15 @@ bool BuildTaskOptions(const RunFlags& o, std::size_t workers, std::uint64_t seed
 }
 
 int SetUpTask(const char* command, const RunFlags& o, std::size_t workers, Task& task,
-              std::size_t label_flipped_workers) {
+              const TaskUse& use) {
   TaskOptions options;
   std::string error;
   if (!BuildTaskOptions(o, workers, o.seed, o.batch, options, error)) {
     std::fprintf(stderr, "edgesgd %s: %s\n", command, error.c_str());
     return 2;
   }
-  options.label_flipped_workers = label_flipped_workers;
+  options.label_flipped_workers = use.label_flipped_workers;
+  options.evaluates_only = use.evaluates_only;
   if (!task.Setup(options, error)) {
     std::fprintf(stderr, "edgesgd %s: %s\n", command, error.c_str());
     return 1;

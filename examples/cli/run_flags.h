@@ -171,13 +171,18 @@ std::string RunWarning(const RunFlags& flags);
 bool BuildTaskOptions(const RunFlags& flags, std::size_t workers, std::uint64_t seed,
                       std::size_t batch, TaskOptions& task, std::string& error);
 
+// What a command does with its task beyond the flags (TaskOptions' fields of the same names).
+struct TaskUse {
+  std::size_t label_flipped_workers = 0;  // simulate --attack label_flip
+  bool evaluates_only = false;            // the server: scores the model, trains nothing
+};
+
 // Sets `task` up from the data flags for `workers` workers (seeded by --seed, --batch samples
-// per step), the first `label_flipped_workers` of them training on flipped labels
-// (TaskOptions::label_flipped_workers). Returns the command's exit code: 0, 2 for flags that
+// per step) as `use` says. Returns the command's exit code: 0, 2 for flags that
 // cannot work (bad --split, --test-data without a data file) or 1 for data that cannot be read,
 // with a one-line error on stderr naming `command`.
 int SetUpTask(const char* command, const RunFlags& flags, std::size_t workers, Task& task,
-              std::size_t label_flipped_workers = 0);
+              const TaskUse& use = {});
 
 // Validates a parameter-server run: the RunConfig and the server's options. Returns the
 // command's exit code: 0, or 2 with a one-line error on stderr naming `command`.

@@ -43,7 +43,7 @@ int RunServer(const ServerFlags& o) {
                 2);
   }
   Task task;
-  if (const int code = SetUpTask(kName, o, o.workers, task); code != 0) return code;
+  if (const int code = SetUpTask(kName, o, o.workers, task, {.evaluates_only = true}); code != 0) return code;
   settings.run = BuildRunConfig(o, task);
   settings.server = BuildServerOptions(o);
   if (o.join_timeout_s > 0) settings.server.join_timeout_ns = Seconds(o.join_timeout_s);

@@ -112,8 +112,8 @@ bool Task::SetupClassification(std::string& error) {
     classes = labeled_.train.num_classes;
     train_ = labeled_.train.View();
   } else if (options_.data != "synthetic") {
-    if (!LoadLabeledData(options_.data, options_.test_data, options_.train_limit, labeled_,
-                         error)) {
+    if (!LoadLabeledData(options_.data, options_.test_data, options_.train_limit, labeled_, error,
+                         options_.evaluates_only)) {
       return false;
     }
     classes = labeled_.train.num_classes;
@@ -289,6 +289,9 @@ void Task::InitialModel(std::span<float> model) const {
 Status Task::Gradient(std::size_t worker, std::span<const float> point, std::uint32_t round,
                       std::uint32_t local_step, std::span<float> gradient) {
   if (worker >= states_.size()) return Status::OutOfRange();
+  if (options_.evaluates_only) {
+    return Status::FailedPrecondition("this process scores the model and computes no gradient");
+  }
   CounterRng rng(options_.seed, round, local_step,
                  StreamId(RandomPurpose::kDataSampling, static_cast<std::uint32_t>(worker)));
   if (options_.kind == TaskKind::kQuadraticNoise) {

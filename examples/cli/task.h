@@ -45,6 +45,10 @@ struct TaskOptions {
   // softmax/mlp: workers 0..label_flipped_workers-1 train on every label y read as
   // classes - 1 - y (`simulate --attack label_flip`, cli/attacks.h).
   std::size_t label_flipped_workers = 0;
+  // A process that scores the model but computes no gradient (`edgesgd server`): of Fashion-MNIST
+  // or a data file with a test set it keeps the training labels alone (to split them as the
+  // workers do), and Gradient is refused.
+  bool evaluates_only = false;
 };
 
 // Figures of one evaluation; NaN where a figure does not apply.
@@ -71,7 +75,8 @@ class Task {
   // Gradient of worker `worker`'s loss at `point` for (round, local step): a mini-batch drawn
   // from the worker's shard by CounterRng(seed, round, step, kDataSampling/worker) — or the full
   // shard when the batch is 0 — so it is a pure function of its arguments; with flipped labels
-  // for a label-flipping worker (TaskOptions::label_flipped_workers). Does not allocate.
+  // for a label-flipping worker (TaskOptions::label_flipped_workers). kFailedPrecondition for a
+  // task that only evaluates (TaskOptions::evaluates_only). Does not allocate.
   Status Gradient(std::size_t worker, std::span<const float> point, std::uint32_t round,
                   std::uint32_t local_step, std::span<float> gradient);
 

@@ -1,5 +1,6 @@
 // The command's training problems (cli/task.h): a label-flipping worker's gradient is the one
-// on its shard with every label y read as classes - 1 - y, and no other worker's changes.
+// on its shard with every label y read as classes - 1 - y, and no other worker's changes; a task
+// that only evaluates scores like a training one without holding the training features.
 
 #include "cli/task.h"
 
@@ -90,6 +91,36 @@ TEST_F(TaskTest, LabelFlippingWorkersTrainOnFlippedLabels) {
       EXPECT_EQ(GradientOf(attacked, 1, round), GradientOf(honest, 1, round));
     }
   }
+}
+
+// The server's task: with a test set it reads the training labels alone, yet splits them and
+// scores the model exactly as a training process does, and refuses to compute gradients.
+TEST_F(TaskTest, EvaluatingTaskScoresLikeATrainingTaskWithoutTrainingFeatures) {
+  TaskOptions options;
+  options.workers = 3;
+  options.batch = 0;  // the full shard: the Welcome's batch comes from the split
+  options.split = SplitKind::kDirichlet;
+  options.data = WriteData("train.csv", false);
+  options.test_data = WriteData("test.csv", true);
+  Task training;
+  std::string error;
+  ASSERT_TRUE(training.Setup(options, error)) << error;
+  options.evaluates_only = true;
+  Task evaluating;
+  ASSERT_TRUE(evaluating.Setup(options, error)) << error;
+
+  ASSERT_EQ(evaluating.dimension(), training.dimension());
+  for (std::size_t w = 0; w < options.workers; ++w) {
+    EXPECT_EQ(evaluating.samples_per_step(w), training.samples_per_step(w)) << "worker " << w;
+  }
+  std::vector<float> model(training.dimension());
+  for (std::size_t i = 0; i < model.size(); ++i) model[i] = 0.05f * static_cast<float>(i % 5);
+  const TaskEvaluation expected = training.Evaluate(model);
+  const TaskEvaluation actual = evaluating.Evaluate(model);
+  EXPECT_EQ(actual.loss, expected.loss);
+  EXPECT_EQ(actual.accuracy, expected.accuracy);
+  std::vector<float> gradient(training.dimension());
+  EXPECT_EQ(evaluating.Gradient(0, model, 1, 0, gradient), Status::FailedPrecondition());
 }
 
 }  // namespace
