@@ -1,0 +1,162 @@
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <type_traits>
+
+#include "edgesgd/core/data/dataset.h"
+#include "edgesgd/core/model/model_spec.h"
+#include "edgesgd/core/result.h"
+#include "edgesgd/core/status.h"
+#include "edgesgd/core/tensor_layout.h"
+
+namespace edgesgd {
+
+// A sequential network of small layers (small CNNs) ending in softmax cross-entropy, described
+// by a fixed-size value (no heap) so that a ModelSpec can later carry one. Activations are
+// NHWC without the batch axis: a sample of shape H x W x C is H * W * C floats, value (y, x, c)
+// at (y * W + x) * C + c, which is how a dataset row of row-major pixels is read. A flat
+// feature vector of D values is the shape 1 x 1 x D. See docs/models.md.
+
+// Height x width x channels of one sample's activation.
+struct Shape {
+  std::uint32_t height = 0;
+  std::uint32_t width = 0;
+  std::uint32_t channels = 0;
+
+  // Values of one sample (fits in 64 bits: each factor is below 2^32 and valid specs keep the
+  // product below 2^32).
+  constexpr std::uint64_t size() const {
+    return std::uint64_t{height} * width * std::uint64_t{channels};
+  }
+  friend constexpr bool operator==(const Shape&, const Shape&) = default;
+};
+
+enum class LayerKind : std::uint8_t {
+  kDense,          // dense:UNITS. Reads its input as a flat vector (an implicit flatten).
+  kConv,           // conv:FILTERS:KERNEL[:STRIDE[:same|valid]], square kernel.
+  kDepthwiseConv,  // dwconv:KERNEL[:STRIDE[:same|valid]], one filter per channel.
+  kMaxPool,        // maxpool:K[:STRIDE], valid windows, stride K by default.
+  kAvgPool,        // avgpool:K[:STRIDE], valid windows, stride K by default.
+  kRelu,           // relu: max(0, x).
+  kRelu6,          // relu6: min(max(0, x), 6).
+  kFlatten,        // flatten: H x W x C -> 1 x 1 x HWC (same values, same order).
+};
+
+enum class Padding : std::uint8_t {
+  kValid,  // windows lie inside the input: out = (in - kernel) / stride + 1, rounded down
+  kSame,   // out = ceil(in / stride); zeros around, the odd one at the bottom / right
+};
+
+// One layer. Fields a kind does not use are 0 (padding kValid), so equal layers compare equal.
+struct LayerSpec {
+  LayerKind kind = LayerKind::kRelu;
+  Padding padding = Padding::kValid;  // conv, dwconv
+  std::uint32_t units = 0;            // dense outputs, conv filters
+  std::uint32_t kernel = 0;           // conv, dwconv, pool window side
+  std::uint32_t stride = 0;           // conv, dwconv, pools
+  friend constexpr bool operator==(const LayerSpec&, const LayerSpec&) = default;
+};
+
+inline constexpr std::size_t kMaxSequentialLayers = 16;
+
+// Longest canonical text of a spec: 16 layers of at most "conv:", three 10-digit fields, three
+// colons, "valid" and a comma.
+inline constexpr std::size_t kMaxSequentialSpecChars = kMaxSequentialLayers * 44;
+
+struct SequentialSpec {
+  Shape input;
+  std::uint32_t classes = 0;      // 2..256; the last layer's output has this many values
+  std::uint32_t layer_count = 0;  // 1..kMaxSequentialLayers
+  std::array<LayerSpec, kMaxSequentialLayers> layers{};
+
+  std::size_t features() const { return static_cast<std::size_t>(input.size()); }
+  std::span<const LayerSpec> used_layers() const {
+    return std::span<const LayerSpec>(layers).first(layer_count);
+  }
+  // Layers past layer_count take part too, so build specs from a zeroed value (as Parse does).
+  friend constexpr bool operator==(const SequentialSpec&, const SequentialSpec&) = default;
+};
+static_assert(std::is_trivially_copyable_v<SequentialSpec>);
+
+// The shape before every layer and after the last: at[0] is the input, at[l + 1] the output of
+// layer l.
+struct SequentialShapes {
+  std::array<Shape, kMaxSequentialLayers + 1> at{};
+};
+
+// Parses a comma-separated list of layers (grammar in docs/models.md), e.g.
+// "conv:8:3,relu,maxpool:2,conv:16:3,relu,maxpool:2,dense:10", for `input` and `classes`, and
+// validates the result (ValidateSequentialSpec). Errors: kInvalidArgument with the reason
+// (unknown layer, bad number, missing or extra field, zero size, kernel larger than its input,
+// output not matching classes, too many layers, too many parameters ...). Does not allocate.
+Result<SequentialSpec> ParseSequentialSpec(std::string_view text, Shape input, std::size_t classes);
+
+// Writes the canonical text of a valid spec into `out` (every field explicit, e.g.
+// "conv:8:3:1:valid,relu,maxpool:2:2,dense:10") and returns the written prefix of `out`;
+// parsing it gives the spec back. kMaxSequentialSpecChars always suffice. Errors:
+// kInvalidArgument for an invalid spec, kResourceExhausted if `out` is too short.
+Result<std::string_view> FormatSequentialSpec(const SequentialSpec& spec, std::span<char> out);
+
+// Shape after each layer. Errors: kInvalidArgument for a bad input shape or layer count, a
+// layer with a zero or unused field set, a kernel or window larger than its input, or an
+// activation of 2^32 or more values.
+Result<SequentialShapes> InferSequentialShapes(const SequentialSpec& spec);
+
+// kOk if the spec describes a network: its shapes infer, classes is 2..256, the last layer has
+// `classes` outputs and the parameter count is below 2^32; kInvalidArgument otherwise.
+Status ValidateSequentialSpec(const SequentialSpec& spec);
+
+// Number of parameters of a valid spec (0 for an invalid one).
+std::size_t ParameterCount(const SequentialSpec& spec);
+
+// Weights then bias of every dense, conv and dwconv layer, in layer order. Weight order:
+// dense [units][inputs] (inputs in NHWC order), conv [filters][kernel_y][kernel_x][in channels],
+// dwconv [kernel_y][kernel_x][channels]; biases one per output channel. Errors:
+// kInvalidArgument for an invalid spec.
+Result<TensorLayout> SequentialLayout(const SequentialSpec& spec);
+
+// Writes the initial parameters into params (ParameterCount(spec) floats): weights of the last
+// parametric layer, and of any not followed by relu/relu6 (looking past pooling and flatten),
+// ~ U(-b, b), b = sqrt(6 / (fan_in + fan_out)) (Glorot); the others ~ U(-a, a), a = sqrt(6 /
+// fan_in) (He); biases zero. Fans: dense inputs and units, conv kernel^2 times in and out
+// channels, dwconv kernel^2 both. Tensor t draws from CounterRng(seed, 0, t,
+// StreamId(RandomPurpose::kModelInit)) as InitModelParameters does, so "dense:H,relu,dense:C"
+// starts at the MLP's bits. Errors: kInvalidArgument for an invalid spec or a wrong params
+// size. Does not allocate.
+Status InitSequentialParameters(const SequentialSpec& spec, std::uint64_t seed,
+                                std::span<float> params);
+
+// Forward and backward passes of a SequentialSpec. Samples are processed one at a time, so
+// scratch does not grow with the batch. Convolutions gather one receptive field at a time into
+// scratch and take dot products with the filters (contiguous over kernel_x and channels);
+// never an Eigen matrix product, whose blocking buffers may malloc.
+struct Sequential {
+  // Floats of scratch one call needs (0 for an invalid spec): every layer's output for one
+  // sample, two gradient buffers as large as the largest output before the last layer, and
+  // twice the largest conv receptive field (kernel^2 x in channels) for the gathered field and
+  // its gradient.
+  static std::size_t ScratchFloats(const SequentialSpec& spec);
+
+  // Reads params (ParameterCount(spec) floats) and batch (float features, feature_dim =
+  // spec.features(), labels < classes); writes gradient (same size as params) with the
+  // gradient of the mean cross-entropy over the batch and returns that mean. Uses scratch (at
+  // least ScratchFloats(spec) floats). Errors, with gradient untouched: kInvalidArgument for
+  // an invalid spec or a size/shape mismatch, kOutOfRange for a label out of range.
+  // Non-finite parameters give a non-finite loss, not an error. Does not allocate.
+  static Result<float> LossAndGradient(const SequentialSpec& spec, std::span<const float> params,
+                                       const DatasetView& batch, std::span<float> gradient,
+                                       std::span<float> scratch);
+
+  // Adds the losses, correct predictions (argmax of the logits == label, ties to the lowest
+  // class) and samples of `data` to `sums`. Same errors as LossAndGradient, with sums
+  // untouched. Does not allocate.
+  static Status AddToEvaluation(const SequentialSpec& spec, std::span<const float> params,
+                                const DatasetView& data, std::span<float> scratch,
+                                EvaluationSums& sums);
+};
+
+}  // namespace edgesgd

@@ -1,0 +1,346 @@
+#include <charconv>
+#include <cstdint>
+#include <limits>
+
+#include "edgesgd/core/model/sequential.h"
+
+namespace edgesgd {
+namespace {
+
+constexpr std::uint64_t kMax32 = std::numeric_limits<std::uint32_t>::max();
+
+struct KindName {
+  LayerKind kind;
+  std::string_view name;
+};
+
+constexpr std::array<KindName, 8> kKindNames = {{
+    {LayerKind::kDense, "dense"},
+    {LayerKind::kConv, "conv"},
+    {LayerKind::kDepthwiseConv, "dwconv"},
+    {LayerKind::kMaxPool, "maxpool"},
+    {LayerKind::kAvgPool, "avgpool"},
+    {LayerKind::kRelu, "relu"},
+    {LayerKind::kRelu6, "relu6"},
+    {LayerKind::kFlatten, "flatten"},
+}};
+
+bool IsPool(LayerKind kind) { return kind == LayerKind::kMaxPool || kind == LayerKind::kAvgPool; }
+
+bool IsConvolution(LayerKind kind) {
+  return kind == LayerKind::kConv || kind == LayerKind::kDepthwiseConv;
+}
+
+// Output side of a window sweep, or 0 if the window does not fit.
+std::uint64_t SweptSide(std::uint32_t in, std::uint32_t kernel, std::uint32_t stride,
+                        Padding padding) {
+  if (kernel > in) return 0;
+  if (padding == Padding::kSame) return (std::uint64_t{in} + stride - 1) / stride;
+  return (in - kernel) / stride + 1;
+}
+
+Result<Shape> LayerOutputShape(const LayerSpec& layer, Shape in) {
+  const bool uses_units = layer.kind == LayerKind::kDense || layer.kind == LayerKind::kConv;
+  const bool uses_window = IsConvolution(layer.kind) || IsPool(layer.kind);
+  if ((uses_units && layer.units == 0) ||
+      (uses_window && (layer.kernel == 0 || layer.stride == 0))) {
+    return Status::InvalidArgument("a layer's size, kernel or stride is zero");
+  }
+  if ((!uses_units && layer.units != 0) ||
+      (!uses_window && (layer.kernel != 0 || layer.stride != 0)) ||
+      (!IsConvolution(layer.kind) && layer.padding != Padding::kValid)) {
+    return Status::InvalidArgument("a layer sets a field its kind does not use");
+  }
+  Shape out = in;
+  switch (layer.kind) {
+    case LayerKind::kDense:
+      out = {1, 1, layer.units};
+      break;
+    case LayerKind::kFlatten:
+      out = {1, 1, static_cast<std::uint32_t>(in.size())};
+      break;
+    case LayerKind::kRelu:
+    case LayerKind::kRelu6:
+      break;
+    default: {
+      const std::uint64_t height = SweptSide(in.height, layer.kernel, layer.stride, layer.padding);
+      const std::uint64_t width = SweptSide(in.width, layer.kernel, layer.stride, layer.padding);
+      if (height == 0 || width == 0) {
+        return Status::InvalidArgument("a kernel or pool window is larger than its input");
+      }
+      out.height = static_cast<std::uint32_t>(height);
+      out.width = static_cast<std::uint32_t>(width);
+      if (layer.kind == LayerKind::kConv) out.channels = layer.units;
+      break;
+    }
+  }
+  if (out.size() > kMax32) {
+    return Status::InvalidArgument("a layer's output has 2^32 or more values");
+  }
+  return out;
+}
+
+// Weight and bias counts of a parametric layer with input `in` (0 and 0 for the others).
+struct LayerTensors {
+  std::uint64_t weights = 0;
+  std::uint64_t bias = 0;
+};
+
+LayerTensors TensorsOf(const LayerSpec& layer, Shape in) {
+  const std::uint64_t field = std::uint64_t{layer.kernel} * layer.kernel;
+  switch (layer.kind) {
+    case LayerKind::kDense:
+      return {in.size() * layer.units, layer.units};
+    case LayerKind::kConv:
+      return {field * in.channels * layer.units, layer.units};
+    case LayerKind::kDepthwiseConv:
+      return {field * in.channels, in.channels};
+    default:
+      return {};
+  }
+}
+
+// Tensor sizes in layout order; 0 tensors if the spec is invalid, with the reason in `status`.
+std::size_t TensorSizes(const SequentialSpec& spec,
+                        std::array<std::uint64_t, 2 * kMaxSequentialLayers>& sizes,
+                        Status& status) {
+  const Result<SequentialShapes> shapes = InferSequentialShapes(spec);
+  if (!shapes.ok()) {
+    status = shapes.status();
+    return 0;
+  }
+  if (spec.classes < 2 || spec.classes > 256) {
+    status = Status::InvalidArgument("a network has 2..256 classes");
+    return 0;
+  }
+  if (shapes->at[spec.layer_count].size() != spec.classes) {
+    status = Status::InvalidArgument("the last layer's output size differs from the class count");
+    return 0;
+  }
+  std::size_t count = 0;
+  std::uint64_t total = 0;
+  for (std::size_t l = 0; l < spec.layer_count; ++l) {
+    // Every factor is below 2^32 and kernel <= side, so each product stays far below 2^64.
+    const LayerTensors tensors = TensorsOf(spec.layers[l], shapes->at[l]);
+    if (tensors.weights == 0) continue;
+    total += tensors.weights + tensors.bias;
+    if (tensors.weights > kMax32 || total > kMax32) {
+      status = Status::InvalidArgument("the network has 2^32 or more parameters");
+      return 0;
+    }
+    sizes[count++] = tensors.weights;
+    sizes[count++] = tensors.bias;
+  }
+  if (count == 0) {
+    status = Status::InvalidArgument("a network needs a dense, conv or dwconv layer");
+    return 0;
+  }
+  status = Status::Ok();
+  return count;
+}
+
+// Parses a decimal field of a layer (1..2^32 - 1).
+Status ParseField(std::string_view text, std::uint32_t& value) {
+  const char* end = text.data() + text.size();
+  const auto [stop, error] = std::from_chars(text.data(), end, value);
+  if (text.empty() || error != std::errc() || stop != end) {
+    return Status::InvalidArgument("a layer's number is not a decimal integer below 2^32");
+  }
+  if (value == 0) return Status::InvalidArgument("a layer's size, kernel or stride is zero");
+  return Status::Ok();
+}
+
+Status ParsePadding(std::string_view text, Padding& padding) {
+  if (text == "same") {
+    padding = Padding::kSame;
+  } else if (text == "valid") {
+    padding = Padding::kValid;
+  } else {
+    return Status::InvalidArgument("a convolution's padding is neither same nor valid");
+  }
+  return Status::Ok();
+}
+
+// Splits `text` at ':' into at most `fields.size()` parts; returns how many, or
+// fields.size() + 1 if there are more.
+std::size_t SplitFields(std::string_view text, std::span<std::string_view> fields) {
+  std::size_t count = 0;
+  while (true) {
+    if (count == fields.size()) return count + 1;
+    const std::size_t colon = text.find(':');
+    fields[count++] = text.substr(0, colon);
+    if (colon == std::string_view::npos) return count;
+    text.remove_prefix(colon + 1);
+  }
+}
+
+Result<LayerSpec> ParseLayer(std::string_view text) {
+  std::array<std::string_view, 5> fields;
+  const std::size_t count = SplitFields(text, fields);
+  LayerSpec layer;
+  const KindName* match = nullptr;
+  for (const KindName& entry : kKindNames) {
+    if (entry.name == fields[0]) match = &entry;
+  }
+  if (match == nullptr) {
+    return Status::InvalidArgument(
+        "unknown layer (dense, conv, dwconv, maxpool, avgpool, relu, relu6, flatten)");
+  }
+  layer.kind = match->kind;
+  // Fields after the name: required and optional counts per kind.
+  std::size_t required = 0;
+  std::size_t optional = 0;
+  switch (layer.kind) {
+    case LayerKind::kDense:
+      required = 1;
+      break;
+    case LayerKind::kConv:
+      required = 2;
+      optional = 2;
+      break;
+    case LayerKind::kDepthwiseConv:
+      required = 1;
+      optional = 2;
+      break;
+    case LayerKind::kMaxPool:
+    case LayerKind::kAvgPool:
+      required = 1;
+      optional = 1;
+      break;
+    default:
+      break;
+  }
+  const std::size_t given = count - 1;
+  if (given < required || given > required + optional) {
+    return Status::InvalidArgument("a layer has too few or too many ':' fields");
+  }
+  std::size_t next = 1;
+  if (layer.kind == LayerKind::kDense || layer.kind == LayerKind::kConv) {
+    EDGESGD_TRY(ParseField(fields[next++], layer.units));
+  }
+  if (IsConvolution(layer.kind) || IsPool(layer.kind)) {
+    EDGESGD_TRY(ParseField(fields[next++], layer.kernel));
+    layer.stride = IsPool(layer.kind) ? layer.kernel : 1;
+    if (next < count) EDGESGD_TRY(ParseField(fields[next++], layer.stride));
+  }
+  if (next < count) EDGESGD_TRY(ParsePadding(fields[next++], layer.padding));
+  return layer;
+}
+
+// Appends to a bounded character buffer; remembers whether anything did not fit.
+class TextWriter {
+ public:
+  explicit TextWriter(std::span<char> out) : out_(out) {}
+
+  void Append(std::string_view text) {
+    if (text.size() > out_.size() - used_) {
+      overflow_ = true;
+      return;
+    }
+    for (const char c : text) out_[used_++] = c;
+  }
+  void AppendNumber(std::uint32_t value) {
+    std::array<char, 10> digits{};
+    const auto [end, error] = std::to_chars(digits.data(), digits.data() + digits.size(), value);
+    (void)error;  // ten digits hold any u32
+    Append(std::string_view(digits.data(), static_cast<std::size_t>(end - digits.data())));
+  }
+
+  bool overflow() const { return overflow_; }
+  std::string_view text() const { return std::string_view(out_.data(), used_); }
+
+ private:
+  std::span<char> out_;
+  std::size_t used_ = 0;
+  bool overflow_ = false;
+};
+
+}  // namespace
+
+Result<SequentialShapes> InferSequentialShapes(const SequentialSpec& spec) {
+  if (spec.input.size() == 0 || spec.input.size() > kMax32) {
+    return Status::InvalidArgument(
+        "the input's height, width and channels are >= 1, < 2^32 values");
+  }
+  if (spec.layer_count == 0 || spec.layer_count > kMaxSequentialLayers) {
+    return Status::InvalidArgument("a network has 1..16 layers");
+  }
+  SequentialShapes shapes;
+  shapes.at[0] = spec.input;
+  for (std::size_t l = 0; l < spec.layer_count; ++l) {
+    EDGESGD_TRY_ASSIGN(shapes.at[l + 1], LayerOutputShape(spec.layers[l], shapes.at[l]));
+  }
+  return shapes;
+}
+
+Status ValidateSequentialSpec(const SequentialSpec& spec) {
+  std::array<std::uint64_t, 2 * kMaxSequentialLayers> sizes{};
+  Status status;
+  TensorSizes(spec, sizes, status);
+  return status;
+}
+
+std::size_t ParameterCount(const SequentialSpec& spec) {
+  std::array<std::uint64_t, 2 * kMaxSequentialLayers> sizes{};
+  Status status;
+  const std::size_t count = TensorSizes(spec, sizes, status);
+  std::uint64_t total = 0;
+  for (std::size_t t = 0; t < count; ++t) total += sizes[t];
+  return static_cast<std::size_t>(total);
+}
+
+Result<TensorLayout> SequentialLayout(const SequentialSpec& spec) {
+  std::array<std::uint64_t, 2 * kMaxSequentialLayers> sizes{};
+  Status status;
+  const std::size_t count = TensorSizes(spec, sizes, status);
+  EDGESGD_TRY(status);
+  return TensorLayout::FromSizes(std::span<const std::uint64_t>(sizes.data(), count));
+}
+
+Result<SequentialSpec> ParseSequentialSpec(std::string_view text, Shape input,
+                                           std::size_t classes) {
+  SequentialSpec spec;
+  spec.input = input;
+  if (classes < 2 || classes > 256) return Status::InvalidArgument("a network has 2..256 classes");
+  spec.classes = static_cast<std::uint32_t>(classes);
+  while (true) {
+    const std::size_t comma = text.find(',');
+    const std::string_view item = text.substr(0, comma);
+    if (item.empty()) return Status::InvalidArgument("a layer in the network spec is empty");
+    if (spec.layer_count == kMaxSequentialLayers) {
+      return Status::InvalidArgument("a network has 1..16 layers");
+    }
+    EDGESGD_TRY_ASSIGN(spec.layers[spec.layer_count], ParseLayer(item));
+    ++spec.layer_count;
+    if (comma == std::string_view::npos) break;
+    text.remove_prefix(comma + 1);
+  }
+  EDGESGD_TRY(ValidateSequentialSpec(spec));
+  return spec;
+}
+
+Result<std::string_view> FormatSequentialSpec(const SequentialSpec& spec, std::span<char> out) {
+  EDGESGD_TRY(ValidateSequentialSpec(spec));
+  TextWriter writer(out);
+  for (std::size_t l = 0; l < spec.layer_count; ++l) {
+    const LayerSpec& layer = spec.layers[l];
+    if (l > 0) writer.Append(",");
+    for (const KindName& entry : kKindNames) {
+      if (entry.kind == layer.kind) writer.Append(entry.name);
+    }
+    for (const std::uint32_t field : {layer.units, layer.kernel, layer.stride}) {
+      if (field == 0) continue;
+      writer.Append(":");
+      writer.AppendNumber(field);
+    }
+    if (IsConvolution(layer.kind)) {
+      writer.Append(layer.padding == Padding::kSame ? ":same" : ":valid");
+    }
+  }
+  if (writer.overflow()) {
+    return Status::ResourceExhausted("the buffer is too short for the network's text");
+  }
+  return writer.text();
+}
+
+}  // namespace edgesgd
