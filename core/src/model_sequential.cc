@@ -1,0 +1,607 @@
+#include <algorithm>
+#include <cmath>
+
+#include "edgesgd/core/eigen.h"
+#include "edgesgd/core/model/loss_functions.h"
+#include "edgesgd/core/model/sequential.h"
+#include "edgesgd/core/random.h"
+
+namespace edgesgd {
+namespace {
+
+using ConstRowMajorMap =
+    Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
+using RowMajorMap =
+    Eigen::Map<Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
+
+bool HasParameters(LayerKind kind) {
+  return kind == LayerKind::kDense || kind == LayerKind::kConv || kind == LayerKind::kDepthwiseConv;
+}
+
+bool IsActivation(LayerKind kind) { return kind == LayerKind::kRelu || kind == LayerKind::kRelu6; }
+
+// Values of a conv layer's receptive field, gathered for one output position.
+std::size_t FieldSize(const LayerSpec& layer, Shape in) {
+  return layer.kind == LayerKind::kConv ? std::size_t{layer.kernel} * layer.kernel * in.channels
+                                        : 0;
+}
+
+// One layer with its shapes, parameter offsets and output buffer, resolved once per call.
+struct LayerPlan {
+  LayerSpec layer;
+  Shape in;
+  Shape out;
+  std::size_t weights = 0;  // offsets into params / gradient (parametric layers)
+  std::size_t bias = 0;
+  std::size_t pad_top = 0;  // zeros above and left of the input (same padding)
+  std::size_t pad_left = 0;
+  std::span<float> output;
+};
+
+struct Plan {
+  std::array<LayerPlan, kMaxSequentialLayers> layers{};
+  std::size_t count = 0;
+  std::size_t first_parametric = 0;  // backpropagation stops at its input
+  std::span<float> gradients[2];     // d loss / d output of hidden layers, alternating
+  std::span<float> field;            // a conv layer's gathered receptive field
+  std::span<float> field_gradient;
+};
+
+// Scratch floats by purpose, as ScratchFloats documents.
+struct ScratchSizes {
+  std::size_t outputs = 0;
+  std::size_t gradient = 0;  // each of the two gradient buffers
+  std::size_t field = 0;     // each of the field and its gradient
+};
+
+ScratchSizes SizesOf(const SequentialSpec& spec, const SequentialShapes& shapes) {
+  ScratchSizes sizes;
+  for (std::size_t l = 0; l < spec.layer_count; ++l) {
+    const auto out = static_cast<std::size_t>(shapes.at[l + 1].size());
+    sizes.outputs += out;
+    if (l + 1 < spec.layer_count) sizes.gradient = std::max(sizes.gradient, out);
+    sizes.field = std::max(sizes.field, FieldSize(spec.layers[l], shapes.at[l]));
+  }
+  return sizes;
+}
+
+std::size_t SamePadding(std::uint32_t in, std::uint32_t out, const LayerSpec& layer) {
+  if (layer.padding != Padding::kSame) return 0;
+  const std::size_t span = (std::size_t{out} - 1) * layer.stride + layer.kernel;
+  return span > in ? (span - in) / 2 : 0;
+}
+
+// Lays the call out over a valid spec's layout and scratch (ScratchFloats(spec) floats).
+Plan MakePlan(const SequentialSpec& spec, const TensorLayout& layout, std::span<float> scratch) {
+  const SequentialShapes shapes = InferSequentialShapes(spec).value();
+  const ScratchSizes sizes = SizesOf(spec, shapes);
+  Plan plan;
+  plan.count = spec.layer_count;
+  std::size_t used = 0;
+  std::size_t tensor = 0;
+  bool seen_parametric = false;
+  for (std::size_t l = 0; l < plan.count; ++l) {
+    LayerPlan& at = plan.layers[l];
+    at.layer = spec.layers[l];
+    at.in = shapes.at[l];
+    at.out = shapes.at[l + 1];
+    if (HasParameters(at.layer.kind)) {
+      if (!seen_parametric) plan.first_parametric = l;
+      seen_parametric = true;
+      at.weights = layout.offset(tensor);
+      at.bias = layout.offset(tensor + 1);
+      tensor += 2;
+    }
+    at.pad_top = SamePadding(at.in.height, at.out.height, at.layer);
+    at.pad_left = SamePadding(at.in.width, at.out.width, at.layer);
+    const auto out_size = static_cast<std::size_t>(at.out.size());
+    at.output = scratch.subspan(used, out_size);
+    used += out_size;
+  }
+  plan.gradients[0] = scratch.subspan(used, sizes.gradient);
+  plan.gradients[1] = scratch.subspan(used + sizes.gradient, sizes.gradient);
+  used += 2 * sizes.gradient;
+  plan.field = scratch.subspan(used, sizes.field);
+  plan.field_gradient = scratch.subspan(used + sizes.field, sizes.field);
+  return plan;
+}
+
+// The input rows and columns a window at output (oy, ox) covers, clipped to the input; `first`
+// is the window offset of the first covered one.
+struct WindowRange {
+  std::size_t begin = 0;  // first covered input index
+  std::size_t first = 0;  // its offset inside the window
+  std::size_t count = 0;  // covered indices
+};
+
+WindowRange Cover(std::size_t out_index, const LayerSpec& layer, std::size_t pad,
+                  std::uint32_t in_side) {
+  const std::size_t start = out_index * layer.stride;  // in padded coordinates
+  const std::size_t first = start < pad ? pad - start : 0;
+  const std::size_t end = std::min(start + layer.kernel, pad + in_side);  // padded, exclusive
+  WindowRange range;
+  range.first = first;
+  range.begin = start + first - pad;
+  range.count = end > start + first ? end - start - first : 0;
+  return range;
+}
+
+// Copies the receptive field of output (oy, ox) into `field` as [ky][kx][channel], with zeros
+// where the window hangs over the padding.
+void GatherField(const LayerPlan& at, std::span<const float> in, std::size_t oy, std::size_t ox,
+                 std::span<float> field) {
+  const std::size_t k = at.layer.kernel;
+  const std::size_t c = at.in.channels;
+  const WindowRange rows = Cover(oy, at.layer, at.pad_top, at.in.height);
+  const WindowRange cols = Cover(ox, at.layer, at.pad_left, at.in.width);
+  std::fill(field.begin(), field.end(), 0.0f);
+  for (std::size_t r = 0; r < rows.count; ++r) {
+    const auto source =
+        in.subspan(((rows.begin + r) * at.in.width + cols.begin) * c, cols.count * c);
+    std::copy(source.begin(), source.end(),
+              field.begin() + static_cast<std::ptrdiff_t>(((rows.first + r) * k + cols.first) * c));
+  }
+}
+
+// Adds a receptive field's gradient back onto the input positions it was gathered from.
+void ScatterAddField(const LayerPlan& at, std::span<const float> field_gradient, std::size_t oy,
+                     std::size_t ox, std::span<float> in_gradient) {
+  const std::size_t k = at.layer.kernel;
+  const std::size_t c = at.in.channels;
+  const WindowRange rows = Cover(oy, at.layer, at.pad_top, at.in.height);
+  const WindowRange cols = Cover(ox, at.layer, at.pad_left, at.in.width);
+  const auto length = static_cast<Eigen::Index>(cols.count * c);
+  for (std::size_t r = 0; r < rows.count; ++r) {
+    VectorMap target(in_gradient.data() + ((rows.begin + r) * at.in.width + cols.begin) * c,
+                     length);
+    target +=
+        ConstVectorMap(field_gradient.data() + ((rows.first + r) * k + cols.first) * c, length);
+  }
+}
+
+// ---- Forward: output of one layer from its input. ----
+
+void DenseForward(const LayerPlan& at, std::span<const float> params, std::span<const float> in) {
+  const auto units = static_cast<Eigen::Index>(at.out.channels);
+  const auto inputs = static_cast<Eigen::Index>(in.size());
+  const ConstRowMajorMap weights(params.data() + at.weights, units, inputs);
+  const ConstVectorMap x(in.data(), inputs);
+  for (Eigen::Index o = 0; o < units; ++o) {
+    float value = weights.row(o).dot(x);
+    value += params[at.bias + static_cast<std::size_t>(o)];
+    at.output[static_cast<std::size_t>(o)] = value;
+  }
+}
+
+void ConvForward(const LayerPlan& at, std::span<const float> params, std::span<const float> in,
+                 std::span<float> field) {
+  const auto filters = static_cast<Eigen::Index>(at.out.channels);
+  const auto field_size = static_cast<Eigen::Index>(field.size());
+  const ConstRowMajorMap weights(params.data() + at.weights, filters, field_size);
+  const ConstVectorMap field_map(field.data(), field_size);
+  std::size_t pixel = 0;
+  for (std::size_t oy = 0; oy < at.out.height; ++oy) {
+    for (std::size_t ox = 0; ox < at.out.width; ++ox, ++pixel) {
+      GatherField(at, in, oy, ox, field);
+      float* out = at.output.data() + pixel * at.out.channels;
+      for (Eigen::Index f = 0; f < filters; ++f) {
+        out[f] = weights.row(f).dot(field_map) + params[at.bias + static_cast<std::size_t>(f)];
+      }
+    }
+  }
+}
+
+void DepthwiseForward(const LayerPlan& at, std::span<const float> params,
+                      std::span<const float> in) {
+  const std::size_t c = at.in.channels;
+  const std::size_t k = at.layer.kernel;
+  const auto channels = static_cast<Eigen::Index>(c);
+  std::size_t pixel = 0;
+  for (std::size_t oy = 0; oy < at.out.height; ++oy) {
+    const WindowRange rows = Cover(oy, at.layer, at.pad_top, at.in.height);
+    for (std::size_t ox = 0; ox < at.out.width; ++ox, ++pixel) {
+      const WindowRange cols = Cover(ox, at.layer, at.pad_left, at.in.width);
+      VectorMap out(at.output.data() + pixel * c, channels);
+      out.setZero();
+      for (std::size_t r = 0; r < rows.count; ++r) {
+        for (std::size_t q = 0; q < cols.count; ++q) {
+          const std::size_t tap = (rows.first + r) * k + cols.first + q;
+          const std::size_t source = (rows.begin + r) * at.in.width + cols.begin + q;
+          out += ConstVectorMap(params.data() + at.weights + tap * c, channels)
+                     .cwiseProduct(ConstVectorMap(in.data() + source * c, channels));
+        }
+      }
+      out += ConstVectorMap(params.data() + at.bias, channels);
+    }
+  }
+}
+
+// Visits every pooling window: visit(pixel, input position of each tap in order).
+template <typename Visit>
+void ForEachPoolTap(const LayerPlan& at, Visit visit) {
+  const std::size_t k = at.layer.kernel;
+  const std::size_t s = at.layer.stride;
+  std::size_t pixel = 0;
+  for (std::size_t oy = 0; oy < at.out.height; ++oy) {
+    for (std::size_t ox = 0; ox < at.out.width; ++ox, ++pixel) {
+      for (std::size_t ky = 0; ky < k; ++ky) {
+        for (std::size_t kx = 0; kx < k; ++kx) {
+          visit(pixel, ky * k + kx, (oy * s + ky) * at.in.width + ox * s + kx);
+        }
+      }
+    }
+  }
+}
+
+void MaxPoolForward(const LayerPlan& at, std::span<const float> in) {
+  const std::size_t c = at.in.channels;
+  ForEachPoolTap(at, [&](std::size_t pixel, std::size_t tap, std::size_t source) {
+    float* out = at.output.data() + pixel * c;
+    const float* value = in.data() + source * c;
+    for (std::size_t j = 0; j < c; ++j) {
+      // The first of equal maxima wins; MaxPoolBackward repeats this choice.
+      if (tap == 0 || value[j] > out[j]) out[j] = value[j];
+    }
+  });
+}
+
+void AvgPoolForward(const LayerPlan& at, std::span<const float> in) {
+  const std::size_t c = at.in.channels;
+  const float inverse_area = 1.0f / static_cast<float>(at.layer.kernel * at.layer.kernel);
+  std::fill(at.output.begin(), at.output.end(), 0.0f);
+  ForEachPoolTap(at, [&](std::size_t pixel, std::size_t, std::size_t source) {
+    for (std::size_t j = 0; j < c; ++j) at.output[pixel * c + j] += in[source * c + j];
+  });
+  for (float& value : at.output) value *= inverse_area;
+}
+
+void ActivationForward(const LayerPlan& at, std::span<const float> in) {
+  for (std::size_t j = 0; j < in.size(); ++j) at.output[j] = in[j] > 0.0f ? in[j] : 0.0f;
+  if (at.layer.kind != LayerKind::kRelu6) return;
+  for (float& value : at.output) value = value < 6.0f ? value : 6.0f;
+}
+
+void Forward(const Plan& plan, std::span<const float> params, std::span<const float> sample) {
+  std::span<const float> in = sample;
+  for (std::size_t l = 0; l < plan.count; ++l) {
+    const LayerPlan& at = plan.layers[l];
+    switch (at.layer.kind) {
+      case LayerKind::kDense:
+        DenseForward(at, params, in);
+        break;
+      case LayerKind::kConv:
+        ConvForward(at, params, in, plan.field.first(FieldSize(at.layer, at.in)));
+        break;
+      case LayerKind::kDepthwiseConv:
+        DepthwiseForward(at, params, in);
+        break;
+      case LayerKind::kMaxPool:
+        MaxPoolForward(at, in);
+        break;
+      case LayerKind::kAvgPool:
+        AvgPoolForward(at, in);
+        break;
+      case LayerKind::kRelu:
+      case LayerKind::kRelu6:
+        ActivationForward(at, in);
+        break;
+      case LayerKind::kFlatten:
+        std::copy(in.begin(), in.end(), at.output.begin());
+        break;
+    }
+    in = at.output;
+  }
+}
+
+// ---- Backward: from d loss / d output, add the parameter gradients and (unless in_gradient
+// is empty, for the first layer that needs none) write d loss / d input. A zero output
+// gradient adds nothing, so those rows are skipped (most of them behind a ReLU). ----
+
+void DenseBackward(const LayerPlan& at, std::span<const float> params, std::span<const float> in,
+                   std::span<const float> out_gradient, std::span<float> gradient,
+                   std::span<float> in_gradient) {
+  const auto units = static_cast<Eigen::Index>(at.out.channels);
+  const auto inputs = static_cast<Eigen::Index>(in.size());
+  const ConstRowMajorMap weights(params.data() + at.weights, units, inputs);
+  RowMajorMap weight_gradient(gradient.data() + at.weights, units, inputs);
+  const ConstVectorMap x(in.data(), inputs);
+  VectorMap dx(in_gradient.data(), in_gradient.empty() ? 0 : inputs);
+  dx.setZero();
+  for (Eigen::Index o = 0; o < units; ++o) {
+    const float slope = out_gradient[static_cast<std::size_t>(o)];
+    if (slope == 0.0f) continue;
+    weight_gradient.row(o) += slope * x.transpose();
+    if (!in_gradient.empty()) dx += slope * weights.row(o).transpose();
+    gradient[at.bias + static_cast<std::size_t>(o)] += slope;
+  }
+}
+
+void ConvBackward(const LayerPlan& at, std::span<const float> params, std::span<const float> in,
+                  std::span<const float> out_gradient, std::span<float> gradient,
+                  std::span<float> in_gradient, std::span<float> field,
+                  std::span<float> field_gradient) {
+  const auto filters = static_cast<Eigen::Index>(at.out.channels);
+  const auto field_size = static_cast<Eigen::Index>(field.size());
+  const ConstRowMajorMap weights(params.data() + at.weights, filters, field_size);
+  RowMajorMap weight_gradient(gradient.data() + at.weights, filters, field_size);
+  const ConstVectorMap field_map(field.data(), field_size);
+  VectorMap field_gradient_map(field_gradient.data(), field_size);
+  std::fill(in_gradient.begin(), in_gradient.end(), 0.0f);
+  std::size_t pixel = 0;
+  for (std::size_t oy = 0; oy < at.out.height; ++oy) {
+    for (std::size_t ox = 0; ox < at.out.width; ++ox, ++pixel) {
+      const float* slopes = out_gradient.data() + pixel * at.out.channels;
+      GatherField(at, in, oy, ox, field);
+      field_gradient_map.setZero();
+      bool any = false;
+      for (Eigen::Index f = 0; f < filters; ++f) {
+        const float slope = slopes[f];
+        if (slope == 0.0f) continue;
+        any = true;
+        weight_gradient.row(f) += slope * field_map.transpose();
+        if (!in_gradient.empty()) field_gradient_map += slope * weights.row(f).transpose();
+        gradient[at.bias + static_cast<std::size_t>(f)] += slope;
+      }
+      if (any && !in_gradient.empty()) ScatterAddField(at, field_gradient, oy, ox, in_gradient);
+    }
+  }
+}
+
+void DepthwiseBackward(const LayerPlan& at, std::span<const float> params,
+                       std::span<const float> in, std::span<const float> out_gradient,
+                       std::span<float> gradient, std::span<float> in_gradient) {
+  const std::size_t c = at.in.channels;
+  const std::size_t k = at.layer.kernel;
+  const auto channels = static_cast<Eigen::Index>(c);
+  std::fill(in_gradient.begin(), in_gradient.end(), 0.0f);
+  VectorMap bias_gradient(gradient.data() + at.bias, channels);
+  std::size_t pixel = 0;
+  for (std::size_t oy = 0; oy < at.out.height; ++oy) {
+    const WindowRange rows = Cover(oy, at.layer, at.pad_top, at.in.height);
+    for (std::size_t ox = 0; ox < at.out.width; ++ox, ++pixel) {
+      const WindowRange cols = Cover(ox, at.layer, at.pad_left, at.in.width);
+      const ConstVectorMap slopes(out_gradient.data() + pixel * c, channels);
+      bias_gradient += slopes;
+      for (std::size_t r = 0; r < rows.count; ++r) {
+        for (std::size_t q = 0; q < cols.count; ++q) {
+          const std::size_t tap = (rows.first + r) * k + cols.first + q;
+          const std::size_t source = (rows.begin + r) * at.in.width + cols.begin + q;
+          VectorMap(gradient.data() + at.weights + tap * c, channels) +=
+              slopes.cwiseProduct(ConstVectorMap(in.data() + source * c, channels));
+          if (in_gradient.empty()) continue;
+          VectorMap(in_gradient.data() + source * c, channels) +=
+              slopes.cwiseProduct(ConstVectorMap(params.data() + at.weights + tap * c, channels));
+        }
+      }
+    }
+  }
+}
+
+void MaxPoolBackward(const LayerPlan& at, std::span<const float> in,
+                     std::span<const float> out_gradient, std::span<float> in_gradient) {
+  const std::size_t c = at.in.channels;
+  const std::size_t k = at.layer.kernel;
+  const std::size_t s = at.layer.stride;
+  std::fill(in_gradient.begin(), in_gradient.end(), 0.0f);
+  std::size_t pixel = 0;
+  for (std::size_t oy = 0; oy < at.out.height; ++oy) {
+    for (std::size_t ox = 0; ox < at.out.width; ++ox, ++pixel) {
+      for (std::size_t j = 0; j < c; ++j) {
+        // Same choice as MaxPoolForward: the first tap holding the maximum.
+        std::size_t best = (oy * s * at.in.width + ox * s) * c + j;
+        for (std::size_t ky = 0; ky < k; ++ky) {
+          for (std::size_t kx = 0; kx < k; ++kx) {
+            const std::size_t index = ((oy * s + ky) * at.in.width + ox * s + kx) * c + j;
+            if (in[index] > in[best]) best = index;
+          }
+        }
+        in_gradient[best] += out_gradient[pixel * c + j];
+      }
+    }
+  }
+}
+
+void AvgPoolBackward(const LayerPlan& at, std::span<const float> out_gradient,
+                     std::span<float> in_gradient) {
+  const std::size_t c = at.in.channels;
+  const float inverse_area = 1.0f / static_cast<float>(at.layer.kernel * at.layer.kernel);
+  std::fill(in_gradient.begin(), in_gradient.end(), 0.0f);
+  ForEachPoolTap(at, [&](std::size_t pixel, std::size_t, std::size_t source) {
+    for (std::size_t j = 0; j < c; ++j) {
+      in_gradient[source * c + j] += out_gradient[pixel * c + j] * inverse_area;
+    }
+  });
+}
+
+void ActivationBackward(const LayerPlan& at, std::span<const float> in,
+                        std::span<const float> out_gradient, std::span<float> in_gradient) {
+  // Gradient passes where the unit is on its slope (subgradient 0 at the kinks).
+  const bool capped = at.layer.kind == LayerKind::kRelu6;
+  for (std::size_t j = 0; j < in.size(); ++j) {
+    const bool on_slope = in[j] > 0.0f && (!capped || in[j] < 6.0f);
+    in_gradient[j] = on_slope ? out_gradient[j] : 0.0f;
+  }
+}
+
+// Backpropagates from the logits' gradient (in the last layer's output) down to the first
+// parametric layer, adding into `gradient`.
+void Backward(const Plan& plan, std::span<const float> params, std::span<const float> sample,
+              std::span<float> gradient) {
+  std::span<const float> out_gradient = plan.layers[plan.count - 1].output;
+  for (std::size_t l = plan.count; l-- > plan.first_parametric;) {
+    const LayerPlan& at = plan.layers[l];
+    const std::span<const float> in = l == 0 ? sample : plan.layers[l - 1].output;
+    const std::span<float> in_gradient =
+        l == plan.first_parametric
+            ? std::span<float>()
+            : plan.gradients[l % 2].first(static_cast<std::size_t>(at.in.size()));
+    switch (at.layer.kind) {
+      case LayerKind::kDense:
+        DenseBackward(at, params, in, out_gradient, gradient, in_gradient);
+        break;
+      case LayerKind::kConv: {
+        const std::size_t field_size = FieldSize(at.layer, at.in);
+        ConvBackward(at, params, in, out_gradient, gradient, in_gradient,
+                     plan.field.first(field_size), plan.field_gradient.first(field_size));
+        break;
+      }
+      case LayerKind::kDepthwiseConv:
+        DepthwiseBackward(at, params, in, out_gradient, gradient, in_gradient);
+        break;
+      case LayerKind::kMaxPool:
+        MaxPoolBackward(at, in, out_gradient, in_gradient);
+        break;
+      case LayerKind::kAvgPool:
+        AvgPoolBackward(at, out_gradient, in_gradient);
+        break;
+      case LayerKind::kRelu:
+      case LayerKind::kRelu6:
+        ActivationBackward(at, in, out_gradient, in_gradient);
+        break;
+      case LayerKind::kFlatten:
+        std::copy(out_gradient.begin(), out_gradient.end(), in_gradient.begin());
+        break;
+    }
+    out_gradient = in_gradient;
+  }
+}
+
+// Adds the cross-entropy and correct predictions of `data` to `totals`; when `gradient` is
+// non-empty also accumulates the batch-mean gradient into it, one sample at a time.
+void Accumulate(const Plan& plan, std::span<const float> params, const DatasetView& data,
+                std::span<float> gradient, EvaluationSums& totals) {
+  const std::span<float> logits = plan.layers[plan.count - 1].output;
+  const float scale = 1.0f / static_cast<float>(data.num_samples);
+  for (std::size_t i = 0; i < data.num_samples; ++i) {
+    const std::span<const float> sample = data.Row(i);
+    Forward(plan, params, sample);
+    const std::size_t label = data.labels[i];
+    const SoftmaxCrossEntropyResult loss = SoftmaxCrossEntropyInPlace(logits, label);
+    totals.loss += static_cast<double>(loss.loss);
+    if (loss.argmax == label) ++totals.correct;
+    if (gradient.empty()) continue;
+    logits[label] -= 1.0f;  // d loss / d z = p - onehot(label), then the batch mean's 1 / B
+    for (float& value : logits) value *= scale;
+    Backward(plan, params, sample, gradient);
+  }
+}
+
+Result<Plan> CheckCall(const SequentialSpec& spec, std::span<const float> params,
+                       const DatasetView& data, std::span<const float> gradient,
+                       bool check_gradient, std::span<float> scratch) {
+  EDGESGD_TRY_ASSIGN(const TensorLayout layout, SequentialLayout(spec));
+  if (params.size() != layout.dimension()) {
+    return Status::InvalidArgument("the parameters' size differs from the model's parameter count");
+  }
+  if (check_gradient && gradient.size() != layout.dimension()) {
+    return Status::InvalidArgument("the gradient's size differs from the model's parameter count");
+  }
+  const std::size_t scratch_floats = Sequential::ScratchFloats(spec);
+  if (scratch.size() < scratch_floats) {
+    return Status::InvalidArgument("the scratch is smaller than the model's ScratchFloats");
+  }
+  if (data.has_byte_features()) {
+    return Status::InvalidArgument("a model reads float features: gather byte rows first");
+  }
+  if (data.feature_dim != spec.features() || data.num_samples == 0) {
+    return Status::InvalidArgument(
+        "the data's feature_dim differs from the model's features, or it has no samples");
+  }
+  // Shapes only here; label ranges are checked against the model, not data.num_classes.
+  DatasetView shape = data;
+  shape.num_classes = 0;
+  EDGESGD_TRY(ValidateDataset(shape));
+  if (!data.has_labels()) return Status::InvalidArgument("a classifier needs data with labels");
+  for (const std::uint8_t label : data.labels) {
+    if (label >= spec.classes) {
+      return Status::OutOfRange("a label is not below the model's class count");
+    }
+  }
+  return MakePlan(spec, layout, scratch.first(scratch_floats));
+}
+
+// Fan-in and fan-out of a parametric layer's weights.
+struct Fans {
+  std::size_t in = 0;
+  std::size_t out = 0;
+};
+
+Fans FansOf(const LayerSpec& layer, Shape in) {
+  const std::size_t field = std::size_t{layer.kernel} * layer.kernel;
+  switch (layer.kind) {
+    case LayerKind::kDense:
+      return {static_cast<std::size_t>(in.size()), layer.units};
+    case LayerKind::kConv:
+      return {field * in.channels, field * layer.units};
+    default:  // depthwise: each output sees one channel's kernel
+      return {field, field};
+  }
+}
+
+// Whether the values a layer outputs next pass through relu or relu6 (pooling and flatten
+// commute with them, so they are looked past).
+bool FeedsActivation(const SequentialSpec& spec, std::size_t layer) {
+  for (std::size_t l = layer + 1; l < spec.layer_count; ++l) {
+    const LayerKind kind = spec.layers[l].kind;
+    if (IsActivation(kind)) return true;
+    if (HasParameters(kind)) return false;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::size_t Sequential::ScratchFloats(const SequentialSpec& spec) {
+  if (!ValidateSequentialSpec(spec).ok()) return 0;
+  const ScratchSizes sizes = SizesOf(spec, InferSequentialShapes(spec).value());
+  return sizes.outputs + 2 * sizes.gradient + 2 * sizes.field;
+}
+
+Result<float> Sequential::LossAndGradient(const SequentialSpec& spec, std::span<const float> params,
+                                          const DatasetView& batch, std::span<float> gradient,
+                                          std::span<float> scratch) {
+  EDGESGD_TRY_ASSIGN(const Plan plan, CheckCall(spec, params, batch, gradient, true, scratch));
+  std::fill(gradient.begin(), gradient.end(), 0.0f);
+  EvaluationSums totals;
+  Accumulate(plan, params, batch, gradient, totals);
+  return static_cast<float>(totals.loss / static_cast<double>(batch.num_samples));
+}
+
+Status Sequential::AddToEvaluation(const SequentialSpec& spec, std::span<const float> params,
+                                   const DatasetView& data, std::span<float> scratch,
+                                   EvaluationSums& sums) {
+  EDGESGD_TRY_ASSIGN(const Plan plan, CheckCall(spec, params, data, {}, false, scratch));
+  Accumulate(plan, params, data, {}, sums);
+  sums.samples += data.num_samples;
+  return Status::Ok();
+}
+
+Status InitSequentialParameters(const SequentialSpec& spec, std::uint64_t seed,
+                                std::span<float> params) {
+  EDGESGD_TRY_ASSIGN(const TensorLayout layout, SequentialLayout(spec));
+  if (params.size() != layout.dimension()) {
+    return Status::InvalidArgument("the parameters' size differs from the model's parameter count");
+  }
+  std::fill(params.begin(), params.end(), 0.0f);
+  const SequentialShapes shapes = InferSequentialShapes(spec).value();
+  std::size_t last = 0;
+  for (std::size_t l = 0; l < spec.layer_count; ++l) {
+    if (HasParameters(spec.layers[l].kind)) last = l;
+  }
+  std::uint32_t tensor = 0;
+  for (std::size_t l = 0; l < spec.layer_count; ++l) {
+    if (!HasParameters(spec.layers[l].kind)) continue;
+    const Fans fans = FansOf(spec.layers[l], shapes.at[l]);
+    const bool he = l != last && FeedsActivation(spec, l);
+    const float limit = he ? std::sqrt(6.0f / static_cast<float>(fans.in))
+                           : std::sqrt(6.0f / static_cast<float>(fans.in + fans.out));
+    // 2u - 1 is exact for u a multiple of 2^-24 in [0, 1), so only the final multiply rounds.
+    CounterRng rng(seed, 0, tensor, StreamId(RandomPurpose::kModelInit));
+    for (float& value : layout.Slice(params, tensor))
+      value = (2.0f * rng.NextFloat() - 1.0f) * limit;
+    tensor += 2;
+  }
+  return Status::Ok();
+}
+
+}  // namespace edgesgd
