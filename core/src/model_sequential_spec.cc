@@ -161,6 +161,12 @@ Status ParsePadding(std::string_view text, Padding& padding) {
   return Status::Ok();
 }
 
+// The part of `text` before `end` (npos: all of it). Not substr, whose range check would pull
+// libstdc++'s exception path into bare-metal builds.
+std::string_view Before(std::string_view text, std::size_t end) {
+  return std::string_view(text.data(), end < text.size() ? end : text.size());
+}
+
 // Splits `text` at ':' into at most `fields.size()` parts; returns how many, or
 // fields.size() + 1 if there are more.
 std::size_t SplitFields(std::string_view text, std::span<std::string_view> fields) {
@@ -168,7 +174,7 @@ std::size_t SplitFields(std::string_view text, std::span<std::string_view> field
   while (true) {
     if (count == fields.size()) return count + 1;
     const std::size_t colon = text.find(':');
-    fields[count++] = text.substr(0, colon);
+    fields[count++] = Before(text, colon);
     if (colon == std::string_view::npos) return count;
     text.remove_prefix(colon + 1);
   }
@@ -305,7 +311,7 @@ Result<SequentialSpec> ParseSequentialSpec(std::string_view text, Shape input,
   spec.classes = static_cast<std::uint32_t>(classes);
   while (true) {
     const std::size_t comma = text.find(',');
-    const std::string_view item = text.substr(0, comma);
+    const std::string_view item = Before(text, comma);
     if (item.empty()) return Status::InvalidArgument("a layer in the network spec is empty");
     if (spec.layer_count == kMaxSequentialLayers) {
       return Status::InvalidArgument("a network has 1..16 layers");
