@@ -73,10 +73,12 @@ std::size_t SamePadding(std::uint32_t in, std::uint32_t out, const LayerSpec& la
 }
 
 // Lays the call out over a valid spec's layout and scratch (ScratchFloats(spec) floats).
-Plan MakePlan(const SequentialSpec& spec, const TensorLayout& layout, std::span<float> scratch) {
-  const SequentialShapes shapes = InferSequentialShapes(spec).value();
+void MakePlan(const SequentialSpec& spec, const TensorLayout& layout, std::span<float> scratch,
+              Plan& plan) {
+  // References into Results rather than copies: these are a few hundred bytes of stack each.
+  const Result<SequentialShapes> shapes_result = InferSequentialShapes(spec);
+  const SequentialShapes& shapes = *shapes_result;
   const ScratchSizes sizes = SizesOf(spec, shapes);
-  Plan plan;
   plan.count = spec.layer_count;
   std::size_t used = 0;
   std::size_t tensor = 0;
@@ -104,7 +106,6 @@ Plan MakePlan(const SequentialSpec& spec, const TensorLayout& layout, std::span<
   used += 2 * sizes.gradient;
   plan.field = scratch.subspan(used, sizes.field);
   plan.field_gradient = scratch.subspan(used + sizes.field, sizes.field);
-  return plan;
 }
 
 // The input rows and columns a window at output (oy, ox) covers, clipped to the input; `first`
@@ -503,10 +504,14 @@ void Accumulate(const Plan& plan, std::span<const float> params, const DatasetVi
   }
 }
 
-Result<Plan> CheckCall(const SequentialSpec& spec, std::span<const float> params,
-                       const DatasetView& data, std::span<const float> gradient,
-                       bool check_gradient, std::span<float> scratch) {
-  EDGESGD_TRY_ASSIGN(const TensorLayout layout, SequentialLayout(spec));
+// Checks a kernel call's arguments and lays it out in `plan` (filled in place: a plan is about
+// 1 KB, which a Cortex-M stack should hold once, not in copies).
+Status PrepareCall(const SequentialSpec& spec, std::span<const float> params,
+                   const DatasetView& data, std::span<const float> gradient, bool check_gradient,
+                   std::span<float> scratch, Plan& plan) {
+  const Result<TensorLayout> layout_result = SequentialLayout(spec);
+  EDGESGD_TRY(layout_result);
+  const TensorLayout& layout = *layout_result;
   if (params.size() != layout.dimension()) {
     return Status::InvalidArgument("the parameters' size differs from the model's parameter count");
   }
@@ -534,7 +539,8 @@ Result<Plan> CheckCall(const SequentialSpec& spec, std::span<const float> params
       return Status::OutOfRange("a label is not below the model's class count");
     }
   }
-  return MakePlan(spec, layout, scratch.first(scratch_floats));
+  MakePlan(spec, layout, scratch.first(scratch_floats), plan);
+  return Status::Ok();
 }
 
 // Fan-in and fan-out of a parametric layer's weights.
@@ -570,14 +576,15 @@ bool FeedsActivation(const SequentialSpec& spec, std::size_t layer) {
 
 std::size_t Sequential::ScratchFloats(const SequentialSpec& spec) {
   if (!ValidateSequentialSpec(spec).ok()) return 0;
-  const ScratchSizes sizes = SizesOf(spec, InferSequentialShapes(spec).value());
+  const ScratchSizes sizes = SizesOf(spec, *InferSequentialShapes(spec));
   return sizes.outputs + 2 * sizes.gradient + 2 * sizes.field;
 }
 
 Result<float> Sequential::LossAndGradient(const SequentialSpec& spec, std::span<const float> params,
                                           const DatasetView& batch, std::span<float> gradient,
                                           std::span<float> scratch) {
-  EDGESGD_TRY_ASSIGN(const Plan plan, CheckCall(spec, params, batch, gradient, true, scratch));
+  Plan plan;
+  EDGESGD_TRY(PrepareCall(spec, params, batch, gradient, true, scratch, plan));
   std::fill(gradient.begin(), gradient.end(), 0.0f);
   EvaluationSums totals;
   Accumulate(plan, params, batch, gradient, totals);
@@ -587,7 +594,8 @@ Result<float> Sequential::LossAndGradient(const SequentialSpec& spec, std::span<
 Status Sequential::AddToEvaluation(const SequentialSpec& spec, std::span<const float> params,
                                    const DatasetView& data, std::span<float> scratch,
                                    EvaluationSums& sums) {
-  EDGESGD_TRY_ASSIGN(const Plan plan, CheckCall(spec, params, data, {}, false, scratch));
+  Plan plan;
+  EDGESGD_TRY(PrepareCall(spec, params, data, {}, false, scratch, plan));
   Accumulate(plan, params, data, {}, sums);
   sums.samples += data.num_samples;
   return Status::Ok();
@@ -595,12 +603,15 @@ Status Sequential::AddToEvaluation(const SequentialSpec& spec, std::span<const f
 
 Status InitSequentialParameters(const SequentialSpec& spec, std::uint64_t seed,
                                 std::span<float> params) {
-  EDGESGD_TRY_ASSIGN(const TensorLayout layout, SequentialLayout(spec));
+  const Result<TensorLayout> layout_result = SequentialLayout(spec);
+  EDGESGD_TRY(layout_result);
+  const TensorLayout& layout = *layout_result;
   if (params.size() != layout.dimension()) {
     return Status::InvalidArgument("the parameters' size differs from the model's parameter count");
   }
   std::fill(params.begin(), params.end(), 0.0f);
-  const SequentialShapes shapes = InferSequentialShapes(spec).value();
+  const Result<SequentialShapes> shapes_result = InferSequentialShapes(spec);
+  const SequentialShapes& shapes = *shapes_result;
   std::size_t last = 0;
   for (std::size_t l = 0; l < spec.layer_count; ++l) {
     if (HasParameters(spec.layers[l].kind)) last = l;

@@ -325,6 +325,18 @@ TEST(SequentialSpecTest, CanonicalTextRoundTrips) {
   EXPECT_EQ(Format(Parse(text, {16, 16, 3}, 10)), text);
 }
 
+TEST(SequentialSpecTest, ParsesTheDocumentedExamples) {
+  EXPECT_EQ(ParameterCount(Parse("dense:10", {28, 28, 1}, 10)), 7850u);
+  EXPECT_EQ(ParameterCount(Parse("dense:64,relu,dense:10", {28, 28, 1}, 10)), 50890u);
+  // 14x14x8 after the strided conv, 2x2x16 after the pool: 80 + 80 + 144 + 650.
+  const SequentialSpec mobile =
+      Parse("conv:8:3:2:same,relu6,dwconv:3:1:same,relu6,conv:16:1,relu6,avgpool:7,dense:10",
+            {28, 28, 1}, 10);
+  EXPECT_EQ(InferSequentialShapes(mobile).value().at[7], (Shape{2, 2, 16}));
+  EXPECT_EQ(ParameterCount(mobile), 80u + 80u + 144u + 650u);
+  EXPECT_EQ(sizeof(SequentialSpec), 276u);
+}
+
 TEST(SequentialSpecTest, FormatRefusesAShortBufferAndAnInvalidSpec) {
   const SequentialSpec spec = Parse("dense:10", {1, 1, 4}, 10);
   std::array<char, 8> exact{};
