@@ -570,6 +570,23 @@ TEST(LayerForwardTest, DepthwisePoolsAndActivations) {
   ExpectLogits("conv:1:1,flatten", {2, 2, 1}, identity, line, {-2.0, 3.0, 7.0, 0.5});
 }
 
+TEST(LayerGradientTest, MaxPoolTiesGoToTheFirstTap) {
+  // Pixels (1, 0) and (0, 1) both give 1 under the filter (1, 1); the pool's gradient reaches the
+  // first (top-left) of them, so only the filter's channel-0 weight moves.
+  const SequentialSpec spec = Parse("conv:1:1,maxpool:2,dense:2", {2, 2, 2}, 2);
+  const std::vector<float> params = {1.0f, 1.0f, 0.0f, 1.0f, -1.0f, 0.0f, 0.0f};
+  OwnedData data;
+  data.features = {1.0f, 0.0f, 0.0f, 1.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+  data.labels = {0};
+  data.samples = 1;
+  data.dim = 8;
+  std::vector<float> gradient(params.size());
+  std::vector<float> scratch(Sequential::ScratchFloats(spec));
+  ASSERT_TRUE(Sequential::LossAndGradient(spec, params, data.View(), gradient, scratch).ok());
+  EXPECT_NE(gradient[0], 0.0f);
+  EXPECT_EQ(gradient[1], 0.0f);
+}
+
 // ---- The simple models as special cases. ----
 
 TEST(SequentialTest, DenseOnlyEqualsSoftmaxRegression) {
