@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 #include "edgesgd/core/eigen.h"
@@ -21,10 +22,12 @@ bool HasParameters(LayerKind kind) {
 
 bool IsActivation(LayerKind kind) { return kind == LayerKind::kRelu || kind == LayerKind::kRelu6; }
 
-// Values of a conv layer's receptive field, gathered for one output position.
+// Values of a conv layer's receptive field, gathered for one output position (below 2^32 in
+// a valid spec: the layer has more weights than that).
 std::size_t FieldSize(const LayerSpec& layer, Shape in) {
-  return layer.kind == LayerKind::kConv ? std::size_t{layer.kernel} * layer.kernel * in.channels
-                                        : 0;
+  return layer.kind == LayerKind::kConv
+             ? static_cast<std::size_t>(std::uint64_t{layer.kernel} * layer.kernel * in.channels)
+             : 0;
 }
 
 // One layer with its shapes, parameter offsets and output buffer, resolved once per call.
@@ -48,20 +51,23 @@ struct Plan {
   std::span<float> field_gradient;
 };
 
-// Scratch floats by purpose, as ScratchFloats documents.
+// Scratch floats by purpose, as ScratchFloats documents. In 64 bits: sixteen outputs of up to
+// 2^32 - 1 values each overflow a 32-bit size_t.
 struct ScratchSizes {
-  std::size_t outputs = 0;
-  std::size_t gradient = 0;  // each of the two gradient buffers
-  std::size_t field = 0;     // each of the field and its gradient
+  std::uint64_t outputs = 0;
+  std::uint64_t gradient = 0;  // each of the two gradient buffers
+  std::uint64_t field = 0;     // each of the field and its gradient
+
+  std::uint64_t total() const { return outputs + 2 * gradient + 2 * field; }
 };
 
 ScratchSizes SizesOf(const SequentialSpec& spec, const SequentialShapes& shapes) {
   ScratchSizes sizes;
   for (std::size_t l = 0; l < spec.layer_count; ++l) {
-    const auto out = static_cast<std::size_t>(shapes.at[l + 1].size());
+    const std::uint64_t out = shapes.at[l + 1].size();
     sizes.outputs += out;
     if (l + 1 < spec.layer_count) sizes.gradient = std::max(sizes.gradient, out);
-    sizes.field = std::max(sizes.field, FieldSize(spec.layers[l], shapes.at[l]));
+    sizes.field = std::max<std::uint64_t>(sizes.field, FieldSize(spec.layers[l], shapes.at[l]));
   }
   return sizes;
 }
@@ -101,11 +107,14 @@ void MakePlan(const SequentialSpec& spec, const TensorLayout& layout, std::span<
     at.output = scratch.subspan(used, out_size);
     used += out_size;
   }
-  plan.gradients[0] = scratch.subspan(used, sizes.gradient);
-  plan.gradients[1] = scratch.subspan(used + sizes.gradient, sizes.gradient);
-  used += 2 * sizes.gradient;
-  plan.field = scratch.subspan(used, sizes.field);
-  plan.field_gradient = scratch.subspan(used + sizes.field, sizes.field);
+  // ScratchFloats(spec) fits in size_t (PrepareCall checked), and so does every part of it.
+  const auto gradient = static_cast<std::size_t>(sizes.gradient);
+  const auto field = static_cast<std::size_t>(sizes.field);
+  plan.gradients[0] = scratch.subspan(used, gradient);
+  plan.gradients[1] = scratch.subspan(used + gradient, gradient);
+  used += 2 * gradient;
+  plan.field = scratch.subspan(used, field);
+  plan.field_gradient = scratch.subspan(used + field, field);
 }
 
 // The input rows and columns a window at output (oy, ox) covers, clipped to the input; `first`
@@ -519,6 +528,9 @@ Status PrepareCall(const SequentialSpec& spec, std::span<const float> params,
     return Status::InvalidArgument("the gradient's size differs from the model's parameter count");
   }
   const std::size_t scratch_floats = Sequential::ScratchFloats(spec);
+  if (scratch_floats == 0) {
+    return Status::InvalidArgument("the network's scratch does not fit in this machine's memory");
+  }
   if (scratch.size() < scratch_floats) {
     return Status::InvalidArgument("the scratch is smaller than the model's ScratchFloats");
   }
@@ -576,8 +588,10 @@ bool FeedsActivation(const SequentialSpec& spec, std::size_t layer) {
 
 std::size_t Sequential::ScratchFloats(const SequentialSpec& spec) {
   if (!ValidateSequentialSpec(spec).ok()) return 0;
-  const ScratchSizes sizes = SizesOf(spec, *InferSequentialShapes(spec));
-  return sizes.outputs + 2 * sizes.gradient + 2 * sizes.field;
+  const std::uint64_t total = SizesOf(spec, *InferSequentialShapes(spec)).total();
+  return total > std::numeric_limits<std::size_t>::max() / sizeof(float)
+             ? 0
+             : static_cast<std::size_t>(total);
 }
 
 Result<float> Sequential::LossAndGradient(const SequentialSpec& spec, std::span<const float> params,

@@ -40,6 +40,10 @@ std::uint64_t SweptSide(std::uint32_t in, std::uint32_t kernel, std::uint32_t st
 }
 
 Result<Shape> LayerOutputShape(const LayerSpec& layer, Shape in) {
+  // A spec may come from outside (a config, later the wire): enums are checked, not trusted.
+  if (layer.kind > LayerKind::kFlatten || layer.padding > Padding::kSame) {
+    return Status::InvalidArgument("a layer's kind or padding is not a known value");
+  }
   const bool uses_units = layer.kind == LayerKind::kDense || layer.kind == LayerKind::kConv;
   const bool uses_window = IsConvolution(layer.kind) || IsPool(layer.kind);
   if ((uses_units && layer.units == 0) ||

@@ -420,13 +420,19 @@ TEST(SequentialSpecTest, RefusesBadSpecsWithTheirReason) {
   }
 }
 
-TEST(SequentialSpecTest, ValidateRefusesFieldsAKindDoesNotUse) {
+TEST(SequentialSpecTest, ValidateRefusesUnknownKindsAndFieldsAKindDoesNotUse) {
   SequentialSpec spec = Parse("relu,dense:2", {1, 1, 3}, 2);
   ASSERT_TRUE(ValidateSequentialSpec(spec).ok());
   spec.layers[0].kernel = 3;
   EXPECT_EQ(ValidateSequentialSpec(spec), Status::InvalidArgument());
   spec = Parse("maxpool:1,dense:2", {1, 1, 3}, 2);
   spec.layers[0].padding = Padding::kSame;
+  EXPECT_EQ(ValidateSequentialSpec(spec), Status::InvalidArgument());
+  spec = Parse("relu,dense:2", {1, 1, 3}, 2);
+  spec.layers[0].kind = static_cast<LayerKind>(8);
+  EXPECT_EQ(ValidateSequentialSpec(spec), Status::InvalidArgument());
+  spec = Parse("conv:1:1,dense:2", {1, 1, 3}, 2);
+  spec.layers[0].padding = static_cast<Padding>(2);
   EXPECT_EQ(ValidateSequentialSpec(spec), Status::InvalidArgument());
   spec = Parse("dense:2", {1, 1, 3}, 2);
   spec.layers[0].stride = 1;

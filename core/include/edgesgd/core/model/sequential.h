@@ -135,7 +135,8 @@ Status InitSequentialParameters(const SequentialSpec& spec, std::uint64_t seed,
 // scratch and take dot products with the filters (contiguous over kernel_x and channels);
 // never an Eigen matrix product, whose blocking buffers may malloc.
 struct Sequential {
-  // Floats of scratch one call needs (0 for an invalid spec): every layer's output for one
+  // Floats of scratch one call needs (0 for an invalid spec, or one whose scratch would not fit
+  // in this machine's address space): every layer's output for one
   // sample, two gradient buffers as large as the largest output before the last layer, and
   // twice the largest conv receptive field (kernel^2 x in channels) for the gathered field and
   // its gradient.
