@@ -7,21 +7,21 @@
 #include "edgesgd/core/model/linear_regression.h"
 #include "edgesgd/core/model/logistic_regression.h"
 #include "edgesgd/core/model/mlp.h"
+#include "edgesgd/core/model/sequential.h"
 #include "edgesgd/core/model/softmax_regression.h"
 #include "edgesgd/core/random.h"
 
 namespace edgesgd {
-namespace {
+namespace internal {
 
-// Fills `values` with U(-limit, limit): 2u - 1 is exact for u a multiple of 2^-24 in [0, 1),
-// so only the final multiply rounds.
+// 2u - 1 is exact for u a multiple of 2^-24 in [0, 1), so only the final multiply rounds.
 void FillSymmetricUniform(std::span<float> values, float limit, std::uint64_t seed,
                           std::uint32_t tensor) {
   CounterRng rng(seed, 0, tensor, StreamId(RandomPurpose::kModelInit));
   for (float& value : values) value = (2.0f * rng.NextFloat() - 1.0f) * limit;
 }
 
-}  // namespace
+}  // namespace internal
 
 std::size_t ModelScratchFloats(const ModelSpec& spec) {
   if (!ValidateModelSpec(spec).ok()) return 0;
@@ -34,11 +34,17 @@ std::size_t ModelScratchFloats(const ModelSpec& spec) {
       return SoftmaxRegression::ScratchFloats(spec);
     case ModelKind::kMlp:
       return Mlp::ScratchFloats(spec);
+    case ModelKind::kSequential:
+      return Sequential::ScratchFloats(spec.network);
   }
   return 0;
 }
 
 Status InitModelParameters(const ModelSpec& spec, std::uint64_t seed, std::span<float> params) {
+  if (spec.kind == ModelKind::kSequential) {
+    EDGESGD_TRY(ValidateModelSpec(spec));
+    return InitSequentialParameters(spec.network, seed, params);
+  }
   EDGESGD_TRY_ASSIGN(const TensorLayout layout, ModelLayout(spec));
   if (params.size() != layout.dimension()) {
     return Status::InvalidArgument("the parameters' size differs from the model's parameter count");
@@ -48,8 +54,8 @@ Status InitModelParameters(const ModelSpec& spec, std::uint64_t seed, std::span<
   const std::size_t w2_tensor = spec.bias ? 2 : 1;
   const float w1_limit = std::sqrt(6.0f / static_cast<float>(spec.features));
   const float w2_limit = std::sqrt(6.0f / static_cast<float>(spec.hidden + spec.classes));
-  FillSymmetricUniform(layout.Slice(params, 0), w1_limit, seed, 0);
-  FillSymmetricUniform(layout.Slice(params, w2_tensor), w2_limit, seed,
+  internal::FillSymmetricUniform(layout.Slice(params, 0), w1_limit, seed, 0);
+  internal::FillSymmetricUniform(layout.Slice(params, w2_tensor), w2_limit, seed,
                        static_cast<std::uint32_t>(w2_tensor));
   return Status::Ok();
 }
@@ -83,6 +89,8 @@ Result<float> Model::LossAndGradient(std::span<const float> params, const Datase
       return SoftmaxRegression::LossAndGradient(spec_, params, batch, gradient, scratch_);
     case ModelKind::kMlp:
       return Mlp::LossAndGradient(spec_, params, batch, gradient, scratch_);
+    case ModelKind::kSequential:
+      return Sequential::LossAndGradient(spec_.network, params, batch, gradient, scratch_);
   }
   return Status::Internal("unknown model kind");
 }
@@ -126,6 +134,8 @@ Status Model::AddToEvaluation(std::span<const float> params, const DatasetView& 
       return SoftmaxRegression::AddToEvaluation(spec_, params, data, scratch_, sums);
     case ModelKind::kMlp:
       return Mlp::AddToEvaluation(spec_, params, data, scratch_, sums);
+    case ModelKind::kSequential:
+      return Sequential::AddToEvaluation(spec_.network, params, data, scratch_, sums);
   }
   return Status::Internal("unknown model kind");
 }

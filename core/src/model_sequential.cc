@@ -6,7 +6,6 @@
 #include "edgesgd/core/eigen.h"
 #include "edgesgd/core/model/loss_functions.h"
 #include "edgesgd/core/model/sequential.h"
-#include "edgesgd/core/random.h"
 
 namespace edgesgd {
 namespace {
@@ -637,10 +636,7 @@ Status InitSequentialParameters(const SequentialSpec& spec, std::uint64_t seed,
     const bool he = l != last && FeedsActivation(spec, l);
     const float limit = he ? std::sqrt(6.0f / static_cast<float>(fans.in))
                            : std::sqrt(6.0f / static_cast<float>(fans.in + fans.out));
-    // 2u - 1 is exact for u a multiple of 2^-24 in [0, 1), so only the final multiply rounds.
-    CounterRng rng(seed, 0, tensor, StreamId(RandomPurpose::kModelInit));
-    for (float& value : layout.Slice(params, tensor))
-      value = (2.0f * rng.NextFloat() - 1.0f) * limit;
+    internal::FillSymmetricUniform(layout.Slice(params, tensor), limit, seed, tensor);
     tensor += 2;
   }
   return Status::Ok();

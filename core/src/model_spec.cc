@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <limits>
 
+#include "edgesgd/core/model/sequential.h"
+
 namespace edgesgd {
 namespace {
 
@@ -48,6 +50,13 @@ std::size_t TensorSizes(const ModelSpec& spec, std::array<std::uint64_t, 4>& siz
 }  // namespace
 
 Status ValidateModelSpec(const ModelSpec& spec) {
+  if (spec.kind == ModelKind::kSequential) {
+    EDGESGD_TRY(ValidateSequentialSpec(spec.network));
+    return spec.features == spec.network.features() && spec.classes == spec.network.classes
+               ? Status::Ok()
+               : Status::InvalidArgument(
+                     "the model's features or classes differ from its network's input or classes");
+  }
   std::array<std::uint64_t, 4> sizes{};
   return TensorSizes(spec, sizes) == 0
              ? Status::InvalidArgument(
@@ -56,6 +65,9 @@ Status ValidateModelSpec(const ModelSpec& spec) {
 }
 
 std::size_t ParameterCount(const ModelSpec& spec) {
+  if (spec.kind == ModelKind::kSequential) {
+    return ValidateModelSpec(spec).ok() ? ParameterCount(spec.network) : 0;
+  }
   std::array<std::uint64_t, 4> sizes{};
   const std::size_t count = TensorSizes(spec, sizes);
   std::uint64_t total = 0;
@@ -64,6 +76,10 @@ std::size_t ParameterCount(const ModelSpec& spec) {
 }
 
 Result<TensorLayout> ModelLayout(const ModelSpec& spec) {
+  if (spec.kind == ModelKind::kSequential) {
+    EDGESGD_TRY(ValidateModelSpec(spec));
+    return SequentialLayout(spec.network);
+  }
   std::array<std::uint64_t, 4> sizes{};
   const std::size_t count = TensorSizes(spec, sizes);
   if (count == 0) {

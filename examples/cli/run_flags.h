@@ -31,6 +31,8 @@ struct RunFlags {
   std::size_t dim = 100;
   std::size_t samples = 500;
   std::size_t hidden = 64;
+  std::string model;        // --model: a network of layers (docs/models.md), --task softmax
+  std::string input_shape;  // --input-shape HxWxC of --model's samples
   std::size_t train_limit = 0;
   // The run (owned by whoever starts it: the simulator, the server, each gossip peer).
   std::size_t workers = 8;
@@ -100,7 +102,8 @@ struct RunFlags {
   bool workers_given = false;
 };
 
-// --task, --data, --test-data, --split, --dim, --samples, --hidden, --train-limit.
+// --task, --data, --test-data, --split, --dim, --samples, --hidden, --model, --input-shape,
+// --train-limit.
 void AddDataFlags(CLI::App& command, RunFlags& flags);
 // --seed (data, model and codec randomness).
 void AddSeedFlag(CLI::App& command, RunFlags& flags);

@@ -62,7 +62,7 @@ int RunServer(const ServerFlags& o) {
     // A checkpoint of another run: name the flag that changed rather than the setting.
     if (const std::string_view differs = server.resume_differs_in(); !differs.empty()) {
       const std::string flag =
-          differs == "model" ? "the model (--task, --data, --dim, --hidden)" : FlagOf(differs);
+          differs == "model" ? "the model (--task, --data, --dim, --hidden, --model)" : FlagOf(differs);
       return Fail(kName,
                   "cannot resume from checkpoint " + o.checkpoint +
                       ": it belongs to another run: it differs in " + flag,

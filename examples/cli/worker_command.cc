@@ -58,7 +58,7 @@ struct WorkerTask {
               " parameters and " + std::to_string(workers) +
               " workers, but these data flags give " + std::to_string(task.dimension()) +
               " parameters for worker " + std::to_string(flags->id) +
-              ": pass the server's --task/--data/--dim/--hidden";
+              ": pass the server's --task/--data/--dim/--hidden/--model";
       return Status::FailedPrecondition("the data flags do not fit the server's run");
     }
     return Status::Ok();

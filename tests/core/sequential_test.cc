@@ -863,5 +863,55 @@ TEST(SequentialTest, SgdLearnsBrightLeftFromBrightRight) {
   EXPECT_LT(after.loss, 0.25 * before.loss);
 }
 
+// ModelKind::kSequential: Model and the spec functions dispatch to the network, and a spec
+// whose features or classes disagree with its network is refused.
+TEST(SequentialTest, ModelOfKindSequentialIsTheNetwork) {
+  CallFixture f;
+  ModelSpec spec;
+  spec.kind = ModelKind::kSequential;
+  spec.network = f.spec;
+  spec.features = f.spec.features();
+  spec.classes = f.spec.classes;
+  ASSERT_TRUE(ValidateModelSpec(spec).ok());
+  EXPECT_EQ(ParameterCount(spec), ParameterCount(f.spec));
+  const TensorLayout layout = ModelLayout(spec).value();
+  const TensorLayout network_layout = SequentialLayout(f.spec).value();
+  ASSERT_EQ(layout.tensor_count(), network_layout.tensor_count());
+  for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
+    EXPECT_EQ(layout.size(t), network_layout.size(t));
+  }
+  EXPECT_EQ(ModelScratchFloats(spec), Sequential::ScratchFloats(f.spec));
+
+  std::vector<std::byte> storage(Model::ScratchBytes(spec) + kArenaAlignment);
+  Arena arena{std::span<std::byte>(storage)};
+  Model model;
+  ASSERT_TRUE(model.Init(spec, arena).ok());
+  std::vector<float> initial(f.params.size());
+  std::vector<float> network_initial(f.params.size());
+  ASSERT_TRUE(model.InitParameters(7, initial).ok());
+  ASSERT_TRUE(InitSequentialParameters(f.spec, 7, network_initial).ok());
+  EXPECT_EQ(initial, network_initial);
+
+  std::vector<float> gradient(f.params.size());
+  const Result<float> loss = model.LossAndGradient(f.params, f.data.View(), gradient);
+  ASSERT_TRUE(f.Call(f.scratch).ok());
+  ASSERT_TRUE(loss.ok());
+  EXPECT_EQ(gradient, f.gradient);
+  const Result<Evaluation> evaluation = model.Evaluate(f.params, f.data.View());
+  ASSERT_TRUE(evaluation.ok());
+  EvaluationSums sums;
+  ASSERT_TRUE(Sequential::AddToEvaluation(f.spec, f.params, f.data.View(), f.scratch, sums).ok());
+  EXPECT_EQ(evaluation->loss, static_cast<float>(sums.loss / static_cast<double>(sums.samples)));
+
+  ModelSpec wrong = spec;
+  wrong.features += 1;
+  EXPECT_EQ(ValidateModelSpec(wrong), Status::InvalidArgument());
+  wrong = spec;
+  wrong.classes = 3;
+  EXPECT_EQ(ValidateModelSpec(wrong), Status::InvalidArgument());
+  EXPECT_EQ(ParameterCount(wrong), 0u);
+  EXPECT_FALSE(ModelLayout(wrong).ok());
+}
+
 }  // namespace
 }  // namespace edgesgd

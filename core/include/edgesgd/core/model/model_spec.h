@@ -5,6 +5,7 @@
 #include <span>
 
 #include "edgesgd/core/data/dataset.h"
+#include "edgesgd/core/model/sequential_spec.h"
 #include "edgesgd/core/result.h"
 #include "edgesgd/core/status.h"
 #include "edgesgd/core/tensor_layout.h"
@@ -28,6 +29,10 @@ enum class ModelKind : std::uint8_t {
   // One hidden ReLU layer: h = max(0, W1 x (+ b1)), z = W2 h (+ b2), softmax cross-entropy.
   // Layout W1 (hidden x features), b1, W2 (classes x hidden), b2.
   kMlp,
+  // A network of layers (dense, conv, pools, ...) with a softmax cross-entropy loss, described
+  // by ModelSpec::network (sequential.h, docs/models.md); features and classes repeat its input
+  // size and class count, hidden and bias are unused (every parametric layer has a bias).
+  kSequential,
 };
 
 struct ModelSpec {
@@ -36,6 +41,7 @@ struct ModelSpec {
   std::size_t classes = 0;   // C, 2..256 for softmax and MLP; ignored by linear and logistic
   std::size_t hidden = 0;    // H, >= 1 for MLP; ignored otherwise
   bool bias = true;          // experiments A and B use bias = false
+  SequentialSpec network{};  // kSequential only
 };
 
 // Mean loss and accuracy over a dataset. accuracy is the fraction of correct predictions in
@@ -54,19 +60,26 @@ struct EvaluationSums {
   std::size_t samples = 0;
 };
 
-// kOk if the spec describes a model (sizes as documented above, parameter count below 2^32);
-// kInvalidArgument otherwise. Does not allocate.
+// kOk if the spec describes a model (sizes as documented above, parameter count below 2^32; a
+// sequential spec valid and agreeing with features and classes); kInvalidArgument otherwise.
+// Does not allocate.
 Status ValidateModelSpec(const ModelSpec& spec);
 
 // Number of parameters of a valid spec (0 for an invalid one).
 std::size_t ParameterCount(const ModelSpec& spec);
 
 // The tensors of the model in order: linear/logistic {w, b}, softmax {W, b}, MLP {W1, b1, W2,
-// b2}; bias tensors are absent when spec.bias is false. Errors: kInvalidArgument for an invalid
+// b2}, bias tensors absent when spec.bias is false; a sequential network's SequentialLayout. Errors: kInvalidArgument for an invalid
 // spec. Does not allocate.
 Result<TensorLayout> ModelLayout(const ModelSpec& spec);
 
 namespace internal {
+
+// Fills `values` with U(-limit, limit) from CounterRng(seed, 0, tensor,
+// StreamId(RandomPurpose::kModelInit)): every model kind's initial weights, the same bits on
+// every architecture.
+void FillSymmetricUniform(std::span<float> values, float limit, std::uint64_t seed,
+                          std::uint32_t tensor);
 
 // Shared argument check of every model kernel: spec valid and of `kind`; params (and gradient,
 // unless `check_gradient` is false) hold ParameterCount(spec) floats; data is a valid view
