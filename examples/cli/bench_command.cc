@@ -216,6 +216,7 @@ void AddBenchCommand(CLI::App& app, int& exit_code) {
   codecs->callback([options, &exit_code] { exit_code = RunBenchCodecs(*options); });
   AddBenchTcpCommand(*bench, exit_code);
   AddBenchSecAggCommand(*bench, exit_code);
+  AddBenchModelCommand(*bench, exit_code);
 }
 
 }  // namespace edgesgd::cli

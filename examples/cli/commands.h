@@ -9,8 +9,9 @@ namespace edgesgd::cli {
 void AddBenchCommand(CLI::App& app, int& exit_code);
 // `bench tcp`, registered by AddBenchCommand on its `bench` subcommand.
 void AddBenchTcpCommand(CLI::App& bench, int& exit_code);
-// `bench secagg`, likewise.
+// `bench secagg` and `bench model`, likewise.
 void AddBenchSecAggCommand(CLI::App& bench, int& exit_code);
+void AddBenchModelCommand(CLI::App& bench, int& exit_code);
 void AddTrainCommand(CLI::App& app, int& exit_code);
 void AddSimulateCommand(CLI::App& app, int& exit_code);
 // Over TCP (the tcp library: tcp::Server, tcp::Worker, tcp::Peer).
