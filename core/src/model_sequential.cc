@@ -257,10 +257,13 @@ void MaxPoolForward(const LayerPlan& at, std::span<const float> in) {
   ForEachPoolTap(at, [&](std::size_t pixel, std::size_t tap, std::size_t source) {
     float* out = at.output.data() + pixel * c;
     const float* value = in.data() + source * c;
-    for (std::size_t j = 0; j < c; ++j) {
-      // The first of equal maxima wins; MaxPoolBackward repeats this choice.
-      if (tap == 0 || value[j] > out[j]) out[j] = value[j];
+    if (tap == 0) {
+      for (std::size_t j = 0; j < c; ++j) out[j] = value[j];
+      return;
     }
+    // The first of equal maxima wins; MaxPoolBackward repeats this choice. A select rather than
+    // a branch, so the loop over channels vectorizes.
+    for (std::size_t j = 0; j < c; ++j) out[j] = value[j] > out[j] ? value[j] : out[j];
   });
 }
 
