@@ -5,11 +5,6 @@
 namespace edgesgd {
 namespace {
 
-using ConstRowMajorMap =
-    Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
-using RowMajorMap =
-    Eigen::Map<Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
-
 // Offsets of the four tensors in the flat vector (bias offsets unused when spec.bias is false).
 struct MlpOffsets {
   std::size_t w1 = 0;

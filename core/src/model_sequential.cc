@@ -10,11 +10,6 @@
 namespace edgesgd {
 namespace {
 
-using ConstRowMajorMap =
-    Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
-using RowMajorMap =
-    Eigen::Map<Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
-
 bool HasParameters(LayerKind kind) {
   return kind == LayerKind::kDense || kind == LayerKind::kConv || kind == LayerKind::kDepthwiseConv;
 }

@@ -5,11 +5,6 @@
 namespace edgesgd {
 namespace {
 
-using ConstRowMajorMap =
-    Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
-using RowMajorMap =
-    Eigen::Map<Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
-
 // Adds the cross-entropy and correct predictions of `data` to `totals`; when `gradient` is
 // non-empty also accumulates (1 / B) * sum_i (softmax(z_i) - onehot(y_i)) [x_i^T, 1] into it.
 void Accumulate(const ModelSpec& spec, std::span<const float> params, const DatasetView& data,

@@ -16,5 +16,10 @@ namespace edgesgd {
 
 using VectorMap = Eigen::Map<Eigen::VectorXf>;
 using ConstVectorMap = Eigen::Map<const Eigen::VectorXf>;
+// A row-major matrix over caller memory: a model's weights, one row per output.
+using RowMajorMap =
+    Eigen::Map<Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
+using ConstRowMajorMap =
+    Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
 
 }  // namespace edgesgd
