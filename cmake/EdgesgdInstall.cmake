@@ -1,5 +1,5 @@
 # install(EXPORT) so a downstream project can find_package(edgesgd COMPONENTS ...) and link
-# edgesgd::core, platform, wire, protocol, sim, auth, secagg and tcp (whichever this build has). Third-party
+# edgesgd::core, platform, wire, serial, protocol, sim, auth, secagg and tcp (whichever this build has). Third-party
 # code is not installed: its INTERFACE targets (edgesgd::eigen, flatbuffers, mbedcrypto, asio)
 # are exported without paths, and edgesgdConfig.cmake finds the headers and libraries on the
 # machine that uses the package.
@@ -8,7 +8,7 @@ include(CMakePackageConfigHelpers)
 
 set(EDGESGD_PACKAGE_COMPONENTS)
 set(_edgesgd_installed_targets)
-foreach(component core platform wire protocol sim auth secagg tcp)
+foreach(component core platform wire serial protocol sim auth secagg tcp)
   if(TARGET edgesgd_${component})
     list(APPEND EDGESGD_PACKAGE_COMPONENTS ${component})
     list(APPEND _edgesgd_installed_targets edgesgd_${component})
@@ -27,7 +27,7 @@ install(TARGETS ${_edgesgd_installed_targets} EXPORT edgesgdTargets
 # The public headers of every installed library (wire's generated header and FlatBuffers overlay
 # are installed where they are made).
 install(DIRECTORY core/include/ platform/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-foreach(layer wire protocol sim auth secagg tcp)
+foreach(layer wire serial protocol sim auth secagg tcp)
   if(TARGET edgesgd_${layer})
     install(DIRECTORY transport/${layer}/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
   endif()

@@ -6,6 +6,7 @@
 // authenticated frames (tcp, auth, protocol, wire, platform): one worker makes both runs
 // compute the same floats, so the models must match bit for bit.
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <span>
@@ -14,6 +15,7 @@
 
 #include "edgesgd/auth/key_ring.h"
 #include "edgesgd/core/codec_registry.h"
+#include "edgesgd/serial/framing.h"
 #include "edgesgd/sim/simulation.h"
 #include "edgesgd/tcp/asio.h"
 #include "edgesgd/tcp/server.h"
@@ -42,6 +44,20 @@ bool SignRoundTrip() {
     if ((input[i] >= 0.0f) != (decoded[i] > 0.0f)) return false;
   }
   return true;
+}
+
+// A frame through the serial framing and back.
+bool SerialRoundTrip() {
+  const std::array<std::byte, 5> payload = {std::byte{1}, std::byte{0}, std::byte{2},
+                                            std::byte{0}, std::byte{3}};
+  std::array<std::byte, edgesgd::serial::MaxEncodedBytes(5)> encoded{};
+  const edgesgd::Result<std::size_t> length = edgesgd::serial::EncodeFrame(payload, encoded);
+  if (!length.ok()) return false;
+  std::array<std::byte, 16> buffer{};
+  edgesgd::serial::FrameDecoder decoder(buffer);
+  const auto step = decoder.Push(std::span<const std::byte>(encoded).first(*length));
+  return step.frame.size() == payload.size() &&
+         std::equal(payload.begin(), payload.end(), step.frame.begin());
 }
 
 // f(x) = |x - 1|^2 / 2.
@@ -126,7 +142,7 @@ std::vector<float> OverTcp(const std::vector<float>& initial) {
 }  // namespace
 
 int main() {
-  if (!SignRoundTrip()) return 1;
+  if (!SignRoundTrip() || !SerialRoundTrip()) return 1;
   // The generated schema header is installed and agrees with the FlatBuffers headers found.
   if (std::string(edgesgd::wire::fb::EnumNamePayload(edgesgd::wire::fb::Payload::SignPayload)) !=
       "SignPayload") {
@@ -139,7 +155,7 @@ int main() {
     std::fprintf(stderr, "consumer: the simulated and the TCP run disagree\n");
     return 1;
   }
-  std::printf("consumer: sign round trip ok; %u rounds simulated and over TCP, model[0] = %g\n",
+  std::printf("consumer: sign and serial round trips ok; %u rounds simulated and over TCP, model[0] = %g\n",
               kRounds, static_cast<double>(simulated[0]));
   return 0;
 }
