@@ -18,6 +18,7 @@
 
 #include "cli/commands.h"
 #include "cli/config_file.h"
+#include "cli/model_flags.h"
 #include "edgesgd/core/model/sequential.h"
 #include "edgesgd/core/random.h"
 #include "edgesgd/platform/clock.h"
@@ -60,18 +61,6 @@ double BestSamplesPerSecond(const BenchModelOptions& o, Step&& step) {
     best = std::max(best, static_cast<double>(batches * o.batch) / elapsed);
   }
   return best;
-}
-
-bool ParseShape(const std::string& text, Shape& shape) {
-  unsigned long h = 0;
-  unsigned long w = 0;
-  unsigned long c = 0;
-  char tail = 0;
-  if (std::sscanf(text.c_str(), "%lux%lux%lu%c", &h, &w, &c, &tail) != 3) return false;
-  if (h == 0 || w == 0 || c == 0 || h > 65535 || w > 65535 || c > 65535) return false;
-  shape = {static_cast<std::uint32_t>(h), static_cast<std::uint32_t>(w),
-           static_cast<std::uint32_t>(c)};
-  return true;
 }
 
 Throughput MeasureEdgesgd(const BenchModelOptions& o, const SequentialSpec& spec) {
@@ -238,7 +227,7 @@ TorchFigures MeasureTorch(const BenchModelOptions& o, const SequentialSpec& spec
 
 int RunBenchModel(const BenchModelOptions& o) {
   Shape input;
-  if (!ParseShape(o.input_shape, input)) {
+  if (!ParseInputShape(o.input_shape, input)) {
     std::fprintf(stderr, "edgesgd bench model: --input-shape %s: expected HxWxC\n",
                  o.input_shape.c_str());
     return 2;

@@ -19,29 +19,6 @@
 #include "edgesgd/protocol/worker_session.h"
 
 namespace edgesgd::cli {
-namespace {
-
-// "HxWxC": three positive integers below 2^32.
-bool ParseInputShape(const std::string& text, Shape& shape) {
-  std::uint32_t sides[3] = {};
-  const char* at = text.c_str();
-  for (std::size_t i = 0; i < 3; ++i) {
-    if (i > 0 && *at++ != 'x') return false;
-    if (*at < '0' || *at > '9') return false;
-    char* end = nullptr;
-    errno = 0;
-    const unsigned long long side = std::strtoull(at, &end, 10);
-    if (errno != 0 || side == 0 || side > 0xFFFFFFFFull) return false;
-    sides[i] = static_cast<std::uint32_t>(side);
-    at = end;
-  }
-  if (*at != '\0') return false;
-  shape = {sides[0], sides[1], sides[2]};
-  return true;
-}
-
-}  // namespace
-
 void AddDataFlags(CLI::App& command, RunFlags& o) {
   command.add_option("--task", o.task,
                      "linreg (experiment A), logreg-toy (B), quadratic-noise (C), softmax, mlp")
@@ -62,15 +39,7 @@ void AddDataFlags(CLI::App& command, RunFlags& o) {
   command.add_option("--hidden", o.hidden, "MLP hidden units")
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{1}, std::size_t{65536}));
-  command.add_option("--model", o.model,
-                     "--task softmax: train this network of layers (softmax cross-entropy on its "
-                     "last layer) instead of softmax regression, e.g. "
-                     "conv:8:3,relu,maxpool:2,conv:16:3,relu,maxpool:2,dense:10. Layers: "
-                     "dense:N, conv:FILTERS:K[:STRIDE[:same|valid]], dwconv:K[:STRIDE[:same|valid]], "
-                     "maxpool:K[:STRIDE], avgpool:K[:STRIDE], relu, relu6, flatten (docs/models.md)");
-  command.add_option("--input-shape", o.input_shape,
-                     "--model: one sample's shape HxWxC, row-major with channels last (default "
-                     "28x28x1 for fashion-mnist, 1x1xFEATURES otherwise)");
+  AddModelFlags(command, o.network);
   command.add_option("--train-limit", o.train_limit,
                      "Fashion-MNIST or a data file: the first N training samples (0 = all)")
       ->capture_default_str();
@@ -537,22 +506,20 @@ bool BuildTaskOptions(const RunFlags& o, std::size_t workers, std::uint64_t seed
   task.dimension = o.dim;
   task.samples = o.samples;
   task.hidden = o.hidden;
-  if (!o.input_shape.empty() && o.model.empty()) {
+  if (!o.network.input_shape.empty() && o.network.model.empty()) {
     error = "--input-shape describes --model's input: give --model too";
     return false;
   }
-  if (!o.model.empty()) {
-    if (o.task != "softmax") {
-      error = "--model replaces softmax regression: it needs --task softmax (an MLP is "
-              "--model dense:H,relu,dense:CLASSES)";
-      return false;
-    }
-    task.model = o.model;
-    if (!o.input_shape.empty() && !ParseInputShape(o.input_shape, task.input_shape)) {
-      error = "--input-shape " + o.input_shape + ": expected HxWxC, three positive integers";
-      return false;
-    }
+  if (!o.network.model.empty() && o.task != "softmax") {
+    error = "--model replaces softmax regression: it needs --task softmax (an MLP is "
+            "--model dense:H,relu,dense:CLASSES)";
+    return false;
   }
+  if (Shape shape; !o.network.input_shape.empty() && !ParseInputShape(o.network.input_shape, shape)) {
+    error = "--input-shape " + o.network.input_shape + ": expected HxWxC, three positive integers";
+    return false;
+  }
+  task.network = o.network;
   task.train_limit = o.train_limit;
   task.seed = seed;
   return true;

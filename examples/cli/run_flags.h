@@ -14,6 +14,7 @@
 #include "cli/codec_flags.h"
 #include "cli/gossip_topology.h"
 #include "cli/metrics.h"
+#include "cli/model_flags.h"
 #include "cli/task.h"
 #include "edgesgd/core/privacy/rdp_accountant.h"
 #include "edgesgd/protocol/gossip_peer_session.h"
@@ -31,8 +32,7 @@ struct RunFlags {
   std::size_t dim = 100;
   std::size_t samples = 500;
   std::size_t hidden = 64;
-  std::string model;        // --model: a network of layers (docs/models.md), --task softmax
-  std::string input_shape;  // --input-shape HxWxC of --model's samples
+  ModelFlags network;  // --model, --input-shape (--task softmax)
   std::size_t train_limit = 0;
   // The run (owned by whoever starts it: the simulator, the server, each gossip peer).
   std::size_t workers = 8;

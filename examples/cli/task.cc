@@ -7,7 +7,6 @@
 #include "edgesgd/core/data/random_variates.h"
 #include "edgesgd/core/data/synthetic.h"
 #include "edgesgd/core/internal/reduce.h"
-#include "edgesgd/core/model/sequential.h"
 
 namespace edgesgd::cli {
 namespace {
@@ -150,7 +149,7 @@ bool Task::SetupClassification(std::string& error) {
   spec_.classes = classes;
   spec_.hidden = options_.hidden;
   spec_.bias = true;
-  if (!options_.model.empty() && !SetupNetwork(error)) return false;
+  if (!options_.network.model.empty() && !SetupNetwork(error)) return false;
   const Result<TensorLayout> layout = ModelLayout(spec_);
   if (!layout.ok()) {
     error = "invalid model shape (check --hidden)";
@@ -165,25 +164,11 @@ bool Task::SetupClassification(std::string& error) {
 }
 
 bool Task::SetupNetwork(std::string& error) {
-  Shape input = options_.input_shape;
-  if (input.size() == 0) {
-    input = options_.data == "fashion-mnist"
-                ? Shape{28, 28, 1}
-                : Shape{1, 1, static_cast<std::uint32_t>(spec_.features)};
-  }
-  if (input.size() != spec_.features) {
-    error = "--input-shape " + std::to_string(input.height) + "x" + std::to_string(input.width) +
-            "x" + std::to_string(input.channels) + " holds " + std::to_string(input.size()) +
-            " values, but the data's samples have " + std::to_string(spec_.features);
-    return false;
-  }
-  const Result<SequentialSpec> network = ParseSequentialSpec(options_.model, input, spec_.classes);
-  if (!network.ok()) {
-    error = "--model " + options_.model + ": " + network.status().reason();
+  if (!NetworkFor(options_.network, options_.data, spec_.features, spec_.classes, spec_.network,
+                  error)) {
     return false;
   }
   spec_.kind = ModelKind::kSequential;
-  spec_.network = *network;
   return true;
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cli/data_sources.h"
+#include "cli/model_flags.h"
 #include "edgesgd/core/data/dataset.h"
 #include "edgesgd/core/model/model.h"
 
@@ -35,10 +36,8 @@ struct TaskOptions {
   std::size_t dimension = 100;  // linreg and quadratic-noise (d), synthetic softmax/mlp (features)
   std::size_t samples = 500;    // per worker: linreg and synthetic softmax/mlp
   std::size_t hidden = 64;      // mlp
-  // softmax: a network of layers (ParseSequentialSpec's text) instead of softmax regression, on
-  // samples of `input_shape` (all zero: 28x28x1 for Fashion-MNIST, else 1x1xfeatures).
-  std::string model;
-  Shape input_shape{};
+  // softmax: a network of layers instead of softmax regression, when network.model is set.
+  ModelFlags network;
   std::size_t train_limit = 0;  // Fashion-MNIST or a data file: first N samples (0 = all)
   std::uint64_t seed = 1;
   // Fashion-MNIST or a data file in a process that trains one worker alone (`edgesgd worker`):

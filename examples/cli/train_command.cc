@@ -14,6 +14,7 @@
 #include "cli/commands.h"
 #include "cli/config_file.h"
 #include "cli/data_sources.h"
+#include "cli/model_flags.h"
 #include "edgesgd/core/arena.h"
 #include "edgesgd/core/codec_registry.h"
 #include "edgesgd/core/data/synthetic.h"
@@ -36,6 +37,7 @@ struct TrainOptions {
   float weight_decay = 0.0f;
   float detach = 0.3f;
   std::size_t hidden = 64;
+  ModelFlags network;
   std::size_t samples = 4000;
   std::size_t dim = 20;
   std::size_t limit = 0;
@@ -126,6 +128,22 @@ int RunTrain(const TrainOptions& options) {
   spec.features = data.train.feature_dim;
   spec.classes = data.classes;
   spec.hidden = options.hidden;
+  if (!options.network.model.empty()) {
+    std::string error;
+    if (options.task != "softmax") {
+      error = "--model replaces softmax regression: it needs --task softmax";
+    } else if (NetworkFor(options.network, options.data, spec.features, spec.classes,
+                          spec.network, error)) {
+      spec.kind = ModelKind::kSequential;
+    }
+    if (spec.kind != ModelKind::kSequential) {
+      std::fprintf(stderr, "edgesgd train: %s\n", error.c_str());
+      return 2;
+    }
+  } else if (!options.network.input_shape.empty()) {
+    std::fprintf(stderr, "edgesgd train: --input-shape describes --model's input: give --model too\n");
+    return 2;
+  }
   const Result<TensorLayout> layout = ModelLayout(spec);
   if (!layout.ok()) {
     std::fprintf(stderr, "edgesgd train: invalid model shape: %s\n", layout.status().reason());
@@ -280,6 +298,7 @@ void AddTrainCommand(CLI::App& app, int& exit_code) {
   train->add_option("--hidden", options->hidden, "MLP hidden units")
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{1}, std::size_t{65536}));
+  AddModelFlags(*train, options->network);
   train->add_option("--samples", options->samples, "Synthetic data: samples per split")
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{10}, std::size_t{10000000}));
