@@ -5,6 +5,19 @@ column -> float or None], "summary": the summary JSON as a dict}.
 """
 
 
+def load_experiment(name):
+    """The experiment.py module of the sibling experiment `name`, for a variant that reruns its
+    runs and checks on another configuration (another model, say)."""
+    import importlib.util
+    import os
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name, "experiment.py")
+    spec = importlib.util.spec_from_file_location(f"experiment_base_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def mean(values):
     """Mean of the values that are not None; None when there are none."""
     present = [value for value in values if value is not None]
