@@ -5,17 +5,22 @@ column -> float or None], "summary": the summary JSON as a dict}.
 """
 
 
-def load_experiment(name):
-    """The experiment.py module of the sibling experiment `name`, for a variant that reruns its
-    runs and checks on another configuration (another model, say)."""
+def with_model(name, model, description):
+    """The TITLE, CLAIM, RUNS, PLOTS and evaluate of the sibling experiment `name`, rerun with
+    `model` (its config.toml sets --model; the runs, checks and learning rates are the
+    sibling's)."""
     import importlib.util
     import os
 
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name, "experiment.py")
     spec = importlib.util.spec_from_file_location(f"experiment_base_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    base = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(base)
+    title = base.TITLE.replace(":", f" with {description}:", 1)
+    claim = (f"The claim of experiment {name}, rechecked with {description} ({model}) in place "
+             "of softmax regression, every other setting and learning rate as there (chosen "
+             "for softmax regression, not tuned for this model). " + base.CLAIM)
+    return title, claim, base.RUNS, base.PLOTS, base.evaluate
 
 
 def mean(values):
