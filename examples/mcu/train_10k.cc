@@ -7,15 +7,13 @@
 //
 // RAM: three d-float buffers, the floor of error feedback in fp32, plus the frame, one batch of
 // two images (as floats) and the stack. The worker keeps the gradient point and the residual
-// (no momentum: beta = 0 keeps no buffer); one more buffer holds the synced model between rounds
-// and the gradient within one: with classic EF (c = 0) and one local step, GradientPoint() *is*
-// the synced model until the next BeginRound (error_feedback.h), so the model is rebuilt from it
-// after Compress instead of being kept twice. Between LocalStep and that rebuild the buffer is
-// idle, so it is lent to Compress as top_k's scratch (CodecScratch::kLent) rather than the
-// worker owning ~20 KB more. Prints the plan per component, the measured static RAM and stack
-// peak; passes if the RAM (static + stack peak) is within 128 KiB, the loss fell by
-// kRequiredLossFactor, held-out accuracy beat chance by kRequiredMargin, and the static RAM beyond
-// the plan stays under kUnplannedBudgetBytes (the plan is what the device really uses).
+// (no momentum: beta = 0 keeps no buffer); the round (compressed_round.h) keeps the synced model
+// and the gradient in one more buffer, and lends it to Compress as top_k's scratch
+// (CodecScratch::kLent) rather than the worker owning ~20 KB more. Prints the plan per component,
+// the measured static RAM and stack peak; passes if the RAM (static + stack peak) is within
+// 128 KiB, the loss fell by kRequiredLossFactor, held-out accuracy beat chance by
+// kRequiredMargin, and the static RAM beyond the plan stays under kUnplannedBudgetBytes (the plan
+// is what the device really uses).
 
 #include <algorithm>
 #include <array>
@@ -30,7 +28,7 @@
 #include "edgesgd/core/model/model.h"
 #include "edgesgd/platform/log.h"
 #include "edgesgd/wire/frame_builder.h"
-#include "edgesgd/wire/frame_decoder.h"
+#include "compressed_round.h"
 #include "fashion_slice.h"
 #include "memory_usage.h"
 #include "semihosting.h"
@@ -107,50 +105,16 @@ Result<Evaluation> Evaluate(const ImageSlice& slice) {
 constexpr std::size_t kLossImages = 128;
 const ImageSlice kLossSlice = kTrainSlice.First(kLossImages);
 
-// x_{t+1} = x_t - C(p) into g_vector, with x_t the gradient point (c = 0, H = 1) and C(p) read
-// back from the Update frame as a server would. Not inlined, and the decoded view is used in
-// place rather than copied out of its Result: a frame view is 520 B, and the stack is part of
-// the RAM budget.
-[[gnu::noinline]] Status ApplyFrame(std::span<const std::byte> frame, const CodecContext& context) {
-  const std::span<const float> synced = g_worker.GradientPoint();
-  std::copy(synced.begin(), synced.end(), g_vector.begin());
-  const Result<wire::FrameView> view = wire::DecodeFrame(frame);
-  if (!view.ok()) return view.status();
-  EDGESGD_TRY_ASSIGN(const CodecParams params,
-                     ParamsForPayload(kCodec, view->payload.codec, view->payload.layout,
-                                      view->payload.header));
-  return kCodecs.DecodeAdd(params, kLayout, context, view->payload.view, -1.0f, g_vector, {});
-}
-
-// One round: the gradient at the model, one EF step compressed into an Update frame, and the
-// frame applied to the model. Returns the frame's size. Not inlined, so its locals occupy the
-// stack only while a round runs.
-[[gnu::noinline]] Result<std::size_t> Round(std::uint32_t round, wire::FrameBuilder& builder) {
-  EDGESGD_TRY(g_worker.BeginRound(g_vector));  // copies x: g_vector is free from here
-  CounterRng rng(kSeed, round, 0, StreamId(RandomPurpose::kDataSampling, 1));
-  EDGESGD_TRY_ASSIGN(const DatasetView batch, SampleImages(kTrainSlice, 0, kTrainSlice.size(),
-                                                           kBatch, rng, kBatchBuffers));
-  EDGESGD_TRY(g_model.LossAndGradient(g_worker.GradientPoint(), batch, g_vector).status());
-  EDGESGD_TRY(g_worker.LocalStep(g_vector));
-
-  const wire::FrameHeader header{.sender = 1, .round = round, .sequence = round};
-  EDGESGD_TRY_ASSIGN(const PayloadSpans out,
-                     builder.BeginPayloadFrame(header,
-                                               wire::PayloadMessage::Update(
-                                                   {.worker = 1, .samples = kBatch}),
-                                               kCodec, kLayout));
-  const CodecContext context{kSeed, round, 1};
-  // LocalStep has consumed the gradient: g_vector is idle until the model is rebuilt below.
-  if (const Result<PayloadShape> shape =
-          g_worker.Compress(context, out, std::as_writable_bytes(std::span(g_vector)));
-      !shape.ok()) {
-    builder.AbandonPayloadFrame();
-    return shape.status();
-  }
-  EDGESGD_TRY_ASSIGN(const std::span<const std::byte> frame, builder.FinishPayloadFrame());
-  EDGESGD_TRY(ApplyFrame(frame, context));
-  return frame.size();
-}
+constexpr CompressedRound kRound{.worker = g_worker,
+                                 .model = g_model,
+                                 .vector = g_vector,
+                                 .codecs = kCodecs,
+                                 .codec = kCodec,
+                                 .layout = kLayout,
+                                 .seed = kSeed,
+                                 .batch = kBatch,
+                                 .train = kTrainSlice,
+                                 .buffers = kBatchBuffers};
 
 // The model's own layout must be the one the plan was computed for. Not inlined, for the same
 // reason as Round.
@@ -170,7 +134,7 @@ Status Train(Evaluation& first, Evaluation& last, std::size_t& frame_bytes) {
 
   wire::FrameBuilder builder(g_builder_storage);
   for (std::uint32_t round = 0; round < kRounds; ++round) {
-    EDGESGD_TRY_ASSIGN(frame_bytes, Round(round, builder));
+    EDGESGD_TRY_ASSIGN(frame_bytes, RunRound(kRound, round, builder));
     if ((round + 1) % kLogEvery == 0) {
       EDGESGD_TRY_ASSIGN(const Evaluation train, Evaluate(kLossSlice));
       Log(LogLevel::kInfo, "round %3u  train loss %.4f", static_cast<unsigned>(round + 1),

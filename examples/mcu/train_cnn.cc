@@ -1,11 +1,9 @@
 // A small CNN trained on a Cortex-M4F with top_k (10%) + error feedback within 256 KiB of RAM:
 // conv:8:3,relu,maxpool:2,conv:16:3,relu,maxpool:2,dense:10 (1,898 parameters) on the 14x14
 // Fashion-MNIST slice in flash (fashion_slice.h; this image's own 4,096 + 1,024 images, see
-// CMakeLists.txt), through Model with a kSequential spec. The
-// round is train_10k's: one ErrorFeedbackWorker step compressed straight into an Update frame,
-// the frame decoded and applied to the model as a server would, x -= C(p). Unlike train_10k,
-// the worker owns top_k's scratch: at this dimension its fixed part (17.5 KB) exceeds the
-// 7.6 KB model/gradient buffer that could be lent.
+// CMakeLists.txt), through Model with a kSequential spec, in train_10k's round
+// (compressed_round.h). Unlike train_10k, the worker owns top_k's scratch: at this dimension its
+// fixed part (17.5 KB) exceeds the 7.6 KB model/gradient buffer that could be lent.
 //
 // Prints the plan per component, loss at intervals, held-out accuracy, flash, static RAM,
 // stack peak and the time per training sample from platform::MonotonicNanos (on qemu the
@@ -28,7 +26,7 @@
 #include "edgesgd/platform/clock.h"
 #include "edgesgd/platform/log.h"
 #include "edgesgd/wire/frame_builder.h"
-#include "edgesgd/wire/frame_decoder.h"
+#include "compressed_round.h"
 #include "fashion_slice.h"
 #include "memory_usage.h"
 #include "semihosting.h"
@@ -130,44 +128,16 @@ Result<Evaluation> Evaluate(const ImageSlice& slice) {
 constexpr std::size_t kLossImages = 128;
 const ImageSlice kLossSlice = kTrainSlice.First(kLossImages);
 
-// x_{t+1} = x_t - C(p) into g_vector, C(p) read back from the Update frame (as train_10k).
-[[gnu::noinline]] Status ApplyFrame(std::span<const std::byte> frame, const CodecContext& context) {
-  const std::span<const float> synced = g_worker.GradientPoint();
-  std::copy(synced.begin(), synced.end(), g_vector.begin());
-  const Result<wire::FrameView> view = wire::DecodeFrame(frame);
-  if (!view.ok()) return view.status();
-  EDGESGD_TRY_ASSIGN(const CodecParams params,
-                     ParamsForPayload(kCodec, view->payload.codec, view->payload.layout,
-                                      view->payload.header));
-  return kCodecs.DecodeAdd(params, kLayout, context, view->payload.view, -1.0f, g_vector, {});
-}
-
-// One round: gradient, EF step into an Update frame, frame applied. Not inlined, so its locals
-// occupy the stack only while a round runs.
-[[gnu::noinline]] Result<std::size_t> Round(std::uint32_t round, wire::FrameBuilder& builder) {
-  EDGESGD_TRY(g_worker.BeginRound(g_vector));  // copies x: g_vector is free from here
-  CounterRng rng(kSeed, round, 0, StreamId(RandomPurpose::kDataSampling, 1));
-  EDGESGD_TRY_ASSIGN(const DatasetView batch, SampleImages(kTrainSlice, 0, kTrainSlice.size(),
-                                                           kBatch, rng, kBatchBuffers));
-  EDGESGD_TRY(g_model.LossAndGradient(g_worker.GradientPoint(), batch, g_vector).status());
-  EDGESGD_TRY(g_worker.LocalStep(g_vector));
-
-  const wire::FrameHeader header{.sender = 1, .round = round, .sequence = round};
-  EDGESGD_TRY_ASSIGN(const PayloadSpans out,
-                     builder.BeginPayloadFrame(header,
-                                               wire::PayloadMessage::Update(
-                                                   {.worker = 1, .samples = kBatch}),
-                                               kCodec, kLayout));
-  const CodecContext context{kSeed, round, 1};
-  if (const Result<PayloadShape> shape = g_worker.Compress(context, out);
-      !shape.ok()) {
-    builder.AbandonPayloadFrame();
-    return shape.status();
-  }
-  EDGESGD_TRY_ASSIGN(const std::span<const std::byte> frame, builder.FinishPayloadFrame());
-  EDGESGD_TRY(ApplyFrame(frame, context));
-  return frame.size();
-}
+constexpr CompressedRound kRound{.worker = g_worker,
+                                 .model = g_model,
+                                 .vector = g_vector,
+                                 .codecs = kCodecs,
+                                 .codec = kCodec,
+                                 .layout = kLayout,
+                                 .seed = kSeed,
+                                 .batch = kBatch,
+                                 .train = kTrainSlice,
+                                 .buffers = kBatchBuffers};
 
 // The parser, the layout and the scratch size must agree with the constants the plan was
 // computed from. Not inlined, so the parsed spec is off the stack while training runs.
@@ -200,7 +170,7 @@ Status Train(Evaluation& first, Evaluation& last, std::size_t& frame_bytes, Timi
   for (std::uint32_t round = 0; round < kRounds; ++round) {
     // Read every round: the SysTick fallback wraps every 0.67 s.
     const std::uint64_t start = platform::MonotonicNanos();
-    EDGESGD_TRY_ASSIGN(frame_bytes, Round(round, builder));
+    EDGESGD_TRY_ASSIGN(frame_bytes, RunRound(kRound, round, builder));
     timing.train_ns += platform::MonotonicNanos() - start;
     if ((round + 1) % kLogEvery == 0) {
       EDGESGD_TRY_ASSIGN(const Evaluation train, Evaluate(kLossSlice));
