@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/gossip_flags.h"
 #include "cli/metrics.h"
 #include "cli/run_flags.h"
 #include "cli/task.h"

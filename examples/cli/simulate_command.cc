@@ -10,6 +10,7 @@
 
 #include "cli/attacks.h"
 #include "cli/commands.h"
+#include "cli/gossip_flags.h"
 #include "cli/metrics.h"
 #include "cli/run_flags.h"
 #include "cli/simulate_options.h"

@@ -8,6 +8,7 @@
 
 #include "cli/attacks.h"
 #include "cli/config_file.h"
+#include "cli/gossip_flags.h"
 
 namespace edgesgd::cli {
 

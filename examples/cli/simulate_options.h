@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/gossip_flags.h"
 #include "cli/run_flags.h"
 #include "cli/task.h"
 #include "edgesgd/sim/sim_config.h"

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "cli/metrics.h"
+#include "cli/gossip_flags.h"
 #include "cli/run_flags.h"
 #include "edgesgd/auth/key_ring.h"
 #include "edgesgd/protocol/gossip_peer_session.h"
