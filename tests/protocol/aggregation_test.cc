@@ -196,7 +196,7 @@ TEST(AggregationTest, MajorityVoteRejectsAnythingButPlainSigns) {
   ASSERT_TRUE(box.status().ok());
   ASSERT_EQ(box.descriptor()->name, std::string_view("majority_vote"));
   Aggregation& vote = box.component();
-  vote.BeginRound();
+  vote.BeginRound(0);
 
   const std::vector<float> momentum = PseudoRandom(kDim, 5, 1.0f);
   const PayloadShape shape = EncodedShape(config.codec, config.layout).value();

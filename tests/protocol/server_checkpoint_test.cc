@@ -414,6 +414,21 @@ std::optional<ServerSettings> WithOtherValue(const ServerSettings& run, std::str
     if (name == "server_beta1") o.beta1 *= 0.5f;
     if (name == "server_beta2") o.beta2 *= 0.5f;
     if (name == "server_tau") o.tau *= 2.0f;
+  } else if (name == "buffer") {
+    c.async.buffer = IsAsynchronous(c.async) ? 0 : 2;
+  } else if (name == "staleness" || name == "staleness_exponent" || name == "max_staleness") {
+    // Read by asynchronous runs only; the exponent by the polynomial only.
+    AsyncParams& a = c.async;
+    if (!IsAsynchronous(a)) return std::nullopt;
+    if (name == "staleness_exponent" && a.staleness != StalenessKind::kPolynomial) {
+      return std::nullopt;
+    }
+    if (name == "staleness") {
+      a.staleness = a.staleness == StalenessKind::kConstant ? StalenessKind::kInverseSqrt
+                                                            : StalenessKind::kConstant;
+    }
+    if (name == "staleness_exponent") a.exponent *= 2.0f;
+    if (name == "max_staleness") ++a.max_staleness;
   } else {
     ADD_FAILURE() << "no way to change the setting " << name;
     return std::nullopt;
@@ -513,6 +528,23 @@ TEST(ServerCheckpointTest, AResumeWithAnySettingChangedNamesTheSetting) {
   RunConfig dq = MeanConfig(kDim, kCodecId<QsgdCodec>, 10);
   dq.codec = QsgdParams{.schedule = QuantScheduleKind::kDq};
   cases.push_back({"mean", dq, with(with(with({"dp_mode"}, privacy_off), robust_params), fedavg)});
+
+  // Synchronous runs record the staleness settings at their defaults, and only a mean of the
+  // model downlink without a robust rule or privacy can become asynchronous.
+  for (Case& test : cases) {
+    if (test.component != "mean" || test.config.privacy.mode != PrivacyMode::kOff) {
+      test.fixed.push_back("buffer");
+    }
+    test.fixed = with(test.fixed, {"staleness", "staleness_exponent", "max_staleness"});
+  }
+  // Every asynchronous field is read with the polynomial; the run admits no other aggregation,
+  // downlink, privacy or robust rule.
+  RunConfig buffered = MeanConfig(kDim, kCodecId<TopKCodec>, 10);
+  buffered.async = AsyncParams{.buffer = 2, .staleness = StalenessKind::kPolynomial};
+  cases.push_back({"mean", buffered,
+                   with(with(with({"aggregate", "downlink", "dp_mode"}, privacy_off),
+                             with({"robust"}, robust_params)),
+                        fedavg)});
 
   for (const Case& test : cases) {
     const ServerSettings original{test.config, 4};

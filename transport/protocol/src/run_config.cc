@@ -163,6 +163,30 @@ Status CheckServerOptimizer(const RunConfig& config) {
   return Status::Ok();
 }
 
+Status CheckAsync(const RunConfig& config) {
+  EDGESGD_TRY(ValidateAsyncParams(config.async));
+  if (!IsAsynchronous(config.async)) return Status::Ok();
+  if (config.aggregation != AggregationKind::kMean) {
+    return Status::InvalidArgument(
+        "buffered asynchronous aggregation weighs each update by its staleness; majority vote "
+        "counts votes of one round");
+  }
+  if (config.downlink != DownlinkKind::kModel) {
+    return Status::InvalidArgument(
+        "asynchronous workers hold different model versions, so an aggregate downlink fits "
+        "none of them: use the model downlink");
+  }
+  if (config.robust.rule != RobustRule::kNone) {
+    return Status::InvalidArgument(
+        "a robust rule compares the updates of one round; asynchronous aggregation has none");
+  }
+  if (config.privacy.mode != PrivacyMode::kOff) {
+    return Status::InvalidArgument(
+        "differential privacy's accounting assumes synchronous rounds of sampled devices");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status ValidateRunConfig(const RunConfig& config) {
@@ -209,7 +233,8 @@ Status ValidateRunConfig(const RunConfig& config) {
 
 Status ValidateServerChoices(const RunConfig& config) {
   EDGESGD_TRY(CheckRobust(config));
-  return CheckServerOptimizer(config);
+  EDGESGD_TRY(CheckServerOptimizer(config));
+  return CheckAsync(config);
 }
 
 RunConfig NormalizedRunConfig(const RunConfig& config) {
@@ -226,6 +251,7 @@ RunConfig NormalizedRunConfig(const RunConfig& config) {
   out.privacy = NormalizedPrivacyParams(config.privacy);
   out.robust = RobustParams{};
   out.server_optimizer = ServerOptimizerParams{};
+  out.async = AsyncParams{};
   return out;
 }
 

@@ -21,6 +21,11 @@ Status ServerSession::Init(Arena& arena, const CodecRegistry& codecs, const RunC
   if (const Status check = ValidateRunConfig(config); !check.ok()) return check;
   if (const Status check = ValidateServerChoices(config); !check.ok()) return check;
   if (const Status check = ValidateServerOptions(options); !check.ok()) return check;
+  if (config.async.buffer > options.workers) {
+    return Status::InvalidArgument(
+        "the asynchronous buffer K is larger than the worker count: a version takes one update "
+        "from each of K different workers");
+  }
   if (config.privacy.mode == PrivacyMode::kCentral && options.noise_key == 0) {
     return Status::InvalidArgument("central noise needs a secret ServerOptions::noise_key");
   }
@@ -53,8 +58,12 @@ Status ServerSession::Init(Arena& arena, const CodecRegistry& codecs, const RunC
       aggregation_,
       aggregation_kind_->create(arena, {codecs_, &config_, options_.workers, options_.noise_key}));
   std::copy(initial_model.begin(), initial_model.end(), model_.begin());
-  for (WorkerSlot& slot : slots_) slot.held_round = kNoRound;
+  for (WorkerSlot& slot : slots_) {
+    slot.held_round = kNoRound;
+    slot.dispatched_round = kNoRound;
+  }
   max_receive_bytes_ = UpdateFrameBytes(config_);
+  asynchronous_ = IsAsynchronous(config_.async);
   phase_ = ServerPhase::kJoining;
   return Status::Ok();
 }
@@ -135,6 +144,13 @@ TimeNs ServerSession::DoNextWakeup() const {
     if (!join_deadline_passed_) next = join_deadline_;
   } else if (phase_ == ServerPhase::kTraining) {
     next = deadline_;
+    if (asynchronous_ && options_.round_deadline_ns != kNever) {
+      for (const WorkerSlot& slot : slots_) {
+        if (slot.live && InFlight(slot)) {
+          next = std::min(next, SaturatingAdd(slot.dispatched_at, options_.round_deadline_ns));
+        }
+      }
+    }
   } else {
     return kNever;
   }
@@ -201,9 +217,7 @@ void ServerSession::HandleJoin(PeerId from, const wire::FrameView& view, TimeNs 
   // A (re)joining worker may hold any model or none: it gets the full model next.
   slot->held_round = kNoRound;
   outbox_.Owe(from, ServerOutbox::kWelcome);
-  if (phase_ == ServerPhase::kTraining && slot->selected && !slot->reported) {
-    outbox_.OweBroadcast(from, false);
-  }
+  if (phase_ == ServerPhase::kTraining && InFlight(*slot)) Resend(*slot, now);
 }
 
 void ServerSession::HandleUpdate(PeerId from, const wire::FrameView& view, TimeNs now) {
@@ -222,11 +236,17 @@ void ServerSession::HandleUpdate(PeerId from, const wire::FrameView& view, TimeN
     Reject(from, RejectReason::kFuture, round, now);
     return;
   }
-  if (round < round_) {
-    Reject(from, round + 1 == round_ ? RejectReason::kLate : RejectReason::kStale, round, now);
+  // Synchronous rounds take updates of the current round only; asynchronous aggregation takes
+  // them up to max_staleness versions old, and drops (and counts) older ones.
+  const std::uint32_t max_age = asynchronous_ ? config_.async.max_staleness : 0;
+  if (round_ - round > max_age) {
+    const bool late = !asynchronous_ && round + 1 == round_;
+    // An asynchronous worker that answered, too late, is free to train again.
+    if (asynchronous_ && slot->selected && slot->dispatched_round == round) slot->reported = true;
+    Reject(from, late ? RejectReason::kLate : RejectReason::kStale, round, now);
     return;
   }
-  if (!slot->selected) {
+  if (!slot->selected || slot->dispatched_round != round) {
     Reject(from, RejectReason::kNotSelected, round, now);
     return;
   }
@@ -265,9 +285,15 @@ void ServerSession::MarkHeard(WorkerSlot& slot, TimeNs now) {
   // its update, which is then accepted or a harmless duplicate).
   slot.live = true;
   ++counters_.revivals;
-  if (phase_ == ServerPhase::kTraining && slot.selected && !slot.reported) {
-    outbox_.OweBroadcast(PeerOf(slot), false);
-  }
+  if (phase_ == ServerPhase::kTraining && InFlight(slot)) Resend(slot, now);
+}
+
+void ServerSession::Resend(WorkerSlot& slot, TimeNs now) {
+  // A synchronous participant was sent this round already; an asynchronous one may hold an
+  // older version, and now trains from the current one.
+  slot.dispatched_round = round_;
+  slot.dispatched_at = now;
+  outbox_.OweBroadcast(PeerOf(slot), false);
 }
 
 void ServerSession::MarkGone(WorkerSlot& slot) {
@@ -299,6 +325,10 @@ void ServerSession::Advance(TimeNs now) {
     return;
   }
   if (phase_ != ServerPhase::kTraining) return;
+  if (asynchronous_) {
+    AdvanceAsync(now);
+    return;
+  }
 
   // Participants that can still report: sampled, alive, not reported yet.
   const std::uint32_t waiting = LiveCount(true, true);
@@ -322,25 +352,39 @@ void ServerSession::Advance(TimeNs now) {
   }
   // Nobody sampled can report (all of them vanished): sample everyone else who is alive
   // rather than wait for the deadline.
-  if (reported_ == 0 && waiting == 0) TopUp();
+  if (reported_ == 0 && waiting == 0) TopUp(now);
 }
 
 void ServerSession::StartRound(TimeNs now) {
-  for (WorkerSlot& slot : slots_) {
-    slot.selected = false;
-    slot.reported = false;
-    outbox_.Forgive(PeerOf(slot), ServerOutbox::kBroadcast);
+  // Asynchronous workers keep training across versions.
+  if (!asynchronous_) {
+    for (WorkerSlot& slot : slots_) {
+      slot.selected = false;
+      slot.reported = false;
+      outbox_.Forgive(PeerOf(slot), ServerOutbox::kBroadcast);
+    }
   }
   selected_ = 0;
   reported_ = 0;
   payload_bits_this_round_ = 0;
   rejected_this_round_ = 0;
   extensions_this_round_ = 0;
-  aggregation_->BeginRound();
+  aggregation_->BeginRound(round_);
   if (const Status built = outbox_.BuildModel(round_, last_reported_, model_, aggregation_->ClipBound());
       !built.ok()) {
     Finish(wire::LeaveReason::kFailure,
            Status::Internal("the model broadcast frame could not be built"));
+    return;
+  }
+  if (asynchronous_) {
+    // A broadcast still owed goes out as the new version's frame.
+    for (WorkerSlot& slot : slots_) {
+      if (InFlight(slot) && outbox_.Owes(PeerOf(slot), ServerOutbox::kBroadcast)) {
+        slot.dispatched_round = round_;
+      }
+    }
+    dispatch_rng_ = CounterRng(config_.seed, round_, 1, StreamId(RandomPurpose::kParticipation));
+    Dispatch(now);
     return;
   }
 
@@ -350,12 +394,53 @@ void ServerSession::StartRound(TimeNs now) {
   }
   const std::span<const std::uint32_t> participants = internal::SampleParticipants(
       candidates_.first(count), config_.participation, config_.seed, round_);
-  for (const std::uint32_t peer : participants) Select(slots_[peer]);
+  for (const std::uint32_t peer : participants) Select(slots_[peer], now);
   deadline_ = SaturatingAdd(now, options_.round_deadline_ns);
 }
 
-void ServerSession::Select(WorkerSlot& slot) {
+void ServerSession::AdvanceAsync(TimeNs now) {
+  bool more_can_report = false;
+  for (WorkerSlot& slot : slots_) {
+    if (!slot.live || !InFlight(slot)) {
+      more_can_report = more_can_report || Dispatchable(slot);
+      continue;
+    }
+    more_can_report = true;
+    if (options_.round_deadline_ns != kNever &&
+        SaturatingAdd(slot.dispatched_at, options_.round_deadline_ns) <= now) {
+      ++counters_.deadline_extensions;
+      ++extensions_this_round_;
+      Resend(slot, now);
+    }
+  }
+  if (reported_ >= config_.async.buffer || (reported_ >= 1 && !more_can_report)) {
+    CloseRound(now);  // and starts the next version, dispatching to idle workers
+    return;
+  }
+  Dispatch(now);
+}
+
+void ServerSession::Dispatch(TimeNs now) {
+  const std::uint32_t target = SampledCount(config_.participation, LiveCount(false, false));
+  std::uint32_t training = 0;
+  std::uint32_t count = 0;
+  for (PeerId peer = 1; peer <= options_.workers; ++peer) {
+    const WorkerSlot& slot = slots_[peer];
+    if (slot.live && InFlight(slot)) ++training;
+    if (Dispatchable(slot)) candidates_[count++] = peer;
+  }
+  // A partial Fisher-Yates shuffle draws the idle workers that start training.
+  for (std::uint32_t i = 0; training < target && i < count; ++i, ++training) {
+    std::swap(candidates_[i], candidates_[i + dispatch_rng_.NextBelow(count - i)]);
+    Select(slots_[candidates_[i]], now);
+  }
+}
+
+void ServerSession::Select(WorkerSlot& slot, TimeNs now) {
   slot.selected = true;
+  slot.reported = false;
+  slot.dispatched_round = round_;
+  slot.dispatched_at = now;
   ++selected_;
   // The aggregate of the previous round is only useful to a worker known to hold that round's
   // start model: one whose update for it was accepted.
@@ -375,16 +460,16 @@ void ServerSession::ExtendRound(TimeNs now) {
       resent = true;
     }
   }
-  if (!resent) TopUp();
+  if (!resent) TopUp(now);
   deadline_ = SaturatingAdd(now, options_.round_deadline_ns);
 }
 
-void ServerSession::TopUp() {
+void ServerSession::TopUp(TimeNs now) {
   std::uint32_t added = 0;
   for (PeerId peer = 1; peer <= options_.workers; ++peer) {
     WorkerSlot& slot = slots_[peer];
     if (slot.joined && slot.live && !slot.selected) {
-      Select(slot);
+      Select(slot, now);
       ++added;
     }
   }

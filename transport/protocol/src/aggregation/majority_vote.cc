@@ -11,7 +11,7 @@ Status MajorityVoteAggregation::Init(Arena& arena, const AggregationSetup& setup
   return vote_.Init(arena, config_->layout, setup.workers, config_->tie_rule);
 }
 
-void MajorityVoteAggregation::BeginRound() { vote_.Reset(); }
+void MajorityVoteAggregation::BeginRound(std::uint32_t) { vote_.Reset(); }
 
 Status MajorityVoteAggregation::Add(const CodecParams&, const PayloadView& payload,
                                     const CodecContext&, const wire::UpdateInfo&) {

@@ -14,7 +14,7 @@ Status PayloadMeanAggregation::Init(Arena& arena, const AggregationSetup& setup)
   return Status::Ok();
 }
 
-void PayloadMeanAggregation::BeginRound() {
+void PayloadMeanAggregation::BeginRound(std::uint32_t) {
   sum_.Reset();
   privacy_.BeginRound();
 }

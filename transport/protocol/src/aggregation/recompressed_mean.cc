@@ -13,7 +13,7 @@ Status RecompressedMeanAggregation::Init(Arena& arena, const AggregationSetup& s
   return Status::Ok();
 }
 
-void RecompressedMeanAggregation::BeginRound() { mean_.Reset(); }
+void RecompressedMeanAggregation::BeginRound(std::uint32_t) { mean_.Reset(); }
 
 Status RecompressedMeanAggregation::Add(const CodecParams& params, const PayloadView& payload,
                                         const CodecContext& context, const wire::UpdateInfo&) {

@@ -8,7 +8,7 @@ Status RobustMeanAggregation::Init(Arena& arena, const AggregationSetup& setup) 
                       SampledCount(config.participation, setup.workers));
 }
 
-void RobustMeanAggregation::BeginRound() { robust_.Reset(); }
+void RobustMeanAggregation::BeginRound(std::uint32_t) { robust_.Reset(); }
 
 Status RobustMeanAggregation::Add(const CodecParams& params, const PayloadView& payload,
                                   const CodecContext& context, const wire::UpdateInfo&) {

@@ -9,7 +9,7 @@
 // nothing else changes.
 //
 // A round, as the server drives it:
-//   BeginRound()
+//   BeginRound(round)
 //   Add(params, payload, context)        for every accepted update
 //   if its aggregate is a payload (AggregationDescriptor::aggregate_is_payload):
 //     FillBroadcast(spans, context)      into the next round's broadcast frame
@@ -38,8 +38,9 @@ class Aggregation {
   Aggregation(const Aggregation&) = delete;
   Aggregation& operator=(const Aggregation&) = delete;
 
-  // Forgets the previous round's updates. Does not allocate.
-  virtual void BeginRound() = 0;
+  // Forgets the previous round's updates; `round` is the one starting (with asynchronous
+  // aggregation, the model version an update's staleness is measured from). Does not allocate.
+  virtual void BeginRound(std::uint32_t round) = 0;
 
   // Verifies and adds the payload of an accepted update, decoded with `params` (the run's codec
   // with the frame's own per-frame parameters, ParamsForPayload) in `context` (the sender's
@@ -89,7 +90,7 @@ class Aggregation {
 // overrides of the interface above.
 #define EDGESGD_AGGREGATION_COMPONENT()                                                           \
   Status Init(Arena& arena, const AggregationSetup& setup);                                       \
-  void BeginRound() override;                                                                     \
+  void BeginRound(std::uint32_t round) override;                                                  \
   Status Add(const CodecParams& params, const PayloadView& payload, const CodecContext& context,  \
              const wire::UpdateInfo& update) override;                                            \
   Status FillBroadcast(const PayloadSpans& out, const CodecContext& context) override;            \

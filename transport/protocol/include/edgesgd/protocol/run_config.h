@@ -19,6 +19,7 @@
 #include "edgesgd/core/server_optimizer.h"
 #include "edgesgd/core/status.h"
 #include "edgesgd/core/tensor_layout.h"
+#include "edgesgd/protocol/buffered_async.h"
 #include "edgesgd/wire/messages.h"
 #include "edgesgd/wire/wire_format.h"
 
@@ -65,6 +66,9 @@ struct RunConfig {
   // How the server moves the model by the round's aggregate (kMean with the model downlink
   // only; FedAvg with learning rate 1 is x -= aggregate). The server's alone, like `robust`.
   ServerOptimizerParams server_optimizer;
+  // Buffered asynchronous aggregation instead of synchronous rounds (buffered_async.h; kMean
+  // with the model downlink only). The server's alone, like `robust`: a worker runs unchanged.
+  AsyncParams async;
 
   friend constexpr bool operator==(const RunConfig&, const RunConfig&) = default;
 };
@@ -111,8 +115,8 @@ inline constexpr std::uint64_t kMaxSamplesPerRound = std::uint64_t{1} << 24;
 //          that keeps the clipping bound (KeepsNormBound); central noise needs an aggregation
 //          component that adds it, distributed noise a codec whose payloads sum (every device
 //          sends the same coordinates and noises them).
-// The robust rule and the server optimizer are checked by ValidateServerChoices, on the server
-// only.
+// The robust rule, the server optimizer and asynchronous aggregation are checked by
+// ValidateServerChoices, on the server only.
 // Reads only `config`; does not allocate. Errors: kInvalidArgument.
 Status ValidateRunConfig(const RunConfig& config);
 
@@ -120,9 +124,11 @@ Status ValidateRunConfig(const RunConfig& config);
 // parameters (ValidateRobustParams), kMean aggregation with the model downlink, no differential
 // privacy (its noise is calibrated to a mean). `config.server_optimizer`: valid parameters
 // (ValidateServerOptimizerParams) and, unless plain FedAvg (ChangesFedAvg), kMean aggregation
-// with the model downlink (workers apply an aggregate downlink themselves). Apart from
-// ValidateRunConfig because the Welcome carries neither: a worker never has them to check, and
-// its image links none of this. Does not allocate. Errors: kInvalidArgument.
+// with the model downlink (workers apply an aggregate downlink themselves). `config.async`
+// (when asynchronous): valid parameters (ValidateAsyncParams), kMean aggregation with the model
+// downlink, no robust rule and no differential privacy. Apart from ValidateRunConfig because the
+// Welcome carries none of them: a worker never has them to check, and its image links none of
+// this. Does not allocate. Errors: kInvalidArgument.
 Status ValidateServerChoices(const RunConfig& config);
 
 // `config` with the parameters its aggregation does not use made equal to the ones it does
@@ -192,6 +198,11 @@ constexpr void ForEachRunConfigField(const RunConfig& config, std::uint32_t work
   f("server_beta1", bits(server.beta1));
   f("server_beta2", bits(server.beta2));
   f("server_tau", bits(server.tau));
+  const AsyncParams async = NormalizedAsyncParams(config.async);
+  f("buffer", std::uint64_t{async.buffer});
+  f("staleness", static_cast<std::uint64_t>(async.staleness));
+  f("staleness_exponent", bits(async.exponent));
+  f("max_staleness", std::uint64_t{async.max_staleness});
 }
 
 // ---- The Welcome's encoding of a RunConfig ----

@@ -7,6 +7,12 @@
 // quorum did, and applies the aggregate to its model. After T rounds it sends Leave{Done} to
 // every worker and reports Finished().
 //
+// Asynchronous aggregation (RunConfig::async, buffered_async.h): a round is a model version.
+// The server keeps round(P * live) workers training, each from the version it was sent (never
+// twice from the same one), accepts an update up to max_staleness versions old, and closes the
+// version after K updates — or with fewer when no other worker can add one. A worker whose
+// update does not arrive within the round deadline is sent the current version again.
+//
 // Rounds: the broadcast of round r carries the model x_r (content Model), or — with the
 // aggregate downlink, to a worker whose update of round r-1 was accepted and which therefore
 // holds x_{r-1} — the aggregate A_{r-1} (content Aggregate) that turns x_{r-1} into x_r. The
@@ -41,6 +47,7 @@
 
 #include "edgesgd/core/arena.h"
 #include "edgesgd/core/codec_registry.h"
+#include "edgesgd/core/random.h"
 #include "edgesgd/core/server_optimizer.h"
 #include "edgesgd/core/status.h"
 #include "edgesgd/protocol/aggregation_registry.h"
@@ -166,6 +173,8 @@ class ServerSession final : public Session {
   bool IsJoined(PeerId peer) const { return Slot(peer) != nullptr && Slot(peer)->joined; }
   bool IsLive(PeerId peer) const { return Slot(peer) != nullptr && Slot(peer)->live; }
   bool IsSelected(PeerId peer) const { return Slot(peer) != nullptr && Slot(peer)->selected; }
+  // Sent a round's broadcast and not yet reported for it (asynchronous: training).
+  bool IsTraining(PeerId peer) const { return Slot(peer) != nullptr && InFlight(*Slot(peer)); }
   // When the current round's deadline falls (kNever outside training or without deadlines).
   TimeNs round_deadline() const { return phase_ == ServerPhase::kTraining ? deadline_ : kNever; }
 
@@ -173,10 +182,12 @@ class ServerSession final : public Session {
   // Per-worker state, zero-initialised by the arena (hence no member initialisers).
   struct WorkerSlot {
     TimeNs last_heard;
+    TimeNs dispatched_at;      // when the worker was last sent a round's broadcast
     std::uint32_t held_round;  // a round whose start model the worker provably holds, or kNoRound
+    std::uint32_t dispatched_round;  // the round of that broadcast (asynchronous: the version)
     bool joined;
     bool live;
-    bool selected;
+    bool selected;  // sent the broadcast of dispatched_round: training, or reported if `reported`
     bool reported;
   };
   static constexpr std::uint32_t kNoRound = 0xFFFFFFFFu;
@@ -201,6 +212,9 @@ class ServerSession final : public Session {
   void HandleUpdate(PeerId from, const wire::FrameView& view, TimeNs now);
 
   void MarkHeard(WorkerSlot& slot, TimeNs now);
+  // Sends an in-flight worker the current round's full model again (it reconnected or missed
+  // its deadline).
+  void Resend(WorkerSlot& slot, TimeNs now);
   void MarkGone(WorkerSlot& slot);
   void Reject(PeerId peer, RejectReason reason, std::uint32_t round, TimeNs now);
 
@@ -211,8 +225,17 @@ class ServerSession final : public Session {
   // Re-sends the broadcast to participants that have not reported, or tops up the
   // participants when none of them can report; moves the deadline.
   void ExtendRound(TimeNs now);
-  void TopUp();
-  void Select(WorkerSlot& slot);
+  void TopUp(TimeNs now);
+  void Select(WorkerSlot& slot, TimeNs now);
+  // Asynchronous aggregation: closes the version when its buffer is full (or nothing else can
+  // fill it), re-sends broadcasts past their deadline, and keeps the concurrency's worth of
+  // workers training.
+  void AdvanceAsync(TimeNs now);
+  void Dispatch(TimeNs now);
+  bool InFlight(const WorkerSlot& slot) const { return slot.selected && !slot.reported; }
+  bool Dispatchable(const WorkerSlot& slot) const {
+    return slot.joined && slot.live && !InFlight(slot) && slot.dispatched_round != round_;
+  }
   Status ApplyRound();
   // For a component whose aggregate is a payload: builds the next round's aggregate frame, then
   // applies that frame's payload to the model.
@@ -242,6 +265,8 @@ class ServerSession final : public Session {
   bool aggregate_valid_ = false;  // the outbox holds the aggregate of round round_ - 1
 
   std::uint32_t round_ = 0;
+  bool asynchronous_ = false;
+  CounterRng dispatch_rng_{0, 0, 0, 0};  // asynchronous: which idle workers train next
   TimeNs deadline_ = kNever;
   TimeNs join_deadline_ = kNever;
   bool join_deadline_passed_ = false;

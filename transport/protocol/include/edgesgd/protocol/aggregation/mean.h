@@ -2,7 +2,8 @@
 
 // Mean aggregation with the model downlink: x_{r+1} = x_r - mean_i C(p_i). Every update is
 // decoded into one dense sum (any codec); the workers get the new model each round. The step
-// of error feedback (docs/algorithms.md). With differential privacy the new model gets central
+// of error feedback (docs/algorithms.md). With buffered asynchronous aggregation a round is a
+// model version: x_{v+1} = x_v - sum_i w(tau_i) C(p_i) / K (buffered_async.h). With differential privacy the new model gets central
 // noise on every coordinate, and adaptive clipping's bound is kept here (ServerPrivacy).
 
 #include "edgesgd/core/aggregator.h"
@@ -37,6 +38,8 @@ class MeanAggregation final : public Aggregation {
  private:
   MeanAggregator mean_;
   ServerPrivacy privacy_;
+  AsyncParams async_;
+  std::uint32_t version_ = 0;
 };
 
 }  // namespace edgesgd::protocol
