@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <string>
 
+#include "cli/async_flags.h"
 #include "cli/robust_flags.h"
 #include "cli/server_optimizer_flags.h"
 #include "edgesgd/core/codec_registry.h"
@@ -122,6 +123,10 @@ std::string CheckGossipConsistency(const RunFlags& o) {
   if (ServerOptimizerFlagsGiven(o)) {
     return "a server optimizer moves a server's model: gossip has no server (drop the "
            "--server-* flags)";
+  }
+  if (AsyncFlagsGiven(o)) {
+    return "buffered asynchronous aggregation is a server's: gossip has no server (drop "
+           "--buffer, --staleness and --max-staleness)";
   }
   if (o.gossip_rounds != 0 && o.gossip != "detag") {
     return "--gossip-rounds sets DeTAG's gossip steps per round: it needs --gossip detag "

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cli/data_sources.h"
+#include "cli/async_flags.h"
 #include "cli/robust_flags.h"
 #include "cli/server_optimizer_flags.h"
 #include "edgesgd/core/codec_registry.h"
@@ -161,6 +162,7 @@ void AddTrainingFlags(CLI::App& command, RunFlags& o, const char* deadline_help)
       ->each(dp_flag_given);
   AddRobustFlags(command, o);
   AddServerOptimizerFlags(command, o);
+  AddAsyncFlags(command, o);
   command.add_option("--quorum", o.quorum,
                      "Updates a round needs once its deadline passed (0 = 1)")
       ->capture_default_str();
@@ -247,6 +249,7 @@ std::string CheckRunConsistency(const RunFlags& o) {
   }
   if (std::string why = CheckRobustFlags(o); !why.empty()) return why;
   if (std::string why = CheckServerOptimizerFlags(o); !why.empty()) return why;
+  if (std::string why = CheckAsyncFlags(o); !why.empty()) return why;
   if (o.quorum > o.workers) return "--quorum cannot exceed --workers";
   if (o.task == "logreg-toy" && o.workers != 2) {
     return "--task logreg-toy is the two-client toy: it needs --workers 2";
@@ -392,6 +395,7 @@ protocol::RunConfig BuildRunConfig(const RunFlags& o, const Task& task) {
   }
   config.robust = RobustParamsOf(o);
   config.server_optimizer = ServerOptimizerParamsOf(o);
+  config.async = AsyncParamsOf(o);
   return config;
 }
 
@@ -552,6 +556,7 @@ void WriteRunSummary(SummaryWriter& summary, const RunFlags& o, const protocol::
   summary.Field("aggregate", o.aggregate);
   WriteRobustSummary(summary, config.robust);
   WriteServerOptimizerSummary(summary, config.server_optimizer);
+  WriteAsyncSummary(summary, config.async);
   if (config.privacy.mode != PrivacyMode::kOff) {
     // The final row's epsilon is the guarantee of the whole run.
     summary.Begin("privacy");

@@ -81,6 +81,11 @@ struct RunFlags {
   bool server_moments_given = false;  // --server-beta1
   bool server_beta2_given = false;
   bool server_tau_given = false;
+  // Buffered asynchronous aggregation (parameter-server runs with the mean).
+  std::uint32_t buffer = 0;
+  std::string staleness = "sqrt";
+  std::uint32_t max_staleness = 100;
+  bool async_flags_given = false;  // --staleness or --max-staleness
   // Gossip (simulate --mode gossip, peer).
   std::string gossip = "dpsgd";
   std::string topology = "ring";
@@ -107,7 +112,8 @@ struct RunFlags {
 void AddDataFlags(CLI::App& command, RunFlags& flags);
 // --seed (data, model and codec randomness).
 void AddSeedFlag(CLI::App& command, RunFlags& flags);
-// --workers, --rounds, --lr, ... --tie, --dp-*, --robust*, --server-*: the RunConfig and the server's
+// --workers, --rounds, --lr, ... --tie, --dp-*, --robust*, --server-*, --buffer, --staleness,
+// --max-staleness: the RunConfig and the server's
 // schedule.
 // `deadline_help`
 // explains --round-deadline-s for the subcommand (virtual or wall seconds).

@@ -136,11 +136,11 @@ int RunSimulate(const SimulateOptions& o) {
       platform::Log(platform::LogLevel::kWarning, "%s: %s", kName, warning.c_str());
     }
   }
-  const std::vector<double> speeds = ParseSpeeds(o.device_speeds, o.workers);
+  const std::vector<double> speeds = ParseSpeeds(o.device_speeds, o.workers, o.seed);
   if (speeds.empty()) {
     return Fail(kName,
                 "--device-speeds must be positive numbers separated by commas, e.g. 1,0.5,2 "
-                "(cycled over the workers)",
+                "(cycled over the workers), or lognormal:SIGMA with SIGMA in (0, 10]",
                 2);
   }
   // Label flipping poisons the attackers' data, so the task carries it (cli/attacks.h).

@@ -9,6 +9,7 @@
 #include "cli/attacks.h"
 #include "cli/config_file.h"
 #include "cli/gossip_flags.h"
+#include "edgesgd/core/random.h"
 
 namespace edgesgd::cli {
 
@@ -17,7 +18,8 @@ void AddSimulateFlags(CLI::App& command, SimulateOptions& o) {
   AddDataFlags(command, o);
   AddSeedFlag(command, o);
   AddTrainingFlags(command, o,
-                   "Virtual seconds a round waits for stragglers (gossip: for neighbours)");
+                   "Virtual seconds a round waits for stragglers (gossip: for neighbours; "
+                   "--buffer: before a worker is sent the current version again)");
   command.add_option("--mode", o.mode,
                      "server: a parameter server aggregates; gossip: peers mix models with "
                      "their neighbours (--gossip, --topology), no server; dense models, or "
@@ -34,7 +36,8 @@ void AddSimulateFlags(CLI::App& command, SimulateOptions& o) {
       ->check(CLI::Range(0.0, 1e6));
   command.add_option("--device-speeds", o.device_speeds,
                      "Relative compute speeds, comma-separated, cycled over the workers "
-                     "(e.g. 1,1,0.5,0.25)")
+                     "(e.g. 1,1,0.5,0.25), or lognormal:SIGMA for heavy-tailed speeds exp(-SIGMA "
+                     "z), z standard normal, drawn from --seed")
       ->capture_default_str();
   command.add_option("--sample-us", o.sample_us,
                      "Compute time of one training sample on a speed-1 device, microseconds")
@@ -111,7 +114,27 @@ std::string CheckSimulateConsistency(const SimulateOptions& o) {
   return "";
 }
 
-std::vector<double> ParseSpeeds(const std::string& text, std::size_t workers) {
+std::vector<double> ParseSpeeds(const std::string& text, std::size_t workers,
+                                std::uint64_t seed) {
+  std::vector<double> speeds(workers);
+  constexpr char kLognormal[] = "lognormal:";
+  if (text.rfind(kLognormal, 0) == 0) {
+    char* end = nullptr;
+    const char* sigma_text = text.c_str() + sizeof(kLognormal) - 1;
+    const double sigma = std::strtod(sigma_text, &end);
+    if (*sigma_text == '\0' || end == nullptr || *end != '\0' || !(sigma > 0) || sigma > 10) {
+      return {};
+    }
+    // speed = exp(-sigma z), z standard normal (Box-Muller over the run's seed): compute times
+    // exp(sigma z) with the heavy tail of real fleets, the same devices for the same seed.
+    CounterRng rng(seed, 0, 1, StreamId(RandomPurpose::kUser));
+    const auto uniform = [&rng] { return (rng.NextU32() + 1.0) / 4294967296.0; };  // (0, 1]
+    for (double& speed : speeds) {
+      const double z = std::sqrt(-2.0 * std::log(uniform())) * std::cos(6.283185307179586 * uniform());
+      speed = std::exp(-sigma * z);
+    }
+    return speeds;
+  }
   std::vector<double> listed;
   std::stringstream stream(text);
   std::string item;
@@ -124,7 +147,6 @@ std::vector<double> ParseSpeeds(const std::string& text, std::size_t workers) {
     listed.push_back(speed);
   }
   if (listed.empty()) return {};
-  std::vector<double> speeds(workers);
   for (std::size_t w = 0; w < workers; ++w) speeds[w] = listed[w % listed.size()];
   return speeds;
 }
@@ -198,6 +220,10 @@ void WriteSimulatedNetwork(SummaryWriter& summary, const sim::DeviceCounters& ne
   summary.Field("frames_duplicated", network.frames_duplicated);
   summary.Field("frames_dropped_offline", network.frames_dropped_offline);
   summary.Field("server_rejected_frames", server.total_rejected());
+  summary.Field("updates_accepted", server.updates_accepted);
+  // Updates of a closed round, or (--buffer) older than --max-staleness: dropped.
+  summary.Field("stale_updates_dropped", server.rejected_for(protocol::RejectReason::kStale) +
+                                             server.rejected_for(protocol::RejectReason::kLate));
   summary.Field("deadline_extensions", server.deadline_extensions);
   summary.End();
 }

@@ -43,9 +43,11 @@ std::string CheckSimulateConsistency(const SimulateOptions& flags);
 // The network model of the flags: seed, compute cost per sample and injected faults.
 sim::SimConfig MakeSimConfig(const SimulateOptions& flags);
 
-// Parses --device-speeds ("1,0.5,2") into one speed per worker, the list cycled. Empty when an
-// item is not a positive number.
-std::vector<double> ParseSpeeds(const std::string& text, std::size_t workers);
+// Parses --device-speeds ("1,0.5,2") into one speed per worker, the list cycled, or
+// "lognormal:SIGMA" into speeds drawn from `seed`. Empty when an item is not a positive number
+// or SIGMA is outside (0, 10].
+std::vector<double> ParseSpeeds(const std::string& text, std::size_t workers,
+                                std::uint64_t seed);
 
 // One device per worker (or peer): the flags' link (--bandwidth-mbps both ways, --latency-ms),
 // its speed and the task's samples per step.

@@ -244,6 +244,10 @@ void WriteServerNetwork(SummaryWriter& summary, const protocol::ServerCounters& 
                         const tcp::DriverCounters& net) {
   summary.Begin("network");
   summary.Field("server_rejected_frames", counters.total_rejected());
+  summary.Field("updates_accepted", counters.updates_accepted);
+  // Updates of a closed round, or (--buffer) older than --max-staleness: dropped.
+  summary.Field("stale_updates_dropped", counters.rejected_for(protocol::RejectReason::kStale) +
+                                             counters.rejected_for(protocol::RejectReason::kLate));
   summary.Field("deadline_extensions", counters.deadline_extensions);
   summary.Field("rejoins", counters.rejoins);
   summary.Field("workers_lost", counters.workers_lost);

@@ -2,7 +2,7 @@
 # JSON. include() it from a -P script that defines EDGESGD and WORK_DIR.
 
 # edgesgd_simulate(NAME FLAGS...): runs `edgesgd simulate FLAGS --summary WORK_DIR/NAME.json
-# --quiet` and sets NAME_loss, NAME_accuracy and NAME_bytes_up (the final row's figures, as
+# --quiet` and sets NAME_loss, NAME_accuracy, NAME_bytes_up and NAME_time_s (the final row's figures, as
 # written) and NAME_stderr (what it printed there) in the caller's scope. A failing run stops the
 # script.
 function(edgesgd_simulate name)
@@ -13,7 +13,7 @@ function(edgesgd_simulate name)
   endif()
   set(${name}_stderr "${err}" PARENT_SCOPE)
   file(READ ${WORK_DIR}/${name}.json summary)
-  foreach(field loss accuracy bytes_up)
+  foreach(field loss accuracy bytes_up time_s)
     string(JSON value GET "${summary}" final ${field})
     set(${name}_${field} ${value} PARENT_SCOPE)
   endforeach()
