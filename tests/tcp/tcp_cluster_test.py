@@ -13,6 +13,7 @@ import json
 import math
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -836,6 +837,49 @@ def gossip_peer_killed_choco(cluster):
         check(summary["gossip"]["algorithm"] == "choco", "not a CHOCO run")
 
 
+def async_fleet(cluster):
+    """Buffered asynchronous aggregation: 8 workers slowed 1x to 10x, versions of K = 3 updates.
+    No version waits for the slow: the fastest worker sends at least twice the updates of the
+    slowest. One worker killed with -9 and restarted rejoins, and the run completes."""
+    slowdowns = {1: 1, 2: 1, 3: 2, 4: 3, 5: 4, 6: 6, 7: 8, 8: 10}
+    server, port = cluster.start_server(
+        SLOW_DATA + ["--workers", "8", "--rounds", "1500", "--buffer", "3", "--batch", "256",
+                     "--eval-every", "50", "--metrics", cluster.path("server.csv"),
+                     "--summary", cluster.path("server.json"), "--idle-timeout-s", "5"])
+    workers = {}
+    for w, slowdown in slowdowns.items():
+        workers[w] = cluster.start(
+            "worker%d" % w, ["worker", "--connect", "127.0.0.1:%d" % port, "--id", str(w),
+                             "--slowdown", str(slowdown), "--reconnect-max-s", "0.2",
+                             "--give-up-s", "30"] + SLOW_DATA)
+    cluster.wait_rows("server.csv", 40, server)
+    workers[5].send_signal(signal.SIGKILL)
+    workers[5].wait()
+    cluster.wait_rows("server.csv", cluster.rows("server.csv") + 20, server)
+    workers[5] = cluster.start(
+        "worker5", ["worker", "--connect", "127.0.0.1:%d" % port, "--id", "5", "--slowdown",
+                    str(slowdowns[5]), "--reconnect-max-s", "0.2", "--give-up-s", "30"] + SLOW_DATA)
+    check(server.poll() is None and cluster.rows("server.csv") < 1300,
+          "the run ended before the worker was restarted: lengthen it")
+    cluster.wait(server)
+    for w in slowdowns:
+        cluster.wait(workers[w], timeout=20)
+    summary = cluster.summary("server.json")
+    check(summary["final"]["round"] == 1500, "the run did not complete")
+    check(summary["async"]["buffer"] == 3, "not a buffered run: %s" % summary.get("async"))
+    check(summary["network"]["rejoins"] >= 1, "the restarted worker did not rejoin")
+    check(summary["final"]["accuracy"] > 0.5, "training failed: %s" % summary["final"])
+    sent = {}
+    for w in (1, 8):
+        with open(cluster.path("worker%d.log" % w)) as f:
+            counts = re.findall(r"done: (\d+) updates sent", f.read())
+        check(counts, "worker %d did not report its updates: %s" % (w, cluster.tail("worker%d" % w)))
+        sent[w] = int(counts[-1])
+    check(sent[1] >= 2 * sent[8],
+          "the fastest worker sent %d updates, the slowest %d: versions waited for the slow"
+          % (sent[1], sent[8]))
+
+
 SCENARIOS = {
     "matches_simulate": matches_simulate,
     "worker_keeps_its_shard": worker_keeps_its_shard,
@@ -846,6 +890,7 @@ SCENARIOS = {
     "hostile_clients": hostile_clients,
     "auth_attacks": auth_attacks,
     "slow_worker": slow_worker,
+    "async_fleet": async_fleet,
     "server_vanishes": server_vanishes,
     "mismatched_worker": mismatched_worker,
     "gossip_ring": gossip_ring,
