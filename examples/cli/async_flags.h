@@ -1,7 +1,7 @@
 #pragma once
 
 // The flags of buffered asynchronous aggregation (FedBuff) for `simulate` and `server`
-// (docs/fleets.md): their registration, their rules against the rest of a run, the AsyncParams
+// (docs/algorithms.md, buffered asynchronous aggregation): their registration, their rules against the rest of a run, the AsyncParams
 // they give and the summary's "async" section.
 
 #include <CLI/CLI.hpp>

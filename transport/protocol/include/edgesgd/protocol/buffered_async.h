@@ -1,6 +1,6 @@
 #pragma once
 
-// Buffered asynchronous aggregation (FedBuff, Nguyen et al., AISTATS 2022; docs/fleets.md).
+// Buffered asynchronous aggregation (FedBuff, Nguyen et al., AISTATS 2022; docs/algorithms.md).
 // Instead of rounds that wait for a cohort, the server keeps a fraction of its workers busy
 // (RunConfig::participation is the concurrency): each trains from the model version it was
 // sent, and the server adds every update, weighted by its staleness tau (the versions the model
