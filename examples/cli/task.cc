@@ -202,6 +202,7 @@ bool Task::SetupWorkers(std::string& error) {
     }
   }
   const bool has_model = options_.kind != TaskKind::kQuadraticNoise;
+  std::size_t most_rows = 0;
   for (std::size_t w = 0; w < n; ++w) {
     WorkerState& state = states_[w];
     bindings_[w] = {this, w};
@@ -230,18 +231,17 @@ bool Task::SetupWorkers(std::string& error) {
         break;
       }
     }
-    if (!has_model) continue;
-    const std::size_t rows = samples_per_step(w);
-    state.batch_features.resize(rows * spec_.features);
-    if (state.source.has_labels()) state.batch_labels.resize(rows);
-    if (state.source.has_targets()) state.batch_targets.resize(rows);
-    state.model = MakeModel(spec_, state.model_arena);
-    if (state.model == nullptr) {
+    most_rows = std::max(most_rows, samples_per_step(w));
+  }
+  if (has_model) {
+    compute_.batch_features.resize(most_rows * spec_.features);
+    if (states_.front().source.has_labels()) compute_.batch_labels.resize(most_rows);
+    if (states_.front().source.has_targets()) compute_.batch_targets.resize(most_rows);
+    compute_.model = MakeModel(spec_, compute_.model_arena);
+    if (compute_.model == nullptr) {
       error = "invalid model";
       return false;
     }
-  }
-  if (has_model) {
     eval_model_ = MakeModel(spec_, eval_arena_);
     if (eval_model_ == nullptr) {
       error = "invalid model";
@@ -309,7 +309,11 @@ Status Task::Gradient(std::size_t worker, std::span<const float> point, std::uin
     return SparseNoiseQuadratic::StochasticGradient(point, normal, gradient);
   }
   WorkerState& state = states_[worker];
-  const BatchBuffers buffers{state.batch_features, state.batch_labels, state.batch_targets};
+  const std::size_t rows = samples_per_step(worker);
+  const BatchBuffers buffers{
+      std::span<float>(compute_.batch_features).first(rows * spec_.features),
+      std::span<std::uint8_t>(compute_.batch_labels).first(std::min(rows, compute_.batch_labels.size())),
+      std::span<float>(compute_.batch_targets).first(std::min(rows, compute_.batch_targets.size()))};
   Result<DatasetView> batch = state.source;
   if (options_.batch == 0) {
     if (!state.pool.empty()) batch = GatherRows(state.source, state.pool, buffers);
@@ -319,8 +323,8 @@ Status Task::Gradient(std::size_t worker, std::span<const float> point, std::uin
   EDGESGD_TRY(batch.status());
   // Classification batches are always gathered into the worker's own buffers (its pool is never
   // empty), so flipping them leaves the shared data alone.
-  if (worker < options_.label_flipped_workers) FlipLabels(state.batch_labels, spec_.classes);
-  return state.model->LossAndGradient(point, *batch, gradient).status();
+  if (worker < options_.label_flipped_workers) FlipLabels(buffers.labels, spec_.classes);
+  return compute_.model->LossAndGradient(point, *batch, gradient).status();
 }
 
 TaskEvaluation Task::Evaluate(std::span<const float> model) {

@@ -100,6 +100,11 @@ class Task {
   struct WorkerState {
     DatasetView source;                   // the data the worker samples from
     std::span<const std::uint32_t> pool;  // its sample indices in `source` (empty: all)
+  };
+  // Where a gradient is computed: the gathered batch and the model's scratch. One for all
+  // workers (gradients are computed one at a time), so a simulated fleet of thousands costs
+  // its data and not thousands of batch buffers.
+  struct ComputeScratch {
     std::vector<float> batch_features;
     std::vector<std::uint8_t> batch_labels;
     std::vector<float> batch_targets;
@@ -129,6 +134,7 @@ class Task {
   platform::LabeledData own_shard_;
   std::vector<std::uint32_t> own_pool_;
   std::vector<WorkerState> states_;
+  ComputeScratch compute_;
   std::vector<WorkerBinding> bindings_;
   std::vector<std::byte> eval_arena_;
   std::unique_ptr<Model> eval_model_;

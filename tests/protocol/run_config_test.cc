@@ -332,7 +332,7 @@ TEST(ProtocolConfigTest, ServerOptionsRules) {
   ServerOptions options;
   EXPECT_TRUE(ValidateServerOptions(options).ok());
   options.workers = 0;
-  EXPECT_STREQ(ValidateServerOptions(options).reason(), "workers must be in 1..256");
+  EXPECT_STREQ(ValidateServerOptions(options).reason(), "workers must be in 1..16384");
   options.workers = kMaxWorkers + 1;
   EXPECT_FALSE(ValidateServerOptions(options).ok());
   options.workers = kMaxWorkers;

@@ -12,7 +12,7 @@ namespace {
 
 constexpr float kMaxFloat = std::numeric_limits<float>::max();
 static_assert(kMaxLocalSteps == 4096 && kMaxBatch == 1048576 && kMaxSamplesPerRound == 16777216 &&
-                  kMaxWorkers == 256,
+                  kMaxWorkers == 16384,
               "the refusal reasons below spell out the bounds");
 
 // NaN fails every comparison, so each range test is written to be false for NaN.
@@ -307,7 +307,7 @@ Status FromWelcomeInfo(const wire::WelcomeInfo& welcome, RunConfig& out) {
     return Status::InvalidArgument("gossip fields are set in a parameter-server Welcome");
   }
   if (welcome.workers < 1 || welcome.workers > kMaxWorkers) {
-    return Status::InvalidArgument("the Welcome's worker count is outside 1..256");
+    return Status::InvalidArgument("the Welcome's worker count is outside 1..16384");
   }
   if (training.feedback > static_cast<std::uint8_t>(FeedbackKind::kSaef)) {
     return Status::InvalidArgument("unknown feedback kind");

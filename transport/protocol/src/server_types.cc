@@ -13,7 +13,7 @@ const char* RejectReasonName(RejectReason reason) {
 
 Status ValidateServerOptions(const ServerOptions& options) {
   if (options.workers < 1 || options.workers > kMaxWorkers) {
-    return Status::InvalidArgument("workers must be in 1..256");
+    return Status::InvalidArgument("workers must be in 1..16384");
   }
   if (options.quorum < 1 || options.quorum > options.workers) {
     return Status::InvalidArgument("quorum must be in 1..workers");

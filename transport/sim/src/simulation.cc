@@ -1,5 +1,7 @@
 #include "edgesgd/sim/simulation.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <optional>
 #include <utility>
@@ -10,8 +12,23 @@
 
 namespace edgesgd::sim {
 
+namespace {
+
+std::span<std::byte> MapZeroedPages(std::size_t bytes) {
+  void* pages = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (pages == MAP_FAILED) return {};
+  return std::span<std::byte>(static_cast<std::byte*>(pages), bytes);
+}
+
+}  // namespace
+
 internal::OwnedArena::OwnedArena(std::size_t bytes)
-    : storage(bytes + kArenaAlignment), arena(std::span<std::byte>(storage)) {}
+    : storage(MapZeroedPages(std::max<std::size_t>(bytes, 1))),
+      arena(storage, Arena::StorageIsZeroed{}) {}
+
+internal::OwnedArena::~OwnedArena() {
+  if (!storage.empty()) ::munmap(storage.data(), storage.size());
+}
 
 namespace {
 

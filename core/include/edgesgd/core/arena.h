@@ -43,6 +43,13 @@ class Arena {
     }
   }
 
+  // Over storage the caller knows to be all zero bytes (fresh pages from calloc or mmap): the
+  // arena hands it out without writing it, so pages a component never writes are never backed
+  // by memory — a simulator's thousands of idle devices cost address space, not RAM. Allocations
+  // never reuse bytes, so they stay zero-initialised.
+  struct StorageIsZeroed {};
+  Arena(std::span<std::byte> storage, StorageIsZeroed) : Arena(storage) { zeroed_ = true; }
+
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
 
@@ -70,7 +77,7 @@ class Arena {
     }
     std::byte* start = base_ + used_;
     used_ += ArenaBytes(bytes);
-    if (bytes != 0) std::memset(start, 0, bytes);
+    if (bytes != 0 && !zeroed_) std::memset(start, 0, bytes);
     return std::span<std::byte>(start, bytes);
   }
 
@@ -87,6 +94,7 @@ class Arena {
   std::size_t capacity_ = 0;
   std::size_t used_ = 0;
   bool sealed_ = false;
+  bool zeroed_ = false;
 };
 
 }  // namespace edgesgd

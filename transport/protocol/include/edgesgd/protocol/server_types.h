@@ -14,7 +14,7 @@
 namespace edgesgd::protocol {
 
 // Most workers one server admits (peer ids 1..kMaxWorkers).
-inline constexpr std::uint32_t kMaxWorkers = 256;
+inline constexpr std::uint32_t kMaxWorkers = 16384;
 
 // Nanoseconds per second, for writing durations.
 inline constexpr TimeNs kNsPerSecond = 1'000'000'000;

@@ -82,10 +82,16 @@ struct DeviceBinding {
   std::size_t device = 0;
 };
 
-// Arena storage of one participant, at a stable address (its session keeps pointers into it).
+// Arena storage of one participant, at a stable address (its session keeps pointers into it):
+// anonymous pages mapped for it alone, zero until written, which the arena does not write. A
+// device's memory is backed only where its session uses it, so devices never sampled cost next
+// to nothing. (Empty when the mapping fails: the session's Init then reports the arena short.)
 struct OwnedArena {
   explicit OwnedArena(std::size_t bytes);
-  std::vector<std::byte> storage;
+  ~OwnedArena();
+  OwnedArena(const OwnedArena&) = delete;
+  OwnedArena& operator=(const OwnedArena&) = delete;
+  std::span<std::byte> storage;
   Arena arena;
 };
 
