@@ -326,6 +326,7 @@ int SetUpTask(const char* command, const RunFlags& o, std::size_t workers, Task&
   }
   options.label_flipped_workers = use.label_flipped_workers;
   options.evaluates_only = use.evaluates_only;
+  options.compute_threads = use.compute_threads;
   if (!task.Setup(options, error)) {
     std::fprintf(stderr, "edgesgd %s: %s\n", command, error.c_str());
     return 1;

@@ -141,6 +141,7 @@ bool BuildTaskOptions(const RunFlags& flags, std::size_t workers, std::uint64_t 
 struct TaskUse {
   std::size_t label_flipped_workers = 0;  // simulate --attack label_flip
   bool evaluates_only = false;            // the server: scores the model, trains nothing
+  std::size_t compute_threads = 1;        // simulate: its device threads
 };
 
 // Sets `task` up from the data flags for `workers` workers (seeded by --seed, --batch samples

@@ -147,7 +147,8 @@ int RunSimulate(const SimulateOptions& o) {
   const std::size_t label_flippers =
       AttackKindOf(o.attack) == AttackKind::kLabelFlip ? o.attackers : 0;
   Task task;
-  if (const int code = SetUpTask(kName, o, o.workers, task, {.label_flipped_workers = label_flippers}); code != 0) {
+  const TaskUse use{.label_flipped_workers = label_flippers, .compute_threads = DeviceThreads(o)};
+  if (const int code = SetUpTask(kName, o, o.workers, task, use); code != 0) {
     return code;
   }
   if (o.mode == "gossip") return RunGossip(o, task, MakeSimDevices(o, speeds, task));

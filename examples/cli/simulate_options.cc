@@ -1,9 +1,11 @@
 #include "cli/simulate_options.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <iterator>
 #include <sstream>
+#include <thread>
 #include <utility>
 
 #include "cli/attacks.h"
@@ -43,6 +45,12 @@ void AddSimulateFlags(CLI::App& command, SimulateOptions& o) {
                      "Compute time of one training sample on a speed-1 device, microseconds")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1e9));
+  command.add_option("--threads", o.threads,
+                     "Threads the devices compute on (server mode): the devices a round reaches "
+                     "at one instant train in parallel, and the run is the same byte for byte "
+                     "whatever the count. 0: one per core; gossip runs and --attack use one")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, sim::kMaxDeviceThreads));
   command.add_option("--dropout", o.dropout,
                      "Probability a worker is offline for a drop-out epoch (see "
                      "--dropout-epoch-s)")
@@ -160,7 +168,15 @@ sim::SimConfig MakeSimConfig(const SimulateOptions& o) {
   config.faults.duplication = o.duplicate;
   config.faults.dropout = o.dropout;
   config.faults.dropout_epoch_ns = static_cast<protocol::TimeNs>(o.dropout_epoch_s * 1e9);
+  config.device_threads = DeviceThreads(o);
   return config;
+}
+
+std::uint32_t DeviceThreads(const SimulateOptions& o) {
+  if (o.mode == "gossip" || o.attack != "none") return 1;
+  if (o.threads != 0) return o.threads;
+  const unsigned cores = std::thread::hardware_concurrency();
+  return std::clamp<std::uint32_t>(cores, 1, sim::kMaxDeviceThreads);
 }
 
 std::vector<sim::SimDevice> MakeSimDevices(const SimulateOptions& o, std::span<const double> speeds,
@@ -179,7 +195,7 @@ sim::DeviceGradient TaskGradient(const SimulateOptions& o, Task& task) {
   sim::DeviceGradient honest = [&task](std::size_t device, std::span<const float> point,
                                        std::uint32_t round, std::uint32_t local_step,
                                        std::span<float> gradient) {
-    return task.Gradient(device, point, round, local_step, gradient);
+    return task.Gradient(device, point, round, local_step, gradient, sim::DeviceThreadIndex());
   };
   const AttackSettings attack{AttackKindOf(o.attack), o.attackers, o.attack_strength, o.workers,
                               o.seed};

@@ -24,6 +24,7 @@ struct SimulateOptions : RunFlags {
   double latency_ms = 0;
   std::string device_speeds = "1";
   double sample_us = 100;
+  std::uint32_t threads = 0;  // device threads; 0: one per core
   double dropout = 0;
   double dropout_epoch_s = 10;
   double loss = 0;
@@ -40,8 +41,14 @@ void AddSimulateFlags(CLI::App& command, SimulateOptions& flags);
 // A one-line reason the flags cannot work together, or empty.
 std::string CheckSimulateConsistency(const SimulateOptions& flags);
 
-// The network model of the flags: seed, compute cost per sample and injected faults.
+// The network model of the flags: seed, compute cost per sample, injected faults and device
+// threads.
 sim::SimConfig MakeSimConfig(const SimulateOptions& flags);
+
+// Threads the devices compute on: --threads (0: one per core, at most sim::kMaxDeviceThreads),
+// or 1 for gossip runs (whose per-round figures read every peer) and attacks (whose attackers
+// share their scratch).
+std::uint32_t DeviceThreads(const SimulateOptions& flags);
 
 // Parses --device-speeds ("1,0.5,2") into one speed per worker, the list cycled, or
 // "lognormal:SIGMA" into speeds drawn from `seed`. Empty when an item is not a positive number

@@ -233,15 +233,19 @@ bool Task::SetupWorkers(std::string& error) {
     }
     most_rows = std::max(most_rows, samples_per_step(w));
   }
-  if (has_model) {
-    compute_.batch_features.resize(most_rows * spec_.features);
-    if (states_.front().source.has_labels()) compute_.batch_labels.resize(most_rows);
-    if (states_.front().source.has_targets()) compute_.batch_targets.resize(most_rows);
-    compute_.model = MakeModel(spec_, compute_.model_arena);
-    if (compute_.model == nullptr) {
+  compute_.clear();
+  compute_.resize(has_model ? std::max<std::size_t>(options_.compute_threads, 1) : 0);
+  for (ComputeScratch& scratch : compute_) {
+    scratch.batch_features.resize(most_rows * spec_.features);
+    if (states_.front().source.has_labels()) scratch.batch_labels.resize(most_rows);
+    if (states_.front().source.has_targets()) scratch.batch_targets.resize(most_rows);
+    scratch.model = MakeModel(spec_, scratch.model_arena);
+    if (scratch.model == nullptr) {
       error = "invalid model";
       return false;
     }
+  }
+  if (has_model) {
     eval_model_ = MakeModel(spec_, eval_arena_);
     if (eval_model_ == nullptr) {
       error = "invalid model";
@@ -297,7 +301,7 @@ void Task::InitialModel(std::span<float> model) const {
 }
 
 Status Task::Gradient(std::size_t worker, std::span<const float> point, std::uint32_t round,
-                      std::uint32_t local_step, std::span<float> gradient) {
+                      std::uint32_t local_step, std::span<float> gradient, std::size_t thread) {
   if (worker >= states_.size()) return Status::OutOfRange();
   if (options_.evaluates_only) {
     return Status::FailedPrecondition("this process scores the model and computes no gradient");
@@ -308,12 +312,14 @@ Status Task::Gradient(std::size_t worker, std::span<const float> point, std::uin
     NormalRng normal(rng);
     return SparseNoiseQuadratic::StochasticGradient(point, normal, gradient);
   }
-  WorkerState& state = states_[worker];
+  if (thread >= compute_.size()) return Status::OutOfRange("no compute scratch for this thread");
+  ComputeScratch& scratch = compute_[thread];
+  const WorkerState& state = states_[worker];
   const std::size_t rows = samples_per_step(worker);
   const BatchBuffers buffers{
-      std::span<float>(compute_.batch_features).first(rows * spec_.features),
-      std::span<std::uint8_t>(compute_.batch_labels).first(std::min(rows, compute_.batch_labels.size())),
-      std::span<float>(compute_.batch_targets).first(std::min(rows, compute_.batch_targets.size()))};
+      std::span<float>(scratch.batch_features).first(rows * spec_.features),
+      std::span<std::uint8_t>(scratch.batch_labels).first(std::min(rows, scratch.batch_labels.size())),
+      std::span<float>(scratch.batch_targets).first(std::min(rows, scratch.batch_targets.size()))};
   Result<DatasetView> batch = state.source;
   if (options_.batch == 0) {
     if (!state.pool.empty()) batch = GatherRows(state.source, state.pool, buffers);
@@ -324,7 +330,7 @@ Status Task::Gradient(std::size_t worker, std::span<const float> point, std::uin
   // Classification batches are always gathered into the worker's own buffers (its pool is never
   // empty), so flipping them leaves the shared data alone.
   if (worker < options_.label_flipped_workers) FlipLabels(buffers.labels, spec_.classes);
-  return compute_.model->LossAndGradient(point, *batch, gradient).status();
+  return scratch.model->LossAndGradient(point, *batch, gradient).status();
 }
 
 TaskEvaluation Task::Evaluate(std::span<const float> model) {

@@ -52,6 +52,9 @@ struct TaskOptions {
   // or a data file with a test set it keeps the training labels alone (to split them as the
   // workers do), and Gradient is refused.
   bool evaluates_only = false;
+  // Gradients computed at once, on as many threads (a simulator's device threads): one batch
+  // buffer and model scratch each.
+  std::size_t compute_threads = 1;
 };
 
 // Figures of one evaluation; NaN where a figure does not apply.
@@ -79,9 +82,11 @@ class Task {
   // from the worker's shard by CounterRng(seed, round, step, kDataSampling/worker) — or the full
   // shard when the batch is 0 — so it is a pure function of its arguments; with flipped labels
   // for a label-flipping worker (TaskOptions::label_flipped_workers). kFailedPrecondition for a
-  // task that only evaluates (TaskOptions::evaluates_only). Does not allocate.
+  // task that only evaluates (TaskOptions::evaluates_only). `thread` (below
+  // TaskOptions::compute_threads) names the scratch the call uses: concurrent calls need
+  // distinct threads. Does not allocate.
   Status Gradient(std::size_t worker, std::span<const float> point, std::uint32_t round,
-                  std::uint32_t local_step, std::span<float> gradient);
+                  std::uint32_t local_step, std::span<float> gradient, std::size_t thread = 0);
 
   // Test loss/accuracy (classification), training loss and log10 ||x - x*||^2 (linreg), or
   // f(x) (quadratic). Does not allocate.
@@ -101,9 +106,9 @@ class Task {
     DatasetView source;                   // the data the worker samples from
     std::span<const std::uint32_t> pool;  // its sample indices in `source` (empty: all)
   };
-  // Where a gradient is computed: the gathered batch and the model's scratch. One for all
-  // workers (gradients are computed one at a time), so a simulated fleet of thousands costs
-  // its data and not thousands of batch buffers.
+  // Where a gradient is computed: the gathered batch and the model's scratch. One per compute
+  // thread, shared by all workers, so a simulated fleet of thousands costs its data and not
+  // thousands of batch buffers.
   struct ComputeScratch {
     std::vector<float> batch_features;
     std::vector<std::uint8_t> batch_labels;
@@ -134,7 +139,7 @@ class Task {
   platform::LabeledData own_shard_;
   std::vector<std::uint32_t> own_pool_;
   std::vector<WorkerState> states_;
-  ComputeScratch compute_;
+  std::vector<ComputeScratch> compute_;  // one per compute thread
   std::vector<WorkerBinding> bindings_;
   std::vector<std::byte> eval_arena_;
   std::unique_ptr<Model> eval_model_;

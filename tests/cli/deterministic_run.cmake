@@ -1,4 +1,5 @@
-# Same seed twice -> byte-identical metrics CSV; another seed -> a different CSV.
+# Same seed twice, on one device thread and on three -> byte-identical metrics CSV; another seed
+# -> a different CSV.
 #   cmake -DEDGESGD=path -DWORK_DIR=dir -P deterministic_run.cmake
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
@@ -6,11 +7,13 @@ set(common simulate --task softmax --data synthetic --workers 6 --rounds 60 --co
     --k-ratio 0.05 --feedback def --device-speeds 1,0.5,2 --bandwidth-mbps 5 --latency-ms 10
     --loss 0.05 --corrupt 0.05 --duplicate 0.05 --dropout 0.1 --dropout-epoch-s 0.5
     --round-deadline-s 0.5 --quiet)
-foreach(run a:7 b:7 c:8)
+foreach(run a:7:1 b:7:3 c:8:1)
   string(REPLACE ":" ";" parts ${run})
   list(GET parts 0 name)
   list(GET parts 1 seed)
-  execute_process(COMMAND ${EDGESGD} ${common} --seed ${seed} --metrics ${WORK_DIR}/${name}.csv
+  list(GET parts 2 threads)
+  execute_process(COMMAND ${EDGESGD} ${common} --seed ${seed} --threads ${threads}
+                          --metrics ${WORK_DIR}/${name}.csv
                   RESULT_VARIABLE result ERROR_VARIABLE err)
   if(NOT result EQUAL 0)
     message(FATAL_ERROR "run ${name} failed (${result}): ${err}")
@@ -20,7 +23,7 @@ file(SHA256 ${WORK_DIR}/a.csv hash_a)
 file(SHA256 ${WORK_DIR}/b.csv hash_b)
 file(SHA256 ${WORK_DIR}/c.csv hash_c)
 if(NOT hash_a STREQUAL hash_b)
-  message(FATAL_ERROR "same seed gave different metrics files")
+  message(FATAL_ERROR "same seed gave different metrics files (1 and 3 device threads)")
 endif()
 if(hash_a STREQUAL hash_c)
   message(FATAL_ERROR "different seeds gave identical metrics files")

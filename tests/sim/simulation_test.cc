@@ -1,14 +1,15 @@
 // The simulator's library entry points against the sessions driven by hand on a SimNetwork (the
 // way the simulator is driven without them): the same settings must give the same run — every
 // round at the same virtual time with the same bytes and model, the same final model and
-// network counters — with faults, uneven devices and sign-flip attackers; plus DEF-A's read-out
-// and Init's refusals.
+// network counters — with faults, uneven devices, sign-flip attackers and device threads; plus
+// DEF-A's read-out and Init's refusals.
 
 #include "edgesgd/sim/simulation.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -174,6 +175,32 @@ TEST(SimulationTest, ServerSimulationIsTheSessionsOnASimNetwork) {
   const ServerSimulationSettings settings =
       ServerRun(protocol::testing::MeanConfig(kDim, kCodecId<TopKCodec>, kRounds), initial, problems);
   ExpectSameRun(ServerRunByHand(settings, problems), ServerRunByLibrary(settings));
+}
+
+// Devices on equal links reach the same instant together, so with device threads their frames
+// are handed out in parallel batches; faults included, the run is the one-thread run, round by
+// round and byte by byte.
+TEST(SimulationTest, DeviceThreadsChangeNothingButTheThreads) {
+  const std::vector<float> initial(kDim, 2.0f);
+  std::vector<QuadraticProblem> problems = Problems(kWorkers);
+  ServerSimulationSettings settings =
+      ServerRun(protocol::testing::MeanConfig(kDim, kCodecId<TopKCodec>, kRounds), initial, problems);
+  for (SimDevice& device : settings.workers) {
+    device.profile = DeviceProfile{2'000'000, 4'000'000, 3 * kMs, 1.0};
+  }
+  const Trace by_hand = ServerRunByHand(settings, problems);
+  std::atomic<std::uint32_t> highest_thread{0};
+  const DeviceGradient plain = settings.gradient;
+  settings.gradient = [&](std::size_t device, std::span<const float> point, std::uint32_t round,
+                          std::uint32_t step, std::span<float> gradient) {
+    std::uint32_t seen = highest_thread.load();
+    while (DeviceThreadIndex() > seen && !highest_thread.compare_exchange_weak(seen, DeviceThreadIndex())) {
+    }
+    return plain(device, point, round, step, gradient);
+  };
+  settings.network.device_threads = 3;
+  ExpectSameRun(by_hand, ServerRunByLibrary(settings));
+  EXPECT_EQ(highest_thread.load(), 2u);  // the batches did run on the helpers
 }
 
 TEST(SimulationTest, SignFlipAttackersOutvoteTheRest) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <thread>
 #include <utility>
 
 #include "edgesgd/core/check.h"
@@ -31,8 +32,16 @@ const char* StopReasonName(StopReason reason) {
   return "unknown";
 }
 
+namespace {
+thread_local std::uint32_t device_thread_index = 0;
+}  // namespace
+
+std::uint32_t DeviceThreadIndex() { return device_thread_index; }
+
 SimNetwork::SimNetwork(const SimConfig& config)
-    : config_(config), faults_(config.seed, config.faults) {}
+    : config_(config), faults_(config.seed, config.faults) {
+  EDGESGD_CHECK(config.device_threads >= 1 && config.device_threads <= kMaxDeviceThreads);
+}
 
 void SimNetwork::AddSession(PeerId id, protocol::Session& session, const DeviceProfile& profile) {
   EDGESGD_CHECK(!started_);
@@ -75,6 +84,11 @@ void SimNetwork::EnsureStarted() {
   // Room for a few events per device up front; the heap grows (amortised) to the peak number
   // of frames in flight during warm-up and stays there.
   heap_.reserve(nodes_.size() * 4 + 64);
+  if (config_.device_threads > 1) {
+    batch_.reserve(nodes_.size());
+    reached_.reserve(nodes_.size());
+    batch_mark_.assign(nodes_.size(), 0);
+  }
   // Starts first, then crashes, each in peer order: at equal times a start runs before a crash
   // and both before any frame, whatever order the driver registered things in.
   for (std::size_t id = 0; id < nodes_.size(); ++id) {
@@ -139,6 +153,7 @@ bool SimNetwork::PrepareNext() {
 bool SimNetwork::Step() {
   EnsureStarted();
   if (!PrepareNext()) return false;
+  if (config_.device_threads > 1 && StepDeliveries()) return true;
   std::pop_heap(heap_.begin(), heap_.end(), Later{});
   const Event event = heap_.back();
   heap_.pop_back();
@@ -345,6 +360,88 @@ void SimNetwork::Deliver(const Event& event) {
   AfterSessionCall(event.peer);
   ReleaseSlot(slot_index);
   Notify(SimEventKind::kFrameDelivered, event.peer, from, size);
+}
+
+bool SimNetwork::StepDeliveries() {
+  // Only deliveries at one instant to distinct devices: whatever those sessions send is
+  // scheduled later than all of them, so running them together changes no event's order.
+  const Event& first = heap_.front();
+  if (first.kind != EventKind::kDeliver || first.peer == protocol::kServerPeer) return false;
+  // A finished server is answering the last frames; the run may stop between two of them.
+  if (nodes_.size() > protocol::kServerPeer && nodes_[protocol::kServerPeer].finished) return false;
+  const TimeNs instant = first.time;
+  ++batch_number_;
+  batch_.clear();
+  const auto taken = [&] { return static_cast<std::uint64_t>(batch_.size()); };
+  while (!heap_.empty() && events_processed_ + taken() < config_.max_events) {
+    const Event& top = heap_.front();
+    if (top.kind != EventKind::kDeliver || top.time != instant ||
+        top.peer == protocol::kServerPeer || batch_mark_[top.peer] == batch_number_) {
+      break;
+    }
+    batch_mark_[top.peer] = batch_number_;
+    std::pop_heap(heap_.begin(), heap_.end(), Later{});
+    batch_.push_back(heap_.back());
+    heap_.pop_back();
+  }
+  now_ = instant;
+  if (batch_.size() == 1) {
+    ++events_processed_;
+    Process(batch_.front());
+    return true;
+  }
+  DeliverBatch();
+  return true;
+}
+
+void SimNetwork::DeliverBatch() {
+  const std::size_t count = batch_.size();
+  reached_.assign(count, 0);
+  for (std::size_t i = 0; i < count; ++i) {
+    reached_[i] = IsUnreachable(nodes_[batch_[i].peer], batch_[i].peer, now_) ? 0 : 1;
+  }
+  // The sessions' calls, spread over the threads in contiguous shares.
+  const std::size_t threads = std::min<std::size_t>(config_.device_threads, count);
+  const auto run_share = [this, count, threads](std::size_t share) {
+    device_thread_index = static_cast<std::uint32_t>(share);
+    for (std::size_t i = count * share / threads; i < count * (share + 1) / threads; ++i) {
+      if (reached_[i] == 0) continue;
+      const Event& event = batch_[i];
+      const FrameSlot& slot = slots_[static_cast<std::uint32_t>(event.aux)];
+      nodes_[event.peer].session->OnFrame(slot.from, slot.bytes(), now_);
+    }
+    device_thread_index = 0;
+  };
+  std::vector<std::thread> helpers;
+  helpers.reserve(threads - 1);
+  for (std::size_t share = 1; share < threads; ++share) helpers.emplace_back(run_share, share);
+  run_share(0);
+  for (std::thread& helper : helpers) helper.join();
+  // What Deliver does around the call, event by event, in event order.
+  for (std::size_t i = 0; i < count; ++i) {
+    const Event& event = batch_[i];
+    const auto slot_index = static_cast<std::uint32_t>(event.aux);
+    Node& dst = nodes_[event.peer];
+    ++events_processed_;
+    if (reached_[i] == 0) {
+      ++dst.counters.frames_dropped_offline;
+      ReleaseSlot(slot_index);
+      continue;
+    }
+    const PeerId from = slots_[slot_index].from;
+    const std::size_t size = slots_[slot_index].size;
+    ++dst.counters.frames_received;
+    dst.counters.bytes_received += size;
+    ++session_calls_;
+    trace_.AddU64(static_cast<std::uint64_t>(SimEventKind::kFrameDelivered));
+    trace_.AddU64(now_);
+    trace_.AddU64(event.peer);
+    trace_.AddU64(from);
+    trace_.AddBytes(slots_[slot_index].bytes());
+    AfterSessionCall(event.peer);
+    ReleaseSlot(slot_index);
+    Notify(SimEventKind::kFrameDelivered, event.peer, from, size);
+  }
 }
 
 void SimNetwork::Notify(SimEventKind kind, PeerId peer, PeerId from, std::size_t bytes) {

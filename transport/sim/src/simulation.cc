@@ -189,7 +189,10 @@ Status GossipSimulation::Init(const GossipSimulationSettings& settings, std::str
       return Refused(init, who, detail);
     }
   }
-  network_.emplace(settings.network);
+  // One thread: a completed round reads every peer's model, which must not run ahead of it.
+  SimConfig network = settings.network;
+  network.device_threads = 1;
+  network_.emplace(network);
   for (std::size_t i = 0; i < n; ++i) {
     network_->AddSession(static_cast<protocol::PeerId>(i + 1), *peers_[i],
                          settings.devices[i].profile);

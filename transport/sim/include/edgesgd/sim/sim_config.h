@@ -44,6 +44,19 @@ struct SimConfig {
   // ...or after this many processed events (kEventLimit), so a session that keeps waking
   // itself at the same instant cannot hang the simulator.
   std::uint64_t max_events = 100'000'000ull;
+  // Threads for the devices' work, in 1..kMaxDeviceThreads: frames delivered at one instant to
+  // distinct peers other than peer 0 (the server) are handed to their sessions on up to this
+  // many threads, then scheduled and reported one by one in event order, so the run is the same
+  // byte for byte whatever the count. Sessions then run concurrently: each must touch only its
+  // own state, and a shared gradient callback must keep per-thread scratch
+  // (DeviceThreadIndex()). While peer 0 reports Finished(), or with 1, one thread.
+  std::uint32_t device_threads = 1;
 };
+
+inline constexpr std::uint32_t kMaxDeviceThreads = 64;
+
+// Which of SimConfig::device_threads runs the calling code: 0 on the thread driving the network
+// (and everywhere else), 1.. on its helpers.
+std::uint32_t DeviceThreadIndex();
 
 }  // namespace edgesgd::sim

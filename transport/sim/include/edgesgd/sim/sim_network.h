@@ -38,7 +38,8 @@
 //
 // Memory: frame bytes are copied into pooled buffers that are reused; after warm-up (once the
 // pool and the event heap have reached the peak number of frames in flight) processing events
-// allocates nothing. Not thread-safe: one thread drives a network.
+// allocates nothing. Not thread-safe: one thread drives a network (and, with
+// SimConfig::device_threads, lends sessions to helper threads of its own while it waits).
 
 #include <cstddef>
 #include <cstdint>
@@ -224,6 +225,10 @@ class SimNetwork {
   void AfterSessionCall(protocol::PeerId id);
   void ScheduleFrame(protocol::PeerId from, const protocol::OutgoingFrame& frame);
   void Deliver(const Event& event);
+  // With device threads: takes the deliveries of the top instant to distinct devices off the
+  // heap and runs them (DeliverBatch). False, having taken nothing, when there are fewer than two.
+  bool StepDeliveries();
+  void DeliverBatch();
   void ReachDownlink(const Event& event);
   void Notify(SimEventKind kind, protocol::PeerId peer, protocol::PeerId from, std::size_t bytes);
 
@@ -236,6 +241,10 @@ class SimNetwork {
   std::vector<Event> heap_;
   std::vector<FrameSlot> slots_;
   std::vector<std::uint32_t> free_slots_;
+  std::vector<Event> batch_;           // StepDeliveries' events, in event order
+  std::vector<std::uint8_t> reached_;  // per batch event: the receiver was reachable
+  std::vector<std::uint64_t> batch_mark_;  // per peer: the batch that holds a delivery to it
+  std::uint64_t batch_number_ = 0;
   SimObserver observer_;
   TraceHash trace_;
   protocol::TimeNs now_ = 0;
