@@ -109,8 +109,10 @@ std::string CheckGossipConsistency(const RunFlags& o) {
       o.detach != defaults.detach) {
     return "gossip steps are plain SGD steps: drop --momentum, --weight-decay and --detach";
   }
-  if (o.quorum != defaults.quorum || o.downlink != defaults.downlink || o.tie != defaults.tie) {
-    return "--quorum, --downlink and --tie shape a server's rounds: gossip has no server";
+  if (o.quorum != defaults.quorum || o.downlink != defaults.downlink || o.tie != defaults.tie ||
+      o.join_timeout_s != defaults.join_timeout_s) {
+    return "--quorum, --downlink, --tie and --join-timeout-s shape a server's rounds: gossip has "
+           "no server";
   }
   if (o.dp_mode != defaults.dp_mode || o.dp_flags_given) {
     return "differential privacy clips and noises the updates a server averages: gossip has "

@@ -51,6 +51,14 @@ void AddSeedFlag(CLI::App& command, RunFlags& o) {
       ->capture_default_str();
 }
 
+void AddJoinTimeoutFlag(CLI::App& command, RunFlags& o) {
+  command.add_option("--join-timeout-s", o.join_timeout_s,
+                     "Start training this long after starting once --quorum workers joined "
+                     "(0: wait for all --workers)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e9));
+}
+
 void AddTrainingFlags(CLI::App& command, RunFlags& o, const char* deadline_help) {
   RunFlags* flags = &o;
   command.add_option("--workers", o.workers, "Number of worker devices")
@@ -406,6 +414,9 @@ protocol::ServerOptions BuildServerOptions(const RunFlags& o) {
   options.quorum = o.quorum == 0 ? 1 : o.quorum;
   options.round_deadline_ns = static_cast<protocol::TimeNs>(o.round_deadline_s * 1e9);
   options.liveness_timeout_ns = 3 * options.round_deadline_ns;
+  if (o.join_timeout_s > 0) {
+    options.join_timeout_ns = static_cast<protocol::TimeNs>(o.join_timeout_s * 1e9);
+  }
   return options;
 }
 

@@ -55,6 +55,7 @@ struct RunFlags {
   std::string tie = "positive";
   std::uint32_t quorum = 0;
   double round_deadline_s = 60;
+  double join_timeout_s = 0;  // 0: training starts once every worker joined
   // Differential privacy (parameter-server runs): off, central or distributed.
   std::string dp_mode = "off";
   float dp_clip = 1.0f;
@@ -106,6 +107,9 @@ struct RunFlags {
   bool feedback_given = false;
   bool workers_given = false;
 };
+
+// --join-timeout-s (`simulate`, `server`).
+void AddJoinTimeoutFlag(CLI::App& command, RunFlags& flags);
 
 // --task, --data, --test-data, --split, --dim, --samples, --hidden, --model, --input-shape,
 // --train-limit.

@@ -46,7 +46,6 @@ int RunServer(const ServerFlags& o) {
   if (const int code = SetUpTask(kName, o, o.workers, task, {.evaluates_only = true}); code != 0) return code;
   settings.run = BuildRunConfig(o, task);
   settings.server = BuildServerOptions(o);
-  if (o.join_timeout_s > 0) settings.server.join_timeout_ns = Seconds(o.join_timeout_s);
   if (const int code = ValidateServerRun(kName, settings.run, settings.server); code != 0) {
     return code;
   }

@@ -129,8 +129,9 @@ int RunServerMode(const SimulateOptions& o, Task& task, std::vector<sim::SimDevi
   return FinishServerRun(kName, "virtual s", o, summary, result.model, output.last());
 }
 
-int RunSimulate(const SimulateOptions& o) {
+int RunSimulate(SimulateOptions& o) {
   if (const std::string why = CheckSimulateConsistency(o); !why.empty()) return Fail(kName, why, 2);
+  if (std::string error; !ResolveAvailability(o, error)) return Fail(kName, error, 2);
   if (o.mode == "server") {
     if (const std::string warning = RunWarning(o); !warning.empty()) {
       platform::Log(platform::LogLevel::kWarning, "%s: %s", kName, warning.c_str());

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <iterator>
 #include <sstream>
 #include <thread>
@@ -59,6 +60,14 @@ void AddSimulateFlags(CLI::App& command, SimulateOptions& o) {
   command.add_option("--dropout-epoch-s", o.dropout_epoch_s, "Length of a drop-out epoch")
       ->capture_default_str()
       ->check(CLI::Range(1e-6, 1e9));
+  AddJoinTimeoutFlag(command, o);
+  command.add_option("--availability", o.availability,
+                     "When devices are online: always; diurnal:PERIOD_S,ONLINE (each device "
+                     "online for the fraction ONLINE of every PERIOD_S virtual seconds, at a "
+                     "phase of its own drawn from --seed); or trace:FILE, lines 'DEVICE START_S "
+                     "END_S' giving each listed device's online intervals (unlisted devices are "
+                     "always online)")
+      ->capture_default_str();
   command.add_option("--loss", o.loss, "Probability a frame is lost")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
@@ -168,8 +177,86 @@ sim::SimConfig MakeSimConfig(const SimulateOptions& o) {
   config.faults.duplication = o.duplicate;
   config.faults.dropout = o.dropout;
   config.faults.dropout_epoch_ns = static_cast<protocol::TimeNs>(o.dropout_epoch_s * 1e9);
+  config.faults.diurnal_period_ns = static_cast<protocol::TimeNs>(o.diurnal_period_s * 1e9);
+  config.faults.diurnal_online = o.diurnal_online;
+  config.faults.availability = o.availability_trace;
   config.device_threads = DeviceThreads(o);
   return config;
+}
+
+namespace {
+
+bool ReadAvailabilityTrace(const std::string& path, std::size_t workers,
+                           std::vector<sim::OnlineInterval>& trace, std::string& error) {
+  std::ifstream file(path);
+  if (!file) {
+    error = "--availability trace:" + path + ": cannot open the file";
+    return false;
+  }
+  std::string line;
+  for (std::size_t number = 1; std::getline(file, line); ++number) {
+    const std::string where = "--availability trace:" + path + ":" + std::to_string(number) + ": ";
+    line = line.substr(0, line.find('#'));
+    std::istringstream fields(line);
+    double device = 0;
+    double start = 0;
+    double end = 0;
+    std::string extra;
+    if (!(fields >> device)) continue;  // blank or comment
+    if (!(fields >> start >> end) || (fields >> extra)) {
+      error = where + "expected 'DEVICE START_S END_S'";
+      return false;
+    }
+    if (device != std::floor(device) || device < 1 || device > static_cast<double>(workers)) {
+      error = where + "the device must be a worker number in 1.." + std::to_string(workers);
+      return false;
+    }
+    if (!(start >= 0 && end > start && end <= 1e9)) {
+      error = where + "the interval must have 0 <= START_S < END_S <= 1e9";
+      return false;
+    }
+    trace.push_back({static_cast<protocol::PeerId>(device),
+                     static_cast<protocol::TimeNs>(start * 1e9),
+                     static_cast<protocol::TimeNs>(end * 1e9)});
+  }
+  std::sort(trace.begin(), trace.end(), [](const auto& a, const auto& b) {
+    return a.device != b.device ? a.device < b.device : a.start_ns < b.start_ns;
+  });
+  for (std::size_t i = 1; i < trace.size(); ++i) {
+    if (trace[i].device == trace[i - 1].device && trace[i].start_ns < trace[i - 1].end_ns) {
+      error = "--availability trace:" + path + ": device " + std::to_string(trace[i].device) +
+              " has overlapping intervals";
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+bool ResolveAvailability(SimulateOptions& o, std::string& error) {
+  o.diurnal_period_s = 0;
+  o.diurnal_online = 1;
+  o.availability_trace.clear();
+  const std::string& text = o.availability;
+  if (text == "always") return true;
+  if (text.rfind("trace:", 0) == 0) {
+    return ReadAvailabilityTrace(text.substr(6), o.workers, o.availability_trace, error);
+  }
+  double period = 0;
+  double online = 0;
+  char comma = 0;
+  std::string rest;
+  std::istringstream fields(text.rfind("diurnal:", 0) == 0 ? text.substr(8) : std::string());
+  if (!(fields >> period >> comma >> online) || comma != ',' || (fields >> rest) ||
+      !(period >= 1e-6 && period <= 1e9) || !(online > 0 && online <= 1)) {
+    error = "--availability must be always, diurnal:PERIOD_S,ONLINE (PERIOD_S in [1e-6, 1e9], "
+            "ONLINE in (0, 1]) or trace:FILE, not '" + text + "'";
+    return false;
+  }
+  o.diurnal_period_s = period;
+  o.diurnal_online = online;
+  return true;
 }
 
 std::uint32_t DeviceThreads(const SimulateOptions& o) {

@@ -27,6 +27,11 @@ struct SimulateOptions : RunFlags {
   std::uint32_t threads = 0;  // device threads; 0: one per core
   double dropout = 0;
   double dropout_epoch_s = 10;
+  std::string availability = "always";
+  // --availability resolved (ResolveAvailability): the diurnal model, or the trace's intervals.
+  double diurnal_period_s = 0;
+  double diurnal_online = 1;
+  std::vector<sim::OnlineInterval> availability_trace;
   double loss = 0;
   double corrupt = 0;
   double duplicate = 0;
@@ -41,8 +46,14 @@ void AddSimulateFlags(CLI::App& command, SimulateOptions& flags);
 // A one-line reason the flags cannot work together, or empty.
 std::string CheckSimulateConsistency(const SimulateOptions& flags);
 
-// The network model of the flags: seed, compute cost per sample, injected faults and device
-// threads.
+// Resolves --availability: "always", "diurnal:PERIOD_S,ONLINE" (every device online for the
+// fraction ONLINE of each period, at its own phase) or "trace:FILE" (lines "DEVICE START_S
+// END_S": the device's online intervals; '#' starts a comment) into the options' diurnal and
+// trace fields. False with a one-line `error` (naming the file and line) otherwise.
+bool ResolveAvailability(SimulateOptions& flags, std::string& error);
+
+// The network model of the flags: seed, compute cost per sample, injected faults, availability
+// (ResolveAvailability first: the config points into the flags' trace) and device threads.
 sim::SimConfig MakeSimConfig(const SimulateOptions& flags);
 
 // Threads the devices compute on: --threads (0: one per core, at most sim::kMaxDeviceThreads),

@@ -90,11 +90,7 @@ void AddServerFlags(CLI::App& command, ServerFlags& o) {
   command.get_option("--feedback")
       ->description("Error feedback of --aggregate mean: none, ef, def (see --detach) or saef "
                     "(defa, DEF-A's read-out, needs every worker's residual: simulate only)");
-  command.add_option("--join-timeout-s", o.join_timeout_s,
-                     "Start training this long after starting once --quorum workers joined "
-                     "(0: wait for all --workers)")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0, 1e9));
+  AddJoinTimeoutFlag(command, o);
   command.add_option("--checkpoint", o.checkpoint,
                      "Write model, round and counters to FILE (atomically: temp file, fsync, "
                      "rename) before any frame of the next round is sent");

@@ -39,7 +39,6 @@ struct ServerFlags : RunFlags {
   std::string checkpoint;
   std::uint32_t checkpoint_every = 1;
   bool resume = false;
-  double join_timeout_s = 0;
   NetworkFlags network;
 };
 

@@ -2,10 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <tuple>
 #include <vector>
 
 #include "sim/fake_sessions.h"
@@ -161,6 +163,46 @@ TEST(SimFaultModel, NoDropoutConfiguredMeansAlwaysOnline) {
   const FaultModel model(3, FaultConfig{});
   for (protocol::TimeNs t = 0; t < 1'000'000'000; t += 10'000'000) {
     ASSERT_FALSE(model.IsOffline(1, t));
+  }
+}
+
+// Diurnal availability: each device online for the configured fraction of every period, the
+// same hours every period, at phases that differ between devices; the server always.
+TEST(SimFaultModel, DiurnalDevicesAreOnlineTheirShareOfEveryPeriod) {
+  FaultConfig config;
+  config.diurnal_period_ns = 1'000'000;
+  config.diurnal_online = 0.25;
+  const FaultModel model(8, config);
+  std::vector<std::uint32_t> first_online;
+  for (protocol::PeerId device = 1; device <= 20; ++device) {
+    std::uint32_t online = 0;
+    std::uint32_t first = 1000;
+    for (std::uint32_t step = 0; step < 1000; ++step) {
+      const protocol::TimeNs t = step * 1000;
+      const bool up = !model.IsOffline(device, t);
+      ASSERT_EQ(up, !model.IsOffline(device, t + 7 * config.diurnal_period_ns));
+      online += up ? 1u : 0u;
+      if (up && first == 1000) first = step;
+    }
+    EXPECT_NEAR(online, 250, 1) << device;
+    first_online.push_back(first);
+    ASSERT_FALSE(model.IsOffline(protocol::kServerPeer, device * 12'345));
+  }
+  std::sort(first_online.begin(), first_online.end());
+  EXPECT_GT(std::unique(first_online.begin(), first_online.end()) - first_online.begin(), 10);
+}
+
+// A trace: a traced device is online inside its intervals only, an untraced one always.
+TEST(SimFaultModel, TracedDevicesAreOnlineInsideTheirIntervalsOnly) {
+  const std::vector<OnlineInterval> trace = {{2, 100, 200}, {2, 300, 400}, {5, 0, 50}};
+  FaultConfig config;
+  config.availability = trace;
+  const FaultModel model(1, config);
+  for (const auto& [device, time, online] :
+       std::vector<std::tuple<protocol::PeerId, protocol::TimeNs, bool>>{
+           {2, 99, false}, {2, 100, true}, {2, 199, true}, {2, 200, false}, {2, 350, true},
+           {2, 400, false}, {5, 0, true}, {5, 50, false}, {3, 1'000'000, true}, {1, 0, true}}) {
+    EXPECT_EQ(!model.IsOffline(device, time), online) << device << " at " << time;
   }
 }
 

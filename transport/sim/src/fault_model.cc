@@ -1,5 +1,6 @@
 #include "edgesgd/sim/fault_model.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 
@@ -13,6 +14,7 @@ namespace {
 // number below (frames 2^32 and later of one sender still get fresh counters).
 constexpr std::uint32_t kFrameDraws = 0x0u << 28;
 constexpr std::uint32_t kDropoutDraws = 0x1u << 28;
+constexpr std::uint32_t kDiurnalPhaseDraws = 0x2u << 28;
 constexpr std::uint32_t kHighBitsMask = 0x0FFFFFFFu;
 
 constexpr std::uint32_t kMaxFlips = 64;
@@ -42,6 +44,16 @@ FaultModel::FaultModel(std::uint64_t seed, const FaultConfig& config)
       dropout_threshold_(Threshold(config.dropout)) {
   EDGESGD_CHECK(dropout_threshold_ == 0 || config.dropout_epoch_ns > 0);
   EDGESGD_CHECK(config.max_corrupt_bits >= 1 && config.max_corrupt_bits <= kMaxFlips);
+  EDGESGD_CHECK(config.diurnal_online >= 0.0 && config.diurnal_online <= 1.0);
+  for (std::size_t i = 0; i < config.availability.size(); ++i) {
+    const OnlineInterval& interval = config.availability[i];
+    EDGESGD_CHECK(interval.start_ns < interval.end_ns);
+    if (i > 0) {
+      const OnlineInterval& previous = config.availability[i - 1];
+      EDGESGD_CHECK(previous.device < interval.device ||
+                    (previous.device == interval.device && previous.end_ns <= interval.start_ns));
+    }
+  }
 }
 
 FrameFate FaultModel::DrawFate(protocol::PeerId sender, std::uint64_t sequence) const {
@@ -79,6 +91,34 @@ std::uint32_t FaultModel::Corrupt(protocol::PeerId sender, std::uint64_t sequenc
     bytes[position / 8] ^= static_cast<std::byte>(1u << (position % 8));
   }
   return flips;
+}
+
+bool FaultModel::IsUnavailable(protocol::PeerId device, protocol::TimeNs time) const {
+  if (device == protocol::kServerPeer) return false;
+  if (config_.diurnal_period_ns != 0) {
+    // The device's phase: where in its day virtual time 0 falls.
+    CounterRng rng(seed_, 0, kDiurnalPhaseDraws, StreamId(RandomPurpose::kNetworkFaults, device));
+    const std::uint64_t period = config_.diurnal_period_ns;
+    // u * period / 2^32 for a uniform 32-bit u, exactly, in 64-bit halves: a phase < period.
+    const std::uint64_t u = rng.NextU32();
+    const std::uint64_t phase = u * (period >> 32) + ((u * (period & 0xFFFFFFFFu)) >> 32);
+    const std::uint64_t position = (time % period + phase) % period;
+    if (static_cast<double>(position) >=
+        config_.diurnal_online * static_cast<double>(period)) {
+      return true;
+    }
+  }
+  const std::span<const OnlineInterval> trace = config_.availability;
+  if (trace.empty()) return false;
+  const auto by_device = [](const OnlineInterval& interval, protocol::PeerId id) {
+    return interval.device < id;
+  };
+  const auto first = std::lower_bound(trace.begin(), trace.end(), device, by_device);
+  if (first == trace.end() || first->device != device) return false;  // not traced: online
+  for (auto it = first; it != trace.end() && it->device == device && it->start_ns <= time; ++it) {
+    if (time < it->end_ns) return false;
+  }
+  return true;
 }
 
 bool FaultModel::IsOfflineInEpoch(protocol::PeerId device, std::uint64_t epoch) const {

@@ -2,7 +2,7 @@
 
 // The simulator's random faults as pure functions of (seed, device, frame number or epoch):
 // whether a frame is lost, corrupted or duplicated, which bits a corruption flips, and whether a
-// device is offline in a drop-out epoch. Nothing here depends on event order, so the same seed
+// device is offline in a drop-out epoch or outside its availability. Nothing here depends on event order, so the same seed
 // gives the same faults to the same frames on every run and every architecture.
 
 #include <cstdint>
@@ -25,7 +25,8 @@ struct FrameFate {
 class FaultModel {
  public:
   // Checks the configuration (CHECK): probabilities in [0, 1], dropout_epoch_ns > 0 when
-  // dropout > 0, 1 <= max_corrupt_bits <= 64. Does not allocate.
+  // dropout > 0, 1 <= max_corrupt_bits <= 64, diurnal_online in [0, 1], availability intervals
+  // sorted and not empty. Does not allocate.
   FaultModel(std::uint64_t seed, const FaultConfig& config);
 
   // Fate of the `sequence`-th frame (0-based) emitted by `sender`. Reads only the seed and
@@ -44,10 +45,15 @@ class FaultModel {
   // Drop-out epoch containing `time` (0 when drop-out is disabled).
   std::uint64_t EpochOf(protocol::TimeNs time) const;
 
-  // Whether `device` is offline at virtual time `time` because of drop-out.
+  // Whether `device` is offline at virtual time `time`: in a drop-out epoch, or outside its
+  // availability (diurnal or traced).
   bool IsOffline(protocol::PeerId device, protocol::TimeNs time) const {
-    return dropout_threshold_ != 0 && IsOfflineInEpoch(device, EpochOf(time));
+    return (dropout_threshold_ != 0 && IsOfflineInEpoch(device, EpochOf(time))) ||
+           IsUnavailable(device, time);
   }
+
+  // Whether `device` is outside its availability at `time`.
+  bool IsUnavailable(protocol::PeerId device, protocol::TimeNs time) const;
 
   const FaultConfig& config() const { return config_; }
 

@@ -4,12 +4,21 @@
 // one training sample, the fault probabilities and the limits that guarantee a run ends.
 
 #include <cstdint>
+#include <span>
 
 #include "edgesgd/protocol/session.h"
 
 namespace edgesgd::sim {
 
 inline constexpr protocol::TimeNs kNsPerSecond = 1'000'000'000ull;
+
+// A span of virtual time, [start_ns, end_ns), in which `device` is online (an availability
+// trace's line).
+struct OnlineInterval {
+  protocol::PeerId device = 0;
+  protocol::TimeNs start_ns = 0;
+  protocol::TimeNs end_ns = 0;
+};
 
 // Random faults. Every draw comes from CounterRng(seed, ..., StreamId(kNetworkFaults, device))
 // with a counter built from (sender's frame number) or (drop-out epoch) only, so the fate of a
@@ -29,6 +38,14 @@ struct FaultConfig {
   protocol::TimeNs dropout_epoch_ns = 0;
   // Upper bound on the bits flipped in one corrupted frame (>= 1; at most 64).
   std::uint32_t max_corrupt_bits = 3;
+  // Availability, on top of drop-out. Diurnal: every device is online for a fraction
+  // diurnal_online of each diurnal_period_ns, from a phase drawn per device from the seed (its
+  // time zone); period 0 turns it off. A trace: a device with intervals here is online only
+  // within them (sorted by device, then start, not overlapping; the caller keeps them alive);
+  // devices without any are always online. The server (peer 0) is always online.
+  protocol::TimeNs diurnal_period_ns = 0;
+  double diurnal_online = 1.0;
+  std::span<const OnlineInterval> availability = {};
 };
 
 struct SimConfig {
