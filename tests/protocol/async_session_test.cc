@@ -50,7 +50,8 @@ float DistanceToTarget(Cluster& cluster) {
   double squared = 0;
   const std::vector<float> target = cluster.MeanTarget();
   for (std::size_t i = 0; i < kDim; ++i) {
-    const double diff = cluster.server().model()[i] - target[i];
+    const double diff =
+        static_cast<double>(cluster.server().model()[i]) - static_cast<double>(target[i]);
     squared += diff * diff;
   }
   return static_cast<float>(std::sqrt(squared));

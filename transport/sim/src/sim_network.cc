@@ -345,14 +345,7 @@ void SimNetwork::Deliver(const Event& event) {
   const FrameSlot& slot = slots_[slot_index];
   const PeerId from = slot.from;
   const std::size_t size = slot.size;
-  ++dst.counters.frames_received;
-  dst.counters.bytes_received += size;
-  ++session_calls_;
-  trace_.AddU64(static_cast<std::uint64_t>(SimEventKind::kFrameDelivered));
-  trace_.AddU64(now_);
-  trace_.AddU64(event.peer);
-  trace_.AddU64(from);
-  trace_.AddBytes(slot.bytes());
+  NoteDelivery(event.peer, slot_index);
   dst.session->OnFrame(from, slot.bytes(), now_);
   // The slot is released only after the session's reply frames are copied: a session may
   // legitimately hand back a span into the frame it was given (a relay), and the copy must not
@@ -360,6 +353,19 @@ void SimNetwork::Deliver(const Event& event) {
   AfterSessionCall(event.peer);
   ReleaseSlot(slot_index);
   Notify(SimEventKind::kFrameDelivered, event.peer, from, size);
+}
+
+void SimNetwork::NoteDelivery(PeerId peer, std::uint32_t slot_index) {
+  const FrameSlot& slot = slots_[slot_index];
+  Node& dst = nodes_[peer];
+  ++dst.counters.frames_received;
+  dst.counters.bytes_received += slot.size;
+  ++session_calls_;
+  trace_.AddU64(static_cast<std::uint64_t>(SimEventKind::kFrameDelivered));
+  trace_.AddU64(now_);
+  trace_.AddU64(peer);
+  trace_.AddU64(slot.from);
+  trace_.AddBytes(slot.bytes());
 }
 
 bool SimNetwork::StepDeliveries() {
@@ -430,14 +436,7 @@ void SimNetwork::DeliverBatch() {
     }
     const PeerId from = slots_[slot_index].from;
     const std::size_t size = slots_[slot_index].size;
-    ++dst.counters.frames_received;
-    dst.counters.bytes_received += size;
-    ++session_calls_;
-    trace_.AddU64(static_cast<std::uint64_t>(SimEventKind::kFrameDelivered));
-    trace_.AddU64(now_);
-    trace_.AddU64(event.peer);
-    trace_.AddU64(from);
-    trace_.AddBytes(slots_[slot_index].bytes());
+    NoteDelivery(event.peer, slot_index);
     AfterSessionCall(event.peer);
     ReleaseSlot(slot_index);
     Notify(SimEventKind::kFrameDelivered, event.peer, from, size);

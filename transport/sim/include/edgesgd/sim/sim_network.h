@@ -225,6 +225,8 @@ class SimNetwork {
   void AfterSessionCall(protocol::PeerId id);
   void ScheduleFrame(protocol::PeerId from, const protocol::OutgoingFrame& frame);
   void Deliver(const Event& event);
+  // The counters and trace of delivering slot `slot_index` to `peer` (reachable).
+  void NoteDelivery(protocol::PeerId peer, std::uint32_t slot_index);
   // With device threads: takes the deliveries of the top instant to distinct devices off the
   // heap and runs them (DeliverBatch). False, having taken nothing, when there are fewer than two.
   bool StepDeliveries();
