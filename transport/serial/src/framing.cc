@@ -31,13 +31,15 @@ std::uint32_t Crc32(std::span<const std::byte> bytes, std::uint32_t crc) {
   return ~crc;
 }
 
-Result<std::size_t> EncodeFrame(std::span<const std::byte> payload, std::span<std::byte> out) {
-  const std::uint32_t crc = Crc32(payload);
+Result<std::size_t> EncodeFrame(std::span<const std::byte> head, std::span<const std::byte> payload,
+                                std::span<std::byte> out) {
+  const std::uint32_t crc = Crc32(payload, Crc32(head));
   const std::array<std::byte, kCrcBytes> trailer = {
       static_cast<std::byte>(crc & 0xFFu), static_cast<std::byte>((crc >> 8) & 0xFFu),
       static_cast<std::byte>((crc >> 16) & 0xFFu), static_cast<std::byte>(crc >> 24)};
-  const std::size_t total = payload.size() + kCrcBytes;
-  if (out.size() < MaxEncodedBytes(payload.size())) {
+  const std::size_t body = head.size() + payload.size();
+  const std::size_t total = body + kCrcBytes;
+  if (out.size() < MaxEncodedBytes(body)) {
     return Status::ResourceExhausted("the output cannot hold the encoded frame");
   }
   // Stuffing: each block is a code byte (1 + its data bytes) and up to 254 non-zero bytes; a
@@ -46,7 +48,9 @@ Result<std::size_t> EncodeFrame(std::span<const std::byte> payload, std::span<st
   std::size_t written = 1;
   std::size_t block = 0;
   for (std::size_t i = 0; i < total; ++i) {
-    const std::byte b = i < payload.size() ? payload[i] : trailer[i - payload.size()];
+    const std::byte b = i < head.size() ? head[i]
+                        : i < body      ? payload[i - head.size()]
+                                        : trailer[i - body];
     if (b != kDelimiter) {
       out[written++] = b;
       ++block;
@@ -60,6 +64,10 @@ Result<std::size_t> EncodeFrame(std::span<const std::byte> payload, std::span<st
   out[code_at] = static_cast<std::byte>(block + 1);
   out[written++] = kDelimiter;
   return written;
+}
+
+Result<std::size_t> EncodeFrame(std::span<const std::byte> payload, std::span<std::byte> out) {
+  return EncodeFrame({}, payload, out);
 }
 
 FrameDecoder::Step FrameDecoder::Push(std::span<const std::byte> bytes) {

@@ -45,6 +45,11 @@ std::uint32_t Crc32(std::span<const std::byte> bytes, std::uint32_t crc = 0);
 // useful is written then). Does not allocate.
 Result<std::size_t> EncodeFrame(std::span<const std::byte> payload, std::span<std::byte> out);
 
+// EncodeFrame of the payload `head` followed by `payload`, without joining them first (a link
+// puts its header in front of a caller's data this way).
+Result<std::size_t> EncodeFrame(std::span<const std::byte> head, std::span<const std::byte> payload,
+                                std::span<std::byte> out);
+
 // What a decoder saw, since construction or Reset.
 struct DecoderCounters {
   std::uint64_t frames = 0;           // delivered
