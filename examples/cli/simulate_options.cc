@@ -22,7 +22,7 @@ void AddSimulateFlags(CLI::App& command, SimulateOptions& o) {
   AddSeedFlag(command, o);
   AddTrainingFlags(command, o,
                    "Virtual seconds a round waits for stragglers (gossip: for neighbours; "
-                   "--buffer: before a worker is sent the current version again)");
+                   "--buffer: before a silent worker is replaced)");
   command.add_option("--mode", o.mode,
                      "server: a parameter server aggregates; gossip: peers mix models with "
                      "their neighbours (--gossip, --topology), no server; dense models, or "

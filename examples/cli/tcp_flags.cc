@@ -70,7 +70,8 @@ void AddListenerFlags(CLI::App& command, NetworkFlags& flags) {
 }
 
 const char* const kDeadlineHelp =
-    "Wall seconds a round waits for stragglers before closing with --quorum updates";
+    "Wall seconds a round waits for stragglers before closing with --quorum updates (--buffer: "
+    "before a silent worker is replaced)";
 
 // DriverOptions::tls from the --tls-* flags (unset without them).
 std::optional<tcp::TlsFiles> TlsFilesOf(const NetworkFlags& flags) {

@@ -152,6 +152,29 @@ TEST(AsyncSessionTest, AVanishedWorkerIsReplacedAndRejoins) {
   EXPECT_GT(cluster->worker(1).counters().updates_sent, sent_while_down);
 }
 
+// A worker that goes silent while training, with no link loss the server could see, is released
+// at its deadline: its version closes with the updates the others can give, and the run goes on
+// without it (re-sending to it forever would stall every version that waits for it).
+TEST(AsyncSessionTest, ASilentWorkerIsReleasedAtItsDeadline) {
+  RunConfig config = Buffered(3, 40);
+  ServerOptions options = Workers(3);
+  options.round_deadline_ns = 200 * kMs;
+  options.liveness_timeout_ns = kNever;
+  Cluster cluster(config, options,
+                  std::vector<std::vector<float>>(3, PseudoRandom(kDim, 3, 1.0f)),
+                  std::vector<float>(kDim, 2.0f));
+  cluster.net().SetLatencyAll(kMs);
+  cluster.Start();
+  ASSERT_TRUE(cluster.RunUntilRound(5, 1000 * kSecond));
+  cluster.net().SetWorkerDown(3, true);
+  ASSERT_TRUE(cluster.RunUntilFinished(1000 * kSecond));
+  EXPECT_EQ(cluster.server().round(), 40u);
+  EXPECT_GE(cluster.server().counters().deadline_extensions, 1u);
+  const std::vector<RoundEvent> versions = cluster.DrainRounds();
+  ASSERT_FALSE(versions.empty());
+  EXPECT_EQ(versions.back().reported, 2u);  // closed without the silent worker
+}
+
 TEST(AsyncSessionTest, TheServerRefusesWhatCannotRunAsynchronously) {
   const auto refused = [](const RunConfig& config, std::uint32_t workers) {
     ArenaStorage storage(1 << 16);

@@ -405,13 +405,18 @@ void ServerSession::AdvanceAsync(TimeNs now) {
       more_can_report = more_can_report || Dispatchable(slot);
       continue;
     }
-    more_can_report = true;
     if (options_.round_deadline_ns != kNever &&
         SaturatingAdd(slot.dispatched_at, options_.round_deadline_ns) <= now) {
+      // No answer within the deadline (offline, or the frames were lost): another worker takes
+      // its place; an update it still sends is refused as not selected.
+      slot.selected = false;
+      outbox_.Forgive(PeerOf(slot), ServerOutbox::kBroadcast);
       ++counters_.deadline_extensions;
       ++extensions_this_round_;
-      Resend(slot, now);
+      more_can_report = more_can_report || Dispatchable(slot);
+      continue;
     }
+    more_can_report = true;
   }
   if (reported_ >= config_.async.buffer || (reported_ >= 1 && !more_can_report)) {
     CloseRound(now);  // and starts the next version, dispatching to idle workers

@@ -11,7 +11,8 @@
 // The server keeps round(P * live) workers training, each from the version it was sent (never
 // twice from the same one), accepts an update up to max_staleness versions old, and closes the
 // version after K updates — or with fewer when no other worker can add one. A worker whose
-// update does not arrive within the round deadline is sent the current version again.
+// update does not arrive within the round deadline is replaced by an idle one (counted as a
+// deadline extension); a worker that reconnects while training is sent the current version.
 //
 // Rounds: the broadcast of round r carries the model x_r (content Model), or — with the
 // aggregate downlink, to a worker whose update of round r-1 was accepted and which therefore
@@ -228,7 +229,7 @@ class ServerSession final : public Session {
   void TopUp(TimeNs now);
   void Select(WorkerSlot& slot, TimeNs now);
   // Asynchronous aggregation: closes the version when its buffer is full (or nothing else can
-  // fill it), re-sends broadcasts past their deadline, and keeps the concurrency's worth of
+  // fill it), replaces workers past their deadline, and keeps the concurrency's worth of
   // workers training.
   void AdvanceAsync(TimeNs now);
   void Dispatch(TimeNs now);
