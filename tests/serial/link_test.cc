@@ -49,37 +49,6 @@ struct Channel {
   }
 };
 
-// Moves bytes both ways in chunks of up to `chunk` bytes and fires timers, for `steps` steps of
-// 1 ms; `send` is called with each end whenever it can send.
-template <typename Send>
-void Exchange(End& a, End& b, Channel& ab, Channel& ba, TimeNs& now, int steps, Send send,
-         std::size_t chunk = 37) {
-  for (int step = 0; step < steps; ++step) {
-    for (auto [from, to, channel] : {std::tuple{&a, &b, &ab}, std::tuple{&b, &a, &ba}}) {
-      send(*from, now);
-      const std::span<const std::byte> out = from->link.Output();
-      const std::size_t n = std::min(out.size(), chunk);
-      channel->Carry(out.first(n));
-      from->link.Written(n);
-      Bytes arrived;
-      while (!channel->bytes.empty() && arrived.size() < chunk) {
-        arrived.push_back(channel->bytes.front());
-        channel->bytes.pop_front();
-      }
-      std::span<const std::byte> rest(arrived);
-      while (!rest.empty()) {
-        const FrameDecoder::Step got = to->link.Receive(rest);
-        if (got.delivered) to->received.emplace_back(got.frame.begin(), got.frame.end());
-        rest = rest.subspan(got.consumed);
-      }
-    }
-    now += kMs;
-    for (End* end : {&a, &b}) {
-      if (end->link.NextWakeup() <= now) end->link.OnTimer(now);
-    }
-  }
-}
-
 Bytes Message(std::uint32_t index) {
   Bytes message(1 + index % kMaxPayload);
   for (std::size_t i = 0; i < message.size(); ++i) {
@@ -88,11 +57,11 @@ Bytes Message(std::uint32_t index) {
   return message;
 }
 
-// A sender that sends messages 0..count-1 as fast as the link takes them.
+// Sends messages 0..count-1 as fast as the link takes them.
 struct Sender {
   std::uint32_t next = 0;
   std::uint32_t count = 0;
-  void operator()(End& end, TimeNs now) {
+  void Offer(End& end, TimeNs now) {
     if (next < count && end.link.CanSend()) {
       ASSERT_TRUE(end.link.Send(Message(next), now).ok());
       ++next;
@@ -100,118 +69,130 @@ struct Sender {
   }
 };
 
-TEST(SerialLinkTest, AHandshakeThenMessagesBothWaysOnAClearLine) {
+// Two started ends on a line, a to b over `ab` and b to a over `ba`.
+struct Line {
+  explicit Line(const LinkOptions& options = {}) : a(options), b(options) {
+    a.link.Start(now, 1);
+    b.link.Start(now, 2);
+  }
+
+  // `steps` steps of 1 ms: bytes move both ways in chunks of up to 37, timers fire, and a sends
+  // messages 0..to_b-1 and b messages 0..to_a-1 as the link takes them (counting afresh each call).
+  void Run(int steps, std::uint32_t to_b = 0, std::uint32_t to_a = 0) {
+    constexpr std::size_t kChunk = 37;
+    Sender a_sends{.count = to_b};
+    Sender b_sends{.count = to_a};
+    for (int step = 0; step < steps; ++step) {
+      for (auto [from, to, channel, sender] : {std::tuple{&a, &b, &ab, &a_sends},
+                                               std::tuple{&b, &a, &ba, &b_sends}}) {
+        sender->Offer(*from, now);
+        const std::span<const std::byte> out = from->link.Output();
+        const std::size_t n = std::min(out.size(), kChunk);
+        channel->Carry(out.first(n));
+        from->link.Written(n);
+        Bytes arrived;
+        while (!channel->bytes.empty() && arrived.size() < kChunk) {
+          arrived.push_back(channel->bytes.front());
+          channel->bytes.pop_front();
+        }
+        std::span<const std::byte> rest(arrived);
+        while (!rest.empty()) {
+          const FrameDecoder::Step got = to->link.Receive(rest);
+          if (got.delivered) to->received.emplace_back(got.frame.begin(), got.frame.end());
+          rest = rest.subspan(got.consumed);
+        }
+      }
+      now += kMs;
+      for (End* end : {&a, &b}) {
+        if (end->link.NextWakeup() <= now) end->link.OnTimer(now);
+      }
+    }
+  }
+
+  TimeNs now = 0;
   End a, b;
   Channel ab, ba;
-  TimeNs now = 0;
-  a.link.Start(now, 11);
-  b.link.Start(now, 22);
-  EXPECT_FALSE(a.link.CanSend());
-  Sender to_b{.count = 40}, to_a{.count = 40};
-  Exchange(a, b, ab, ba, now, 2000, [&](End& end, TimeNs t) { (&end == &a ? to_b : to_a)(end, t); });
-  ASSERT_EQ(b.received.size(), 40u);
-  ASSERT_EQ(a.received.size(), 40u);
+};
+
+TEST(SerialLinkTest, AHandshakeThenMessagesBothWaysOnAClearLine) {
+  Line line;
+  EXPECT_FALSE(line.a.link.CanSend());
+  line.Run(2000, 40, 40);
+  ASSERT_EQ(line.b.received.size(), 40u);
+  ASSERT_EQ(line.a.received.size(), 40u);
   for (std::uint32_t i = 0; i < 40; ++i) {
-    EXPECT_EQ(b.received[i], Message(i));
-    EXPECT_EQ(a.received[i], Message(i));
+    EXPECT_EQ(line.b.received[i], Message(i));
+    EXPECT_EQ(line.a.received[i], Message(i));
   }
-  EXPECT_EQ(a.link.counters().retransmissions, 0u);
-  EXPECT_EQ(b.link.counters().duplicates, 0u);
+  EXPECT_EQ(line.a.link.counters().retransmissions, 0u);
+  EXPECT_EQ(line.b.link.counters().duplicates, 0u);
 }
 
 TEST(SerialLinkTest, OneFrameInFlight) {
-  End a, b;
-  Channel ab, ba;
-  TimeNs now = 0;
-  a.link.Start(now, 1);
-  b.link.Start(now, 2);
-  Exchange(a, b, ab, ba, now, 20, [](End&, TimeNs) {});
-  ASSERT_EQ(a.link.state(), LinkState::kReady);
-  ASSERT_TRUE(a.link.Send(Message(1), now).ok());
-  EXPECT_FALSE(a.link.CanSend());
-  EXPECT_EQ(a.link.Send(Message(2), now).code(), StatusCode::kUnavailable);
-  EXPECT_EQ(a.link.Send(Bytes(kMaxPayload + 1), now).code(), StatusCode::kUnavailable);
-  Exchange(a, b, ab, ba, now, 20, [](End&, TimeNs) {});
-  EXPECT_TRUE(a.link.CanSend());
-  EXPECT_EQ(a.link.Send(Bytes(kMaxPayload + 1), now).code(), StatusCode::kInvalidArgument);
+  Line line;
+  Link& a = line.a.link;
+  line.Run(20);
+  ASSERT_EQ(a.state(), LinkState::kReady);
+  ASSERT_TRUE(a.Send(Message(1), line.now).ok());
+  EXPECT_FALSE(a.CanSend());
+  EXPECT_EQ(a.Send(Message(2), line.now).code(), StatusCode::kUnavailable);
+  EXPECT_EQ(a.Send(Bytes(kMaxPayload + 1), line.now).code(), StatusCode::kUnavailable);
+  line.Run(20);
+  EXPECT_TRUE(a.CanSend());
+  EXPECT_EQ(a.Send(Bytes(kMaxPayload + 1), line.now).code(), StatusCode::kInvalidArgument);
 }
 
 TEST(SerialLinkTest, EveryMessageOnceAndInOrderThroughLostCorruptedAndRepeatedBytes) {
-  LinkOptions options;
-  options.retransmit_ns = 30 * kMs;
-  options.max_attempts = 1000;
-  End a(options), b(options);
-  Channel ab{.loss = 0.002, .corruption = 0.002, .duplication = 0.002};
-  Channel ba{.loss = 0.002, .corruption = 0.002, .duplication = 0.002};
-  TimeNs now = 0;
-  a.link.Start(now, 5);
-  b.link.Start(now, 6);
-  Sender to_b{.count = 200};
-  Exchange(a, b, ab, ba, now, 60000, [&](End& end, TimeNs t) {
-    if (&end == &a) to_b(end, t);
-  });
-  ASSERT_EQ(b.received.size(), 200u);
-  for (std::uint32_t i = 0; i < 200; ++i) ASSERT_EQ(b.received[i], Message(i)) << i;
+  Line line({.retransmit_ns = 30 * kMs, .max_attempts = 1000});
+  for (Channel* channel : {&line.ab, &line.ba}) {
+    channel->loss = 0.002;
+    channel->corruption = 0.002;
+    channel->duplication = 0.002;
+  }
+  line.Run(60000, 200);
+  ASSERT_EQ(line.b.received.size(), 200u);
+  for (std::uint32_t i = 0; i < 200; ++i) ASSERT_EQ(line.b.received[i], Message(i)) << i;
   // The faults were there, and were dealt with.
-  EXPECT_GT(a.link.counters().retransmissions, 0u);
-  EXPECT_GT(b.link.decoder_counters().rejected(), 0u);
-  EXPECT_EQ(b.link.counters().delivered, 200u);
+  EXPECT_GT(line.a.link.counters().retransmissions, 0u);
+  EXPECT_GT(line.b.link.decoder_counters().rejected(), 0u);
+  EXPECT_EQ(line.b.link.counters().delivered, 200u);
 }
 
 TEST(SerialLinkTest, ARestartedEndResynchronisesBothDirections) {
-  End a, b;
-  Channel ab, ba;
-  TimeNs now = 0;
-  a.link.Start(now, 1);
-  b.link.Start(now, 2);
-  Sender to_b{.count = 10};
-  Exchange(a, b, ab, ba, now, 200, [&](End& end, TimeNs t) {
-    if (&end == &a) to_b(end, t);
-  });
-  ASSERT_EQ(b.received.size(), 10u);
+  Line line;
+  line.Run(200, 10);
+  ASSERT_EQ(line.b.received.size(), 10u);
   // A frame is on its way when b resets (a microcontroller reboot): a fresh link, expecting
   // sequence 0 again. a learns of it from b's kSync and abandons the frame (the sessions above
   // send again what matters); then both directions start over.
-  ASSERT_TRUE(a.link.Send(Message(99), now).ok());
-  b.link.Start(now, 3);
-  Exchange(a, b, ab, ba, now, 50, [](End&, TimeNs) {});
-  EXPECT_EQ(a.link.counters().abandoned, 1u);
-  EXPECT_EQ(b.received.size(), 10u);
-  Sender to_b_again{.count = 5};
-  Exchange(a, b, ab, ba, now, 400, [&](End& end, TimeNs t) {
-    if (&end == &a) to_b_again(end, t);
-  });
-  ASSERT_EQ(b.received.size(), 15u);
-  for (std::uint32_t i = 0; i < 5; ++i) EXPECT_EQ(b.received[10 + i], Message(i));
-  EXPECT_GE(a.link.counters().resyncs, 2u);
-  EXPECT_EQ(a.link.state(), LinkState::kReady);
+  ASSERT_TRUE(line.a.link.Send(Message(99), line.now).ok());
+  line.b.link.Start(line.now, 3);
+  line.Run(50);
+  EXPECT_EQ(line.a.link.counters().abandoned, 1u);
+  EXPECT_EQ(line.b.received.size(), 10u);
+  line.Run(400, 5);
+  ASSERT_EQ(line.b.received.size(), 15u);
+  for (std::uint32_t i = 0; i < 5; ++i) EXPECT_EQ(line.b.received[10 + i], Message(i));
+  EXPECT_GE(line.a.link.counters().resyncs, 2u);
+  EXPECT_EQ(line.a.link.state(), LinkState::kReady);
 }
 
 TEST(SerialLinkTest, AVanishedPeerMakesTheLinkFailAfterItsAttempts) {
-  LinkOptions options;
-  options.retransmit_ns = 10 * kMs;
-  options.max_attempts = 5;
-  End a(options), b(options);
-  Channel ab, ba;
-  TimeNs now = 0;
-  a.link.Start(now, 1);
-  b.link.Start(now, 2);
-  Exchange(a, b, ab, ba, now, 20, [](End&, TimeNs) {});
-  ASSERT_TRUE(a.link.Send(Message(3), now).ok());
-  ab.cut = true;
-  Exchange(a, b, ab, ba, now, 100, [](End&, TimeNs) {});
-  EXPECT_EQ(a.link.state(), LinkState::kFailed);
-  EXPECT_EQ(a.link.counters().retransmissions, 4u);
-  EXPECT_EQ(a.link.NextWakeup(), kNever);
+  Line line({.retransmit_ns = 10 * kMs, .max_attempts = 5});
+  Link& a = line.a.link;
+  line.Run(20);
+  ASSERT_TRUE(a.Send(Message(3), line.now).ok());
+  line.ab.cut = true;
+  line.Run(100);
+  EXPECT_EQ(a.state(), LinkState::kFailed);
+  EXPECT_EQ(a.counters().retransmissions, 4u);
+  EXPECT_EQ(a.NextWakeup(), kNever);
   // Plugged back in and restarted, it works again.
-  ab.cut = false;
-  a.link.Start(now, 9);
-  Sender to_b{.count = 1};
-  Exchange(a, b, ab, ba, now, 100, [&](End& end, TimeNs t) {
-    if (&end == &a) to_b(end, t);
-  });
-  ASSERT_FALSE(b.received.empty());
-  EXPECT_EQ(b.received.back(), Message(0));
+  line.ab.cut = false;
+  a.Start(line.now, 9);
+  line.Run(100, 1);
+  ASSERT_FALSE(line.b.received.empty());
+  EXPECT_EQ(line.b.received.back(), Message(0));
 }
 
 TEST(SerialLinkTest, GarbageIsCountedAndNeverDelivered) {

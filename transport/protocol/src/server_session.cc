@@ -63,7 +63,6 @@ Status ServerSession::Init(Arena& arena, const CodecRegistry& codecs, const RunC
     slot.dispatched_round = kNoRound;
   }
   max_receive_bytes_ = UpdateFrameBytes(config_);
-  asynchronous_ = IsAsynchronous(config_.async);
   phase_ = ServerPhase::kJoining;
   return Status::Ok();
 }
@@ -144,7 +143,7 @@ TimeNs ServerSession::DoNextWakeup() const {
     if (!join_deadline_passed_) next = join_deadline_;
   } else if (phase_ == ServerPhase::kTraining) {
     next = deadline_;
-    if (asynchronous_ && options_.round_deadline_ns != kNever) {
+    if (asynchronous() && options_.round_deadline_ns != kNever) {
       for (const WorkerSlot& slot : slots_) {
         if (slot.live && InFlight(slot)) {
           next = std::min(next, SaturatingAdd(slot.dispatched_at, options_.round_deadline_ns));
@@ -238,11 +237,11 @@ void ServerSession::HandleUpdate(PeerId from, const wire::FrameView& view, TimeN
   }
   // Synchronous rounds take updates of the current round only; asynchronous aggregation takes
   // them up to max_staleness versions old, and drops (and counts) older ones.
-  const std::uint32_t max_age = asynchronous_ ? config_.async.max_staleness : 0;
+  const std::uint32_t max_age = asynchronous() ? config_.async.max_staleness : 0;
   if (round_ - round > max_age) {
-    const bool late = !asynchronous_ && round + 1 == round_;
+    const bool late = !asynchronous() && round + 1 == round_;
     // An asynchronous worker that answered, too late, is free to train again.
-    if (asynchronous_ && slot->selected && slot->dispatched_round == round) slot->reported = true;
+    if (asynchronous() && slot->selected && slot->dispatched_round == round) slot->reported = true;
     Reject(from, late ? RejectReason::kLate : RejectReason::kStale, round, now);
     return;
   }
@@ -325,7 +324,7 @@ void ServerSession::Advance(TimeNs now) {
     return;
   }
   if (phase_ != ServerPhase::kTraining) return;
-  if (asynchronous_) {
+  if (asynchronous()) {
     AdvanceAsync(now);
     return;
   }
@@ -357,7 +356,7 @@ void ServerSession::Advance(TimeNs now) {
 
 void ServerSession::StartRound(TimeNs now) {
   // Asynchronous workers keep training across versions.
-  if (!asynchronous_) {
+  if (!asynchronous()) {
     for (WorkerSlot& slot : slots_) {
       slot.selected = false;
       slot.reported = false;
@@ -376,7 +375,7 @@ void ServerSession::StartRound(TimeNs now) {
            Status::Internal("the model broadcast frame could not be built"));
     return;
   }
-  if (asynchronous_) {
+  if (asynchronous()) {
     // A broadcast still owed goes out as the new version's frame.
     for (WorkerSlot& slot : slots_) {
       if (InFlight(slot) && outbox_.Owes(PeerOf(slot), ServerOutbox::kBroadcast)) {

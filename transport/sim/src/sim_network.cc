@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <thread>
 #include <utility>
 
 #include "edgesgd/core/check.h"
@@ -88,6 +87,7 @@ void SimNetwork::EnsureStarted() {
     batch_.reserve(nodes_.size());
     reached_.reserve(nodes_.size());
     batch_mark_.assign(nodes_.size(), 0);
+    helpers_.reserve(config_.device_threads - 1);
   }
   // Starts first, then crashes, each in peer order: at equal times a start runs before a crash
   // and both before any frame, whatever order the driver registered things in.
@@ -418,11 +418,10 @@ void SimNetwork::DeliverBatch() {
     }
     device_thread_index = 0;
   };
-  std::vector<std::thread> helpers;
-  helpers.reserve(threads - 1);
-  for (std::size_t share = 1; share < threads; ++share) helpers.emplace_back(run_share, share);
+  helpers_.clear();
+  for (std::size_t share = 1; share < threads; ++share) helpers_.emplace_back(run_share, share);
   run_share(0);
-  for (std::thread& helper : helpers) helper.join();
+  for (std::thread& helper : helpers_) helper.join();
   // What Deliver does around the call, event by event, in event order.
   for (std::size_t i = 0; i < count; ++i) {
     const Event& event = batch_[i];

@@ -233,6 +233,7 @@ class ServerSession final : public Session {
   // workers training.
   void AdvanceAsync(TimeNs now);
   void Dispatch(TimeNs now);
+  bool asynchronous() const { return IsAsynchronous(config_.async); }
   bool InFlight(const WorkerSlot& slot) const { return slot.selected && !slot.reported; }
   bool Dispatchable(const WorkerSlot& slot) const {
     return slot.joined && slot.live && !InFlight(slot) && slot.dispatched_round != round_;
@@ -266,7 +267,6 @@ class ServerSession final : public Session {
   bool aggregate_valid_ = false;  // the outbox holds the aggregate of round round_ - 1
 
   std::uint32_t round_ = 0;
-  bool asynchronous_ = false;
   CounterRng dispatch_rng_{0, 0, 0, 0};  // asynchronous: which idle workers train next
   TimeNs deadline_ = kNever;
   TimeNs join_deadline_ = kNever;

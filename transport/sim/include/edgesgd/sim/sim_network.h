@@ -45,6 +45,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <thread>
 #include <vector>
 
 #include "edgesgd/protocol/session.h"
@@ -247,6 +248,7 @@ class SimNetwork {
   std::vector<std::uint8_t> reached_;  // per batch event: the receiver was reachable
   std::vector<std::uint64_t> batch_mark_;  // per peer: the batch that holds a delivery to it
   std::uint64_t batch_number_ = 0;
+  std::vector<std::thread> helpers_;  // DeliverBatch's, joined before it returns
   SimObserver observer_;
   TraceHash trace_;
   protocol::TimeNs now_ = 0;
