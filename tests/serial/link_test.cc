@@ -19,6 +19,10 @@ using Bytes = std::vector<std::byte>;
 constexpr std::size_t kMaxPayload = 300;
 constexpr TimeNs kMs = 1'000'000;
 
+bool Aligned(std::span<const std::byte> payload) {
+  return reinterpret_cast<std::uintptr_t>(payload.data()) % Link::kPayloadAlignment == 0;
+}
+
 // One end: its link, its memory and what it received.
 struct End {
   explicit End(const LinkOptions& options = {}) : memory(Link::BufferBytes(kMaxPayload)) {
@@ -98,7 +102,10 @@ struct Line {
         std::span<const std::byte> rest(arrived);
         while (!rest.empty()) {
           const FrameDecoder::Step got = to->link.Receive(rest);
-          if (got.delivered) to->received.emplace_back(got.frame.begin(), got.frame.end());
+          if (got.delivered) {
+            EXPECT_TRUE(Aligned(got.frame));
+            to->received.emplace_back(got.frame.begin(), got.frame.end());
+          }
           rest = rest.subspan(got.consumed);
         }
       }
@@ -175,6 +182,54 @@ TEST(SerialLinkTest, ARestartedEndResynchronisesBothDirections) {
   for (std::uint32_t i = 0; i < 5; ++i) EXPECT_EQ(line.b.received[10 + i], Message(i));
   EXPECT_GE(line.a.link.counters().resyncs, 2u);
   EXPECT_EQ(line.a.link.state(), LinkState::kReady);
+  // a saw b's new nonce once; b, started afresh, learnt a's as its first.
+  EXPECT_EQ(line.a.link.counters().peer_restarts, 1u);
+  EXPECT_EQ(line.b.link.counters().peer_restarts, 0u);
+}
+
+TEST(SerialLinkTest, DeliveredPayloadsAreAlignedWhateverTheMemorysAlignment) {
+  // Memory at every offset from an 8-byte boundary: the payload after the header still lands on
+  // one, so a session decodes it in place.
+  std::vector<std::uint64_t> words(Link::BufferBytes(kMaxPayload) / 8 + 2);
+  for (std::size_t offset = 0; offset < Link::kPayloadAlignment; ++offset) {
+    const std::span<std::byte> memory =
+        std::as_writable_bytes(std::span(words)).subspan(offset, Link::BufferBytes(kMaxPayload));
+    Line line;
+    ASSERT_TRUE(line.b.link.Init(memory, kMaxPayload, {}).ok());
+    line.b.link.Start(line.now, 2);
+    line.Run(100, 3);
+    ASSERT_EQ(line.b.received.size(), 3u) << offset;
+    EXPECT_EQ(line.b.received.back(), Message(2));
+  }
+}
+
+TEST(SerialLinkTest, IdleOnceEverythingIsAcknowledgedAndWritten) {
+  Line line({.retransmit_ns = 10 * kMs, .max_attempts = 3});
+  EXPECT_FALSE(line.a.link.Idle());  // its kSync is unanswered
+  line.Run(20);
+  EXPECT_TRUE(line.a.link.Idle());
+  EXPECT_TRUE(line.b.link.Idle());
+  ASSERT_TRUE(line.a.link.Send(Message(5), line.now).ok());
+  EXPECT_FALSE(line.a.link.Idle());
+  // Written but not yet acknowledged: still busy. The receiver owes an acknowledgement.
+  const std::size_t length = line.a.link.Output().size();
+  line.ab.Carry(line.a.link.Output());
+  line.a.link.Written(length);
+  EXPECT_FALSE(line.a.link.Idle());
+  Bytes arrived(line.ab.bytes.begin(), line.ab.bytes.end());
+  line.ab.bytes.clear();
+  std::span<const std::byte> rest(arrived);
+  while (!rest.empty()) rest = rest.subspan(line.b.link.Receive(rest).consumed);
+  EXPECT_FALSE(line.b.link.Idle());
+  line.Run(5);
+  EXPECT_TRUE(line.a.link.Idle());
+  EXPECT_TRUE(line.b.link.Idle());
+  // A failed link has nothing left to send.
+  line.ab.cut = true;
+  ASSERT_TRUE(line.a.link.Send(Message(6), line.now).ok());
+  line.Run(100);
+  EXPECT_EQ(line.a.link.state(), LinkState::kFailed);
+  EXPECT_TRUE(line.a.link.Idle());
 }
 
 TEST(SerialLinkTest, AVanishedPeerMakesTheLinkFailAfterItsAttempts) {
@@ -193,6 +248,20 @@ TEST(SerialLinkTest, AVanishedPeerMakesTheLinkFailAfterItsAttempts) {
   line.Run(100, 1);
   ASSERT_FALSE(line.b.received.empty());
   EXPECT_EQ(line.b.received.back(), Message(0));
+}
+
+// A frame's own time on the line is added to the wait for its acknowledgement: a long frame on
+// a slow line is not sent again while it is still being received.
+TEST(SerialLinkTest, TheRetransmissionWaitGrowsWithTheFrame) {
+  End end({.retransmit_ns = 10 * kMs, .byte_ns = 1000, .max_attempts = 5});
+  Link& link = end.link;
+  link.Start(0, 1);
+  const std::size_t sync_bytes = link.Output().size();
+  EXPECT_EQ(link.NextWakeup(), 10 * kMs + sync_bytes * 1000);
+  link.Written(sync_bytes);
+  link.OnTimer(link.NextWakeup());
+  EXPECT_EQ(link.counters().retransmissions, 1u);
+  EXPECT_EQ(link.NextWakeup(), 2 * (10 * kMs + sync_bytes * 1000));
 }
 
 TEST(SerialLinkTest, GarbageIsCountedAndNeverDelivered) {

@@ -1,6 +1,7 @@
 #include "edgesgd/serial/link.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 namespace edgesgd::serial {
@@ -35,7 +36,12 @@ Status Link::Init(std::span<std::byte> memory, std::size_t max_payload,
   options_ = options;
   max_payload_ = max_payload;
   tx_ = memory.first(frame);
-  decoder_ = FrameDecoder(memory.subspan(frame, frame - 1));
+  // The decoder unstuffs a frame to the start of its buffer: start that buffer one header byte
+  // before an aligned address, and the payload after the header is aligned.
+  const auto after_header = reinterpret_cast<std::uintptr_t>(memory.data()) + frame + kHeaderBytes;
+  const std::size_t skip =
+      (kPayloadAlignment - after_header % kPayloadAlignment) % kPayloadAlignment;
+  decoder_ = FrameDecoder(memory.subspan(frame + skip, frame - 1));
   state_ = LinkState::kIdle;
   return Status::Ok();
 }
@@ -72,7 +78,7 @@ void Link::EncodeSync() {
 void Link::Transmit(TimeNs now) {
   tx_queued_ = true;
   ++attempts_;
-  retransmit_at_ = now + options_.retransmit_ns;
+  retransmit_at_ = now + options_.retransmit_ns + tx_length_ * options_.byte_ns;
 }
 
 Status Link::Send(std::span<const std::byte> payload, TimeNs now) {
@@ -168,6 +174,7 @@ void Link::LearnPeer(std::uint32_t nonce) {
   // once its handshake is done, so nothing is lost); another one means the peer restarted, and
   // whatever either direction held belongs to its previous life; the same one again is a repeat.
   if (peer_known_ && nonce == peer_nonce_) return;
+  if (peer_known_) ++counters_.peer_restarts;
   if (peer_known_ && state_ == LinkState::kReady) ResetDirections();
   rx_expected_ = 0;
   peer_known_ = true;

@@ -21,8 +21,13 @@
 //
 // Sans-I/O like the framing: the caller reads the port into Receive, writes what Output holds
 // and reports it with Written, and calls OnTimer once NextWakeup has passed. All memory comes from
-// one caller buffer of BufferBytes(max_payload); nothing allocates or throws, so the link builds
-// for Cortex-M.
+// one caller buffer of BufferBytes(max_payload), of any alignment; nothing allocates or throws, so
+// the link builds for Cortex-M.
+//
+// A delivered data payload starts at a kPayloadAlignment (8-byte) aligned address, whatever the
+// alignment of the caller's buffer: the receiver's frame buffer is placed so that the byte after
+// the 1-byte header lands on the boundary. A protocol session (whose frames must be 8-byte
+// aligned, wire::kFrameAlignment) decodes a payload in place, without a copy.
 
 #include <array>
 #include <cstddef>
@@ -39,8 +44,11 @@ using TimeNs = std::uint64_t;
 inline constexpr TimeNs kNever = ~TimeNs{0};
 
 struct LinkOptions {
-  TimeNs retransmit_ns = 200'000'000;  // unacknowledged frames are sent again this often
-  std::uint32_t max_attempts = 25;      // sends of one frame before the link reports failure
+  // An unacknowledged frame is sent again after retransmit_ns plus byte_ns per encoded byte (the
+  // frame's own time on the line: a 32 KB model takes seconds on a UART).
+  TimeNs retransmit_ns = 200'000'000;
+  TimeNs byte_ns = 0;
+  std::uint32_t max_attempts = 25;  // sends of one frame before the link reports failure
 };
 
 struct LinkCounters {
@@ -52,6 +60,7 @@ struct LinkCounters {
   std::uint64_t resyncs = 0;          // kSync frames received
   std::uint64_t unknown = 0;          // frames of no known kind or size, or out of place
   std::uint64_t control_dropped = 0;  // acknowledgements not queued (the peer will ask again)
+  std::uint64_t peer_restarts = 0;    // the known peer announced another nonce: it restarted
 };
 
 enum class LinkState : std::uint8_t {
@@ -68,16 +77,20 @@ class Link {
   static constexpr std::size_t kControlFrameBytes =
       MaxEncodedBytes(kHeaderBytes + 2 * kNonceBytes);
   static constexpr std::size_t kControlSlots = 2;
+  // Delivered payloads start at addresses that are a multiple of this.
+  static constexpr std::size_t kPayloadAlignment = 8;
 
   // Bytes Init takes for payloads of up to `max_payload` bytes: the encoded data frame kept for
-  // retransmission and the receiver's frame buffer.
+  // retransmission, the receiver's frame buffer and up to kPayloadAlignment - 1 bytes skipped to
+  // align the payloads it delivers.
   static constexpr std::size_t BufferBytes(std::size_t max_payload) {
     const std::size_t frame = MaxEncodedBytes(kHeaderBytes + max_payload);
-    return frame + (frame - 1);
+    return frame + (frame - 1) + (kPayloadAlignment - 1);
   }
 
-  // Takes BufferBytes(max_payload) bytes of `memory`. Errors: kInvalidArgument (no payload room,
-  // no attempts or a zero retransmission time), kResourceExhausted (memory too small).
+  // Takes BufferBytes(max_payload) bytes of `memory` (any alignment). Errors: kInvalidArgument
+  // (no payload room, no attempts or a zero retransmission time), kResourceExhausted (memory too
+  // small).
   Status Init(std::span<std::byte> memory, std::size_t max_payload, const LinkOptions& options);
 
   // (Re)starts the link: forgets both directions (an unacknowledged frame is abandoned) and
@@ -86,7 +99,7 @@ class Link {
 
   // Consumes bytes read from the port. At most one data payload is delivered per call (as
   // FrameDecoder::Step: `consumed` tells how far it read; call again with the rest). The payload
-  // stays valid until the next Receive.
+  // starts at a kPayloadAlignment aligned address and stays valid until the next Receive.
   FrameDecoder::Step Receive(std::span<const std::byte> bytes);
 
   // Whether Send would take a frame now: the link is ready and the last frame was acknowledged.
@@ -105,6 +118,13 @@ class Link {
   // When OnTimer is due (kNever: nothing to time out).
   TimeNs NextWakeup() const;
   void OnTimer(TimeNs now);
+
+  // Nothing left to do: no frame (data or kSync) unacknowledged, none queued or being written,
+  // no acknowledgement waiting to go out. A device may stop driving an idle link.
+  bool Idle() const {
+    return state_ != LinkState::kSyncing && !awaiting_ack_ && !tx_queued_ && !sync_deferred_ &&
+           writing_ == Writing::kNothing && control_count_ == 0;
+  }
 
   LinkState state() const { return state_; }
   const LinkCounters& counters() const { return counters_; }
