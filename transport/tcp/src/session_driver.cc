@@ -12,6 +12,7 @@
 #include "edgesgd/tcp/asio.h"
 #include "edgesgd/wire/frame_decoder.h"
 #include "frame_channel.h"
+#include "resolve.h"
 
 namespace edgesgd::tcp {
 
@@ -19,6 +20,7 @@ using internal::ChannelEvents;
 using internal::CloseReason;
 using internal::DeadlineAfter;
 using internal::FrameChannel;
+using internal::Resolve;
 using internal::TlsContext;
 using platform::Log;
 using platform::LogLevel;
@@ -73,11 +75,8 @@ const char* DriverStopName(DriverStop stop) {
   return "?";
 }
 
-namespace {
-
-// Resolves `endpoint` to its first TCP address. Errors: kNotFound, with `detail`.
-Status Resolve(asio::io_context& io, const Endpoint& endpoint, asio::ip::tcp::endpoint& out,
-               std::string& detail) {
+Status internal::Resolve(asio::io_context& io, const Endpoint& endpoint,
+                         asio::ip::tcp::endpoint& out, std::string& detail) {
   asio::error_code code;
   const asio::ip::address address = asio::ip::make_address(endpoint.host, code);
   if (!code) {
@@ -93,6 +92,8 @@ Status Resolve(asio::io_context& io, const Endpoint& endpoint, asio::ip::tcp::en
   out = results.begin()->endpoint();
   return Status::Ok();
 }
+
+namespace {
 
 // splitmix64: jitter needs no more.
 std::uint64_t NextRandom(std::uint64_t& state) {
@@ -119,6 +120,12 @@ class SessionDriver::Impl final : public ChannelEvents {
   DriverStop Run(protocol::Session& session);
   void RequestStop() {
     if (session_ != nullptr) Stop(DriverStop::kStopped);
+  }
+  asio::io_context& io() { return io_; }
+  void SessionChanged() {
+    if (session_ == nullptr || stopped_ || draining_ || in_session_) return;
+    AfterSessionCall();
+    Settle();
   }
   TimeNs Now() const {
     const auto elapsed = std::chrono::steady_clock::now() - start_;
@@ -694,6 +701,8 @@ void SessionDriver::Start(protocol::Session& session, DoneCallback on_done) {
 }
 DriverStop SessionDriver::Run(protocol::Session& session) { return impl_->Run(session); }
 void SessionDriver::RequestStop() { impl_->RequestStop(); }
+void SessionDriver::SessionChanged() { impl_->SessionChanged(); }
+asio::io_context& SessionDriver::io() { return impl_->io(); }
 TimeNs SessionDriver::Now() const { return impl_->Now(); }
 const DriverCounters& SessionDriver::counters() const { return impl_->counters_; }
 

@@ -3,8 +3,13 @@
 #include "edgesgd/core/codec_registry.h"
 #include "edgesgd/wire/wire_format.h"
 #include "noise_key.h"
+#include "serial_session.h"
 
 namespace edgesgd::tcp {
+
+Worker::Worker() = default;
+Worker::Worker(asio::io_context& io) : SessionNode(io) {}
+Worker::~Worker() = default;
 
 Status Worker::Open(const WorkerSettings& settings, std::string& detail) {
   const std::uint32_t device = settings.worker.device_id;
@@ -28,9 +33,21 @@ Status Worker::Open(const WorkerSettings& settings, std::string& detail) {
   }
   DriverOptions network = settings.network;
   network.listen.reset();
-  network.dial.assign(1, DialTarget{protocol::kServerPeer, settings.server});
-  network.auth_device = device;
-  EDGESGD_TRY(driver_.Open(network, detail));
+  if (settings.serial) {
+    // No connections: the driver brings the loop, the timer, signals and the after-call hook.
+    network.dial.clear();
+    network.auth_keys = nullptr;
+    network.tls.reset();
+    EDGESGD_TRY(driver_.Open(network, detail));
+    serial_ = std::make_unique<internal::SerialSession>(driver_.io(), driver_, session_);
+    EDGESGD_TRY(serial_->Open(*settings.serial, settings.serial_max_frame_bytes,
+                              settings.serial_link, detail));
+    wrapper_ = serial_.get();
+  } else {
+    network.dial.assign(1, DialTarget{protocol::kServerPeer, settings.server});
+    network.auth_device = device;
+    EDGESGD_TRY(driver_.Open(network, detail));
+  }
   driver_.SetAfterSessionCall([this] { AfterSessionCall(); });
   return Status::Ok();
 }

@@ -215,6 +215,14 @@ class SessionDriver {
   // before Start or once stopping.
   void RequestStop();
 
+  // The caller fed the session from outside the driver (an event of its own on the loop's
+  // thread, such as bytes from a serial line): takes the session's frames and re-arms its timer,
+  // as after any call the driver makes. No-op before Start or once stopping.
+  void SessionChanged();
+
+  // The loop the driver runs on (its own, or the caller's).
+  asio::io_context& io();
+
   // The driver's clock: steady-clock nanoseconds since Open (what the session is fed).
   TimeNs Now() const;
 

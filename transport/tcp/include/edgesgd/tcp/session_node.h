@@ -26,9 +26,9 @@ class SessionNode {
 
   // Starts the session on the loop after a successful Open; `on_done` runs on the loop once the
   // node is done (the derived class says when). Call once, from the loop's thread.
-  void Start(SessionDriver::DoneCallback on_done) { driver_.Start(session_, std::move(on_done)); }
+  void Start(SessionDriver::DoneCallback on_done) { driver_.Start(driven(), std::move(on_done)); }
   // Start, then runs the loop until the node is done (see SessionDriver::Run).
-  DriverStop Run() { return driver_.Run(session_); }
+  DriverStop Run() { return driver_.Run(driven()); }
   // Ends the run soon (kStopped): from a callback (the gradient function included) or the
   // loop's thread.
   void Stop() { driver_.RequestStop(); }
@@ -62,6 +62,11 @@ class SessionNode {
     return Status::Ok();
   }
   Arena& arena() { return *arena_; }
+  // What the driver runs: the session, or a derived class's wrapper that feeds it another way
+  // (a worker on a serial line).
+  protocol::Session& driven() { return wrapper_ != nullptr ? *wrapper_ : session_; }
+
+  protocol::Session* wrapper_ = nullptr;
 
   // Declared in this order: the session points into the arena, the driver at the session.
   std::unique_ptr<std::byte[]> memory_;

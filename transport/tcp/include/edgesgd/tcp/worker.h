@@ -10,12 +10,16 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
 #include "edgesgd/core/status.h"
 #include "edgesgd/protocol/run_config.h"
 #include "edgesgd/protocol/worker_session.h"
+#include "edgesgd/serial/link.h"
+#include "edgesgd/tcp/serial_line.h"
 #include "edgesgd/tcp/session_driver.h"
 #include "edgesgd/tcp/session_node.h"
 
@@ -38,14 +42,26 @@ struct WorkerSettings {
   // must hold this device's key), TLS, signals, log name. The Worker sets dial (the server) and
   // auth_device (device_id) itself.
   DriverOptions network;
+  // Set: the server is reached through this serial line instead of TCP (`server`, dial and
+  // authentication are then unused). A gateway on the line's other end (`edgesgd bridge`,
+  // tcp::SerialBridge) relays the frames and authenticates them with this device's key.
+  std::optional<SerialLine> serial;
+  // The serial link's largest frame (its two buffers are about twice this) and its timers.
+  std::size_t serial_max_frame_bytes = std::size_t{4} << 20;
+  serial::LinkOptions serial_link;
 };
+
+namespace internal {
+class SerialSession;
+}  // namespace internal
 
 // Start's `on_done` runs once the server ended the run (Leave), refused the worker, on_welcome
 // refused the run, or a signal, the give-up time or Stop ended it.
 class Worker : public SessionNode<protocol::WorkerSession> {
  public:
-  Worker() = default;
-  explicit Worker(asio::io_context& io) : SessionNode(io) {}
+  Worker();
+  explicit Worker(asio::io_context& io);
+  ~Worker();
 
   // Takes the memory budget, initialises the session and resolves the server's address. Once.
   // Reads `settings` (auth_keys must outlive the Worker). Errors, with `detail` a line for
@@ -70,6 +86,7 @@ class Worker : public SessionNode<protocol::WorkerSession> {
   std::function<Status(const protocol::RunConfig&, std::uint32_t)> on_welcome_;
   bool ready_ = false;  // on_welcome accepted the run
   Status status_;
+  std::unique_ptr<internal::SerialSession> serial_;  // WorkerSettings::serial
 };
 
 }  // namespace edgesgd::tcp

@@ -1,0 +1,230 @@
+#include "edgesgd/tcp/serial_bridge.h"
+
+#include <algorithm>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "edgesgd/platform/log.h"
+#include "edgesgd/protocol/session.h"
+#include "edgesgd/tcp/asio.h"
+#include "edgesgd/wire/frame_decoder.h"
+#include "serial_port.h"
+
+namespace edgesgd::tcp {
+
+using platform::Log;
+using platform::LogLevel;
+using protocol::kServerPeer;
+using protocol::OutgoingFrame;
+
+// The server's side of the bridge is a protocol::Session run by a SessionDriver: frames the
+// device sends come out of PollFrame, frames the server sends go into OnFrame, and the link's
+// retransmission timer is the session's wake-up. The serial side is a SerialPort on the same
+// loop; after each of its events the driver is told the session changed.
+class SerialBridge::Impl final : public protocol::Session, public internal::SerialPort::Events {
+ public:
+  Impl() : driver_(io_), port_(io_, *this, "bridge") {}
+
+  Status Open(const SerialBridgeSettings& settings, std::string& detail);
+  DriverStop Run();
+
+  // ---- protocol::Session ----
+  void Start(TimeNs /*now*/) override {}
+  void OnFrame(protocol::PeerId from, std::span<const std::byte> frame, TimeNs now) override;
+  void OnPeerLost(protocol::PeerId peer, TimeNs now) override;
+  void OnTimer(TimeNs now) override;
+  bool PollFrame(OutgoingFrame& out) override;
+  TimeNs NextWakeup() const override { return link_.NextWakeup(); }
+  bool Finished() const override { return run_ended_ && queued_ == 0 && link_.Idle(); }
+
+  // ---- SerialPort::Events ----
+  void OnPortOpened() override;
+  void OnPortBytes(std::span<const std::byte> bytes) override;
+  void OnPortClosed(const std::string& why) override;
+  void OnPortWritten(std::size_t bytes) override;
+
+  SerialBridgeCounters counters_;
+  serial::Link link_;
+  asio::io_context io_{1};
+  SessionDriver driver_;
+  internal::SerialPort port_;
+
+ private:
+  void RestartLink(TimeNs now);
+  // Moves queued server frames into the link and the link's bytes onto the line.
+  void Pump(TimeNs now);
+
+  SerialBridgeSettings settings_;
+  std::vector<std::byte> link_memory_;
+  std::mt19937 nonces_{std::random_device{}()};
+  std::uint32_t nonce_ = 0;
+  bool link_started_ = false;
+  std::uint64_t peer_restarts_seen_ = 0;
+  // Server frames waiting for the line: a ring of reused buffers.
+  std::vector<std::vector<std::byte>> queue_;
+  std::size_t head_ = 0;
+  std::size_t queued_ = 0;
+  std::span<const std::byte> uplink_;  // a device frame for PollFrame, in the link's buffer
+  bool server_heard_ = false;          // a frame arrived since the connection was last lost
+  bool run_ended_ = false;             // the server's Leave was queued for the device
+};
+
+Status SerialBridge::Impl::Open(const SerialBridgeSettings& settings, std::string& detail) {
+  if (settings.device_id == 0 || settings.device_id == wire::kUnassignedDevice) {
+    detail = "the bridge needs the device's id (1 or more)";
+    return Status::InvalidArgument("no device id");
+  }
+  if (settings.max_frame_bytes < wire::kMinFrameBytes || settings.queue_frames == 0) {
+    detail = "the largest frame must be at least " + std::to_string(wire::kMinFrameBytes) +
+             " bytes, and the queue must hold a frame";
+    return Status::InvalidArgument("bad frame or queue size");
+  }
+  settings_ = settings;
+  link_memory_.resize(serial::Link::BufferBytes(settings.max_frame_bytes));
+  if (const Status status = link_.Init(link_memory_, settings.max_frame_bytes, settings.link);
+      !status.ok()) {
+    detail = std::string("the serial link: ") + status.reason();
+    return status;
+  }
+  queue_.resize(settings.queue_frames);
+  DriverOptions& network = settings_.network;
+  network.dial.assign(1, DialTarget{kServerPeer, settings.server});
+  network.listen.reset();
+  network.auth_device = settings.device_id;
+  network.max_frame_bytes = std::min(network.max_frame_bytes, settings.max_frame_bytes);
+  EDGESGD_TRY(driver_.Open(network, detail));
+  return port_.Open(settings.device, detail);
+}
+
+DriverStop SerialBridge::Impl::Run() {
+  port_.Start();
+  const DriverStop stop = driver_.Run(*this);
+  port_.Stop();
+  // Let the line's aborted operations finish before the port goes away.
+  io_.restart();
+  io_.run();
+  return stop;
+}
+
+void SerialBridge::Impl::OnFrame(protocol::PeerId from, std::span<const std::byte> frame,
+                                 TimeNs now) {
+  if (from != kServerPeer) return;
+  server_heard_ = true;
+  if (frame.size() > settings_.max_frame_bytes) {
+    ++counters_.frames_too_large;
+    return;
+  }
+  // The one thing the bridge reads in a frame: whether the run is over, so that it can stop.
+  const Result<wire::FrameView> view = wire::DecodeFrame(frame);
+  if (view.ok() && view->kind == wire::MessageKind::kLeave) run_ended_ = true;
+  if (queued_ == queue_.size()) {
+    head_ = (head_ + 1) % queue_.size();
+    --queued_;
+    ++counters_.frames_dropped;
+  }
+  std::vector<std::byte>& slot = queue_[(head_ + queued_) % queue_.size()];
+  slot.assign(frame.begin(), frame.end());
+  ++queued_;
+  Pump(now);
+}
+
+void SerialBridge::Impl::OnPeerLost(protocol::PeerId peer, TimeNs now) {
+  if (peer != kServerPeer || !server_heard_ || run_ended_) return;
+  // The server has dropped the device with the connection: frames of the old connection are
+  // stale, and a new link nonce tells the device's session to join again.
+  server_heard_ = false;
+  ++counters_.server_losses;
+  queued_ = 0;
+  Log(LogLevel::kWarning, "bridge: server connection lost: restarting the device's link");
+  if (port_.is_open()) RestartLink(now);
+}
+
+void SerialBridge::Impl::OnTimer(TimeNs now) {
+  link_.OnTimer(now);
+  if (link_.state() == serial::LinkState::kFailed) {
+    Log(LogLevel::kWarning, "bridge: the device does not answer: restarting the link");
+    RestartLink(now);
+  }
+  Pump(now);
+}
+
+bool SerialBridge::Impl::PollFrame(OutgoingFrame& out) {
+  if (uplink_.empty()) return false;
+  out = OutgoingFrame{kServerPeer, uplink_, 0};
+  uplink_ = {};
+  return true;
+}
+
+void SerialBridge::Impl::RestartLink(TimeNs now) {
+  std::uint32_t nonce = static_cast<std::uint32_t>(nonces_());
+  if (nonce == nonce_) ++nonce;
+  nonce_ = nonce;
+  if (link_started_) ++counters_.link_restarts;
+  link_started_ = true;
+  link_.Start(now, nonce_);
+  Pump(now);
+}
+
+void SerialBridge::Impl::Pump(TimeNs now) {
+  while (queued_ > 0 && link_.CanSend()) {
+    if (!link_.Send(queue_[head_], now).ok()) break;
+    head_ = (head_ + 1) % queue_.size();
+    --queued_;
+    ++counters_.frames_to_device;
+  }
+  if (port_.is_open() && !port_.writing()) {
+    const std::span<const std::byte> bytes = link_.Output();
+    if (!bytes.empty()) port_.Write(bytes);
+  }
+}
+
+void SerialBridge::Impl::OnPortOpened() {
+  RestartLink(driver_.Now());
+  driver_.SessionChanged();
+}
+
+void SerialBridge::Impl::OnPortBytes(std::span<const std::byte> bytes) {
+  while (!bytes.empty()) {
+    const serial::FrameDecoder::Step step = link_.Receive(bytes);
+    bytes = bytes.subspan(step.consumed);
+    if (link_.counters().peer_restarts != peer_restarts_seen_) {
+      counters_.device_restarts += link_.counters().peer_restarts - peer_restarts_seen_;
+      peer_restarts_seen_ = link_.counters().peer_restarts;
+      Log(LogLevel::kInfo, "bridge: the device restarted");
+    }
+    if (step.delivered) {
+      uplink_ = step.frame;
+      ++counters_.frames_to_server;
+    }
+    // Hands the device's frame to the server (the driver polls it now, before the next Receive
+    // reuses the link's buffer) and re-arms the link's timer.
+    driver_.SessionChanged();
+    uplink_ = {};
+  }
+  Pump(driver_.Now());
+  driver_.SessionChanged();
+}
+
+void SerialBridge::Impl::OnPortClosed(const std::string& /*why*/) { ++counters_.line_closures; }
+
+void SerialBridge::Impl::OnPortWritten(std::size_t bytes) {
+  link_.Written(bytes);
+  Pump(driver_.Now());
+  driver_.SessionChanged();
+}
+
+// ---- SerialBridge ----
+
+SerialBridge::SerialBridge() : impl_(std::make_unique<Impl>()) {}
+SerialBridge::~SerialBridge() = default;
+Status SerialBridge::Open(const SerialBridgeSettings& settings, std::string& detail) {
+  return impl_->Open(settings, detail);
+}
+DriverStop SerialBridge::Run() { return impl_->Run(); }
+const SerialBridgeCounters& SerialBridge::counters() const { return impl_->counters_; }
+const serial::Link& SerialBridge::link() const { return impl_->link_; }
+const DriverCounters& SerialBridge::network_counters() const { return impl_->driver_.counters(); }
+std::uint16_t SerialBridge::serial_listen_port() const { return impl_->port_.listen_port(); }
+
+}  // namespace edgesgd::tcp
