@@ -18,6 +18,8 @@ void AddSimulateCommand(CLI::App& app, int& exit_code);
 void AddServerCommand(CLI::App& app, int& exit_code);
 void AddWorkerCommand(CLI::App& app, int& exit_code);
 void AddPeerCommand(CLI::App& app, int& exit_code);
+// `bridge`: a serial-line device's gateway to a server (tcp::SerialBridge).
+void AddBridgeCommand(CLI::App& app, int& exit_code);
 // `keygen`: a key file of fresh device keys for --keys.
 void AddKeygenCommand(CLI::App& app, int& exit_code);
 // `privacy-budget`: epsilon of a DP-FedAvg run, or the noise multiplier for a target epsilon.

@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   edgesgd::cli::AddServerCommand(app, exit_code);
   edgesgd::cli::AddWorkerCommand(app, exit_code);
   edgesgd::cli::AddPeerCommand(app, exit_code);
+  edgesgd::cli::AddBridgeCommand(app, exit_code);
   edgesgd::cli::AddKeygenCommand(app, exit_code);
   edgesgd::cli::AddPrivacyBudgetCommand(app, exit_code);
   std::vector<std::string> args(argv + 1, argv + argc);

@@ -15,6 +15,32 @@ namespace {
 // The exit code of a run ended by SIGINT or SIGTERM.
 constexpr int kExitInterrupted = 130;
 
+void AddListenerFlags(CLI::App& command, NetworkFlags& flags) {
+  command.add_option("--hello-timeout-s", flags.hello_timeout_s,
+                     "Close an accepted connection that sends no valid first frame within this")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-3, 1e6));
+  command.add_option("--idle-timeout-s", flags.idle_timeout_s,
+                     "Close an accepted connection that sends nothing for this long (workers "
+                     "send heartbeats; gossip neighbours send a model every round)")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-3, 1e6));
+  command.add_option("--port-file", flags.port_file,
+                     "Write the listening port to FILE once bound (useful with port 0)");
+}
+
+const char* const kDeadlineHelp =
+    "Wall seconds a round waits for stragglers before closing with --quorum updates (--buffer: "
+    "before a silent worker is replaced)";
+
+// DriverOptions::tls from the --tls-* flags (unset without them).
+std::optional<tcp::TlsFiles> TlsFilesOf(const NetworkFlags& flags) {
+  if (flags.tls_cert.empty()) return std::nullopt;
+  return tcp::TlsFiles{flags.tls_cert, flags.tls_key, flags.tls_ca};
+}
+
+}  // namespace
+
 void AddNetworkFlags(CLI::App& command, NetworkFlags& flags) {
   command.add_option("--write-timeout-s", flags.write_timeout_s,
                      "Close a connection whose frame write takes longer than this")
@@ -55,32 +81,6 @@ void AddNetworkFlags(CLI::App& command, NetworkFlags& flags) {
   ca->needs(cert);
 }
 
-void AddListenerFlags(CLI::App& command, NetworkFlags& flags) {
-  command.add_option("--hello-timeout-s", flags.hello_timeout_s,
-                     "Close an accepted connection that sends no valid first frame within this")
-      ->capture_default_str()
-      ->check(CLI::Range(1e-3, 1e6));
-  command.add_option("--idle-timeout-s", flags.idle_timeout_s,
-                     "Close an accepted connection that sends nothing for this long (workers "
-                     "send heartbeats; gossip neighbours send a model every round)")
-      ->capture_default_str()
-      ->check(CLI::Range(1e-3, 1e6));
-  command.add_option("--port-file", flags.port_file,
-                     "Write the listening port to FILE once bound (useful with port 0)");
-}
-
-const char* const kDeadlineHelp =
-    "Wall seconds a round waits for stragglers before closing with --quorum updates (--buffer: "
-    "before a silent worker is replaced)";
-
-// DriverOptions::tls from the --tls-* flags (unset without them).
-std::optional<tcp::TlsFiles> TlsFilesOf(const NetworkFlags& flags) {
-  if (flags.tls_cert.empty()) return std::nullopt;
-  return tcp::TlsFiles{flags.tls_cert, flags.tls_key, flags.tls_ca};
-}
-
-}  // namespace
-
 void AddServerFlags(CLI::App& command, ServerFlags& o) {
   AddConfigFlag(command);
   command.add_option("--listen", o.listen, "Address to accept workers on, HOST:PORT (port 0: any)")
@@ -109,7 +109,10 @@ void AddServerFlags(CLI::App& command, ServerFlags& o) {
 
 void AddWorkerFlags(CLI::App& command, WorkerFlags& o) {
   AddConfigFlag(command);
-  command.add_option("--connect", o.connect, "The server's address, HOST:PORT")->required();
+  CLI::Option* connect = command.add_option(
+      "--connect", o.connect,
+      "The server's address, HOST:PORT (or reach it through a gateway on a serial line: "
+      "--serial, --connect-serial or --listen-serial)");
   command.add_option("--id", o.id, "This worker's id, 1..workers (its data shard)")
       ->required()
       ->check(CLI::Range(1u, protocol::kMaxWorkers));
@@ -129,7 +132,8 @@ void AddWorkerFlags(CLI::App& command, WorkerFlags& o) {
       ->capture_default_str()
       ->check(CLI::Range(1e-3, 1e6));
   command.add_option("--give-up-s", o.give_up_s,
-                     "Exit with an error after this long without a connection to the server")
+                     "Exit with an error after this long without a connection to the server "
+                     "(over TCP; on a serial line, the gateway gives up instead)")
       ->capture_default_str()
       ->check(CLI::Range(1e-3, 1e9));
   command.add_option("--memory-mb", o.memory_mb,
@@ -138,6 +142,7 @@ void AddWorkerFlags(CLI::App& command, WorkerFlags& o) {
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{1}, std::size_t{4095}));  // a Join states u32 bytes
   AddNetworkFlags(command, o.network);
+  for (CLI::Option* line : AddSerialFlags(command, o.serial)) line->excludes(connect);
   command.add_flag("--quiet", o.quiet, "No summary line on stderr");
 }
 

@@ -12,6 +12,7 @@
 #include "cli/metrics.h"
 #include "cli/gossip_flags.h"
 #include "cli/run_flags.h"
+#include "cli/serial_flags.h"
 #include "edgesgd/auth/key_ring.h"
 #include "edgesgd/protocol/gossip_peer_session.h"
 #include "edgesgd/protocol/server_session.h"
@@ -51,6 +52,7 @@ struct WorkerFlags : RunFlags {
   double give_up_s = 60;
   std::size_t memory_mb = 256;
   NetworkFlags network;
+  SerialFlags serial;  // instead of --connect: the server through a gateway on a serial line
 };
 
 struct PeerFlags : RunFlags {
@@ -59,6 +61,10 @@ struct PeerFlags : RunFlags {
   std::string peers;
   NetworkFlags network;
 };
+
+// The connection policy's flags (timeouts, queue, backoff, --keys/--insecure, TLS), registered
+// on `command`.
+void AddNetworkFlags(CLI::App& command, NetworkFlags& flags);
 
 // Every flag of each subcommand, registered on `command`.
 void AddServerFlags(CLI::App& command, ServerFlags& flags);

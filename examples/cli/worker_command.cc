@@ -68,11 +68,33 @@ struct WorkerTask {
 int RunWorker(const WorkerFlags& o) {
   tcp::WorkerSettings settings;
   std::string error;
-  if (!tcp::ParseEndpoint(o.connect, settings.server, error).ok()) {
-    return Fail(kName, "--connect " + error, 2);
-  }
+  const bool on_serial = HasSerialLine(o.serial);
   AuthKeys keys;
-  if (!LoadAuthKeys(o.network, o.id, kName, keys)) return 2;
+  if (on_serial) {
+    // The gateway authenticates this device's frames: the line itself carries them in clear.
+    if (!o.network.keys.empty()) {
+      return Fail(kName,
+                  "--keys does nothing on a serial line: give the device's key to its bridge, "
+                  "which authenticates the device's frames to the server",
+                  2);
+    }
+    tcp::SerialLine line;
+    if (!SerialLineOf(o.serial, kName, line)) return 2;
+    settings.serial = line;
+    settings.serial_max_frame_bytes = MaxFrameBytesOf(o.serial);
+    settings.serial_link = LinkOptionsOf(o.serial);
+  } else {
+    if (o.connect.empty()) {
+      return Fail(kName,
+                  "no server: give --connect HOST:PORT, or a serial line to a gateway (--serial, "
+                  "--connect-serial or --listen-serial)",
+                  2);
+    }
+    if (!tcp::ParseEndpoint(o.connect, settings.server, error).ok()) {
+      return Fail(kName, "--connect " + error, 2);
+    }
+    if (!LoadAuthKeys(o.network, o.id, kName, keys)) return 2;
+  }
   WorkerTask oracle{&o, {}, {}};
   settings.worker.device_id = o.id;
   settings.worker.gradient = &WorkerTask::Gradient;
@@ -100,7 +122,8 @@ int RunWorker(const WorkerFlags& o) {
   }
   if (stop != tcp::DriverStop::kFinished) {
     char detail[96];
-    std::snprintf(detail, sizeof(detail), " to %s for %.0f s", o.connect.c_str(), o.give_up_s);
+    std::snprintf(detail, sizeof(detail), " to %s for %.0f s",
+                  on_serial ? "the serial line" : o.connect.c_str(), o.give_up_s);
     return ExitCodeFor(stop, kName, stop == tcp::DriverStop::kGaveUp ? detail : "");
   }
   if (!o.quiet) {
@@ -119,8 +142,9 @@ void AddWorkerCommand(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<WorkerFlags>();
   CLI::App* command = app.add_subcommand(
       "worker",
-      "Worker over TCP: connects to a server, takes the run's configuration from its Welcome, "
-      "and trains on its shard of the data (give the server's data flags).");
+      "Worker: connects to a server over TCP (or through `edgesgd bridge` on a serial line), "
+      "takes the run's configuration from its Welcome, and trains on its shard of the data "
+      "(give the server's data flags).");
   AddWorkerFlags(*command, *o);
   command->callback([o, &exit_code] { exit_code = RunWorker(*o); });
 }

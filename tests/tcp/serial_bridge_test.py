@@ -1,0 +1,245 @@
+#!/usr/bin/python3
+"""A worker on a serial line, reaching the server through `edgesgd bridge`: real processes.
+
+The serial line is a TCP connection standing in for a UART (the worker listens with
+--listen-serial, as an emulator's UART would; the bridge connects with --connect-serial), and a
+relay between the two damages the bytes: it drops, corrupts and repeats some of them. Usage:
+    serial_bridge_test.py EDGESGD WORK_DIR SCENARIO
+Exit status 0 on success; on failure one line saying what went wrong (plus the logs' tails).
+"""
+
+import os
+import random
+import re
+import signal
+import socket
+import sys
+import threading
+import time
+
+from tcp_cluster_test import (DATA, MAJORITY, SLOW_DATA, Cluster, Failure, check, free_ports,
+                              read_model, simulate)
+
+
+class DamagingLine:
+    """Relays bytes between the bridge (which connects here) and the worker's serial port,
+    dropping, corrupting or repeating each byte with probability `rate` / 3 apiece, and also the
+    bytes at the offsets `damage_at` of each direction's stream (in turn dropped, corrupted and
+    repeated: a few faults in known places, for lines whose frames are too long to survive a
+    steady rate). A new connection from the bridge starts a new relay (a restarted bridge)."""
+
+    def __init__(self, device_port, rate, seed, damage_at=()):
+        self.device_port = device_port
+        self.rate = rate
+        self.damage_at = sorted(damage_at)
+        self.random = random.Random(seed)
+        self.lock = threading.Lock()
+        self.damaged = 0
+        self.relayed = 0
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(4)
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self.accept_loop, daemon=True).start()
+
+    def accept_loop(self):
+        while True:
+            try:
+                bridge, _ = self.listener.accept()
+            except OSError:
+                return
+            try:
+                device = socket.create_connection(("127.0.0.1", self.device_port), timeout=5)
+                device.settimeout(None)
+            except OSError:
+                bridge.close()
+                continue
+            for source, sink in ((bridge, device), (device, bridge)):
+                threading.Thread(target=self.relay, args=(source, sink), daemon=True).start()
+
+    def fault(self, offset):
+        """0 (none), 1 (drop), 2 (corrupt) or 3 (repeat) for the byte at `offset`."""
+        if offset in self.damage_at:
+            return 1 + self.damage_at.index(offset) % 3
+        roll = self.random.random()
+        return 1 + int(roll * 3 / self.rate) if roll < self.rate else 0
+
+    def damage(self, data, offset):
+        out = bytearray()
+        with self.lock:
+            for i, byte in enumerate(data):
+                kind = self.fault(offset + i)
+                if kind:
+                    self.damaged += 1
+                if kind == 2:
+                    out.append(byte ^ (1 << self.random.randrange(8)))
+                elif kind == 3:
+                    out += bytes([byte, byte])
+                elif kind == 0:
+                    out.append(byte)
+            self.relayed += len(data)
+        return bytes(out)
+
+    def relay(self, source, sink):
+        offset = 0
+        try:
+            while True:
+                data = source.recv(65536)
+                if not data:
+                    break
+                sink.sendall(self.damage(data, offset))
+                offset += len(data)
+        except OSError:
+            pass
+        for s in (source, sink):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+
+def start_serial_worker(cluster, worker_id, port, data, extra=()):
+    # Without --keys: on a serial line the bridge authenticates the device's frames.
+    return cluster.start("worker%d" % worker_id,
+                         ["--listen-serial", "127.0.0.1:%d" % port, "--id", str(worker_id),
+                          "--serial-retransmit-ms", "50", "--serial-bytes-per-s", "1e7"] + data + list(extra),
+                         program=[cluster.edgesgd, "worker"])
+
+
+def start_bridge(cluster, worker_id, line_port, server_port, name=None):
+    return cluster.start(name or "bridge%d" % worker_id,
+                         ["bridge", "--connect-serial", "127.0.0.1:%d" % line_port, "--connect",
+                          "127.0.0.1:%d" % server_port, "--id", str(worker_id),
+                          "--serial-retransmit-ms", "50", "--serial-bytes-per-s", "1e7",
+                          "--reconnect-max-s", "0.2",
+                          "--give-up-s", "30"] + cluster.security)
+
+
+def bridge_counters(cluster, name):
+    with open(cluster.path(name + ".log")) as f:
+        found = re.findall(r"edgesgd bridge \d+: (\d+) frames to the device, (\d+) to the server; "
+                           r"(\d+) device restarts.* (\d+) line closures; line: (\d+) "
+                           r"retransmissions, (\d+) duplicates, (\d+) damaged frames", f.read())
+    check(found, "%s printed no summary: %s" % (name, cluster.tail(name)))
+    keys = ("to_device", "to_server", "device_restarts", "line_closures", "retransmissions",
+            "duplicates", "damaged")
+    return dict(zip(keys, (int(v) for v in found[-1])))
+
+
+def mixed_run(cluster, args, name, rate):
+    """Worker 1 over TCP, worker 2 on a damaged serial line through the bridge."""
+    server, port = cluster.start_server(
+        ["--model-out", cluster.path(name + ".bin"), "--summary", cluster.path(name + ".json")] +
+        DATA + args, name=name)
+    (device_port,) = free_ports(1)
+    serial_worker = start_serial_worker(cluster, 2, device_port, DATA)
+    line = DamagingLine(device_port, rate, seed=len(name))
+    bridge = start_bridge(cluster, 2, line.port, port, name=name + "_bridge")
+    cluster.start_worker(port, 1)
+    cluster.wait(server)
+    cluster.wait(bridge)
+    cluster.wait(serial_worker)
+    return read_model(cluster.path(name + ".bin")), cluster.summary(name + ".json"), line
+
+
+def serial_worker_matches(cluster):
+    """A worker behind the bridge, on a line that damages 0.05 % of its bytes, trains as if it
+    were on TCP: majority vote ends bit-identical to the simulator (votes are integers, so
+    arrival order does not matter), mean aggregation within 1e-4 of it; damage is detected,
+    counted and repaired by retransmission."""
+    common = ["--workers", "2", "--rounds", "30", "--seed", "7", "--quorum", "2"]
+    majority = common + MAJORITY
+    sim_model, _ = simulate(cluster, majority, "sim_majority")
+    model, summary, line = mixed_run(cluster, majority, "serial_majority", 0.0005)
+    check(model == sim_model, "majority vote through the bridge is not bit-identical to simulate")
+    check(summary["final"]["round"] == 30, "the run did not complete: %s" % summary["final"])
+    counters = bridge_counters(cluster, "serial_majority_bridge")
+    check(line.damaged > 0, "the line damaged nothing")
+    check(counters["damaged"] + counters["retransmissions"] > 0,
+          "the bridge saw no damage on a line that damaged %d bytes" % line.damaged)
+    check(counters["to_server"] >= 30, "only %d frames reached the server" % counters["to_server"])
+
+    mean = common + ["--codec", "top_k", "--k-ratio", "0.1", "--feedback", "ef", "--lr", "0.1"]
+    sim_model, sim_summary = simulate(cluster, mean, "sim_mean")
+    model, summary, line = mixed_run(cluster, mean, "serial_mean", 0.0005)
+    worst = max(abs(a - b) / (1 + abs(a)) for a, b in zip(sim_model, model))
+    check(worst <= 1e-4, "mean aggregation through the bridge differs from simulate by %g" % worst)
+    check(abs(sim_summary["final"]["accuracy"] - summary["final"]["accuracy"]) <= 0.005,
+          "accuracy %s vs simulate's %s" % (summary["final"]["accuracy"],
+                                            sim_summary["final"]["accuracy"]))
+    print("majority: bit-identical; mean: within %g; %d of %d bytes damaged, bridge: %s" %
+          (worst, line.damaged, line.relayed, counters))
+
+
+def serial_restarts(cluster):
+    """The bridge killed with -9 and restarted, then the device itself (its port closes, as an
+    emulator's does): each time the device joins again and the run completes."""
+    server, port = cluster.start_server(
+        SLOW_DATA + ["--workers", "2", "--rounds", "150", "--quorum", "1", "--batch", "256",
+                     "--round-deadline-s", "0.5", "--eval-every", "50",
+                     "--metrics", cluster.path("server.csv"),
+                     "--summary", cluster.path("server.json"), "--idle-timeout-s", "5"])
+    (device_port,) = free_ports(1)
+    slow = ["--slowdown", "20"]
+    device = start_serial_worker(cluster, 2, device_port, SLOW_DATA, slow)
+    line = DamagingLine(device_port, 0.0001, seed=3)
+    bridge = start_bridge(cluster, 2, line.port, port, name="bridge_a")
+    cluster.start("worker1", ["worker", "--connect", "127.0.0.1:%d" % port, "--id", "1",
+                              "--reconnect-max-s", "0.2", "--give-up-s", "30", "--quiet"] +
+                  SLOW_DATA + slow)
+    cluster.wait_rows("server.csv", 20, server)
+    bridge.send_signal(signal.SIGKILL)
+    bridge.wait()
+    cluster.wait_rows("server.csv", cluster.rows("server.csv") + 5, server)
+    bridge = start_bridge(cluster, 2, line.port, port, name="bridge_b")
+    cluster.wait_rows("server.csv", cluster.rows("server.csv") + 20, server)
+    device.send_signal(signal.SIGKILL)
+    device.wait()
+    device = start_serial_worker(cluster, 2, device_port, SLOW_DATA, slow)
+    check(server.poll() is None and cluster.rows("server.csv") < 130,
+          "the run ended before the device was restarted: lengthen it")
+    cluster.wait(server)
+    cluster.wait(bridge)
+    cluster.wait(device)
+    summary = cluster.summary("server.json")
+    check(summary["final"]["round"] == 150, "the run did not complete")
+    check(summary["network"]["rejoins"] >= 2,
+          "the device did not rejoin after each restart: %s" % summary["network"])
+    counters = bridge_counters(cluster, "bridge_b")
+    check(counters["line_closures"] >= 1, "the bridge did not see the device's line close")
+    with open(cluster.path("worker2.log")) as f:
+        updates = re.findall(r"done: (\d+) updates sent", f.read())
+    check(updates and int(updates[-1]) > 0, "the restarted device sent no update: %s" %
+          cluster.tail("worker2"))
+    print("rejoins %d; restarted device sent %s updates; bridge: %s" %
+          (summary["network"]["rejoins"], updates[-1], counters))
+
+
+SCENARIOS = {
+    "serial_worker_matches": serial_worker_matches,
+    "serial_restarts": serial_restarts,
+}
+
+
+def main():
+    if len(sys.argv) != 4 or sys.argv[3] not in SCENARIOS:
+        print("usage: serial_bridge_test.py EDGESGD WORK_DIR {%s}" % "|".join(SCENARIOS))
+        return 2
+    edgesgd, work, name = sys.argv[1:]
+    cluster = Cluster(edgesgd, os.path.join(work, name))
+    start = time.time()
+    try:
+        SCENARIOS[name](cluster)
+    except Failure as failure:
+        print("serial %s: FAILED: %s" % (name, failure))
+        return 1
+    finally:
+        cluster.close()
+    print("serial %s: passed in %.1f s" % (name, time.time() - start))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
