@@ -3,10 +3,12 @@
 
 Reads the images of a cortex-m4 build: flash and RAM from arm-none-eabi-size, the RAM each
 training image measured on qemu (static + stack peak, its "memory:" line, via run_mcu.sh), the
-memory plan the edgesgd_mcu_memory_plan image computes on the target, and checks the two
+memory plan the edgesgd_mcu_memory_plan image computes on the target, and checks the
 targets: core + wire + worker session + one registered codec within 48 KiB of flash (the
 minimal worker image), a 10,000-parameter model with top_k + EF training in under 128 KiB
-of RAM, and a small CNN with top_k + EF training within 256 KiB.
+of RAM, a small CNN with top_k + EF training within 256 KiB, and the UART worker (four codecs,
+the serial link and the UART driver) within 64 KiB of flash beyond its data shard (measured
+with nm; that image needs a server, so it is sized here but not run).
 
   tests/embedded/memory_report.py --build build/cortex-m4 [--out memory_report.md]
 
@@ -23,6 +25,8 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUN_MCU = os.path.join(HERE, "run_mcu.sh")
 FLASH_TARGET = 48 * 1024
+UART_FLASH_TARGET = 64 * 1024  # the UART worker's flash beyond its data shard
+UART_SHARD_SYMBOLS = ("kShardPixels", "kShardLabels")
 RAM_TARGET = 128 * 1024
 CNN_RAM_TARGET = 256 * 1024
 ALIGNMENT_SLACK = 16
@@ -40,6 +44,10 @@ IMAGES = [
      "+ EF, batch 4; flash holds its 4,096 + 1,024 image slice (985 KiB)"),
     ("edgesgd_mcu_worker_min", "examples/mcu",
      "one WorkerSession (top_k + EF), core + wire only, top_k the one registered codec"),
+    ("edgesgd_mcu_worker_uart", "examples/mcu",
+     "federated worker over UART0 (WorkerSession + serial::SessionLink), softmax 784x10 "
+     "(7,850 params), top_k, rand_k, random_block and sign registered; flash holds a 28x28 "
+     "shard. Needs a server, so not run here: RAM is static only"),
     ("edgesgd_mcu_smoke", "tests/embedded", "smoke test: core, no wire"),
     ("edgesgd_mcu_golden", "tests/embedded", "golden vectors: core + wire"),
     ("edgesgd_mcu_memory_plan", "tests/embedded", "memory plan printer"),
@@ -66,6 +74,20 @@ def size_of(path, size_tool):
     return int(fields[0]), int(fields[1]), int(fields[2])
 
 
+def symbol_bytes(path, nm_tool, names):
+    """Total size of the symbols of an image whose names contain one of `names`."""
+    result = subprocess.run([nm_tool, "--print-size", "--radix=d", path], capture_output=True,
+                            text=True, check=False)
+    if result.returncode != 0:
+        fail(f"{nm_tool} {path}: {result.stderr.strip()}")
+    total = 0
+    for line in result.stdout.splitlines():
+        fields = line.split()
+        if len(fields) == 4 and any(name in fields[3] for name in names):
+            total += int(fields[1])
+    return total
+
+
 def run_image(path):
     result = subprocess.run([RUN_MCU, "--timeout", "90", path], capture_output=True, text=True, check=False)
     if result.returncode != 0:
@@ -82,7 +104,12 @@ def main():
     parser.add_argument("--build", required=True, help="the cortex-m4 build tree")
     parser.add_argument("--out", help="markdown file to write (default: stdout)")
     parser.add_argument("--size", default="arm-none-eabi-size", help="the size tool")
+    parser.add_argument("--nm", help="the nm tool (default: the size tool's nm)")
     args = parser.parse_args()
+    if args.nm is None:
+        head, tail = os.path.split(args.size)
+        args.nm = os.path.join(head, tail[:-len("size")] + "nm") if tail.endswith("size") \
+            else "arm-none-eabi-nm"
 
     lines = ["# edgesgd Cortex-M4F memory report", "",
              "Images of the cortex-m4 preset (MinSizeRel: -Os), on qemu mps2-an386. Flash = "
@@ -93,6 +120,7 @@ def main():
              "| image | what | flash | static RAM | stack peak | RAM measured | qemu run |",
              "|---|---|---:|---:|---:|---:|---:|"]
     measured = {}
+    uart_flash = None
     plan_text = None
     for name, folder, what in IMAGES:
         path = os.path.join(args.build, folder, name + ".elf")
@@ -120,6 +148,11 @@ def main():
                          f"from arm-none-eabi-size's {text + data}/{data + bss} B")
                 measured[name] = (flash_run, ram_run)
                 stack, ram = f"{stack_run} B", f"{ram_run} B ({kib(ram_run)})"
+        if name == "edgesgd_mcu_worker_uart":
+            shard = symbol_bytes(path, args.nm, UART_SHARD_SYMBOLS)
+            if shard == 0:
+                fail(f"{name}: no shard symbols {UART_SHARD_SYMBOLS} found")
+            uart_flash = (text + data - shard, shard)
         lines.append(f"| `{name}` | {what} | {text + data} B ({kib(text + data)}) | "
                      f"{data + bss} B | {stack} | {ram} | {elapsed} |")
 
@@ -137,7 +170,11 @@ def main():
               f"{'yes' if ram_10k <= RAM_TARGET else 'no'} |",
               f"| 1,898-parameter CNN training with top_k + EF: RAM of `edgesgd_mcu_train_cnn` "
               f"(static + stack peak) | {ram_cnn} B ({kib(ram_cnn)}) | {CNN_RAM_TARGET} B | "
-              f"{'yes' if ram_cnn <= CNN_RAM_TARGET else 'no'} |", ""]
+              f"{'yes' if ram_cnn <= CNN_RAM_TARGET else 'no'} |",
+              f"| federated worker over a UART with four codecs: flash of "
+              f"`edgesgd_mcu_worker_uart` without its {uart_flash[1]} B data shard | "
+              f"{uart_flash[0]} B ({kib(uart_flash[0])}) | {UART_FLASH_TARGET} B | "
+              f"{'yes' if uart_flash[0] <= UART_FLASH_TARGET else 'no'} |", ""]
     if ram_10k <= RAM_TARGET:
         lines += ["The RAM target holds with three d-float vectors, the floor of error feedback "
                   "in fp32: the worker's gradient point and residual (momentum 0 keeps no "
