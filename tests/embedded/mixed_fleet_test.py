@@ -1,0 +1,183 @@
+#!/usr/bin/python3
+"""A mixed fleet trains Fashion-MNIST softmax regression together: an x86-64 `edgesgd server`,
+two x86-64 workers, one aarch64 worker under qemu-user, and two Cortex-M4 workers
+(edgesgd_mcu_worker_uart under qemu-system-arm), each microcontroller on its emulated UART
+bridged to the server by `edgesgd bridge`. The first microcontroller's line damages six bytes
+each way (dropped, corrupted or repeated; a steady rate would leave a 31 KB model broadcast no
+chance to get through); the link detects, counts and repairs them. A third of
+the way through, the second microcontroller is powered off and booted again (qemu killed and
+restarted): its bridge reconnects, the device joins again and the run completes. The final accuracy must be within 2 points of an all-native run of the same
+configuration (the microcontrollers train on their own 2,048-image shard in flash, not the
+shard a native worker of their id would draw, so the models are close, not equal).
+
+Usage: mixed_fleet_test.py HOST_EDGESGD AARCH64_EDGESGD MCU_IMAGE WORK_DIR
+Exits 77 (skipped) with a reason when qemu or the dataset is missing.
+"""
+
+import gzip
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tcp"))
+import tcp_cluster_test as tcp  # noqa: E402
+from serial_bridge_test import DamagingLine, bridge_counters  # noqa: E402
+
+SKIP = 77
+AARCH64 = ["qemu-aarch64", "-L", "/usr/aarch64-linux-gnu"]
+DATASET = "/usr/share/datasets/fashion-mnist"
+WORKERS = 5
+MCUS = (4, 5)
+ROUNDS = 60
+# The IDX files decompressed into the work folder (cross builds have no zlib), set by main().
+DATA = []
+RUN = ["--workers", str(WORKERS), "--rounds", str(ROUNDS), "--seed", "5",
+              "--codec", "top_k", "--k-ratio", "0.01", "--feedback", "ef", "--lr", "0.5",
+              "--downlink", "aggregate", "--quorum", "3", "--round-deadline-s", "3",
+              "--eval-every", "20"]
+TOLERANCE = 0.02
+
+
+def start_mcu(cluster, device, port, name):
+    """qemu-system-arm with the image, its UART0 on a TCP port the bridge connects to."""
+    log = open(cluster.path(name + ".log"), "w")
+    process = subprocess.Popen(
+        ["qemu-system-arm", "-M", "mps2-an386", "-nographic", "-monitor", "none",
+         "-semihosting-config", "enable=on,target=native",
+         "-serial", "tcp:127.0.0.1:%d,server=on,wait=off,nodelay=on" % port,
+         "-kernel", cluster.mcu_image, "-append", "--id %d" % device],
+        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+    process.name = name
+    cluster.processes.append(process)
+    return process
+
+
+def start_bridge(cluster, device, line_port, server_port):
+    return cluster.start("bridge%d" % device,
+                         ["bridge", "--connect-serial", "127.0.0.1:%d" % line_port, "--connect",
+                          "127.0.0.1:%d" % server_port, "--id", str(device),
+                          "--reconnect-max-s", "0.2", "--give-up-s", "60"] + cluster.security)
+
+
+def start_worker(cluster, port, device, program=None):
+    return cluster.start("worker%d" % device,
+                         ["worker", "--connect", "127.0.0.1:%d" % port, "--id", str(device),
+                          "--reconnect-max-s", "0.2", "--give-up-s", "60", "--quiet"] + DATA,
+                         program=program)
+
+
+def start_server(cluster, name):
+    return cluster.start_server(DATA + RUN + ["--summary", cluster.path(name + ".json"),
+                                       "--metrics", cluster.path(name + ".csv")], name=name)
+
+
+def all_native(cluster):
+    server, port = start_server(cluster, "native")
+    workers = [start_worker(cluster, port, w) for w in range(1, WORKERS + 1)]
+    cluster.wait(server, timeout=300)
+    for worker in workers:
+        cluster.wait(worker, timeout=30)
+    return cluster.summary("native.json")
+
+
+def mixed(cluster, aarch64):
+    server, port = start_server(cluster, "mixed")
+    start_worker(cluster, port, 1)
+    start_worker(cluster, port, 2)
+    start_worker(cluster, port, 3, program=AARCH64 + [aarch64])
+    line_ports = dict(zip(MCUS, tcp.free_ports(len(MCUS))))
+    mcus = {d: start_mcu(cluster, d, line_ports[d], "mcu%d" % d) for d in MCUS}
+    damaged = DamagingLine(line_ports[MCUS[0]], 0, seed=1,
+                           damage_at=(1500, 4000, 9000, 16000, 25000, 40000))
+    bridge_ports = {MCUS[0]: damaged.port, MCUS[1]: line_ports[MCUS[1]]}
+    bridges = {d: start_bridge(cluster, d, bridge_ports[d], port) for d in MCUS}
+    # Power-cycle the last microcontroller a third of the way through.
+    cluster.wait_rows("mixed.csv", ROUNDS // 3, server, timeout=240)
+    victim = MCUS[-1]
+    mcus[victim].send_signal(signal.SIGKILL)
+    mcus[victim].wait()
+    os.rename(cluster.path("mcu%d.log" % victim), cluster.path("mcu%d_first_boot.log" % victim))
+    time.sleep(1)
+    tcp.check(server.poll() is None and cluster.rows("mixed.csv") < ROUNDS - 10,
+              "the run ended before the microcontroller was restarted")
+    mcus[victim] = start_mcu(cluster, victim, line_ports[victim], "mcu%d" % victim)
+    cluster.wait(server, timeout=300)
+    for d in MCUS:
+        cluster.wait(bridges[d], timeout=60)
+        cluster.wait(mcus[d], timeout=60)
+    counters = bridge_counters(cluster, "bridge%d" % MCUS[0])
+    tcp.check(damaged.damaged > 0 and counters["damaged"] + counters["retransmissions"] > 0,
+              "the damaged line (%d bytes damaged) cost no retransmission: %s" %
+              (damaged.damaged, counters))
+    return cluster.summary("mixed.json"), counters
+
+
+def mcu_rounds(cluster, device):
+    with open(cluster.path("mcu%d.log" % device)) as f:
+        text = f.read()
+    tcp.check("EDGESGD-MCU PASS" in text, "mcu%d did not pass: %s" % (device, cluster.tail(
+        "mcu%d" % device)))
+    trained = re.findall(r"rounds trained (\d+)", text)
+    tcp.check(trained, "mcu%d reported no rounds: %s" % (device, cluster.tail("mcu%d" % device)))
+    return int(trained[-1])
+
+
+def main():
+    if len(sys.argv) != 5:
+        print(__doc__)
+        return 2
+    host, aarch64, image, work = sys.argv[1:]
+    for program in ("qemu-system-arm", "qemu-aarch64"):
+        if shutil.which(program) is None:
+            print("mixed fleet: skipped: %s is not installed" % program)
+            return SKIP
+    if not os.path.exists(os.path.join(DATASET, "train-images-idx3-ubyte.gz")):
+        print("mixed fleet: skipped: Fashion-MNIST is not in %s (dataset-fashion-mnist)" % DATASET)
+        return SKIP
+    for path in (host, aarch64, image):
+        if not os.path.exists(path):
+            print("mixed fleet: skipped: %s is not built" % path)
+            return SKIP
+    cluster = tcp.Cluster(host, work)
+    cluster.mcu_image = image
+    for name in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+                 "t10k-labels-idx1-ubyte"):
+        with gzip.open(os.path.join(DATASET, name + ".gz")) as packed:
+            with open(cluster.path(name), "wb") as out:
+                shutil.copyfileobj(packed, out)
+    DATA.extend(["--task", "softmax",
+                 "--data", "idx:" + cluster.path("train-images-idx3-ubyte"),
+                 "--test-data", "idx:" + cluster.path("t10k-images-idx3-ubyte")])
+    start = time.time()
+    try:
+        native = all_native(cluster)
+        fleet, damage = mixed(cluster, aarch64)
+        tcp.check(fleet["final"]["round"] == ROUNDS, "the mixed run did not complete")
+        tcp.check(fleet["network"]["rejoins"] >= 1,
+                  "the restarted microcontroller did not rejoin: %s" % fleet["network"])
+        native_accuracy = native["final"]["accuracy"]
+        fleet_accuracy = fleet["final"]["accuracy"]
+        tcp.check(abs(native_accuracy - fleet_accuracy) <= TOLERANCE,
+                  "mixed fleet accuracy %.4f vs all-native %.4f (tolerance %.2f)" %
+                  (fleet_accuracy, native_accuracy, TOLERANCE))
+        rounds = {d: mcu_rounds(cluster, d) for d in MCUS}
+        for d, count in rounds.items():
+            tcp.check(count > 0, "mcu%d trained no round" % d)
+        print("mixed fleet: accuracy %.4f (all-native %.4f); microcontroller rounds %s; "
+              "rejoins %d; damaged line: %s; %.0f s" %
+              (fleet_accuracy, native_accuracy, rounds, fleet["network"]["rejoins"], damage,
+               time.time() - start))
+    except tcp.Failure as failure:
+        print("mixed fleet: FAILED: %s" % failure)
+        return 1
+    finally:
+        cluster.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
