@@ -102,7 +102,7 @@ int RunServer(const ServerFlags& o) {
   SummaryWriter summary;
   WriteRunSummary(summary, o, settings.run, task.dimension(), output.last());
   WriteMemoryPlan(summary, MakeMemoryPlan(settings.run, settings.server));
-  WriteServerNetwork(summary, session.counters(), server.network_counters());
+  WriteServerNetwork(summary, session, server.network_counters());
   return FinishServerRun(kName, "s", o, summary, session.model(), output.last());
 }
 

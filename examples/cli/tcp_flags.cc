@@ -242,8 +242,9 @@ int ExitCodeFor(tcp::DriverStop stop, const char* command, const char* detail) {
   return 1;
 }
 
-void WriteServerNetwork(SummaryWriter& summary, const protocol::ServerCounters& counters,
+void WriteServerNetwork(SummaryWriter& summary, const protocol::ServerSession& session,
                         const tcp::DriverCounters& net) {
+  const protocol::ServerCounters& counters = session.counters();
   summary.Begin("network");
   summary.Field("server_rejected_frames", counters.total_rejected());
   summary.Field("updates_accepted", counters.updates_accepted);
@@ -265,6 +266,12 @@ void WriteServerNetwork(SummaryWriter& summary, const protocol::ServerCounters& 
   summary.Field("queue_overflows", net.queue_overflows);
   summary.Field("auth_rejected", net.auth_rejected);
   summary.Field("tls_failures", net.tls_failures);
+  // Device by device, so a fleet's slowest or missing member shows: {"1": n1, "2": n2, ...}.
+  summary.Begin("updates_by_worker");
+  for (std::uint32_t worker = 1; worker <= session.options().workers; ++worker) {
+    summary.Field(std::to_string(worker).c_str(), session.UpdatesAcceptedFrom(worker));
+  }
+  summary.End();
   summary.End();
 }
 

@@ -98,8 +98,8 @@ bool WritePortFile(const NetworkFlags& flags, std::uint16_t port, const char* co
 int ExitCodeFor(tcp::DriverStop stop, const char* command, const char* detail);
 
 // The summary's "network" section of a parameter server over TCP: the session's rejections,
-// rejoins and losses, and the connections' counters.
-void WriteServerNetwork(SummaryWriter& summary, const protocol::ServerCounters& server,
+// rejoins and losses, the updates accepted from each worker, and the connections' counters.
+void WriteServerNetwork(SummaryWriter& summary, const protocol::ServerSession& session,
                         const tcp::DriverCounters& network);
 
 // The summary's "gossip" section of a peer over TCP: the plan, and how its neighbours and

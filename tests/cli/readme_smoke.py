@@ -23,7 +23,8 @@ the test, so a README edit that adds a command also adds its rule here. The rule
   run_demo.sh, run_tcp_demo.sh  with this binary, 3 rounds, 2 TCP workers
   run_experiments.py           experiment b (the two-client toy) into the work directory
   cmake --preset X -B DIR      configured only (the test stages build and run every preset)
-  covered elsewhere            the test command itself, the stage builds, the Cortex-M4 images
+  covered elsewhere            the test command itself, the stage builds, the Cortex-M4 images,
+                               the mixed fleet, a bridge on a real board's tty
 
 Every command runs in a fresh directory under --work with a 180 s limit and must exit 0.
 """
@@ -277,6 +278,12 @@ RULES = [  # (pattern over the command line, action or the reason it is not run 
      "the test stages' builds (the asan stage builds the whole tree with Clang)"),
     (r"^ctest --test-dir build/\S+ -j\d+$",
      "the test stages' ctest runs (the asan stage's with Clang)"),
+    (r"^for preset in [\w -]+; do cmake --preset \$preset && cmake --build build/\$preset; done$",
+     "the test stages' builds"),
+    (r"^ctest --test-dir build/cortex-m4 -R mcu_mixed_fleet --output-on-failure$",
+     "the cortex-m4 stage's ctest runs mcu_mixed_fleet"),
+    (r"^edgesgd bridge --serial /dev/tty",
+     "needs a board on a tty; tcp_serial_* and mcu_mixed_fleet run the bridge on emulated lines"),
     (r"^(\w+=\S+ )*cmake --preset \w+ -B \S+( -D\S+)*$", Smoke.configure_only),
     (r"^bash examples/run_(tcp_)?demo\.sh$", Smoke.demo_script),
     (r"^(/usr/bin/)?python3 examples/experiments/run_experiments\.py\b", Smoke.experiments),

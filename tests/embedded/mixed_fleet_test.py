@@ -6,7 +6,8 @@ bridged to the server by `edgesgd bridge`. The first microcontroller's line dama
 each way (dropped, corrupted or repeated; a steady rate would leave a 31 KB model broadcast no
 chance to get through); the link detects, counts and repairs them. A third of
 the way through, the second microcontroller is powered off and booted again (qemu killed and
-restarted): its bridge reconnects, the device joins again and the run completes. The final accuracy must be within 2 points of an all-native run of the same
+restarted): its bridge reconnects, the device joins again and the run completes. The server must count updates from every device, and the final accuracy must
+be within 2 points of an all-native run of the same
 configuration (the microcontrollers train on their own 2,048-image shard in flash, not the
 shard a native worker of their id would draw, so the models are close, not equal).
 
@@ -167,10 +168,13 @@ def main():
         rounds = {d: mcu_rounds(cluster, d) for d in MCUS}
         for d, count in rounds.items():
             tcp.check(count > 0, "mcu%d trained no round" % d)
-        print("mixed fleet: accuracy %.4f (all-native %.4f); microcontroller rounds %s; "
-              "rejoins %d; damaged line: %s; %.0f s" %
-              (fleet_accuracy, native_accuracy, rounds, fleet["network"]["rejoins"], damage,
-               time.time() - start))
+        updates = fleet["network"]["updates_by_worker"]
+        tcp.check(all(updates.get(str(w), 0) > 0 for w in range(1, WORKERS + 1)),
+                  "the server did not count updates from every device: %s" % updates)
+        print("mixed fleet: accuracy %.4f (all-native %.4f); updates by device %s; "
+              "microcontroller rounds %s; rejoins %d; damaged line: %s; %.0f s" %
+              (fleet_accuracy, native_accuracy, updates, rounds, fleet["network"]["rejoins"],
+               damage, time.time() - start))
     except tcp.Failure as failure:
         print("mixed fleet: FAILED: %s" % failure)
         return 1

@@ -273,6 +273,7 @@ void ServerSession::HandleUpdate(PeerId from, const wire::FrameView& view, TimeN
   outbox_.Forgive(from, ServerOutbox::kBroadcast);
   ++reported_;
   ++counters_.updates_accepted;
+  ++slot->updates_accepted;
 }
 
 void ServerSession::MarkHeard(WorkerSlot& slot, TimeNs now) {

@@ -162,6 +162,12 @@ class ServerSession final : public Session {
   std::uint32_t round() const { return round_; }
   ServerPhase phase() const { return phase_; }
   const ServerCounters& counters() const { return counters_; }
+  // Updates accepted from worker `peer` since this session started (0 outside 1..workers):
+  // counters().updates_accepted device by device.
+  std::uint32_t UpdatesAcceptedFrom(PeerId peer) const {
+    const WorkerSlot* slot = Slot(peer);
+    return slot != nullptr ? slot->updates_accepted : 0;
+  }
   const RunConfig& config() const { return config_; }
   const ServerOptions& options() const { return options_; }
   // kOk, or why the run was aborted (kDataLoss: the model became non-finite; kInternal).
@@ -186,6 +192,7 @@ class ServerSession final : public Session {
     TimeNs dispatched_at;      // when the worker was last sent a round's broadcast
     std::uint32_t held_round;  // a round whose start model the worker provably holds, or kNoRound
     std::uint32_t dispatched_round;  // the round of that broadcast (asynchronous: the version)
+    std::uint32_t updates_accepted;  // since this session started (not checkpointed)
     bool joined;
     bool live;
     bool selected;  // sent the broadcast of dispatched_round: training, or reported if `reported`
