@@ -66,6 +66,19 @@ struct Channel {
   std::mt19937 engine;
 };
 
+// One millisecond of writing: up to kChunk bytes of each end's output onto its channel.
+void WriteBothEnds(SessionLink& device, Link& far, Channel& to_far, Channel& to_device,
+                   TimeNs now) {
+  std::span<const std::byte> out = device.Output();
+  std::size_t n = std::min(out.size(), kChunk);
+  to_far.Carry(out.first(n));
+  device.Written(n, now);
+  out = far.Output();
+  n = std::min(out.size(), kChunk);
+  to_device.Carry(out.first(n));
+  far.Written(n);
+}
+
 // ---- SessionLink on its own, over a scripted session ----
 
 constexpr PeerId kRemote = 5;
@@ -136,14 +149,7 @@ struct ScriptedPair {
   // `steps` milliseconds: bytes both ways, then timers.
   void Run(int steps) {
     for (int step = 0; step < steps; ++step) {
-      std::span<const std::byte> out = device.Output();
-      std::size_t n = std::min(out.size(), kChunk);
-      to_far.Carry(out.first(n));
-      device.Written(n, now);
-      out = far.Output();
-      n = std::min(out.size(), kChunk);
-      to_device.Carry(out.first(n));
-      far.Written(n);
+      WriteBothEnds(device, far, to_far, to_device, now);
       const Bytes arrived = to_far.Take(kChunk);
       std::span<const std::byte> rest(arrived);
       while (!rest.empty()) {
@@ -456,14 +462,7 @@ class SerialRun {
   // write, nothing travelling) jumps to the next wake-up. False when nothing is left to wait for.
   bool Step() {
     FeedGateway();
-    std::span<const std::byte> out = device.Output();
-    std::size_t n = std::min(out.size(), kChunk);
-    up.Carry(out.first(n));
-    device.Written(n, now);
-    out = gateway.Output();
-    n = std::min(out.size(), kChunk);
-    down.Carry(out.first(n));
-    gateway.Written(n);
+    WriteBothEnds(device, gateway, up, down, now);
     FeedGateway();
     GatewayReceive(up.Take(kChunk));
     device.Receive(down.Take(kChunk), now);

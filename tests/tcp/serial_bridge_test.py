@@ -8,17 +8,15 @@ relay between the two damages the bytes: it drops, corrupts and repeats some of 
 Exit status 0 on success; on failure one line saying what went wrong (plus the logs' tails).
 """
 
-import os
 import random
 import re
 import signal
 import socket
 import sys
 import threading
-import time
 
-from tcp_cluster_test import (DATA, MAJORITY, SLOW_DATA, Cluster, Failure, check, free_ports,
-                              read_model, simulate)
+from tcp_cluster_test import (DATA, MAJORITY, SLOW_DATA, check, free_ports, read_model, run,
+                              simulate)
 
 
 class DamagingLine:
@@ -226,23 +224,5 @@ SCENARIOS = {
 }
 
 
-def main():
-    if len(sys.argv) != 4 or sys.argv[3] not in SCENARIOS:
-        print("usage: serial_bridge_test.py EDGESGD WORK_DIR {%s}" % "|".join(SCENARIOS))
-        return 2
-    edgesgd, work, name = sys.argv[1:]
-    cluster = Cluster(edgesgd, os.path.join(work, name))
-    start = time.time()
-    try:
-        SCENARIOS[name](cluster)
-    except Failure as failure:
-        print("serial %s: FAILED: %s" % (name, failure))
-        return 1
-    finally:
-        cluster.close()
-    print("serial %s: passed in %.1f s" % (name, time.time() - start))
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(SCENARIOS, "serial"))

@@ -903,23 +903,25 @@ SCENARIOS = {
 }
 
 
-def main():
-    if len(sys.argv) != 4 or sys.argv[3] not in SCENARIOS:
-        print("usage: tcp_cluster_test.py EDGESGD WORK_DIR {%s}" % "|".join(SCENARIOS))
+def run(scenarios, label):
+    """The command line of a scenario script: EDGESGD WORK_DIR SCENARIO; returns the exit code."""
+    if len(sys.argv) != 4 or sys.argv[3] not in scenarios:
+        print("usage: %s EDGESGD WORK_DIR {%s}" % (os.path.basename(sys.argv[0]),
+                                                  "|".join(scenarios)))
         return 2
     edgesgd, work, name = sys.argv[1:]
     cluster = Cluster(edgesgd, os.path.join(work, name))
     start = time.time()
     try:
-        SCENARIOS[name](cluster)
+        scenarios[name](cluster)
     except Failure as failure:
-        print("tcp %s: FAILED: %s" % (name, failure))
+        print("%s %s: FAILED: %s" % (label, name, failure))
         return 1
     finally:
         cluster.close()
-    print("tcp %s: passed in %.1f s" % (name, time.time() - start))
+    print("%s %s: passed in %.1f s" % (label, name, time.time() - start))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(SCENARIOS, "tcp"))
