@@ -28,6 +28,7 @@
 #include "edgesgd/protocol/worker_session.h"
 #include "fashion_slice.h"
 #include "memory_usage.h"
+#include "softmax_constants.h"
 #include "semihosting.h"
 
 namespace edgesgd::mcu {
@@ -43,15 +44,10 @@ using protocol::ServerSession;
 using protocol::TimeNs;
 using protocol::WorkerSession;
 
-constexpr ModelSpec kSpec{.kind = ModelKind::kSoftmaxRegression,
-                          .features = kImageFeatures,
-                          .classes = kImageClasses,
-                          .hidden = 0,
-                          .bias = true};
-// ModelLayout(kSpec) as a constant, so every buffer below is sized at compile time; Run checks
-// that the two agree.
-constexpr std::uint64_t kTensorSizes[] = {kImageFeatures * kImageClasses, kImageClasses};
-constexpr TensorLayout kLayout = TensorLayout::FromSizes(kTensorSizes).value();
+constexpr ModelSpec kSpec = SoftmaxRegressionSpec(kImageFeatures, kImageClasses);
+// As a constant, so every buffer below is sized at compile time; Run checks it against
+// ModelLayout(kSpec).
+constexpr TensorLayout kLayout = SoftmaxRegressionLayout(kSpec);
 
 constexpr std::uint32_t kWorkers = 2;
 constexpr std::uint32_t kRounds = 200;

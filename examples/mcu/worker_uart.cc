@@ -55,6 +55,7 @@
 #include "edgesgd/serial/session_link.h"
 #include "fashion_shard.h"
 #include "memory_usage.h"
+#include "softmax_constants.h"
 #include "semihosting.h"
 #include "uart.h"
 
@@ -67,15 +68,10 @@ using protocol::RunConfig;
 using protocol::TimeNs;
 using protocol::WorkerSession;
 
-constexpr ModelSpec kSpec{.kind = ModelKind::kSoftmaxRegression,
-                          .features = kShardFeatures,
-                          .classes = kShardClasses,
-                          .hidden = 0,
-                          .bias = true};
-// ModelLayout(kSpec) (weights, then biases) as a constant, so the buffers below are sized at
-// compile time; a run whose Welcome names another layout is refused by the gradient callback.
-constexpr std::uint64_t kTensorSizes[] = {kShardFeatures * kShardClasses, kShardClasses};
-constexpr TensorLayout kLayout = TensorLayout::FromSizes(kTensorSizes).value();
+constexpr ModelSpec kSpec = SoftmaxRegressionSpec(kShardFeatures, kShardClasses);
+// As a constant, so the buffers below are sized at compile time; a run whose Welcome names
+// another layout is refused by the gradient callback.
+constexpr TensorLayout kLayout = SoftmaxRegressionLayout(kSpec);
 
 // The codecs this device runs; the server refuses a run with any other (the Join lists them).
 constexpr auto kCodecOps = MakeCodecOps<TopKCodec, RandKCodec, RandomBlockCodec, SignCodec>();
@@ -154,7 +150,7 @@ alignas(kArenaAlignment) std::array<std::byte, kWorkerArenaBytes> g_worker_arena
 std::array<std::byte, kLinkBytes> g_link_memory;
 std::array<float, kChunkRows * kShardFeatures> g_batch_features;
 std::array<std::uint8_t, kChunkRows> g_batch_labels;
-std::array<float, kSpec.features * kSpec.classes + kSpec.classes> g_chunk_gradient;
+std::array<float, kLayout.dimension()> g_chunk_gradient;
 std::array<float, SoftmaxRegression::ScratchFloats(kSpec)> g_model_scratch;
 // Constructed at start-up, not statically initialised: their mostly non-zero initial state would
 // otherwise be stored in flash as .data.
