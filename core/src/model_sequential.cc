@@ -24,6 +24,52 @@ std::size_t FieldSize(const LayerSpec& layer, Shape in) {
              : 0;
 }
 
+// A conv layer gathers the receptive fields of a tile of output positions into the rows of a
+// matrix and multiplies it by the weights, which is where the time goes. The tile holds as
+// many fields as fit in this many floats (at least one), so the scratch stays bounded however
+// large the image; a layer whose fields all fit keeps them from the forward pass for the
+// backward one.
+constexpr std::size_t kConvTileFloats = 16384;
+
+// The products take at most this many output positions at a time. The weight gradient sums
+// over positions, and Eigen splits longer sums at a depth it derives from the cache sizes it
+// detects; below 336 (its split for a 16 KiB L1) every machine adds in the same order.
+constexpr std::size_t kProductPixels = 256;
+
+// Eigen's blocked product packs a block of each operand, at most depth x rows and depth x
+// columns, on the stack up to EIGEN_STACK_ALLOCATION_LIMIT bytes and on the heap beyond. Products
+// whose operands stay within this many floats each never allocate.
+constexpr std::size_t kStackPackFloats = EIGEN_STACK_ALLOCATION_LIMIT / sizeof(float);
+
+// Output positions per tile of a conv layer (0 for other layers).
+std::size_t ConvTilePixels(const LayerSpec& layer, Shape in, Shape out) {
+  const std::size_t field = FieldSize(layer, in);
+  if (field == 0) return 0;
+  const std::uint64_t pixels = std::uint64_t{out.height} * out.width;
+  return static_cast<std::size_t>(
+      std::min<std::uint64_t>(pixels, std::max<std::size_t>(1, kConvTileFloats / field)));
+}
+
+// Floats of one tile of a conv layer's receptive fields (0 for other layers).
+std::uint64_t ConvTileFloats(const LayerSpec& layer, Shape in, Shape out) {
+  return std::uint64_t{ConvTilePixels(layer, in, out)} * FieldSize(layer, in);
+}
+
+// Output positions per product of a conv layer (0 for other layers): each product pairs them
+// with the fields or the filters, so neither pairing may exceed kStackPackFloats.
+std::size_t ConvProductPixels(const LayerSpec& layer, Shape in, Shape out) {
+  const std::size_t field = FieldSize(layer, in);
+  if (field == 0) return 0;
+  return std::min({ConvTilePixels(layer, in, out), kProductPixels,
+                   std::max<std::size_t>(1, kStackPackFloats / field),
+                   std::max<std::size_t>(1, kStackPackFloats / layer.units)});
+}
+
+// Floats of the receptive fields' gradient for one product (0 for other layers).
+std::uint64_t ConvProductFloats(const LayerSpec& layer, Shape in, Shape out) {
+  return std::uint64_t{ConvProductPixels(layer, in, out)} * FieldSize(layer, in);
+}
+
 // One layer with its shapes, parameter offsets and output buffer, resolved once per call.
 struct LayerPlan {
   LayerSpec layer;
@@ -34,6 +80,7 @@ struct LayerPlan {
   std::size_t pad_top = 0;  // zeros above and left of the input (same padding)
   std::size_t pad_left = 0;
   std::span<float> output;
+  std::span<float> fields;  // a conv layer's gathered receptive fields, one tile
 };
 
 struct Plan {
@@ -41,8 +88,7 @@ struct Plan {
   std::size_t count = 0;
   std::size_t first_parametric = 0;  // backpropagation stops at its input
   std::span<float> gradients[2];     // d loss / d output of hidden layers, alternating
-  std::span<float> field;            // a conv layer's gathered receptive field
-  std::span<float> field_gradient;
+  std::span<float> field_gradients;  // their gradient, for the conv layer at hand
 };
 
 // Scratch floats by purpose, as ScratchFloats documents. In 64 bits: sixteen outputs of up to
@@ -50,9 +96,10 @@ struct Plan {
 struct ScratchSizes {
   std::uint64_t outputs = 0;
   std::uint64_t gradient = 0;  // each of the two gradient buffers
-  std::uint64_t field = 0;     // each of the field and its gradient
+  std::uint64_t fields = 0;           // every conv layer's tile of fields
+  std::uint64_t field_gradients = 0;  // the largest product's
 
-  std::uint64_t total() const { return outputs + 2 * gradient + 2 * field; }
+  std::uint64_t total() const { return outputs + 2 * gradient + fields + field_gradients; }
 };
 
 ScratchSizes SizesOf(const SequentialSpec& spec, const SequentialShapes& shapes) {
@@ -61,7 +108,10 @@ ScratchSizes SizesOf(const SequentialSpec& spec, const SequentialShapes& shapes)
     const std::uint64_t out = shapes.at[l + 1].size();
     sizes.outputs += out;
     if (l + 1 < spec.layer_count) sizes.gradient = std::max(sizes.gradient, out);
-    sizes.field = std::max<std::uint64_t>(sizes.field, FieldSize(spec.layers[l], shapes.at[l]));
+    const LayerSpec& layer = spec.layers[l];
+    sizes.fields += ConvTileFloats(layer, shapes.at[l], shapes.at[l + 1]);
+    sizes.field_gradients = std::max(sizes.field_gradients,
+                                     ConvProductFloats(layer, shapes.at[l], shapes.at[l + 1]));
   }
   return sizes;
 }
@@ -100,15 +150,16 @@ void MakePlan(const SequentialSpec& spec, const TensorLayout& layout, std::span<
     const auto out_size = static_cast<std::size_t>(at.out.size());
     at.output = scratch.subspan(used, out_size);
     used += out_size;
+    const auto tile = static_cast<std::size_t>(ConvTileFloats(at.layer, at.in, at.out));
+    at.fields = scratch.subspan(used, tile);
+    used += tile;
   }
   // ScratchFloats(spec) fits in size_t (PrepareCall checked), and so does every part of it.
   const auto gradient = static_cast<std::size_t>(sizes.gradient);
-  const auto field = static_cast<std::size_t>(sizes.field);
   plan.gradients[0] = scratch.subspan(used, gradient);
   plan.gradients[1] = scratch.subspan(used + gradient, gradient);
   used += 2 * gradient;
-  plan.field = scratch.subspan(used, field);
-  plan.field_gradient = scratch.subspan(used + field, field);
+  plan.field_gradients = scratch.subspan(used, static_cast<std::size_t>(sizes.field_gradients));
 }
 
 // The input rows and columns a window at output (oy, ox) covers, clipped to the input; `first`
@@ -187,22 +238,102 @@ void DenseForward(const LayerPlan& at, std::span<const float> params, std::span<
   }
 }
 
-void ConvForward(const LayerPlan& at, std::span<const float> params, std::span<const float> in,
-                 std::span<float> field) {
-  const auto filters = static_cast<Eigen::Index>(at.out.channels);
-  const auto field_size = static_cast<Eigen::Index>(field.size());
-  const ConstRowMajorMap weights(params.data() + at.weights, filters, field_size);
-  const ConstVectorMap field_map(field.data(), field_size);
-  std::size_t pixel = 0;
-  for (std::size_t oy = 0; oy < at.out.height; ++oy) {
-    for (std::size_t ox = 0; ox < at.out.width; ++ox, ++pixel) {
-      GatherField(at, in, oy, ox, field);
-      float* out = at.output.data() + pixel * at.out.channels;
-      for (Eigen::Index f = 0; f < filters; ++f) {
-        out[f] = weights.row(f).dot(field_map) + params[at.bias + static_cast<std::size_t>(f)];
-      }
+// dst += lhs * rhs over maps. Eigen's blocked product is several times faster on the host when
+// its packed operands fit on the stack (kStackPackFloats: a layer of up to that many weights,
+// in the products ConvProductPixels sizes). Otherwise, and in builds that forbid Eigen the heap
+// (EIGEN_NO_MALLOC: bare metal, where alloca is missing and packing would malloc), rhs's rows
+// are added one by one, skipping zero factors: without SIMD to feed, that work is what counts,
+// and most slopes behind a ReLU and a max pool are zero.
+template <typename Dst, typename Lhs, typename Rhs>
+void AddProduct(Dst&& dst, const Lhs& lhs, const Rhs& rhs) {
+#ifndef EIGEN_NO_MALLOC
+  const auto pack_limit = static_cast<Eigen::Index>(kStackPackFloats);
+  if (lhs.cols() * lhs.rows() <= pack_limit && lhs.cols() * rhs.cols() <= pack_limit) {
+    dst.noalias() += lhs * rhs;
+    return;
+  }
+#endif
+  for (Eigen::Index i = 0; i < lhs.rows(); ++i) {
+    for (Eigen::Index k = 0; k < lhs.cols(); ++k) {
+      const float factor = lhs(i, k);
+      if (factor != 0.0f) dst.row(i) += factor * rhs.row(k);
     }
   }
+}
+
+// Output positions of a conv layer: `count` of them from position `first` (row-major).
+struct ConvPixels {
+  std::size_t first = 0;
+  std::size_t count = 0;
+};
+
+// Gathers the receptive fields of a tile's positions into consecutive rows of `fields`. Most
+// windows lie inside the image and are copied row by row without GatherField's padding checks.
+void GatherFields(const LayerPlan& at, std::span<const float> in, ConvPixels tile,
+                  std::span<float> fields) {
+  const std::size_t k = at.layer.kernel;
+  const std::size_t c = at.in.channels;
+  const std::size_t row_floats = k * c;
+  const std::size_t in_row_floats = std::size_t{at.in.width} * c;
+  float* target = fields.data();
+  std::size_t oy = tile.first / at.out.width;
+  std::size_t ox = tile.first % at.out.width;
+  WindowRange rows = Cover(oy, at.layer, at.pad_top, at.in.height);
+  for (std::size_t p = 0; p < tile.count; ++p, target += k * row_floats) {
+    const WindowRange cols = Cover(ox, at.layer, at.pad_left, at.in.width);
+    if (rows.count == k && cols.count == k) {
+      const float* source = in.data() + rows.begin * in_row_floats + cols.begin * c;
+      for (std::size_t ky = 0; ky < k; ++ky) {
+        const float* from = source + ky * in_row_floats;
+        float* to = target + ky * row_floats;
+        for (std::size_t j = 0; j < row_floats; ++j) to[j] = from[j];
+      }
+    } else {
+      GatherField(at, in, oy, ox, std::span<float>(target, k * row_floats));
+    }
+    if (++ox == at.out.width) {
+      ox = 0;
+      rows = Cover(++oy, at.layer, at.pad_top, at.in.height);
+    }
+  }
+}
+
+// Calls visit(block, fields) for consecutive blocks of ConvProductPixels output positions of a
+// conv layer (the last of each tile fewer), with the block's receptive fields (one row of FieldSize values per position).
+// Fields are gathered a tile at a time into at.fields, unless the backward pass finds the
+// forward pass's still there: one tile covering the whole output.
+enum class ConvPass { kForward, kBackward };
+
+template <typename Visit>
+void ForEachConvBlock(const LayerPlan& at, std::span<const float> in, ConvPass pass,
+                      Visit visit) {
+  const std::size_t field_size = FieldSize(at.layer, at.in);
+  const std::size_t pixels = std::size_t{at.out.height} * at.out.width;
+  const std::size_t tile_pixels = at.fields.size() / field_size;
+  const std::size_t block_pixels = ConvProductPixels(at.layer, at.in, at.out);
+  const bool kept = pass == ConvPass::kBackward && tile_pixels == pixels;
+  for (ConvPixels tile; tile.first < pixels; tile.first += tile_pixels) {
+    tile.count = std::min(tile_pixels, pixels - tile.first);
+    if (!kept) GatherFields(at, in, tile, at.fields);
+    for (std::size_t done = 0; done < tile.count; done += block_pixels) {
+      const ConvPixels block{tile.first + done, std::min(block_pixels, tile.count - done)};
+      visit(block, at.fields.data() + done * field_size);
+    }
+  }
+}
+
+void ConvForward(const LayerPlan& at, std::span<const float> params, std::span<const float> in) {
+  const auto filters = static_cast<Eigen::Index>(at.out.channels);
+  const auto field_size = static_cast<Eigen::Index>(FieldSize(at.layer, at.in));
+  const ConstRowMajorMap weights(params.data() + at.weights, filters, field_size);
+  const Eigen::Map<const Eigen::RowVectorXf> bias(params.data() + at.bias, filters);
+  ForEachConvBlock(at, in, ConvPass::kForward, [&](ConvPixels block, const float* fields) {
+    const auto count = static_cast<Eigen::Index>(block.count);
+    const ConstRowMajorMap patches(fields, count, field_size);
+    RowMajorMap out(at.output.data() + block.first * at.out.channels, count, filters);
+    out.rowwise() = bias;
+    AddProduct(out, patches, weights.transpose());
+  });
 }
 
 void DepthwiseForward(const LayerPlan& at, std::span<const float> params,
@@ -287,7 +418,7 @@ void Forward(const Plan& plan, std::span<const float> params, std::span<const fl
         DenseForward(at, params, in);
         break;
       case LayerKind::kConv:
-        ConvForward(at, params, in, plan.field.first(FieldSize(at.layer, at.in)));
+        ConvForward(at, params, in);
         break;
       case LayerKind::kDepthwiseConv:
         DepthwiseForward(at, params, in);
@@ -335,33 +466,31 @@ void DenseBackward(const LayerPlan& at, std::span<const float> params, std::span
 
 void ConvBackward(const LayerPlan& at, std::span<const float> params, std::span<const float> in,
                   std::span<const float> out_gradient, std::span<float> gradient,
-                  std::span<float> in_gradient, std::span<float> field,
-                  std::span<float> field_gradient) {
+                  std::span<float> in_gradient, std::span<float> field_gradients) {
   const auto filters = static_cast<Eigen::Index>(at.out.channels);
-  const auto field_size = static_cast<Eigen::Index>(field.size());
-  const ConstRowMajorMap weights(params.data() + at.weights, filters, field_size);
-  RowMajorMap weight_gradient(gradient.data() + at.weights, filters, field_size);
-  const ConstVectorMap field_map(field.data(), field_size);
-  VectorMap field_gradient_map(field_gradient.data(), field_size);
+  const std::size_t field_size = FieldSize(at.layer, at.in);
+  const auto field_columns = static_cast<Eigen::Index>(field_size);
+  const ConstRowMajorMap weights(params.data() + at.weights, filters, field_columns);
+  RowMajorMap weight_gradient(gradient.data() + at.weights, filters, field_columns);
+  Eigen::Map<Eigen::RowVectorXf> bias_gradient(gradient.data() + at.bias, filters);
   std::fill(in_gradient.begin(), in_gradient.end(), 0.0f);
-  std::size_t pixel = 0;
-  for (std::size_t oy = 0; oy < at.out.height; ++oy) {
-    for (std::size_t ox = 0; ox < at.out.width; ++ox, ++pixel) {
-      const float* slopes = out_gradient.data() + pixel * at.out.channels;
-      GatherField(at, in, oy, ox, field);
-      field_gradient_map.setZero();
-      bool any = false;
-      for (Eigen::Index f = 0; f < filters; ++f) {
-        const float slope = slopes[f];
-        if (slope == 0.0f) continue;
-        any = true;
-        weight_gradient.row(f) += slope * field_map.transpose();
-        if (!in_gradient.empty()) field_gradient_map += slope * weights.row(f).transpose();
-        gradient[at.bias + static_cast<std::size_t>(f)] += slope;
-      }
-      if (any && !in_gradient.empty()) ScatterAddField(at, field_gradient, oy, ox, in_gradient);
+  ForEachConvBlock(at, in, ConvPass::kBackward, [&](ConvPixels block, const float* fields) {
+    const auto count = static_cast<Eigen::Index>(block.count);
+    const ConstRowMajorMap patches(fields, count, field_columns);
+    const ConstRowMajorMap slopes(out_gradient.data() + block.first * at.out.channels, count,
+                                  filters);
+    AddProduct(weight_gradient, slopes.transpose(), patches);
+    bias_gradient += slopes.colwise().sum();
+    if (in_gradient.empty()) return;
+    RowMajorMap patch_gradients(field_gradients.data(), count, field_columns);
+    patch_gradients.setZero();
+    AddProduct(patch_gradients, slopes, weights);
+    for (std::size_t p = 0; p < block.count; ++p) {
+      const std::size_t pixel = block.first + p;
+      ScatterAddField(at, field_gradients.subspan(p * field_size, field_size),
+                      pixel / at.out.width, pixel % at.out.width, in_gradient);
     }
-  }
+  });
 }
 
 void DepthwiseBackward(const LayerPlan& at, std::span<const float> params,
@@ -463,12 +592,9 @@ void Backward(const Plan& plan, std::span<const float> params, std::span<const f
       case LayerKind::kDense:
         DenseBackward(at, params, in, out_gradient, gradient, in_gradient);
         break;
-      case LayerKind::kConv: {
-        const std::size_t field_size = FieldSize(at.layer, at.in);
-        ConvBackward(at, params, in, out_gradient, gradient, in_gradient,
-                     plan.field.first(field_size), plan.field_gradient.first(field_size));
+      case LayerKind::kConv:
+        ConvBackward(at, params, in, out_gradient, gradient, in_gradient, plan.field_gradients);
         break;
-      }
       case LayerKind::kDepthwiseConv:
         DepthwiseBackward(at, params, in, out_gradient, gradient, in_gradient);
         break;

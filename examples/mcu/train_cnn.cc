@@ -68,9 +68,9 @@ constexpr std::uint64_t kTensorSizes[] = {8 * 9, 8, 16 * 9 * 8, 16, kImageClasse
 constexpr TensorLayout kLayout = TensorLayout::FromSizes(kTensorSizes).value();
 constexpr std::size_t kDimension = kLayout.dimension();
 // Sequential::ScratchFloats: every layer's output (1152 + 1152 + 288 + 256 + 256 + 64 + 10),
-// two gradient buffers of the largest output before the last layer (2 x 1152) and twice the
-// largest receptive field (2 x 72).
-constexpr std::size_t kScratchFloats = 3178 + 2 * 1152 + 2 * 72;
+// two gradient buffers of the largest output before the last layer (2 x 1152), each conv
+// layer's gathered receptive fields (12 x 12 x 9 and 4 x 4 x 72) and the larger one's gradient.
+constexpr std::size_t kScratchFloats = 3178 + 2 * 1152 + (1296 + 1152) + 1296;
 
 constexpr TopKParams kTopK{.k_ratio = 0.1f};
 constexpr CodecParams kCodec = kTopK;

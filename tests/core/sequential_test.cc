@@ -218,9 +218,10 @@ double ReferenceLoss(const SequentialSpec& spec, const std::vector<double>& p,
 }
 
 // The kernel's loss and gradient against the double reference and its central differences,
-// at random parameters and inputs (stddev `input_scale`).
+// at random parameters and inputs (stddev `input_scale`), for every `stride`-th parameter.
 void ExpectGradientMatchesFiniteDifferences(std::string_view text, Shape input, std::size_t classes,
-                                            std::uint32_t seed, float input_scale = 1.0f) {
+                                            std::uint32_t seed, float input_scale = 1.0f,
+                                            std::size_t stride = 1) {
   SCOPED_TRACE(text);
   const SequentialSpec spec = Parse(text, input, classes);
   const OwnedData data = RandomData(3, spec.features(), classes, input_scale, seed);
@@ -238,7 +239,7 @@ void ExpectGradientMatchesFiniteDifferences(std::string_view text, Shape input, 
   constexpr double kStep = 1e-6;
   std::vector<double> numeric(params.size());
   double max_abs = 0.0;
-  for (std::size_t j = 0; j < params.size(); ++j) {
+  for (std::size_t j = 0; j < params.size(); j += stride) {
     std::vector<double> plus = reference;
     std::vector<double> minus = reference;
     plus[j] += kStep;
@@ -248,7 +249,7 @@ void ExpectGradientMatchesFiniteDifferences(std::string_view text, Shape input, 
     max_abs = std::max(max_abs, std::fabs(numeric[j]));
   }
   ASSERT_GT(max_abs, 1e-3);  // the check would be vacuous on a flat loss
-  for (std::size_t j = 0; j < params.size(); ++j) {
+  for (std::size_t j = 0; j < params.size(); j += stride) {
     EXPECT_NEAR(static_cast<double>(gradient[j]), numeric[j], 1e-4 * (1.0 + max_abs))
         << "parameter " << j;
   }
@@ -283,8 +284,10 @@ TEST(SequentialSpecTest, ParsesTheSmallCnnWithItsShapesAndParameters) {
   EXPECT_EQ(layout.size(4), 4000u);
   EXPECT_EQ(layout.size(5), 10u);
   // Outputs 5408 + 5408 + 1352 + 1936 + 1936 + 400 + 10, two gradient buffers of the largest
-  // hidden output (5408), and conv2's field (3*3*8) twice.
-  EXPECT_EQ(Sequential::ScratchFloats(spec), 16450u + 2u * 5408u + 2u * 72u);
+  // hidden output (5408), each conv's receptive fields (26*26 of 3*3*1, 11*11 of 3*3*8) and the
+  // gradient of the largest product's (conv2's 121 fields).
+  EXPECT_EQ(Sequential::ScratchFloats(spec),
+            16450u + 2u * 5408u + (676u * 9u + 121u * 72u) + 121u * 72u);
 }
 
 TEST(SequentialSpecTest, InfersPaddingStrideAndDepthwiseShapes) {
@@ -466,6 +469,27 @@ TEST(LayerGradientTest, ConvSameStrideOne) {
 TEST(LayerGradientTest, ConvSameStrideTwo) {
   ExpectGradientMatchesFiniteDifferences("conv:2:1,conv:3:3:2:same,dense:3", {5, 6, 2}, 3, 7);
   ExpectGradientMatchesFiniteDifferences("conv:2:1,conv:2:4:2:same,dense:3", {7, 4, 1}, 3, 8);
+}
+
+TEST(LayerGradientTest, ConvOverSeveralTilesAndProducts) {
+  // conv2 has 31*31 receptive fields of 3*3*2: more than one tile of fields holds (910 of
+  // them), so both passes gather each tile, and the products take 256 positions at a time, the
+  // last of each tile fewer.
+  const std::string_view text = "conv:2:1,conv:2:3:1:same,avgpool:31,dense:2";
+  const SequentialSpec spec = Parse(text, {31, 31, 1}, 2);
+  // Outputs 1922 + 1922 + 2 + 2, two gradient buffers of 1922, conv1's 961 fields of one value
+  // and conv2's one tile of 910 fields, and the gradient of conv2's 256-field products.
+  EXPECT_EQ(Sequential::ScratchFloats(spec),
+            3848u + 2u * 1922u + (961u + 910u * 18u) + 256u * 18u);
+  ExpectGradientMatchesFiniteDifferences(text, {31, 31, 1}, 2, 20);
+}
+
+TEST(LayerGradientTest, ConvWithMoreWeightsThanAStackPack) {
+  // conv2's 8 x 3*3*512 weights (36,864) exceed what Eigen's blocked product packs on the stack
+  // (32,768 floats), so its products are added row by row, as on bare metal. Every 397th
+  // parameter is checked: the reference is slow at this size.
+  ExpectGradientMatchesFiniteDifferences("conv:512:1,conv:8:3:1:same,dense:3", {3, 3, 1}, 3, 21,
+                                         1.0f, 397);
 }
 
 TEST(LayerGradientTest, DepthwiseConv) {
@@ -703,8 +727,8 @@ struct CallFixture {
 TEST(SequentialTest, ScratchOfExactlyScratchFloatsSuffices) {
   CallFixture f;
   // Outputs 6*6*3 + 6*6*3 + 3*3*3 + 4, gradient buffers of 108 (the conv's and relu's outputs),
-  // the conv's 3*3*2 field twice.
-  ASSERT_EQ(f.scratch.size(), 108u + 108u + 27u + 4u + 2u * 108u + 2u * 18u);
+  // the conv's 36 receptive fields of 3*3*2 and their gradient.
+  ASSERT_EQ(f.scratch.size(), 108u + 108u + 27u + 4u + 2u * 108u + 2u * 36u * 18u);
   EXPECT_TRUE(f.Call(f.scratch).ok());
   const std::vector<float> exact = f.gradient;
   std::vector<float> larger(f.scratch.size() + 100, 5.0f);

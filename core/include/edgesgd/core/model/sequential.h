@@ -65,15 +65,17 @@ Status InitSequentialParameters(const SequentialSpec& spec, std::uint64_t seed,
                                 std::span<float> params);
 
 // Forward and backward passes of a SequentialSpec. Samples are processed one at a time, so
-// scratch does not grow with the batch. Convolutions gather one receptive field at a time into
-// scratch and take dot products with the filters (contiguous over kernel_x and channels);
-// never an Eigen matrix product, whose blocking buffers may malloc.
+// scratch does not grow with the batch. Convolutions gather the receptive fields of up to
+// 16,384 floats' worth of output positions into scratch and multiply them by the filters in
+// products of up to 256 positions: Eigen's blocked product where Eigen may allocate (its
+// packing buffers live on the stack, or on the heap beyond 128 KB), and a row-by-row product
+// that skips zero factors under EIGEN_NO_MALLOC (bare metal).
 struct Sequential {
   // Floats of scratch one call needs (0 for an invalid spec, or one whose scratch would not fit
-  // in this machine's address space): every layer's output for one
-  // sample, two gradient buffers as large as the largest output before the last layer, and
-  // twice the largest conv receptive field (kernel^2 x in channels) for the gathered field and
-  // its gradient.
+  // in this machine's address space): every layer's output for one sample, two gradient
+  // buffers as large as the largest output before the last layer, each conv layer's gathered
+  // receptive fields (output positions x kernel^2 x in channels, at most 16,384 floats or one
+  // field), and the gradient of the largest product's fields (at most 256 of them).
   static std::size_t ScratchFloats(const SequentialSpec& spec);
 
   // Reads params (ParameterCount(spec) floats) and batch (float features, feature_dim =
