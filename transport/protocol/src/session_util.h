@@ -19,6 +19,9 @@ namespace edgesgd::protocol::internal {
 // a + b, or kNever when that would overflow: deadlines of kNever stay kNever.
 constexpr TimeNs SaturatingAdd(TimeNs a, TimeNs b) { return a > kNever - b ? kNever : a + b; }
 
+// A one-bit mask for a neighbour's (or a slot's) index in a 64-bit set.
+constexpr std::uint64_t Bit(std::size_t index) { return std::uint64_t{1} << index; }
+
 inline bool AllFinite(std::span<const float> values) {
   for (const float value : values) {
     if (!std::isfinite(value)) return false;
