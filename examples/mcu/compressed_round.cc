@@ -2,7 +2,11 @@
 
 #include <algorithm>
 
+#include "edgesgd/platform/clock.h"
+#include "edgesgd/platform/log.h"
 #include "edgesgd/wire/frame_decoder.h"
+#include "memory_usage.h"
+#include "semihosting.h"
 
 namespace edgesgd::mcu {
 namespace {
@@ -24,8 +28,8 @@ namespace {
                               {});
 }
 
-}  // namespace
-
+// One round; returns the Update frame's size. Not inlined, so its locals occupy the stack only
+// while a round runs.
 [[gnu::noinline]] Result<std::size_t> RunRound(const CompressedRound& run, std::uint32_t round,
                                                wire::FrameBuilder& builder) {
   EDGESGD_TRY(run.worker.BeginRound(run.vector));  // copies x: the vector is free from here
@@ -50,6 +54,67 @@ namespace {
   EDGESGD_TRY_ASSIGN(const std::span<const std::byte> frame, builder.FinishPayloadFrame());
   EDGESGD_TRY(ApplyFrame(run, frame, context));
   return frame.size();
+}
+
+}  // namespace
+
+Status TrainRounds(const CompressedRound& run, std::uint32_t rounds, std::uint32_t log_every,
+                   const ImageSlice& loss_images, const ImageSlice& test, TrainingRecord& record) {
+  using platform::Log;
+  using platform::LogLevel;
+  EDGESGD_TRY_ASSIGN(record.first,
+                     EvaluateImages(run.model, run.vector, loss_images, run.buffers));
+  record.last = record.first;
+  Log(LogLevel::kInfo, "round %4u  train loss %.4f", 0u, static_cast<double>(record.first.loss));
+  wire::FrameBuilder builder(run.builder_storage);
+  for (std::uint32_t round = 0; round < rounds; ++round) {
+    // Read every round: the SysTick fallback wraps every 0.67 s.
+    const std::uint64_t start = platform::MonotonicNanos();
+    EDGESGD_TRY_ASSIGN(record.frame_bytes, RunRound(run, round, builder));
+    record.train_ns += platform::MonotonicNanos() - start;
+    if ((round + 1) % log_every != 0) continue;
+    EDGESGD_TRY_ASSIGN(record.last,
+                       EvaluateImages(run.model, run.vector, loss_images, run.buffers));
+    Log(LogLevel::kInfo, "round %4u  train loss %.4f", static_cast<unsigned>(round + 1),
+        static_cast<double>(record.last.loss));
+  }
+  EDGESGD_TRY_ASSIGN(const Evaluation held_out,
+                     EvaluateImages(run.model, run.vector, test, run.buffers));
+  record.last.accuracy = held_out.accuracy;
+  return Status::Ok();
+}
+
+int ReportTraining(const TrainingRecord& record, std::uint32_t rounds, std::uint32_t batch,
+                   const TrainingTargets& targets) {
+  using platform::Log;
+  using platform::LogLevel;
+  const double train_ms = static_cast<double>(record.train_ns) / 1e6;
+  Log(LogLevel::kInfo,
+      "time: %.3f ms per training sample, %.1f ms per round (emulated: qemu's SysTick follows "
+      "the host clock)",
+      train_ms / (static_cast<double>(rounds) * batch), train_ms / rounds);
+  platform::internal::LogMemoryUse();
+  const std::size_t static_ram = platform::internal::StaticRamBytes();
+  const std::size_t ram = static_ram + platform::internal::StackPeakBytes();
+  const std::size_t unplanned = static_ram - std::min(static_ram, targets.plan_bytes);
+  Log(LogLevel::kInfo, "RAM %zu B: %s the %zu B target (static beyond the plan: %zu B)", ram,
+      ram <= targets.ram_bytes ? "within" : "above", targets.ram_bytes, unplanned);
+  const float chance = 1.0f / static_cast<float>(kImageClasses);
+  const float loss_factor = record.first.loss / record.last.loss;
+  Log(LogLevel::kInfo,
+      "train loss %.4f -> %.4f (%.2fx lower, need %.1fx); held-out accuracy %.3f (need %.2f)",
+      static_cast<double>(record.first.loss), static_cast<double>(record.last.loss),
+      static_cast<double>(loss_factor), static_cast<double>(targets.loss_factor),
+      static_cast<double>(record.last.accuracy),
+      static_cast<double>(chance + targets.accuracy_margin));
+  if (ram > targets.ram_bytes || !(loss_factor >= targets.loss_factor) ||
+      !(record.last.accuracy >= chance + targets.accuracy_margin) ||
+      unplanned > targets.unplanned_budget_bytes) {
+    Log(LogLevel::kError, "EDGESGD-MCU FAIL: RAM, training or the memory plan missed its target");
+    return 1;
+  }
+  platform::internal::ReportPass();
+  return 0;
 }
 
 }  // namespace edgesgd::mcu

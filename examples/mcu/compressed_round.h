@@ -1,7 +1,7 @@
 #pragma once
 
 // The round of the images that train alone but upload exactly what a federated worker would
-// (train_10k, train_cnn): the gradient at the model, one ErrorFeedbackWorker step compressed
+// (train_10k, train_cnn), their training loop and their verdict: the gradient at the model, one ErrorFeedbackWorker step compressed
 // straight into a real Update frame (FrameBuilder), and the frame decoded (DecodeFrame) and
 // applied to the model, x -= C(p), as a server would.
 //
@@ -37,11 +37,35 @@ struct CompressedRound {
   std::uint32_t batch;
   const ImageSlice& train;
   const ImageBuffers& buffers;
+  std::span<std::byte> builder_storage;  // the Update frame's (wire::FrameBuilderBytes)
 };
 
-// One round; returns the Update frame's size. Not inlined, so its locals occupy the stack only
-// while a round runs. Errors: those of the worker, the model, the frame builder and decoder.
-Result<std::size_t> RunRound(const CompressedRound& run, std::uint32_t round,
-                             wire::FrameBuilder& builder);
+// What a training run measured.
+struct TrainingRecord {
+  Evaluation first;  // the training loss before the first round
+  Evaluation last;   // the last logged training loss, with the held-out accuracy
+  std::size_t frame_bytes = 0;  // the last Update frame
+  std::uint64_t train_ns = 0;   // time in rounds, evaluations excluded
+};
+
+// Runs `rounds` rounds from the model in run.vector (worker and model Init'ed), logging the
+// loss on `loss_images` before the first and every `log_every` rounds, then evaluates `test`.
+// Errors: those of the worker, the model, the frame builder and decoder.
+Status TrainRounds(const CompressedRound& run, std::uint32_t rounds, std::uint32_t log_every,
+                   const ImageSlice& loss_images, const ImageSlice& test, TrainingRecord& record);
+
+// What an image requires of its run.
+struct TrainingTargets {
+  std::size_t ram_bytes;               // static RAM + stack peak
+  std::size_t plan_bytes;              // the image's memory plan
+  std::size_t unplanned_budget_bytes;  // static RAM beyond the plan: memory the plan misses
+  float loss_factor;                   // first loss / last loss
+  float accuracy_margin;               // held-out accuracy above chance
+};
+
+// Logs the time per training sample, the memory use and each figure against its target; on
+// success reports the pass and returns 0, otherwise logs the failure and returns 1.
+int ReportTraining(const TrainingRecord& record, std::uint32_t rounds, std::uint32_t batch,
+                   const TrainingTargets& targets);
 
 }  // namespace edgesgd::mcu

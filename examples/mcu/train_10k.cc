@@ -15,7 +15,6 @@
 // kRequiredMargin, and the static RAM beyond the plan stays under kUnplannedBudgetBytes (the plan
 // is what the device really uses).
 
-#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -30,8 +29,6 @@
 #include "edgesgd/wire/frame_builder.h"
 #include "compressed_round.h"
 #include "fashion_slice.h"
-#include "memory_usage.h"
-#include "semihosting.h"
 
 namespace edgesgd::mcu {
 namespace {
@@ -97,10 +94,6 @@ const ImageBuffers kBatchBuffers{g_batch_features, g_batch_labels};
 ErrorFeedbackWorker g_worker;
 Model g_model;
 
-Result<Evaluation> Evaluate(const ImageSlice& slice) {
-  return EvaluateImages(g_model, g_vector, slice, kBatchBuffers);
-}
-
 // The training loss is followed on the first training images (see ImageSlice::First).
 constexpr std::size_t kLossImages = 128;
 const ImageSlice kLossSlice = kTrainSlice.First(kLossImages);
@@ -114,37 +107,24 @@ constexpr CompressedRound kRound{.worker = g_worker,
                                  .seed = kSeed,
                                  .batch = kBatch,
                                  .train = kTrainSlice,
-                                 .buffers = kBatchBuffers};
+                                 .buffers = kBatchBuffers,
+                                 .builder_storage = g_builder_storage};
 
-// The model's own layout must be the one the plan was computed for. Not inlined, for the same
-// reason as Round.
+// The model's own layout must be the one the plan was computed for. Not inlined, so the layout
+// is off the stack while training runs.
 [[gnu::noinline]] Status CheckLayout() {
   EDGESGD_TRY_ASSIGN(const TensorLayout layout, ModelLayout(kSpec));
   return layout == kLayout ? Status::Ok() : Status::Internal();
 }
 
-Status Train(Evaluation& first, Evaluation& last, std::size_t& frame_bytes) {
+Status Train(TrainingRecord& record) {
   EDGESGD_TRY(CheckLayout());
   Arena arena(g_arena);
   EDGESGD_TRY(g_worker.Init(arena, kCodecs, kLayout, kCodec, kFeedback, kLentScratch));
   EDGESGD_TRY(g_model.Init(kSpec, arena));
   arena.Seal();
   EDGESGD_TRY(g_model.InitParameters(kSeed, g_vector));
-  EDGESGD_TRY_ASSIGN(first, Evaluate(kLossSlice));
-
-  wire::FrameBuilder builder(g_builder_storage);
-  for (std::uint32_t round = 0; round < kRounds; ++round) {
-    EDGESGD_TRY_ASSIGN(frame_bytes, RunRound(kRound, round, builder));
-    if ((round + 1) % kLogEvery == 0) {
-      EDGESGD_TRY_ASSIGN(const Evaluation train, Evaluate(kLossSlice));
-      Log(LogLevel::kInfo, "round %3u  train loss %.4f", static_cast<unsigned>(round + 1),
-          static_cast<double>(train.loss));
-      last = train;
-    }
-  }
-  EDGESGD_TRY_ASSIGN(const Evaluation test, Evaluate(kTestSlice));
-  last.accuracy = test.accuracy;
-  return Status::Ok();
+  return TrainRounds(kRound, kRounds, kLogEvery, kLossSlice, kTestSlice, record);
 }
 
 int Run() {
@@ -152,10 +132,8 @@ int Run() {
       kSpec.features, kSpec.hidden, kSpec.classes, kDimension,
       static_cast<double>(kTopK.k_ratio * 100.0f), static_cast<unsigned>(kRounds),
       static_cast<unsigned>(kBatch));
-  Evaluation first;
-  Evaluation last;
-  std::size_t frame_bytes = 0;
-  if (const Status status = Train(first, last, frame_bytes); !status.ok()) {
+  TrainingRecord record;
+  if (const Status status = Train(record); !status.ok()) {
     Log(LogLevel::kError, "EDGESGD-MCU FAIL: training failed: %s", status.reason());
     return 1;
   }
@@ -164,27 +142,14 @@ int Run() {
       "model scratch %zu B, batch %zu B; total %zu B",
       kFeedbackBytes, kVectorBytes, kVectorBytes, kCodecScratchBytes, kBuilderBytes,
       kModelScratchBytes, kBatchBytes, kPlanBytes);
-  Log(LogLevel::kInfo, "update frame %zu B (dense would be %zu B)", frame_bytes,
+  Log(LogLevel::kInfo, "update frame %zu B (dense would be %zu B)", record.frame_bytes,
       wire::MaxFrameBytes(IdentityParams{}, kLayout));
-  platform::internal::LogMemoryUse();
-  const std::size_t static_ram = platform::internal::StaticRamBytes();
-  const std::size_t ram = static_ram + platform::internal::StackPeakBytes();
-  const std::size_t unplanned = static_ram - std::min(static_ram, kPlanBytes);
-  Log(LogLevel::kInfo, "RAM %zu B: %s the %zu B target (static beyond the plan: %zu B)", ram,
-      ram <= kRamTargetBytes ? "within" : "above", kRamTargetBytes, unplanned);
-  const float chance = 1.0f / static_cast<float>(kImageClasses);
-  Log(LogLevel::kInfo,
-      "train loss %.4f -> %.4f (%.2fx lower, need %.1fx); held-out accuracy %.3f (need %.2f)",
-      static_cast<double>(first.loss), static_cast<double>(last.loss),
-      static_cast<double>(first.loss / last.loss), static_cast<double>(kRequiredLossFactor),
-      static_cast<double>(last.accuracy), static_cast<double>(chance + kRequiredMargin));
-  if (ram > kRamTargetBytes || !(first.loss / last.loss >= kRequiredLossFactor) ||
-      !(last.accuracy >= chance + kRequiredMargin) || unplanned > kUnplannedBudgetBytes) {
-    Log(LogLevel::kError, "EDGESGD-MCU FAIL: RAM, training or the memory plan missed its target");
-    return 1;
-  }
-  platform::internal::ReportPass();
-  return 0;
+  return ReportTraining(record, kRounds, kBatch,
+                        {.ram_bytes = kRamTargetBytes,
+                         .plan_bytes = kPlanBytes,
+                         .unplanned_budget_bytes = kUnplannedBudgetBytes,
+                         .loss_factor = kRequiredLossFactor,
+                         .accuracy_margin = kRequiredMargin});
 }
 
 }  // namespace
