@@ -3,7 +3,10 @@
 // the same run so that their ratio is comparable on any machine.
 //
 // The PyTorch side is a short Python program this command writes to a temporary file and runs
-// with python3 (Debian's python3-torch); without it the edgesgd figures are still printed.
+// with python3 (Debian's python3-torch) in --torch-processes processes, keeping the best figures:
+// PyTorch's training speed settles per process in one of two modes on some machines (about 12,000
+// or 19,000 samples/s for the default network on the reference machine), and the comparison is
+// with its faster one. Without python3-torch the edgesgd figures are still printed.
 
 #include <unistd.h>
 
@@ -34,6 +37,7 @@ struct BenchModelOptions {
   double seconds = 2.0;
   int repeats = 3;
   bool torch = true;
+  int torch_processes = 5;
   std::string python = "/usr/bin/python3";  // Debian's, where python3-torch installs
   bool json = false;
 };
@@ -179,6 +183,36 @@ struct TorchFigures {
   Throughput throughput;
 };
 
+// Runs the PyTorch program once; false with `why_not` set when it could not.
+bool RunTorchProgram(const std::string& command, const std::string& python, TorchFigures& figures) {
+  std::FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) {
+    figures.why_not = "cannot start " + python;
+    return false;
+  }
+  std::string output;
+  char buffer[512];
+  while (std::fgets(buffer, sizeof(buffer), pipe) != nullptr) output += buffer;
+  const int status = ::pclose(pipe);
+  char version[64] = {};
+  Throughput run;
+  if (status != 0 ||
+      std::sscanf(output.c_str(), "torch %63s %lf %lf", version, &run.train, &run.evaluate) != 3) {
+    const std::size_t end = output.find_last_not_of("\n");
+    const std::size_t line = output.rfind('\n', end);
+    figures.why_not = python + " could not run it (install python3-torch): " +
+                      output.substr(line == std::string::npos ? 0 : line + 1,
+                                    end == std::string::npos ? 0 : end - line);
+    return false;
+  }
+  figures.measured = true;
+  figures.version = version;
+  figures.throughput.train = std::max(figures.throughput.train, run.train);
+  figures.throughput.evaluate = std::max(figures.throughput.evaluate, run.evaluate);
+  return true;
+}
+
+// The best figures of o.torch_processes runs of the PyTorch program.
 TorchFigures MeasureTorch(const BenchModelOptions& o, const SequentialSpec& spec,
                           const std::string& canonical) {
   TorchFigures result;
@@ -197,26 +231,11 @@ TorchFigures MeasureTorch(const BenchModelOptions& o, const SequentialSpec& spec
         std::to_string(spec.input.width) + " " + std::to_string(spec.input.channels) + " " +
         std::to_string(spec.classes) + " " + std::to_string(o.batch) + " " +
         std::to_string(o.seconds) + " " + std::to_string(o.repeats) + " 2>&1";
-    if (std::FILE* pipe = ::popen(command.c_str(), "r")) {
-      std::string output;
-      char buffer[512];
-      while (std::fgets(buffer, sizeof(buffer), pipe) != nullptr) output += buffer;
-      const int status = ::pclose(pipe);
-      char version[64] = {};
-      if (status == 0 && std::sscanf(output.c_str(), "torch %63s %lf %lf", version,
-                                     &result.throughput.train,
-                                     &result.throughput.evaluate) == 3) {
-        result.measured = true;
-        result.version = version;
-      } else {
-        const std::size_t end = output.find_last_not_of("\n");
-        const std::size_t line = output.rfind('\n', end);
-        result.why_not = o.python + " could not run it (install python3-torch): " +
-                         output.substr(line == std::string::npos ? 0 : line + 1,
-                                       end == std::string::npos ? 0 : end - line);
+    for (int run = 0; run < o.torch_processes; ++run) {
+      if (!RunTorchProgram(command, o.python, result)) {
+        result.measured = false;
+        break;
       }
-    } else {
-      result.why_not = "cannot start " + o.python;
     }
   } else {
     result.why_not = "cannot write the PyTorch program to a temporary file";
@@ -304,6 +323,11 @@ void AddBenchModelCommand(CLI::App& bench, int& exit_code) {
       ->capture_default_str()
       ->check(CLI::Range(1, 100));
   model->add_flag("!--no-torch", options->torch, "Measure edgesgd alone");
+  model->add_option("--torch-processes", options->torch_processes,
+                    "PyTorch runs, each in a new process; the best figures are reported (its "
+                    "speed can settle per process in a slower mode)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 20));
   model->add_option("--python", options->python, "The Python interpreter that has torch (Debian's python3-torch)")
       ->capture_default_str();
   model->add_flag("--json", options->json, "Print one JSON object instead of a table");
