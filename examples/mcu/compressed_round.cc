@@ -84,15 +84,17 @@ Status TrainRounds(const CompressedRound& run, std::uint32_t rounds, std::uint32
   return Status::Ok();
 }
 
-int ReportTraining(const TrainingRecord& record, std::uint32_t rounds, std::uint32_t batch,
+int ReportTraining(const CompressedRound& run, const TrainingRecord& record, std::uint32_t rounds,
                    const TrainingTargets& targets) {
   using platform::Log;
   using platform::LogLevel;
+  Log(LogLevel::kInfo, "update frame %zu B (dense would be %zu B)", record.frame_bytes,
+      wire::MaxFrameBytes(IdentityParams{}, run.layout));
   const double train_ms = static_cast<double>(record.train_ns) / 1e6;
   Log(LogLevel::kInfo,
       "time: %.3f ms per training sample, %.1f ms per round (emulated: qemu's SysTick follows "
       "the host clock)",
-      train_ms / (static_cast<double>(rounds) * batch), train_ms / rounds);
+      train_ms / (static_cast<double>(rounds) * run.batch), train_ms / rounds);
   platform::internal::LogMemoryUse();
   const std::size_t static_ram = platform::internal::StaticRamBytes();
   const std::size_t ram = static_ram + platform::internal::StackPeakBytes();

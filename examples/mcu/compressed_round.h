@@ -63,9 +63,10 @@ struct TrainingTargets {
   float accuracy_margin;               // held-out accuracy above chance
 };
 
-// Logs the time per training sample, the memory use and each figure against its target; on
-// success reports the pass and returns 0, otherwise logs the failure and returns 1.
-int ReportTraining(const TrainingRecord& record, std::uint32_t rounds, std::uint32_t batch,
+// Logs the Update frame's size, the time per training sample, the memory use and each figure
+// against its target; on success reports the pass and returns 0, otherwise logs the failure and
+// returns 1.
+int ReportTraining(const CompressedRound& run, const TrainingRecord& record, std::uint32_t rounds,
                    const TrainingTargets& targets);
 
 }  // namespace edgesgd::mcu

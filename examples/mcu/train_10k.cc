@@ -80,6 +80,11 @@ constexpr std::size_t kBatchBytes = kBatch * (kImageFeatures * sizeof(float) + 1
 constexpr std::size_t kPlanBytes =
     kFeedbackBytes + kModelScratchBytes + kVectorBytes + kBuilderBytes + kBatchBytes;
 static_assert(kFeedbackBytes > 0 && kBuilderBytes > 0);
+constexpr TrainingTargets kTargets{.ram_bytes = kRamTargetBytes,
+                                   .plan_bytes = kPlanBytes,
+                                   .unplanned_budget_bytes = kUnplannedBudgetBytes,
+                                   .loss_factor = kRequiredLossFactor,
+                                   .accuracy_margin = kRequiredMargin};
 // The codec's scratch is lent from the model/gradient buffer.
 static_assert(kCodecScratchBytes <= kDimension * sizeof(float));
 
@@ -142,14 +147,7 @@ int Run() {
       "model scratch %zu B, batch %zu B; total %zu B",
       kFeedbackBytes, kVectorBytes, kVectorBytes, kCodecScratchBytes, kBuilderBytes,
       kModelScratchBytes, kBatchBytes, kPlanBytes);
-  Log(LogLevel::kInfo, "update frame %zu B (dense would be %zu B)", record.frame_bytes,
-      wire::MaxFrameBytes(IdentityParams{}, kLayout));
-  return ReportTraining(record, kRounds, kBatch,
-                        {.ram_bytes = kRamTargetBytes,
-                         .plan_bytes = kPlanBytes,
-                         .unplanned_budget_bytes = kUnplannedBudgetBytes,
-                         .loss_factor = kRequiredLossFactor,
-                         .accuracy_margin = kRequiredMargin});
+  return ReportTraining(kRound, record, kRounds, kTargets);
 }
 
 }  // namespace

@@ -104,6 +104,11 @@ constexpr std::size_t kBatchBytes = kBatch * (kImageFeatures * sizeof(float) + 1
 constexpr std::size_t kPlanBytes =
     kFeedbackBytes + kModelScratchBytes + kVectorBytes + kBuilderBytes + kBatchBytes;
 static_assert(kFeedbackBytes > 0 && kBuilderBytes > 0);
+constexpr TrainingTargets kTargets{.ram_bytes = kRamTargetBytes,
+                                   .plan_bytes = kPlanBytes,
+                                   .unplanned_budget_bytes = kUnplannedBudgetBytes,
+                                   .loss_factor = kRequiredLossFactor,
+                                   .accuracy_margin = kRequiredMargin};
 
 alignas(kArenaAlignment) std::array<std::byte, kFeedbackBytes + kModelScratchBytes> g_arena;
 // The synced model between rounds, the gradient within one.
@@ -170,14 +175,7 @@ int Run() {
     Log(LogLevel::kError, "EDGESGD-MCU FAIL: training failed: %s", status.reason());
     return 1;
   }
-  Log(LogLevel::kInfo, "update frame %zu B (dense would be %zu B)", record.frame_bytes,
-      wire::MaxFrameBytes(IdentityParams{}, kLayout));
-  return ReportTraining(record, kRounds, kBatch,
-                        {.ram_bytes = kRamTargetBytes,
-                         .plan_bytes = kPlanBytes,
-                         .unplanned_budget_bytes = kUnplannedBudgetBytes,
-                         .loss_factor = kRequiredLossFactor,
-                         .accuracy_margin = kRequiredMargin});
+  return ReportTraining(kRound, record, kRounds, kTargets);
 }
 
 }  // namespace
