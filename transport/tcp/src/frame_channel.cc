@@ -346,27 +346,34 @@ bool FrameChannel::Send(std::span<const std::byte> frame) {
     queued_ = 0;
   }
   if (queued_ == slots_.size()) return false;
-  std::vector<std::byte>& slot = slots_[(head_ + queued_) % slots_.size()];
+  SendSlot& slot = slots_[(head_ + queued_) % slots_.size()];
   // Authenticated: the frame goes where the record's payload belongs; WriteFront seals it.
   const std::size_t offset = authenticating() ? auth::kRecordHeaderBytes : 0;
   const std::size_t bytes = authenticating() ? auth::RecordBytes(frame.size()) : frame.size();
-  if (slot.capacity() < bytes) {
-    // Every slot grows at once: which slot the largest frame lands in varies with the mix of
-    // frames (heartbeats between updates), and after warm-up none may allocate.
-    for (std::vector<std::byte>& each : slots_) each.reserve(bytes);
-  }
-  slot.resize(bytes);
-  std::memcpy(slot.data() + offset, frame.data(), frame.size());
+  // Every free slot grows at once: which slot the largest frame lands in varies with the mix of
+  // frames (heartbeats between updates), and after warm-up none may allocate.
+  if (slot.capacity < bytes) GrowFreeSlots(bytes);
+  slot.bytes = bytes;
+  std::memcpy(slot.storage.get() + offset, frame.data(), frame.size());
   ++queued_;
   if (state_ == State::kOpen && !writing_) WriteFront();
   return true;
+}
+
+void FrameChannel::GrowFreeSlots(std::size_t bytes) {
+  for (std::size_t i = queued_; i < slots_.size(); ++i) {
+    SendSlot& slot = slots_[(head_ + i) % slots_.size()];
+    if (slot.capacity >= bytes) continue;
+    slot.storage = std::make_unique_for_overwrite<std::byte[]>(bytes);
+    slot.capacity = bytes;
+  }
 }
 
 void FrameChannel::WriteFront() {
   if (tls_pending()) return;  // written once the TLS handshake is done
   if (authenticating()) {
     if (!auth_.established()) return;  // written once the hellos are done
-    const std::span<std::byte> record(slots_[head_]);
+    const std::span<std::byte> record = slots_[head_].frame();
     const Result<std::span<const std::byte>> sealed = auth_.Seal(
         record.subspan(auth::kRecordHeaderBytes, record.size() - auth::kRecordOverheadBytes),
         record);
@@ -382,7 +389,7 @@ void FrameChannel::WriteFront() {
   write_started_ = events_.ChannelNow();
   events_.OnChannelDeadline(NextDeadline());
   ++pending_;
-  AsyncWrite(slots_[head_], [this](const asio::error_code& error, std::size_t bytes) {
+  AsyncWrite(slots_[head_].frame(), [this](const asio::error_code& error, std::size_t bytes) {
     const Completion completion(*this);
     OnWritten(error, bytes);
   });

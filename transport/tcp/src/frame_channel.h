@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <memory>
 #include <vector>
 
 #include "edgesgd/auth/connection_auth.h"
@@ -202,7 +203,18 @@ class FrameChannel {
   std::array<std::byte, auth::kResponderHelloBytes> hello_out_{};
 
   // Send: a ring of frame copies (with room for the record header and tag when authenticating).
-  std::vector<std::vector<std::byte>> slots_;
+  // A slot's storage only grows, to the largest frame so far, and is never cleared: the copy
+  // overwrites what a frame uses.
+  struct SendSlot {
+    std::unique_ptr<std::byte[]> storage;
+    std::size_t capacity = 0;
+    std::size_t bytes = 0;
+    std::span<std::byte> frame() { return {storage.get(), bytes}; }
+  };
+  // Grows the free slots (neither queued nor being written: those keep their bytes where the
+  // write reads them) to at least `bytes`.
+  void GrowFreeSlots(std::size_t bytes);
+  std::vector<SendSlot> slots_;
   std::size_t head_ = 0;
   std::size_t queued_ = 0;
   bool writing_ = false;
