@@ -71,7 +71,7 @@ def gloo_seconds_per_round(dim, workers, warmup, rounds):
 def edgesgd_seconds_per_round(edgesgd, dim, workers, warmup, rounds):
     output = subprocess.run(
         [edgesgd, "bench", "tcp", "--dim", str(dim), "--workers", str(workers), "--rounds",
-         str(rounds), "--warmup", str(warmup), "--json"],
+         str(rounds), "--warmup", str(warmup), "--uplink", "dense", "--json"],
         check=True, capture_output=True, text=True).stdout
     for variant in json.loads(output)["variants"]:
         if variant["uplink"].startswith("dense"):

@@ -3,7 +3,9 @@
 // for a dense, a 1-bit and a sparse uplink. Workers compute a synthetic gradient (x - target,
 // one pass over d floats) so the figures are those of codecs, protocol and sockets.
 
+#include <algorithm>
 #include <chrono>
+#include <iterator>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -27,13 +29,17 @@ struct BenchTcpOptions {
   std::uint32_t rounds = 30;
   std::uint32_t warmup = 3;
   float k_ratio = 0.01f;
+  std::vector<std::string> uplinks;  // keys of the variants to run; empty runs them all
   bool json = false;
 };
 
 struct Variant {
+  const char* key;  // what --uplink names it by
   const char* name;
   protocol::RunConfig config;
 };
+
+constexpr const char* kUplinkKeys[] = {"dense", "sign", "top_k", "top_k_both"};
 
 std::vector<Variant> Variants(const BenchTcpOptions& o) {
   protocol::RunConfig base;
@@ -48,19 +54,19 @@ std::vector<Variant> Variants(const BenchTcpOptions& o) {
   protocol::RunConfig dense = base;
   dense.codec = IdentityParams{};
   dense.feedback.kind = FeedbackKind::kNone;
-  variants.push_back({"dense (identity, model downlink)", dense});
+  variants.push_back({kUplinkKeys[0], "dense (identity, model downlink)", dense});
   protocol::RunConfig sign = base;
   sign.codec = SignParams{SignScale::kUnit};
   sign.aggregation = protocol::AggregationKind::kMajority;
   sign.optimizer = {OptimizerKind::kSignum, 1e-3f, 0.9f, 0.0f};
   sign.downlink = protocol::DownlinkKind::kAggregate;
-  variants.push_back({"sign + majority (1-bit up and down)", sign});
+  variants.push_back({kUplinkKeys[1], "sign + majority (1-bit up and down)", sign});
   protocol::RunConfig top_k = base;
   top_k.codec = TopKParams{o.k_ratio};
-  variants.push_back({"top_k + EF (model downlink)", top_k});
+  variants.push_back({kUplinkKeys[2], "top_k + EF (model downlink)", top_k});
   protocol::RunConfig two_way = top_k;
   two_way.downlink = protocol::DownlinkKind::kAggregate;
-  variants.push_back({"top_k + EF (top_k downlink, server EF)", two_way});
+  variants.push_back({kUplinkKeys[3], "top_k + EF (top_k downlink, server EF)", two_way});
   return variants;
 }
 
@@ -183,6 +189,10 @@ int RunBenchTcp(const BenchTcpOptions& o) {
   }
   bool first = true;
   for (const Variant& variant : Variants(o)) {
+    if (!o.uplinks.empty() &&
+        std::find(o.uplinks.begin(), o.uplinks.end(), variant.key) == o.uplinks.end()) {
+      continue;
+    }
     Figures figures;
     std::string error;
     if (!Measure(o, variant.config, figures, error)) {
@@ -235,6 +245,13 @@ void AddBenchTcpCommand(CLI::App& bench, int& exit_code) {
   command->add_option("--k-ratio", o->k_ratio, "top_k: fraction of coordinates sent")
       ->capture_default_str()
       ->check(CLI::Range(1e-9f, 1.0f));
+  command->add_option("--uplink", o->uplinks,
+                      "Run only these variants (repeat the flag or separate with commas): dense, "
+                      "sign (+ majority vote), top_k (+ EF, model downlink), top_k_both (top_k "
+                      "downlink with server EF); all by default")
+      ->delimiter(',')
+      ->check(CLI::IsMember(std::vector<std::string>(std::begin(kUplinkKeys),
+                                                     std::end(kUplinkKeys))));
   command->add_flag("--json", o->json, "Print one JSON object instead of a table");
   command->callback([o, &exit_code] { exit_code = RunBenchTcp(*o); });
 }

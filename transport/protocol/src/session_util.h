@@ -3,11 +3,11 @@
 // Small helpers shared by the server and worker sessions (not part of the public API).
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <span>
 #include <utility>
 
+#include "edgesgd/core/internal/codec_checks.h"
 #include "edgesgd/core/payload.h"
 #include "edgesgd/core/random.h"
 #include "edgesgd/protocol/run_config.h"
@@ -22,12 +22,7 @@ constexpr TimeNs SaturatingAdd(TimeNs a, TimeNs b) { return a > kNever - b ? kNe
 // A one-bit mask for a neighbour's (or a slot's) index in a 64-bit set.
 constexpr std::uint64_t Bit(std::size_t index) { return std::uint64_t{1} << index; }
 
-inline bool AllFinite(std::span<const float> values) {
-  for (const float value : values) {
-    if (!std::isfinite(value)) return false;
-  }
-  return true;
-}
+using edgesgd::internal::AllFinite;
 
 // The participants of a round: round(P * n) of the n `candidates` (at least one, none of none),
 // by a partial Fisher-Yates shuffle driven by the shared participation stream, so that the
