@@ -126,6 +126,39 @@ TEST_F(ConnectionAuthTest, SealsInPlaceAndChecksStorage) {
   EXPECT_TRUE(Refuses(server, large_storage, Status::OutOfRange(), RejectReason::kOversized));
 }
 
+// A record sealed around a payload that stays where it is equals the one Seal builds, and
+// takes the next sequence number like any other.
+TEST_F(ConnectionAuthTest, DetachedSealMatchesSeal) {
+  ConnectionAuth worker;
+  ConnectionAuth twin;
+  ConnectionAuth server;
+  ConnectionAuth twin_server;
+  Connect(worker, server);
+  Connect(twin, twin_server);
+  std::vector<std::byte> payload(40);
+  for (std::size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<std::byte>(i * 7);
+  for (int record_index = 0; record_index < 2; ++record_index) {
+    alignas(8) std::array<std::byte, RecordBytes(40)> sealed{};
+    ASSERT_TRUE(twin.Seal(payload, sealed).ok());
+    std::array<std::byte, kRecordHeaderBytes> header{};
+    std::array<std::byte, kTagBytes> tag{};
+    ASSERT_TRUE(worker.SealDetached(payload, header, tag).ok());
+    alignas(8) std::array<std::byte, RecordBytes(40)> joined{};
+    std::copy(header.begin(), header.end(), joined.begin());
+    std::copy(payload.begin(), payload.end(), joined.begin() + kRecordHeaderBytes);
+    std::copy(tag.begin(), tag.end(), joined.begin() + kRecordHeaderBytes + 40);
+    EXPECT_TRUE(server.Open(joined).ok());
+    // The twins connected with the same nonces, so they hold the same keys.
+    EXPECT_EQ(joined, sealed);
+  }
+  EXPECT_EQ(server.stats().records_opened, 2u);
+  ConnectionAuth idle;
+  ASSERT_TRUE(idle.Init(kTestMaxPayload).ok());
+  std::array<std::byte, kRecordHeaderBytes> header{};
+  std::array<std::byte, kTagBytes> tag{};
+  EXPECT_EQ(idle.SealDetached(payload, header, tag), Status::FailedPrecondition());
+}
+
 // Every single-bit change anywhere in a record — length, device, sequence, payload, tag — is
 // rejected, and the payload is never handed out.
 TEST_F(ConnectionAuthTest, FlippedBitAnywhereInRecordIsRejected) {

@@ -1,12 +1,16 @@
-// FrameChannel's send queue over a real loopback connection whose far end is a plain socket the
-// test reads (or does not read) at will: what the channel writes is exactly the frames it was
-// given, in order, even when a larger frame is queued while a write is still in progress.
+// FrameChannel's send queue over real loopback connections whose far ends are plain sockets the
+// test reads (or does not read) at will: what a channel writes is exactly the frames it was
+// given, in order, even when a larger frame is queued while a write is still in progress; a
+// frame shared by several channels is written by each and goes back to the pool once the last
+// of them is done with it.
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "edgesgd/tcp/asio.h"
@@ -18,11 +22,8 @@ namespace {
 class RecordingEvents final : public ChannelEvents {
  public:
   void OnChannelFrame(FrameChannel&, std::span<const std::byte>) override {}
-  void OnChannelClosed(FrameChannel&, CloseReason reason) override {
-    closed = true;
-    close_reason = reason;
-  }
-  void OnChannelConnected(FrameChannel&) override { connected = true; }
+  void OnChannelClosed(FrameChannel&, CloseReason) override { ++closed; }
+  void OnChannelConnected(FrameChannel&) override { ++connected; }
   void OnChannelDeadline(TimeNs) override {}
   void OnChannelHandled(FrameChannel&) override {}
   TimeNs ChannelNow() const override {
@@ -31,9 +32,8 @@ class RecordingEvents final : public ChannelEvents {
                                    .count());
   }
 
-  bool connected = false;
-  bool closed = false;
-  CloseReason close_reason = CloseReason::kEndOfStream;
+  int connected = 0;
+  int closed = 0;
 };
 
 std::vector<std::byte> Pattern(std::size_t bytes, std::uint8_t seed) {
@@ -44,52 +44,112 @@ std::vector<std::byte> Pattern(std::size_t bytes, std::uint8_t seed) {
   return out;
 }
 
-// The first write stalls (the far end does not read, and both socket buffers are small), so the
-// second, larger frame is queued while the first is being written: the queue must grow without
-// moving the bytes that write still reads.
-TEST(FrameChannelTest, LargerFrameQueuedDuringAWriteArrivesIntact) {
-  asio::io_context io;
-  asio::ip::tcp::acceptor acceptor(io, asio::ip::tcp::endpoint(asio::ip::address_v4::loopback(), 0));
-  asio::ip::tcp::socket far_end(io);
-  bool accepted = false;
-  acceptor.async_accept(far_end, [&](const asio::error_code& error) { accepted = !error; });
+// Channels dialled to plain sockets accepted by the test.
+class FrameChannelTest : public ::testing::Test {
+ protected:
+  FrameChannelTest() { options_.send_queue_frames = 4; }
 
-  RecordingEvents events;
-  DriverOptions options;
-  options.send_queue_frames = 4;
-  DriverCounters counters;
-  FrameChannel channel(io, events, options, counters, nullptr);
-  channel.Connect(acceptor.local_endpoint());
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (!(events.connected && accepted) && std::chrono::steady_clock::now() < give_up) {
-    io.run_one_for(std::chrono::milliseconds(100));
+  // A connected channel and its far end, or nullptr when the connection did not come up.
+  FrameChannel* Connect() {
+    asio::ip::tcp::acceptor acceptor(
+        io_, asio::ip::tcp::endpoint(asio::ip::address_v4::loopback(), 0));
+    far_ends_.push_back(std::make_unique<asio::ip::tcp::socket>(io_));
+    bool accepted = false;
+    acceptor.async_accept(*far_ends_.back(),
+                          [&](const asio::error_code& error) { accepted = !error; });
+    channels_.push_back(
+        std::make_unique<FrameChannel>(io_, events_, options_, counters_, nullptr, pool_));
+    FrameChannel& channel = *channels_.back();
+    channel.dialled = true;
+    const int connected_before = events_.connected;
+    channel.Connect(acceptor.local_endpoint());
+    RunUntil([&] { return accepted && events_.connected > connected_before; });
+    return accepted && channel.connected() ? &channel : nullptr;
   }
-  ASSERT_TRUE(events.connected && accepted);
-  far_end.set_option(asio::socket_base::receive_buffer_size(1 << 16));
-  channel.socket().set_option(asio::socket_base::send_buffer_size(1 << 16));
+
+  // Reads exactly `bytes` bytes from far end `index`; empty if they did not all arrive.
+  std::vector<std::byte> Read(std::size_t index, std::size_t bytes) {
+    std::vector<std::byte> received(bytes);
+    bool done = false;
+    asio::async_read(*far_ends_[index], asio::buffer(received.data(), received.size()),
+                     [&](const asio::error_code& error, std::size_t) { done = !error; });
+    RunUntil([&] { return done; });
+    return done ? received : std::vector<std::byte>();
+  }
+
+  template <typename Predicate>
+  void RunUntil(Predicate done) {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!done() && std::chrono::steady_clock::now() < give_up) {
+      io_.run_one_for(std::chrono::milliseconds(100));
+    }
+  }
+
+  asio::io_context io_;
+  RecordingEvents events_;
+  DriverOptions options_;
+  DriverCounters counters_;
+  SharedFramePool pool_;  // outlives the channels
+  std::vector<std::unique_ptr<asio::ip::tcp::socket>> far_ends_;
+  std::vector<std::unique_ptr<FrameChannel>> channels_;
+};
+
+// The first write stalls (the far end does not read, and both socket buffers are small), so the
+// second, larger frame is copied into the queue while the first is being written from it.
+TEST_F(FrameChannelTest, LargerFrameQueuedDuringAWriteArrivesIntact) {
+  FrameChannel* channel = Connect();
+  ASSERT_NE(channel, nullptr);
+  far_ends_[0]->set_option(asio::socket_base::receive_buffer_size(1 << 16));
+  channel->socket().set_option(asio::socket_base::send_buffer_size(1 << 16));
 
   const std::vector<std::byte> first = Pattern(std::size_t{4} << 20, 1);
   const std::vector<std::byte> second = Pattern(std::size_t{8} << 20, 2);
-  ASSERT_TRUE(channel.Send(first));
-  io.run_for(std::chrono::milliseconds(50));
-  ASSERT_EQ(channel.queued_frames(), 1u) << "the first write finished before the test could "
-                                            "queue behind it";
-  ASSERT_TRUE(channel.Send(second));
+  ASSERT_TRUE(channel->Send(std::span<const std::byte>(first)));
+  io_.run_for(std::chrono::milliseconds(50));
+  ASSERT_EQ(channel->queued_frames(), 1u) << "the first write finished before the test could "
+                                             "queue behind it";
+  ASSERT_TRUE(channel->Send(std::span<const std::byte>(second)));
 
-  std::vector<std::byte> received(first.size() + second.size());
-  bool read_done = false;
-  asio::async_read(far_end, asio::buffer(received.data(), received.size()),
-                   [&](const asio::error_code& error, std::size_t) { read_done = !error; });
-  while (!read_done && !events.closed && std::chrono::steady_clock::now() < give_up) {
-    io.run_one_for(std::chrono::milliseconds(100));
-  }
-  ASSERT_TRUE(read_done) << "closed " << events.closed << " queued " << channel.queued_frames();
-  EXPECT_FALSE(events.closed);
+  const std::vector<std::byte> received = Read(0, first.size() + second.size());
+  ASSERT_EQ(received.size(), first.size() + second.size()) << "closed " << events_.closed;
+  EXPECT_EQ(events_.closed, 0);
   EXPECT_TRUE(std::equal(first.begin(), first.end(), received.begin()));
   EXPECT_TRUE(std::equal(second.begin(), second.end(),
                          received.begin() + static_cast<std::ptrdiff_t>(first.size())));
-  channel.Close(CloseReason::kShutdown, true);
-  io.poll();
+}
+
+// One copy written by three channels; the pool reuses it only once all three are done, and a
+// channel that closes with the frame still queued lets go of it too.
+TEST_F(FrameChannelTest, SharedFrameIsReusedOnceEveryChannelIsDone) {
+  for (int i = 0; i < 3; ++i) ASSERT_NE(Connect(), nullptr);
+  // The third channel's peer does not read, and its buffers are small: its write stalls.
+  far_ends_[2]->set_option(asio::socket_base::receive_buffer_size(1 << 16));
+  channels_[2]->socket().set_option(asio::socket_base::send_buffer_size(1 << 16));
+  const std::vector<std::byte> bytes = Pattern(std::size_t{4} << 20, 3);
+  SharedFrame& frame = pool_.Copy(bytes);
+  for (const std::unique_ptr<FrameChannel>& channel : channels_) {
+    ASSERT_TRUE(channel->Send(frame));
+  }
+  pool_.Release(frame);
+  EXPECT_EQ(frame.holders, 3u);
+  for (std::size_t i = 0; i < 2; ++i) EXPECT_EQ(Read(i, bytes.size()), bytes);
+  RunUntil([&] { return frame.holders == 1; });
+  EXPECT_EQ(frame.holders, 1u);
+  // The pool does not hand out a frame a channel still holds.
+  SharedFrame& other = pool_.Copy(Pattern(16, 4));
+  EXPECT_NE(&other, &frame);
+  pool_.Release(other);
+
+  channels_[2]->dialled = false;  // an accepted connection's queue dies with it
+  channels_[2]->Close(CloseReason::kShutdown, /*silent=*/true);
+  EXPECT_EQ(frame.holders, 0u);
+  // Both frames are free again: the next two copies reuse them, in some order.
+  SharedFrame& reused_a = pool_.Copy(bytes);
+  SharedFrame& reused_b = pool_.Copy(bytes);
+  EXPECT_TRUE((&reused_a == &frame || &reused_b == &frame) &&
+              (&reused_a == &other || &reused_b == &other));
+  pool_.Release(reused_a);
+  pool_.Release(reused_b);
 }
 
 }  // namespace

@@ -248,39 +248,51 @@ Status ConnectionAuth::StartResponder(const KeyRing& keys,
   return Status::Ok();
 }
 
-Result<std::span<const std::byte>> ConnectionAuth::Seal(std::span<const std::byte> payload,
-                                                        std::span<std::byte> record_storage) {
+Status ConnectionAuth::CheckCanSeal(std::size_t payload_bytes) const {
   if (state_ != State::kEstablished) {
     return Status::FailedPrecondition("the connection is not established");
   }
   // The connection's limit is on what it receives: what it sends is the peer's to judge.
-  if (payload.size() > kMaxRecordPayloadBytes) {
+  if (payload_bytes > kMaxRecordPayloadBytes) {
     return Status::OutOfRange("the payload exceeds kMaxRecordPayloadBytes");
   }
+  if (send_exhausted_) return Status::ResourceExhausted("the send sequence is used up");
+  return Status::Ok();
+}
+
+Result<std::span<const std::byte>> ConnectionAuth::Seal(std::span<const std::byte> payload,
+                                                        std::span<std::byte> record_storage) {
+  EDGESGD_TRY(CheckCanSeal(payload.size()));
   const std::size_t record_bytes = RecordBytes(payload.size());
-  if (record_storage.size() < record_bytes || send_exhausted_) {
-    return Status::ResourceExhausted(
-        "the record storage is too small, or the send sequence is used up");
+  if (record_storage.size() < record_bytes) {
+    return Status::ResourceExhausted("the record storage is too small");
   }
   const std::span<std::byte> record = record_storage.first(record_bytes);
-  std::byte* payload_out = record.data() + kRecordHeaderBytes;
+  const std::span<std::byte> payload_out = record.subspan(kRecordHeaderBytes, payload.size());
   // memmove: the payload may overlap the storage (a frame built at a nearby offset).
-  if (payload.data() != payload_out && !payload.empty()) {
-    std::memmove(payload_out, payload.data(), payload.size());
+  if (payload.data() != payload_out.data() && !payload.empty()) {
+    std::memmove(payload_out.data(), payload.data(), payload.size());
   }
-  StoreU32(record.data(), static_cast<std::uint32_t>(payload.size()));
-  StoreU32(record.data() + 4, device_);
-  StoreU64(record.data() + 8, send_sequence_);
-  const std::span<std::byte> authenticated = record.first(kRecordHeaderBytes + payload.size());
-  EDGESGD_TRY(
-      send_mac_.Mac({authenticated}, record.subspan(authenticated.size()).first<kTagBytes>()));
+  EDGESGD_TRY(SealDetached(payload_out, record.first<kRecordHeaderBytes>(),
+                           record.subspan(kRecordHeaderBytes + payload.size()).first<kTagBytes>()));
+  return std::span<const std::byte>(record);
+}
+
+Status ConnectionAuth::SealDetached(std::span<const std::byte> payload,
+                                    std::span<std::byte, kRecordHeaderBytes> header,
+                                    std::span<std::byte, kTagBytes> tag) {
+  EDGESGD_TRY(CheckCanSeal(payload.size()));
+  StoreU32(header.data(), static_cast<std::uint32_t>(payload.size()));
+  StoreU32(header.data() + 4, device_);
+  StoreU64(header.data() + 8, send_sequence_);
+  EDGESGD_TRY(send_mac_.Mac({std::span<const std::byte>(header), payload}, tag));
   if (send_sequence_ == std::numeric_limits<std::uint64_t>::max()) {
     send_exhausted_ = true;
   } else {
     ++send_sequence_;
   }
   ++stats_.records_sealed;
-  return std::span<const std::byte>(record);
+  return Status::Ok();
 }
 
 Result<std::size_t> ConnectionAuth::ReadRecordLength(std::span<const std::byte> header) {

@@ -49,14 +49,46 @@ class FrameChannel::Completion {
   FrameChannel& channel_;
 };
 
+void SharedFrame::Reserve(std::size_t bytes) {
+  if (capacity >= bytes) return;
+  storage = std::make_unique_for_overwrite<std::byte[]>(bytes);
+  capacity = bytes;
+}
+
+SharedFrame& SharedFramePool::Copy(std::span<const std::byte> bytes) {
+  if (bytes.size() > largest_) {
+    largest_ = bytes.size();
+    for (SharedFrame* frame : free_) frame->Reserve(largest_);
+  }
+  if (free_.empty()) {
+    frames_.push_back(std::make_unique<SharedFrame>());
+    frames_.back()->Reserve(largest_);
+    free_.push_back(frames_.back().get());
+  }
+  SharedFrame& frame = *free_.back();
+  free_.pop_back();
+  frame.Reserve(largest_);  // it may have been held when the largest frame grew the others
+  frame.size = bytes.size();
+  frame.holders = 1;
+  if (!bytes.empty()) std::memcpy(frame.storage.get(), bytes.data(), bytes.size());
+  return frame;
+}
+
+void SharedFramePool::Release(SharedFrame& frame) {
+  EDGESGD_CHECK(frame.holders > 0);
+  if (--frame.holders == 0) free_.push_back(&frame);
+}
+
 FrameChannel::FrameChannel(asio::io_context& io, ChannelEvents& events,
-                           const DriverOptions& options, DriverCounters& counters, TlsContext* tls)
+                           const DriverOptions& options, DriverCounters& counters, TlsContext* tls,
+                           SharedFramePool& frames)
     : socket_(io),
       tls_context_(tls),
       events_(events),
       options_(options),
       counters_(counters),
       receive_words_(kInitialReceiveBytes / sizeof(std::uint64_t)),
+      frames_(frames),
       slots_(std::max<std::size_t>(options.send_queue_frames, 1)) {
   if (authenticating()) {
     // The digest states are allocated here, once per channel; connections reuse them.
@@ -163,17 +195,15 @@ void FrameChannel::AsyncReadSome(std::span<std::byte> into, Handler&& handler) {
   socket_.async_read_some(asio::buffer(into.data(), into.size()), std::forward<Handler>(handler));
 }
 
-template <typename Handler>
-void FrameChannel::AsyncWrite(std::span<const std::byte> bytes, Handler&& handler) {
+template <typename Buffers, typename Handler>
+void FrameChannel::AsyncWrite(const Buffers& buffers, Handler&& handler) {
 #if EDGESGD_TCP_TLS
   if (tls_) {
-    asio::async_write(*tls_, asio::buffer(bytes.data(), bytes.size()),
-                      std::forward<Handler>(handler));
+    asio::async_write(*tls_, buffers, std::forward<Handler>(handler));
     return;
   }
 #endif
-  asio::async_write(socket_, asio::buffer(bytes.data(), bytes.size()),
-                    std::forward<Handler>(handler));
+  asio::async_write(socket_, buffers, std::forward<Handler>(handler));
 }
 
 bool FrameChannel::FreshNonce(std::span<std::byte, auth::kNonceBytes> nonce) {
@@ -227,7 +257,7 @@ void FrameChannel::WriteHello(std::size_t bytes) {
   write_started_ = events_.ChannelNow();
   events_.OnChannelDeadline(NextDeadline());
   ++pending_;
-  AsyncWrite(std::span(hello_out_).first(bytes),
+  AsyncWrite(asio::buffer(hello_out_.data(), bytes),
              [this](const asio::error_code& error, std::size_t written) {
                const Completion completion(*this);
                writing_ = false;
@@ -337,24 +367,36 @@ void FrameChannel::DeliverFrame(std::span<const std::byte> frame) {
   events_.OnChannelFrame(*this, frame);
 }
 
-bool FrameChannel::Send(std::span<const std::byte> frame) {
+FrameChannel::SendSlot* FrameChannel::NextSlot() {
   if (dialled && state_ != State::kOpen) {
     // Not connected: only the newest frame waits. Sessions re-send what matters (a Join every
     // retry, a model every round), and a backlog of stale retries would reach the peer all at
     // once when the connection comes up (each Join makes a server send the whole model again).
-    head_ = 0;
-    queued_ = 0;
+    DropQueue();
   }
-  if (queued_ == slots_.size()) return false;
-  SendSlot& slot = slots_[(head_ + queued_) % slots_.size()];
-  // Authenticated: the frame goes where the record's payload belongs; WriteFront seals it.
-  const std::size_t offset = authenticating() ? auth::kRecordHeaderBytes : 0;
-  const std::size_t bytes = authenticating() ? auth::RecordBytes(frame.size()) : frame.size();
+  if (queued_ == slots_.size()) return nullptr;
+  return &slots_[(head_ + queued_) % slots_.size()];
+}
+
+bool FrameChannel::Send(std::span<const std::byte> frame) {
+  SendSlot* slot = NextSlot();
+  if (slot == nullptr) return false;
   // Every free slot grows at once: which slot the largest frame lands in varies with the mix of
   // frames (heartbeats between updates), and after warm-up none may allocate.
-  if (slot.capacity < bytes) GrowFreeSlots(bytes);
-  slot.bytes = bytes;
-  std::memcpy(slot.storage.get() + offset, frame.data(), frame.size());
+  if (slot->own.capacity < frame.size()) GrowFreeSlots(frame.size());
+  if (!frame.empty()) std::memcpy(slot->own.storage.get(), frame.data(), frame.size());
+  slot->own.size = frame.size();
+  slot->frame = &slot->own;
+  ++queued_;
+  if (state_ == State::kOpen && !writing_) WriteFront();
+  return true;
+}
+
+bool FrameChannel::Send(SharedFrame& frame) {
+  SendSlot* slot = NextSlot();
+  if (slot == nullptr) return false;
+  SharedFramePool::Hold(frame);
+  slot->frame = &frame;
   ++queued_;
   if (state_ == State::kOpen && !writing_) WriteFront();
   return true;
@@ -362,34 +404,53 @@ bool FrameChannel::Send(std::span<const std::byte> frame) {
 
 void FrameChannel::GrowFreeSlots(std::size_t bytes) {
   for (std::size_t i = queued_; i < slots_.size(); ++i) {
-    SendSlot& slot = slots_[(head_ + i) % slots_.size()];
-    if (slot.capacity >= bytes) continue;
-    slot.storage = std::make_unique_for_overwrite<std::byte[]>(bytes);
-    slot.capacity = bytes;
+    slots_[(head_ + i) % slots_.size()].own.Reserve(bytes);
   }
 }
 
+void FrameChannel::Dequeue() {
+  SendSlot& slot = slots_[head_];
+  if (slot.frame != &slot.own) frames_.Release(*slot.frame);
+  slot.frame = nullptr;
+  --queued_;
+  // An empty queue starts again at the first slot, so slots beyond the depth the queue really
+  // reaches are never written: their buffers, allocated but untouched, take no memory.
+  head_ = queued_ == 0 ? 0 : (head_ + 1) % slots_.size();
+}
+
+void FrameChannel::DropQueue() {
+  while (queued_ > 0) Dequeue();
+}
+
+FrameChannel::~FrameChannel() { DropQueue(); }
+
 void FrameChannel::WriteFront() {
   if (tls_pending()) return;  // written once the TLS handshake is done
+  SendSlot& slot = slots_[head_];
+  const std::span<const std::byte> frame = slot.frame->bytes();
+  std::array<asio::const_buffer, 3> record{asio::const_buffer(),
+                                           asio::buffer(frame.data(), frame.size()),
+                                           asio::const_buffer()};
   if (authenticating()) {
     if (!auth_.established()) return;  // written once the hellos are done
-    const std::span<std::byte> record = slots_[head_].frame();
-    const Result<std::span<const std::byte>> sealed = auth_.Seal(
-        record.subspan(auth::kRecordHeaderBytes, record.size() - auth::kRecordOverheadBytes),
-        record);
+    // Sealed here, not in Send: each connection has its own keys and sequence numbers, and a
+    // dialled peer's queue outlives its connection.
+    const Status sealed = auth_.SealDetached(frame, slot.record_header, slot.record_tag);
     if (!sealed.ok()) {  // the connection used up its sequence numbers: start a new one
       platform::Log(platform::LogLevel::kWarning,
                     "%s: cannot seal a frame for peer %u (%s): closing", options_.log_name, peer,
-                    sealed.status().str());
+                    sealed.str());
       Close(CloseReason::kUnauthenticated);
       return;
     }
+    record[0] = asio::buffer(slot.record_header);
+    record[2] = asio::buffer(slot.record_tag);
   }
   writing_ = true;
   write_started_ = events_.ChannelNow();
   events_.OnChannelDeadline(NextDeadline());
   ++pending_;
-  AsyncWrite(slots_[head_].frame(), [this](const asio::error_code& error, std::size_t bytes) {
+  AsyncWrite(record, [this](const asio::error_code& error, std::size_t bytes) {
     const Completion completion(*this);
     OnWritten(error, bytes);
   });
@@ -404,8 +465,7 @@ void FrameChannel::OnWritten(const asio::error_code& error, std::size_t bytes) {
   }
   ++counters_.frames_sent;
   counters_.bytes_sent += bytes;
-  head_ = (head_ + 1) % slots_.size();
-  --queued_;
+  Dequeue();
   if (queued_ > 0) WriteFront();
 }
 
@@ -419,10 +479,7 @@ void FrameChannel::Close(CloseReason reason, bool silent) {
   // A dialled peer keeps its queue across reconnects: frames handed out while it was
   // (re)connecting go out on the next connection (a stale one is rejected by the session).
   // An accepted connection's queue dies with it: its peer comes back on a new one.
-  if (!dialled) {
-    head_ = 0;
-    queued_ = 0;
-  }
+  if (!dialled) DropQueue();
   writing_ = false;
   received_ = 0;
   // The TLS stream object stays until the channel reopens: pending handlers still hold it.

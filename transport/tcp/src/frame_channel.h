@@ -66,6 +66,37 @@ constexpr TimeNs DeadlineAfter(TimeNs start, TimeNs timeout) {
 
 class FrameChannel;
 
+// A frame the driver hands to several channels (a server's broadcast goes to every worker):
+// copied once from the session and written by each channel from the same bytes.
+struct SharedFrame {
+  std::unique_ptr<std::byte[]> storage;
+  std::size_t capacity = 0;
+  std::size_t size = 0;
+  std::uint32_t holders = 0;  // channels that have it queued, and the driver while routing it
+  std::span<const std::byte> bytes() const { return {storage.get(), size}; }
+  // Makes room for `bytes` bytes, keeping nothing.
+  void Reserve(std::size_t bytes);
+};
+
+// The driver's shared frames, reused once no channel holds them. They are few (the broadcasts
+// still being written), so when one must grow every free one grows with it: after warm-up,
+// copying a frame allocates nothing. Outlives every channel that holds its frames.
+class SharedFramePool {
+ public:
+  // A frame holding a copy of `bytes`, held by the caller: hand it to channels with Send, then
+  // Release it.
+  SharedFrame& Copy(std::span<const std::byte> bytes);
+  // One more holder of `frame` (a channel queueing it), or one fewer: the pool takes it back
+  // when the last one lets go.
+  static void Hold(SharedFrame& frame) { ++frame.holders; }
+  void Release(SharedFrame& frame);
+
+ private:
+  std::vector<std::unique_ptr<SharedFrame>> frames_;
+  std::vector<SharedFrame*> free_;
+  std::size_t largest_ = 0;  // bytes of the largest frame copied so far
+};
+
 // What a channel reports to its driver. Called from Asio handlers; OnChannelClosed may also be
 // called from inside Send or Close, OnChannelDeadline from inside Connect and Send.
 class ChannelEvents {
@@ -90,7 +121,8 @@ class FrameChannel {
  public:
   // `tls` (the driver's, outliving the channel) is set when DriverOptions::tls is.
   FrameChannel(asio::io_context& io, ChannelEvents& events, const DriverOptions& options,
-               DriverCounters& counters, TlsContext* tls);
+               DriverCounters& counters, TlsContext* tls, SharedFramePool& frames);
+  ~FrameChannel();  // lets go of the frames still queued
   FrameChannel(const FrameChannel&) = delete;
   FrameChannel& operator=(const FrameChannel&) = delete;
 
@@ -106,6 +138,9 @@ class FrameChannel {
   // slow connected peer, or drop the frame of a peer that is not connected). The queue slot's
   // buffer is reused, so after warm-up this does not allocate.
   bool Send(std::span<const std::byte> frame);
+  // Queues `frame` (from the pool given at construction) without copying it, holding it until
+  // it is written or dropped. False as for Send. Does not allocate.
+  bool Send(SharedFrame& frame);
 
   // Closes the socket (pending operations finish with operation_aborted) and empties the
   // queue; reports OnChannelClosed once unless `silent`.
@@ -159,8 +194,8 @@ class FrameChannel {
   // Reads and writes through the TLS stream when there is one, else the socket.
   template <typename Handler>
   void AsyncReadSome(std::span<std::byte> into, Handler&& handler);
-  template <typename Handler>
-  void AsyncWrite(std::span<const std::byte> bytes, Handler&& handler);
+  template <typename Buffers, typename Handler>
+  void AsyncWrite(const Buffers& buffers, Handler&& handler);
   void ReadMore();
   void OnRead(const asio::error_code& error, std::size_t bytes);
   void DeliverFrame(std::span<const std::byte> frame);
@@ -202,18 +237,24 @@ class FrameChannel {
   auth::ConnectionAuth auth_;
   std::array<std::byte, auth::kResponderHelloBytes> hello_out_{};
 
-  // Send: a ring of frame copies (with room for the record header and tag when authenticating).
-  // A slot's storage only grows, to the largest frame so far, and is never cleared: the copy
-  // overwrites what a frame uses.
+  // Send: a ring of queued frames, each a copy in the slot's own buffer or a shared frame;
+  // with authentication, each with its record's header and tag (sealed in WriteFront, written
+  // around the frame).
   struct SendSlot {
-    std::unique_ptr<std::byte[]> storage;
-    std::size_t capacity = 0;
-    std::size_t bytes = 0;
-    std::span<std::byte> frame() { return {storage.get(), bytes}; }
+    SharedFrame own;  // the slot's buffer: grows to the largest frame copied, never cleared
+    SharedFrame* frame = nullptr;  // &own, or a shared frame this channel holds
+    std::array<std::byte, auth::kRecordHeaderBytes> record_header{};
+    std::array<std::byte, auth::kTagBytes> record_tag{};
   };
-  // Grows the free slots (neither queued nor being written: those keep their bytes where the
-  // write reads them) to at least `bytes`.
+  // The slot the next frame is queued in, or nullptr when the queue is full.
+  SendSlot* NextSlot();
+  // Grows the free slots' own buffers (not those queued or being written: their bytes stay
+  // where the write reads them) to at least `bytes`.
   void GrowFreeSlots(std::size_t bytes);
+  // Lets go of every queued frame and empties the queue.
+  void DropQueue();
+  void Dequeue();  // the front frame
+  SharedFramePool& frames_;
   std::vector<SendSlot> slots_;
   std::size_t head_ = 0;
   std::size_t queued_ = 0;

@@ -21,6 +21,8 @@ using internal::CloseReason;
 using internal::DeadlineAfter;
 using internal::FrameChannel;
 using internal::Resolve;
+using internal::SharedFrame;
+using internal::SharedFramePool;
 using internal::TlsContext;
 using platform::Log;
 using platform::LogLevel;
@@ -164,7 +166,9 @@ class SessionDriver::Impl final : public ChannelEvents {
   // Identifies an accepted connection by its first frame. False if it was closed instead.
   bool Bind(FrameChannel& channel, std::span<const std::byte> frame);
   FrameChannel* SendChannel(PeerId peer);
-  void Route(const protocol::OutgoingFrame& frame);
+  // Queues `frame` to `to`: a copy, or the shared frame.
+  template <typename Frame>
+  void Route(protocol::PeerId to, Frame& frame);
 
   // After any call into the session: the hook, then the session's frames, then its timer.
   void AfterSessionCall();
@@ -211,6 +215,7 @@ class SessionDriver::Impl final : public ChannelEvents {
   protocol::Session* session_ = nullptr;
   DoneCallback on_done_;
   bool in_session_ = false;
+  SharedFramePool frames_;  // declared before the channels that hold its frames
   std::deque<std::unique_ptr<FrameChannel>> channels_;
   std::vector<Dial> dials_;
   std::vector<PeerId> lost_;  // peers whose link dropped, for Settle
@@ -303,8 +308,8 @@ FrameChannel& SessionDriver::Impl::NewChannel() {
       return *channel;
     }
   }
-  channels_.push_back(std::make_unique<FrameChannel>(io_, *this, options_, counters_,
-                                                     tls_context_ ? &*tls_context_ : nullptr));
+  channels_.push_back(std::make_unique<FrameChannel>(
+      io_, *this, options_, counters_, tls_context_ ? &*tls_context_ : nullptr, frames_));
   return *channels_.back();
 }
 
@@ -496,13 +501,14 @@ FrameChannel* SessionDriver::Impl::SendChannel(PeerId peer) {
   return newest;
 }
 
-void SessionDriver::Impl::Route(const protocol::OutgoingFrame& frame) {
-  FrameChannel* channel = SendChannel(frame.to);
+template <typename Frame>
+void SessionDriver::Impl::Route(protocol::PeerId to, Frame& frame) {
+  FrameChannel* channel = SendChannel(to);
   if (channel == nullptr) {
     ++counters_.frames_unroutable;
     return;
   }
-  if (channel->Send(frame.bytes)) return;
+  if (channel->Send(frame)) return;
   if (channel->connected()) {
     ++counters_.queue_overflows;
     channel->Close(CloseReason::kQueueOverflow);
@@ -514,8 +520,42 @@ void SessionDriver::Impl::Route(const protocol::OutgoingFrame& frame) {
 void SessionDriver::Impl::AfterSessionCall() {
   if (after_call_) after_call_();
   if (stopped_) return;  // the hook stopped the driver: nothing more goes out
+  // Frames handed out in one go stay valid together, so frames at the same address are the
+  // same frame (a broadcast to every worker): it is copied once, into a shared frame, and a
+  // frame for one peer is copied into that peer's queue.
   protocol::OutgoingFrame frame;
-  while (session_->PollFrame(frame)) Route(frame);
+  protocol::OutgoingFrame single;  // a frame not yet known to go to anyone else
+  bool have_single = false;
+  SharedFrame* shared = nullptr;
+  std::span<const std::byte> shared_bytes;
+  const auto flush_single = [&] {
+    if (have_single) Route(single.to, single.bytes);
+    have_single = false;
+  };
+  const auto same = [](std::span<const std::byte> a, std::span<const std::byte> b) {
+    return a.data() == b.data() && a.size() == b.size();
+  };
+  while (session_->PollFrame(frame)) {
+    if (shared != nullptr && same(frame.bytes, shared_bytes)) {
+      Route(frame.to, *shared);
+      continue;
+    }
+    if (shared != nullptr) frames_.Release(*shared);
+    shared = nullptr;
+    if (have_single && same(frame.bytes, single.bytes)) {
+      shared = &frames_.Copy(frame.bytes);
+      shared_bytes = frame.bytes;
+      Route(single.to, *shared);
+      Route(frame.to, *shared);
+      have_single = false;
+      continue;
+    }
+    flush_single();
+    single = frame;
+    have_single = true;
+  }
+  flush_single();
+  if (shared != nullptr) frames_.Release(*shared);
   if (session_->Finished() && !finishing_) {
     finishing_ = true;
     finish_deadline_ = DeadlineAfter(Now(), options_.linger_ns);

@@ -128,6 +128,14 @@ class ConnectionAuth {
   Result<std::span<const std::byte>> Seal(std::span<const std::byte> payload,
                                           std::span<std::byte> record_storage);
 
+  // As Seal, for a payload that stays where it is (one frame written to several connections):
+  // writes the record's header to `header` and its tag to `tag`; the record is the three
+  // written back to back (header, payload, tag). Does not allocate. Errors as Seal's, except
+  // that no storage can be too small.
+  Status SealDetached(std::span<const std::byte> payload,
+                      std::span<std::byte, kRecordHeaderBytes> header,
+                      std::span<std::byte, kTagBytes> tag);
+
   // Reads a record header (its first kRecordHeaderBytes) and returns the whole record's length:
   // how many bytes a stream reader must collect before Open(). Checks the length limit and the
   // device; the tag and the sequence number are checked by Open().
@@ -170,6 +178,8 @@ class ConnectionAuth {
 
   Status Reject(RejectReason reason, Status status);
   void ResetConnection();
+  // Why a payload of `payload_bytes` cannot be sealed now (Seal's errors), or Ok.
+  Status CheckCanSeal(std::size_t payload_bytes) const;
   // Derives both record keys (and the confirmation tag) from `device_key` and the nonces.
   Status DeriveKeys(std::span<const std::byte, kKeyBytes> device_key,
                     std::span<std::byte, kTagBytes> confirmation);
