@@ -2,6 +2,7 @@
 
 // Argument checks shared by every codec, so each Encode/DecodeAdd starts the same way.
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -72,9 +73,15 @@ Result<PayloadShape> CheckedDecodeShape(const typename Codec::Params& params,
 // (kDataLoss): one poisoned value from a faulty or hostile peer would otherwise spread through
 // the aggregate into every model.
 inline bool AllFinite(std::span<const float> values) {
-  bool finite = true;
-  for (const float v : values) finite &= (v - v) == 0.0f;  // NaN and +-inf give NaN
-  return finite;
+  // NaN and +-inf are the floats whose exponent bits are all ones. Tested on the bits, the loop
+  // vectorizes (a float test does not: it ran at a quarter of memcpy's speed).
+  constexpr std::uint32_t kExponent = 0x7F800000u;
+  std::uint32_t non_finite = 0;
+  for (const float v : values) {
+    const std::uint32_t bits = std::bit_cast<std::uint32_t>(v);
+    non_finite |= static_cast<std::uint32_t>((bits & kExponent) == kExponent);
+  }
+  return non_finite == 0;
 }
 
 // Scratch as an aligned array of T (scratch comes from an Arena or alignas storage).
