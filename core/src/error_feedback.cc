@@ -237,6 +237,16 @@ Result<PayloadShape> ErrorFeedbackWorker::Compress(const CodecContext& context,
   return shape_;
 }
 
+IdleMemory ErrorFeedbackWorker::IdleBuffers() const {
+  IdleMemory idle;
+  if (phase_ != Phase::kSent) return idle;
+  idle.Add(point_);
+  if (buffers_.separate_local) idle.Add(local_);
+  if (buffers_.separate_delta) idle.Add(delta_);
+  idle.Add(scratch_);
+  return idle;
+}
+
 Status ErrorFeedbackWorker::EncodeWithSelection(const CodecContext& context,
                                                 std::span<const float> input,
                                                 const PayloadSpans& out,

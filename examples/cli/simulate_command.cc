@@ -96,6 +96,11 @@ int RunServerMode(const SimulateOptions& o, Task& task, std::vector<sim::SimDevi
   settings.network = MakeSimConfig(o);
   settings.workers = std::move(devices);
   settings.gradient = TaskGradient(o, task);
+  // By default devices that sit rounds out (sampled participation, or FedBuff's concurrency)
+  // hold only what they carry between rounds while they wait.
+  settings.release_idle_memory =
+      o.idle_memory == "release" ||
+      (o.idle_memory == "auto" && settings.run.participation < 1.0f);
   sim::ServerSimulation simulation;
   std::string error;
   if (!simulation.Init(settings, error).ok()) return Fail(kName, error, 1);

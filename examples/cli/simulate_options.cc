@@ -52,6 +52,15 @@ void AddSimulateFlags(CLI::App& command, SimulateOptions& o) {
                      "whatever the count. 0: one per core; gossip runs and --attack use one")
       ->capture_default_str()
       ->check(CLI::Range(0u, sim::kMaxDeviceThreads));
+  command.add_option("--idle-memory", o.idle_memory,
+                     "What a device does with its working buffers (model copy, gradient, local "
+                     "model) between its rounds (server mode): release gives their pages back, "
+                     "so a fleet holds only what devices carry from round to round (residuals, "
+                     "momentum, last update) at the cost of page faults when a device trains "
+                     "again; keep keeps them. auto releases when --participation is below 1. "
+                     "The run is the same either way")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "release", "keep"}));
   command.add_option("--dropout", o.dropout,
                      "Probability a worker is offline for a drop-out epoch (see "
                      "--dropout-epoch-s)")

@@ -25,6 +25,7 @@ struct SimulateOptions : RunFlags {
   std::string device_speeds = "1";
   double sample_us = 100;
   std::uint32_t threads = 0;  // device threads; 0: one per core
+  std::string idle_memory = "auto";  // auto | release | keep
   double dropout = 0;
   double dropout_epoch_s = 10;
   std::string availability = "always";

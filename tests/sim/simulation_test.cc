@@ -92,9 +92,11 @@ std::vector<QuadraticProblem> Problems(std::size_t count) {
 }
 
 // The run of `settings` with the sessions set up and driven by hand, workers 1..sign_flippers
-// on the negated gradient.
+// on the negated gradient; with `poison_idle`, every worker's IdleBuffers() are filled with NaN
+// after every event that concerned it.
 Trace ServerRunByHand(const ServerSimulationSettings& settings,
-                      std::vector<QuadraticProblem>& problems, std::uint32_t sign_flippers = 0) {
+                      std::vector<QuadraticProblem>& problems, std::uint32_t sign_flippers = 0,
+                      bool poison_idle = false) {
   protocol::ServerSession server;
   std::vector<std::byte> server_storage(
       protocol::ServerSession::ArenaBytes(settings.run, settings.server) + kArenaAlignment);
@@ -123,7 +125,12 @@ Trace ServerRunByHand(const ServerSimulationSettings& settings,
     network.AddSession(w + 1, *workers[w], settings.workers[w].profile);
   }
   Trace trace;
-  network.SetObserver([&](const SimEvent&) {
+  network.SetObserver([&](const SimEvent& event) {
+    if (poison_idle && event.peer != protocol::kServerPeer) {
+      for (const std::span<std::byte> region : workers[event.peer - 1]->IdleBuffers().regions()) {
+        std::fill(region.begin(), region.end(), std::byte{0xFF});  // 0xFFFFFFFF is a NaN
+      }
+    }
     protocol::RoundEvent round;
     while (server.PollRoundEvent(round)) {
       trace.times.push_back(round.time_closed);
@@ -203,6 +210,55 @@ TEST(SimulationThreadsTest, DeviceThreadsChangeNothingButTheThreads) {
   settings.network.device_threads = 3;
   ExpectSameRun(by_hand, ServerRunByLibrary(settings));
   EXPECT_EQ(highest_thread, 2u);  // the batches did run on the helpers
+}
+
+// What WorkerSession::IdleBuffers() lists is never read before it is written again: filling it
+// with NaN after every event changes nothing, faults (re-sent rounds among them) included, for
+// every aggregation component, local steps with a detached residual, plain compressed SGD,
+// RegTop-k (which keeps its model copy), sampled participation and FedBuff.
+TEST(SimulationTest, IdleBuffersAreNeverReadBeforeTheyAreWritten) {
+  const std::vector<float> initial(kDim, 2.0f);
+  std::vector<QuadraticProblem> problems = Problems(kWorkers);
+  std::vector<protocol::testing::ComponentConfig> configs =
+      protocol::testing::ConfigPerAggregation(kDim, kRounds);
+  protocol::RunConfig local_steps = protocol::testing::MeanConfig(kDim, kCodecId<TopKCodec>, kRounds);
+  local_steps.feedback.kind = FeedbackKind::kDef;
+  local_steps.feedback.local_steps = 3;
+  configs.push_back({"local_steps_def", local_steps});
+  protocol::RunConfig plain = protocol::testing::MeanConfig(kDim, kCodecId<RandKCodec>, kRounds);
+  plain.feedback.kind = FeedbackKind::kNone;
+  configs.push_back({"no_feedback", plain});
+  configs.push_back(
+      {"reg_top_k", protocol::testing::MeanConfig(kDim, kCodecId<RegTopKCodec>, kRounds)});
+  protocol::RunConfig sampled = protocol::testing::MeanConfig(kDim, kCodecId<TopKCodec>, kRounds);
+  sampled.participation = 0.6f;
+  configs.push_back({"sampled", sampled});
+  protocol::RunConfig buffered = protocol::testing::MeanConfig(kDim, kCodecId<TopKCodec>, kRounds);
+  buffered.participation = 0.6f;
+  buffered.async.buffer = 2;
+  configs.push_back({"fedbuff", buffered});
+  for (const protocol::testing::ComponentConfig& config : configs) {
+    SCOPED_TRACE(config.component);
+    const ServerSimulationSettings settings = ServerRun(config.config, initial, problems);
+    ExpectSameRun(ServerRunByHand(settings, problems),
+                  ServerRunByHand(settings, problems, 0, /*poison_idle=*/true));
+  }
+}
+
+// Releasing the idle buffers' pages between rounds (a model large enough for them to span
+// whole pages, devices sitting rounds out) gives the same run.
+TEST(SimulationTest, ReleasingIdleMemoryChangesNothing) {
+  constexpr std::size_t kLargeDim = 4096;
+  const std::vector<float> initial(kLargeDim, 2.0f);
+  std::vector<QuadraticProblem> problems(kWorkers);
+  const std::vector<std::vector<float>> targets = protocol::testing::Targets(kWorkers, kLargeDim);
+  for (std::size_t i = 0; i < kWorkers; ++i) problems[i].target = targets[i];
+  protocol::RunConfig run = protocol::testing::MeanConfig(kLargeDim, kCodecId<TopKCodec>, kRounds);
+  run.participation = 0.6f;
+  ServerSimulationSettings settings = ServerRun(run, initial, problems);
+  const Trace kept = ServerRunByLibrary(settings);
+  settings.release_idle_memory = true;
+  ExpectSameRun(kept, ServerRunByLibrary(settings));
 }
 
 TEST(SimulationTest, SignFlipAttackersOutvoteTheRest) {

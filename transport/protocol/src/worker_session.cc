@@ -356,6 +356,19 @@ void WorkerSession::LearnAggregate(const wire::FrameView& view) {
 
 // ---- Computing updates ----
 
+IdleMemory WorkerSession::IdleBuffers() const {
+  IdleMemory idle;
+  if (!configured_) return idle;
+  idle.Add(gradient_);
+  if (config_.aggregation != AggregationKind::kMajority) idle.Add(feedback_.IdleBuffers());
+  idle.Add(scratch_);
+  if (config_.downlink == DownlinkKind::kModel &&
+      ErrorFeedbackWorker::SelectionStateBytes(config_.layout, config_.codec) == 0) {
+    idle.Add(model_);
+  }
+  return idle;
+}
+
 Status WorkerSession::Configure(const RunConfig& config) {
   Arena& arena = *arena_;
   const std::size_t needed = WelcomeArenaBytes(config);

@@ -1,6 +1,7 @@
 #include "edgesgd/sim/simulation.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <optional>
@@ -28,6 +29,18 @@ internal::OwnedArena::OwnedArena(std::size_t bytes)
 
 internal::OwnedArena::~OwnedArena() {
   if (!storage.empty()) ::munmap(storage.data(), storage.size());
+}
+
+void internal::OwnedArena::ReleasePages(std::span<std::byte> region) {
+  static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<std::uintptr_t>(region.data());
+  const std::uintptr_t first = (begin + page - 1) / page * page;
+  const std::uintptr_t last = (begin + region.size()) / page * page;
+  // Only whole pages inside the region: their neighbours may hold what the session keeps.
+  // Private anonymous pages read as zeros afterwards.
+  if (last > first) {
+    ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+  }
 }
 
 namespace {
@@ -115,7 +128,12 @@ Status ServerSimulation::Init(const ServerSimulationSettings& settings, std::str
     network_->AddSession(static_cast<protocol::PeerId>(w + 1), *workers_[w],
                          settings.workers[w].profile);
   }
-  network_->SetObserver([this](const SimEvent&) { Drain(); });
+  release_idle_memory_ = settings.release_idle_memory;
+  released_after_.assign(n, 0);
+  network_->SetObserver([this](const SimEvent& event) {
+    Drain();
+    if (release_idle_memory_ && event.peer != protocol::kServerPeer) ReleaseIdle(event.peer);
+  });
   residuals_.resize(n);
   readout_.resize(settings.run.layout.dimension());
   return Status::Ok();
@@ -129,6 +147,16 @@ void ServerSimulation::Drain() {
   protocol::RejectEvent reject;
   while (server_.PollRejectEvent(reject)) {
     if (on_reject_) on_reject_(reject);
+  }
+}
+
+void ServerSimulation::ReleaseIdle(protocol::PeerId peer) {
+  const std::size_t w = peer - 1;
+  const std::uint64_t sent = workers_[w]->counters().updates_sent;
+  if (sent == released_after_[w]) return;
+  released_after_[w] = sent;
+  for (const std::span<std::byte> region : workers_[w]->IdleBuffers().regions()) {
+    internal::OwnedArena::ReleasePages(region);
   }
 }
 

@@ -24,6 +24,7 @@
 #include "edgesgd/core/arena.h"
 #include "edgesgd/core/codec.h"
 #include "edgesgd/core/codec_registry.h"
+#include "edgesgd/core/idle_memory.h"
 #include "edgesgd/core/payload.h"
 #include "edgesgd/core/result.h"
 #include "edgesgd/core/status.h"
@@ -253,6 +254,11 @@ class ErrorFeedbackWorker {
   // the buffers; updates payload_shape(). Does not allocate. Errors: kFailedPrecondition before
   // Init; kInvalidArgument for another codec or a larger payload (nothing changes).
   Status SetRoundParams(const CodecParams& params);
+
+  // Once a round's update is compressed, the buffers the next BeginRound rewrites before they
+  // are read (the gradient point, a separate local model and delta, the owned codec scratch);
+  // none before the first Compress or while a round is open. Does not allocate.
+  IdleMemory IdleBuffers() const;
 
   // The residual e (d floats); empty for kNone, whose residual is identically zero.
   std::span<const float> residual() const { return error_; }

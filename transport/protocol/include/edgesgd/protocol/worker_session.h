@@ -42,6 +42,7 @@
 #include "edgesgd/core/arena.h"
 #include "edgesgd/core/codec_registry.h"
 #include "edgesgd/core/error_feedback.h"
+#include "edgesgd/core/idle_memory.h"
 #include "edgesgd/core/status.h"
 #include "edgesgd/protocol/run_config.h"
 #include "edgesgd/protocol/session.h"
@@ -188,8 +189,16 @@ class WorkerSession final : public Session {
   // its data shard by id needs to know how many shards there are.
   std::uint32_t workers() const { return welcome_.workers; }
   // The worker's copy of the model (empty before the Welcome), and the round whose start model
-  // it is (kNoRound before the first broadcast).
+  // it is (kNoRound before the first broadcast). Not meaningful between rounds once a driver
+  // has released IdleBuffers(), which can include it.
   std::span<const float> model() const { return model_; }
+  // Buffers the worker rewrites before it reads them when its next round starts (see
+  // IdleMemory): the gradient, the error-feedback worker's IdleBuffers once the update is
+  // compressed, the decode scratch of the aggregate downlink, and the model copy with the model
+  // downlink (which brings the whole model every round), unless the codec selects with the
+  // last aggregate (reg_top_k reads it off the model change). Never the residual, the momentum
+  // or the update frame, which the server may ask for again. Empty before the Welcome.
+  IdleMemory IdleBuffers() const;
   static constexpr std::uint32_t kNoRound = 0xFFFFFFFFu;
   std::uint32_t model_round() const { return model_round_; }
   const WorkerCounters& counters() const { return counters_; }

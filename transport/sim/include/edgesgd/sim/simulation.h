@@ -91,6 +91,9 @@ struct OwnedArena {
   ~OwnedArena();
   OwnedArena(const OwnedArena&) = delete;
   OwnedArena& operator=(const OwnedArena&) = delete;
+  // Gives the whole pages inside `region` (memory of an OwnedArena) back to the system; they
+  // read as zeros afterwards.
+  static void ReleasePages(std::span<std::byte> region);
   std::span<std::byte> storage;
   Arena arena;
 };
@@ -108,6 +111,12 @@ struct ServerSimulationSettings {
   std::vector<SimDevice> workers;        // one per worker; worker w is peer w + 1
   DeviceProfile server_device;           // the server's link (default: unlimited)
   DeviceGradient gradient;
+  // After each update it sends, a device gives the pages of its WorkerSession::IdleBuffers()
+  // back to the system, so a fleet whose devices sit most rounds out keeps only what each
+  // device carries from round to round (its residual, momentum and last update frame). The run
+  // is the same either way; releasing costs page faults when the device trains again, so it
+  // pays when participation is below 1.
+  bool release_idle_memory = false;
 };
 
 class ServerSimulation {
@@ -147,6 +156,8 @@ class ServerSimulation {
 
  private:
   // After every event: the server's closed rounds and rejections to the callbacks.
+  // Releases worker `peer`'s idle buffers once per update it sent.
+  void ReleaseIdle(protocol::PeerId peer);
   void Drain();
 
   DeviceGradient gradient_;
@@ -157,6 +168,10 @@ class ServerSimulation {
   std::vector<std::unique_ptr<internal::OwnedArena>> worker_arenas_;
   protocol::ServerSession server_;
   std::vector<std::unique_ptr<protocol::WorkerSession>> workers_;
+  // With release_idle_memory: per worker, the updates it had sent when its idle buffers were
+  // last released (released again only after it has sent another).
+  std::vector<std::uint64_t> released_after_;
+  bool release_idle_memory_ = false;
   std::optional<SimNetwork> network_;
   RoundCallback on_round_;
   RejectCallback on_reject_;
