@@ -127,7 +127,7 @@ Trace ServerRunByHand(const ServerSimulationSettings& settings,
   Trace trace;
   network.SetObserver([&](const SimEvent& event) {
     if (poison_idle && event.peer != protocol::kServerPeer) {
-      for (const std::span<std::byte> region : workers[event.peer - 1]->IdleBuffers().regions()) {
+      for (const std::span<std::byte> region : workers[event.peer - 1]->IdleBuffers()) {
         std::fill(region.begin(), region.end(), std::byte{0xFF});  // 0xFFFFFFFF is a NaN
       }
     }

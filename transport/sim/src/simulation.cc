@@ -155,7 +155,7 @@ void ServerSimulation::ReleaseIdle(protocol::PeerId peer) {
   const std::uint64_t sent = workers_[w]->counters().updates_sent;
   if (sent == released_after_[w]) return;
   released_after_[w] = sent;
-  for (const std::span<std::byte> region : workers_[w]->IdleBuffers().regions()) {
+  for (const std::span<std::byte> region : workers_[w]->IdleBuffers()) {
     internal::OwnedArena::ReleasePages(region);
   }
 }

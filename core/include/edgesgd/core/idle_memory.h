@@ -23,12 +23,14 @@ class IdleMemory {
     regions_[count_++] = std::as_writable_bytes(buffer);
   }
   void Add(const IdleMemory& other) {
-    for (const std::span<std::byte> region : other.regions()) Add(region);
+    for (const std::span<std::byte> region : other) Add(region);
   }
 
-  std::span<const std::span<std::byte>> regions() const {
-    return std::span<const std::span<std::byte>>(regions_.data(), count_);
-  }
+  // The regions, iterated over the object itself (so that `for (region : session.IdleBuffers())`
+  // keeps the temporary alive for the loop).
+  const std::span<std::byte>* begin() const { return regions_.data(); }
+  const std::span<std::byte>* end() const { return regions_.data() + count_; }
+  std::size_t size() const { return count_; }
 
  private:
   std::array<std::span<std::byte>, kMaxRegions> regions_{};
