@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <iterator>
 #include <cstdio>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>

@@ -386,9 +386,7 @@ bool FrameChannel::Send(std::span<const std::byte> frame) {
   if (slot->own.capacity < frame.size()) GrowFreeSlots(frame.size());
   if (!frame.empty()) std::memcpy(slot->own.storage.get(), frame.data(), frame.size());
   slot->own.size = frame.size();
-  slot->frame = &slot->own;
-  ++queued_;
-  if (state_ == State::kOpen && !writing_) WriteFront();
+  Enqueue(*slot, slot->own);
   return true;
 }
 
@@ -396,10 +394,14 @@ bool FrameChannel::Send(SharedFrame& frame) {
   SendSlot* slot = NextSlot();
   if (slot == nullptr) return false;
   SharedFramePool::Hold(frame);
-  slot->frame = &frame;
+  Enqueue(*slot, frame);
+  return true;
+}
+
+void FrameChannel::Enqueue(SendSlot& slot, SharedFrame& frame) {
+  slot.frame = &frame;
   ++queued_;
   if (state_ == State::kOpen && !writing_) WriteFront();
-  return true;
 }
 
 void FrameChannel::GrowFreeSlots(std::size_t bytes) {

@@ -21,9 +21,9 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
-#include <memory>
 #include <vector>
 
 #include "edgesgd/auth/connection_auth.h"
@@ -248,6 +248,8 @@ class FrameChannel {
   };
   // The slot the next frame is queued in, or nullptr when the queue is full.
   SendSlot* NextSlot();
+  // Puts `frame` (the slot's own or a held shared one) in `slot` and writes it if it is next.
+  void Enqueue(SendSlot& slot, SharedFrame& frame);
   // Grows the free slots' own buffers (not those queued or being written: their bytes stay
   // where the write reads them) to at least `bytes`.
   void GrowFreeSlots(std::size_t bytes);

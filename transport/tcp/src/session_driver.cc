@@ -520,41 +520,32 @@ void SessionDriver::Impl::Route(protocol::PeerId to, Frame& frame) {
 void SessionDriver::Impl::AfterSessionCall() {
   if (after_call_) after_call_();
   if (stopped_) return;  // the hook stopped the driver: nothing more goes out
-  // Frames handed out in one go stay valid together, so frames at the same address are the
-  // same frame (a broadcast to every worker): it is copied once, into a shared frame, and a
-  // frame for one peer is copied into that peer's queue.
+  // Frames handed out in one go stay valid together, so consecutive frames at the same address
+  // are one frame for several peers (a broadcast): it is copied once, into a shared frame. A
+  // frame waits to be routed until the next one shows whether it is shared.
   protocol::OutgoingFrame frame;
-  protocol::OutgoingFrame single;  // a frame not yet known to go to anyone else
-  bool have_single = false;
-  SharedFrame* shared = nullptr;
-  std::span<const std::byte> shared_bytes;
-  const auto flush_single = [&] {
-    if (have_single) Route(single.to, single.bytes);
-    have_single = false;
-  };
-  const auto same = [](std::span<const std::byte> a, std::span<const std::byte> b) {
-    return a.data() == b.data() && a.size() == b.size();
-  };
+  std::span<const std::byte> last;  // the previous frame's bytes
+  protocol::PeerId last_to = 0;     // its peer
+  bool waiting = false;             // it is not routed yet
+  SharedFrame* shared = nullptr;    // its shared copy, once a second peer gets it
   while (session_->PollFrame(frame)) {
-    if (shared != nullptr && same(frame.bytes, shared_bytes)) {
-      Route(frame.to, *shared);
+    if (frame.bytes.data() != last.data() || frame.bytes.size() != last.size()) {
+      if (waiting) Route(last_to, last);
+      if (shared != nullptr) frames_.Release(*shared);
+      shared = nullptr;
+      waiting = true;
+      last_to = frame.to;
+      last = frame.bytes;
       continue;
     }
-    if (shared != nullptr) frames_.Release(*shared);
-    shared = nullptr;
-    if (have_single && same(frame.bytes, single.bytes)) {
-      shared = &frames_.Copy(frame.bytes);
-      shared_bytes = frame.bytes;
-      Route(single.to, *shared);
-      Route(frame.to, *shared);
-      have_single = false;
-      continue;
+    if (shared == nullptr) {
+      shared = &frames_.Copy(last);
+      Route(last_to, *shared);
+      waiting = false;
     }
-    flush_single();
-    single = frame;
-    have_single = true;
+    Route(frame.to, *shared);
   }
-  flush_single();
+  if (waiting) Route(last_to, last);
   if (shared != nullptr) frames_.Release(*shared);
   if (session_->Finished() && !finishing_) {
     finishing_ = true;

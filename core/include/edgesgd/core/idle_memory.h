@@ -30,7 +30,6 @@ class IdleMemory {
   // keeps the temporary alive for the loop).
   const std::span<std::byte>* begin() const { return regions_.data(); }
   const std::span<std::byte>* end() const { return regions_.data() + count_; }
-  std::size_t size() const { return count_; }
 
  private:
   std::array<std::span<std::byte>, kMaxRegions> regions_{};

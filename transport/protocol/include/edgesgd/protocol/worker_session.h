@@ -192,6 +192,8 @@ class WorkerSession final : public Session {
   // it is (kNoRound before the first broadcast). Not meaningful between rounds once a driver
   // has released IdleBuffers(), which can include it.
   std::span<const float> model() const { return model_; }
+  static constexpr std::uint32_t kNoRound = 0xFFFFFFFFu;
+  std::uint32_t model_round() const { return model_round_; }
   // Buffers the worker rewrites before it reads them when its next round starts (see
   // IdleMemory): the gradient, the error-feedback worker's IdleBuffers once the update is
   // compressed, the decode scratch of the aggregate downlink, and the model copy with the model
@@ -199,8 +201,6 @@ class WorkerSession final : public Session {
   // last aggregate (reg_top_k reads it off the model change). Never the residual, the momentum
   // or the update frame, which the server may ask for again. Empty before the Welcome.
   IdleMemory IdleBuffers() const;
-  static constexpr std::uint32_t kNoRound = 0xFFFFFFFFu;
-  std::uint32_t model_round() const { return model_round_; }
   const WorkerCounters& counters() const { return counters_; }
   // kOk, or why the worker stopped: kResourceExhausted (arena too small for the run), or the
   // code of an Error the server answered the Join with.
