@@ -3,12 +3,15 @@
 among as many processes, in the same run, and prints the ratio.
 
 Usage: bench_tcp_vs_gloo.py [--edgesgd PATH] [--dim D] [--workers N] [--rounds R] [--warmup W]
+                            [--socket-send-buffer BYTES]
 
 The edgesgd figure is `edgesgd bench tcp`'s dense variant (server and N workers over loopback,
 the model downlink: every round sends 4d bytes up and 4d down per worker). The peer is
 torch.distributed's gloo backend (Debian's python3-torch): N processes on 127.0.0.1 each
 all-reduce a tensor of d float32 values, the collective data-parallel training runs once per
-step. Both are timed over R rounds after W warm-up rounds; the machine's other load shows in
+step. edgesgd runs twice: with the kernel's auto-tuned socket send buffers, as gloo does, and with
+`--socket-send-buffer BYTES` (262144 by default; 0 skips that run). Both are timed over R rounds
+after W warm-up rounds; the machine's other load shows in
 both alike, so read the ratio rather than the absolute times.
 """
 
@@ -68,10 +71,11 @@ def gloo_seconds_per_round(dim, workers, warmup, rounds):
     return max(elapsed) / rounds  # the collective ends when its slowest member does
 
 
-def edgesgd_seconds_per_round(edgesgd, dim, workers, warmup, rounds):
+def edgesgd_seconds_per_round(edgesgd, dim, workers, warmup, rounds, socket_send_buffer):
     output = subprocess.run(
         [edgesgd, "bench", "tcp", "--dim", str(dim), "--workers", str(workers), "--rounds",
-         str(rounds), "--warmup", str(warmup), "--uplink", "dense", "--json"],
+         str(rounds), "--warmup", str(warmup), "--uplink", "dense",
+         "--socket-send-buffer", str(socket_send_buffer), "--json"],
         check=True, capture_output=True, text=True).stdout
     for variant in json.loads(output)["variants"]:
         if variant["uplink"].startswith("dense"):
@@ -86,6 +90,7 @@ def main():
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--socket-send-buffer", type=int, default=262144)
     args = parser.parse_args()
     if not os.access(args.edgesgd, os.X_OK):
         sys.exit(f"bench_tcp_vs_gloo: no edgesgd binary at {args.edgesgd} (build the release "
@@ -95,15 +100,17 @@ def main():
     except ImportError:
         sys.exit("bench_tcp_vs_gloo: needs Debian's python3-torch (apt-get install python3-torch)"
                  " and /usr/bin/python3")
-    ours = edgesgd_seconds_per_round(args.edgesgd, args.dim, args.workers, args.warmup,
-                                     args.rounds)
+    buffers = [0] + ([args.socket_send_buffer] if args.socket_send_buffer > 0 else [])
+    ours = [edgesgd_seconds_per_round(args.edgesgd, args.dim, args.workers, args.warmup,
+                                      args.rounds, buffer) for buffer in buffers]
     gloo = gloo_seconds_per_round(args.dim, args.workers, args.warmup, args.rounds)
     print(f"d = {args.dim}, {args.workers} participants on loopback, {args.rounds} rounds after "
           f"{args.warmup} warm-up")
-    print(f"edgesgd dense round (server + workers)   {ours * 1e3:8.2f} ms")
-    print(f"gloo all-reduce (torch.distributed)      {gloo * 1e3:8.2f} ms")
-    print(f"ratio edgesgd / gloo                     {ours / gloo:8.2f}x")
-
+    print(f"gloo all-reduce (torch.distributed)                  {gloo * 1e3:8.2f} ms")
+    for buffer, seconds in zip(buffers, ours):
+        setting = "auto-tuned send buffers" if buffer == 0 else f"--socket-send-buffer {buffer}"
+        print(f"edgesgd dense round, {setting:<31} {seconds * 1e3:8.2f} ms"
+              f"   {seconds / gloo:5.2f}x gloo")
 
 if __name__ == "__main__":
     main()

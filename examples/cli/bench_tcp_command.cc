@@ -13,6 +13,7 @@
 
 #include "cli/commands.h"
 #include "cli/config_file.h"
+#include "cli/tcp_flags.h"
 #include "edgesgd/tcp/loopback.h"
 #include "edgesgd/core/arena.h"
 #include "edgesgd/core/random.h"
@@ -30,6 +31,7 @@ struct BenchTcpOptions {
   std::uint32_t warmup = 3;
   float k_ratio = 0.01f;
   std::vector<std::string> uplinks;  // keys of the variants to run; empty runs them all
+  std::size_t socket_send_buffer = 0;
   bool json = false;
 };
 
@@ -159,7 +161,11 @@ bool Measure(const BenchTcpOptions& o, const protocol::RunConfig& config, Figure
     }
   };
   tcp::LoopbackResult result;
-  if (!tcp::RunOnLoopback(server, pointers, hook, result, error).ok()) return false;
+  if (!tcp::RunOnLoopback(server, pointers, hook, result, error,
+                          {.socket_send_buffer_bytes = o.socket_send_buffer})
+           .ok()) {
+    return false;
+  }
   if (!started || !ended || !server.Finished()) {
     error = "the run did not complete";
     return false;
@@ -179,13 +185,17 @@ int RunBenchTcp(const BenchTcpOptions& o) {
   // Connection notices would interleave with the table.
   platform::SetLogLevel(platform::LogLevel::kError);
   if (!o.json) {
-    std::printf("edgesgd bench tcp: d = %zu, %u workers on loopback, %u rounds after %u warm-up\n",
-                o.dimension, o.workers, o.rounds, o.warmup);
+    std::printf("edgesgd bench tcp: d = %zu, %u workers on loopback, %u rounds after %u warm-up, "
+                "socket send buffer %s\n",
+                o.dimension, o.workers, o.rounds, o.warmup,
+                o.socket_send_buffer == 0 ? "auto-tuned"
+                                          : (std::to_string(o.socket_send_buffer) + " B").c_str());
     std::printf("%-38s %10s %14s %14s %14s %14s\n", "uplink", "rounds/s", "up B/round",
                 "down B/round", "wire MB/s", "effective MB/s");
   } else {
-    std::printf("{\"dimension\": %zu, \"workers\": %u, \"rounds\": %u, \"variants\": [", o.dimension,
-                o.workers, o.rounds);
+    std::printf("{\"dimension\": %zu, \"workers\": %u, \"rounds\": %u, "
+                "\"socket_send_buffer\": %zu, \"variants\": [",
+                o.dimension, o.workers, o.rounds, o.socket_send_buffer);
   }
   bool first = true;
   for (const Variant& variant : Variants(o)) {
@@ -252,6 +262,7 @@ void AddBenchTcpCommand(CLI::App& bench, int& exit_code) {
       ->delimiter(',')
       ->check(CLI::IsMember(std::vector<std::string>(std::begin(kUplinkKeys),
                                                      std::end(kUplinkKeys))));
+  AddSocketSendBufferFlag(*command, o->socket_send_buffer);
   command->add_flag("--json", o->json, "Print one JSON object instead of a table");
   command->callback([o, &exit_code] { exit_code = RunBenchTcp(*o); });
 }

@@ -41,6 +41,16 @@ std::optional<tcp::TlsFiles> TlsFilesOf(const NetworkFlags& flags) {
 
 }  // namespace
 
+void AddSocketSendBufferFlag(CLI::App& command, std::size_t& bytes) {
+  command.add_option("--socket-send-buffer", bytes,
+                     "SO_SNDBUF of every connection in bytes (the kernel doubles it, up to "
+                     "net.core.wmem_max); 0 keeps the kernel's auto-tuning. A few hundred KiB "
+                     "keeps large frames in cache on a fast link; a long, fast link needs about "
+                     "its bandwidth x round-trip time")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{0}, tcp::kMaxSocketSendBufferBytes));
+}
+
 void AddNetworkFlags(CLI::App& command, NetworkFlags& flags) {
   command.add_option("--write-timeout-s", flags.write_timeout_s,
                      "Close a connection whose frame write takes longer than this")
@@ -51,6 +61,7 @@ void AddNetworkFlags(CLI::App& command, NetworkFlags& flags) {
                      "is disconnected")
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{1}, std::size_t{4096}));
+  AddSocketSendBufferFlag(command, flags.socket_send_buffer);
   command.add_option("--reconnect-max-s", flags.reconnect_max_s,
                      "Longest delay between reconnect attempts (exponential backoff from 50 ms, "
                      "with jitter)")
@@ -205,6 +216,7 @@ tcp::DriverOptions NetworkOptions(const NetworkFlags& flags, std::uint64_t seed,
   // Accepted connections only: a worker's dialled link is never idle-checked.
   options.idle_timeout_ns = Seconds(flags.idle_timeout_s);
   options.send_queue_frames = flags.send_queue;
+  options.socket_send_buffer_bytes = flags.socket_send_buffer;
   options.reconnect_max_ns = Seconds(flags.reconnect_max_s);
   options.seed = seed;
   options.log_name = log_name;

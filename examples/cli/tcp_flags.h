@@ -26,6 +26,7 @@ struct NetworkFlags {
   double write_timeout_s = 10;
   double hello_timeout_s = 5;
   std::size_t send_queue = 8;
+  std::size_t socket_send_buffer = 0;  // bytes; 0 keeps the kernel's auto-tuning
   double reconnect_max_s = 2;
   std::string port_file;
   std::string keys;  // --keys FILE
@@ -65,6 +66,10 @@ struct PeerFlags : RunFlags {
 // The connection policy's flags (timeouts, queue, backoff, --keys/--insecure, TLS), registered
 // on `command`.
 void AddNetworkFlags(CLI::App& command, NetworkFlags& flags);
+
+// --socket-send-buffer BYTES (DriverOptions::socket_send_buffer_bytes), registered on `command`;
+// `bench tcp` shares it.
+void AddSocketSendBufferFlag(CLI::App& command, std::size_t& bytes);
 
 // Every flag of each subcommand, registered on `command`.
 void AddServerFlags(CLI::App& command, ServerFlags& flags);

@@ -86,7 +86,8 @@ void RunCase(const char* name, const protocol::RunConfig& config,
 
   tcp::LoopbackResult result;
   std::string error;
-  ASSERT_TRUE(tcp::RunOnLoopback(server, pointers, hook, result, error, keys).ok()) << error;
+  ASSERT_TRUE(tcp::RunOnLoopback(server, pointers, hook, result, error, {.keys = keys}).ok())
+      << error;
 
   ASSERT_EQ(result.server_stop, tcp::DriverStop::kFinished) << name;
   ASSERT_TRUE(server.Finished()) << name;

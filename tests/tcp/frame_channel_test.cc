@@ -152,5 +152,28 @@ TEST_F(FrameChannelTest, SharedFrameIsReusedOnceEveryChannelIsDone) {
   pool_.Release(reused_b);
 }
 
+// DriverOptions::socket_send_buffer_bytes reaches every connection the channel opens, and 0
+// leaves the kernel's auto-tuned size alone. (Linux doubles the size; asio halves what it reads.)
+TEST_F(FrameChannelTest, SocketSendBufferOptionSetsTheConnectionsBuffer) {
+  FrameChannel* tuned_by_kernel = Connect();
+  ASSERT_NE(tuned_by_kernel, nullptr);
+  asio::socket_base::send_buffer_size kernel_size;
+  tuned_by_kernel->socket().get_option(kernel_size);
+
+  constexpr int kRequested = 96 * 1024;
+  options_.socket_send_buffer_bytes = kRequested;
+  FrameChannel* tuned = Connect();
+  ASSERT_NE(tuned, nullptr);
+  asio::socket_base::send_buffer_size size;
+  tuned->socket().get_option(size);
+  EXPECT_EQ(size.value(), kRequested);
+  EXPECT_NE(kernel_size.value(), kRequested);
+
+  // A frame many times the buffer still arrives whole.
+  const std::vector<std::byte> bytes = Pattern(std::size_t{3} << 20, 5);
+  ASSERT_TRUE(tuned->Send(std::span<const std::byte>(bytes)));
+  EXPECT_EQ(Read(1, bytes.size()), bytes);
+}
+
 }  // namespace
 }  // namespace edgesgd::tcp::internal

@@ -131,6 +131,11 @@ void FrameChannel::Opened() {
   asio::error_code ignored;
   // Request/response rounds of small frames: Nagle's delay would cost ~40 ms per round.
   socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
+  if (options_.socket_send_buffer_bytes > 0) {
+    socket_.set_option(
+        asio::socket_base::send_buffer_size(static_cast<int>(options_.socket_send_buffer_bytes)),
+        ignored);
+  }
   opened_at = events_.ChannelNow();
   last_read_ = opened_at;
   heard_ = false;

@@ -9,13 +9,14 @@ namespace edgesgd::tcp {
 Status RunOnLoopback(protocol::ServerSession& server,
                      std::span<protocol::WorkerSession* const> workers,
                      std::function<void()> after_server_call, LoopbackResult& result,
-                     std::string& detail, const auth::KeyRing* keys) {
+                     std::string& detail, const LoopbackOptions& loopback) {
   DriverOptions server_options;
   server_options.listen = Endpoint{"127.0.0.1", 0};
   server_options.max_peer_id = server.options().workers;
   server_options.max_frame_bytes = protocol::UpdateFrameBytes(server.config());
   server_options.log_name = "server";
-  server_options.auth_keys = keys;
+  server_options.auth_keys = loopback.keys;
+  server_options.socket_send_buffer_bytes = loopback.socket_send_buffer_bytes;
   SessionDriver server_driver;
   EDGESGD_TRY(server_driver.Open(server_options, detail));
   server_driver.SetAfterSessionCall(std::move(after_server_call));
@@ -26,7 +27,8 @@ Status RunOnLoopback(protocol::ServerSession& server,
     options.dial.push_back({protocol::kServerPeer, {"127.0.0.1", server_driver.listen_port()}});
     options.seed = w;
     options.log_name = "worker";
-    options.auth_keys = keys;
+    options.auth_keys = loopback.keys;
+    options.socket_send_buffer_bytes = loopback.socket_send_buffer_bytes;
     options.auth_device = static_cast<std::uint32_t>(w + 1);
     // Should the server stop without a Leave, workers end by themselves and the join returns.
     options.give_up_ns = 10'000 * kNsPerMs;

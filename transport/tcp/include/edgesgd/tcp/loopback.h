@@ -15,6 +15,13 @@
 
 namespace edgesgd::tcp {
 
+struct LoopbackOptions {
+  // When set, every connection is authenticated (worker i as device i + 1; the ring must hold
+  // those keys).
+  const auth::KeyRing* keys = nullptr;
+  std::size_t socket_send_buffer_bytes = 0;  // DriverOptions::socket_send_buffer_bytes, all ends
+};
+
 struct LoopbackResult {
   DriverStop server_stop = DriverStop::kStopped;
   DriverCounters server_counters;
@@ -23,11 +30,10 @@ struct LoopbackResult {
 // Runs `server` and `workers` (initialized, not started; worker i must have device id i + 1)
 // until the server's driver returns, then joins the worker threads (they end when the server
 // sends Leave or goes away). `after_server_call` is the server driver's SetAfterSessionCall hook.
-// With `keys`, every connection is authenticated (worker i as device i + 1; the ring must hold
-// those keys). Errors: those of SessionDriver::Open (no loopback, no free port), with `detail`.
+// Errors: those of SessionDriver::Open (no loopback, no free port), with `detail`.
 Status RunOnLoopback(protocol::ServerSession& server,
                      std::span<protocol::WorkerSession* const> workers,
                      std::function<void()> after_server_call, LoopbackResult& result,
-                     std::string& detail, const auth::KeyRing* keys = nullptr);
+                     std::string& detail, const LoopbackOptions& options = {});
 
 }  // namespace edgesgd::tcp
