@@ -84,7 +84,8 @@ Status ErrorFeedbackWorker::SetRoundParams(const CodecParams& params) {
 }
 
 void ErrorFeedbackWorker::FoldDeltaIntoResidual() {
-  if (!buffers_.error || !buffers_.separate_delta) return;
+  // Before the round's first step a separate delta is zero by definition (its storage is stale).
+  if (!buffers_.error || !buffers_.separate_delta || steps_ == 0) return;
   for (std::size_t i = 0; i < error_.size(); ++i) {
     error_[i] += delta_[i];
     delta_[i] = 0.0f;
@@ -110,7 +111,7 @@ Status ErrorFeedbackWorker::BeginRound(std::span<const float> synced_model) {
   } else {
     std::copy(x.begin(), x.end(), point_.begin());
   }
-  if (buffers_.separate_delta) std::fill(delta_.begin(), delta_.end(), 0.0f);
+  // A separate delta starts at zero: the first step writes it instead of adding to it.
   steps_ = 0;
   phase_ = Phase::kInRound;
   return Status::Ok();
@@ -123,10 +124,11 @@ Status ErrorFeedbackWorker::LocalStep(std::span<const float> gradient) {
   if (gradient.size() != point_.size()) {
     return Status::InvalidArgument("the gradient's size differs from the layout's dimension");
   }
+  const bool fresh_delta = buffers_.separate_delta && steps_ == 0;
   if (buffers_.momentum) {
-    Step<true>(gradient);
+    fresh_delta ? Step<true, true>(gradient) : Step<true, false>(gradient);
   } else {
-    Step<false>(gradient);
+    fresh_delta ? Step<false, true>(gradient) : Step<false, false>(gradient);
   }
   ++steps_;
   return Status::Ok();
@@ -146,7 +148,7 @@ Status ErrorFeedbackWorker::AddProximalGradient(std::span<float> gradient) const
   return Status::Ok();
 }
 
-template <bool kMomentum>
+template <bool kMomentum, bool kFreshDelta>
 void ErrorFeedbackWorker::Step(std::span<const float> gradient) {
   const float lr = feedback_.learning_rate;
   const float beta = feedback_.momentum;
@@ -163,6 +165,15 @@ void ErrorFeedbackWorker::Step(std::span<const float> gradient) {
       return g;
     }
   };
+  // delta += step; a fresh delta is zero, so the sum is formed without reading it (0 + step keeps
+  // the sign of a zero as the accumulation would).
+  const auto accumulate = [&](std::size_t i, float step) {
+    if constexpr (kFreshDelta) {
+      delta_[i] = 0.0f + step;
+    } else {
+      delta_[i] += step;
+    }
+  };
   // Three loops rather than one with branches inside, so each vectorises. The expression
   // order (g + wd*point, then beta*m + g) follows docs/algorithms.md §2; bit-exact tests
   // reproduce it.
@@ -171,7 +182,7 @@ void ErrorFeedbackWorker::Step(std::span<const float> gradient) {
     // (which may be the residual itself) advance.
     for (std::size_t i = 0; i < d; ++i) {
       const float g = gradient[i] + wd * point_[i];
-      delta_[i] += lr * next_momentum(i, g);
+      accumulate(i, lr * next_momentum(i, g));
     }
   } else if (!buffers_.separate_local) {
     // c = 0: the gradient point is the local model.
@@ -179,7 +190,7 @@ void ErrorFeedbackWorker::Step(std::span<const float> gradient) {
       const float g = gradient[i] + wd * point_[i];
       const float step = lr * next_momentum(i, g);
       point_[i] -= step;
-      delta_[i] += step;
+      accumulate(i, step);
     }
   } else {
     // The residual is fixed during a round (delta is separate), so the point follows the
@@ -189,7 +200,7 @@ void ErrorFeedbackWorker::Step(std::span<const float> gradient) {
       const float g = gradient[i] + wd * point_[i];
       const float step = lr * next_momentum(i, g);
       local_[i] -= step;
-      delta_[i] += step;
+      accumulate(i, step);
       point_[i] = local_[i] - c * error_[i];
     }
   }
@@ -218,6 +229,7 @@ Result<PayloadShape> ErrorFeedbackWorker::Compress(const CodecContext& context,
       scratch_source_ == CodecScratch::kLent ? lent_scratch : scratch_;
 
   if (!buffers_.error) {
+    if (steps_ == 0) std::fill(delta_.begin(), delta_.end(), 0.0f);  // a round without steps
     if (kDifferentialPrivacy && clip_norm_ > 0.0f)
       norm_before_clipping_ = ClipToNorm(delta_, clip_norm_);
     EDGESGD_TRY(EncodeWithSelection(context, delta_, out, scratch));

@@ -332,6 +332,10 @@ TEST(ErrorFeedbackTest, NoFeedbackSendsTheDeltaAndKeepsNoResidual) {
     }
     ASSERT_TRUE(worker.Compress({}, payload.spans()).ok());
     EXPECT_TRUE(SameBits(payload.values, delta));
+    // A round without a step sends zeros, not the last round's delta.
+    ASSERT_TRUE(worker.BeginRound(x).ok());
+    ASSERT_TRUE(worker.Compress({}, payload.spans()).ok());
+    EXPECT_TRUE(SameBits(payload.values, std::vector<float>(d, 0.0f)));
   }
 }
 
@@ -489,6 +493,8 @@ TEST(ErrorFeedbackTest, AbandonedRoundIsCarriedInTheResidual) {
     std::vector<float> expected(d);
     for (std::size_t j = 0; j < d; ++j) expected[j] = feedback.learning_rate * worker.momentum()[j];
     ASSERT_TRUE(worker.BeginRound(x).ok());  // the round is abandoned
+    EXPECT_TRUE(SameBits(worker.residual(), expected));
+    ASSERT_TRUE(worker.BeginRound(x).ok());  // abandoned before its first step: nothing to carry
     EXPECT_TRUE(SameBits(worker.residual(), expected));
     // SAEF's next gradient point already accounts for the unsent progress.
     for (std::size_t j = 0; j < d; ++j) ASSERT_EQ(worker.GradientPoint()[j], x[j] - expected[j]);

@@ -304,7 +304,8 @@ class ErrorFeedbackWorker {
   Status EncodeWithSelection(const CodecContext& context, std::span<const float> input,
                              const PayloadSpans& out, std::span<std::byte> scratch);
   // LocalStep's arithmetic, with or without the momentum buffer.
-  template <bool kMomentum>
+  // kFreshDelta: the round's first step into a separate delta, which it writes without reading.
+  template <bool kMomentum, bool kFreshDelta>
   void Step(std::span<const float> gradient);
 
   TensorLayout layout_;
