@@ -9,8 +9,8 @@ The edgesgd figure is `edgesgd bench tcp`'s dense variant (server and N workers 
 the model downlink: every round sends 4d bytes up and 4d down per worker). The peer is
 torch.distributed's gloo backend (Debian's python3-torch): N processes on 127.0.0.1 each
 all-reduce a tensor of d float32 values, the collective data-parallel training runs once per
-step. edgesgd runs twice: with the kernel's auto-tuned socket send buffers, as gloo does, and with
-`--socket-send-buffer BYTES` (262144 by default; 0 skips that run). Both are timed over R rounds
+step. edgesgd runs twice: with its default socket settings (the kernel's auto-tuned send buffers,
+as gloo runs) and with `--socket-send-buffer BYTES` (262144 by default; 0 skips that run). Both are timed over R rounds
 after W warm-up rounds; the machine's other load shows in
 both alike, so read the ratio rather than the absolute times.
 """
@@ -108,7 +108,7 @@ def main():
           f"{args.warmup} warm-up")
     print(f"gloo all-reduce (torch.distributed)                  {gloo * 1e3:8.2f} ms")
     for buffer, seconds in zip(buffers, ours):
-        setting = "auto-tuned send buffers" if buffer == 0 else f"--socket-send-buffer {buffer}"
+        setting = "default settings" if buffer == 0 else f"--socket-send-buffer {buffer}"
         print(f"edgesgd dense round, {setting:<31} {seconds * 1e3:8.2f} ms"
               f"   {seconds / gloo:5.2f}x gloo")
 

@@ -32,6 +32,7 @@ struct BenchTcpOptions {
   float k_ratio = 0.01f;
   std::vector<std::string> uplinks;  // keys of the variants to run; empty runs them all
   std::size_t socket_send_buffer = 0;
+  std::size_t receive_low_watermark = tcp::kDefaultReceiveLowWatermarkBytes;
   bool json = false;
 };
 
@@ -162,7 +163,8 @@ bool Measure(const BenchTcpOptions& o, const protocol::RunConfig& config, Figure
   };
   tcp::LoopbackResult result;
   if (!tcp::RunOnLoopback(server, pointers, hook, result, error,
-                          {.socket_send_buffer_bytes = o.socket_send_buffer})
+                          {.socket_send_buffer_bytes = o.socket_send_buffer,
+                           .receive_low_watermark_bytes = o.receive_low_watermark})
            .ok()) {
     return false;
   }
@@ -186,16 +188,17 @@ int RunBenchTcp(const BenchTcpOptions& o) {
   platform::SetLogLevel(platform::LogLevel::kError);
   if (!o.json) {
     std::printf("edgesgd bench tcp: d = %zu, %u workers on loopback, %u rounds after %u warm-up, "
-                "socket send buffer %s\n",
+                "socket send buffer %s, receive low watermark %zu B\n",
                 o.dimension, o.workers, o.rounds, o.warmup,
                 o.socket_send_buffer == 0 ? "auto-tuned"
-                                          : (std::to_string(o.socket_send_buffer) + " B").c_str());
+                                          : (std::to_string(o.socket_send_buffer) + " B").c_str(),
+                o.receive_low_watermark);
     std::printf("%-38s %10s %14s %14s %14s %14s\n", "uplink", "rounds/s", "up B/round",
                 "down B/round", "wire MB/s", "effective MB/s");
   } else {
     std::printf("{\"dimension\": %zu, \"workers\": %u, \"rounds\": %u, "
-                "\"socket_send_buffer\": %zu, \"variants\": [",
-                o.dimension, o.workers, o.rounds, o.socket_send_buffer);
+                "\"socket_send_buffer\": %zu, \"receive_low_watermark\": %zu, \"variants\": [",
+                o.dimension, o.workers, o.rounds, o.socket_send_buffer, o.receive_low_watermark);
   }
   bool first = true;
   for (const Variant& variant : Variants(o)) {
@@ -262,7 +265,7 @@ void AddBenchTcpCommand(CLI::App& bench, int& exit_code) {
       ->delimiter(',')
       ->check(CLI::IsMember(std::vector<std::string>(std::begin(kUplinkKeys),
                                                      std::end(kUplinkKeys))));
-  AddSocketSendBufferFlag(*command, o->socket_send_buffer);
+  AddSocketFlags(*command, o->socket_send_buffer, o->receive_low_watermark);
   command->add_flag("--json", o->json, "Print one JSON object instead of a table");
   command->callback([o, &exit_code] { exit_code = RunBenchTcp(*o); });
 }

@@ -41,14 +41,20 @@ std::optional<tcp::TlsFiles> TlsFilesOf(const NetworkFlags& flags) {
 
 }  // namespace
 
-void AddSocketSendBufferFlag(CLI::App& command, std::size_t& bytes) {
-  command.add_option("--socket-send-buffer", bytes,
+void AddSocketFlags(CLI::App& command, std::size_t& send_buffer, std::size_t& low_watermark) {
+  command.add_option("--socket-send-buffer", send_buffer,
                      "SO_SNDBUF of every connection in bytes (the kernel doubles it, up to "
                      "net.core.wmem_max); 0 keeps the kernel's auto-tuning. A few hundred KiB "
                      "keeps large frames in cache on a fast link; a long, fast link needs about "
                      "its bandwidth x round-trip time")
       ->capture_default_str()
-      ->check(CLI::Range(std::size_t{0}, tcp::kMaxSocketSendBufferBytes));
+      ->check(CLI::Range(std::size_t{0}, tcp::kMaxSocketOptionBytes));
+  command.add_option("--receive-low-watermark", low_watermark,
+                     "While a large frame arrives, wake the reader only once this many of its "
+                     "bytes (or the rest of it) are in; 0 wakes it on every arrival. Bytes held "
+                     "back still keep a connection from counting as idle. Not used with TLS")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{0}, tcp::kMaxSocketOptionBytes));
 }
 
 void AddNetworkFlags(CLI::App& command, NetworkFlags& flags) {
@@ -61,7 +67,7 @@ void AddNetworkFlags(CLI::App& command, NetworkFlags& flags) {
                      "is disconnected")
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{1}, std::size_t{4096}));
-  AddSocketSendBufferFlag(command, flags.socket_send_buffer);
+  AddSocketFlags(command, flags.socket_send_buffer, flags.receive_low_watermark);
   command.add_option("--reconnect-max-s", flags.reconnect_max_s,
                      "Longest delay between reconnect attempts (exponential backoff from 50 ms, "
                      "with jitter)")
@@ -217,6 +223,7 @@ tcp::DriverOptions NetworkOptions(const NetworkFlags& flags, std::uint64_t seed,
   options.idle_timeout_ns = Seconds(flags.idle_timeout_s);
   options.send_queue_frames = flags.send_queue;
   options.socket_send_buffer_bytes = flags.socket_send_buffer;
+  options.receive_low_watermark_bytes = flags.receive_low_watermark;
   options.reconnect_max_ns = Seconds(flags.reconnect_max_s);
   options.seed = seed;
   options.log_name = log_name;

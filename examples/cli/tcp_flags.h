@@ -27,6 +27,7 @@ struct NetworkFlags {
   double hello_timeout_s = 5;
   std::size_t send_queue = 8;
   std::size_t socket_send_buffer = 0;  // bytes; 0 keeps the kernel's auto-tuning
+  std::size_t receive_low_watermark = tcp::kDefaultReceiveLowWatermarkBytes;
   double reconnect_max_s = 2;
   std::string port_file;
   std::string keys;  // --keys FILE
@@ -67,9 +68,9 @@ struct PeerFlags : RunFlags {
 // on `command`.
 void AddNetworkFlags(CLI::App& command, NetworkFlags& flags);
 
-// --socket-send-buffer BYTES (DriverOptions::socket_send_buffer_bytes), registered on `command`;
-// `bench tcp` shares it.
-void AddSocketSendBufferFlag(CLI::App& command, std::size_t& bytes);
+// --socket-send-buffer and --receive-low-watermark (DriverOptions' socket settings), registered
+// on `command`; `bench tcp` shares them.
+void AddSocketFlags(CLI::App& command, std::size_t& send_buffer, std::size_t& low_watermark);
 
 // Every flag of each subcommand, registered on `command`.
 void AddServerFlags(CLI::App& command, ServerFlags& flags);

@@ -10,7 +10,9 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "edgesgd/tcp/asio.h"
@@ -21,7 +23,9 @@ namespace {
 
 class RecordingEvents final : public ChannelEvents {
  public:
-  void OnChannelFrame(FrameChannel&, std::span<const std::byte>) override {}
+  void OnChannelFrame(FrameChannel&, std::span<const std::byte> frame) override {
+    frames.emplace_back(frame.begin(), frame.end());
+  }
   void OnChannelClosed(FrameChannel&, CloseReason) override { ++closed; }
   void OnChannelConnected(FrameChannel&) override { ++connected; }
   void OnChannelDeadline(TimeNs) override {}
@@ -34,6 +38,7 @@ class RecordingEvents final : public ChannelEvents {
 
   int connected = 0;
   int closed = 0;
+  std::vector<std::vector<std::byte>> frames;
 };
 
 std::vector<std::byte> Pattern(std::size_t bytes, std::uint8_t seed) {
@@ -42,6 +47,14 @@ std::vector<std::byte> Pattern(std::size_t bytes, std::uint8_t seed) {
     out[i] = static_cast<std::byte>((i * 131 + seed) & 0xFF);
   }
   return out;
+}
+
+// `bytes` bytes that read as one frame: the length prefix, then a pattern.
+std::vector<std::byte> PrefixedFrame(std::size_t bytes, std::uint8_t seed) {
+  std::vector<std::byte> frame = Pattern(bytes, seed);
+  const auto body = static_cast<std::uint32_t>(bytes - sizeof(std::uint32_t));
+  std::memcpy(frame.data(), &body, sizeof(body));
+  return frame;
 }
 
 // Channels dialled to plain sockets accepted by the test.
@@ -65,6 +78,11 @@ class FrameChannelTest : public ::testing::Test {
     channel.Connect(acceptor.local_endpoint());
     RunUntil([&] { return accepted && events_.connected > connected_before; });
     return accepted && channel.connected() ? &channel : nullptr;
+  }
+
+  // Writes `bytes` from far end `index` (blocking: they fit the socket buffers).
+  void Write(std::size_t index, std::span<const std::byte> bytes) {
+    asio::write(*far_ends_[index], asio::buffer(bytes.data(), bytes.size()));
   }
 
   // Reads exactly `bytes` bytes from far end `index`; empty if they did not all arrive.
@@ -173,6 +191,55 @@ TEST_F(FrameChannelTest, SocketSendBufferOptionSetsTheConnectionsBuffer) {
   const std::vector<std::byte> bytes = Pattern(std::size_t{3} << 20, 5);
   ASSERT_TRUE(tuned->Send(std::span<const std::byte>(bytes)));
   EXPECT_EQ(Read(1, bytes.size()), bytes);
+}
+
+// A frame that arrives in pieces smaller than the receive low watermark, with pauses between
+// them, is delivered once, whole.
+TEST_F(FrameChannelTest, FrameArrivingBelowTheLowWatermarkIsDeliveredWhole) {
+  options_.receive_low_watermark_bytes = std::size_t{256} << 10;
+  ASSERT_NE(Connect(), nullptr);
+  const std::vector<std::byte> frame = PrefixedFrame(std::size_t{1} << 20, 6);
+  constexpr std::size_t kPiece = std::size_t{96} << 10;
+  for (std::size_t at = 0; at < frame.size(); at += kPiece) {
+    Write(0, std::span(frame).subspan(at, std::min(kPiece, frame.size() - at)));
+    io_.run_for(std::chrono::milliseconds(5));
+  }
+  RunUntil([&] { return !events_.frames.empty(); });
+  ASSERT_EQ(events_.frames.size(), 1u);
+  EXPECT_EQ(events_.frames[0], frame);
+  EXPECT_EQ(events_.closed, 0);
+}
+
+// Bytes the low watermark keeps from the reader still show that the peer is alive; an accepted
+// connection whose peer then falls silent is closed as idle.
+TEST_F(FrameChannelTest, BytesHeldBackByTheLowWatermarkKeepAConnectionFromIdling) {
+  options_.receive_low_watermark_bytes = std::size_t{256} << 10;
+  options_.idle_timeout_ns = 100 * kNsPerMs;
+  FrameChannel* channel = Connect();
+  ASSERT_NE(channel, nullptr);
+  channel->dialled = false;  // idle checks apply to accepted connections
+  const std::vector<std::byte> frame = PrefixedFrame(std::size_t{1} << 20, 7);
+  constexpr std::size_t kPiece = std::size_t{32} << 10;
+  std::size_t written = 0;
+  const auto write_piece = [&] {
+    Write(0, std::span(frame).subspan(written, kPiece));
+    written += kPiece;
+  };
+  write_piece();
+  io_.run_for(std::chrono::milliseconds(20));  // the prefix is read; the body waits
+  for (int pause = 0; pause < 3; ++pause) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    write_piece();
+    io_.run_for(std::chrono::milliseconds(5));
+    channel->CheckDeadlines(events_.ChannelNow());
+    ASSERT_EQ(events_.closed, 0) << "closed as idle while bytes kept arriving (pause " << pause
+                                 << ")";
+  }
+  EXPECT_TRUE(events_.frames.empty()) << "the watermark let a read through below it";
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  channel->CheckDeadlines(events_.ChannelNow());
+  EXPECT_EQ(events_.closed, 1);
+  EXPECT_EQ(counters_.idle_timeouts, 1u);
 }
 
 }  // namespace

@@ -138,6 +138,8 @@ void FrameChannel::Opened() {
   }
   opened_at = events_.ChannelNow();
   last_read_ = opened_at;
+  waiting_at_idle_check_ = 0;
+  low_watermark_ = 1;
   heard_ = false;
   established_ = false;
   received_ = 0;
@@ -288,12 +290,25 @@ bool FrameChannel::RejectUnauthenticated(const char* what) {
 }
 
 void FrameChannel::ReadMore() {
+  SetLowWatermark();
   ++pending_;
   AsyncReadSome(std::span(receive_bytes() + received_, expected_ - received_),
                 [this](const asio::error_code& error, std::size_t bytes) {
                   const Completion completion(*this);
                   OnRead(error, bytes);
                 });
+}
+
+void FrameChannel::SetLowWatermark() {
+  // Not under TLS: the TLS layer may hold raw bytes of the frame already, so fewer than the
+  // frame's remaining bytes may ever reach the socket.
+  if (options_.receive_low_watermark_bytes <= 1 || tls_context_ != nullptr) return;
+  const std::size_t wanted =
+      reading_body_ ? std::min(options_.receive_low_watermark_bytes, expected_ - received_) : 1;
+  if (wanted == low_watermark_) return;
+  asio::error_code ignored;
+  socket_.set_option(asio::socket_base::receive_low_watermark(static_cast<int>(wanted)), ignored);
+  low_watermark_ = wanted;
 }
 
 void FrameChannel::OnRead(const asio::error_code& error, std::size_t bytes) {
@@ -305,6 +320,7 @@ void FrameChannel::OnRead(const asio::error_code& error, std::size_t bytes) {
   received_ += bytes;
   counters_.bytes_received += bytes;
   last_read_ = events_.ChannelNow();
+  waiting_at_idle_check_ = 0;
   if (received_ < expected_) {
     ReadMore();
     return;
@@ -522,7 +538,7 @@ void FrameChannel::CheckDeadlines(TimeNs now) {
     return;
   }
   if (!dialled && options_.idle_timeout_ns != kNever &&
-      now - last_read_ > options_.idle_timeout_ns) {
+      now - last_read_ > options_.idle_timeout_ns && !ArrivedBelowLowWatermark(now)) {
     ++counters_.idle_timeouts;
     Close(CloseReason::kIdleTimeout);
     return;
@@ -531,6 +547,17 @@ void FrameChannel::CheckDeadlines(TimeNs now) {
     ++counters_.write_timeouts;
     Close(CloseReason::kWriteTimeout);
   }
+}
+
+bool FrameChannel::ArrivedBelowLowWatermark(TimeNs now) {
+  if (low_watermark_ <= 1) return false;
+  asio::error_code code;
+  const std::size_t waiting = socket_.available(code);
+  if (code || waiting <= waiting_at_idle_check_) return false;
+  // Bytes came that the low watermark keeps from waking the reader: the peer is not idle.
+  waiting_at_idle_check_ = waiting;
+  last_read_ = now;
+  return true;
 }
 
 TimeNs FrameChannel::NextDeadline() const {

@@ -197,6 +197,12 @@ class FrameChannel {
   template <typename Buffers, typename Handler>
   void AsyncWrite(const Buffers& buffers, Handler&& handler);
   void ReadMore();
+  // SO_RCVLOWAT for the next read: DriverOptions::receive_low_watermark_bytes, or the rest of the
+  // frame's body if less; 1 for a prefix.
+  void SetLowWatermark();
+  // At the idle deadline: whether bytes arrived since the last read (or check) that the low
+  // watermark kept from waking the reader; if so the peer counts as heard from now.
+  bool ArrivedBelowLowWatermark(TimeNs now);
   void OnRead(const asio::error_code& error, std::size_t bytes);
   void DeliverFrame(std::span<const std::byte> frame);
   // Authentication (when DriverOptions::auth_keys is set): every connection opens with the
@@ -230,6 +236,8 @@ class FrameChannel {
   std::size_t received_ = 0;  // bytes of the current prefix or frame
   std::size_t expected_ = 0;  // wire::kFramePrefixBytes, then the frame's length
   bool reading_body_ = false;
+  std::size_t low_watermark_ = 1;          // SO_RCVLOWAT now set on the socket
+  std::size_t waiting_at_idle_check_ = 0;  // bytes the socket held at the last idle check
   TimeNs last_read_ = 0;
   bool heard_ = false;  // a frame has arrived (the hello deadline no longer applies)
   bool established_ = false;

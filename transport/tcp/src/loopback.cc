@@ -17,6 +17,7 @@ Status RunOnLoopback(protocol::ServerSession& server,
   server_options.log_name = "server";
   server_options.auth_keys = loopback.keys;
   server_options.socket_send_buffer_bytes = loopback.socket_send_buffer_bytes;
+  server_options.receive_low_watermark_bytes = loopback.receive_low_watermark_bytes;
   SessionDriver server_driver;
   EDGESGD_TRY(server_driver.Open(server_options, detail));
   server_driver.SetAfterSessionCall(std::move(after_server_call));
@@ -29,6 +30,7 @@ Status RunOnLoopback(protocol::ServerSession& server,
     options.log_name = "worker";
     options.auth_keys = loopback.keys;
     options.socket_send_buffer_bytes = loopback.socket_send_buffer_bytes;
+    options.receive_low_watermark_bytes = loopback.receive_low_watermark_bytes;
     options.auth_device = static_cast<std::uint32_t>(w + 1);
     // Should the server stop without a Leave, workers end by themselves and the join returns.
     options.give_up_ns = 10'000 * kNsPerMs;

@@ -236,7 +236,9 @@ Status SessionDriver::Impl::Open(const DriverOptions& options, std::string& deta
   options_ = options;
   options_.max_frame_bytes = std::min(options_.max_frame_bytes, wire::kMaxFrameBytes);
   options_.socket_send_buffer_bytes =
-      std::min(options_.socket_send_buffer_bytes, kMaxSocketSendBufferBytes);
+      std::min(options_.socket_send_buffer_bytes, kMaxSocketOptionBytes);
+  options_.receive_low_watermark_bytes =
+      std::min(options_.receive_low_watermark_bytes, kMaxSocketOptionBytes);
   jitter_state_ = options_.seed ^ 0x5DEECE66Dull;
   start_ = std::chrono::steady_clock::now();
   if (options_.tls) EDGESGD_TRY(OpenTls(*options_.tls, detail));

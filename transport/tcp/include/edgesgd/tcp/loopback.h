@@ -19,7 +19,9 @@ struct LoopbackOptions {
   // When set, every connection is authenticated (worker i as device i + 1; the ring must hold
   // those keys).
   const auth::KeyRing* keys = nullptr;
-  std::size_t socket_send_buffer_bytes = 0;  // DriverOptions::socket_send_buffer_bytes, all ends
+  // DriverOptions' socket settings, on every connection at both ends.
+  std::size_t socket_send_buffer_bytes = 0;
+  std::size_t receive_low_watermark_bytes = kDefaultReceiveLowWatermarkBytes;
 };
 
 struct LoopbackResult {

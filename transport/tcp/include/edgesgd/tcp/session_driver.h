@@ -66,8 +66,9 @@ using protocol::TimeNs;
 using protocol::kNever;
 
 inline constexpr TimeNs kNsPerMs = 1'000'000;
-// DriverOptions::socket_send_buffer_bytes is capped here (the socket option is an int).
-inline constexpr std::size_t kMaxSocketSendBufferBytes = std::size_t{1} << 30;
+// DriverOptions' socket byte counts are capped here (socket options are ints).
+inline constexpr std::size_t kMaxSocketOptionBytes = std::size_t{1} << 30;
+inline constexpr std::size_t kDefaultReceiveLowWatermarkBytes = std::size_t{256} << 10;
 
 // A TCP address as HOST:PORT (HOST a name or IPv4 address, or [IPv6]).
 struct Endpoint {
@@ -104,12 +105,18 @@ struct DriverOptions {
   // Largest frame (prefix included) this endpoint accepts; capped at wire::kMaxFrameBytes.
   std::size_t max_frame_bytes = wire::kMaxFrameBytes;
   std::size_t send_queue_frames = 8;  // per connection
-  // SO_SNDBUF of every connection (capped at kMaxSocketSendBufferBytes; the kernel doubles it
+  // SO_SNDBUF of every connection (capped at kMaxSocketOptionBytes; the kernel doubles it
   // and caps it at net.core.wmem_max); 0 keeps the kernel's auto-tuning. A small buffer keeps a
   // large frame's bytes in cache on their way through the kernel: on loopback, 256 KiB on both
   // ends made a dense d = 1e6 round about 10 % faster (docs/cli.md); on a long, fast link it
   // caps throughput near 2 x buffer / round-trip time.
   std::size_t socket_send_buffer_bytes = 0;
+  // While a frame's body is read, the reader is woken once this many of its bytes (or all the
+  // rest of it) have arrived, not on every segment: on loopback, 256 KiB made a dense d = 1e6
+  // round about 10 % faster (docs/cli.md). Bytes held back this way still count as a sign of
+  // life for idle_timeout_ns. Capped at kMaxSocketOptionBytes; 0 or 1: wake on every
+  // arrival. Not applied under TLS.
+  std::size_t receive_low_watermark_bytes = kDefaultReceiveLowWatermarkBytes;
   TimeNs hello_timeout_ns = 5'000 * kNsPerMs;  // accepted connection: first frame within this
   // Close an accepted connection that received nothing for this long (a dialled one may only
   // ever send, as gossip links do).
