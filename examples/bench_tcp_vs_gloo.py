@@ -10,9 +10,9 @@ the model downlink: every round sends 4d bytes up and 4d down per worker). The p
 torch.distributed's gloo backend (Debian's python3-torch): N processes on 127.0.0.1 each
 all-reduce a tensor of d float32 values, the collective data-parallel training runs once per
 step. edgesgd runs twice: with its default socket settings (the kernel's auto-tuned send buffers,
-as gloo runs) and with `--socket-send-buffer BYTES` (262144 by default; 0 skips that run). Both are timed over R rounds
-after W warm-up rounds; the machine's other load shows in
-both alike, so read the ratio rather than the absolute times.
+as gloo runs) and with `--socket-send-buffer BYTES` (262144 by default; 0 skips that run). All
+are timed over R rounds after W warm-up rounds; the machine's other load shows in all alike, so
+read the ratios rather than the absolute times.
 """
 
 import argparse
