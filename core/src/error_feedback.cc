@@ -84,8 +84,7 @@ Status ErrorFeedbackWorker::SetRoundParams(const CodecParams& params) {
 }
 
 void ErrorFeedbackWorker::FoldDeltaIntoResidual() {
-  // Before the round's first step a separate delta is zero by definition (its storage is stale).
-  if (!buffers_.error || !buffers_.separate_delta || steps_ == 0) return;
+  if (!buffers_.error || !buffers_.separate_delta || delta_is_fresh()) return;
   for (std::size_t i = 0; i < error_.size(); ++i) {
     error_[i] += delta_[i];
     delta_[i] = 0.0f;
@@ -111,8 +110,7 @@ Status ErrorFeedbackWorker::BeginRound(std::span<const float> synced_model) {
   } else {
     std::copy(x.begin(), x.end(), point_.begin());
   }
-  // A separate delta starts at zero: the first step writes it instead of adding to it.
-  steps_ = 0;
+  steps_ = 0;  // a separate delta is fresh again (delta_is_fresh)
   phase_ = Phase::kInRound;
   return Status::Ok();
 }
@@ -124,7 +122,7 @@ Status ErrorFeedbackWorker::LocalStep(std::span<const float> gradient) {
   if (gradient.size() != point_.size()) {
     return Status::InvalidArgument("the gradient's size differs from the layout's dimension");
   }
-  const bool fresh_delta = buffers_.separate_delta && steps_ == 0;
+  const bool fresh_delta = delta_is_fresh();
   if (buffers_.momentum) {
     fresh_delta ? Step<true, true>(gradient) : Step<true, false>(gradient);
   } else {
@@ -229,7 +227,7 @@ Result<PayloadShape> ErrorFeedbackWorker::Compress(const CodecContext& context,
       scratch_source_ == CodecScratch::kLent ? lent_scratch : scratch_;
 
   if (!buffers_.error) {
-    if (steps_ == 0) std::fill(delta_.begin(), delta_.end(), 0.0f);  // a round without steps
+    if (delta_is_fresh()) std::fill(delta_.begin(), delta_.end(), 0.0f);  // a round without steps
     if (kDifferentialPrivacy && clip_norm_ > 0.0f)
       norm_before_clipping_ = ClipToNorm(delta_, clip_norm_);
     EDGESGD_TRY(EncodeWithSelection(context, delta_, out, scratch));

@@ -538,10 +538,14 @@ void FrameChannel::CheckDeadlines(TimeNs now) {
     return;
   }
   if (!dialled && options_.idle_timeout_ns != kNever &&
-      now - last_read_ > options_.idle_timeout_ns && !ArrivedBelowLowWatermark(now)) {
-    ++counters_.idle_timeouts;
-    Close(CloseReason::kIdleTimeout);
-    return;
+      now - last_read_ > options_.idle_timeout_ns) {
+    // Bytes the low watermark keeps from waking the reader still show the peer is alive.
+    if (!MoreBytesWaiting()) {
+      ++counters_.idle_timeouts;
+      Close(CloseReason::kIdleTimeout);
+      return;
+    }
+    last_read_ = now;
   }
   if (writing_ && now - write_started_ > options_.write_timeout_ns) {
     ++counters_.write_timeouts;
@@ -549,14 +553,12 @@ void FrameChannel::CheckDeadlines(TimeNs now) {
   }
 }
 
-bool FrameChannel::ArrivedBelowLowWatermark(TimeNs now) {
+bool FrameChannel::MoreBytesWaiting() {
   if (low_watermark_ <= 1) return false;
   asio::error_code code;
   const std::size_t waiting = socket_.available(code);
   if (code || waiting <= waiting_at_idle_check_) return false;
-  // Bytes came that the low watermark keeps from waking the reader: the peer is not idle.
   waiting_at_idle_check_ = waiting;
-  last_read_ = now;
   return true;
 }
 

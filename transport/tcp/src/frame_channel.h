@@ -200,9 +200,9 @@ class FrameChannel {
   // SO_RCVLOWAT for the next read: DriverOptions::receive_low_watermark_bytes, or the rest of the
   // frame's body if less; 1 for a prefix.
   void SetLowWatermark();
-  // At the idle deadline: whether bytes arrived since the last read (or check) that the low
-  // watermark kept from waking the reader; if so the peer counts as heard from now.
-  bool ArrivedBelowLowWatermark(TimeNs now);
+  // At the idle deadline: whether the socket holds more bytes than at the last read or check,
+  // bytes the low watermark kept from waking the reader.
+  bool MoreBytesWaiting();
   void OnRead(const asio::error_code& error, std::size_t bytes);
   void DeliverFrame(std::span<const std::byte> frame);
   // Authentication (when DriverOptions::auth_keys is set): every connection opens with the

@@ -303,8 +303,10 @@ class ErrorFeedbackWorker {
   // C(input) into `out` with `scratch`, through the selection state when the codec has one.
   Status EncodeWithSelection(const CodecContext& context, std::span<const float> input,
                              const PayloadSpans& out, std::span<std::byte> scratch);
-  // LocalStep's arithmetic, with or without the momentum buffer.
-  // kFreshDelta: the round's first step into a separate delta, which it writes without reading.
+  // A separate delta is not zeroed when a round begins: until the round's first step it counts
+  // as zero whatever its storage holds, and that step writes it without reading it.
+  bool delta_is_fresh() const { return buffers_.separate_delta && steps_ == 0; }
+  // LocalStep's arithmetic, with or without the momentum buffer, into a fresh delta or not.
   template <bool kMomentum, bool kFreshDelta>
   void Step(std::span<const float> gradient);
 
