@@ -3,6 +3,9 @@
 # that repeated runs are quick and need no network. Run as root.
 #   cmake/install-debian-deps.sh host          build + test on this machine
 #   cmake/install-debian-deps.sh host cross    also ARM Linux and Cortex-M cross builds
+# The cross group also unpacks Debian's mbed TLS source package into build/debian-src: Debian
+# ships mbed TLS built for Linux only, and the Cortex-M build compiles the parts it uses (SHA-256
+# and HMAC for authenticated serial links) from that source with its own configuration.
 # A package named `name:arch` is a Debian multiarch package for another architecture (the ARM
 # Linux cross builds link libraries from /usr/lib/<triple>); its architecture is added to dpkg
 # first if it is not there yet.
@@ -17,8 +20,10 @@ declare -A groups=(
           iproute2"
   [cross]="g++-aarch64-linux-gnu g++-arm-linux-gnueabihf qemu-user gcc-arm-none-eabi
            libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib qemu-system-arm
-           libmbedtls-dev:arm64 libmbedtls-dev:armhf"
+           libmbedtls-dev:arm64 libmbedtls-dev:armhf dpkg-dev"
 )
+# Source packages each group unpacks into build/debian-src (see fetch_sources below).
+declare -A source_groups=([cross]="mbedtls")
 
 wanted=()
 for group in "${@:-host}"; do
@@ -29,6 +34,37 @@ for group in "${@:-host}"; do
   wanted+=(${groups[$group]})
 done
 
+# Unpacks each Debian source package in `$@` into build/debian-src/<package>-<version>, once.
+# `apt-get source` needs a deb-src entry; one for the machine's Debian suite is added if no
+# source index is configured yet.
+fetch_sources() {
+  local destination
+  destination="$(cd "$(dirname "$0")/.." && pwd)/build/debian-src"
+  local wanted_sources=()
+  local name
+  for name in "$@"; do
+    if ! compgen -G "$destination/$name-[0-9]*/" >/dev/null; then wanted_sources+=("$name"); fi
+  done
+  ((${#wanted_sources[@]} == 0)) && return 0
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "install-debian-deps: need root to fetch the source of: ${wanted_sources[*]}" >&2
+    exit 1
+  fi
+  local apt_sources=(/etc/apt/sources.list /etc/apt/sources.list.d/)
+  if ! grep -rqs '^\(Types:.*deb-src\|deb-src \)' "${apt_sources[@]}"; then
+    local suite
+    suite=$(. /etc/os-release && echo "$VERSION_CODENAME")
+    echo "install-debian-deps: adding a deb-src entry for Debian $suite" >&2
+    printf '%s\n' 'Types: deb-src' 'URIs: http://deb.debian.org/debian' "Suites: $suite" \
+      'Components: main' 'Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg' \
+      >/etc/apt/sources.list.d/edgesgd-deb-src.sources
+    apt-get update -qq || true
+  fi
+  mkdir -p "$destination"
+  echo "install-debian-deps: unpacking the source of ${wanted_sources[*]} into $destination" >&2
+  (cd "$destination" && apt-get source -qq "${wanted_sources[@]}" >/dev/null)
+}
+
 missing=()
 for package in "${wanted[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
@@ -36,7 +72,13 @@ for package in "${wanted[@]}"; do
   fi
 done
 
+sources=()
+for group in "${@:-host}"; do
+  sources+=(${source_groups[$group]:-})
+done
+
 if ((${#missing[@]} == 0)); then
+  fetch_sources "${sources[@]}"
   exit 0
 fi
 if [[ $(id -u) -ne 0 ]]; then
@@ -63,3 +105,4 @@ if ! apt-get update -qq; then
 fi
 # --no-install-recommends keeps qemu-system-arm to a few packages instead of a desktop stack.
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fetch_sources "${sources[@]}"

@@ -5,9 +5,9 @@ extern "C" {
 #include <mbedtls/constant_time.h>
 }
 #include <mbedtls/md.h>
+#include <mbedtls/platform.h>
 #include <mbedtls/platform_util.h>
 
-#include <new>
 #include <utility>
 
 namespace edgesgd::auth {
@@ -22,7 +22,7 @@ HmacSha256::HmacSha256() = default;
 HmacSha256::~HmacSha256() {
   if (context_ != nullptr) {
     mbedtls_md_free(context_);  // zeroizes the key pads and hash state before freeing them
-    delete context_;
+    mbedtls_free(context_);
   }
 }
 
@@ -42,13 +42,14 @@ Status HmacSha256::Init() {
   if (context_ != nullptr) return Status::FailedPrecondition("Init was already called");
   const mbedtls_md_info_t* info = mbedtls_md_info_from_type(MBEDTLS_MD_SHA256);
   if (info == nullptr) return Status::Internal("mbed TLS lacks SHA-256");
-  auto* context = new (std::nothrow) mbedtls_md_context_t;
+  auto* context =
+      static_cast<mbedtls_md_context_t*>(mbedtls_calloc(1, sizeof(mbedtls_md_context_t)));
   if (context == nullptr) return Status::ResourceExhausted("cannot allocate the HMAC state");
   mbedtls_md_init(context);
   const int result = mbedtls_md_setup(context, info, /*hmac=*/1);
   if (result != 0) {
     mbedtls_md_free(context);
-    delete context;
+    mbedtls_free(context);
     return result == MBEDTLS_ERR_MD_ALLOC_FAILED
                ? Status::ResourceExhausted("mbed TLS cannot allocate the HMAC pads")
                : Status::Internal("mbed TLS cannot set up HMAC-SHA256");
