@@ -97,6 +97,31 @@ TEST(SerialFramingTest, EncodeRefusesAShortOutput) {
   EXPECT_EQ(EncodeFrame(payload, out).status(), Status::ResourceExhausted());
 }
 
+TEST(SerialFramingTest, AFrameOfPartsIsTheFrameOfThePartsJoined) {
+  // Cuts around a 254-byte block, and empty parts, in payloads with and without zeros: the
+  // stuffing and the CRC run across part boundaries as over one payload.
+  for (const int zero_every : {0, 7}) {
+    const Bytes payload = Payload(600, 11, zero_every);
+    for (const std::size_t first : {std::size_t{0}, std::size_t{1}, std::size_t{253},
+                                    std::size_t{254}, std::size_t{255}, std::size_t{599}}) {
+      for (const std::size_t second : {first, first + 1, std::size_t{600}}) {
+        const std::span<const std::byte> all(payload);
+        const std::size_t end = std::min(second, payload.size());
+        Bytes out(MaxEncodedBytes(payload.size()));
+        const Result<std::size_t> length =
+            EncodeFrame({all.first(first), all.subspan(first, end - first), all.subspan(end)}, out);
+        ASSERT_TRUE(length.ok());
+        out.resize(*length);
+        EXPECT_EQ(out, Encoded(payload)) << "parts cut at " << first << " and " << end;
+      }
+    }
+  }
+  const Bytes payload = Payload(600, 12);
+  Bytes small(MaxEncodedBytes(payload.size()) - 1);
+  EXPECT_EQ(EncodeFrame({std::span<const std::byte>(payload), {}}, small).status(),
+            Status::ResourceExhausted());
+}
+
 TEST(SerialFramingTest, FramesSurviveAnyChunkingAndIdleFill) {
   std::vector<Bytes> payloads;
   Bytes stream(3, kDelimiter);  // idle fill before the first frame

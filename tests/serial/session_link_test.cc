@@ -11,11 +11,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <random>
 #include <vector>
 
+#include "edgesgd/auth/connection_auth.h"
+#include "edgesgd/auth/key_ring.h"
 #include "edgesgd/core/codec_registry.h"
 #include "edgesgd/protocol/server_session.h"
 #include "edgesgd/protocol/worker_session.h"
@@ -135,10 +138,10 @@ class ScriptedSession final : public protocol::Session {
 struct ScriptedPair {
   explicit ScriptedPair(const LinkOptions& options = {.retransmit_ns = 20 * kMs, .max_attempts = 5})
       : device_memory(SessionLink::BufferBytes(kMaxFrame)),
-        far_memory(Link::BufferBytes(kMaxFrame)) {
+        far_memory(Link::BufferBytes(SessionLink::LinkPayloadBytes(kMaxFrame))) {
     session.link = &device;
     EXPECT_TRUE(device.Init(device_memory, kMaxFrame, session, kRemote, options).ok());
-    EXPECT_TRUE(far.Init(far_memory, kMaxFrame, options).ok());
+    EXPECT_TRUE(far.Init(far_memory, SessionLink::LinkPayloadBytes(kMaxFrame), options).ok());
   }
 
   void Start() {
@@ -330,6 +333,179 @@ TEST(SessionLinkTest, InitChecksItsArguments) {
   EXPECT_TRUE(link.Init(memory, kMaxFrame, session, kRemote).ok());
   link.Start(0, 1);
   EXPECT_EQ(session.starts, 1);
+}
+
+// ---- Authentication of the line ----
+
+constexpr std::uint32_t kDevice = 7;
+
+std::array<std::byte, auth::kKeyBytes> Key(std::uint8_t fill) {
+  std::array<std::byte, auth::kKeyBytes> key{};
+  key.fill(std::byte{fill});
+  return key;
+}
+
+// The gateway's end of an authenticated line, played by the test over ScriptedPair's far link:
+// it answers each device hello and opens the records that follow.
+struct AuthenticatedPair : ScriptedPair {
+  explicit AuthenticatedPair(std::uint8_t gateway_key = 0x42) {
+    EXPECT_TRUE(device_keys.Add(kDevice, Key(0x42)).ok());
+    EXPECT_TRUE(gateway_keys.Add(kDevice, Key(gateway_key)).ok());
+    EXPECT_TRUE(device_auth.Init(kMaxFrame).ok());
+    EXPECT_TRUE(gateway.Init(kMaxFrame).ok());
+    boot_nonce.fill(std::byte{0x11});
+    EXPECT_TRUE(device.EnableAuthentication(device_auth, device_keys, kDevice, boot_nonce).ok());
+  }
+
+  // Runs `steps` milliseconds, the gateway answering hellos and opening records as they come.
+  void Exchange(int steps) {
+    for (int step = 0; step < steps; ++step) {
+      const std::size_t seen = far_received.size();
+      Run(1);
+      for (std::size_t i = seen; i < far_received.size(); ++i) Handle(far_received[i]);
+    }
+  }
+
+  void Handle(const Bytes& payload) {
+    // A device that restarted its link starts a new connection, as a gateway sees it.
+    if (far.counters().peer_restarts != restarts_seen) {
+      restarts_seen = far.counters().peer_restarts;
+      gateway.Reset();
+    }
+    if (!gateway.established()) {
+      hellos.push_back(payload);
+      std::array<std::byte, auth::kNonceBytes> nonce{};
+      nonce.fill(static_cast<std::byte>(hellos.size()));
+      std::array<std::byte, auth::kResponderHelloBytes> hello{};
+      ASSERT_TRUE(gateway.StartResponder(gateway_keys, payload, nonce, hello).ok());
+      pending.emplace_back(hello.begin(), hello.end());
+    } else {
+      const Result<std::span<const std::byte>> frame = gateway.Open(payload);
+      ASSERT_TRUE(frame.ok()) << frame.status().reason();
+      opened.emplace_back(frame->begin(), frame->end());
+    }
+    SendPending();
+  }
+
+  // Sends the gateway's queued payloads while its link takes them.
+  void SendPending() {
+    while (!pending.empty() && far.CanSend()) {
+      ASSERT_TRUE(far.Send(pending.front(), now).ok());
+      pending.pop_front();
+    }
+  }
+
+  // A frame from the gateway, sealed as its next record.
+  Bytes Seal(const Bytes& frame) {
+    Bytes record(auth::RecordBytes(frame.size()));
+    const Result<std::span<const std::byte>> sealed = gateway.Seal(frame, record);
+    EXPECT_TRUE(sealed.ok());
+    return record;
+  }
+
+  auth::FixedKeyRing<1> device_keys;
+  auth::FixedKeyRing<1> gateway_keys;
+  auth::ConnectionAuth device_auth;
+  auth::ConnectionAuth gateway;
+  std::array<std::byte, auth::kNonceBytes> boot_nonce{};
+  std::vector<Bytes> hellos;  // device hellos, in order
+  std::vector<Bytes> opened;  // frames of the device's records
+  std::deque<Bytes> pending;  // gateway payloads waiting for the link
+  std::uint64_t restarts_seen = 0;
+};
+
+TEST(SessionLinkAuthTest, TheHelloGoesFirstAndFramesTravelAsRecordsBothWays) {
+  AuthenticatedPair pair;
+  pair.session.script = {{kRemote, 10}, {kRemote, kMaxFrame}};
+  pair.Start();
+  for (int step = 0; step < 20 && pair.hellos.empty(); ++step) pair.Exchange(1);
+  // The hello is out, the gateway's answer not yet in: the session has not been polled.
+  ASSERT_EQ(pair.hellos.size(), 1u);
+  EXPECT_EQ(pair.hellos[0].size(), auth::kInitiatorHelloBytes);
+  EXPECT_EQ(pair.session.script.size(), 2u);
+  pair.Exchange(40);
+  EXPECT_TRUE(pair.device_auth.established());
+  ASSERT_EQ(pair.opened.size(), 2u);
+  EXPECT_EQ(pair.opened[0], Bytes(10, std::byte{10}));
+  EXPECT_EQ(pair.opened[1], Bytes(kMaxFrame, static_cast<std::byte>(kMaxFrame)));
+  // The records on the line are the frames with their header and tag around them.
+  EXPECT_EQ(pair.far_received[1].size(), auth::RecordBytes(10));
+
+  pair.pending.push_back(pair.Seal(Bytes(33, std::byte{0x5A})));
+  pair.SendPending();
+  pair.Exchange(10);
+  ASSERT_EQ(pair.session.received.size(), 1u);
+  EXPECT_EQ(pair.session.received[0], Bytes(33, std::byte{0x5A}));
+  EXPECT_EQ(pair.session.misaligned, 0);
+  EXPECT_EQ(pair.device.counters().auth_rejected, 0u);
+}
+
+TEST(SessionLinkAuthTest, ARecordThatFailsRestartsTheLinkWithANewConnection) {
+  AuthenticatedPair pair;
+  pair.Start();
+  pair.Exchange(20);
+  ASSERT_TRUE(pair.device_auth.established());
+  const Bytes first = pair.Seal(Bytes(16, std::byte{1}));
+  pair.pending.push_back(first);
+  pair.SendPending();
+  pair.Exchange(10);
+  ASSERT_EQ(pair.session.received.size(), 1u);
+
+  // The same record again (a replay) fails: the device counts it and ignores the line for
+  // kAuthRetryNs; then its session loses the gateway and the link starts again with a hello
+  // under a fresh nonce.
+  ASSERT_TRUE(pair.far.Send(first, pair.now).ok());
+  pair.Exchange(10);
+  EXPECT_EQ(pair.device.counters().auth_rejected, 1u);
+  EXPECT_TRUE(pair.session.lost.empty());
+  EXPECT_EQ(pair.hellos.size(), 1u);
+  pair.Exchange(static_cast<int>(SessionLink::kAuthRetryNs / kMs) + 30);
+  EXPECT_EQ(pair.session.lost, std::vector<PeerId>{kRemote});
+  EXPECT_EQ(pair.session.received.size(), 1u);
+  ASSERT_EQ(pair.hellos.size(), 2u);
+  EXPECT_NE(pair.hellos[0], pair.hellos[1]);
+  EXPECT_TRUE(pair.device_auth.established());
+
+  // An altered record fails as well.
+  Bytes altered = pair.Seal(Bytes(16, std::byte{2}));
+  altered[auth::kRecordHeaderBytes] ^= std::byte{1};
+  ASSERT_TRUE(pair.far.Send(altered, pair.now).ok());
+  pair.Exchange(static_cast<int>(SessionLink::kAuthRetryNs / kMs) + 40);
+  EXPECT_EQ(pair.device.counters().auth_rejected, 2u);
+  EXPECT_EQ(pair.session.received.size(), 1u);
+  EXPECT_EQ(pair.hellos.size(), 3u);
+}
+
+TEST(SessionLinkAuthTest, AGatewayWithoutTheKeyNeverGetsAFrame) {
+  AuthenticatedPair pair(/*gateway_key=*/0x43);
+  pair.session.script = {{kRemote, 10}};
+  pair.Start();
+  pair.Exchange(static_cast<int>(3 * SessionLink::kAuthRetryNs / kMs));
+  // Every answer fails the key confirmation; the device tries again once a second, and sends
+  // no frame.
+  EXPECT_EQ(pair.device.counters().auth_rejected, 3u);
+  EXPECT_EQ(pair.hellos.size(), 3u);
+  EXPECT_TRUE(pair.opened.empty());
+  EXPECT_EQ(pair.session.script.size(), 1u);
+  EXPECT_EQ(pair.device.counters().frames_sent, 0u);
+}
+
+TEST(SessionLinkAuthTest, EnableAuthenticationChecksItsArguments) {
+  ScriptedPair pair;
+  auth::FixedKeyRing<1> keys;
+  ASSERT_TRUE(keys.Add(kDevice, Key(0x42)).ok());
+  auth::ConnectionAuth small;
+  ASSERT_TRUE(small.Init(kMaxFrame - 1).ok());
+  auth::ConnectionAuth enough;
+  ASSERT_TRUE(enough.Init(kMaxFrame).ok());
+  const std::array<std::byte, auth::kNonceBytes> nonce{};
+  EXPECT_EQ(pair.device.EnableAuthentication(enough, keys, kDevice + 1, nonce).code(),
+            StatusCode::kNotFound);
+  EXPECT_EQ(pair.device.EnableAuthentication(small, keys, kDevice, nonce).code(),
+            StatusCode::kInvalidArgument);
+  pair.Start();
+  EXPECT_EQ(pair.device.EnableAuthentication(enough, keys, kDevice, nonce).code(),
+            StatusCode::kFailedPrecondition);
 }
 
 // ---- A worker over a serial line, a gateway and a server ----

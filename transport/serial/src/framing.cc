@@ -31,43 +31,47 @@ std::uint32_t Crc32(std::span<const std::byte> bytes, std::uint32_t crc) {
   return ~crc;
 }
 
-Result<std::size_t> EncodeFrame(std::span<const std::byte> head, std::span<const std::byte> payload,
+Result<std::size_t> EncodeFrame(std::span<const std::span<const std::byte>> parts,
                                 std::span<std::byte> out) {
-  const std::uint32_t crc = Crc32(payload, Crc32(head));
-  const std::array<std::byte, kCrcBytes> trailer = {
-      static_cast<std::byte>(crc & 0xFFu), static_cast<std::byte>((crc >> 8) & 0xFFu),
-      static_cast<std::byte>((crc >> 16) & 0xFFu), static_cast<std::byte>(crc >> 24)};
-  const std::size_t body = head.size() + payload.size();
-  const std::size_t total = body + kCrcBytes;
+  std::uint32_t crc = 0;
+  std::size_t body = 0;
+  for (const std::span<const std::byte> part : parts) {
+    crc = Crc32(part, crc);
+    body += part.size();
+  }
   if (out.size() < MaxEncodedBytes(body)) {
     return Status::ResourceExhausted("the output cannot hold the encoded frame");
   }
+  const std::array<std::byte, kCrcBytes> trailer = {
+      static_cast<std::byte>(crc & 0xFFu), static_cast<std::byte>((crc >> 8) & 0xFFu),
+      static_cast<std::byte>((crc >> 16) & 0xFFu), static_cast<std::byte>(crc >> 24)};
   // Stuffing: each block is a code byte (1 + its data bytes) and up to 254 non-zero bytes; a
   // zero in the input ends a block (and is not written), as does the 254th byte.
   std::size_t code_at = 0;
   std::size_t written = 1;
   std::size_t block = 0;
-  for (std::size_t i = 0; i < total; ++i) {
-    const std::byte b = i < head.size() ? head[i]
-                        : i < body      ? payload[i - head.size()]
-                                        : trailer[i - body];
-    if (b != kDelimiter) {
-      out[written++] = b;
-      ++block;
+  const auto stuff = [&](std::span<const std::byte> bytes) {
+    for (const std::byte b : bytes) {
+      if (b != kDelimiter) {
+        out[written++] = b;
+        ++block;
+      }
+      if (b == kDelimiter || block == kMaxBlock) {
+        out[code_at] = static_cast<std::byte>(block + 1);
+        code_at = written++;
+        block = 0;
+      }
     }
-    if (b == kDelimiter || block == kMaxBlock) {
-      out[code_at] = static_cast<std::byte>(block + 1);
-      code_at = written++;
-      block = 0;
-    }
-  }
+  };
+  for (const std::span<const std::byte> part : parts) stuff(part);
+  stuff(trailer);
   out[code_at] = static_cast<std::byte>(block + 1);
   out[written++] = kDelimiter;
   return written;
 }
 
 Result<std::size_t> EncodeFrame(std::span<const std::byte> payload, std::span<std::byte> out) {
-  return EncodeFrame({}, payload, out);
+  return EncodeFrame({payload}, out);
 }
 
 FrameDecoder::Step FrameDecoder::Push(std::span<const std::byte> bytes) {

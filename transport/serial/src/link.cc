@@ -81,17 +81,23 @@ void Link::Transmit(TimeNs now) {
   retransmit_at_ = now + options_.retransmit_ns + tx_length_ * options_.byte_ns;
 }
 
-Status Link::Send(std::span<const std::byte> payload, TimeNs now) {
+Status Link::Send(std::initializer_list<std::span<const std::byte>> parts, TimeNs now) {
   if (!CanSend()) {
     return Status::Unavailable("the link is not ready or a frame is still unacknowledged");
   }
-  if (payload.size() > max_payload_) {
+  std::size_t payload_bytes = 0;
+  for (const std::span<const std::byte> part : parts) payload_bytes += part.size();
+  if (payload_bytes > max_payload_) {
     return Status::InvalidArgument("the payload is larger than the link's maximum");
   }
-  // Encoded straight from a header byte and the payload: the stuffing runs over both.
-  std::array<std::byte, kHeaderBytes> header{static_cast<std::byte>(tx_sequence_ == 0 ? kData0
-                                                                                      : kData1)};
-  const Result<std::size_t> length = EncodeFrame(header, payload, tx_);
+  // Encoded straight from a header byte and the parts: the stuffing runs over all of them.
+  const std::array<std::byte, kHeaderBytes> header{
+      static_cast<std::byte>(tx_sequence_ == 0 ? kData0 : kData1)};
+  std::array<std::span<const std::byte>, kMaxSendParts + 1> all;
+  if (parts.size() > kMaxSendParts) return Status::InvalidArgument("too many payload parts");
+  all[0] = header;
+  std::copy(parts.begin(), parts.end(), all.begin() + 1);
+  const Result<std::size_t> length = EncodeFrame(std::span(all).first(parts.size() + 1), tx_);
   if (!length.ok()) return length.status();
   tx_length_ = length.value();
   awaiting_ack_ = true;

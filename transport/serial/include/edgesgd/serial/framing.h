@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <span>
 
 #include "edgesgd/core/result.h"
@@ -45,10 +46,15 @@ std::uint32_t Crc32(std::span<const std::byte> bytes, std::uint32_t crc = 0);
 // useful is written then). Does not allocate.
 Result<std::size_t> EncodeFrame(std::span<const std::byte> payload, std::span<std::byte> out);
 
-// EncodeFrame of the payload `head` followed by `payload`, without joining them first (a link
-// puts its header in front of a caller's data this way).
-Result<std::size_t> EncodeFrame(std::span<const std::byte> head, std::span<const std::byte> payload,
+// EncodeFrame of the payload made of `parts` back to back, without joining them first (a link
+// puts its header in front of a caller's data this way, and an authenticated record's header and
+// tag around a frame that stays where it is).
+Result<std::size_t> EncodeFrame(std::span<const std::span<const std::byte>> parts,
                                 std::span<std::byte> out);
+inline Result<std::size_t> EncodeFrame(std::initializer_list<std::span<const std::byte>> parts,
+                                       std::span<std::byte> out) {
+  return EncodeFrame(std::span(parts.begin(), parts.size()), out);
+}
 
 // What a decoder saw, since construction or Reset.
 struct DecoderCounters {

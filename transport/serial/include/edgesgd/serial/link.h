@@ -32,6 +32,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <span>
 
 #include "edgesgd/core/status.h"
@@ -108,7 +109,11 @@ class Link {
   }
   // Queues `payload` (at most max_payload bytes) for sending. Errors: kUnavailable when
   // !CanSend(), kInvalidArgument when too long.
-  Status Send(std::span<const std::byte> payload, TimeNs now);
+  Status Send(std::span<const std::byte> payload, TimeNs now) { return Send({payload}, now); }
+  // As Send, for a payload made of up to kMaxSendParts `parts` back to back (encoded without
+  // joining them: an authenticated record's header and tag around a frame that stays put).
+  static constexpr std::size_t kMaxSendParts = 3;
+  Status Send(std::initializer_list<std::span<const std::byte>> parts, TimeNs now);
 
   // Bytes to write to the port now (empty: nothing), whole frames one after another; report how
   // many were written with Written.

@@ -21,14 +21,26 @@
 //     is told OnPeerLost(remote) and the link is started again with the next nonce, handshaking
 //     until the line is back.
 //
+// Authentication (EnableAuthentication): the line carries the TCP transport's hellos and records
+// (auth/connection_auth.h), with this device as the initiator and the gateway as the responder,
+// each holding the device's pre-shared key. After every link handshake the device sends its hello
+// first, and the session is polled only once the gateway's hello proved the key; every frame then
+// travels as a record (sealed around the session's own buffer, so no copy is kept) and every
+// payload received must open as one. A payload that does not — forged, replayed, from another
+// key — is counted, and kAuthRetryNs later the link restarts, which starts a new connection with
+// a new nonce (the session is told its peer is lost); meanwhile the line is ignored.
+//
 // Sans-I/O, like the link: the caller reads the port into Receive, writes Output and reports it
 // with Written, and calls OnTimer once NextWakeup has passed. Memory comes from one caller
 // buffer of BufferBytes(max_frame_bytes); nothing allocates or throws, so it builds for Cortex-M.
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
 
+#include "edgesgd/auth/connection_auth.h"
+#include "edgesgd/auth/key_ring.h"
 #include "edgesgd/core/status.h"
 #include "edgesgd/protocol/session.h"
 #include "edgesgd/serial/link.h"
@@ -42,14 +54,24 @@ struct SessionLinkCounters {
   std::uint64_t frames_misrouted = 0;  // session frames for a peer other than `remote`: dropped
   std::uint64_t link_restarts = 0;     // the link failed (max_attempts) and was started again
   std::uint64_t peer_restarts = 0;     // the far end restarted (new nonce)
+  std::uint64_t auth_rejected = 0;     // hellos or records that failed authentication
 };
 
 class SessionLink {
  public:
+  // After a failed authentication, the wait before the next connection: a device with the wrong
+  // key retries once a second instead of flooding the line and its gateway's log.
+  static constexpr TimeNs kAuthRetryNs = 1'000'000'000;
+
   // Bytes Init takes for session frames of up to `max_frame_bytes` (the largest frame either
-  // end sends: for a worker, the run's broadcast or update, wire::MaxFrameBytes).
+  // end sends: for a worker, the run's broadcast or update, wire::MaxFrameBytes), with room for
+  // the authentication record around each.
   static constexpr std::size_t BufferBytes(std::size_t max_frame_bytes) {
-    return Link::BufferBytes(max_frame_bytes);
+    return Link::BufferBytes(LinkPayloadBytes(max_frame_bytes));
+  }
+  // The largest link payload for session frames of up to `max_frame_bytes`: a record of one.
+  static constexpr std::size_t LinkPayloadBytes(std::size_t max_frame_bytes) {
+    return auth::RecordBytes(max_frame_bytes);
   }
 
   // `session` is initialised and not started, and outlives this object. Frames from the link are
@@ -60,6 +82,16 @@ class SessionLink {
   // small).
   Status Init(std::span<std::byte> memory, std::size_t max_frame_bytes, protocol::Session& session,
               protocol::PeerId remote, const LinkOptions& options = {});
+
+  // Authenticates the line from now on (call after Init, before Start) as `device`, whose key
+  // `keys` holds. `auth` is initialised with ConnectionAuth::Init(max_frame_bytes) or more and,
+  // like `keys`, outlives this object. `boot_nonce` must never repeat between boots (a TRNG, or
+  // a boot counter kept in flash): each connection's nonce is it with a connection counter
+  // added. Errors: kFailedPrecondition (not initialised, or started), kNotFound (no key for
+  // `device`), kInvalidArgument (auth's limit below this link's frames).
+  Status EnableAuthentication(auth::ConnectionAuth& auth, const auth::KeyRing& keys,
+                              std::uint32_t device,
+                              std::span<const std::byte, auth::kNonceBytes> boot_nonce);
 
   // Starts the link with `nonce` (which must differ from this device's previous one: a boot
   // counter or a random number) and the session. The session's first frames go once the
@@ -91,6 +123,16 @@ class SessionLink {
   void NotePeerRestarts(TimeNs now);
   // Starts a failed link again, after telling the session its peer is lost.
   void RestartIfFailed(TimeNs now);
+  // Tells the session its peer is lost and starts the link with the next nonce.
+  void RestartLink(TimeNs now);
+  // Hands a delivered payload to the session: as it is, or opened as a record (a hello from the
+  // gateway establishes the connection). False if it failed authentication.
+  bool Deliver(std::span<const std::byte> payload, TimeNs now);
+  // Sends one session frame, sealed as a record when authenticating.
+  bool Send(std::span<const std::byte> frame, TimeNs now);
+  // A new connection: the next hello goes out before any frame.
+  void ResetAuthentication();
+  bool authenticated() const { return auth_ == nullptr || auth_->established(); }
 
   Link link_;
   protocol::Session* session_ = nullptr;
@@ -99,6 +141,14 @@ class SessionLink {
   std::uint32_t nonce_ = 0;
   std::uint64_t peer_restarts_seen_ = 0;  // the link's peer_restarts already passed on
   SessionLinkCounters counters_;
+  // Authentication, when enabled.
+  auth::ConnectionAuth* auth_ = nullptr;
+  const auth::KeyRing* keys_ = nullptr;
+  std::uint32_t device_ = 0;
+  std::array<std::byte, auth::kNonceBytes> boot_nonce_{};
+  std::uint32_t connections_ = 0;  // hellos sent since boot: varies each connection's nonce
+  bool hello_due_ = false;         // the link restarted: the hello goes before anything else
+  TimeNs auth_retry_at_ = kNever;  // set after a failed authentication: the next connection
 };
 
 }  // namespace edgesgd::serial
