@@ -36,7 +36,7 @@ void PrintSummary(const BridgeFlags& o, const tcp::SerialBridge& bridge) {
                "edgesgd bridge %u: %llu frames to the device, %llu to the server; "
                "%llu device restarts, %llu server losses, %llu link restarts, %llu line "
                "closures; line: %llu retransmissions, %llu duplicates, %llu damaged frames "
-               "(%llu bytes) skipped\n",
+               "(%llu bytes) skipped, %llu failed authentication\n",
                o.id, static_cast<unsigned long long>(c.frames_to_device),
                static_cast<unsigned long long>(c.frames_to_server),
                static_cast<unsigned long long>(c.device_restarts),
@@ -46,7 +46,8 @@ void PrintSummary(const BridgeFlags& o, const tcp::SerialBridge& bridge) {
                static_cast<unsigned long long>(link.retransmissions),
                static_cast<unsigned long long>(link.duplicates),
                static_cast<unsigned long long>(decoder.rejected()),
-               static_cast<unsigned long long>(decoder.bytes_dropped));
+               static_cast<unsigned long long>(decoder.bytes_dropped),
+               static_cast<unsigned long long>(c.auth_rejected));
 }
 
 int RunBridge(const BridgeFlags& o) {
@@ -83,9 +84,10 @@ void AddBridgeCommand(CLI::App& app, int& exit_code) {
   CLI::App* command = app.add_subcommand(
       "bridge",
       "Gateway for one device on a serial line (a microcontroller's UART, a tty, or an "
-      "emulator's UART on a TCP port): relays its frames to the server over TCP, authenticated "
-      "with the device's key, so the server sees an ordinary worker. Reconnects on either side; "
-      "ends when the server ends the run.");
+      "emulator's UART on a TCP port): relays its frames to the server over TCP, so the server "
+      "sees an ordinary worker. With --keys both the line and the server connection are "
+      "authenticated with the device's key (the device holds the same key); --insecure carries "
+      "plain frames on both. Reconnects on either side; ends when the server ends the run.");
   AddConfigFlag(*command);
   AddSerialFlags(*command, o->serial);
   command->add_option("--connect", o->connect, "The server's address, HOST:PORT")->required();

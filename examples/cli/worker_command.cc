@@ -71,13 +71,6 @@ int RunWorker(const WorkerFlags& o) {
   const bool on_serial = HasSerialLine(o.serial);
   AuthKeys keys;
   if (on_serial) {
-    // The gateway authenticates this device's frames: the line itself carries them in clear.
-    if (!o.network.keys.empty()) {
-      return Fail(kName,
-                  "--keys does nothing on a serial line: give the device's key to its bridge, "
-                  "which authenticates the device's frames to the server",
-                  2);
-    }
     tcp::SerialLine line;
     if (!SerialLineOf(o.serial, kName, line)) return 2;
     settings.serial = line;
@@ -93,8 +86,10 @@ int RunWorker(const WorkerFlags& o) {
     if (!tcp::ParseEndpoint(o.connect, settings.server, error).ok()) {
       return Fail(kName, "--connect " + error, 2);
     }
-    if (!LoadAuthKeys(o.network, o.id, kName, keys)) return 2;
   }
+  // On a serial line too: the line is authenticated with this device's key, as a TCP connection
+  // would be, and the bridge at its other end holds the same key file.
+  if (!LoadAuthKeys(o.network, o.id, kName, keys)) return 2;
   WorkerTask oracle{&o, {}, {}};
   settings.worker.device_id = o.id;
   settings.worker.gradient = &WorkerTask::Gradient;

@@ -3,9 +3,10 @@
 // the far end of the line (`edgesgd bridge`), which relays its frames to an `edgesgd server`.
 // The worker trains softmax regression on Fashion-MNIST (784 features, 10 classes, 7,850
 // parameters: the model of `--task softmax`) on a shard of 28x28 images in flash, with the codec
-// and error feedback the server's Welcome names among those registered here (top_k, rand_k,
-// random_block, sign). When the server ends the run (its Leave) the image prints a summary and
-// "EDGESGD-MCU PASS", and exits through semihosting.
+// and error feedback the server's Welcome names among those registered here (top_k,
+// random_block, sign; rand_k is left out to keep the image, with its line's authentication,
+// within its 64 KiB flash budget). When the server ends the run (its Leave) the image prints a
+// summary and "EDGESGD-MCU PASS", and exits through semihosting.
 //
 // Running it on qemu (7.2), with the UART on a TCP port the gateway connects to (one command):
 //
@@ -19,8 +20,13 @@
 // stdin from /dev/null, as run_mcu.sh does). wait=off boots at once; bytes written before the
 // gateway connects are dropped, and the link sends them again. nodelay=on sends the device's
 // bytes at once instead of holding each frame ~40 ms for the gateway's TCP acknowledgement.
-// `-append "--id N"` sets the device id (default 1); the server must expect that id
-// (1..--workers). The exit status is 0 after a completed run, 1 otherwise.
+// `-append "--id N --key HEX"` sets the device id (default 1; the server must expect it,
+// 1..--workers) and its pre-shared key, 64 hex digits: the device's line in the key file the
+// server and the bridge load. With a key the line is authenticated (serial/session_link.h) and
+// the bridge must hold the same key (`--keys FILE`); without one it carries plain frames, for a
+// bridge run with --insecure. On a real board the key would be provisioned into flash; the
+// emulated board takes it from its command line. The exit status is 0 after a completed run,
+// 1 otherwise.
 //
 // qemu's UART model hands the guest one byte per I/O loop pass, roughly 15-30 KiB/s, so a dense
 // ModelBroadcast (31.5 KB) spends 1-2.5 s on the line: the gateway's link must wait longer than
@@ -32,7 +38,10 @@
 // byte arrives: the image stays silent until the gateway speaks (any byte; a gateway's link
 // sends kSync as it starts), then hashes the device id with the core clock count at that moment.
 // Boot takes a fixed number of cycles, but the first byte's arrival follows the gateway's timing
-// (its connect and its kSync period), so two boots practically never meet the same count.
+// (its connect and its kSync period), so two boots practically never meet the same count. The
+// authentication's boot nonce is drawn the same way. The emulated board has no random number
+// generator; a real one would take both from its TRNG (or a boot counter kept in flash), because
+// a nonce repeated across boots would let a recorded answer from the gateway be replayed.
 
 #include <algorithm>
 #include <array>
@@ -43,6 +52,8 @@
 #include <span>
 #include <string_view>
 
+#include "edgesgd/auth/connection_auth.h"
+#include "edgesgd/auth/key_ring.h"
 #include "edgesgd/core/arena.h"
 #include "edgesgd/core/codec_registry.h"
 #include "edgesgd/core/data/dataset.h"
@@ -74,7 +85,7 @@ constexpr ModelSpec kSpec = SoftmaxRegressionSpec(kShardFeatures, kShardClasses)
 constexpr TensorLayout kLayout = SoftmaxRegressionLayout(kSpec);
 
 // The codecs this device runs; the server refuses a run with any other (the Join lists them).
-constexpr auto kCodecOps = MakeCodecOps<TopKCodec, RandKCodec, RandomBlockCodec, SignCodec>();
+constexpr auto kCodecOps = MakeCodecOps<TopKCodec, RandomBlockCodec, SignCodec>();
 constexpr CodecRegistry kCodecs(kCodecOps);
 
 // The runs the device is sized for: each registered codec at a generous ratio (k = 10% of the
@@ -95,7 +106,6 @@ constexpr RunConfig EnvelopeConfig(const CodecParams& codec, protocol::DownlinkK
   return config;
 }
 constexpr CodecParams kEnvelopeCodecs[] = {TopKParams{.k_ratio = 0.1f},
-                                           RandKParams{.k_ratio = 0.1f},
                                            RandomBlockParams{.block_ratio = 10}, SignParams{}};
 
 // The largest of f(config) over the envelope, or 0 if any configuration cannot be sized.
@@ -156,6 +166,8 @@ std::array<float, SoftmaxRegression::ScratchFloats(kSpec)> g_model_scratch;
 // otherwise be stored in flash as .data.
 std::optional<WorkerSession> g_worker;
 std::optional<serial::SessionLink> g_link;
+std::optional<auth::ConnectionAuth> g_line_auth;
+auth::FixedKeyRing<1> g_key;
 
 // The loss gradient of a mini-batch of the shard at `point`: batch t of round r is drawn with
 // the conventional private stream CounterRng(seed, r, t, kDataSampling / worker index), the same
@@ -194,32 +206,83 @@ Status ShardGradient(void*, std::span<const float> point, std::uint32_t round,
   return Status::Ok();
 }
 
-// "--id N" (or "--id=N") from the semihosting command line, kDefaultDeviceId without one, 0 for
-// a malformed one.
-std::uint32_t DeviceIdFromCommandLine() {
-  std::array<char, 128> line{};
-  if (platform::internal::SemihostingCommandLine(line) == 0) return kDefaultDeviceId;
-  // A plain scan: strstr would link a kilobyte of newlib for this one search.
-  const std::string_view text(line.data());
-  const std::size_t flag = text.find("--id");
-  if (flag == std::string_view::npos) return kDefaultDeviceId;
-  const char* at = text.data() + flag + 4;
-  while (*at == ' ' || *at == '=') ++at;
-  std::uint64_t id = 0;
-  const char* digit = at;
-  for (; *digit >= '0' && *digit <= '9' && id < wire::kUnassignedDevice; ++digit) {
-    id = id * 10 + static_cast<std::uint64_t>(*digit - '0');
-  }
-  const bool valid =
-      digit != at && (*digit == '\0' || *digit == ' ') && id >= 1 && id < wire::kUnassignedDevice;
-  return valid ? static_cast<std::uint32_t>(id) : 0;
+// The semihosting command line: "--id N" (or "--id=N") and "--key HEX".
+struct CommandLine {
+  std::uint32_t device_id = kDefaultDeviceId;  // 0: malformed
+  bool has_key = false;
+  bool key_valid = false;
+  std::array<std::byte, auth::kKeyBytes> key{};
+};
+
+// The text after `flag` and its separator, or null without the flag. A plain scan: strstr would
+// link a kilobyte of newlib for this one search.
+const char* FlagValue(std::string_view text, std::string_view flag) {
+  const std::size_t at = text.find(flag);
+  if (at == std::string_view::npos) return nullptr;
+  const char* value = text.data() + at + flag.size();
+  while (*value == ' ' || *value == '=') ++value;
+  return value;
 }
 
-// A nonce that differs between boots: the device id and the clock at the first received byte,
-// mixed so that neighbouring counts give unrelated nonces.
-std::uint32_t BootNonce(std::uint32_t device_id, TimeNs first_byte_ns) {
+int HexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+CommandLine ReadCommandLine() {
+  CommandLine result;
+  std::array<char, 192> line{};
+  if (platform::internal::SemihostingCommandLine(line) == 0) return result;
+  const std::string_view text(line.data());
+  if (const char* at = FlagValue(text, "--id"); at != nullptr) {
+    std::uint64_t id = 0;
+    const char* digit = at;
+    for (; *digit >= '0' && *digit <= '9' && id < wire::kUnassignedDevice; ++digit) {
+      id = id * 10 + static_cast<std::uint64_t>(*digit - '0');
+    }
+    const bool valid = digit != at && (*digit == '\0' || *digit == ' ') && id >= 1 &&
+                       id < wire::kUnassignedDevice;
+    result.device_id = valid ? static_cast<std::uint32_t>(id) : 0;
+  }
+  if (const char* at = FlagValue(text, "--key"); at != nullptr) {
+    result.has_key = true;
+    result.key_valid = true;
+    for (std::size_t i = 0; i < result.key.size(); ++i) {
+      const int high = HexDigit(at[2 * i]);
+      const int low = high < 0 ? -1 : HexDigit(at[2 * i + 1]);
+      if (low < 0) {
+        result.key_valid = false;
+        break;
+      }
+      result.key[i] = static_cast<std::byte>(high * 16 + low);
+    }
+    const char end = result.key_valid ? at[2 * result.key.size()] : '\0';
+    result.key_valid = result.key_valid && (end == '\0' || end == ' ');
+  }
+  return result;
+}
+
+// Nonces that differ between boots: the device id and the clock at the first received byte,
+// mixed so that neighbouring counts give unrelated nonces. The first is the link's; the
+// authentication's 16 bytes follow.
+struct BootNonces {
+  std::uint32_t link = 0;
+  std::array<std::byte, auth::kNonceBytes> auth{};
+};
+
+BootNonces DrawBootNonces(std::uint32_t device_id, TimeNs first_byte_ns) {
   std::uint64_t state = (std::uint64_t{device_id} << 32) ^ first_byte_ns;
-  return static_cast<std::uint32_t>(SplitMix64(state));
+  BootNonces nonces;
+  nonces.link = static_cast<std::uint32_t>(SplitMix64(state));
+  for (std::size_t i = 0; i < nonces.auth.size(); i += 8) {
+    const std::uint64_t word = SplitMix64(state);
+    for (std::size_t b = 0; b < 8; ++b) {
+      nonces.auth[i + b] = static_cast<std::byte>((word >> (8 * b)) & 0xFFu);
+    }
+  }
+  return nonces;
 }
 
 const char* LeaveReasonName(wire::LeaveReason reason) {
@@ -259,10 +322,11 @@ void LogSummary(const platform::internal::CmsdkUart& uart, TimeNs elapsed_ns) {
       Count(w.bad_payloads), Count(w.gradient_errors), Count(w.encode_errors));
   Log(LogLevel::kInfo,
       "link: frames sent %llu, received %llu, too large %llu, misrouted %llu; link restarts "
-      "%llu, peer restarts %llu; retransmissions %llu, duplicates %llu, abandoned %llu, "
-      "unknown %llu",
+      "%llu, peer restarts %llu, failed authentication %llu; retransmissions %llu, duplicates "
+      "%llu, abandoned %llu, unknown %llu",
       Count(s.frames_sent), Count(s.frames_received), Count(s.frames_too_large),
       Count(s.frames_misrouted), Count(s.link_restarts), Count(s.peer_restarts),
+      Count(s.auth_rejected),
       Count(l.retransmissions), Count(l.duplicates), Count(l.abandoned), Count(l.unknown));
   Log(LogLevel::kInfo,
       "decoder: frames %llu, rejected %llu (crc %llu, stuffing %llu, short %llu, oversized "
@@ -274,9 +338,14 @@ void LogSummary(const platform::internal::CmsdkUart& uart, TimeNs elapsed_ns) {
 }
 
 int Run() {
-  const std::uint32_t device_id = DeviceIdFromCommandLine();
+  CommandLine command = ReadCommandLine();
+  const std::uint32_t device_id = command.device_id;
   if (device_id == 0) {
     Log(LogLevel::kError, "EDGESGD-MCU FAIL: --id takes a device id from 1");
+    return 1;
+  }
+  if (command.has_key && !command.key_valid) {
+    Log(LogLevel::kError, "EDGESGD-MCU FAIL: --key takes 64 hex digits");
     return 1;
   }
   platform::internal::CmsdkUart uart(platform::internal::kMps2Uart0Base);
@@ -296,6 +365,9 @@ int Run() {
   if (status.ok()) {
     status = link.Init(g_link_memory, kMaxFrameBytes, worker, protocol::kServerPeer, kLinkOptions);
   }
+  if (status.ok() && command.has_key) status = g_key.Add(device_id, command.key);
+  auth::Zeroize(command.key);
+  if (status.ok() && command.has_key) status = g_line_auth.emplace().Init(kMaxFrameBytes);
   if (!status.ok()) {
     Log(LogLevel::kError, "EDGESGD-MCU FAIL: set-up: %s", status.reason());
     return 1;
@@ -309,9 +381,18 @@ int Run() {
   std::size_t count = 0;
   while ((count = uart.ReadAvailable(received)) == 0) (void)platform::MonotonicNanos();
   const TimeNs start = platform::MonotonicNanos();
-  const std::uint32_t nonce = BootNonce(device_id, start);
-  Log(LogLevel::kInfo, "gateway heard; link nonce 0x%08x", static_cast<unsigned>(nonce));
-  link.Start(start, nonce);
+  BootNonces nonces = DrawBootNonces(device_id, start);
+  if (g_line_auth) {
+    status = link.EnableAuthentication(*g_line_auth, g_key, device_id, nonces.auth);
+    auth::Zeroize(nonces.auth);
+    if (!status.ok()) {
+      Log(LogLevel::kError, "EDGESGD-MCU FAIL: authentication: %s", status.reason());
+      return 1;
+    }
+  }
+  Log(LogLevel::kInfo, "gateway heard; link nonce 0x%08x; line %s",
+      static_cast<unsigned>(nonces.link), g_line_auth ? "authenticated" : "in clear");
+  link.Start(start, nonces.link);
   link.Receive(std::span(received).first(count), start);
 
   // Polled: the UART holds one byte each way, the link one frame; gradients are computed inside

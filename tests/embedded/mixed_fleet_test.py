@@ -44,13 +44,16 @@ TOLERANCE = 0.02
 
 
 def start_mcu(cluster, device, port, name):
-    """qemu-system-arm with the image, its UART0 on a TCP port the bridge connects to."""
+    """qemu-system-arm with the image, its UART0 on a TCP port the bridge connects to; the
+    device's key from the cluster's key file is provisioned on its command line, so the line to
+    the bridge is authenticated."""
     log = open(cluster.path(name + ".log"), "w")
     process = subprocess.Popen(
         ["qemu-system-arm", "-M", "mps2-an386", "-nographic", "-monitor", "none",
          "-semihosting-config", "enable=on,target=native",
          "-serial", "tcp:127.0.0.1:%d,server=on,wait=off,nodelay=on" % port,
-         "-kernel", cluster.mcu_image, "-append", "--id %d" % device],
+         "-kernel", cluster.mcu_image,
+         "-append", "--id %d --key %s" % (device, cluster.keys[device].hex())],
         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
     process.name = name
     cluster.processes.append(process)
@@ -122,6 +125,9 @@ def mcu_rounds(cluster, device):
         text = f.read()
     tcp.check("EDGESGD-MCU PASS" in text, "mcu%d did not pass: %s" % (device, cluster.tail(
         "mcu%d" % device)))
+    tcp.check("line authenticated" in text and "failed authentication 0;" in text,
+              "mcu%d's line was not authenticated, or failed: %s" % (device, cluster.tail(
+                  "mcu%d" % device)))
     trained = re.findall(r"rounds trained (\d+)", text)
     tcp.check(trained, "mcu%d reported no rounds: %s" % (device, cluster.tail("mcu%d" % device)))
     return int(trained[-1])

@@ -8,12 +8,14 @@ relay between the two damages the bytes: it drops, corrupts and repeats some of 
 Exit status 0 on success; on failure one line saying what went wrong (plus the logs' tails).
 """
 
+import os
 import random
 import re
 import signal
 import socket
 import sys
 import threading
+import time
 
 from tcp_cluster_test import (DATA, MAJORITY, SLOW_DATA, check, free_ports, read_model, run,
                               simulate)
@@ -98,11 +100,13 @@ class DamagingLine:
             s.close()
 
 
-def start_serial_worker(cluster, worker_id, port, data, extra=()):
-    # Without --keys: on a serial line the bridge authenticates the device's frames.
+def start_serial_worker(cluster, worker_id, port, data, extra=(), security=None):
+    """The line is authenticated with the worker's key from the cluster's key file (or
+    `security`), which the bridge holds too."""
     return cluster.start("worker%d" % worker_id,
                          ["--listen-serial", "127.0.0.1:%d" % port, "--id", str(worker_id),
-                          "--serial-retransmit-ms", "50", "--serial-bytes-per-s", "1e7"] + data + list(extra),
+                          "--serial-retransmit-ms", "50", "--serial-bytes-per-s", "1e7"] + data +
+                         list(extra) + (security or cluster.security),
                          program=[cluster.edgesgd, "worker"])
 
 
@@ -119,10 +123,11 @@ def bridge_counters(cluster, name):
     with open(cluster.path(name + ".log")) as f:
         found = re.findall(r"edgesgd bridge \d+: (\d+) frames to the device, (\d+) to the server; "
                            r"(\d+) device restarts.* (\d+) line closures; line: (\d+) "
-                           r"retransmissions, (\d+) duplicates, (\d+) damaged frames", f.read())
+                           r"retransmissions, (\d+) duplicates, (\d+) damaged frames .* skipped, "
+                           r"(\d+) failed authentication", f.read())
     check(found, "%s printed no summary: %s" % (name, cluster.tail(name)))
     keys = ("to_device", "to_server", "device_restarts", "line_closures", "retransmissions",
-            "duplicates", "damaged")
+            "duplicates", "damaged", "auth_rejected")
     return dict(zip(keys, (int(v) for v in found[-1])))
 
 
@@ -218,8 +223,77 @@ def serial_restarts(cluster):
           (summary["network"]["rejoins"], updates[-1], counters))
 
 
+def wait_for_log(cluster, name, text, count, process, timeout=20):
+    """Waits until `name`'s log holds `text` `count` times; returns how many it holds."""
+    deadline = time.time() + timeout
+    while True:
+        with open(cluster.path(name + ".log")) as f:
+            found = f.read().count(text)
+        if found >= count:
+            return found
+        check(process.poll() is None, "%s exited: %s" % (process.name, cluster.tail(process.name)))
+        check(time.time() < deadline, "%s logged %r %d times, not %d: %s" %
+              (name, text, found, count, cluster.tail(name)))
+        time.sleep(0.05)
+
+
+def serial_wrong_key(cluster):
+    """Devices without the key the bridge holds for its id never reach the server, and retry
+    about once a second while the run goes on without them: first one holding another device's
+    key (the bridge refuses its hello), then one with a key that differs from the bridge's (the
+    device refuses the bridge's answer). The same device with the right key then authenticates
+    and trains; the bridge is the same process throughout."""
+    server, port = cluster.start_server(
+        SLOW_DATA + ["--workers", "2", "--rounds", "200", "--quorum", "1", "--batch", "256",
+                     "--round-deadline-s", "0.5", "--eval-every", "100", "--join-timeout-s", "1",
+                     "--metrics", cluster.path("server.csv"),
+                     "--summary", cluster.path("server.json")])
+    (device_port,) = free_ports(1)
+    bridge = start_bridge(cluster, 2, device_port, port)
+    cluster.start("worker1", ["worker", "--connect", "127.0.0.1:%d" % port, "--id", "1",
+                              "--reconnect-max-s", "0.2", "--give-up-s", "30", "--quiet",
+                              "--slowdown", "100"] + SLOW_DATA)
+
+    impostor = start_serial_worker(cluster, 3, device_port, SLOW_DATA)
+    bridge_refusals = wait_for_log(cluster, "bridge2", "failed authentication (another device", 2,
+                                   bridge)
+    impostor.send_signal(signal.SIGKILL)
+    impostor.wait()
+
+    wrong_keys = cluster.path("wrong_keys")
+    with open(os.open(wrong_keys, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+        f.write("2 %s\n" % bytes(b ^ 0x5A for b in cluster.keys[2]).hex())
+    device = start_serial_worker(cluster, 2, device_port, SLOW_DATA,
+                                 security=["--keys", wrong_keys])
+    device_refusals = wait_for_log(cluster, "worker2", "the gateway failed authentication", 2,
+                                   device)
+    device.send_signal(signal.SIGKILL)
+    device.wait()
+    os.rename(cluster.path("worker2.log"), cluster.path("worker2_wrong_key.log"))
+    check(server.poll() is None and cluster.rows("server.csv") < 180,
+          "the run ended before the device got the right key: lengthen it")
+
+    device = start_serial_worker(cluster, 2, device_port, SLOW_DATA, ["--slowdown", "20"])
+    cluster.wait(server)
+    cluster.wait(bridge)
+    cluster.wait(device)
+    summary = cluster.summary("server.json")
+    check(summary["final"]["round"] == 200, "the run did not complete")
+    counters = bridge_counters(cluster, "bridge2")
+    check(counters["auth_rejected"] >= bridge_refusals,
+          "the bridge counted %d refusals and logged %d" % (counters["auth_rejected"],
+                                                           bridge_refusals))
+    updates = summary["network"]["updates_by_worker"]
+    check("3" not in updates, "the impostor reached the server: %s" % updates)
+    check(updates.get("2", 0) > 0, "the device with the right key sent no update")
+    print("the bridge refused another device's key %d times, the device the bridge's answer %d "
+          "times; then %d updates with the right key; bridge: %s" %
+          (bridge_refusals, device_refusals, updates["2"], counters))
+
+
 SCENARIOS = {
     "serial_worker_matches": serial_worker_matches,
+    "serial_wrong_key": serial_wrong_key,
     "serial_restarts": serial_restarts,
 }
 

@@ -5,8 +5,11 @@
 #include <span>
 #include <vector>
 
+#include "edgesgd/auth/connection_auth.h"
 #include "edgesgd/platform/log.h"
+#include "edgesgd/platform/random_bytes.h"
 #include "edgesgd/protocol/session.h"
+#include "edgesgd/serial/session_link.h"
 #include "edgesgd/tcp/asio.h"
 #include "edgesgd/wire/frame_decoder.h"
 #include "serial_port.h"
@@ -35,7 +38,7 @@ class SerialBridge::Impl final : public protocol::Session, public internal::Seri
   void OnPeerLost(protocol::PeerId peer, TimeNs now) override;
   void OnTimer(TimeNs now) override;
   bool PollFrame(OutgoingFrame& out) override;
-  TimeNs NextWakeup() const override { return link_.NextWakeup(); }
+  TimeNs NextWakeup() const override { return std::min(link_.NextWakeup(), device_retry_at_); }
   bool Finished() const override { return run_ended_ && queued_ == 0 && link_.Idle(); }
 
   // ---- SerialPort::Events ----
@@ -54,6 +57,12 @@ class SerialBridge::Impl final : public protocol::Session, public internal::Seri
   void RestartLink(TimeNs now);
   // Moves queued server frames into the link and the link's bytes onto the line.
   void Pump(TimeNs now);
+  // A payload the device sent: its frame for the server, or (authenticating) its hello, answered.
+  // False if it failed authentication.
+  bool FromDevice(std::span<const std::byte> payload);
+  // Sends one server frame to the device, sealed as a record when authenticating.
+  bool ToDevice(std::span<const std::byte> frame, TimeNs now);
+  bool authenticating() const { return settings_.network.auth_keys != nullptr; }
 
   SerialBridgeSettings settings_;
   std::vector<std::byte> link_memory_;
@@ -68,6 +77,13 @@ class SerialBridge::Impl final : public protocol::Session, public internal::Seri
   std::span<const std::byte> uplink_;  // a device frame for PollFrame, in the link's buffer
   bool server_heard_ = false;          // a frame arrived since the connection was last lost
   bool run_ended_ = false;             // the server's Leave was queued for the device
+  // The line's authentication (with the server's keys): the device initiates, the bridge answers.
+  auth::ConnectionAuth line_auth_;
+  std::array<std::byte, auth::kResponderHelloBytes> hello_{};
+  bool hello_due_ = false;  // the answer to the device's hello goes before any record
+  // Set when the device failed authentication: until then its payloads are ignored, and then
+  // the link restarts (a device with the wrong key would otherwise retry at line speed).
+  TimeNs device_retry_at_ = protocol::kNever;
 };
 
 Status SerialBridge::Impl::Open(const SerialBridgeSettings& settings, std::string& detail) {
@@ -81,11 +97,17 @@ Status SerialBridge::Impl::Open(const SerialBridgeSettings& settings, std::strin
     return Status::InvalidArgument("bad frame or queue size");
   }
   settings_ = settings;
-  link_memory_.resize(serial::Link::BufferBytes(settings.max_frame_bytes));
-  if (const Status status = link_.Init(link_memory_, settings.max_frame_bytes, settings.link);
-      !status.ok()) {
+  const std::size_t link_payload = serial::SessionLink::LinkPayloadBytes(settings.max_frame_bytes);
+  link_memory_.resize(serial::Link::BufferBytes(link_payload));
+  if (const Status status = link_.Init(link_memory_, link_payload, settings.link); !status.ok()) {
     detail = std::string("the serial link: ") + status.reason();
     return status;
+  }
+  if (authenticating()) {
+    if (const Status status = line_auth_.Init(settings.max_frame_bytes); !status.ok()) {
+      detail = std::string("the serial line's authentication: ") + status.reason();
+      return status;
+    }
   }
   queue_.resize(settings.queue_frames);
   DriverOptions& network = settings_.network;
@@ -141,6 +163,7 @@ void SerialBridge::Impl::OnPeerLost(protocol::PeerId peer, TimeNs now) {
 }
 
 void SerialBridge::Impl::OnTimer(TimeNs now) {
+  if (device_retry_at_ <= now) RestartLink(now);
   link_.OnTimer(now);
   if (link_.state() == serial::LinkState::kFailed) {
     Log(LogLevel::kWarning, "bridge: the device does not answer: restarting the link");
@@ -162,13 +185,50 @@ void SerialBridge::Impl::RestartLink(TimeNs now) {
   nonce_ = nonce;
   if (link_started_) ++counters_.link_restarts;
   link_started_ = true;
+  line_auth_.Reset();
+  hello_due_ = false;
+  device_retry_at_ = protocol::kNever;
   link_.Start(now, nonce_);
   Pump(now);
 }
 
+bool SerialBridge::Impl::FromDevice(std::span<const std::byte> payload) {
+  if (device_retry_at_ != protocol::kNever) return true;  // ignored until the retry
+  if (!authenticating()) {
+    uplink_ = payload;
+    return true;
+  }
+  if (line_auth_.established()) {
+    const Result<std::span<const std::byte>> frame = line_auth_.Open(payload);
+    if (!frame.ok()) return false;
+    uplink_ = *frame;
+    return true;
+  }
+  // The device's hello: it must name this bridge's device, and the answer proves the key.
+  std::array<std::byte, auth::kNonceBytes> nonce{};
+  if (!platform::FillRandomBytes(nonce).ok()) return false;
+  if (!line_auth_.StartResponder(*settings_.network.auth_keys, payload, nonce, hello_).ok() ||
+      line_auth_.device() != settings_.device_id) {
+    return false;
+  }
+  hello_due_ = true;
+  return true;
+}
+
+bool SerialBridge::Impl::ToDevice(std::span<const std::byte> frame, TimeNs now) {
+  if (!authenticating()) return link_.Send(frame, now).ok();
+  std::array<std::byte, auth::kRecordHeaderBytes> header{};
+  std::array<std::byte, auth::kTagBytes> tag{};
+  return line_auth_.SealDetached(frame, header, tag).ok() &&
+         link_.Send({header, frame, tag}, now).ok();
+}
+
 void SerialBridge::Impl::Pump(TimeNs now) {
-  while (queued_ > 0 && link_.CanSend()) {
-    if (!link_.Send(queue_[head_], now).ok()) break;
+  if (hello_due_ && link_.CanSend() && link_.Send(hello_, now).ok()) hello_due_ = false;
+  // Server frames wait until the device has proved its key and had the answer.
+  const bool device_ready = !authenticating() || (line_auth_.established() && !hello_due_);
+  while (device_ready && queued_ > 0 && link_.CanSend()) {
+    if (!ToDevice(queue_[head_], now)) break;
     head_ = (head_ + 1) % queue_.size();
     --queued_;
     ++counters_.frames_to_device;
@@ -192,10 +252,25 @@ void SerialBridge::Impl::OnPortBytes(std::span<const std::byte> bytes) {
       counters_.device_restarts += link_.counters().peer_restarts - peer_restarts_seen_;
       peer_restarts_seen_ = link_.counters().peer_restarts;
       Log(LogLevel::kInfo, "bridge: the device restarted");
+      // Its next payload is a new hello.
+      line_auth_.Reset();
+      hello_due_ = false;
     }
     if (step.delivered) {
-      uplink_ = step.frame;
-      ++counters_.frames_to_server;
+      const char* what = line_auth_.established() ? "record" : "hello";
+      if (!FromDevice(step.frame)) {
+        ++counters_.auth_rejected;
+        const auth::RejectReason reason = line_auth_.last_reject();
+        Log(LogLevel::kWarning,
+            "bridge: the device's %s failed authentication (%s): restarting the link in a "
+            "second; does the device hold device %u's key from the server's key file?",
+            what, reason == auth::RejectReason::kNone ? "another device's key" :
+                  auth::RejectReasonName(reason),
+            static_cast<unsigned>(settings_.device_id));
+        device_retry_at_ = driver_.Now() + serial::SessionLink::kAuthRetryNs;
+      } else if (!uplink_.empty()) {
+        ++counters_.frames_to_server;
+      }
     }
     // Hands the device's frame to the server (the driver polls it now, before the next Receive
     // reuses the link's buffer) and re-arms the link's timer.

@@ -1,13 +1,24 @@
 #include "serial_session.h"
 
+#include <array>
+
+#include "edgesgd/platform/log.h"
+#include "edgesgd/platform/random_bytes.h"
+
 namespace edgesgd::tcp::internal {
 
 Status SerialSession::Open(const SerialLine& line, std::size_t max_frame_bytes,
-                           const serial::LinkOptions& options, std::string& detail) {
+                           const serial::LinkOptions& options, const auth::KeyRing* keys,
+                           std::uint32_t device, std::string& detail) {
   memory_.resize(serial::SessionLink::BufferBytes(max_frame_bytes));
-  if (const Status status =
-          link_.Init(memory_, max_frame_bytes, session_, protocol::kServerPeer, options);
-      !status.ok()) {
+  Status status = link_.Init(memory_, max_frame_bytes, session_, protocol::kServerPeer, options);
+  if (status.ok() && keys != nullptr) {
+    std::array<std::byte, auth::kNonceBytes> boot_nonce{};
+    status = auth_.Init(max_frame_bytes);
+    if (status.ok()) status = platform::FillRandomBytes(boot_nonce);
+    if (status.ok()) status = link_.EnableAuthentication(auth_, *keys, device, boot_nonce);
+  }
+  if (!status.ok()) {
     detail = std::string("the serial link: ") + status.reason();
     return status;
   }
@@ -37,7 +48,13 @@ void SerialSession::OnTimer(TimeNs now) {
 }
 
 void SerialSession::OnPortBytes(std::span<const std::byte> bytes) {
+  const std::uint64_t rejected = link_.counters().auth_rejected;
   link_.Receive(bytes, driver_.Now());
+  if (link_.counters().auth_rejected != rejected) {
+    platform::Log(platform::LogLevel::kWarning,
+                  "serial: the gateway failed authentication: restarting the link; does the "
+                  "bridge hold this device's key from the same key file?");
+  }
   Flush();
   driver_.SessionChanged();
 }

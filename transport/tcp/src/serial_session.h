@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "edgesgd/auth/connection_auth.h"
+#include "edgesgd/auth/key_ring.h"
 #include "edgesgd/core/status.h"
 #include "edgesgd/serial/session_link.h"
 #include "edgesgd/tcp/serial_line.h"
@@ -25,10 +27,13 @@ class SerialSession final : public protocol::Session, public SerialPort::Events 
   SerialSession(asio::io_context& io, SessionDriver& driver, protocol::Session& session)
       : driver_(driver), session_(session), port_(io, *this, "serial") {}
 
-  // Sizes the link for frames up to `max_frame_bytes` and checks the line. Errors as
-  // serial::SessionLink::Init and SerialPort::Open, with `detail`.
+  // Sizes the link for frames up to `max_frame_bytes` and checks the line. With `keys` (which
+  // must hold `device`'s key and outlive this object) the line is authenticated as that device;
+  // without, it carries plain frames. Errors as serial::SessionLink::Init and
+  // EnableAuthentication, auth::ConnectionAuth::Init and SerialPort::Open, with `detail`.
   Status Open(const SerialLine& line, std::size_t max_frame_bytes,
-              const serial::LinkOptions& options, std::string& detail);
+              const serial::LinkOptions& options, const auth::KeyRing* keys, std::uint32_t device,
+              std::string& detail);
   // Closes the line (after the driver stopped).
   void Close() { port_.Stop(); }
 
@@ -57,6 +62,7 @@ class SerialSession final : public protocol::Session, public SerialPort::Events 
   SerialPort port_;
   std::vector<std::byte> memory_;
   serial::SessionLink link_;
+  auth::ConnectionAuth auth_;
   std::mt19937 nonces_{std::random_device{}()};
   bool started_ = false;
 };

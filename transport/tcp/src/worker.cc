@@ -41,7 +41,7 @@ Status Worker::Open(const WorkerSettings& settings, std::string& detail) {
     EDGESGD_TRY(driver_.Open(network, detail));
     serial_ = std::make_unique<internal::SerialSession>(driver_.io(), driver_, session_);
     EDGESGD_TRY(serial_->Open(*settings.serial, settings.serial_max_frame_bytes,
-                              settings.serial_link, detail));
+                              settings.serial_link, settings.network.auth_keys, device, detail));
     wrapper_ = serial_.get();
   } else {
     network.dial.assign(1, DialTarget{protocol::kServerPeer, settings.server});

@@ -6,10 +6,13 @@
 // device. The bridge makes no protocol decisions: the device's own WorkerSession joins, trains
 // and leaves; the bridge moves whole frames, one in flight on the line at a time.
 //
-// Authentication: the device's frames travel in clear on the serial line, and the bridge seals
-// them into authenticated records with the device's pre-shared key (DriverOptions::auth_keys,
-// which must hold device_id's key). The line between a device and its gateway is therefore
-// trusted; the TCP side is protected as any worker's connection.
+// Authentication, with the device's pre-shared key (DriverOptions::auth_keys, which must hold
+// device_id's key), on both sides: the serial line carries the TCP transport's hellos and records
+// (serial/session_link.h: the device initiates, the bridge answers and opens each record), and
+// the server connection is authenticated as any worker's. A device that fails (another device's
+// key, a forged or replayed record) is counted, ignored for a second and its link restarted;
+// nothing of it reaches the server.
+// Without keys (auth_keys null) both carry plain frames.
 //
 // Either side may go away:
 //   - the server connection drops: the bridge reconnects (with the driver's backoff) and
@@ -63,6 +66,7 @@ struct SerialBridgeCounters {
                                        // lost, or max_attempts without an acknowledgement)
   std::uint64_t device_restarts = 0;   // the device announced a new nonce
   std::uint64_t line_closures = 0;     // the serial line hung up or failed
+  std::uint64_t auth_rejected = 0;     // device hellos or records that failed authentication
 };
 
 class SerialBridge {

@@ -42,9 +42,10 @@ struct WorkerSettings {
   // must hold this device's key), TLS, signals, log name. The Worker sets dial (the server) and
   // auth_device (device_id) itself.
   DriverOptions network;
-  // Set: the server is reached through this serial line instead of TCP (`server`, dial and
-  // authentication are then unused). A gateway on the line's other end (`edgesgd bridge`,
-  // tcp::SerialBridge) relays the frames and authenticates them with this device's key.
+  // Set: the server is reached through this serial line instead of TCP (`server`, dial and TLS
+  // are then unused). A gateway on the line's other end (`edgesgd bridge`, tcp::SerialBridge)
+  // relays the frames. With network.auth_keys the line itself is authenticated with this
+  // device's key, which the gateway holds too; without, it carries plain frames.
   std::optional<SerialLine> serial;
   // The serial link's largest frame (its two buffers are about twice this) and its timers.
   std::size_t serial_max_frame_bytes = std::size_t{4} << 20;
