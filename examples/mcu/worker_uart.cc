@@ -224,13 +224,6 @@ const char* FlagValue(std::string_view text, std::string_view flag) {
   return value;
 }
 
-int HexDigit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 CommandLine ReadCommandLine() {
   CommandLine result;
   std::array<char, 192> line{};
@@ -247,19 +240,10 @@ CommandLine ReadCommandLine() {
     result.device_id = valid ? static_cast<std::uint32_t>(id) : 0;
   }
   if (const char* at = FlagValue(text, "--key"); at != nullptr) {
+    std::size_t length = 0;
+    while (at[length] != '\0' && at[length] != ' ') ++length;
     result.has_key = true;
-    result.key_valid = true;
-    for (std::size_t i = 0; i < result.key.size(); ++i) {
-      const int high = HexDigit(at[2 * i]);
-      const int low = high < 0 ? -1 : HexDigit(at[2 * i + 1]);
-      if (low < 0) {
-        result.key_valid = false;
-        break;
-      }
-      result.key[i] = static_cast<std::byte>(high * 16 + low);
-    }
-    const char end = result.key_valid ? at[2 * result.key.size()] : '\0';
-    result.key_valid = result.key_valid && (end == '\0' || end == ' ');
+    result.key_valid = auth::DecodeKeyHex(std::string_view(at, length), result.key);
   }
   return result;
 }

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -124,6 +125,24 @@ TEST_F(KeyFileOnDiskTest, ErrorsNameTheFile) {
   const KeyFileLoad bad = LoadKeyFile(path_, ring);
   EXPECT_EQ(bad.status.code(), StatusCode::kDataLoss);
   EXPECT_EQ(bad.message, path_ + ":2: device id must be a decimal number, got 'bad'");
+}
+
+TEST(KeyRingTest, DecodeKeyHexTakesExactly64HexDigitsOfEitherCase) {
+  std::array<std::byte, kKeyBytes> key{};
+  ASSERT_TRUE(DecodeKeyHex(kKeyA, key));
+  EXPECT_EQ(key[0], std::byte{0x00});
+  EXPECT_EQ(key[5], std::byte{0x55});
+  EXPECT_EQ(key[10], std::byte{0xaa});
+  EXPECT_EQ(key[31], std::byte{0xff});  // from upper-case digits
+  std::string not_hex = kKeyA;
+  not_hex[0] = 'g';
+  std::string blank = kKeyA;
+  blank[63] = ' ';
+  for (const std::string& bad : {kKeyA.substr(1), kKeyA + "0", not_hex, blank, std::string()}) {
+    key.fill(std::byte{1});
+    EXPECT_FALSE(DecodeKeyHex(bad, key)) << bad;
+    EXPECT_EQ(key, (std::array<std::byte, kKeyBytes>{})) << "not zeroized after " << bad;
+  }
 }
 
 TEST(KeyRingTest, AddFindClear) {

@@ -38,15 +38,11 @@ std::span<const std::byte> Text(std::string_view text) {
   return std::as_bytes(std::span(text.data(), text.size()));
 }
 
-int HexValue(char c) { return c <= '9' ? c - '0' : c - 'a' + 10; }
-
-bool EqualsHex(std::span<const std::byte> bytes, std::string_view hex) {
-  if (hex.size() != 2 * bytes.size()) return false;
-  for (std::size_t i = 0; i < bytes.size(); ++i) {
-    const int value = HexValue(hex[2 * i]) * 16 + HexValue(hex[2 * i + 1]);
-    if (bytes[i] != static_cast<std::byte>(value)) return false;
-  }
-  return true;
+// Tags are as long as keys, so the key decoder reads the expected ones.
+static_assert(auth::kTagBytes == auth::kKeyBytes);
+bool EqualsHex(std::span<const std::byte, auth::kTagBytes> tag, std::string_view hex) {
+  std::array<std::byte, auth::kKeyBytes> expected{};
+  return auth::DecodeKeyHex(hex, expected) && std::equal(tag.begin(), tag.end(), expected.begin());
 }
 
 // RFC 4231, test cases 2 (a short key) and 6 (a key longer than the block, hashed first).

@@ -32,13 +32,6 @@ std::string_view TakeField(std::string_view& text) {
   return field;
 }
 
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 KeyFileLoad Failure(StatusCode code, std::string message) {
   KeyFileLoad load;
   load.status = Status(code);
@@ -89,14 +82,8 @@ KeyFileLoad ParseKeyFile(std::string_view text, std::string_view name, KeyRing& 
                                                 std::to_string(key_field.size()) + " characters");
     }
     std::array<std::byte, kKeyBytes> key;
-    for (std::size_t i = 0; i < kKeyBytes; ++i) {
-      const int high = HexValue(key_field[2 * i]);
-      const int low = HexValue(key_field[2 * i + 1]);
-      if (high < 0 || low < 0) {
-        Zeroize(key);
-        return Failure(StatusCode::kDataLoss, where + "key must be 64 hex digits");
-      }
-      key[i] = static_cast<std::byte>(high * 16 + low);
+    if (!DecodeKeyHex(key_field, key)) {
+      return Failure(StatusCode::kDataLoss, where + "key must be 64 hex digits");
     }
     const auto device_id = static_cast<std::uint32_t>(device);
     const Status added_status = ring.Add(device_id, key);

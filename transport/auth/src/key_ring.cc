@@ -5,6 +5,26 @@
 #include "edgesgd/auth/hmac_sha256.h"
 
 namespace edgesgd::auth {
+namespace {
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+}  // namespace
+
+bool DecodeKeyHex(std::string_view hex, std::span<std::byte, kKeyBytes> key) {
+  bool valid = hex.size() == 2 * kKeyBytes;
+  for (std::size_t i = 0; valid && i < kKeyBytes; ++i) {
+    const int high = HexValue(hex[2 * i]);
+    const int low = HexValue(hex[2 * i + 1]);
+    valid = high >= 0 && low >= 0;
+    key[i] = static_cast<std::byte>(valid ? high * 16 + low : 0);
+  }
+  if (!valid) Zeroize(key);
+  return valid;
+}
 
 Status KeyRing::Add(std::uint32_t device, std::span<const std::byte, kKeyBytes> key) {
   const bool all_zero =

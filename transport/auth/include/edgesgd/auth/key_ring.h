@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string_view>
 
 #include "edgesgd/auth/auth_format.h"
 #include "edgesgd/core/status.h"
@@ -50,6 +51,10 @@ class KeyRing {
   std::span<DeviceKey> storage_;
   std::size_t size_ = 0;
 };
+
+// Decodes a key written as 2 * kKeyBytes hex digits of either case, as key files and a device's
+// provisioning hold it. False, with `key` zeroized, for anything else. Does not allocate.
+bool DecodeKeyHex(std::string_view hex, std::span<std::byte, kKeyBytes> key);
 
 namespace internal {
 template <std::size_t kCapacity>
