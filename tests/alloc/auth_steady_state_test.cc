@@ -43,7 +43,9 @@ TEST(AuthSteadyStateTest, SealOpenAndReconnectDoNotAllocate) {
   ASSERT_TRUE(server.Init(kPayloadBytes).ok());
   // Init is where the digest states are allocated (mbed TLS's calloc); seeing it counted shows
   // the counter observes them, which it cannot where AddressSanitizer owns malloc.
-  if (testing::CountsMallocCalls()) EXPECT_GT(testing::HeapAllocationCount(), before_init);
+  if (testing::CountsMallocCalls()) {
+    EXPECT_GT(testing::HeapAllocationCount(), before_init);
+  }
   std::vector<std::byte> payload(kPayloadBytes, std::byte{0x42});
   std::vector<std::byte> up(RecordBytes(kPayloadBytes));
   std::vector<std::byte> down(RecordBytes(kPayloadBytes));
