@@ -61,9 +61,13 @@ def start_mcu(cluster, device, port, name):
 
 
 def start_bridge(cluster, device, line_port, server_port):
+    """The line's speed is given as 8,000 B/s, below qemu's UART (15-30 KB/s, less on a loaded
+    machine): a bridge that expects a frame to be through sooner than it is sends it again, and
+    on a slow emulator the copies queue up ahead of every later frame."""
     return cluster.start("bridge%d" % device,
                          ["bridge", "--connect-serial", "127.0.0.1:%d" % line_port, "--connect",
                           "127.0.0.1:%d" % server_port, "--id", str(device),
+                          "--serial-bytes-per-s", "8000",
                           "--reconnect-max-s", "0.2", "--give-up-s", "60"] + cluster.security)
 
 
