@@ -139,17 +139,18 @@ void SessionLink::Pump(TimeNs now) {
       ++counters_.frames_misrouted;
     } else if (frame.bytes.size() > max_frame_bytes_) {
       ++counters_.frames_too_large;
-    } else if (Send(frame.bytes, now)) {
+    } else if (SendFrame(link_, auth_, frame.bytes, now)) {
       ++counters_.frames_sent;
     }
   }
 }
 
-bool SessionLink::Send(std::span<const std::byte> frame, TimeNs now) {
-  if (auth_ == nullptr) return link_.Send(frame, now).ok();
+bool SendFrame(Link& link, auth::ConnectionAuth* auth, std::span<const std::byte> frame,
+               TimeNs now) {
+  if (auth == nullptr) return link.Send(frame, now).ok();
   std::array<std::byte, auth::kRecordHeaderBytes> header{};
   std::array<std::byte, auth::kTagBytes> tag{};
-  return auth_->SealDetached(frame, header, tag).ok() && link_.Send({header, frame, tag}, now).ok();
+  return auth->SealDetached(frame, header, tag).ok() && link.Send({header, frame, tag}, now).ok();
 }
 
 void SessionLink::NotePeerRestarts(TimeNs now) {

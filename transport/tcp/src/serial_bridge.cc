@@ -60,8 +60,6 @@ class SerialBridge::Impl final : public protocol::Session, public internal::Seri
   // A payload the device sent: its frame for the server, or (authenticating) its hello, answered.
   // False if it failed authentication.
   bool FromDevice(std::span<const std::byte> payload);
-  // Sends one server frame to the device, sealed as a record when authenticating.
-  bool ToDevice(std::span<const std::byte> frame, TimeNs now);
   bool authenticating() const { return settings_.network.auth_keys != nullptr; }
 
   SerialBridgeSettings settings_;
@@ -215,20 +213,14 @@ bool SerialBridge::Impl::FromDevice(std::span<const std::byte> payload) {
   return true;
 }
 
-bool SerialBridge::Impl::ToDevice(std::span<const std::byte> frame, TimeNs now) {
-  if (!authenticating()) return link_.Send(frame, now).ok();
-  std::array<std::byte, auth::kRecordHeaderBytes> header{};
-  std::array<std::byte, auth::kTagBytes> tag{};
-  return line_auth_.SealDetached(frame, header, tag).ok() &&
-         link_.Send({header, frame, tag}, now).ok();
-}
-
 void SerialBridge::Impl::Pump(TimeNs now) {
   if (hello_due_ && link_.CanSend() && link_.Send(hello_, now).ok()) hello_due_ = false;
   // Server frames wait until the device has proved its key and had the answer.
   const bool device_ready = !authenticating() || (line_auth_.established() && !hello_due_);
   while (device_ready && queued_ > 0 && link_.CanSend()) {
-    if (!ToDevice(queue_[head_], now)) break;
+    if (!serial::SendFrame(link_, authenticating() ? &line_auth_ : nullptr, queue_[head_], now)) {
+      break;
+    }
     head_ = (head_ + 1) % queue_.size();
     --queued_;
     ++counters_.frames_to_device;

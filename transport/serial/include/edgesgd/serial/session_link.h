@@ -47,6 +47,13 @@
 
 namespace edgesgd::serial {
 
+// Sends `frame` on `link`: as it is when `auth` is null, else sealed as `auth`'s next record,
+// the header and tag around the frame where it lies (Link::Send with parts, no copy). False if
+// the link cannot take it or the record cannot be sealed. Either end of an authenticated line
+// sends its frames this way.
+bool SendFrame(Link& link, auth::ConnectionAuth* auth, std::span<const std::byte> frame,
+               TimeNs now);
+
 struct SessionLinkCounters {
   std::uint64_t frames_sent = 0;       // session frames handed to the link
   std::uint64_t frames_received = 0;   // link payloads handed to the session
@@ -128,8 +135,6 @@ class SessionLink {
   // Hands a delivered payload to the session: as it is, or opened as a record (a hello from the
   // gateway establishes the connection). False if it failed authentication.
   bool Deliver(std::span<const std::byte> payload, TimeNs now);
-  // Sends one session frame, sealed as a record when authenticating.
-  bool Send(std::span<const std::byte> frame, TimeNs now);
   // A new connection: the next hello goes out before any frame.
   void ResetAuthentication();
   bool authenticated() const { return auth_ == nullptr || auth_->established(); }
