@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -14,6 +15,7 @@
 
 #include "cli/commands.h"
 #include "cli/config_file.h"
+#include "edgesgd/core/arena.h"
 #include "edgesgd/platform/clock.h"
 #include "edgesgd/secagg/client.h"
 #include "edgesgd/secagg/server.h"
@@ -103,6 +105,13 @@ Status RunRound(std::uint32_t n, std::uint32_t neighbours, const BenchSecAggOpti
   const std::uint32_t threshold = Threshold(degree + 1);
   const auto dropped = static_cast<std::uint32_t>(std::floor(o.dropout * n));
   f = Figures{n, degree, threshold, dropped};
+  // One arena for the server and every client (the bench plays all of them).
+  const secagg::ServerLimits server_limits{n, degree, o.words};
+  const secagg::ClientLimits client_limits{degree, std::min(degree, threshold)};
+  std::vector<std::byte> storage(secagg::Server::ArenaBytes(server_limits) +
+                                 n * secagg::Client::ArenaBytes(client_limits) +
+                                 kArenaAlignment);
+  Arena arena(storage);
   secagg::Server server;
   std::vector<secagg::Client> clients(n);
   std::vector<std::uint32_t> ids(n);
@@ -110,9 +119,9 @@ Status RunRound(std::uint32_t n, std::uint32_t neighbours, const BenchSecAggOpti
   for (std::uint32_t i = 0; i < n; ++i) {
     ids[i] = i + 1;
     for (std::uint32_t w = 0; w < o.words; ++w) inputs[i][w] = i * 2654435761u + w;
-    EDGESGD_TRY(clients[i].Init({degree, std::min(degree, threshold)}));
+    EDGESGD_TRY(clients[i].Init(arena, client_limits));
   }
-  EDGESGD_TRY(server.Init({n, degree, o.words}));
+  EDGESGD_TRY(server.Init(arena, server_limits));
   const secagg::RoundPlan plan{round, threshold, neighbours, round * 7919 + n, o.words};
   // Each call runs on one side's clock.
   const auto on_server = [&f](auto&& call) { return Timed(f.server_seconds, call); };

@@ -12,27 +12,29 @@
 #include "alloc/allocation_counter.h"
 #include "edgesgd/secagg/client.h"
 #include "edgesgd/secagg/server.h"
+#include "secagg/secagg_test_util.h"
 
 namespace edgesgd::secagg {
 namespace {
 
 template <typename Body>
 std::size_t AllocationsDuring(Body&& body) {
-  const std::size_t before = testing::HeapAllocationCount();
+  const std::size_t before = edgesgd::testing::HeapAllocationCount();
   body();
-  return testing::HeapAllocationCount() - before;
+  return edgesgd::testing::HeapAllocationCount() - before;
 }
 
 TEST(SecAggSteadyStateTest, ServerRoundsAndUnmaskingDoNotAllocate) {
   constexpr std::uint32_t kDevices = 6;
   constexpr std::uint32_t kWords = 512;
+  testing::Arenas arenas;
   Server server;
-  ASSERT_TRUE(server.Init({kDevices, kDevices - 1, kWords}).ok());
+  ASSERT_TRUE(arenas.Init(server, ServerLimits{kDevices, kDevices - 1, kWords}).ok());
   std::vector<Client> clients(kDevices);
   std::vector<std::uint32_t> ids(kDevices);
   for (std::uint32_t i = 0; i < kDevices; ++i) {
     ids[i] = 10 + i;
-    ASSERT_TRUE(clients[i].Init({kDevices - 1, 2}).ok());
+    ASSERT_TRUE(arenas.Init(clients[i], ClientLimits{kDevices - 1, 2}).ok());
   }
   std::vector<RosterEntry> roster(kDevices - 1);
   std::vector<SealedShares> sealed(kDevices - 1);
@@ -100,7 +102,7 @@ TEST(SecAggSteadyStateTest, ServerRoundsAndUnmaskingDoNotAllocate) {
   }
   EXPECT_EQ(server_allocations, 0u);
   EXPECT_EQ(unmask_allocations, 0u);
-  if (testing::CountsMallocCalls()) {
+  if (edgesgd::testing::CountsMallocCalls()) {
     EXPECT_GT(device_allocations, 0u);
   }
 }

@@ -18,6 +18,7 @@
 namespace edgesgd::secagg {
 namespace {
 
+using testing::Arenas;
 using testing::TestKey;
 
 enum Phase { kKeys = 0, kShares = 1, kInputs = 2, kUnmasking = 3 };
@@ -31,9 +32,10 @@ struct Fleet {
       for (std::uint32_t w = 0; w < words; ++w) inputs[i][w] = (i + 1) * 1000003u + w * 7919u;
     }
     const std::uint32_t degree = NeighbourhoodSize(n, neighbours);
-    EXPECT_TRUE(server.Init({n, degree, words}).ok());
+    EXPECT_TRUE(arenas.Init(server, ServerLimits{n, degree, words}).ok());
     for (Client& client : clients) {
-      EXPECT_TRUE(client.Init({degree, std::min<std::uint32_t>(degree, 2)}).ok());
+      EXPECT_TRUE(
+          arenas.Init(client, ClientLimits{degree, std::min<std::uint32_t>(degree, 2)}).ok());
     }
   }
 
@@ -110,6 +112,7 @@ struct Fleet {
 
   std::vector<std::uint32_t> ids;
   std::vector<std::vector<std::uint32_t>> inputs;
+  Arenas arenas;  // before the parties it serves
   std::vector<Client> clients;
   Server server;
   std::map<std::uint32_t, Phase> silent_from;
@@ -180,11 +183,12 @@ TEST(SecureAggregationRoundTest, TamperedSharesAreRejectedByTheReceiver) {
 // Sealed shares from one round, delivered in the next, or presented as another sender's.
 TEST(SecureAggregationRoundTest, ReplayedAndMisattributedSharesAreRejected) {
   const std::uint32_t n = 4;
+  Arenas arenas;
   Server server;
-  ASSERT_TRUE(server.Init({n, n - 1, 4}).ok());
+  ASSERT_TRUE(arenas.Init(server, ServerLimits{n, n - 1, 4}).ok());
   std::vector<Client> clients(n);
   std::vector<std::uint32_t> ids{1, 2, 3, 4};
-  for (Client& c : clients) ASSERT_TRUE(c.Init({n - 1, 1}).ok());
+  for (Client& c : clients) ASSERT_TRUE(arenas.Init(c, ClientLimits{n - 1, 1}).ok());
   std::vector<SealedShares> previous;
   for (std::uint64_t round : {1u, 2u}) {
     ASSERT_TRUE(server.Start(Plan(round, 3, 4), ids).ok());
@@ -302,8 +306,9 @@ TEST(SecureAggregationRoundTest, SparseNeighbourGraphSumsExactlyWithDropOuts) {
 }
 
 TEST(SecureAggregationRoundTest, ClientRefusesAThresholdThatWouldExposeIt) {
+  Arenas arenas;
   Client client;
-  ASSERT_TRUE(client.Init({7, 2}).ok());
+  ASSERT_TRUE(arenas.Init(client, ClientLimits{7, 2}).ok());
   KeyAdvertisement keys;
   ASSERT_TRUE(client.Start(1, 5, TestKey(13, 0), keys).ok());
   std::vector<RosterEntry> roster(3);

@@ -3,6 +3,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <vector>
+
+#include "edgesgd/core/arena.h"
+#include "edgesgd/core/status.h"
 
 #include "edgesgd/secagg/crypto.h"
 
@@ -25,5 +29,20 @@ inline Key TestKey(std::uint32_t label, std::uint64_t a, std::uint64_t b = 0) {
   for (std::size_t i = 0; i < 8; ++i) key[12 + i] = static_cast<std::byte>(b >> (8 * i));
   return Sha256(key);
 }
+
+// Arena storage for the clients and servers of a test, alive as long as this object.
+class Arenas {
+ public:
+  template <typename Party, typename Limits>
+  Status Init(Party& party, const Limits& limits) {
+    std::vector<std::byte>& bytes =
+        storage_.emplace_back(Party::ArenaBytes(limits) + kArenaAlignment);
+    Arena arena(bytes);
+    return party.Init(arena, limits);
+  }
+
+ private:
+  std::vector<std::vector<std::byte>> storage_;  // moving a vector keeps its bytes in place
+};
 
 }  // namespace edgesgd::secagg::testing

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "arena_objects.h"
 #include "derivation.h"
 
 namespace edgesgd::secagg {
@@ -11,17 +12,24 @@ void WipeShare(Share& share) { Wipe(std::as_writable_bytes(std::span(&share, 1))
 
 }  // namespace
 
-Status Client::Init(const ClientLimits& limits) {
+std::size_t Client::ArenaBytes(const ClientLimits& limits) {
+  const std::size_t holders = std::size_t{limits.max_neighbours} + 1;
+  return ArenaBytesFor<Neighbour>(limits.max_neighbours) + ArenaBytesFor<std::uint32_t>(holders) +
+         ArenaBytesFor<Share>(2 * holders);
+}
+
+Status Client::Init(Arena& arena, const ClientLimits& limits) {
   if (initialized_) return Status::FailedPrecondition("Init was already called");
   if (limits.max_neighbours == 0 || limits.minimum_neighbours == 0 ||
       limits.minimum_neighbours > limits.max_neighbours) {
     return Status::InvalidArgument(
         "secure aggregation needs 1 <= minimum_neighbours <= max_neighbours");
   }
+  const std::size_t holders = std::size_t{limits.max_neighbours} + 1;
+  EDGESGD_TRY_ASSIGN(neighbours_, internal::ConstructInArena<Neighbour>(arena, holders - 1));
+  EDGESGD_TRY_ASSIGN(points_, arena.Allocate<std::uint32_t>(holders));
+  EDGESGD_TRY_ASSIGN(scratch_shares_, internal::ConstructInArena<Share>(arena, 2 * holders));
   limits_ = limits;
-  neighbours_.resize(limits.max_neighbours);
-  points_.resize(std::size_t{limits.max_neighbours} + 1);
-  scratch_shares_.resize(2 * (std::size_t{limits.max_neighbours} + 1));
   initialized_ = true;
   return Status::Ok();
 }

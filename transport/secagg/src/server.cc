@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "arena_objects.h"
 #include "derivation.h"
 #include "edgesgd/core/random.h"
 
@@ -27,26 +28,51 @@ Status ValidatePlan(const RoundPlan& plan, std::uint32_t cohort) {
   return Status::Ok();
 }
 
-Status Server::Init(const ServerLimits& limits) {
+namespace {
+
+// The neighbourhood the largest round can have.
+std::size_t MaxDegree(const ServerLimits& limits) {
+  return std::min(limits.max_neighbours, limits.max_devices - 1);
+}
+
+}  // namespace
+
+std::size_t Server::ArenaBytes(const ServerLimits& limits) {
+  if (limits.max_devices < 2) return 0;
+  const std::size_t devices = limits.max_devices;
+  const std::size_t degree = MaxDegree(limits);
+  return ArenaBytesFor<Member>(devices) +
+         ArenaBytesFor<std::pair<std::uint32_t, std::uint32_t>>(devices) +
+         ArenaBytesFor<std::uint32_t>(devices) + ArenaBytesFor<std::uint32_t>(devices * degree) +
+         ArenaBytesFor<SealedShares>(devices * degree) +
+         ArenaBytesFor<std::uint8_t>(devices * degree) +
+         ArenaBytesFor<Share>(devices * (degree + 1)) +
+         ArenaBytesFor<std::uint8_t>(devices * (degree + 1)) + ArenaBytesFor<Share>(degree + 1) +
+         ArenaBytesFor<std::uint32_t>(limits.max_words);
+}
+
+Status Server::Init(Arena& arena, const ServerLimits& limits) {
   if (initialized_) return Status::FailedPrecondition("Init was already called");
   if (limits.max_devices < 2 || limits.max_neighbours == 0 || limits.max_words == 0) {
     return Status::InvalidArgument(
         "secure aggregation limits must allow two devices, one "
         "neighbour and one word");
   }
-  limits_ = limits;
   const std::size_t devices = limits.max_devices;
-  const std::size_t degree = std::min(limits.max_neighbours, limits.max_devices - 1);
-  members_.resize(devices);
-  by_device_.resize(devices);
-  ring_.resize(devices);
-  neighbours_.resize(devices * degree);
-  outgoing_.resize(devices * degree);
-  outgoing_present_.resize(devices * degree);
-  revealed_.resize(devices * (degree + 1));
-  revealed_present_.resize(devices * (degree + 1));
-  combine_.resize(degree + 1);
-  sum_.resize(limits.max_words);
+  const std::size_t degree = MaxDegree(limits);
+  using internal::ConstructInArena;
+  EDGESGD_TRY_ASSIGN(members_, ConstructInArena<Member>(arena, devices));
+  EDGESGD_TRY_ASSIGN(by_device_,
+                     (ConstructInArena<std::pair<std::uint32_t, std::uint32_t>>(arena, devices)));
+  EDGESGD_TRY_ASSIGN(ring_, arena.Allocate<std::uint32_t>(devices));
+  EDGESGD_TRY_ASSIGN(neighbours_, arena.Allocate<std::uint32_t>(devices * degree));
+  EDGESGD_TRY_ASSIGN(outgoing_, ConstructInArena<SealedShares>(arena, devices * degree));
+  EDGESGD_TRY_ASSIGN(outgoing_present_, arena.Allocate<std::uint8_t>(devices * degree));
+  EDGESGD_TRY_ASSIGN(revealed_, ConstructInArena<Share>(arena, devices * (degree + 1)));
+  EDGESGD_TRY_ASSIGN(revealed_present_, arena.Allocate<std::uint8_t>(devices * (degree + 1)));
+  EDGESGD_TRY_ASSIGN(combine_, ConstructInArena<Share>(arena, degree + 1));
+  EDGESGD_TRY_ASSIGN(sum_, arena.Allocate<std::uint32_t>(limits.max_words));
+  limits_ = limits;
   initialized_ = true;
   return Status::Ok();
 }

@@ -8,14 +8,14 @@
 // for one neighbour.
 //
 // Any failed call aborts the device's round: its secrets are wiped and every later call is
-// refused until the next Start. Storage is sized by Init; no call after it allocates, except
-// inside mbed TLS's key agreement (see crypto.h).
+// refused until the next Start. Storage comes from the arena given to Init; no call allocates
+// anywhere else, except inside mbed TLS's key agreement (see crypto.h).
 
 #include <cstddef>
 #include <cstdint>
 #include <span>
-#include <vector>
 
+#include "edgesgd/core/arena.h"
 #include "edgesgd/core/result.h"
 #include "edgesgd/secagg/crypto.h"
 #include "edgesgd/secagg/messages.h"
@@ -41,7 +41,13 @@ class Client {
     kAborted,
   };
 
-  Status Init(const ClientLimits& limits);
+  // Arena bytes Init takes for `limits`.
+  static std::size_t ArenaBytes(const ClientLimits& limits);
+
+  // Takes the round's storage for up to limits.max_neighbours neighbours from `arena`.
+  // Errors: kInvalidArgument for limits that allow no neighbour; kFailedPrecondition when called
+  // twice; the arena's errors (kResourceExhausted when it is smaller than ArenaBytes).
+  Status Init(Arena& arena, const ClientLimits& limits);
 
   // Begins `round` as `device`: fresh key pairs and self-mask seed drawn from `entropy` (32 secret
   // bytes, never reused across rounds). Fills the advertisement to send.
@@ -100,9 +106,9 @@ class Client {
   void WipeRound();
 
   ClientLimits limits_;
-  std::vector<Neighbour> neighbours_;  // capacity max_neighbours, from Init
-  std::vector<std::uint32_t> points_;  // scratch: share points, self first
-  std::vector<Share> scratch_shares_;
+  std::span<Neighbour> neighbours_;  // max_neighbours, from Init
+  std::span<std::uint32_t> points_;  // scratch: share points, self first
+  std::span<Share> scratch_shares_;
   std::size_t neighbour_count_ = 0;
   std::uint64_t round_ = 0;
   std::uint32_t device_ = 0;

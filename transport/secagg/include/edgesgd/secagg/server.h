@@ -13,15 +13,16 @@
 // key exchange leaves the round; when fewer than t devices remain, or a needed secret has fewer
 // than t shares at the end, the round is aborted and no sum is produced.
 //
-// Storage is sized by Init for the largest cohort, neighbourhood and vector; no call after it
-// allocates, except inside mbed TLS's key agreement during Finish (see crypto.h).
+// Storage comes from the arena given to Init, sized for the largest cohort, neighbourhood and
+// vector; no call allocates anywhere else, except inside mbed TLS's key agreement during Finish
+// (see crypto.h).
 
 #include <cstddef>
 #include <cstdint>
 #include <span>
 #include <utility>
-#include <vector>
 
+#include "edgesgd/core/arena.h"
 #include "edgesgd/core/result.h"
 #include "edgesgd/secagg/crypto.h"
 #include "edgesgd/secagg/messages.h"
@@ -61,7 +62,14 @@ class Server {
     kAborted,
   };
 
-  Status Init(const ServerLimits& limits);
+  // Arena bytes Init takes for `limits`.
+  static std::size_t ArenaBytes(const ServerLimits& limits);
+
+  // Takes the storage of the largest round `limits` allow from `arena`. Errors:
+  // kInvalidArgument for limits below two devices, one neighbour and one word;
+  // kFailedPrecondition when called twice; the arena's errors (kResourceExhausted when it is
+  // smaller than ArenaBytes).
+  Status Init(Arena& arena, const ServerLimits& limits);
 
   // Begins a round with the sampled `cohort` (distinct device ids).
   // Errors: kInvalidArgument for a plan ValidatePlan refuses or a repeated id; kOutOfRange for a
@@ -142,16 +150,16 @@ class Server {
   Phase phase_ = Phase::kIdle;
   std::uint32_t cohort_size_ = 0;
   std::uint32_t degree_ = 0;
-  std::vector<Member> members_;
-  std::vector<std::pair<std::uint32_t, std::uint32_t>> by_device_;  // (id, index), sorted
-  std::vector<std::uint32_t> neighbours_;  // degree_ per member: their indices
-  std::vector<std::uint32_t> ring_;        // scratch for the permutation
-  std::vector<SealedShares> outgoing_;     // [sender][slot of receiver]
-  std::vector<std::uint8_t> outgoing_present_;
-  std::vector<Share> revealed_;  // [owner][slot of holder; degree_ = owner itself]
-  std::vector<std::uint8_t> revealed_present_;
-  std::vector<Share> combine_;  // scratch for reconstruction
-  std::vector<std::uint32_t> sum_;
+  std::span<Member> members_;
+  std::span<std::pair<std::uint32_t, std::uint32_t>> by_device_;  // (id, index), sorted
+  std::span<std::uint32_t> neighbours_;  // degree_ per member: their indices
+  std::span<std::uint32_t> ring_;        // scratch for the permutation
+  std::span<SealedShares> outgoing_;     // [sender][slot of receiver]
+  std::span<std::uint8_t> outgoing_present_;
+  std::span<Share> revealed_;  // [owner][slot of holder; degree_ = owner itself]
+  std::span<std::uint8_t> revealed_present_;
+  std::span<Share> combine_;  // scratch for reconstruction
+  std::span<std::uint32_t> sum_;
   bool initialized_ = false;
 };
 
