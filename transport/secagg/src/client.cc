@@ -47,6 +47,7 @@ void Client::WipeRound() {
   Wipe(split_key_);
   WipeShare(own_seed_share_);
   for (std::size_t i = 0; i < neighbour_count_; ++i) {
+    Wipe(neighbours_[i].opening_key);
     WipeShare(neighbours_[i].seed_share);
     WipeShare(neighbours_[i].mask_key_share);
     neighbours_[i].delivered = false;
@@ -114,7 +115,7 @@ Result<std::size_t> Client::ShareKeys(std::uint32_t threshold, std::uint32_t own
         return Fail(Status::InvalidArgument("the roster names a device twice"));
       }
     }
-    neighbours_[i] = Neighbour{roster[i], false, {}, {}};
+    neighbours_[i] = Neighbour{roster[i], false, {}, {}, {}};
     points_[i + 1] = roster[i].share_point;
   }
   neighbour_count_ = roster.size();
@@ -134,9 +135,11 @@ Result<std::size_t> Client::ShareKeys(std::uint32_t threshold, std::uint32_t own
     std::array<std::byte, kSharePairBytes> plaintext;
     WriteShare(seed_shares[i + 1], std::span(plaintext).first<kShareBytes>());
     WriteShare(key_shares[i + 1], std::span(plaintext).last<kShareBytes>());
+    // One agreement per neighbour serves both directions: the opening key is kept for
+    // ReceiveShares.
     Key key;
-    Status s = internal::SharesKey(cipher_.private_key, roster[i].cipher_public, round_, device_,
-                                   roster[i].device, key);
+    Status s = internal::SharesKeys(cipher_.private_key, roster[i].cipher_public, round_, device_,
+                                    roster[i].device, key, neighbours_[i].opening_key);
     if (s.ok()) {
       out[i].device = roster[i].device;
       s = Seal(key, internal::MakePairContext(round_, device_, roster[i].device), plaintext,
@@ -164,15 +167,11 @@ Status Client::ReceiveShares(std::span<const SealedShares> delivered) {
       return Fail(Status::DataLoss("shares arrived from a device that is not a neighbour"));
     }
     if (sender->delivered) return Fail(Status::DataLoss("a neighbour's shares arrived twice"));
-    Key key;
-    Status s = internal::SharesKey(cipher_.private_key, sender->entry.cipher_public, round_,
-                                   message.device, device_, key);
     std::array<std::byte, kSharePairBytes> plaintext;
-    if (s.ok()) {
-      s = Open(key, internal::MakePairContext(round_, message.device, device_), message.sealed,
-               plaintext);
-    }
-    Wipe(key);
+    const Status s = Open(sender->opening_key,
+                          internal::MakePairContext(round_, message.device, device_),
+                          message.sealed, plaintext);
+    Wipe(sender->opening_key);
     if (!s.ok()) return Fail(s);
     // The shares are at this device's point: the sealing key and associated data name it.
     sender->seed_share =

@@ -6,16 +6,11 @@
 namespace edgesgd::secagg::internal {
 namespace {
 
-// HKDF(X25519(own_private, other_public), label, context); the shared secret is wiped.
-Status AgreeAndDerive(const Key& own_private, const Key& other_public, std::string_view label,
-                      const PairContext& context, Key& out) {
-  Key shared;
-  Status status = AgreeSecret(own_private, other_public, shared);
-  if (status.ok()) {
-    status = DeriveKey(shared, std::as_bytes(std::span(label.data(), label.size())), context, out);
-  }
-  Wipe(shared);
-  return status;
+constexpr std::string_view kSharesLabel = "shares";
+constexpr std::string_view kPairMaskLabel = "pair mask";
+
+std::span<const std::byte> LabelBytes(std::string_view label) {
+  return std::as_bytes(std::span(label.data(), label.size()));
 }
 
 }  // namespace
@@ -28,16 +23,33 @@ PairContext MakePairContext(std::uint64_t round, std::uint32_t first, std::uint3
   return context;
 }
 
-Status SharesKey(const Key& own_cipher_private, const Key& other_cipher_public, std::uint64_t round,
-                 std::uint32_t from, std::uint32_t to, Key& out) {
-  return AgreeAndDerive(own_cipher_private, other_cipher_public, "shares",
-                        MakePairContext(round, from, to), out);
+Status SharesKeys(const Key& own_cipher_private, const Key& other_cipher_public,
+                  std::uint64_t round, std::uint32_t self, std::uint32_t other, Key& sealing,
+                  Key& opening) {
+  Key shared;
+  Status status = AgreeSecret(own_cipher_private, other_cipher_public, shared);
+  if (status.ok()) {
+    status = DeriveKey(shared, LabelBytes(kSharesLabel), MakePairContext(round, self, other),
+                       sealing);
+  }
+  if (status.ok()) {
+    status = DeriveKey(shared, LabelBytes(kSharesLabel), MakePairContext(round, other, self),
+                       opening);
+  }
+  Wipe(shared);
+  return status;
 }
 
 Status PairMaskSeed(const Key& own_mask_private, const Key& other_mask_public, std::uint64_t round,
                     std::uint32_t a, std::uint32_t b, Key& out) {
-  return AgreeAndDerive(own_mask_private, other_mask_public, "pair mask",
-                        MakePairContext(round, std::min(a, b), std::max(a, b)), out);
+  Key shared;
+  Status status = AgreeSecret(own_mask_private, other_mask_public, shared);
+  if (status.ok()) {
+    status = DeriveKey(shared, LabelBytes(kPairMaskLabel),
+                       MakePairContext(round, std::min(a, b), std::max(a, b)), out);
+  }
+  Wipe(shared);
+  return status;
 }
 
 }  // namespace edgesgd::secagg::internal

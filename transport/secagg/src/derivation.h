@@ -16,10 +16,13 @@ namespace edgesgd::secagg::internal {
 using PairContext = std::array<std::byte, 16>;
 PairContext MakePairContext(std::uint64_t round, std::uint32_t first, std::uint32_t second);
 
-// The key sealing the shares `from` sends `to` in `round`, from either side's view: the
-// agreement of one's own cipher private key with the other's cipher public key.
-Status SharesKey(const Key& own_cipher_private, const Key& other_cipher_public, std::uint64_t round,
-                 std::uint32_t from, std::uint32_t to, Key& out);
+// The two keys of the shares `self` and `other` exchange in `round`, from one agreement of
+// `self`'s cipher private key with `other`'s cipher public key: `sealing` for the shares `self`
+// sends `other`, `opening` for those `other` sends `self` (which `other` derives as its sealing
+// key).
+Status SharesKeys(const Key& own_cipher_private, const Key& other_cipher_public,
+                  std::uint64_t round, std::uint32_t self, std::uint32_t other, Key& sealing,
+                  Key& opening);
 
 // The seed of the mask two devices add with opposite signs: the agreement of their mask keys,
 // bound to the round and to the unordered pair.

@@ -98,6 +98,7 @@ class Client {
   struct Neighbour {
     RosterEntry entry;
     bool delivered = false;
+    Key opening_key{};     // opens the neighbour's sealed shares (agreed in ShareKeys)
     Share seed_share;      // this device's share of the neighbour's self-mask seed
     Share mask_key_share;  // ... and of the neighbour's mask private key
   };
