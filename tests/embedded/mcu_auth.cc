@@ -16,6 +16,7 @@
 #include "edgesgd/auth/hmac_sha256.h"
 #include "edgesgd/auth/key_ring.h"
 #include "edgesgd/platform/log.h"
+#include "edgesgd_mbedtls_pool.h"
 #include "semihosting.h"
 
 namespace edgesgd {
@@ -148,7 +149,7 @@ int Run() {
     return 1;
   }
   Log(LogLevel::kInfo, "%d authentication checks hold (mbed TLS HMAC-SHA256, static pool of %u B)",
-      g_checked, static_cast<unsigned>(auth::kBareMetalCryptoPoolBytes));
+      g_checked, static_cast<unsigned>(mbedtls_pool::kPoolBytes));
   platform::internal::ReportPass();
   return 0;
 }

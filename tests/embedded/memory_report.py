@@ -6,9 +6,11 @@ training image measured on qemu (static + stack peak, its "memory:" line, via ru
 memory plan the edgesgd_mcu_memory_plan image computes on the target, and checks the
 targets: core + wire + worker session + one registered codec within 48 KiB of flash (the
 minimal worker image), a 10,000-parameter model with top_k + EF training in under 128 KiB
-of RAM, a small CNN with top_k + EF training within 256 KiB, and the UART worker (four codecs,
-the serial link and the UART driver) within 64 KiB of flash beyond its data shard (measured
-with nm; that image needs a server, so it is sized here but not run).
+of RAM, a small CNN with top_k + EF training within 256 KiB, and the UART worker (three codecs,
+the serial link, authentication and the UART driver) within 64 KiB of flash beyond its data
+shard (measured with nm; that image needs a server, so it is sized here but not run). Also the
+device side of secure aggregation: its flash and RAM from the secagg image's link map, and its
+cost per round counted in instructions (qemu -icount).
 
   tests/embedded/memory_report.py --build build/cortex-m4 [--out memory_report.md]
 
@@ -45,13 +47,26 @@ IMAGES = [
     ("edgesgd_mcu_worker_min", "examples/mcu",
      "one WorkerSession (top_k + EF), core + wire only, top_k the one registered codec"),
     ("edgesgd_mcu_worker_uart", "examples/mcu",
-     "federated worker over UART0 (WorkerSession + serial::SessionLink), softmax 784x10 "
-     "(7,850 params), top_k, rand_k, random_block and sign registered; flash holds a 28x28 "
-     "shard. Needs a server, so not run here: RAM is static only"),
+     "federated worker over UART0 (WorkerSession + serial::SessionLink, authenticated), "
+     "softmax 784x10 (7,850 params), top_k, random_block and sign registered; flash holds a "
+     "28x28 shard. Needs a server, so not run here: RAM is static only"),
     ("edgesgd_mcu_smoke", "tests/embedded", "smoke test: core, no wire"),
     ("edgesgd_mcu_golden", "tests/embedded", "golden vectors: core + wire"),
     ("edgesgd_mcu_memory_plan", "tests/embedded", "memory plan printer"),
+    ("edgesgd_mcu_auth", "tests/embedded", "frame authentication: HMAC-SHA256 vectors, both "
+     "ends of a connection"),
+    ("edgesgd_mcu_secagg", "tests/embedded", "secure aggregation: five devices and their "
+     "server, two rounds (one with a drop-out), random_block 1/64 of a 203,530-parameter MLP"),
 ]
+SECAGG_IMAGE = "edgesgd_mcu_secagg"
+# The device side of secure aggregation in that image's link map: mbed TLS as compiled for the
+# board, and the secagg objects other than the server's.
+SECAGG_DEVICE_OBJECTS = re.compile(r"libedgesgd_mbedcrypto\.a\(|"
+                                   r"libedgesgd_secagg\.a\((?!server\.)")
+SECAGG_PHASE_LINE = re.compile(r"secagg device phase: (.+?) (\d+) instructions")
+SECAGG_DEVICE_LINE = re.compile(
+    r"secagg device: (\d+) neighbours, (\d+) words, arena (\d+) B, mbed TLS pool peak (\d+) "
+    r"of (\d+) B, round (\d+) instructions")
 MEASURED = {"edgesgd_mcu_train_demo", "edgesgd_mcu_train_10k", "edgesgd_mcu_train_cnn",
             "edgesgd_mcu_worker_min"}
 
@@ -88,8 +103,47 @@ def symbol_bytes(path, nm_tool, names):
     return total
 
 
-def run_image(path):
-    result = subprocess.run([RUN_MCU, "--timeout", "90", path], capture_output=True, text=True, check=False)
+def linked_bytes(map_path, objects):
+    """Flash (.text, .rodata, .data's initial values) and RAM (.data, .bss) an image's link map
+    gives the input sections of the object files matching `objects`."""
+    totals = {"flash": 0, "ram": 0}
+    output_section = None
+
+    def count(size_field, source):
+        if not objects.search(source):
+            return
+        size = int(size_field, 16)
+        if output_section in (".text", ".data"):
+            totals["flash"] += size
+        if output_section in (".data", ".bss"):
+            totals["ram"] += size
+
+    in_map = False
+    pending = False  # an input section named alone on its line: address and size follow
+    with open(map_path, encoding="utf-8") as lines:
+        for line in lines:
+            if not in_map:
+                in_map = line.startswith("Linker script and memory map")
+                continue
+            fields = line.split()
+            if line.startswith("."):
+                output_section, pending = fields[0], False
+            elif line.startswith((" .", " COMMON")):
+                placed = len(fields) >= 4 and fields[1].startswith("0x") and \
+                    fields[2].startswith("0x")
+                if placed:
+                    count(fields[2], " ".join(fields[3:]))
+                pending = len(fields) == 1
+            elif pending:
+                if len(fields) >= 3 and fields[0].startswith("0x") and fields[1].startswith("0x"):
+                    count(fields[1], " ".join(fields[2:]))
+                pending = False
+    return totals["flash"], totals["ram"]
+
+
+def run_image(path, before=(), after=()):
+    result = subprocess.run([RUN_MCU, "--timeout", "90", *before, path, *after],
+                            capture_output=True, text=True, check=False)
     if result.returncode != 0:
         fail(f"{os.path.basename(path)} failed on qemu:\n{result.stdout}{result.stderr}")
     return result.stdout
@@ -97,6 +151,41 @@ def run_image(path):
 
 def kib(count):
     return f"{count / 1024:.1f} KiB"
+
+
+def secagg_section(output, map_path):
+    """The device side of secure aggregation: flash and RAM, and instructions per phase."""
+    device = SECAGG_DEVICE_LINE.search(output or "")
+    phases = SECAGG_PHASE_LINE.findall(output or "")
+    memory = MEMORY_LINE.search(output or "")
+    if device is None or not phases or memory is None:
+        fail(f"{SECAGG_IMAGE} printed no secure-aggregation figures")
+    neighbours, words, arena, pool_peak, pool, round_count = map(int, device.groups())
+    flash, ram = linked_bytes(map_path, SECAGG_DEVICE_OBJECTS)
+    if flash == 0:
+        fail(f"{map_path}: no secure-aggregation objects found in the link map")
+    stack = int(memory.group(3))
+    lines = ["## Secure aggregation on the device", "",
+             f"One device of a round in `{SECAGG_IMAGE}`: {neighbours} neighbours (everyone "
+             f"masks with everyone among five devices, threshold 3), {words} masked words "
+             f"(random_block 1/64 of the 203,530-parameter MLP). Instructions are counted by "
+             f"qemu (`-icount`), the same on every host; a Cortex-M4 spends at least one cycle "
+             f"on each, more on loads, branches and flash wait states. Key agreement is mbed "
+             f"TLS's X25519 on its generic bignums (with its Thumb-2 multiply-accumulate).", "",
+             "| | figure |", "|---|---:|",
+             f"| flash: the secagg device objects and the mbed TLS they link (from the link "
+             f"map) | {flash} B ({kib(flash)}) |",
+             f"| static RAM of those objects (mbed TLS's {pool} B pool included) | {ram} B |",
+             f"| the device's arena (`Client::ArenaBytes`, {neighbours} neighbours) | "
+             f"{arena} B |",
+             f"| mbed TLS pool peak | {pool_peak} of {pool} B |",
+             f"| stack peak of the image (its server included: a bound for the device) | "
+             f"{stack} B |"]
+    for phase, count in phases:
+        lines.append(f"| {phase} | {int(count):,} instructions |")
+    lines += [f"| **one round** | **{round_count:,} instructions** "
+              f"({round_count / 25e6:.1f} s at the AN386's 25 MHz if one per cycle) |", ""]
+    return lines
 
 
 def main():
@@ -120,6 +209,7 @@ def main():
              "| image | what | flash | static RAM | stack peak | RAM measured | qemu run |",
              "|---|---|---:|---:|---:|---:|---:|"]
     measured = {}
+    secagg_output = secagg_map = None
     uart_flash = None
     plan_text = None
     for name, folder, what in IMAGES:
@@ -128,8 +218,13 @@ def main():
             fail(f"missing image {path} (build the cortex-m4 preset first)")
         text, data, bss = size_of(path, args.size)
         stack = ram = elapsed = "—"
-        if name in MEASURED or name == "edgesgd_mcu_memory_plan":
-            output = run_image(path)
+        if name in MEASURED or name in ("edgesgd_mcu_memory_plan", SECAGG_IMAGE):
+            if name == SECAGG_IMAGE:
+                output = run_image(path, before=("--icount",), after=("--instructions",))
+                secagg_output = output
+                secagg_map = os.path.join(args.build, folder, name + ".map")
+            else:
+                output = run_image(path)
             elapsed_match = ELAPSED_LINE.search(output)
             elapsed = f"{elapsed_match.group(1)} ms" if elapsed_match else "—"
             if name == "edgesgd_mcu_memory_plan":
@@ -171,7 +266,7 @@ def main():
               f"| 1,898-parameter CNN training with top_k + EF: RAM of `edgesgd_mcu_train_cnn` "
               f"(static + stack peak) | {ram_cnn} B ({kib(ram_cnn)}) | {CNN_RAM_TARGET} B | "
               f"{'yes' if ram_cnn <= CNN_RAM_TARGET else 'no'} |",
-              f"| federated worker over a UART with four codecs: flash of "
+              f"| federated worker over a UART with three codecs and authentication: flash of "
               f"`edgesgd_mcu_worker_uart` without its {uart_flash[1]} B data shard | "
               f"{uart_flash[0]} B ({kib(uart_flash[0])}) | {UART_FLASH_TARGET} B | "
               f"{'yes' if uart_flash[0] <= UART_FLASH_TARGET else 'no'} |", ""]
@@ -187,6 +282,7 @@ def main():
                   "the floor for EF in fp32; everything else (frame, batch, stack, globals) must "
                   "fit the remaining ~11 KB. The plan below gives, in its last column, the "
                   "largest d a lean device reaches within 128 KiB.", ""]
+    lines += secagg_section(secagg_output, secagg_map)
     if plan_text is None:
         fail("the memory plan image printed nothing")
     lines += ["## Memory plan (computed on the target)", ""] + plan_text

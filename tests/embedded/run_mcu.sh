@@ -8,24 +8,28 @@
 #   tests/embedded/run_mcu.sh --expect-exit 3 --expect "edgesgd: fault:" IMAGE --fault
 #
 # Options: --expect-exit N (default 0), --expect TEXT (default "EDGESGD-MCU PASS"), --timeout S
-# (default 20; a loaded CI machine can slow the emulator several times over). Arguments
-# after IMAGE reach the image as its semihosting command line (qemu -append).
+# (default 20; a loaded CI machine can slow the emulator several times over), --icount (qemu
+# counts instructions: the board's clock advances 1 ns per instruction executed, so an image's
+# times become instruction counts, the same on every host). Arguments after IMAGE reach the
+# image as its semihosting command line (qemu -append).
 set -uo pipefail
 
 expect_exit=0
 expect_text="EDGESGD-MCU PASS"
 timeout_s=20
+icount=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --expect-exit) expect_exit=$2; shift 2 ;;
     --expect) expect_text=$2; shift 2 ;;
     --timeout) timeout_s=$2; shift 2 ;;
+    --icount) icount=(-icount shift=0); shift ;;
     -*) echo "run_mcu: unknown option $1" >&2; exit 2 ;;
     *) break ;;
   esac
 done
 if [[ $# -lt 1 ]]; then
-  echo "usage: $0 [--expect-exit N] [--expect TEXT] [--timeout S] IMAGE [ARGS...]" >&2
+  echo "usage: $0 [--expect-exit N] [--expect TEXT] [--timeout S] [--icount] IMAGE [ARGS...]" >&2
   exit 2
 fi
 image=$1
@@ -38,7 +42,7 @@ output=$(mktemp)
 trap 'rm -f "$output"' EXIT
 start_ns=$(date +%s%N)
 # stdin from /dev/null: with -nographic qemu would otherwise put a terminal into raw mode.
-timeout "$timeout_s" "$qemu" -M mps2-an386 -nographic -monitor none \
+timeout "$timeout_s" "$qemu" -M mps2-an386 -nographic -monitor none "${icount[@]}" \
   -semihosting-config enable=on,target=native -kernel "$image" "${append[@]}" \
   </dev/null >"$output" 2>&1
 status=$?

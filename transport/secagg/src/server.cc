@@ -137,7 +137,8 @@ Status Server::Start(const RoundPlan& plan, std::span<const std::uint32_t> cohor
 
 std::uint32_t Server::IndexOf(std::uint32_t device) const {
   const auto end = by_device_.begin() + static_cast<std::ptrdiff_t>(cohort_size_);
-  const auto found = std::lower_bound(by_device_.begin(), end, std::pair{device, 0u});
+  const auto found = std::lower_bound(
+      by_device_.begin(), end, std::pair<std::uint32_t, std::uint32_t>{device, 0});
   return found != end && found->first == device ? found->second : cohort_size_;
 }
 

@@ -17,13 +17,8 @@ struct mbedtls_md_context_t;
 
 namespace edgesgd::auth {
 
-// Bytes of the static pool from which mbed TLS allocates in builds without a heap (bare metal:
-// src/bare_metal_pool.cc): room for five HMAC states (280 bytes each, with the pool's headers),
-// two per connection. Elsewhere mbed TLS uses the C library's heap.
-inline constexpr std::size_t kBareMetalCryptoPoolBytes = 1536;
-
 // One HMAC-SHA256 key and the state to authenticate messages with it. Init() allocates mbed
-// TLS's digest state (three small blocks, from the heap or on bare metal from the static pool)
+// TLS's digest state (three small blocks, from the heap, or on bare metal from a static pool)
 // and is the only call that allocates; every other call works in that state. Not copyable (the
 // state holds a key); movable.
 class HmacSha256 {
