@@ -24,6 +24,7 @@ Status ErrorFeedbackWorker::Init(Arena& arena, const CodecRegistry& codecs,
   const std::size_t d = layout.dimension();
   EDGESGD_TRY_ASSIGN(point_, arena.Allocate<float>(d));
   local_ = point_;
+  gradient_point_ = point_;
   if (buffers.separate_local) {
     EDGESGD_TRY_ASSIGN(local_, arena.Allocate<float>(d));
   }
@@ -91,7 +92,8 @@ void ErrorFeedbackWorker::FoldDeltaIntoResidual() {
   }
 }
 
-Status ErrorFeedbackWorker::BeginRound(std::span<const float> synced_model) {
+Status ErrorFeedbackWorker::BeginRound(std::span<const float> synced_model,
+                                       PointSource source) {
   if (phase_ == Phase::kUninitialized) {
     return Status::FailedPrecondition("Init has not been called");
   }
@@ -104,9 +106,12 @@ Status ErrorFeedbackWorker::BeginRound(std::span<const float> synced_model) {
   if (buffers_.separate_local) {
     std::copy(x.begin(), x.end(), local_.begin());
   }
+  gradient_point_ = point_;
   if (detach_ > 0.0f) {
     const float c = detach_;
     for (std::size_t i = 0; i < point_.size(); ++i) point_[i] = x[i] - c * error_[i];
+  } else if (source == PointSource::kBorrow && feedback_.local_steps == 1) {
+    gradient_point_ = x;  // the one step reads the point and never advances it
   } else {
     std::copy(x.begin(), x.end(), point_.begin());
   }
@@ -178,8 +183,9 @@ void ErrorFeedbackWorker::Step(std::span<const float> gradient) {
   if (feedback_.local_steps == 1) {
     // The only step of the round: the local model is never read again, so only m and delta
     // (which may be the residual itself) advance.
+    const std::span<const float> point = gradient_point_;
     for (std::size_t i = 0; i < d; ++i) {
-      const float g = gradient[i] + wd * point_[i];
+      const float g = gradient[i] + wd * point[i];
       accumulate(i, lr * next_momentum(i, g));
     }
   } else if (!buffers_.separate_local) {

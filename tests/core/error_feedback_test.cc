@@ -339,6 +339,51 @@ TEST(ErrorFeedbackTest, NoFeedbackSendsTheDeltaAndKeepsNoResidual) {
   }
 }
 
+// Borrowing the synced model as the gradient point (H = 1, c = 0) reads it in place and changes
+// no bit of what is sent or kept; every other configuration copies it as before.
+TEST(ErrorFeedbackTest, ABorrowedGradientPointIsTheSyncedModelAndChangesNoBits) {
+  const TensorLayout layout = TestLayout();
+  const std::size_t d = layout.dimension();
+  const CodecParams codec = TopKParams{.k_ratio = 0.25f};
+  using PointSource = ErrorFeedbackWorker::PointSource;
+  for (const FeedbackKind kind : {FeedbackKind::kNone, FeedbackKind::kEf, FeedbackKind::kDef}) {
+    for (const std::uint32_t local_steps : {1u, 3u}) {
+      SCOPED_TRACE(testing::Message() << static_cast<int>(kind) << " H=" << local_steps);
+      const FeedbackParams feedback = Feedback(kind, 0.5f, local_steps);
+      ArenaBox copied_box(ErrorFeedbackWorker::StateBytes(layout, codec, feedback));
+      ArenaBox borrowed_box(ErrorFeedbackWorker::StateBytes(layout, codec, feedback));
+      ErrorFeedbackWorker copied;
+      ErrorFeedbackWorker borrowed;
+      ASSERT_TRUE(copied.Init(copied_box.arena, AllCodecs(), layout, codec, feedback).ok());
+      ASSERT_TRUE(borrowed.Init(borrowed_box.arena, AllCodecs(), layout, codec, feedback).ok());
+      PayloadBuffers copied_payload(copied.payload_shape());
+      PayloadBuffers borrowed_payload(borrowed.payload_shape());
+      std::vector<float> x = InitialModel(d);
+      std::vector<float> gradient(d);
+      const bool borrows = local_steps == 1 && borrowed.detach() == 0.0f;
+      for (std::uint32_t round = 0; round < 4; ++round) {
+        ASSERT_TRUE(copied.BeginRound(x, PointSource::kCopy).ok());
+        ASSERT_TRUE(borrowed.BeginRound(x, PointSource::kBorrow).ok());
+        EXPECT_EQ(borrowed.GradientPoint().data() == x.data(), borrows);
+        EXPECT_NE(copied.GradientPoint().data(), x.data());
+        for (std::uint32_t s = 0; s < local_steps; ++s) {
+          ASSERT_TRUE(SameBits(copied.GradientPoint(), borrowed.GradientPoint()));
+          Gradient(1, s, copied.GradientPoint(), gradient);
+          ASSERT_TRUE(copied.LocalStep(gradient).ok());
+          ASSERT_TRUE(borrowed.LocalStep(gradient).ok());
+        }
+        const CodecContext context{7, round, 1};
+        ASSERT_TRUE(copied.Compress(context, copied_payload.spans()).ok());
+        ASSERT_TRUE(borrowed.Compress(context, borrowed_payload.spans()).ok());
+        EXPECT_TRUE(SamePayloadBits(copied_payload, borrowed_payload));
+        EXPECT_TRUE(SameBits(copied.residual(), borrowed.residual()));
+        // The next round's model: what the one-worker server would make of it.
+        for (std::size_t j = 0; j < d; ++j) x[j] -= 0.5f * gradient[j];
+      }
+    }
+  }
+}
+
 // H local steps: the gradient point walks with the local model, the payload carries the sum
 // of the steps (plus the residual), and the residual stays fixed during the round.
 TEST(ErrorFeedbackTest, LocalStepsAccumulateTheModelDelta) {

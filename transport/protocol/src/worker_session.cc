@@ -423,7 +423,11 @@ Status WorkerSession::ComputeMeanUpdate(std::uint32_t round, const wire::FrameHe
                                         const wire::PayloadMessage& message) {
   // A round abandoned earlier (callback error) is folded into the residual by BeginRound, so
   // error feedback still delivers its progress later.
-  if (const Status begun = feedback_.BeginRound(model_); !begun.ok()) {
+  // The model stays as it is until the round is compressed (all of it happens in this call),
+  // so the gradient point may be the model itself.
+  if (const Status begun =
+          feedback_.BeginRound(model_, ErrorFeedbackWorker::PointSource::kBorrow);
+      !begun.ok()) {
     ++counters_.encode_errors;
     return begun;
   }

@@ -174,17 +174,25 @@ class ErrorFeedbackWorker {
               const CodecParams& codec, const FeedbackParams& feedback,
               CodecScratch scratch = CodecScratch::kOwned);
 
-  // Starts a round from the synced model `synced_model` (d floats, read only, may be reused by
-  // the caller right after the call): local model := x, delta := 0, gradient point := x - c*e.
+  // Where a round's gradient point comes from. kCopy: the worker copies the synced model, which
+  // the caller may change right after BeginRound. kBorrow: with one local step and no detaching
+  // (H = 1, c = 0) the point is the synced model itself, read in place until Compress or the
+  // next BeginRound, so the caller must not change it before then; this saves a pass over d
+  // floats per round. Other configurations copy either way.
+  enum class PointSource : std::uint8_t { kCopy, kBorrow };
+
+  // Starts a round from the synced model `synced_model` (d floats, read only; see PointSource
+  // for how long it is read): local model := x, delta := 0, gradient point := x - c*e.
   // Calling it before the previous round was compressed abandons that round: its progress is
   // folded into the residual (as if it had been compressed to nothing), so error feedback still
   // delivers it later; kNone simply drops it. Does not allocate.
   // Errors: kFailedPrecondition before Init, kInvalidArgument for a wrong size.
-  Status BeginRound(std::span<const float> synced_model);
+  Status BeginRound(std::span<const float> synced_model,
+                    PointSource source = PointSource::kCopy);
 
   // The point at which the caller computes the next gradient: local - c * e (d floats). Valid
   // from BeginRound until the round's last LocalStep; for H = 1 it is not advanced by the step.
-  std::span<const float> GradientPoint() const { return point_; }
+  std::span<const float> GradientPoint() const { return gradient_point_; }
 
   // One local heavy-ball step with `gradient` (d floats, the loss gradient at GradientPoint(),
   // without weight decay): g = gradient + wd * point; m = beta * m + g; local -= eta * m;
@@ -320,6 +328,7 @@ class ErrorFeedbackWorker {
   Buffers buffers_;
   float detach_ = 0.0f;
   std::span<float> point_;  // local - c * e
+  std::span<const float> gradient_point_;  // point_, or the synced model when borrowed
   std::span<float> local_;  // aliases point_ unless buffers_.separate_local; static if H = 1
   std::span<float> momentum_;
   std::span<float> error_;  // empty for kNone
