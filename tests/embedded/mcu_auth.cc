@@ -17,6 +17,7 @@
 #include "edgesgd/auth/key_ring.h"
 #include "edgesgd/platform/log.h"
 #include "edgesgd_mbedtls_pool.h"
+#include "mcu_checks.h"
 #include "semihosting.h"
 
 namespace edgesgd {
@@ -25,15 +26,7 @@ namespace {
 using platform::Log;
 using platform::LogLevel;
 
-int g_checked = 0;
-int g_failures = 0;
-
-void Expect(bool holds, const char* what) {
-  ++g_checked;
-  if (holds) return;
-  ++g_failures;
-  Log(LogLevel::kError, "FAIL %s", what);
-}
+mcu_test::Checks g_checks;
 
 std::span<const std::byte> Text(std::string_view text) {
   return std::as_bytes(std::span(text.data(), text.size()));
@@ -49,18 +42,20 @@ bool EqualsHex(std::span<const std::byte, auth::kTagBytes> tag, std::string_view
 // RFC 4231, test cases 2 (a short key) and 6 (a key longer than the block, hashed first).
 void CheckHmacVectors() {
   auth::HmacSha256 mac;
-  Expect(mac.Init().ok(), "HMAC state from the static pool");
+  g_checks.Expect(mac.Init().ok(), "HMAC state from the static pool");
   std::array<std::byte, auth::kTagBytes> tag{};
-  Expect(mac.SetKey(Text("Jefe")).ok() &&
-             mac.Mac({Text("what do ya want "), Text("for nothing?")}, tag).ok() &&
-             EqualsHex(tag, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"),
-         "RFC 4231 case 2");
+  g_checks.Expect(
+      mac.SetKey(Text("Jefe")).ok() &&
+          mac.Mac({Text("what do ya want "), Text("for nothing?")}, tag).ok() &&
+          EqualsHex(tag, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"),
+      "RFC 4231 case 2");
   std::array<std::byte, 131> long_key{};
   long_key.fill(std::byte{0xaa});
-  Expect(mac.SetKey(long_key).ok() &&
-             mac.Mac({Text("Test Using Larger Than Block-Size Key - Hash Key First")}, tag).ok() &&
-             EqualsHex(tag, "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"),
-         "RFC 4231 case 6");
+  g_checks.Expect(
+      mac.SetKey(long_key).ok() &&
+          mac.Mac({Text("Test Using Larger Than Block-Size Key - Hash Key First")}, tag).ok() &&
+          EqualsHex(tag, "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"),
+      "RFC 4231 case 6");
 }
 
 constexpr std::uint32_t kDevice = 4;
@@ -70,11 +65,11 @@ void CheckConnection() {
   std::array<std::byte, auth::kKeyBytes> key{};
   for (std::size_t i = 0; i < key.size(); ++i) key[i] = static_cast<std::byte>(i * 7 + 1);
   auth::FixedKeyRing<1> keys;
-  Expect(keys.Add(kDevice, key).ok(), "key ring");
+  g_checks.Expect(keys.Add(kDevice, key).ok(), "key ring");
   auth::ConnectionAuth device;
   auth::ConnectionAuth gateway;
-  Expect(device.Init(kMaxPayload).ok() && gateway.Init(kMaxPayload).ok(),
-         "two connections' states from the static pool");
+  g_checks.Expect(device.Init(kMaxPayload).ok() && gateway.Init(kMaxPayload).ok(),
+                  "two connections' states from the static pool");
 
   std::array<std::byte, auth::kNonceBytes> device_nonce{};
   std::array<std::byte, auth::kNonceBytes> gateway_nonce{};
@@ -82,10 +77,10 @@ void CheckConnection() {
   gateway_nonce.fill(std::byte{2});
   std::array<std::byte, auth::kInitiatorHelloBytes> hello{};
   std::array<std::byte, auth::kResponderHelloBytes> answer{};
-  Expect(device.StartInitiator(keys, kDevice, device_nonce, hello).ok() &&
-             gateway.StartResponder(keys, hello, gateway_nonce, answer).ok() &&
-             device.AcceptResponderHello(answer).ok() && device.established(),
-         "hellos");
+  g_checks.Expect(device.StartInitiator(keys, kDevice, device_nonce, hello).ok() &&
+                      gateway.StartResponder(keys, hello, gateway_nonce, answer).ok() &&
+                      device.AcceptResponderHello(answer).ok() && device.established(),
+                  "hellos");
 
   // A record each way, sealed around a frame that stays put on the device's side.
   std::array<std::byte, 40> frame{};
@@ -93,25 +88,25 @@ void CheckConnection() {
   std::array<std::byte, auth::kRecordHeaderBytes> header{};
   std::array<std::byte, auth::kTagBytes> tag{};
   std::array<std::byte, auth::RecordBytes(kMaxPayload)> record{};
-  Expect(device.SealDetached(frame, header, tag).ok(), "seal a frame in place");
+  g_checks.Expect(device.SealDetached(frame, header, tag).ok(), "seal a frame in place");
   std::copy(header.begin(), header.end(), record.begin());
   std::copy(frame.begin(), frame.end(), record.begin() + header.size());
   std::copy(tag.begin(), tag.end(), record.begin() + header.size() + frame.size());
   const std::span<const std::byte> sealed = std::span(record).first(auth::RecordBytes(40));
   const Result<std::span<const std::byte>> opened = gateway.Open(sealed);
-  Expect(opened.ok() && opened->size() == frame.size() && (*opened)[39] == std::byte{0x5a},
-         "open the device's record");
+  g_checks.Expect(opened.ok() && opened->size() == frame.size() && (*opened)[39] == std::byte{0x5a},
+                  "open the device's record");
 
   std::array<std::byte, auth::RecordBytes(kMaxPayload)> reply_storage{};
   const Result<std::span<const std::byte>> reply = gateway.Seal(frame, reply_storage);
-  Expect(reply.ok(), "seal a reply");
+  g_checks.Expect(reply.ok(), "seal a reply");
   if (!reply.ok()) return;
   std::array<std::byte, auth::RecordBytes(40)> replay{};
   std::copy(reply->begin(), reply->end(), replay.begin());
-  Expect(device.Open(*reply).ok(), "open the gateway's record");
-  Expect(!device.Open(replay).ok() &&
-             device.last_reject() == auth::RejectReason::kReplayed,
-         "a replayed record is refused");
+  g_checks.Expect(device.Open(*reply).ok(), "open the gateway's record");
+  g_checks.Expect(
+      !device.Open(replay).ok() && device.last_reject() == auth::RejectReason::kReplayed,
+      "a replayed record is refused");
 
   // A fresh connection, with fresh nonces, for each further refusal: a refused record ends its
   // connection.
@@ -126,30 +121,28 @@ void CheckConnection() {
            gateway.StartResponder(keys, hello, gateway_nonce, answer).ok() &&
            device.AcceptResponderHello(answer).ok();
   };
-  Expect(reconnect(), "a second connection");
+  g_checks.Expect(reconnect(), "a second connection");
   const Result<std::span<const std::byte>> fresh = gateway.Seal(frame, reply_storage);
-  Expect(fresh.ok(), "seal in the second connection");
+  g_checks.Expect(fresh.ok(), "seal in the second connection");
   if (!fresh.ok()) return;
   std::array<std::byte, auth::RecordBytes(40)> altered{};
   std::copy(fresh->begin(), fresh->end(), altered.begin());
   altered[auth::kRecordHeaderBytes + 3] ^= std::byte{0x01};
-  Expect(!device.Open(altered).ok() && device.last_reject() == auth::RejectReason::kBadTag,
-         "an altered record is refused");
-  Expect(reconnect(), "a third connection");
-  Expect(!device.Open(replay).ok() && device.last_reject() == auth::RejectReason::kBadTag,
-         "a record of an earlier connection is refused");
+  g_checks.Expect(!device.Open(altered).ok() && device.last_reject() == auth::RejectReason::kBadTag,
+                  "an altered record is refused");
+  g_checks.Expect(reconnect(), "a third connection");
+  g_checks.Expect(!device.Open(replay).ok() && device.last_reject() == auth::RejectReason::kBadTag,
+                  "a record of an earlier connection is refused");
 }
 
 int Run() {
   CheckHmacVectors();
   CheckConnection();
-  if (g_failures != 0) {
-    Log(LogLevel::kError, "EDGESGD-MCU FAIL: %d of %d authentication checks failed", g_failures,
-        g_checked);
+  if (!g_checks.Report("authentication checks")) {
     return 1;
   }
   Log(LogLevel::kInfo, "%d authentication checks hold (mbed TLS HMAC-SHA256, static pool of %u B)",
-      g_checked, static_cast<unsigned>(mbedtls_pool::kPoolBytes));
+      g_checks.checked(), static_cast<unsigned>(mbedtls_pool::kPoolBytes));
   platform::internal::ReportPass();
   return 0;
 }

@@ -13,6 +13,7 @@
 #include "edgesgd/wire/frame_builder.h"
 #include "golden/codec_golden.h"
 #include "golden/frame_golden.h"
+#include "mcu_checks.h"
 #include "semihosting.h"
 
 namespace edgesgd {
@@ -23,39 +24,35 @@ using platform::LogLevel;
 
 golden::CaseBuffers g_case_buffers;
 golden::FrameBuffers g_frame_buffers;
-int g_checked = 0;
-int g_failures = 0;
+mcu_test::Checks g_checks;
 
-void Fail(const char* what, const char* name, std::string_view actual_hex) {
-  ++g_failures;
-  Log(LogLevel::kError, "FAIL %s %s: got %.*s", what, name, static_cast<int>(actual_hex.size()),
+// Counts one case; logs what it produced when that differs from the expected bytes.
+void CheckCase(const char* what, const char* name, std::string_view actual_hex, bool matches) {
+  if (g_checks.Expect(matches, what)) return;
+  Log(LogLevel::kError, "  %s: got %.*s", name, static_cast<int>(actual_hex.size()),
       actual_hex.data());
 }
 
-void FailEncoding(const char* what, const char* name, Status status) {
-  ++g_failures;
-  Log(LogLevel::kError, "FAIL %s %s: encoding failed: %s", what, name, status.str());
+bool CheckEncoded(const char* what, const char* name, Status status) {
+  if (g_checks.ExpectOk(status, what)) return true;
+  Log(LogLevel::kError, "  %s could not be encoded", name);
+  return false;
 }
 
-void CheckFrame(const char* what, const char* name,
-                const Result<std::span<const std::byte>>& frame, std::string_view expected_hex) {
-  ++g_checked;
-  if (!frame.ok()) return FailEncoding(what, name, frame.status());
-  if (golden::BytesMatchHex(frame.value(), expected_hex)) return;
-  const std::size_t length = golden::ToHex(frame.value(), g_frame_buffers.hex);
-  Fail(what, name, std::string_view(g_frame_buffers.hex.data(), length));
+void CheckFrame(const char* what, const char* name, const Result<std::span<const std::byte>>& frame,
+                std::string_view expected_hex) {
+  if (!CheckEncoded(what, name, frame.status())) return;
+  const bool matches = golden::BytesMatchHex(frame.value(), expected_hex);
+  const std::size_t length = matches ? 0 : golden::ToHex(frame.value(), g_frame_buffers.hex);
+  CheckCase(what, name, std::string_view(g_frame_buffers.hex.data(), length), matches);
 }
 
 void CheckCodecPayloads() {
   for (const golden::CodecCase& golden : golden::kCodecCases) {
-    ++g_checked;
     const Result<std::size_t> length = golden::EncodeCase(golden, g_case_buffers);
-    if (!length.ok()) {
-      FailEncoding("payload", golden.name, length.status());
-      continue;
-    }
+    if (!CheckEncoded("payload", golden.name, length.status())) continue;
     const std::string_view actual(g_case_buffers.hex.data(), length.value());
-    if (actual != golden.payload_hex) Fail("payload", golden.name, actual);
+    CheckCase("payload", golden.name, actual, actual == golden.payload_hex);
   }
 }
 
@@ -76,12 +73,9 @@ void CheckFrames() {
 int Run() {
   CheckCodecPayloads();
   CheckFrames();
-  if (g_failures != 0) {
-    Log(LogLevel::kError, "EDGESGD-MCU FAIL: %d of %d golden cases differ", g_failures,
-        g_checked);
-    return 1;
-  }
-  Log(LogLevel::kInfo, "%d golden cases (codec payloads and wire frames) match", g_checked);
+  if (!g_checks.Report("golden cases")) return 1;
+  Log(LogLevel::kInfo, "%d golden cases (codec payloads and wire frames) match",
+      g_checks.checked());
   platform::internal::ReportPass();
   return 0;
 }

@@ -24,6 +24,7 @@
 #include "edgesgd/secagg/client.h"
 #include "edgesgd/secagg/server.h"
 #include "edgesgd_mbedtls_pool.h"
+#include "mcu_checks.h"
 #include "memory_usage.h"
 #include "semihosting.h"
 
@@ -45,8 +46,7 @@ constexpr std::uint32_t kNobody = kDevices;
 // The device phases whose cost is reported, in round order.
 enum Phase : std::uint8_t { kAdvertise, kShareKeys, kReceiveShares, kMaskInput, kUnmask, kPhases };
 constexpr std::array<const char*, kPhases> kPhaseNames = {"advertise keys", "share keys",
-                                                         "receive shares", "mask input",
-                                                         "unmask"};
+                                                          "receive shares", "mask input", "unmask"};
 
 alignas(kArenaAlignment) std::byte g_arena_storage[32 * 1024];
 secagg::Server g_server;
@@ -61,20 +61,7 @@ std::array<std::uint32_t, kNeighbours> g_survivors;
 std::array<secagg::RevealedShare, kNeighbours + 1> g_revealed;
 std::array<std::uint64_t, kPhases> g_phase_ns{};
 
-int g_checked = 0;
-int g_failures = 0;
-
-void Expect(bool holds, const char* what) {
-  ++g_checked;
-  if (holds) return;
-  ++g_failures;
-  Log(LogLevel::kError, "FAIL %s", what);
-}
-
-void ExpectOk(const Status& status, const char* what) {
-  Expect(status.ok(), what);
-  if (!status.ok()) Log(LogLevel::kError, "  %s", status.reason());
-}
+mcu_test::Checks g_checks;
 
 // Test entropy, distinct per device and round. A real board draws it from its TRNG.
 secagg::Key Entropy(std::uint32_t device, std::uint64_t round) {
@@ -99,8 +86,9 @@ Status RunRound(std::uint64_t round, std::uint32_t silent) {
   EDGESGD_TRY(g_server.Start(plan, g_ids));
   for (std::uint32_t i = 0; i < kDevices; ++i) {
     secagg::KeyAdvertisement keys;
-    EDGESGD_TRY(Timed(i, kAdvertise,
-                      [&] { return g_clients[i].Start(round, g_ids[i], Entropy(i, round), keys); }));
+    EDGESGD_TRY(Timed(i, kAdvertise, [&] {
+      return g_clients[i].Start(round, g_ids[i], Entropy(i, round), keys);
+    }));
     EDGESGD_TRY(g_server.AddKeys(g_ids[i], keys));
   }
   EDGESGD_TRY(g_server.CloseKeys());
@@ -118,8 +106,9 @@ Status RunRound(std::uint64_t round, std::uint32_t silent) {
   for (std::uint32_t i = 0; i < kDevices; ++i) {
     if (i == silent) continue;
     EDGESGD_TRY_ASSIGN(const std::size_t count, g_server.SharesFor(g_ids[i], g_sealed));
-    EDGESGD_TRY(Timed(i, kReceiveShares,
-                      [&] { return g_clients[i].ReceiveShares({g_sealed.data(), count}); }));
+    EDGESGD_TRY(Timed(i, kReceiveShares, [&] {
+      return g_clients[i].ReceiveShares({g_sealed.data(), count});
+    }));
     std::copy_n(g_inputs[i], kWords, g_masked);
     EDGESGD_TRY(Timed(i, kMaskInput, [&] { return g_clients[i].MaskInput(g_masked); }));
     EDGESGD_TRY(g_server.AddMaskedInput(g_ids[i], g_masked));
@@ -138,7 +127,7 @@ Status RunRound(std::uint64_t round, std::uint32_t silent) {
 
 void CheckRound(std::uint64_t round, std::uint32_t silent, const char* what) {
   const Status status = RunRound(round, silent);
-  ExpectOk(status, what);
+  g_checks.ExpectOk(status, what);
   if (!status.ok()) return;
   std::fill_n(g_expected, kWords, 0u);
   for (std::uint32_t i = 0; i < kDevices; ++i) {
@@ -146,9 +135,10 @@ void CheckRound(std::uint64_t round, std::uint32_t silent, const char* what) {
     for (std::uint32_t w = 0; w < kWords; ++w) g_expected[w] += g_inputs[i][w];
   }
   const std::span<const std::uint32_t> sum = g_server.sum();
-  Expect(std::equal(sum.begin(), sum.end(), g_expected), "the unmasked sum is the plain sum");
-  Expect(g_server.survivor_count() == kDevices - (silent == kNobody ? 0 : 1),
-         "the survivors are the devices whose inputs arrived");
+  g_checks.Expect(std::equal(sum.begin(), sum.end(), g_expected),
+                  "the unmasked sum is the plain sum");
+  g_checks.Expect(g_server.survivor_count() == kDevices - (silent == kNobody ? 0 : 1),
+                  "the survivors are the devices whose inputs arrived");
 }
 
 bool CountsInstructions() {
@@ -160,25 +150,24 @@ bool CountsInstructions() {
 
 int Run() {
   Arena arena(g_arena_storage);
-  ExpectOk(g_server.Init(arena, kServerLimits), "server storage from the arena");
+  g_checks.ExpectOk(g_server.Init(arena, kServerLimits), "server storage from the arena");
   const std::size_t server_bytes = arena.used_bytes();
   for (secagg::Client& client : g_clients) {
-    ExpectOk(client.Init(arena, kClientLimits), "device storage from the arena");
+    g_checks.ExpectOk(client.Init(arena, kClientLimits), "device storage from the arena");
   }
   for (std::uint32_t i = 0; i < kDevices; ++i) {
     g_ids[i] = 40 + 3 * i;
     for (std::uint32_t w = 0; w < kWords; ++w) g_inputs[i][w] = (i + 1) * 2654435761u + w * 40503u;
   }
-  if (g_failures != 0) return 1;
+  if (!g_checks.Report("secure-aggregation checks")) return 1;
 
   CheckRound(1, kNobody, "a round in which every device finishes");
   const std::array<std::uint64_t, kPhases> first_round_ns = g_phase_ns;
   CheckRound(2, 3, "a round in which a device vanishes after sharing its keys");
   // A device whose round was wiped refuses to mask until its next Start.
-  Expect(!g_clients[3].MaskInput(g_masked).ok(), "a finished device refuses to mask again");
-  if (g_failures != 0) {
-    Log(LogLevel::kError, "EDGESGD-MCU FAIL: %d of %d secure-aggregation checks failed",
-        g_failures, g_checked);
+  g_checks.Expect(!g_clients[3].MaskInput(g_masked).ok(),
+                  "a finished device refuses to mask again");
+  if (!g_checks.Report("secure-aggregation checks")) {
     return 1;
   }
 
@@ -197,7 +186,7 @@ int Run() {
       mbedtls_pool::kPoolBytes, static_cast<unsigned long long>(total), unit);
   Log(LogLevel::kInfo, "secagg server on the board: arena %zu B", server_bytes);
   platform::internal::LogMemoryUse();
-  Log(LogLevel::kInfo, "%d secure-aggregation checks hold", g_checked);
+  Log(LogLevel::kInfo, "%d secure-aggregation checks hold", g_checks.checked());
   platform::internal::ReportPass();
   return 0;
 }
