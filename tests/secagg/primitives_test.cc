@@ -6,13 +6,17 @@
 
 #include <array>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
+#include "edgesgd/core/codecs/qsgd.h"
 #include "edgesgd/secagg/crypto.h"
 #include "edgesgd/secagg/fixed_point.h"
+#include "edgesgd/secagg/lanes.h"
+#include "edgesgd/secagg/qsgd_levels.h"
 #include "edgesgd/secagg/shamir.h"
-#include "edgesgd/secagg/votes.h"
 #include "secagg/secagg_test_util.h"
 
 namespace edgesgd::secagg {
@@ -241,16 +245,18 @@ TEST(FixedPointTest, SumOfEncodingsDecodesToTheRoundedSumEvenAtTheBound) {
   EXPECT_EQ(decoded[3], 100.0f);  // clipped to the bound
 }
 
-TEST(VotesTest, LanesHoldTheLargestCount) {
-  EXPECT_EQ(VoteLaneBits(1).value(), 1u);
-  EXPECT_EQ(VoteLaneBits(3).value(), 2u);
-  EXPECT_EQ(VoteLaneBits(7).value(), 3u);
-  EXPECT_EQ(VoteLaneBits(8).value(), 4u);
-  EXPECT_EQ(VoteLaneBits(255).value(), 8u);
-  EXPECT_EQ(VoteLaneBits(256).value(), 9u);
-  EXPECT_EQ(VoteLaneBits(0).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(VoteWords(100, 4), 13u);  // 8 lanes a word
-  EXPECT_EQ(VoteWords(100, 9), 34u);  // 3 lanes a word, 5 bits unused
+TEST(LanesTest, LanesHoldTheLargestSum) {
+  EXPECT_EQ(LaneBits(1).value(), 1u);
+  EXPECT_EQ(LaneBits(3).value(), 2u);
+  EXPECT_EQ(LaneBits(7).value(), 3u);
+  EXPECT_EQ(LaneBits(8).value(), 4u);
+  EXPECT_EQ(LaneBits(255).value(), 8u);
+  EXPECT_EQ(LaneBits(256).value(), 9u);
+  EXPECT_EQ(LaneBits(0xFFFFFFFFu).value(), 32u);
+  EXPECT_EQ(LaneBits(0).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(LaneBits(std::uint64_t{1} << 32).status().code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(LaneWords(100, 4), 13u);  // 8 lanes a word
+  EXPECT_EQ(LaneWords(100, 9), 34u);  // 3 lanes a word, 5 bits unused
 }
 
 TEST(VotesTest, SumsOfPackedVotesUnpackToCountsEvenWhenLanesAreFull) {
@@ -258,8 +264,8 @@ TEST(VotesTest, SumsOfPackedVotesUnpackToCountsEvenWhenLanesAreFull) {
   // count that would carry into the next lane if the lane were too narrow.
   constexpr std::uint32_t kVoters = 7;
   constexpr std::size_t kCoordinates = 95;
-  const std::uint32_t lane_bits = VoteLaneBits(kVoters).value();
-  std::vector<std::uint32_t> sum(VoteWords(kCoordinates, lane_bits), 0u);
+  const std::uint32_t lane_bits = LaneBits(kVoters).value();
+  std::vector<std::uint32_t> sum(LaneWords(kCoordinates, lane_bits), 0u);
   std::vector<std::uint32_t> expected(kCoordinates, 0u);
   for (std::uint32_t voter = 0; voter < kVoters; ++voter) {
     std::vector<std::uint32_t> signs(3, 0u);
@@ -273,9 +279,102 @@ TEST(VotesTest, SumsOfPackedVotesUnpackToCountsEvenWhenLanesAreFull) {
     for (std::size_t w = 0; w < sum.size(); ++w) sum[w] += packed[w];
   }
   std::vector<std::uint32_t> counts(kCoordinates);
-  UnpackVoteCounts(sum, kCoordinates, lane_bits, counts);
+  UnpackLaneSums(sum, kCoordinates, lane_bits, counts);
   EXPECT_EQ(counts, expected);
   EXPECT_EQ(counts[0], kVoters);
+}
+
+// The levels of `values` as one device encodes them, read back from its lanes.
+std::vector<std::int64_t> EncodedLevels(const SharedScaleLevels& format,
+                                        std::span<const float> values, std::uint32_t device) {
+  std::vector<std::uint32_t> words(SharedScaleLevelWords(format, values.size()));
+  CounterRng dither(7, 1, 0, device);
+  EncodeSharedScaleLevels(format, values, dither, words);
+  std::vector<std::uint32_t> lanes(values.size());
+  UnpackLaneSums(words, values.size(), format.lane_bits, lanes);
+  std::vector<std::int64_t> levels(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    levels[i] = std::int64_t{lanes[i]} - format.levels;
+  }
+  return levels;
+}
+
+TEST(SharedScaleLevelsTest, LanesAreSizedForTheWholeCohort) {
+  const SharedScaleLevels format = ChooseSharedScaleLevels(0.5f, 7, 8).value();
+  EXPECT_EQ(format.lane_bits, 7u);                     // 2 * 7 * 8 = 112 < 128
+  EXPECT_EQ(SharedScaleLevelWords(format, 100), 25u);  // 4 lanes a word
+  EXPECT_EQ(ChooseSharedScaleLevels(1.0f, 127, 100).value().lane_bits, 15u);  // 25,400
+  EXPECT_EQ(ChooseSharedScaleLevels(1.0f, kMaxQsgdLevels, 65537).value().lane_bits, 32u);
+  EXPECT_EQ(ChooseSharedScaleLevels(1.0f, kMaxQsgdLevels, 65540).status().code(),
+            StatusCode::kOutOfRange);
+  for (const float bad : {0.0f, -1.0f, std::nanf(""), INFINITY}) {
+    EXPECT_EQ(ChooseSharedScaleLevels(bad, 7, 8).status().code(), StatusCode::kInvalidArgument);
+  }
+  EXPECT_EQ(ChooseSharedScaleLevels(1.0f, 0, 8).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ChooseSharedScaleLevels(1.0f, kMaxQsgdLevels + 1, 8).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(ChooseSharedScaleLevels(1.0f, 7, 0).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(SharedScaleLevelsTest, ValuesClipToTheTopLevelAndNanEncodesAsZero) {
+  const SharedScaleLevels format = ChooseSharedScaleLevels(2.0f, 3, 4).value();
+  const std::array<float, 7> values{2.0f, -2.0f, 50.0f, -INFINITY, std::nanf(""), -0.0f, 1.0f};
+  const std::vector<std::int64_t> levels = EncodedLevels(format, values, 0);
+  EXPECT_EQ(levels, (std::vector<std::int64_t>{3, -3, 3, -3, 0, 0, levels[6]}));
+  // 1.0 is 1.5 levels: rounds to 1 or 2.
+  EXPECT_TRUE(levels[6] == 1 || levels[6] == 2) << levels[6];
+}
+
+TEST(SharedScaleLevelsTest, TheSumOfEncodingsDecodesToTheSumOfLevelsEvenWhenLanesAreFull) {
+  // Every device at the top level fills a lane to 2 s n, the sum that would carry if the lane
+  // were one bit narrower; the other coordinates mix levels of both signs.
+  constexpr std::uint32_t kDevices = 9;
+  constexpr std::size_t kCoordinates = 37;
+  const SharedScaleLevels format = ChooseSharedScaleLevels(0.25f, 15, kDevices).value();
+  std::vector<std::uint32_t> sum(SharedScaleLevelWords(format, kCoordinates), 0u);
+  std::vector<std::int64_t> level_sums(kCoordinates, 0);
+  for (std::uint32_t d = 0; d < kDevices; ++d) {
+    std::vector<float> values(kCoordinates);
+    values[0] = 1.0f;
+    values[1] = -0.25f;
+    for (std::size_t i = 2; i < kCoordinates; ++i) {
+      values[i] = 0.3f * std::sin(static_cast<float>(i * 13 + d * 5));
+    }
+    const std::vector<std::int64_t> levels = EncodedLevels(format, values, d);
+    std::vector<std::uint32_t> words(sum.size());
+    CounterRng dither(7, 1, 0, d);
+    EncodeSharedScaleLevels(format, values, dither, words);
+    for (std::size_t w = 0; w < sum.size(); ++w) sum[w] += words[w];
+    for (std::size_t i = 0; i < kCoordinates; ++i) level_sums[i] += levels[i];
+  }
+  std::vector<float> decoded(kCoordinates);
+  DecodeSharedScaleLevelSum(format, sum, kDevices, decoded);
+  const double step = 0.25 / 15;
+  for (std::size_t i = 0; i < kCoordinates; ++i) {
+    EXPECT_EQ(decoded[i], static_cast<float>(static_cast<double>(level_sums[i]) * step)) << i;
+  }
+  EXPECT_EQ(decoded[0], 0.25f * kDevices);
+  EXPECT_EQ(decoded[1], -0.25f * kDevices);
+}
+
+TEST(SharedScaleLevelsTest, RoundingIsUnbiasedInsideTheScale) {
+  // 4,000 devices quantize the same values to 4 levels of 1.0; each decoded value differs from
+  // its input by at most one level (0.25), so the mean's error has a standard deviation of at
+  // most 0.125 / sqrt(4000) = 0.002; 5 of them is 0.01.
+  constexpr std::uint32_t kDevices = 4000;
+  const std::array<float, 5> values{0.3f, -0.61f, 0.999f, 0.05f, -0.125f};
+  const SharedScaleLevels format = ChooseSharedScaleLevels(1.0f, 4, kDevices).value();
+  std::array<double, 5> mean{};
+  for (std::uint32_t d = 0; d < kDevices; ++d) {
+    const std::vector<std::int64_t> levels = EncodedLevels(format, values, d);
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      EXPECT_LE(std::abs(static_cast<double>(levels[i]) * 0.25 - static_cast<double>(values[i])),
+                0.25);
+      mean[i] += static_cast<double>(levels[i]) * 0.25 / kDevices;
+    }
+  }
+  for (std::size_t i = 0; i < values.size(); ++i)
+    EXPECT_NEAR(mean[i], static_cast<double>(values[i]), 0.01) << i;
 }
 
 }  // namespace

@@ -6,13 +6,15 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <vector>
 
 #include "edgesgd/secagg/client.h"
+#include "edgesgd/secagg/lanes.h"
+#include "edgesgd/secagg/qsgd_levels.h"
 #include "edgesgd/secagg/server.h"
-#include "edgesgd/secagg/votes.h"
 #include "secagg/secagg_test_util.h"
 
 namespace edgesgd::secagg {
@@ -355,9 +357,9 @@ TEST(SecureAggregationRoundTest, PackedVotesUnmaskToExactPerCoordinateCounts) {
   // the server learns each coordinate's +1 count and nothing finer.
   constexpr std::uint32_t kDevices = 8;
   constexpr std::size_t kCoordinates = 1000;
-  const std::uint32_t lane_bits = VoteLaneBits(kDevices).value();
+  const std::uint32_t lane_bits = LaneBits(kDevices).value();
   ASSERT_EQ(lane_bits, 4u);
-  const auto words = static_cast<std::uint32_t>(VoteWords(kCoordinates, lane_bits));
+  const auto words = static_cast<std::uint32_t>(LaneWords(kCoordinates, lane_bits));
   ASSERT_EQ(words, 125u);
   Fleet fleet(kDevices, words, 0);
   std::vector<std::uint32_t> expected(kCoordinates, 0);
@@ -372,8 +374,46 @@ TEST(SecureAggregationRoundTest, PackedVotesUnmaskToExactPerCoordinateCounts) {
   }
   ASSERT_TRUE(fleet.Run(Plan(13, 5, words)).ok());
   std::vector<std::uint32_t> counts(kCoordinates);
-  UnpackVoteCounts(fleet.server.sum(), kCoordinates, lane_bits, counts);
+  UnpackLaneSums(fleet.server.sum(), kCoordinates, lane_bits, counts);
   EXPECT_EQ(counts, expected);
+}
+
+TEST(SecureAggregationRoundTest, SharedScaleQsgdLevelsOfTheSurvivorsUnmaskToTheirSum) {
+  // Eight devices quantize 600 values to 7 levels of a scale the server announced; lanes of
+  // 7 bits hold 2 * 7 * 8. One device vanishes after sharing its keys: the sum decodes with the
+  // survivors' offset.
+  constexpr std::uint32_t kDevices = 8;
+  constexpr std::size_t kCoordinates = 600;
+  const SharedScaleLevels format = ChooseSharedScaleLevels(0.05f, 7, kDevices).value();
+  const auto words = static_cast<std::uint32_t>(SharedScaleLevelWords(format, kCoordinates));
+  ASSERT_EQ(words, 150u);
+  Fleet fleet(kDevices, words, 0);
+  fleet.SilenceFrom(kInputs, 6);
+  std::vector<std::vector<float>> values(kDevices, std::vector<float>(kCoordinates));
+  for (std::uint32_t d = 0; d < kDevices; ++d) {
+    for (std::size_t i = 0; i < kCoordinates; ++i) {
+      values[d][i] = 0.06f * std::cos(static_cast<float>(i) * 0.37f + static_cast<float>(d));
+    }
+    CounterRng dither(3, 13, 0, d);
+    EncodeSharedScaleLevels(format, values[d], dither, fleet.inputs[d]);
+  }
+  ASSERT_TRUE(fleet.Run(Plan(14, 5, words)).ok());
+  ASSERT_EQ(fleet.server.survivor_count(), kDevices - 1);
+  std::vector<float> decoded(kCoordinates);
+  DecodeSharedScaleLevelSum(format, fleet.server.sum(), kDevices - 1, decoded);
+  // The same survivors' encodings summed in the clear decode to the same values.
+  std::vector<float> plain(kCoordinates);
+  DecodeSharedScaleLevelSum(format, fleet.ExpectedSum(), kDevices - 1, plain);
+  EXPECT_EQ(decoded, plain);
+  double worst = 0;
+  for (std::size_t i = 0; i < kCoordinates; ++i) {
+    double exact = 0;
+    for (std::uint32_t d = 0; d < kDevices; ++d) {
+      if (d != 6) exact += std::clamp(static_cast<double>(values[d][i]), -0.05, 0.05);
+    }
+    worst = std::max(worst, std::abs(static_cast<double>(decoded[i]) - exact));
+  }
+  EXPECT_LE(worst, (kDevices - 1) * 0.05 / 7 + 1e-6);  // at most a level per device
 }
 
 }  // namespace
