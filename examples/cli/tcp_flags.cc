@@ -44,9 +44,10 @@ std::optional<tcp::TlsFiles> TlsFilesOf(const NetworkFlags& flags) {
 void AddSocketFlags(CLI::App& command, std::size_t& send_buffer, std::size_t& low_watermark) {
   command.add_option("--socket-send-buffer", send_buffer,
                      "SO_SNDBUF of every connection in bytes (the kernel doubles it, up to "
-                     "net.core.wmem_max); 0 keeps the kernel's auto-tuning. A few hundred KiB "
-                     "keeps large frames in cache on a fast link; a long, fast link needs about "
-                     "its bandwidth x round-trip time")
+                     "net.core.wmem_max); 0 keeps the kernel's auto-tuning, usually the "
+                     "fastest: frames are written straight from where they were built as far as "
+                     "the socket takes them. A long, fast link needs about its bandwidth x "
+                     "round-trip time")
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{0}, tcp::kMaxSocketOptionBytes));
   command.add_option("--receive-low-watermark", low_watermark,

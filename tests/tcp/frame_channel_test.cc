@@ -2,11 +2,15 @@
 // test reads (or does not read) at will: what a channel writes is exactly the frames it was
 // given, in order, even when a larger frame is queued while a write is still in progress; a
 // frame shared by several channels is written by each and goes back to the pool once the last
-// of them is done with it.
+// of them is done with it; a frame the socket takes at once is not queued, and the rest of one
+// it takes in part is queued without being sealed twice.
+
+#include "frame_channel.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -15,8 +19,8 @@
 #include <thread>
 #include <vector>
 
+#include "edgesgd/auth/key_ring.h"
 #include "edgesgd/tcp/asio.h"
-#include "frame_channel.h"
 
 namespace edgesgd::tcp::internal {
 namespace {
@@ -64,8 +68,8 @@ class FrameChannelTest : public ::testing::Test {
 
   // A connected channel and its far end, or nullptr when the connection did not come up.
   FrameChannel* Connect() {
-    asio::ip::tcp::acceptor acceptor(
-        io_, asio::ip::tcp::endpoint(asio::ip::address_v4::loopback(), 0));
+    asio::ip::tcp::acceptor acceptor(io_,
+                                     asio::ip::tcp::endpoint(asio::ip::address_v4::loopback(), 0));
     far_ends_.push_back(std::make_unique<asio::ip::tcp::socket>(io_));
     bool accepted = false;
     acceptor.async_accept(*far_ends_.back(),
@@ -134,6 +138,78 @@ TEST_F(FrameChannelTest, LargerFrameQueuedDuringAWriteArrivesIntact) {
   EXPECT_TRUE(std::equal(first.begin(), first.end(), received.begin()));
   EXPECT_TRUE(std::equal(second.begin(), second.end(),
                          received.begin() + static_cast<std::ptrdiff_t>(first.size())));
+}
+
+// A frame the socket takes whole is written at once: nothing is queued or copied.
+TEST_F(FrameChannelTest, AFrameTheSocketTakesIsWrittenWithoutQueueing) {
+  FrameChannel* channel = Connect();
+  ASSERT_NE(channel, nullptr);
+  ASSERT_TRUE(channel->CanWriteNow());
+  const std::vector<std::byte> frame = Pattern(4096, 7);
+  ASSERT_TRUE(channel->Send(std::span<const std::byte>(frame)));
+  EXPECT_EQ(channel->queued_frames(), 0u);
+  EXPECT_EQ(counters_.frames_sent, 1u);
+  EXPECT_EQ(counters_.bytes_sent, frame.size());
+  EXPECT_EQ(Read(0, frame.size()), frame);
+}
+
+// The rest of a frame written in part is part of its connection's byte stream: a dialled
+// channel that reconnects keeps the frames queued behind it, but not the rest.
+TEST_F(FrameChannelTest, TheRestOfAFrameWrittenInPartDiesWithItsConnection) {
+  FrameChannel* channel = Connect();
+  ASSERT_NE(channel, nullptr);
+  far_ends_[0]->set_option(asio::socket_base::receive_buffer_size(1 << 16));
+  channel->socket().set_option(asio::socket_base::send_buffer_size(1 << 16));
+  const std::vector<std::byte> large = Pattern(std::size_t{4} << 20, 8);
+  const std::vector<std::byte> small = Pattern(64, 9);
+  ASSERT_TRUE(channel->Send(std::span<const std::byte>(large)));
+  EXPECT_GT(counters_.bytes_sent, 0u);
+  EXPECT_LT(counters_.bytes_sent, large.size());
+  ASSERT_TRUE(channel->Send(std::span<const std::byte>(small)));
+  EXPECT_EQ(channel->queued_frames(), 2u);
+  channel->Close(CloseReason::kShutdown, /*silent=*/true);
+  EXPECT_EQ(channel->queued_frames(), 1u);
+}
+
+// With authentication a frame written in part is sealed once: the rest of its record and the
+// frame queued behind it (sealed when its turn comes) arrive authenticated, whole and in order.
+TEST_F(FrameChannelTest, AnAuthenticatedFrameWrittenInPartArrivesWholeBeforeTheNext) {
+  auth::FixedKeyRing<1> keys;
+  std::array<std::byte, auth::kKeyBytes> key{};
+  key.fill(std::byte{0x5c});
+  ASSERT_TRUE(keys.Add(3, key).ok());
+  options_.auth_keys = &keys;
+  options_.auth_device = 3;
+  asio::ip::tcp::acceptor acceptor(io_,
+                                   asio::ip::tcp::endpoint(asio::ip::address_v4::loopback(), 0));
+  RecordingEvents receiver_events;
+  FrameChannel receiver(io_, receiver_events, options_, counters_, nullptr, pool_);
+  acceptor.async_accept(receiver.socket(), [&](const asio::error_code& error) {
+    if (!error) receiver.BeginAccepted();
+  });
+  FrameChannel sender(io_, events_, options_, counters_, nullptr, pool_);
+  sender.dialled = true;
+  sender.Connect(acceptor.local_endpoint());
+  RunUntil([&] { return sender.CanWriteNow(); });
+  ASSERT_TRUE(sender.CanWriteNow()) << "the hellos did not finish";
+  receiver.socket().set_option(asio::socket_base::receive_buffer_size(1 << 16));
+  sender.socket().set_option(asio::socket_base::send_buffer_size(1 << 16));
+
+  const std::vector<std::byte> first = PrefixedFrame(std::size_t{4} << 20, 10);
+  const std::vector<std::byte> second = PrefixedFrame(std::size_t{1} << 20, 11);
+  const std::uint64_t sent_before = counters_.bytes_sent;
+  ASSERT_TRUE(sender.Send(std::span<const std::byte>(first)));
+  EXPECT_GT(counters_.bytes_sent, sent_before);
+  EXPECT_EQ(sender.queued_frames(), 1u) << "the socket took the whole record";
+  ASSERT_TRUE(sender.Send(std::span<const std::byte>(second)));
+  RunUntil([&] { return receiver_events.frames.size() == 2 || receiver_events.closed > 0; });
+  ASSERT_EQ(receiver_events.frames.size(), 2u) << "closed " << receiver_events.closed;
+  EXPECT_EQ(receiver_events.frames[0], first);
+  EXPECT_EQ(receiver_events.frames[1], second);
+  EXPECT_EQ(events_.closed, 0);
+  sender.Close(CloseReason::kShutdown, /*silent=*/true);
+  receiver.Close(CloseReason::kShutdown, /*silent=*/true);
+  RunUntil([&] { return sender.reusable() && receiver.reusable(); });
 }
 
 // One copy written by three channels; the pool reuses it only once all three are done, and a

@@ -14,19 +14,32 @@ namespace edgesgd::tcp::internal {
 
 const char* CloseReasonName(CloseReason reason) {
   switch (reason) {
-    case CloseReason::kEndOfStream: return "connection closed";
-    case CloseReason::kOversized: return "frame length above the limit";
-    case CloseReason::kMalformed: return "frame length below the minimum";
-    case CloseReason::kUnidentified: return "first frame did not identify a valid peer";
-    case CloseReason::kHelloTimeout: return "no first frame before the hello timeout";
-    case CloseReason::kIdleTimeout: return "nothing received before the idle timeout";
-    case CloseReason::kWriteTimeout: return "a frame write did not finish before the deadline";
-    case CloseReason::kConnectTimeout: return "connect timed out";
-    case CloseReason::kQueueOverflow: return "send queue full (peer not reading)";
-    case CloseReason::kReplaced: return "replaced by a newer connection of the same peer";
-    case CloseReason::kShutdown: return "shutting down";
-    case CloseReason::kUnauthenticated: return "authentication failed";
-    case CloseReason::kTlsFailed: return "TLS handshake failed";
+    case CloseReason::kEndOfStream:
+      return "connection closed";
+    case CloseReason::kOversized:
+      return "frame length above the limit";
+    case CloseReason::kMalformed:
+      return "frame length below the minimum";
+    case CloseReason::kUnidentified:
+      return "first frame did not identify a valid peer";
+    case CloseReason::kHelloTimeout:
+      return "no first frame before the hello timeout";
+    case CloseReason::kIdleTimeout:
+      return "nothing received before the idle timeout";
+    case CloseReason::kWriteTimeout:
+      return "a frame write did not finish before the deadline";
+    case CloseReason::kConnectTimeout:
+      return "connect timed out";
+    case CloseReason::kQueueOverflow:
+      return "send queue full (peer not reading)";
+    case CloseReason::kReplaced:
+      return "replaced by a newer connection of the same peer";
+    case CloseReason::kShutdown:
+      return "shutting down";
+    case CloseReason::kUnauthenticated:
+      return "authentication failed";
+    case CloseReason::kTlsFailed:
+      return "TLS handshake failed";
   }
   return "closed";
 }
@@ -131,6 +144,9 @@ void FrameChannel::Opened() {
   asio::error_code ignored;
   // Request/response rounds of small frames: Nagle's delay would cost ~40 ms per round.
   socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
+  // Send's direct writes take what the socket holds and never wait (asynchronous operations
+  // are unaffected).
+  socket_.non_blocking(true, ignored);
   if (options_.socket_send_buffer_bytes > 0) {
     socket_.set_option(
         asio::socket_base::send_buffer_size(static_cast<int>(options_.socket_send_buffer_bytes)),
@@ -405,10 +421,59 @@ bool FrameChannel::Send(std::span<const std::byte> frame) {
   // Every free slot grows at once: which slot the largest frame lands in varies with the mix of
   // frames (heartbeats between updates), and after warm-up none may allocate.
   if (slot->own.capacity < frame.size()) GrowFreeSlots(frame.size());
+  if (CanWriteNow()) {
+    WriteNow(*slot, frame);
+    return true;
+  }
   if (!frame.empty()) std::memcpy(slot->own.storage.get(), frame.data(), frame.size());
   slot->own.size = frame.size();
   Enqueue(*slot, slot->own);
   return true;
+}
+
+bool FrameChannel::CanWriteNow() const {
+  return state_ == State::kOpen && established_ && !writing_ && queued_ == 0 &&
+         tls_context_ == nullptr && (!authenticating() || auth_.established());
+}
+
+void FrameChannel::WriteNow(SendSlot& slot, std::span<const std::byte> frame) {
+  std::span<const std::byte> header;
+  std::span<const std::byte> tag;
+  if (authenticating()) {
+    if (const Status sealed = auth_.SealDetached(frame, slot.record_header, slot.record_tag);
+        !sealed.ok()) {
+      platform::Log(platform::LogLevel::kWarning,
+                    "%s: cannot seal a frame for peer %u (%s): closing", options_.log_name, peer,
+                    sealed.str());
+      Close(CloseReason::kUnauthenticated);
+      return;
+    }
+    header = slot.record_header;
+    tag = slot.record_tag;
+  }
+  const std::array<asio::const_buffer, 3> record{asio::buffer(header.data(), header.size()),
+                                                 asio::buffer(frame.data(), frame.size()),
+                                                 asio::buffer(tag.data(), tag.size())};
+  asio::error_code error;  // would_block, or a failure the queued write then reports
+  const std::size_t written = socket_.write_some(record, error);
+  counters_.bytes_sent += written;
+  const std::size_t record_bytes = header.size() + frame.size() + tag.size();
+  if (written == record_bytes) {
+    ++counters_.frames_sent;
+    return;
+  }
+  // The rest, sealed for this connection, waits in the slot: only the unwritten part of the
+  // frame is copied.
+  slot.header_written = std::min(written, header.size());
+  const std::size_t frame_written = std::min(written - slot.header_written, frame.size());
+  slot.tag_written = written - slot.header_written - frame_written;
+  const std::span<const std::byte> unwritten = frame.subspan(frame_written);
+  if (!unwritten.empty()) {
+    std::memcpy(slot.own.storage.get(), unwritten.data(), unwritten.size());
+  }
+  slot.own.size = unwritten.size();
+  slot.rest = true;
+  Enqueue(slot, slot.own);
 }
 
 bool FrameChannel::Send(SharedFrame& frame) {
@@ -435,6 +500,7 @@ void FrameChannel::Dequeue() {
   SendSlot& slot = slots_[head_];
   if (slot.frame != &slot.own) frames_.Release(*slot.frame);
   slot.frame = nullptr;
+  slot.rest = false;
   --queued_;
   // An empty queue starts again at the first slot, so slots beyond the depth the queue really
   // reaches are never written: their buffers, allocated but untouched, take no memory.
@@ -451,10 +517,14 @@ void FrameChannel::WriteFront() {
   if (tls_pending()) return;  // written once the TLS handshake is done
   SendSlot& slot = slots_[head_];
   const std::span<const std::byte> frame = slot.frame->bytes();
-  std::array<asio::const_buffer, 3> record{asio::const_buffer(),
-                                           asio::buffer(frame.data(), frame.size()),
-                                           asio::const_buffer()};
-  if (authenticating()) {
+  std::array<asio::const_buffer, 3> record{
+      asio::const_buffer(), asio::buffer(frame.data(), frame.size()), asio::const_buffer()};
+  if (slot.rest) {
+    if (authenticating()) {
+      record[0] = asio::buffer(slot.record_header) + slot.header_written;
+      record[2] = asio::buffer(slot.record_tag) + slot.tag_written;
+    }
+  } else if (authenticating()) {
     if (!auth_.established()) return;  // written once the hellos are done
     // Sealed here, not in Send: each connection has its own keys and sequence numbers, and a
     // dialled peer's queue outlives its connection.
@@ -503,6 +573,8 @@ void FrameChannel::Close(CloseReason reason, bool silent) {
   // (re)connecting go out on the next connection (a stale one is rejected by the session).
   // An accepted connection's queue dies with it: its peer comes back on a new one.
   if (!dialled) DropQueue();
+  // The rest of a record written in part belongs to this connection's stream alone.
+  if (queued_ > 0 && slots_[head_].rest) Dequeue();
   writing_ = false;
   received_ = 0;
   // The TLS stream object stays until the channel reopens: pending handlers still hold it.

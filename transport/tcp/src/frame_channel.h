@@ -41,17 +41,17 @@ struct TlsStream {};
 #endif
 
 enum class CloseReason : std::uint8_t {
-  kEndOfStream,  // the peer closed, or a read/write error (reset, broken pipe)
-  kOversized,    // length prefix above the limit
-  kMalformed,    // length prefix below the minimum frame
-  kUnidentified, // no valid first frame
+  kEndOfStream,   // the peer closed, or a read/write error (reset, broken pipe)
+  kOversized,     // length prefix above the limit
+  kMalformed,     // length prefix below the minimum frame
+  kUnidentified,  // no valid first frame
   kHelloTimeout,
   kIdleTimeout,
   kWriteTimeout,
   kConnectTimeout,
   kQueueOverflow,
-  kReplaced,     // a newer connection of the same peer took over
-  kShutdown,     // the driver is stopping
+  kReplaced,  // a newer connection of the same peer took over
+  kShutdown,  // the driver is stopping
   // A hello or record failed authentication (DriverOptions::auth_keys).
   kUnauthenticated,
   kTlsFailed,  // the TLS handshake failed or did not finish in time (DriverOptions::tls)
@@ -134,10 +134,15 @@ class FrameChannel {
   // follows. Frames queued meanwhile are written once connected.
   void Connect(const asio::ip::tcp::endpoint& endpoint);
 
-  // Queues a copy of `frame`. False when the queue is full (the caller decides: disconnect a
-  // slow connected peer, or drop the frame of a peer that is not connected). The queue slot's
-  // buffer is reused, so after warm-up this does not allocate.
+  // Sends `frame`, which may change once this returns: when nothing is queued on an open plain
+  // connection, writes what the socket takes at once and queues a copy of the rest only;
+  // otherwise queues a copy of the whole frame. False when the queue is full (the caller
+  // decides: disconnect a slow connected peer, or drop the frame of a peer that is not
+  // connected). The queue slot's buffer is reused, so after warm-up this does not allocate.
   bool Send(std::span<const std::byte> frame);
+  // Whether Send(std::span) would write at once: an open connection without TLS, nothing queued
+  // or being written, and its hellos (if any) done.
+  bool CanWriteNow() const;
   // Queues `frame` (from the pool given at construction) without copying it, holding it until
   // it is written or dropped. False as for Send. Does not allocate.
   bool Send(SharedFrame& frame);
@@ -253,7 +258,15 @@ class FrameChannel {
     SharedFrame* frame = nullptr;  // &own, or a shared frame this channel holds
     std::array<std::byte, auth::kRecordHeaderBytes> record_header{};
     std::array<std::byte, auth::kTagBytes> record_tag{};
+    // A record Send began writing directly: `own` holds the rest of its frame, and these the
+    // header and tag bytes already written. Such a rest means nothing on another connection.
+    bool rest = false;
+    std::size_t header_written = 0;
+    std::size_t tag_written = 0;
   };
+  // Seals (with authentication) and writes `frame`'s record as far as the socket takes it
+  // without blocking; queues what it did not take in `slot`.
+  void WriteNow(SendSlot& slot, std::span<const std::byte> frame);
   // The slot the next frame is queued in, or nullptr when the queue is full.
   SendSlot* NextSlot();
   // Puts `frame` (the slot's own or a held shared one) in `slot` and writes it if it is next.

@@ -69,10 +69,14 @@ Status ParseEndpointList(std::string_view text, std::vector<Endpoint>& out, std:
 
 const char* DriverStopName(DriverStop stop) {
   switch (stop) {
-    case DriverStop::kFinished: return "finished";
-    case DriverStop::kSignal: return "interrupted by a signal";
-    case DriverStop::kGaveUp: return "no connection for the give-up time";
-    case DriverStop::kStopped: return "stopped";
+    case DriverStop::kFinished:
+      return "finished";
+    case DriverStop::kSignal:
+      return "interrupted by a signal";
+    case DriverStop::kGaveUp:
+      return "no connection for the give-up time";
+    case DriverStop::kStopped:
+      return "stopped";
   }
   return "?";
 }
@@ -166,9 +170,12 @@ class SessionDriver::Impl final : public ChannelEvents {
   // Identifies an accepted connection by its first frame. False if it was closed instead.
   bool Bind(FrameChannel& channel, std::span<const std::byte> frame);
   FrameChannel* SendChannel(PeerId peer);
-  // Queues `frame` to `to`: a copy, or the shared frame.
+  // Sends `frame` to `to`: the session's bytes (written at once, or copied), or a shared frame.
   template <typename Frame>
   void Route(protocol::PeerId to, Frame& frame);
+  // One peer's share of a frame for several: written at once from the session's bytes when its
+  // channel can, else queued as `shared`, the copy made for the first channel that queues it.
+  void RouteShared(protocol::PeerId to, std::span<const std::byte> bytes, SharedFrame*& shared);
 
   // After any call into the session: the hook, then the session's frames, then its timer.
   void AfterSessionCall();
@@ -435,8 +442,7 @@ void SessionDriver::Impl::ScheduleReconnect(Dial& dial) {
   const std::uint32_t exponent = std::min<std::uint32_t>(dial.failures, 20);
   TimeNs delay = options_.reconnect_min_ns << exponent;
   delay = std::min(delay, options_.reconnect_max_ns);
-  const double jitter =
-      0.5 + static_cast<double>(NextRandom(jitter_state_) >> 11) * 0x1.0p-53;
+  const double jitter = 0.5 + static_cast<double>(NextRandom(jitter_state_) >> 11) * 0x1.0p-53;
   dial.next_attempt = Now() + static_cast<TimeNs>(static_cast<double>(delay) * jitter);
   ++dial.failures;
   ArmDeadline(dial.next_attempt);
@@ -521,17 +527,29 @@ void SessionDriver::Impl::Route(protocol::PeerId to, Frame& frame) {
   }
 }
 
+void SessionDriver::Impl::RouteShared(protocol::PeerId to, std::span<const std::byte> bytes,
+                                      SharedFrame*& shared) {
+  const FrameChannel* channel = SendChannel(to);
+  if (channel != nullptr && channel->CanWriteNow()) {
+    Route(to, bytes);
+    return;
+  }
+  if (shared == nullptr) shared = &frames_.Copy(bytes);
+  Route(to, *shared);
+}
+
 void SessionDriver::Impl::AfterSessionCall() {
   if (after_call_) after_call_();
   if (stopped_) return;  // the hook stopped the driver: nothing more goes out
   // Frames handed out in one go stay valid together, so consecutive frames at the same address
-  // are one frame for several peers (a broadcast): it is copied once, into a shared frame. A
-  // frame waits to be routed until the next one shows whether it is shared.
+  // are one frame for several peers (a broadcast). A channel that can write at once writes it
+  // from the session's bytes; those that must queue it share one copy. A frame waits to be
+  // routed until the next one shows whether it is shared.
   protocol::OutgoingFrame frame;
   std::span<const std::byte> last;  // the previous frame's bytes
   protocol::PeerId last_to = 0;     // its peer
   bool waiting = false;             // it is not routed yet
-  SharedFrame* shared = nullptr;    // its shared copy, once a second peer gets it
+  SharedFrame* shared = nullptr;    // its shared copy, once a channel must queue it
   while (session_->PollFrame(frame)) {
     if (frame.bytes.data() != last.data() || frame.bytes.size() != last.size()) {
       if (waiting) Route(last_to, last);
@@ -542,12 +560,11 @@ void SessionDriver::Impl::AfterSessionCall() {
       last = frame.bytes;
       continue;
     }
-    if (shared == nullptr) {
-      shared = &frames_.Copy(last);
-      Route(last_to, *shared);
+    if (waiting) {
+      RouteShared(last_to, last, shared);
       waiting = false;
     }
-    Route(frame.to, *shared);
+    RouteShared(frame.to, last, shared);
   }
   if (waiting) Route(last_to, last);
   if (shared != nullptr) frames_.Release(*shared);
