@@ -3,22 +3,24 @@
 among as many processes, in the same run, and prints the ratio.
 
 Usage: bench_tcp_vs_gloo.py [--edgesgd PATH] [--dim D] [--workers N] [--rounds R] [--warmup W]
-                            [--socket-send-buffer BYTES]
+                            [--trials T] [--socket-send-buffer BYTES]
 
 The edgesgd figure is `edgesgd bench tcp`'s dense variant (server and N workers over loopback,
-the model downlink: every round sends 4d bytes up and 4d down per worker). The peer is
-torch.distributed's gloo backend (Debian's python3-torch): N processes on 127.0.0.1 each
-all-reduce a tensor of d float32 values, the collective data-parallel training runs once per
-step. edgesgd runs twice: with its default socket settings (the kernel's auto-tuned send buffers,
-as gloo runs) and with `--socket-send-buffer BYTES` (262144 by default; 0 skips that run). All
-are timed over R rounds after W warm-up rounds; the machine's other load shows in all alike, so
-read the ratios rather than the absolute times.
+the model downlink: every round sends 4d bytes up and 4d down per worker) with its default
+socket settings (the kernel's auto-tuned send buffers, as gloo runs), and, with
+`--socket-send-buffer BYTES`, once more with that SO_SNDBUF. The peer is torch.distributed's gloo
+backend (Debian's python3-torch): N processes on 127.0.0.1 each all-reduce a tensor of d float32
+values, the collective data-parallel training runs once per step. Each is timed over R rounds
+after W warm-up rounds, in T trials that alternate between gloo and edgesgd so that the machine's
+changing load falls on both; every trial's ratio is printed, then the median. Read the ratios
+rather than the absolute times.
 """
 
 import argparse
 import json
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -90,8 +92,11 @@ def main():
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--socket-send-buffer", type=int, default=262144)
+    parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument("--socket-send-buffer", type=int, default=0)
     args = parser.parse_args()
+    if args.trials < 1:
+        sys.exit("bench_tcp_vs_gloo: --trials must be at least 1")
     if not os.access(args.edgesgd, os.X_OK):
         sys.exit(f"bench_tcp_vs_gloo: no edgesgd binary at {args.edgesgd} (build the release "
                  f"preset or pass --edgesgd)")
@@ -101,16 +106,25 @@ def main():
         sys.exit("bench_tcp_vs_gloo: needs Debian's python3-torch (apt-get install python3-torch)"
                  " and /usr/bin/python3")
     buffers = [0] + ([args.socket_send_buffer] if args.socket_send_buffer > 0 else [])
-    ours = [edgesgd_seconds_per_round(args.edgesgd, args.dim, args.workers, args.warmup,
-                                      args.rounds, buffer) for buffer in buffers]
-    gloo = gloo_seconds_per_round(args.dim, args.workers, args.warmup, args.rounds)
+    settings = ["default settings" if buffer == 0 else f"--socket-send-buffer {buffer}"
+                for buffer in buffers]
     print(f"d = {args.dim}, {args.workers} participants on loopback, {args.rounds} rounds after "
-          f"{args.warmup} warm-up")
-    print(f"gloo all-reduce (torch.distributed)                  {gloo * 1e3:8.2f} ms")
-    for buffer, seconds in zip(buffers, ours):
-        setting = "default settings" if buffer == 0 else f"--socket-send-buffer {buffer}"
-        print(f"edgesgd dense round, {setting:<31} {seconds * 1e3:8.2f} ms"
-              f"   {seconds / gloo:5.2f}x gloo")
+          f"{args.warmup} warm-up, {args.trials} alternated trials")
+    ratios = [[] for _ in buffers]
+    for trial in range(1, args.trials + 1):
+        gloo = gloo_seconds_per_round(args.dim, args.workers, args.warmup, args.rounds)
+        print(f"trial {trial}: {'gloo all-reduce (torch.distributed)':<52} {gloo * 1e3:8.2f} ms")
+        for index, buffer in enumerate(buffers):
+            seconds = edgesgd_seconds_per_round(args.edgesgd, args.dim, args.workers,
+                                                args.warmup, args.rounds, buffer)
+            ratios[index].append(seconds / gloo)
+            label = f"edgesgd dense round, {settings[index]}"
+            print(f"trial {trial}: {label:<52} {seconds * 1e3:8.2f} ms   "
+                  f"{seconds / gloo:5.2f}x gloo")
+    for setting, values in zip(settings, ratios):
+        print(f"median ratio, {setting}: {statistics.median(values):.2f}x gloo "
+              f"(trials: {', '.join(f'{value:.2f}' for value in values)})")
+
 
 if __name__ == "__main__":
     main()
