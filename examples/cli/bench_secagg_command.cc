@@ -2,7 +2,9 @@
 // with every device masking with every other (SecAgg) and with O(log n) ring neighbours
 // (SecAgg+). All devices and the server run in this process, phase by phase, over the library's
 // state machines (edgesgd::secagg), so the figures are the protocol's own: the bytes of each
-// message's fields (ids, keys, sealed shares, revealed shares) and the CPU time of each side.
+// message's fields (ids, keys, sealed shares, revealed shares), the masked payload of the chosen
+// integer encoding beside the plain compressed payload it replaces, and the CPU time of each
+// side.
 
 #include <algorithm>
 #include <cmath>
@@ -16,18 +18,27 @@
 #include "cli/commands.h"
 #include "cli/config_file.h"
 #include "edgesgd/core/arena.h"
+#include "edgesgd/core/codecs/qsgd.h"
+#include "edgesgd/core/random.h"
 #include "edgesgd/platform/clock.h"
 #include "edgesgd/secagg/client.h"
+#include "edgesgd/secagg/fixed_point.h"
+#include "edgesgd/secagg/lanes.h"
+#include "edgesgd/secagg/qsgd_levels.h"
 #include "edgesgd/secagg/server.h"
 
 namespace edgesgd::cli {
 namespace {
 
+// How a device's values enter the masked sum (docs/secure-aggregation.md).
+enum class Encoding { kFixedPoint, kVotes, kQsgd };
+
 struct BenchSecAggOptions {
   std::vector<std::uint32_t> devices{8, 32, 100};
-  // The MLP with 256 hidden units on Fashion-MNIST has 203,530 parameters; random_block 1/64
-  // sends ceil(203,530 / 64) values.
-  std::uint32_t words = 3181;
+  std::uint32_t values = 0;  // 0: ValuesFor(encoding)
+  std::string encoding_name = "fixed";
+  Encoding encoding = Encoding::kFixedPoint;
+  std::uint32_t qsgd_bits = 4;
   double dropout = 0.0;
   std::uint32_t sparse_neighbours = 0;  // 0: 2 ceil(log2 n) for each cohort
   int repeats = 3;
@@ -41,14 +52,82 @@ constexpr std::size_t kRosterEntryBytes = 2 * kIdBytes + 2 * secagg::kKeyBytes;
 constexpr std::size_t kSealedEntryBytes = kIdBytes + secagg::kSealedSharesBytes;
 constexpr std::size_t kRevealedBytes = kIdBytes + 1 + secagg::kShareBytes;
 
+// The MLP with 256 hidden units on Fashion-MNIST has 203,530 parameters. random_block 1/64
+// sends ceil(203,530 / 64) of them as values; sign and qsgd compress all of them.
+constexpr std::uint32_t kMlpParameters = 203530;
+std::uint32_t ValuesFor(Encoding encoding) {
+  return encoding == Encoding::kFixedPoint ? (kMlpParameters + 63) / 64 : kMlpParameters;
+}
+
+// A plain qsgd payload's bucket: one norm per this many values (the codec's default).
+constexpr std::size_t kQsgdBucket = 512;
+
+std::size_t WordBytes(std::size_t bits) { return (bits + 31) / 32 * 4; }
+
+// Bytes a device's values take in the plain compressed payload the encoding replaces: float32
+// values (identity, random_block, rand_k), one sign bit each, or packed qsgd levels and the
+// norms of their buckets.
+std::size_t PlainPayloadBytes(const BenchSecAggOptions& o) {
+  switch (o.encoding) {
+    case Encoding::kFixedPoint:
+      return std::size_t{4} * o.values;
+    case Encoding::kVotes:
+      return WordBytes(o.values);
+    case Encoding::kQsgd:
+      return WordBytes(std::size_t{o.values} * o.qsgd_bits) +
+             4 * ((o.values + kQsgdBucket - 1) / kQsgdBucket);
+  }
+  return 0;
+}
+
+// A device's values, encoded for a cohort of n: what it masks. Values lie in [-0.8, 0.8], inside
+// the fixed point's bound and the qsgd scale, both 1.
+Result<std::vector<std::uint32_t>> EncodedInput(const BenchSecAggOptions& o, std::uint32_t n,
+                                                std::uint32_t device, std::uint64_t round) {
+  std::vector<float> values(o.values);
+  for (std::uint32_t j = 0; j < o.values; ++j) {
+    values[j] =
+        0.8f * std::sin(0.37f * static_cast<float>(device) + 0.011f * static_cast<float>(j));
+  }
+  switch (o.encoding) {
+    case Encoding::kFixedPoint: {
+      EDGESGD_TRY_ASSIGN(const secagg::FixedPoint format, secagg::ChooseFixedPoint(1.0f, n));
+      std::vector<std::uint32_t> words(o.values);
+      secagg::EncodeFixedPoint(format, values, words);
+      return words;
+    }
+    case Encoding::kVotes: {
+      EDGESGD_TRY_ASSIGN(const std::uint32_t lane_bits, secagg::LaneBits(n));
+      std::vector<std::uint32_t> signs((o.values + 31) / 32, 0u);
+      for (std::uint32_t j = 0; j < o.values; ++j) {
+        if (values[j] > 0.0f) signs[j / 32] |= 1u << (j % 32);
+      }
+      std::vector<std::uint32_t> words(secagg::LaneWords(o.values, lane_bits));
+      secagg::PackVotes(signs, o.values, lane_bits, words);
+      return words;
+    }
+    case Encoding::kQsgd: {
+      EDGESGD_TRY_ASSIGN(const std::uint32_t levels, QsgdLevelsForBits(o.qsgd_bits));
+      EDGESGD_TRY_ASSIGN(const secagg::SharedScaleLevels format,
+                         secagg::ChooseSharedScaleLevels(1.0f, levels, n));
+      std::vector<std::uint32_t> words(secagg::SharedScaleLevelWords(format, o.values));
+      CounterRng dither(round, static_cast<std::uint32_t>(round), 0, device);
+      secagg::EncodeSharedScaleLevels(format, values, dither, words);
+      return words;
+    }
+  }
+  return Status::InvalidArgument("unknown encoding");
+}
+
 struct Figures {
   std::uint32_t devices = 0;
   std::uint32_t neighbours = 0;
   std::uint32_t threshold = 0;
   std::uint32_t dropped = 0;
-  // Totals over the cohort: the payload over the devices whose input arrived, the protocol's
-  // bytes over every device.
+  // Totals over the cohort: the masked payload over the devices whose input arrived, the
+  // protocol's bytes over every device.
   std::size_t payload_bytes = 0;
+  std::size_t plain_payload_bytes = 0;  // per device
   std::size_t protocol_up_bytes = 0;
   std::size_t protocol_down_bytes = 0;
   double device_seconds = 0;  // all devices, all phases
@@ -76,6 +155,23 @@ double PerDevice(std::size_t total, std::uint32_t devices) {
 }
 double PayloadPerDevice(const Figures& f) {
   return PerDevice(f.payload_bytes, f.devices - f.dropped);
+}
+// A device's whole secure uplink (masked payload and protocol bytes) over its plain payload.
+double SecureUplinkVsPlain(const Figures& f) {
+  return (PayloadPerDevice(f) + PerDevice(f.protocol_up_bytes, f.devices)) /
+         static_cast<double>(f.plain_payload_bytes);
+}
+
+const char* EncodingName(Encoding encoding) {
+  switch (encoding) {
+    case Encoding::kFixedPoint:
+      return "fixed";
+    case Encoding::kVotes:
+      return "votes";
+    case Encoding::kQsgd:
+      return "qsgd";
+  }
+  return "?";
 }
 
 // Runs `call`, adds its wall time to `seconds` and returns what it returned.
@@ -105,24 +201,27 @@ Status RunRound(std::uint32_t n, std::uint32_t neighbours, const BenchSecAggOpti
   const std::uint32_t threshold = Threshold(degree + 1);
   const auto dropped = static_cast<std::uint32_t>(std::floor(o.dropout * n));
   f = Figures{n, degree, threshold, dropped};
+  f.plain_payload_bytes = PlainPayloadBytes(o);
+  std::vector<std::vector<std::uint32_t>> inputs(n);
+  for (std::uint32_t i = 0; i < n; ++i) {
+    EDGESGD_TRY_ASSIGN(inputs[i], EncodedInput(o, n, i, round));
+  }
+  const auto words = static_cast<std::uint32_t>(inputs[0].size());
   // One arena for the server and every client (the bench plays all of them).
-  const secagg::ServerLimits server_limits{n, degree, o.words};
+  const secagg::ServerLimits server_limits{n, degree, words};
   const secagg::ClientLimits client_limits{degree, std::min(degree, threshold)};
   std::vector<std::byte> storage(secagg::Server::ArenaBytes(server_limits) +
-                                 n * secagg::Client::ArenaBytes(client_limits) +
-                                 kArenaAlignment);
+                                 n * secagg::Client::ArenaBytes(client_limits) + kArenaAlignment);
   Arena arena(storage);
   secagg::Server server;
   std::vector<secagg::Client> clients(n);
   std::vector<std::uint32_t> ids(n);
-  std::vector<std::vector<std::uint32_t>> inputs(n, std::vector<std::uint32_t>(o.words));
   for (std::uint32_t i = 0; i < n; ++i) {
     ids[i] = i + 1;
-    for (std::uint32_t w = 0; w < o.words; ++w) inputs[i][w] = i * 2654435761u + w;
     EDGESGD_TRY(clients[i].Init(arena, client_limits));
   }
   EDGESGD_TRY(server.Init(arena, server_limits));
-  const secagg::RoundPlan plan{round, threshold, neighbours, round * 7919 + n, o.words};
+  const secagg::RoundPlan plan{round, threshold, neighbours, round * 7919 + n, words};
   // Each call runs on one side's clock.
   const auto on_server = [&f](auto&& call) { return Timed(f.server_seconds, call); };
   const auto on_device = [&f](auto&& call) { return Timed(f.device_seconds, call); };
@@ -169,7 +268,7 @@ Status RunRound(std::uint32_t n, std::uint32_t neighbours, const BenchSecAggOpti
       const Status received = clients[i].ReceiveShares({sealed.data(), count});
       return received.ok() ? clients[i].MaskInput(masked) : received;
     }));
-    f.payload_bytes += std::size_t{4} * o.words;
+    f.payload_bytes += std::size_t{4} * words;
     EDGESGD_TRY(on_server([&] { return server.AddMaskedInput(ids[i], masked); }));
   }
   if (Status closed = on_server([&] { return server.CloseInputs(); }); !closed.ok()) {
@@ -198,9 +297,9 @@ Status RunRound(std::uint32_t n, std::uint32_t neighbours, const BenchSecAggOpti
     return Aborted(server, finished, f);
   }
 
-  std::vector<std::uint32_t> expected(o.words, 0);
+  std::vector<std::uint32_t> expected(words, 0);
   for (std::uint32_t i = dropped; i < n; ++i) {
-    for (std::uint32_t w = 0; w < o.words; ++w) expected[w] += inputs[i][w];
+    for (std::uint32_t w = 0; w < words; ++w) expected[w] += inputs[i][w];
   }
   f.exact = std::equal(expected.begin(), expected.end(), server.sum().begin());
   return Status::Ok();
@@ -239,17 +338,21 @@ int RunBenchSecAgg(const BenchSecAggOptions& o) {
       rows.push_back(best);
     }
   }
+  const char* encoding = EncodingName(o.encoding);
   if (o.json) {
-    std::printf("{\"words\": %u, \"dropout\": %g, \"rows\": [", o.words, o.dropout);
+    std::printf("{\"encoding\": \"%s\", \"values\": %u, \"dropout\": %g, \"rows\": [", encoding,
+                o.values, o.dropout);
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const Figures& f = rows[i];
       std::printf(
           "%s{\"devices\": %u, \"neighbours\": %u, \"threshold\": %u, \"dropped\": %u, "
-          "\"payload_bytes\": %.0f, \"protocol_up_bytes\": %.1f, "
-          "\"protocol_down_bytes\": %.1f, \"device_ms\": %.3f, \"server_ms\": %.3f, "
+          "\"plain_payload_bytes\": %zu, \"masked_payload_bytes\": %.0f, "
+          "\"protocol_up_bytes\": %.1f, \"protocol_down_bytes\": %.1f, "
+          "\"secure_uplink_vs_plain\": %.4f, \"device_ms\": %.3f, \"server_ms\": %.3f, "
           "\"exact\": %s}",
-          i == 0 ? "" : ", ", f.devices, f.neighbours, f.threshold, f.dropped, PayloadPerDevice(f),
-          PerDevice(f.protocol_up_bytes, f.devices), PerDevice(f.protocol_down_bytes, f.devices),
+          i == 0 ? "" : ", ", f.devices, f.neighbours, f.threshold, f.dropped,
+          f.plain_payload_bytes, PayloadPerDevice(f), PerDevice(f.protocol_up_bytes, f.devices),
+          PerDevice(f.protocol_down_bytes, f.devices), SecureUplinkVsPlain(f),
           f.device_seconds * 1e3 / f.devices, f.server_seconds * 1e3,
           f.aborted ? "\"aborted\""
           : f.exact ? "true"
@@ -259,18 +362,18 @@ int RunBenchSecAgg(const BenchSecAggOptions& o) {
     return 0;
   }
   std::printf(
-      "secure aggregation of %u words per device (%.0f B masked payload), %.0f %% of "
-      "each cohort dropping out after sharing keys; best of %d rounds\n",
-      o.words, 4.0 * o.words, 100 * o.dropout, o.repeats);
-  std::printf("%8s %11s %4s %8s %14s %16s %10s %11s %11s %6s\n", "devices", "neighbours", "t",
-              "dropped", "protocol up B", "vs payload up", "down B", "device ms", "server ms",
-              "exact");
+      "secure aggregation of %u values per device encoded as %s, %.0f %% of each cohort "
+      "dropping out after sharing keys; best of %d rounds\n",
+      o.values, encoding, 100 * o.dropout, o.repeats);
+  std::printf("%8s %11s %4s %8s %10s %11s %12s %13s %10s %10s %10s %6s\n", "devices", "neighbours",
+              "t", "dropped", "plain B", "masked B", "protocol B", "secure/plain", "down B",
+              "device ms", "server ms", "exact");
   for (const Figures& f : rows) {
-    std::printf("%8u %11u %4u %8u %14.0f %15.1f%% %10.0f %11.2f %11.2f %6s\n", f.devices,
-                f.neighbours, f.threshold, f.dropped, PerDevice(f.protocol_up_bytes, f.devices),
-                100.0 * PerDevice(f.protocol_up_bytes, f.devices) / PayloadPerDevice(f),
-                PerDevice(f.protocol_down_bytes, f.devices), f.device_seconds * 1e3 / f.devices,
-                f.server_seconds * 1e3,
+    std::printf("%8u %11u %4u %8u %10zu %11.0f %12.0f %12.1f%% %10.0f %10.2f %10.2f %6s\n",
+                f.devices, f.neighbours, f.threshold, f.dropped, f.plain_payload_bytes,
+                PayloadPerDevice(f), PerDevice(f.protocol_up_bytes, f.devices),
+                100.0 * SecureUplinkVsPlain(f), PerDevice(f.protocol_down_bytes, f.devices),
+                f.device_seconds * 1e3 / f.devices, f.server_seconds * 1e3,
                 f.aborted ? "abort"
                 : f.exact ? "yes"
                           : "NO");
@@ -293,11 +396,25 @@ void AddBenchSecAggCommand(CLI::App& bench, int& exit_code) {
       ->delimiter(',')
       ->capture_default_str();
   command
-      ->add_option("--words", options->words,
-                   "Masked words per device (default: the 256-unit MLP under random_block "
-                   "1/64)")
-      ->check(CLI::Range(1u, 1u << 26))
+      ->add_option("--values", options->values,
+                   "Values each device contributes (default, for the 256-unit MLP: 3181, what "
+                   "random_block 1/64 sends, with fixed; all 203530 parameters with votes and "
+                   "qsgd)")
+      ->check(CLI::Range(1u, 1u << 26));
+  command
+      ->add_option("--encoding", options->encoding_name,
+                   "How the values enter the masked sum: fixed (fixed point, for identity, "
+                   "random_block and rand_k values), votes (sign votes in lanes, for majority "
+                   "vote) or qsgd (levels of a shared scale in lanes)")
+      ->check(CLI::IsMember({"fixed", "votes", "qsgd"}))
       ->capture_default_str();
+  CLI::Option* qsgd_bits =
+      command
+          ->add_option("--qsgd-bits", options->qsgd_bits,
+                       "--encoding qsgd: bits per value of the plain qsgd payload, sign "
+                       "included (levels = 2^(bits-1) - 1)")
+          ->check(CLI::Range(kMinQsgdBits, kMaxQsgdBits))
+          ->capture_default_str();
   command
       ->add_option("--dropout", options->dropout,
                    "Fraction of each cohort that vanishes after sharing keys (their masks "
@@ -312,7 +429,18 @@ void AddBenchSecAggCommand(CLI::App& bench, int& exit_code) {
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
   command->add_flag("--json", options->json, "Print one JSON object instead of a table");
-  command->callback([options, &exit_code] { exit_code = RunBenchSecAgg(*options); });
+  command->callback([options, qsgd_bits, &exit_code] {
+    options->encoding = options->encoding_name == "votes"  ? Encoding::kVotes
+                        : options->encoding_name == "qsgd" ? Encoding::kQsgd
+                                                           : Encoding::kFixedPoint;
+    if (options->values == 0) options->values = ValuesFor(options->encoding);
+    if (qsgd_bits->count() > 0 && options->encoding != Encoding::kQsgd) {
+      std::fprintf(stderr, "edgesgd bench secagg: --qsgd-bits applies to --encoding qsgd only\n");
+      exit_code = 2;
+      return;
+    }
+    exit_code = RunBenchSecAgg(*options);
+  });
 }
 
 }  // namespace edgesgd::cli
