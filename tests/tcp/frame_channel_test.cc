@@ -84,6 +84,13 @@ class FrameChannelTest : public ::testing::Test {
     return accepted && channel.connected() ? &channel : nullptr;
   }
 
+  // Small socket buffers at both ends of a connection, so that a large frame stalls while the
+  // reading end does not read.
+  static void ShrinkBuffers(asio::ip::tcp::socket& reader, asio::ip::tcp::socket& writer) {
+    reader.set_option(asio::socket_base::receive_buffer_size(1 << 16));
+    writer.set_option(asio::socket_base::send_buffer_size(1 << 16));
+  }
+
   // Writes `bytes` from far end `index` (blocking: they fit the socket buffers).
   void Write(std::size_t index, std::span<const std::byte> bytes) {
     asio::write(*far_ends_[index], asio::buffer(bytes.data(), bytes.size()));
@@ -121,8 +128,7 @@ class FrameChannelTest : public ::testing::Test {
 TEST_F(FrameChannelTest, LargerFrameQueuedDuringAWriteArrivesIntact) {
   FrameChannel* channel = Connect();
   ASSERT_NE(channel, nullptr);
-  far_ends_[0]->set_option(asio::socket_base::receive_buffer_size(1 << 16));
-  channel->socket().set_option(asio::socket_base::send_buffer_size(1 << 16));
+  ShrinkBuffers(*far_ends_[0], channel->socket());
 
   const std::vector<std::byte> first = Pattern(std::size_t{4} << 20, 1);
   const std::vector<std::byte> second = Pattern(std::size_t{8} << 20, 2);
@@ -158,8 +164,7 @@ TEST_F(FrameChannelTest, AFrameTheSocketTakesIsWrittenWithoutQueueing) {
 TEST_F(FrameChannelTest, TheRestOfAFrameWrittenInPartDiesWithItsConnection) {
   FrameChannel* channel = Connect();
   ASSERT_NE(channel, nullptr);
-  far_ends_[0]->set_option(asio::socket_base::receive_buffer_size(1 << 16));
-  channel->socket().set_option(asio::socket_base::send_buffer_size(1 << 16));
+  ShrinkBuffers(*far_ends_[0], channel->socket());
   const std::vector<std::byte> large = Pattern(std::size_t{4} << 20, 8);
   const std::vector<std::byte> small = Pattern(64, 9);
   ASSERT_TRUE(channel->Send(std::span<const std::byte>(large)));
@@ -192,8 +197,7 @@ TEST_F(FrameChannelTest, AnAuthenticatedFrameWrittenInPartArrivesWholeBeforeTheN
   sender.Connect(acceptor.local_endpoint());
   RunUntil([&] { return sender.CanWriteNow(); });
   ASSERT_TRUE(sender.CanWriteNow()) << "the hellos did not finish";
-  receiver.socket().set_option(asio::socket_base::receive_buffer_size(1 << 16));
-  sender.socket().set_option(asio::socket_base::send_buffer_size(1 << 16));
+  ShrinkBuffers(receiver.socket(), sender.socket());
 
   const std::vector<std::byte> first = PrefixedFrame(std::size_t{4} << 20, 10);
   const std::vector<std::byte> second = PrefixedFrame(std::size_t{1} << 20, 11);
@@ -217,8 +221,7 @@ TEST_F(FrameChannelTest, AnAuthenticatedFrameWrittenInPartArrivesWholeBeforeTheN
 TEST_F(FrameChannelTest, SharedFrameIsReusedOnceEveryChannelIsDone) {
   for (int i = 0; i < 3; ++i) ASSERT_NE(Connect(), nullptr);
   // The third channel's peer does not read, and its buffers are small: its write stalls.
-  far_ends_[2]->set_option(asio::socket_base::receive_buffer_size(1 << 16));
-  channels_[2]->socket().set_option(asio::socket_base::send_buffer_size(1 << 16));
+  ShrinkBuffers(*far_ends_[2], channels_[2]->socket());
   const std::vector<std::byte> bytes = Pattern(std::size_t{4} << 20, 3);
   SharedFrame& frame = pool_.Copy(bytes);
   for (const std::unique_ptr<FrameChannel>& channel : channels_) {
