@@ -8,12 +8,14 @@ Usage: bench_tcp_vs_gloo.py [--edgesgd PATH] [--dim D] [--workers N] [--rounds R
 The edgesgd figure is `edgesgd bench tcp`'s dense variant (server and N workers over loopback,
 the model downlink: every round sends 4d bytes up and 4d down per worker) with its default
 socket settings (the kernel's auto-tuned send buffers, as gloo runs), and, with
-`--socket-send-buffer BYTES`, once more with that SO_SNDBUF. The peer is torch.distributed's gloo
-backend (Debian's python3-torch): N processes on 127.0.0.1 each all-reduce a tensor of d float32
-values, the collective data-parallel training runs once per step. Each is timed over R rounds
-after W warm-up rounds, in T trials that alternate between gloo and edgesgd so that the machine's
-changing load falls on both; every trial's ratio is printed, then the median. Read the ratios
-rather than the absolute times.
+`--socket-send-buffer BYTES`, once more with that SO_SNDBUF. The peer is torch.distributed's
+gloo backend (Debian's python3-torch): N processes on 127.0.0.1, each on one thread, timed twice:
+all-reducing a tensor of d float32 values (the collective data-parallel training runs once per
+step), and taking a whole SGD step around it with the arithmetic edgesgd's bench does besides
+communicating (the synthetic gradient model - target, and the averaged update). Each is timed
+over R rounds after W warm-up rounds, in T trials that alternate between gloo and edgesgd so
+that the machine's changing load falls on both; every trial's ratios are printed, then their
+medians. Read the ratios rather than the absolute times.
 """
 
 import argparse
@@ -35,33 +37,47 @@ def free_port():
         return probe.getsockname()[1]
 
 
-def gloo_worker(rank, world, port, dim, warmup, rounds, results):
+def gloo_worker(rank, world, port, dim, warmup, rounds, sgd_step, results):
     import torch
     import torch.distributed as dist
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=world)
-    tensor = torch.ones(dim, dtype=torch.float32)
+    model = torch.zeros(dim, dtype=torch.float32)
+    target = torch.full((dim,), float(rank + 1), dtype=torch.float32)
+    gradient = torch.ones(dim, dtype=torch.float32)
+
+    def round_once():
+        if sgd_step:
+            # What edgesgd's bench does around its communication: the synthetic gradient
+            # (model - target) and the averaged step.
+            torch.sub(model, target, out=gradient)
+            dist.all_reduce(gradient)
+            model.sub_(gradient, alpha=0.1 / world)
+        else:
+            dist.all_reduce(gradient)
+
     for _ in range(warmup):
-        dist.all_reduce(tensor)
+        round_once()
     dist.barrier()
     start = time.perf_counter()
     for _ in range(rounds):
-        dist.all_reduce(tensor)
+        round_once()
     elapsed = time.perf_counter() - start
     results.put((rank, elapsed))
     dist.destroy_process_group()
 
 
-def gloo_seconds_per_round(dim, workers, warmup, rounds):
+def gloo_seconds_per_round(dim, workers, warmup, rounds, sgd_step):
     import torch.multiprocessing as mp
 
     context = mp.get_context("spawn")
     results = context.Queue()
     port = free_port()
     processes = [context.Process(target=gloo_worker,
-                                 args=(rank, workers, port, dim, warmup, rounds, results))
+                                 args=(rank, workers, port, dim, warmup, rounds, sgd_step,
+                                       results))
                  for rank in range(workers)]
     for process in processes:
         process.start()
@@ -110,21 +126,27 @@ def main():
                 for buffer in buffers]
     print(f"d = {args.dim}, {args.workers} participants on loopback, {args.rounds} rounds after "
           f"{args.warmup} warm-up, {args.trials} alternated trials")
-    ratios = [[] for _ in buffers]
+    peers = [("gloo all-reduce", False), ("gloo SGD step", True)]
+    ratios = {(setting, peer): [] for setting in settings for peer, _ in peers}
     for trial in range(1, args.trials + 1):
-        gloo = gloo_seconds_per_round(args.dim, args.workers, args.warmup, args.rounds)
-        print(f"trial {trial}: {'gloo all-reduce (torch.distributed)':<52} {gloo * 1e3:8.2f} ms")
-        for index, buffer in enumerate(buffers):
+        peer_seconds = {}
+        for peer, sgd_step in peers:
+            peer_seconds[peer] = gloo_seconds_per_round(args.dim, args.workers, args.warmup,
+                                                        args.rounds, sgd_step)
+            print(f"trial {trial}: {peer:<52} {peer_seconds[peer] * 1e3:8.2f} ms")
+        for setting, buffer in zip(settings, buffers):
             seconds = edgesgd_seconds_per_round(args.edgesgd, args.dim, args.workers,
                                                 args.warmup, args.rounds, buffer)
-            ratios[index].append(seconds / gloo)
-            label = f"edgesgd dense round, {settings[index]}"
-            print(f"trial {trial}: {label:<52} {seconds * 1e3:8.2f} ms   "
-                  f"{seconds / gloo:5.2f}x gloo")
-    for setting, values in zip(settings, ratios):
-        print(f"median ratio, {setting}: {statistics.median(values):.2f}x gloo "
+            against = []
+            for peer, _ in peers:
+                ratio = seconds / peer_seconds[peer]
+                ratios[(setting, peer)].append(ratio)
+                against.append(f"{ratio:5.2f}x {peer}")
+            label = f"edgesgd dense round, {setting}"
+            print(f"trial {trial}: {label:<52} {seconds * 1e3:8.2f} ms   {', '.join(against)}")
+    for (setting, peer), values in ratios.items():
+        print(f"median ratio, {setting}, to {peer}: {statistics.median(values):.2f}x "
               f"(trials: {', '.join(f'{value:.2f}' for value in values)})")
-
 
 if __name__ == "__main__":
     main()
