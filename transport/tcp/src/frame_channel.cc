@@ -14,32 +14,19 @@ namespace edgesgd::tcp::internal {
 
 const char* CloseReasonName(CloseReason reason) {
   switch (reason) {
-    case CloseReason::kEndOfStream:
-      return "connection closed";
-    case CloseReason::kOversized:
-      return "frame length above the limit";
-    case CloseReason::kMalformed:
-      return "frame length below the minimum";
-    case CloseReason::kUnidentified:
-      return "first frame did not identify a valid peer";
-    case CloseReason::kHelloTimeout:
-      return "no first frame before the hello timeout";
-    case CloseReason::kIdleTimeout:
-      return "nothing received before the idle timeout";
-    case CloseReason::kWriteTimeout:
-      return "a frame write did not finish before the deadline";
-    case CloseReason::kConnectTimeout:
-      return "connect timed out";
-    case CloseReason::kQueueOverflow:
-      return "send queue full (peer not reading)";
-    case CloseReason::kReplaced:
-      return "replaced by a newer connection of the same peer";
-    case CloseReason::kShutdown:
-      return "shutting down";
-    case CloseReason::kUnauthenticated:
-      return "authentication failed";
-    case CloseReason::kTlsFailed:
-      return "TLS handshake failed";
+    case CloseReason::kEndOfStream: return "connection closed";
+    case CloseReason::kOversized: return "frame length above the limit";
+    case CloseReason::kMalformed: return "frame length below the minimum";
+    case CloseReason::kUnidentified: return "first frame did not identify a valid peer";
+    case CloseReason::kHelloTimeout: return "no first frame before the hello timeout";
+    case CloseReason::kIdleTimeout: return "nothing received before the idle timeout";
+    case CloseReason::kWriteTimeout: return "a frame write did not finish before the deadline";
+    case CloseReason::kConnectTimeout: return "connect timed out";
+    case CloseReason::kQueueOverflow: return "send queue full (peer not reading)";
+    case CloseReason::kReplaced: return "replaced by a newer connection of the same peer";
+    case CloseReason::kShutdown: return "shutting down";
+    case CloseReason::kUnauthenticated: return "authentication failed";
+    case CloseReason::kTlsFailed: return "TLS handshake failed";
   }
   return "closed";
 }
@@ -436,18 +423,21 @@ bool FrameChannel::CanWriteNow() const {
          tls_context_ == nullptr && (!authenticating() || auth_.established());
 }
 
+bool FrameChannel::Seal(SendSlot& slot, std::span<const std::byte> frame) {
+  const Status sealed = auth_.SealDetached(frame, slot.record_header, slot.record_tag);
+  if (sealed.ok()) return true;
+  // The connection used up its sequence numbers: start a new one.
+  platform::Log(platform::LogLevel::kWarning, "%s: cannot seal a frame for peer %u (%s): closing",
+                options_.log_name, peer, sealed.str());
+  Close(CloseReason::kUnauthenticated);
+  return false;
+}
+
 void FrameChannel::WriteNow(SendSlot& slot, std::span<const std::byte> frame) {
   std::span<const std::byte> header;
   std::span<const std::byte> tag;
   if (authenticating()) {
-    if (const Status sealed = auth_.SealDetached(frame, slot.record_header, slot.record_tag);
-        !sealed.ok()) {
-      platform::Log(platform::LogLevel::kWarning,
-                    "%s: cannot seal a frame for peer %u (%s): closing", options_.log_name, peer,
-                    sealed.str());
-      Close(CloseReason::kUnauthenticated);
-      return;
-    }
+    if (!Seal(slot, frame)) return;
     header = slot.record_header;
     tag = slot.record_tag;
   }
@@ -501,6 +491,8 @@ void FrameChannel::Dequeue() {
   if (slot.frame != &slot.own) frames_.Release(*slot.frame);
   slot.frame = nullptr;
   slot.rest = false;
+  slot.header_written = 0;
+  slot.tag_written = 0;
   --queued_;
   // An empty queue starts again at the first slot, so slots beyond the depth the queue really
   // reaches are never written: their buffers, allocated but untouched, take no memory.
@@ -517,27 +509,18 @@ void FrameChannel::WriteFront() {
   if (tls_pending()) return;  // written once the TLS handshake is done
   SendSlot& slot = slots_[head_];
   const std::span<const std::byte> frame = slot.frame->bytes();
-  std::array<asio::const_buffer, 3> record{
-      asio::const_buffer(), asio::buffer(frame.data(), frame.size()), asio::const_buffer()};
-  if (slot.rest) {
-    if (authenticating()) {
-      record[0] = asio::buffer(slot.record_header) + slot.header_written;
-      record[2] = asio::buffer(slot.record_tag) + slot.tag_written;
-    }
-  } else if (authenticating()) {
-    if (!auth_.established()) return;  // written once the hellos are done
+  std::array<asio::const_buffer, 3> record{asio::const_buffer(),
+                                           asio::buffer(frame.data(), frame.size()),
+                                           asio::const_buffer()};
+  if (authenticating()) {
     // Sealed here, not in Send: each connection has its own keys and sequence numbers, and a
-    // dialled peer's queue outlives its connection.
-    const Status sealed = auth_.SealDetached(frame, slot.record_header, slot.record_tag);
-    if (!sealed.ok()) {  // the connection used up its sequence numbers: start a new one
-      platform::Log(platform::LogLevel::kWarning,
-                    "%s: cannot seal a frame for peer %u (%s): closing", options_.log_name, peer,
-                    sealed.str());
-      Close(CloseReason::kUnauthenticated);
-      return;
+    // dialled peer's queue outlives its connection. The rest of a direct write is sealed.
+    if (!slot.rest) {
+      if (!auth_.established()) return;  // written once the hellos are done
+      if (!Seal(slot, frame)) return;
     }
-    record[0] = asio::buffer(slot.record_header);
-    record[2] = asio::buffer(slot.record_tag);
+    record[0] = asio::buffer(slot.record_header) + slot.header_written;
+    record[2] = asio::buffer(slot.record_tag) + slot.tag_written;
   }
   writing_ = true;
   write_started_ = events_.ChannelNow();

@@ -41,17 +41,17 @@ struct TlsStream {};
 #endif
 
 enum class CloseReason : std::uint8_t {
-  kEndOfStream,   // the peer closed, or a read/write error (reset, broken pipe)
-  kOversized,     // length prefix above the limit
-  kMalformed,     // length prefix below the minimum frame
-  kUnidentified,  // no valid first frame
+  kEndOfStream,  // the peer closed, or a read/write error (reset, broken pipe)
+  kOversized,    // length prefix above the limit
+  kMalformed,    // length prefix below the minimum frame
+  kUnidentified, // no valid first frame
   kHelloTimeout,
   kIdleTimeout,
   kWriteTimeout,
   kConnectTimeout,
   kQueueOverflow,
-  kReplaced,  // a newer connection of the same peer took over
-  kShutdown,  // the driver is stopping
+  kReplaced,     // a newer connection of the same peer took over
+  kShutdown,     // the driver is stopping
   // A hello or record failed authentication (DriverOptions::auth_keys).
   kUnauthenticated,
   kTlsFailed,  // the TLS handshake failed or did not finish in time (DriverOptions::tls)
@@ -259,11 +259,15 @@ class FrameChannel {
     std::array<std::byte, auth::kRecordHeaderBytes> record_header{};
     std::array<std::byte, auth::kTagBytes> record_tag{};
     // A record Send began writing directly: `own` holds the rest of its frame, and these the
-    // header and tag bytes already written. Such a rest means nothing on another connection.
+    // header and tag bytes already written (0 for any other record). Such a rest means nothing
+    // on another connection.
     bool rest = false;
     std::size_t header_written = 0;
     std::size_t tag_written = 0;
   };
+  // Seals `frame`'s record header and tag into `slot`; on failure logs and closes the connection
+  // and returns false.
+  bool Seal(SendSlot& slot, std::span<const std::byte> frame);
   // Seals (with authentication) and writes `frame`'s record as far as the socket takes it
   // without blocking; queues what it did not take in `slot`.
   void WriteNow(SendSlot& slot, std::span<const std::byte> frame);

@@ -69,14 +69,10 @@ Status ParseEndpointList(std::string_view text, std::vector<Endpoint>& out, std:
 
 const char* DriverStopName(DriverStop stop) {
   switch (stop) {
-    case DriverStop::kFinished:
-      return "finished";
-    case DriverStop::kSignal:
-      return "interrupted by a signal";
-    case DriverStop::kGaveUp:
-      return "no connection for the give-up time";
-    case DriverStop::kStopped:
-      return "stopped";
+    case DriverStop::kFinished: return "finished";
+    case DriverStop::kSignal: return "interrupted by a signal";
+    case DriverStop::kGaveUp: return "no connection for the give-up time";
+    case DriverStop::kStopped: return "stopped";
   }
   return "?";
 }
@@ -442,7 +438,8 @@ void SessionDriver::Impl::ScheduleReconnect(Dial& dial) {
   const std::uint32_t exponent = std::min<std::uint32_t>(dial.failures, 20);
   TimeNs delay = options_.reconnect_min_ns << exponent;
   delay = std::min(delay, options_.reconnect_max_ns);
-  const double jitter = 0.5 + static_cast<double>(NextRandom(jitter_state_) >> 11) * 0x1.0p-53;
+  const double jitter =
+      0.5 + static_cast<double>(NextRandom(jitter_state_) >> 11) * 0x1.0p-53;
   dial.next_attempt = Now() + static_cast<TimeNs>(static_cast<double>(delay) * jitter);
   ++dial.failures;
   ArmDeadline(dial.next_attempt);
