@@ -162,18 +162,6 @@ double SecureUplinkVsPlain(const Figures& f) {
          static_cast<double>(f.plain_payload_bytes);
 }
 
-const char* EncodingName(Encoding encoding) {
-  switch (encoding) {
-    case Encoding::kFixedPoint:
-      return "fixed";
-    case Encoding::kVotes:
-      return "votes";
-    case Encoding::kQsgd:
-      return "qsgd";
-  }
-  return "?";
-}
-
 // Runs `call`, adds its wall time to `seconds` and returns what it returned.
 template <typename Call>
 auto Timed(double& seconds, Call&& call) {
@@ -338,7 +326,7 @@ int RunBenchSecAgg(const BenchSecAggOptions& o) {
       rows.push_back(best);
     }
   }
-  const char* encoding = EncodingName(o.encoding);
+  const char* encoding = o.encoding_name.c_str();
   if (o.json) {
     std::printf("{\"encoding\": \"%s\", \"values\": %u, \"dropout\": %g, \"rows\": [", encoding,
                 o.values, o.dropout);

@@ -5,6 +5,7 @@
 #include "edgesgd/core/check.h"
 
 namespace edgesgd::secagg {
+
 Result<std::uint32_t> LaneBits(std::uint64_t largest_sum) {
   if (largest_sum == 0) return Status::InvalidArgument("lanes need a sum of at least 1 to hold");
   if (largest_sum > 0xFFFFFFFFu) return Status::OutOfRange("the sums do not fit 32-bit lanes");
