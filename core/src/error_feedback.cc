@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <variant>
 
 #include "edgesgd/core/privacy/differential_privacy.h"
 
@@ -36,10 +37,11 @@ Status ErrorFeedbackWorker::Init(Arena& arena, const CodecRegistry& codecs,
   if (buffers.error) {
     EDGESGD_TRY_ASSIGN(error_, arena.Allocate<float>(d));
   }
-  delta_ = error_;
+  own_delta_ = error_;
   if (buffers.separate_delta) {
-    EDGESGD_TRY_ASSIGN(delta_, arena.Allocate<float>(d));
+    EDGESGD_TRY_ASSIGN(own_delta_, arena.Allocate<float>(d));
   }
+  delta_ = own_delta_;
   selector_ = SelectorState{};
   if (ops->selector_encode != nullptr) {
     EDGESGD_TRY_ASSIGN(selector_.values, arena.Allocate<float>(SelectorStateFloats(codec, layout)));
@@ -116,6 +118,7 @@ Status ErrorFeedbackWorker::BeginRound(std::span<const float> synced_model,
     std::copy(x.begin(), x.end(), point_.begin());
   }
   steps_ = 0;  // a separate delta is fresh again (delta_is_fresh)
+  delta_ = own_delta_;
   phase_ = Phase::kInRound;
   return Status::Ok();
 }
@@ -134,6 +137,23 @@ Status ErrorFeedbackWorker::LocalStep(std::span<const float> gradient) {
     fresh_delta ? Step<false, true>(gradient) : Step<false, false>(gradient);
   }
   ++steps_;
+  return Status::Ok();
+}
+
+bool ErrorFeedbackWorker::CanAccumulateInPayload() const {
+  return !buffers_.error && std::holds_alternative<IdentityParams>(codec_);
+}
+
+Status ErrorFeedbackWorker::AccumulateInPayload(std::span<float> values) {
+  if (phase_ != Phase::kInRound || steps_ != 0 || !CanAccumulateInPayload()) {
+    return Status::FailedPrecondition(
+        "the delta can go into the payload only at a round's start, without a residual and "
+        "with the identity codec");
+  }
+  if (values.size() != point_.size()) {
+    return Status::InvalidArgument("the payload's values differ in size from the model");
+  }
+  delta_ = values;
   return Status::Ok();
 }
 
@@ -236,7 +256,10 @@ Result<PayloadShape> ErrorFeedbackWorker::Compress(const CodecContext& context,
     if (delta_is_fresh()) std::fill(delta_.begin(), delta_.end(), 0.0f);  // a round without steps
     if (kDifferentialPrivacy && clip_norm_ > 0.0f)
       norm_before_clipping_ = ClipToNorm(delta_, clip_norm_);
-    EDGESGD_TRY(EncodeWithSelection(context, delta_, out, scratch));
+    // A delta accumulated in these very values is already its identity encoding.
+    if (delta_.data() != out.values.data()) {
+      EDGESGD_TRY(EncodeWithSelection(context, delta_, out, scratch));
+    }
     phase_ = Phase::kSent;
     return shape_;
   }
@@ -258,7 +281,7 @@ IdleMemory ErrorFeedbackWorker::IdleBuffers() const {
   if (phase_ != Phase::kSent) return idle;
   idle.Add(point_);
   if (buffers_.separate_local) idle.Add(local_);
-  if (buffers_.separate_delta) idle.Add(delta_);
+  if (buffers_.separate_delta) idle.Add(own_delta_);
   idle.Add(scratch_);
   return idle;
 }

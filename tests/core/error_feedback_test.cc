@@ -339,6 +339,80 @@ TEST(ErrorFeedbackTest, NoFeedbackSendsTheDeltaAndKeepsNoResidual) {
   }
 }
 
+// A delta accumulated straight in the payload's values (identity, no residual) is the payload
+// the ordinary path encodes, bit for bit: with one and several local steps, momentum, FedProx's
+// term (which reads the delta) and a round without steps, whose payload is zeros.
+TEST(ErrorFeedbackTest, ADeltaAccumulatedInThePayloadIsTheEncodedDelta) {
+  const TensorLayout layout = TestLayout();
+  const std::size_t d = layout.dimension();
+  const CodecParams codec;  // identity
+  for (const std::uint32_t local_steps : {1u, 3u}) {
+    SCOPED_TRACE(local_steps);
+    FeedbackParams feedback = Feedback(FeedbackKind::kNone, 0.0f, local_steps);
+    feedback.prox_mu = 0.25f;
+    ArenaBox box_a(ErrorFeedbackWorker::StateBytes(layout, codec, feedback));
+    ArenaBox box_b(ErrorFeedbackWorker::StateBytes(layout, codec, feedback));
+    ErrorFeedbackWorker copying;
+    ErrorFeedbackWorker in_place;
+    ASSERT_TRUE(copying.Init(box_a.arena, AllCodecs(), layout, codec, feedback).ok());
+    ASSERT_TRUE(in_place.Init(box_b.arena, AllCodecs(), layout, codec, feedback).ok());
+    ASSERT_TRUE(in_place.CanAccumulateInPayload());
+    PayloadBuffers expected(copying.payload_shape());
+    PayloadBuffers payload(in_place.payload_shape());
+    std::vector<float> x = InitialModel(d);
+    std::vector<float> gradient(d);
+    for (std::uint32_t round = 0; round < 3; ++round) {
+      ASSERT_TRUE(copying.BeginRound(x).ok());
+      ASSERT_TRUE(in_place.BeginRound(x).ok());
+      // Whatever the payload held before is not read: the first step writes it.
+      std::fill(payload.values.begin(), payload.values.end(), kNaN);
+      ASSERT_TRUE(in_place.AccumulateInPayload(payload.values).ok());
+      const std::uint32_t steps = round == 1 ? 0 : local_steps;
+      for (std::uint32_t s = 0; s < steps; ++s) {
+        for (ErrorFeedbackWorker* worker : {&copying, &in_place}) {
+          Gradient(2, round * 8 + s, worker->GradientPoint(), gradient);
+          ASSERT_TRUE(worker->AddProximalGradient(gradient).ok());
+          ASSERT_TRUE(worker->LocalStep(gradient).ok());
+        }
+      }
+      ASSERT_TRUE(copying.Compress({}, expected.spans()).ok());
+      ASSERT_TRUE(in_place.Compress({}, payload.spans()).ok());
+      ASSERT_TRUE(SameBits(payload.values, expected.values)) << "round " << round;
+      for (std::size_t j = 0; j < d; ++j) x[j] -= payload.values[j];
+    }
+  }
+}
+
+TEST(ErrorFeedbackTest, OnlyADenseRoundWithoutResidualAccumulatesInThePayload) {
+  const TensorLayout layout = TestLayout();
+  const std::size_t d = layout.dimension();
+  const std::vector<float> x = InitialModel(d);
+  std::vector<float> values(d);
+  std::vector<float> gradient(d, 1.0f);
+  const auto refuses = [&](const CodecParams& codec, FeedbackKind kind) {
+    const FeedbackParams feedback = Feedback(kind, 0.0f);
+    ArenaBox box(ErrorFeedbackWorker::StateBytes(layout, codec, feedback));
+    ErrorFeedbackWorker worker;
+    EXPECT_TRUE(worker.Init(box.arena, AllCodecs(), layout, codec, feedback).ok());
+    EXPECT_TRUE(worker.BeginRound(x).ok());
+    EXPECT_FALSE(worker.CanAccumulateInPayload());
+    EXPECT_EQ(worker.AccumulateInPayload(values), Status::FailedPrecondition());
+  };
+  refuses(CodecParams{}, FeedbackKind::kEf);  // a residual holds p
+  refuses(LossyCodecs()[kCodecId<TopKCodec>], FeedbackKind::kNone);
+
+  const FeedbackParams feedback = Feedback(FeedbackKind::kNone, 0.0f);
+  ArenaBox box(ErrorFeedbackWorker::StateBytes(layout, CodecParams{}, feedback));
+  ErrorFeedbackWorker worker;
+  ASSERT_TRUE(worker.Init(box.arena, AllCodecs(), layout, CodecParams{}, feedback).ok());
+  EXPECT_EQ(worker.AccumulateInPayload(values), Status::FailedPrecondition());  // no round
+  ASSERT_TRUE(worker.BeginRound(x).ok());
+  EXPECT_EQ(worker.AccumulateInPayload(std::span<float>(values).first(d - 1)),
+            Status::InvalidArgument());
+  ASSERT_TRUE(worker.LocalStep(gradient).ok());
+  EXPECT_EQ(worker.AccumulateInPayload(values), Status::FailedPrecondition());  // after a step
+}
+
 // Borrowing the synced model as the gradient point (H = 1, c = 0) reads it in place and changes
 // no bit of what is sent or kept; every other configuration copies it as before.
 TEST(ErrorFeedbackTest, ABorrowedGradientPointIsTheSyncedModelAndChangesNoBits) {

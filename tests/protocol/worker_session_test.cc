@@ -288,6 +288,41 @@ TEST_F(WorkerSessionTest, ModelBroadcastIsAnsweredWithAnUpdateBuiltInTheFrame) {
   EXPECT_EQ(worker_.counters().updates_sent, 1u);
 }
 
+// A dense update without a residual is written by the local steps straight into the Update
+// frame: its values are the model's change over the H steps, and a round whose gradient fails
+// leaves no half-built frame behind.
+TEST_F(WorkerSessionTest, ADenseUpdateWithoutResidualIsTheLocalStepsDelta) {
+  RunConfig config = MeanConfig(kDim, kCodecId<IdentityCodec>, 10);
+  config.feedback.kind = FeedbackKind::kNone;
+  config.feedback.local_steps = 2;
+  Make(config);
+  Join();
+  const std::vector<float> model = PseudoRandom(kDim, 22, 2.0f);
+  problem_.fail = true;
+  Feed(ModelFrame(0, model));
+  EXPECT_TRUE(Poll().empty());
+  EXPECT_EQ(worker_.counters().gradient_errors, 1u);
+  problem_.fail = false;
+  Feed(ModelFrame(1, model));
+  const auto frames = Poll();
+  ASSERT_EQ(frames.size(), 1u);
+  const wire::FrameView update = frames[0].first.View();
+  ASSERT_EQ(update.kind, wire::MessageKind::kUpdate);
+  EXPECT_EQ(update.header.round, 1u);
+  ASSERT_EQ(update.payload.view.values.size(), kDim);
+  // Two heavy-ball steps on the quadratic from the model, in the worker's order of operations.
+  const float lr = config.feedback.learning_rate;
+  const float beta = config.feedback.momentum;
+  for (std::size_t i = 0; i < kDim; ++i) {
+    const float g0 = model[i] - problem_.target[i];
+    const float m0 = beta * 0.0f + g0;
+    const float y = model[i] - lr * m0;
+    const float m1 = beta * m0 + (y - problem_.target[i]);
+    const float delta = (0.0f + lr * m0) + lr * m1;
+    ASSERT_FLOAT_EQ(update.payload.view.values[i], delta) << i;
+  }
+}
+
 // DQ-SGD from the Welcome: each round's Update is quantized at the level count the schedule
 // gives the worker's own gradient in that round, and a Welcome with other schedule constants
 // describes another run.

@@ -431,37 +431,38 @@ Status WorkerSession::ComputeMeanUpdate(std::uint32_t round, const wire::FrameHe
     ++counters_.encode_errors;
     return begun;
   }
-  for (std::uint32_t step = 0; step < config_.feedback.local_steps; ++step) {
-    const Status gradient =
-        options_.gradient(options_.user, feedback_.GradientPoint(), round, step, gradient_);
-    if (!gradient.ok()) {
-      ++counters_.gradient_errors;
-      return gradient;
+  // A dense update without a residual is its delta: the local steps write it straight into the
+  // frame, and nothing is copied. Any other update is encoded into the frame after the steps.
+  const bool in_place = feedback_.CanAccumulateInPayload();
+  if (!in_place) {
+    EDGESGD_TRY(TakeLocalSteps(round));
+    // The codec's choice for the round (a quantization schedule's level count, from the round's
+    // gradient); buffers were sized for the widest choice.
+    const Result<CodecParams> round_params =
+        options_.codecs->RoundParams(config_.codec, round, config_.rounds, gradient_);
+    const Status set =
+        round_params.ok() ? feedback_.SetRoundParams(round_params.value()) : round_params.status();
+    if (!set.ok()) {
+      ++counters_.encode_errors;
+      return set;
     }
-    if (const Status proximal = feedback_.AddProximalGradient(gradient_); !proximal.ok()) {
-      ++counters_.gradient_errors;
-      return proximal;
-    }
-    if (const Status stepped = feedback_.LocalStep(gradient_); !stepped.ok()) {
-      ++counters_.gradient_errors;
-      return stepped;
-    }
-  }
-  // The codec's choice for the round (a quantization schedule's level count, from the round's
-  // gradient); buffers were sized for the widest choice.
-  const Result<CodecParams> round_params =
-      options_.codecs->RoundParams(config_.codec, round, config_.rounds, gradient_);
-  const Status set =
-      round_params.ok() ? feedback_.SetRoundParams(round_params.value()) : round_params.status();
-  if (!set.ok()) {
-    ++counters_.encode_errors;
-    return set;
   }
   const Result<PayloadSpans> spans =
       update_builder_->BeginPayloadFrame(header, message, feedback_.codec(), config_.layout);
   if (!spans.ok()) {
     ++counters_.encode_errors;
     return spans.status();
+  }
+  if (in_place) {
+    if (const Status lent = feedback_.AccumulateInPayload(spans.value().values); !lent.ok()) {
+      update_builder_->AbandonPayloadFrame();
+      ++counters_.encode_errors;
+      return lent;
+    }
+    if (const Status stepped = TakeLocalSteps(round); !stepped.ok()) {
+      update_builder_->AbandonPayloadFrame();
+      return stepped;
+    }
   }
   // The codec writes the payload straight into the frame.
   const CodecContext context{config_.seed, round, id_};
@@ -486,6 +487,26 @@ Status WorkerSession::ComputeMeanUpdate(std::uint32_t round, const wire::FrameHe
     return frame.status();
   }
   update_frame_ = frame.value();
+  return Status::Ok();
+}
+
+Status WorkerSession::TakeLocalSteps(std::uint32_t round) {
+  for (std::uint32_t step = 0; step < config_.feedback.local_steps; ++step) {
+    const Status gradient =
+        options_.gradient(options_.user, feedback_.GradientPoint(), round, step, gradient_);
+    if (!gradient.ok()) {
+      ++counters_.gradient_errors;
+      return gradient;
+    }
+    if (const Status proximal = feedback_.AddProximalGradient(gradient_); !proximal.ok()) {
+      ++counters_.gradient_errors;
+      return proximal;
+    }
+    if (const Status stepped = feedback_.LocalStep(gradient_); !stepped.ok()) {
+      ++counters_.gradient_errors;
+      return stepped;
+    }
+  }
   return Status::Ok();
 }
 

@@ -201,6 +201,19 @@ class ErrorFeedbackWorker {
   // steps in this round.
   Status LocalStep(std::span<const float> gradient);
 
+  // Whether a round's delta can accumulate straight in the payload it is sent as: no residual
+  // (kNone) and a codec whose payload values are its input unchanged (identity).
+  bool CanAccumulateInPayload() const;
+
+  // Accumulates the open round's delta in `values` (d floats: the values of the payload about to
+  // be sent, e.g. reserved inside the Update frame) instead of the worker's own buffer, so that
+  // Compress into a payload whose values are `values` copies nothing. Call after BeginRound and
+  // before the round's first LocalStep; `values` must stay valid until Compress, and the next
+  // BeginRound returns to the worker's own buffer. Does not allocate. Errors:
+  // kFailedPrecondition when !CanAccumulateInPayload(), outside a round or after a step;
+  // kInvalidArgument for a wrong size.
+  Status AccumulateInPayload(std::span<float> values);
+
   // FedProx (Li et al. 2020): adds mu * (y - x) = -mu * delta, the gradient of the proximal term
   // (mu / 2) ||y - x||^2 at the round's local model y, to `gradient` (d floats, the loss gradient
   // the next LocalStep will take), mu = FeedbackParams::prox_mu. Nothing changes for mu = 0 or
@@ -332,7 +345,9 @@ class ErrorFeedbackWorker {
   std::span<float> local_;  // aliases point_ unless buffers_.separate_local; static if H = 1
   std::span<float> momentum_;
   std::span<float> error_;  // empty for kNone
-  std::span<float> delta_;  // aliases error_ unless buffers_.separate_delta
+  // Where the round's delta accumulates: own_delta_, or the payload AccumulateInPayload lent.
+  std::span<float> delta_;
+  std::span<float> own_delta_;  // aliases error_ unless buffers_.separate_delta
   // The codec's scratch when owned (empty when lent), and what each Compress must be lent.
   std::span<std::byte> scratch_;
   SelectorState selector_;  // empty for codecs without a selector

@@ -239,6 +239,8 @@ class WorkerSession final : public Session {
   void ComputeUpdate(std::uint32_t round);
   Status ComputeMeanUpdate(std::uint32_t round, const wire::FrameHeader& header,
                            const wire::PayloadMessage& message);
+  // The round's H local steps of the error-feedback worker, each with the callback's gradient.
+  Status TakeLocalSteps(std::uint32_t round);
   bool AddsNoise() const { return options_.add_noise != nullptr && options_.noise_key != 0; }
   // Differential privacy after the update's Compress: the device's noise share on `sent_values`
   // (distributed noise) and adaptive clipping's indicator in the frame's Update fields.
