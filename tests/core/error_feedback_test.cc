@@ -339,6 +339,22 @@ TEST(ErrorFeedbackTest, NoFeedbackSendsTheDeltaAndKeepsNoResidual) {
   }
 }
 
+// Two workers of one configuration, each in its own arena: two ways of driving the same rounds
+// must give the same bits.
+struct TwinWorkers {
+  TwinWorkers(const TensorLayout& layout, const CodecParams& codec, const FeedbackParams& feedback)
+      : first_box(ErrorFeedbackWorker::StateBytes(layout, codec, feedback)),
+        second_box(ErrorFeedbackWorker::StateBytes(layout, codec, feedback)) {
+    init = first.Init(first_box.arena, AllCodecs(), layout, codec, feedback);
+    if (init.ok()) init = second.Init(second_box.arena, AllCodecs(), layout, codec, feedback);
+  }
+  ArenaBox first_box;
+  ArenaBox second_box;
+  ErrorFeedbackWorker first;
+  ErrorFeedbackWorker second;
+  Status init;
+};
+
 // A delta accumulated straight in the payload's values (identity, no residual) is the payload
 // the ordinary path encodes, bit for bit: with one and several local steps, momentum, FedProx's
 // term (which reads the delta) and a round without steps, whose payload is zeros.
@@ -350,12 +366,10 @@ TEST(ErrorFeedbackTest, ADeltaAccumulatedInThePayloadIsTheEncodedDelta) {
     SCOPED_TRACE(local_steps);
     FeedbackParams feedback = Feedback(FeedbackKind::kNone, 0.0f, local_steps);
     feedback.prox_mu = 0.25f;
-    ArenaBox box_a(ErrorFeedbackWorker::StateBytes(layout, codec, feedback));
-    ArenaBox box_b(ErrorFeedbackWorker::StateBytes(layout, codec, feedback));
-    ErrorFeedbackWorker copying;
-    ErrorFeedbackWorker in_place;
-    ASSERT_TRUE(copying.Init(box_a.arena, AllCodecs(), layout, codec, feedback).ok());
-    ASSERT_TRUE(in_place.Init(box_b.arena, AllCodecs(), layout, codec, feedback).ok());
+    TwinWorkers twins(layout, codec, feedback);
+    ASSERT_TRUE(twins.init.ok());
+    ErrorFeedbackWorker& copying = twins.first;
+    ErrorFeedbackWorker& in_place = twins.second;
     ASSERT_TRUE(in_place.CanAccumulateInPayload());
     PayloadBuffers expected(copying.payload_shape());
     PayloadBuffers payload(in_place.payload_shape());
@@ -424,12 +438,10 @@ TEST(ErrorFeedbackTest, ABorrowedGradientPointIsTheSyncedModelAndChangesNoBits) 
     for (const std::uint32_t local_steps : {1u, 3u}) {
       SCOPED_TRACE(testing::Message() << static_cast<int>(kind) << " H=" << local_steps);
       const FeedbackParams feedback = Feedback(kind, 0.5f, local_steps);
-      ArenaBox copied_box(ErrorFeedbackWorker::StateBytes(layout, codec, feedback));
-      ArenaBox borrowed_box(ErrorFeedbackWorker::StateBytes(layout, codec, feedback));
-      ErrorFeedbackWorker copied;
-      ErrorFeedbackWorker borrowed;
-      ASSERT_TRUE(copied.Init(copied_box.arena, AllCodecs(), layout, codec, feedback).ok());
-      ASSERT_TRUE(borrowed.Init(borrowed_box.arena, AllCodecs(), layout, codec, feedback).ok());
+      TwinWorkers twins(layout, codec, feedback);
+      ASSERT_TRUE(twins.init.ok());
+      ErrorFeedbackWorker& copied = twins.first;
+      ErrorFeedbackWorker& borrowed = twins.second;
       PayloadBuffers copied_payload(copied.payload_shape());
       PayloadBuffers borrowed_payload(borrowed.payload_shape());
       std::vector<float> x = InitialModel(d);

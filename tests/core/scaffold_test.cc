@@ -34,6 +34,24 @@ struct Device {
   Status init;
 };
 
+// Devices and the server's side of SCAFFOLD: a MeanAggregator over their changes and c.
+struct Federation {
+  Federation(const TensorLayout& layout, const CodecParams& codec, std::uint32_t count)
+      : box(MeanAggregator::StateBytes(layout, codec)), server(layout.dimension(), 0.0f) {
+    init = changes.Init(box.arena, AllCodecs(), layout, codec);
+    for (std::uint32_t i = 0; i < count; ++i) {
+      devices.push_back(std::make_unique<Device>(layout, codec));
+      if (init.ok()) init = devices.back()->init;
+    }
+  }
+  ScaffoldDevice& device(std::uint32_t i) { return devices[i]->scaffold; }
+  std::vector<std::unique_ptr<Device>> devices;
+  ArenaBox box;
+  MeanAggregator changes;
+  std::vector<float> server;  // c
+  Status init;
+};
+
 // The change is q = -c + delta / (H * eta) and c_i gains exactly what the payload decodes to, so
 // a server decoding the same payloads adds the same amounts: checked for a lossless and two lossy
 // codecs over two rounds.
@@ -96,22 +114,17 @@ TEST(ScaffoldTest, TheServersControlIsTheMeanOfTheDevices) {
   const std::size_t d = layout.dimension();
   const CodecParams codec = TopKParams{0.2f};
   constexpr std::uint32_t kDevices = 4;
-  std::vector<std::unique_ptr<Device>> devices;
-  for (std::uint32_t i = 0; i < kDevices; ++i) {
-    devices.push_back(std::make_unique<Device>(layout, codec));
-    ASSERT_TRUE(devices.back()->init.ok());
-  }
-  ArenaBox box(MeanAggregator::StateBytes(layout, codec));
-  MeanAggregator changes;
-  ASSERT_TRUE(changes.Init(box.arena, AllCodecs(), layout, codec).ok());
-  std::vector<float> server(d, 0.0f);
+  Federation federation(layout, codec, kDevices);
+  ASSERT_TRUE(federation.init.ok());
+  MeanAggregator& changes = federation.changes;
+  std::vector<float>& server = federation.server;
   std::vector<float> work(d);
   for (std::uint32_t round = 0; round < 5; ++round) {
     changes.Reset();
     // Three of the four devices take part in odd rounds.
     const std::uint32_t taking_part = round % 2 == 1 ? kDevices - 1 : kDevices;
     for (std::uint32_t i = 0; i < taking_part; ++i) {
-      ScaffoldDevice& device = devices[i]->scaffold;
+      ScaffoldDevice& device = federation.device(i);
       ASSERT_TRUE(device.SetServerControl(server).ok());
       PayloadBuffers payload(device.payload_shape());
       const CodecContext context{1, round, i + 1};
@@ -122,7 +135,7 @@ TEST(ScaffoldTest, TheServersControlIsTheMeanOfTheDevices) {
     ASSERT_TRUE(changes.AddScaledMean(static_cast<float>(taking_part) / kDevices, server).ok());
     for (std::size_t j = 0; j < d; ++j) {
       float mean = 0.0f;
-      for (const auto& device : devices) mean += device->scaffold.device_control()[j];
+      for (std::uint32_t i = 0; i < kDevices; ++i) mean += federation.device(i).device_control()[j];
       mean /= kDevices;
       ASSERT_NEAR(server[j], mean, 1e-4f * (1.0f + std::fabs(mean))) << round << " " << j;
     }
@@ -169,16 +182,11 @@ DriftResult DistancesAfterTraining(const CodecParams& change_codec) {
 
   DriftResult result;
   for (const bool corrected : {false, true}) {
-    std::vector<std::unique_ptr<Device>> devices;
-    for (std::uint32_t i = 0; i < kDevices; ++i) {
-      devices.push_back(std::make_unique<Device>(layout, change_codec));
-      EXPECT_TRUE(devices.back()->init.ok());
-    }
-    ArenaBox box(MeanAggregator::StateBytes(layout, change_codec));
-    MeanAggregator changes;
-    EXPECT_TRUE(changes.Init(box.arena, AllCodecs(), layout, change_codec).ok());
+    Federation federation(layout, change_codec, kDevices);
+    EXPECT_TRUE(federation.init.ok());
+    MeanAggregator& changes = federation.changes;
+    std::vector<float>& server = federation.server;
     std::vector<float> x(d, 0.0f);
-    std::vector<float> server(d, 0.0f);
     std::vector<float> y(d);
     std::vector<float> gradient(d);
     std::vector<float> work(d);
@@ -187,7 +195,7 @@ DriftResult DistancesAfterTraining(const CodecParams& change_codec) {
       std::fill(mean_delta.begin(), mean_delta.end(), 0.0f);
       changes.Reset();
       for (std::uint32_t i = 0; i < kDevices; ++i) {
-        ScaffoldDevice& device = devices[i]->scaffold;
+        ScaffoldDevice& device = federation.device(i);
         EXPECT_TRUE(device.SetServerControl(server).ok());
         y = x;
         for (std::uint32_t step = 0; step < kSteps; ++step) {
