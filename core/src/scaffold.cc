@@ -74,7 +74,6 @@ Result<PayloadShape> ScaffoldDevice::CompressChange(const CodecContext& context,
       out.words.size() < shape_.words || out.scales.size() < shape_.scales) {
     return Status::ResourceExhausted("an output span is smaller than the codec's payload");
   }
-  // Divided rather than multiplied by a reciprocal, so q is the paper's expression rounded once.
   const float scale = static_cast<float>(steps) * learning_rate;
   for (std::size_t i = 0; i < d; ++i) work[i] = delta[i] / scale - server_control_[i];
   EDGESGD_TRY(ops_->encode(codec_, layout_, context, work, out, scratch_));
