@@ -18,7 +18,7 @@
 #include "cli/commands.h"
 #include "cli/config_file.h"
 #include "edgesgd/core/arena.h"
-#include "edgesgd/core/codecs/qsgd.h"
+#include "edgesgd/core/codec_registry.h"
 #include "edgesgd/core/random.h"
 #include "edgesgd/platform/clock.h"
 #include "edgesgd/secagg/client.h"
@@ -59,25 +59,20 @@ std::uint32_t ValuesFor(Encoding encoding) {
   return encoding == Encoding::kFixedPoint ? (kMlpParameters + 63) / 64 : kMlpParameters;
 }
 
-// A plain qsgd payload's bucket: one norm per this many values (the codec's default).
-constexpr std::size_t kQsgdBucket = 512;
-
-std::size_t WordBytes(std::size_t bits) { return (bits + 31) / 32 * 4; }
-
-// Bytes a device's values take in the plain compressed payload the encoding replaces: float32
-// values (identity, random_block, rand_k), one sign bit each, or packed qsgd levels and the
-// norms of their buckets.
-std::size_t PlainPayloadBytes(const BenchSecAggOptions& o) {
-  switch (o.encoding) {
-    case Encoding::kFixedPoint:
-      return std::size_t{4} * o.values;
-    case Encoding::kVotes:
-      return WordBytes(o.values);
-    case Encoding::kQsgd:
-      return WordBytes(std::size_t{o.values} * o.qsgd_bits) +
-             4 * ((o.values + kQsgdBucket - 1) / kQsgdBucket);
+// Bytes a device's values take in the plain compressed payload the encoding replaces, as the
+// codec itself sizes it over one tensor of the values: float32 values (identity, random_block,
+// rand_k), one sign bit each and the tensor's scale, or packed qsgd levels and their buckets'
+// norms.
+Result<std::size_t> PlainPayloadBytes(const BenchSecAggOptions& o) {
+  EDGESGD_TRY_ASSIGN(const TensorLayout layout, TensorLayout::Single(o.values));
+  CodecParams codec;  // identity
+  if (o.encoding == Encoding::kVotes) codec = SignParams{.scale = SignScale::kUnit};
+  if (o.encoding == Encoding::kQsgd) {
+    EDGESGD_TRY_ASSIGN(const std::uint32_t levels, QsgdLevelsForBits(o.qsgd_bits));
+    codec = QsgdParams{.levels = levels};
   }
-  return 0;
+  EDGESGD_TRY_ASSIGN(const PayloadShape shape, EncodedShape(codec, layout));
+  return shape.bytes();
 }
 
 // A device's values, encoded for a cohort of n: what it masks. Values lie in [-0.8, 0.8], inside
@@ -189,7 +184,7 @@ Status RunRound(std::uint32_t n, std::uint32_t neighbours, const BenchSecAggOpti
   const std::uint32_t threshold = Threshold(degree + 1);
   const auto dropped = static_cast<std::uint32_t>(std::floor(o.dropout * n));
   f = Figures{n, degree, threshold, dropped};
-  f.plain_payload_bytes = PlainPayloadBytes(o);
+  EDGESGD_TRY_ASSIGN(f.plain_payload_bytes, PlainPayloadBytes(o));
   std::vector<std::vector<std::uint32_t>> inputs(n);
   for (std::uint32_t i = 0; i < n; ++i) {
     EDGESGD_TRY_ASSIGN(inputs[i], EncodedInput(o, n, i, round));
