@@ -177,6 +177,123 @@ TEST(WireRoundTrip, EveryCodecInEveryPayloadMessage) {
   }
 }
 
+// SCAFFOLD's second payload: an Update carries the change of its control variate in its own
+// codec, every codec, and a model broadcast the dense control variate; frames without one say so.
+TEST(WireRoundTrip, AControlPayloadTravelsBesideTheFirst) {
+  const TensorLayout layout = MultiTensorLayout();
+  const std::vector<float> input = RandomInput(layout.dimension(), 2);
+  const std::vector<float> change = RandomInput(layout.dimension(), 3);
+  const CodecContext context{.seed = 7, .round = 2, .worker = 4};
+  for (const CodecParams& params : TestCodecs()) {
+    SCOPED_TRACE(std::string(CodecName(params)));
+    const PayloadShape shape = EncodedShape(params, layout).value();
+    const std::size_t scratch_bytes = CodecScratchBytes(params, layout);
+    AlignedStorage scratch(scratch_bytes);
+    const std::size_t bound = PayloadFrameBytes(shape) + ControlPayloadBytes(shape);
+    AlignedStorage buffer(bound + kBuilderScratchBytes);
+    FrameBuilder builder(buffer.bytes());
+    const Result<PayloadSpans> spans =
+        builder.BeginPayloadFrame({}, PayloadMessage::Update({.worker = 4}), params, layout);
+    ASSERT_TRUE(spans.ok());
+    ASSERT_TRUE(AllCodecs()
+                    .Encode(params, layout, context, input, *spans,
+                            scratch.bytes().first(scratch_bytes))
+                    .ok());
+    const Result<PayloadSpans> control = builder.ReserveControlPayload(params, layout);
+    ASSERT_TRUE(control.ok()) << control.status().reason();
+    ASSERT_TRUE(AllCodecs()
+                    .Encode(params, layout, context, change, *control,
+                            scratch.bytes().first(scratch_bytes))
+                    .ok());
+    const Result<std::span<const std::byte>> frame = builder.FinishPayloadFrame();
+    ASSERT_TRUE(frame.ok());
+    EXPECT_LE(frame->size(), bound);
+    const Result<FrameView> decoded = DecodeFrame(*frame);
+    ASSERT_TRUE(decoded.ok()) << decoded.status().str();
+    ASSERT_TRUE(decoded->has_control);
+    for (const auto& [received, sent] :
+         {std::pair{decoded->payload, &input}, std::pair{decoded->control, &change}}) {
+      EXPECT_EQ(received.codec, CodecIdOf(params));
+      EXPECT_EQ(received.layout, PayloadLayoutOf(params));
+      const ReferencePayload ref = EncodeReference(params, layout, context, *sent);
+      ExpectSameElements(received.view.indices, ref.indices);
+      ExpectSameElements(received.view.values, ref.values);
+      ExpectSameElements(received.view.words, ref.words);
+      ExpectSameElements(received.view.scales, ref.scales);
+    }
+  }
+
+  const CodecParams dense;  // identity
+  const PayloadShape shape = EncodedShape(dense, layout).value();
+  AlignedStorage buffer(PayloadFrameBytes(shape) + ControlPayloadBytes(shape) +
+                        kBuilderScratchBytes);
+  FrameBuilder builder(buffer.bytes());
+  const Result<PayloadSpans> model =
+      builder.BeginPayloadFrame({}, PayloadMessage::ModelBroadcast({}), dense, layout);
+  ASSERT_TRUE(model.ok());
+  std::copy(input.begin(), input.end(), model->values.begin());
+  const Result<PayloadSpans> control = builder.ReserveControlPayload(dense, layout);
+  ASSERT_TRUE(control.ok());
+  std::copy(change.begin(), change.end(), control->values.begin());
+  const Result<std::span<const std::byte>> frame = builder.FinishPayloadFrame();
+  ASSERT_TRUE(frame.ok());
+  const Result<FrameView> decoded = DecodeFrame(*frame);
+  ASSERT_TRUE(decoded.ok());
+  ASSERT_TRUE(decoded->has_control);
+  EXPECT_EQ(decoded->control.codec, CodecIdOf(dense));
+  EXPECT_EQ(decoded->control.layout, PayloadLayout::kDense);
+  ExpectSameElements(decoded->control.view.values, change);
+  ExpectSameElements(decoded->payload.view.values, input);
+
+  // Without a control nothing says there is one.
+  for (const PayloadMessage& message : AllPayloadMessages()) {
+    ASSERT_TRUE(builder.BeginPayloadFrame({}, message, dense, layout).ok());
+    const Result<std::span<const std::byte>> plain = builder.FinishPayloadFrame();
+    ASSERT_TRUE(plain.ok());
+    const Result<FrameView> view = DecodeFrame(*plain);
+    ASSERT_TRUE(view.ok());
+    EXPECT_FALSE(view->has_control);
+    EXPECT_TRUE(view->control.view.values.empty());
+  }
+}
+
+TEST(WireRoundTrip, AControlPayloadIsRefusedWhereItDoesNotBelong) {
+  const TensorLayout layout = TensorLayout::Single(64).value();
+  const CodecParams top_k = TopKParams{.k_ratio = 0.25f};
+  const PayloadShape shape = EncodedShape(CodecParams{}, layout).value();
+  AlignedStorage buffer(PayloadFrameBytes(shape) + ControlPayloadBytes(shape) +
+                        kBuilderScratchBytes);
+  FrameBuilder builder(buffer.bytes());
+  EXPECT_EQ(builder.ReserveControlPayload(top_k, layout).status(), Status::FailedPrecondition());
+  ASSERT_TRUE(builder.BeginPayloadFrame({}, PayloadMessage::Update({}), top_k, layout).ok());
+  EXPECT_EQ(builder.ReserveControlPayload(CodecParams{}, layout).status(),
+            Status::InvalidArgument());  // another codec than the Update's
+  ASSERT_TRUE(builder.ReserveControlPayload(top_k, layout).ok());
+  EXPECT_EQ(builder.ReserveControlPayload(top_k, layout).status(), Status::FailedPrecondition());
+  builder.AbandonPayloadFrame();
+  ASSERT_TRUE(
+      builder.BeginPayloadFrame({}, PayloadMessage::ModelBroadcast({}), top_k, layout).ok());
+  EXPECT_EQ(builder.ReserveControlPayload(top_k, layout).status(), Status::InvalidArgument());
+  builder.AbandonPayloadFrame();
+  ASSERT_TRUE(
+      builder.BeginPayloadFrame({}, PayloadMessage::GossipExchange({}), top_k, layout).ok());
+  EXPECT_EQ(builder.ReserveControlPayload(top_k, layout).status(), Status::FailedPrecondition());
+  builder.AbandonPayloadFrame();
+
+  // A builder sized for one payload has no room for the second, and the frame still finishes
+  // without it.
+  AlignedStorage single(FrameBuilderBytes(CodecParams{}, layout));
+  FrameBuilder small(single.bytes());
+  ASSERT_TRUE(small.BeginPayloadFrame({}, PayloadMessage::Update({}), CodecParams{}, layout).ok());
+  EXPECT_EQ(small.ReserveControlPayload(CodecParams{}, layout).status(),
+            Status::ResourceExhausted());
+  const Result<std::span<const std::byte>> frame = small.FinishPayloadFrame();
+  ASSERT_TRUE(frame.ok());
+  const Result<FrameView> decoded = DecodeFrame(*frame);
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_FALSE(decoded->has_control);
+}
+
 TEST(WireRoundTrip, TwoStepBuildWritesIntoTheFrame) {
   const TensorLayout layout = TensorLayout::Single(10).value();
   CodecParams params;  // identity

@@ -88,32 +88,69 @@ Result<PayloadSpans> FrameBuilder::BeginPayloadFrame(const FrameHeader& header,
   }
 
   StartFrame();
-  // Vectors first: FlatBuffers builds children before the tables that refer to them, and the
-  // tables are written in FinishPayloadFrame. The order is fixed so equal inputs give equal
-  // bytes.
-  PayloadSpans spans;
-  pending_indices_ = Reserve(builder_, shape.indices, spans.indices);
-  pending_values_ = Reserve(builder_, shape.values, spans.values);
-  pending_words_ = Reserve(builder_, shape.words, spans.words);
-  pending_scales_ = Reserve(builder_, shape.scales, spans.scales);
+  const PayloadSpans spans = ReservePayload(params, shape, pending_payload_);
   pending_header_ = header;
   pending_message_ = message;
-  pending_codec_ = CodecIdOf(params);
-  pending_quantized_ = QuantizedHeaderOf(params);
-  pending_layout_ = payload_layout;
   pending_bound_ = bound;
+  pending_has_control_ = false;
   pending_ = true;
   return spans;
 }
 
-flatbuffers::Offset<void> FrameBuilder::CreatePayloadTable() {
+PayloadSpans FrameBuilder::ReservePayload(const CodecParams& params, const PayloadShape& shape,
+                                          PendingPayload& pending) {
+  // Vectors first: FlatBuffers builds children before the tables that refer to them, and the
+  // tables are written in FinishPayloadFrame. The order is fixed so equal inputs give equal
+  // bytes.
+  PayloadSpans spans;
+  pending.indices = Reserve(builder_, shape.indices, spans.indices);
+  pending.values = Reserve(builder_, shape.values, spans.values);
+  pending.words = Reserve(builder_, shape.words, spans.words);
+  pending.scales = Reserve(builder_, shape.scales, spans.scales);
+  pending.codec = CodecIdOf(params);
+  pending.quantized = QuantizedHeaderOf(params);
+  pending.layout = PayloadLayoutOf(params);
+  return spans;
+}
+
+Result<PayloadSpans> FrameBuilder::ReserveControlPayload(const CodecParams& params,
+                                                         const TensorLayout& layout) {
+  const MessageKind kind = pending_message_.kind;
+  if (!pending_ || pending_has_control_ ||
+      (kind != MessageKind::kUpdate && kind != MessageKind::kModelBroadcast)) {
+    return Status::FailedPrecondition("no Update or ModelBroadcast without a control is begun");
+  }
+  EDGESGD_TRY_ASSIGN(const PayloadShape shape, EncodedShape(params, layout));
+  if (kind == MessageKind::kUpdate ? CodecIdOf(params) != pending_payload_.codec
+                                   : !std::holds_alternative<IdentityParams>(params)) {
+    return Status::InvalidArgument(
+        "an Update's control is in the Update's codec, a broadcast's control is dense");
+  }
+  if (!LayoutHolds(PayloadLayoutOf(params), shape)) {
+    return Status::Internal("the codec's payload does not fit the table it names");
+  }
+  const std::size_t control = ControlPayloadBytes(shape);
+  const std::size_t bound = pending_bound_ + control;
+  if (control == 0 || bound > kMaxFrameBytes) {
+    return Status::OutOfRange("the payload frame would exceed kMaxFrameBytes (1 GiB)");
+  }
+  if (bound + kBuilderScratchBytes > capacity_bytes()) {
+    return Status::ResourceExhausted("the builder's buffer is too small for both payloads");
+  }
+  const PayloadSpans spans = ReservePayload(params, shape, pending_control_);
+  pending_bound_ = bound;
+  pending_has_control_ = true;
+  return spans;
+}
+
+flatbuffers::Offset<void> FrameBuilder::CreatePayloadTable(const PendingPayload& pending) {
   using flatbuffers::Offset;
   using flatbuffers::Vector;
-  const Offset<Vector<std::uint32_t>> indices(pending_indices_);
-  const Offset<Vector<float>> values(pending_values_);
-  const Offset<Vector<std::uint32_t>> words(pending_words_);
-  const Offset<Vector<float>> scales(pending_scales_);
-  switch (pending_layout_) {
+  const Offset<Vector<std::uint32_t>> indices(pending.indices);
+  const Offset<Vector<float>> values(pending.values);
+  const Offset<Vector<std::uint32_t>> words(pending.words);
+  const Offset<Vector<float>> scales(pending.scales);
+  switch (pending.layout) {
     case PayloadLayout::kDense:
       return fb::CreateDensePayload(builder_, values).Union();
     case PayloadLayout::kSparse:
@@ -123,8 +160,8 @@ flatbuffers::Offset<void> FrameBuilder::CreatePayloadTable() {
     case PayloadLayout::kSignWords:
       return fb::CreateSignPayload(builder_, words, scales).Union();
     case PayloadLayout::kQuantized:
-      return fb::CreateQuantizedPayload(builder_, words, scales, pending_quantized_.levels,
-                                        pending_quantized_.bucket)
+      return fb::CreateQuantizedPayload(builder_, words, scales, pending.quantized.levels,
+                                        pending.quantized.bucket)
           .Union();
     case PayloadLayout::kPackedWords:
       return fb::CreatePackedPayload(builder_, words).Union();
@@ -136,24 +173,30 @@ flatbuffers::Offset<void> FrameBuilder::CreatePayloadTable() {
 Result<std::span<const std::byte>> FrameBuilder::FinishPayloadFrame() {
   if (!pending_) return Status::FailedPrecondition("no payload frame is pending");
   pending_ = false;
-  const flatbuffers::Offset<void> payload = CreatePayloadTable();
-  const CodecId codec = pending_codec_;
-  const fb::Payload payload_type = internal::ToFb(pending_layout_);
+  const flatbuffers::Offset<void> payload = CreatePayloadTable(pending_payload_);
+  const CodecId codec = pending_payload_.codec;
+  const fb::Payload payload_type = internal::ToFb(pending_payload_.layout);
   flatbuffers::Offset<void> message;
   switch (pending_message_.kind) {
     case MessageKind::kUpdate: {
       const UpdateInfo& update = pending_message_.update;
+      const flatbuffers::Offset<void> control =
+          pending_has_control_ ? CreatePayloadTable(pending_control_) : 0;
+      const fb::Payload control_type =
+          pending_has_control_ ? internal::ToFb(pending_control_.layout) : fb::Payload::NONE;
       message =
           fb::CreateUpdate(builder_, update.worker, update.samples, codec, payload_type, payload,
-                           update.clip_indicator)
+                           update.clip_indicator, control_type, control)
               .Union();
       break;
     }
     case MessageKind::kModelBroadcast: {
       const ModelBroadcastInfo& broadcast = pending_message_.broadcast;
+      const flatbuffers::Offset<flatbuffers::Vector<float>> control(
+          pending_has_control_ ? pending_control_.values : 0);
       message = fb::CreateModelBroadcast(builder_, internal::ToFb(broadcast.content),
                                          broadcast.participants, codec, payload_type, payload,
-                                         broadcast.clip_bound)
+                                         broadcast.clip_bound, control)
                     .Union();
       break;
     }

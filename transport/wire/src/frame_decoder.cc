@@ -195,6 +195,12 @@ Status DecodeMessage(const fb::Envelope& envelope, FrameView& view) {
       view.message = PayloadMessage::ModelBroadcast(
           {internal::EnumCast<BroadcastContent>(broadcast->content()), broadcast->participants(),
            broadcast->clip_bound()});
+      if (const auto* control = broadcast->control(); control != nullptr) {
+        view.has_control = true;
+        view.control.codec = kCodecId<IdentityCodec>;
+        view.control.layout = PayloadLayout::kDense;
+        view.control.view.values = AsSpan(control);
+      }
       return DecodePayload(broadcast->codec(), broadcast->payload_type(), broadcast->payload(),
                            view.payload);
     }
@@ -204,6 +210,11 @@ Status DecodeMessage(const fb::Envelope& envelope, FrameView& view) {
       view.kind = MessageKind::kUpdate;
       view.message =
           PayloadMessage::Update({update->worker(), update->samples(), update->clip_indicator()});
+      if (update->control_type() != fb::Payload::NONE) {
+        view.has_control = true;
+        EDGESGD_TRY(DecodePayload(update->codec(), update->control_type(), update->control(),
+                                  view.control));
+      }
       return DecodePayload(update->codec(), update->payload_type(), update->payload(),
                            view.payload);
     }

@@ -68,6 +68,16 @@ class FrameBuilder {
   // kInvalidArgument for an enum outside the schema (nothing changes then).
   Status AmendPendingMessage(const PayloadMessage& message);
 
+  // SCAFFOLD: reserves a second payload in the begun frame, written like the first: an Update's
+  // change of its control variate, encoded with `params` (the Update's codec) over `layout`, or
+  // a ModelBroadcast's control variate, dense (`params` identity). Call at most once, between
+  // BeginPayloadFrame and FinishPayloadFrame. Errors (nothing changes): kFailedPrecondition if
+  // no Update or ModelBroadcast is begun or its control is already reserved; kInvalidArgument
+  // for bad parameters, another codec than the Update's or a non-identity broadcast control;
+  // kOutOfRange above kMaxFrameBytes; kResourceExhausted if the buffer cannot hold the frame
+  // with both payloads (PayloadFrameBytes + ControlPayloadBytes + kBuilderScratchBytes).
+  Result<PayloadSpans> ReserveControlPayload(const CodecParams& params, const TensorLayout& layout);
+
   // Completes the begun frame: writes the payload, message and envelope tables, the file
   // identifier and the size prefix behind the reserved payload, and returns the frame.
   // Errors: kFailedPrecondition if no payload frame is begun.
@@ -109,7 +119,20 @@ class FrameBuilder {
   // Re-creates the FlatBufferBuilder for a new frame (see builder_).
   void StartFrame();
   Status StartControlFrame();
-  flatbuffers::Offset<void> CreatePayloadTable();
+  // A reserved payload: its codec, table and vectors (offset 0: field absent, empty).
+  struct PendingPayload {
+    CodecId codec = 0;
+    QuantizedHeader quantized;
+    PayloadLayout layout = PayloadLayout::kDense;
+    flatbuffers::uoffset_t indices = 0;
+    flatbuffers::uoffset_t values = 0;
+    flatbuffers::uoffset_t words = 0;
+    flatbuffers::uoffset_t scales = 0;
+  };
+  // Reserves the vectors of a payload of `params` (shape `shape`) and returns their spans.
+  PayloadSpans ReservePayload(const CodecParams& params, const PayloadShape& shape,
+                              PendingPayload& pending);
+  flatbuffers::Offset<void> CreatePayloadTable(const PendingPayload& pending);
   // Adds the envelope, finishes the buffer with size prefix and identifier, and returns it.
   // `type` has the numbering of the schema's Message union; `bound` is the size the caller
   // checked capacity against (exceeding it is a bug in the bounds of wire_format.h).
@@ -130,14 +153,10 @@ class FrameBuilder {
   bool pending_ = false;
   FrameHeader pending_header_;
   PayloadMessage pending_message_;
-  CodecId pending_codec_ = 0;
-  QuantizedHeader pending_quantized_;
-  PayloadLayout pending_layout_ = PayloadLayout::kDense;
   std::size_t pending_bound_ = 0;
-  flatbuffers::uoffset_t pending_indices_ = 0;  // 0: field absent (empty)
-  flatbuffers::uoffset_t pending_values_ = 0;
-  flatbuffers::uoffset_t pending_words_ = 0;
-  flatbuffers::uoffset_t pending_scales_ = 0;
+  PendingPayload pending_payload_;
+  bool pending_has_control_ = false;
+  PendingPayload pending_control_;
 };
 
 }  // namespace edgesgd::wire

@@ -19,6 +19,11 @@ struct FrameView {
   WelcomeInfo welcome;
   PayloadMessage message;  // kModelBroadcast, kUpdate, kGossipExchange
   EncodedPayload payload;  // kModelBroadcast, kUpdate, kGossipExchange
+  // SCAFFOLD's second payload, when the frame carries one (has_control): an Update's change of
+  // its control variate (in the Update's codec), a ModelBroadcast's control variate (dense,
+  // identity). Empty otherwise.
+  bool has_control = false;
+  EncodedPayload control;
   HeartbeatInfo heartbeat;
   LeaveInfo leave;
   ErrorInfo error;

@@ -86,6 +86,20 @@ constexpr std::size_t PayloadFrameBytes(const PayloadShape& shape) {
   return bytes <= kMaxFrameBytes ? static_cast<std::size_t>(bytes) : 0;
 }
 
+// Upper bound on the bytes a second payload of `shape` (SCAFFOLD's control variate or its
+// change, FrameBuilder::ReserveControlPayload) adds to a payload frame: its vectors with their
+// length words and padding, its table and vtable, and the union field in the message; 0 above
+// kMaxFrameBytes.
+inline constexpr std::size_t kControlPayloadOverheadBytes = 96;
+constexpr std::size_t ControlPayloadBytes(const PayloadShape& shape) {
+  const std::uint64_t elements =
+      std::uint64_t{shape.indices} + shape.values + shape.words + shape.scales;
+  const std::uint64_t bytes = (4 * elements + kControlPayloadOverheadBytes +
+                               (kFrameAlignment - 1)) &
+                              ~std::uint64_t{kFrameAlignment - 1};
+  return bytes <= kMaxFrameBytes ? static_cast<std::size_t>(bytes) : 0;
+}
+
 // Upper bound on any frame of a run using `params` over `layout` (its payload frames and every
 // control frame); 0 for invalid parameters or a frame above kMaxFrameBytes. Size receive buffers
 // with it. Payload frames carrying another codec (e.g. a dense model broadcast when `params` is
