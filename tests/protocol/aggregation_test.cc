@@ -55,7 +55,8 @@ class ComponentBox {
   Aggregation* component_ = nullptr;
 };
 
-// Mean runs of every codec with both downlinks, and majority votes with both downlinks.
+// Mean runs of every codec with both downlinks, majority votes with both downlinks, robust
+// rules and SCAFFOLD.
 std::vector<RunConfig> ConfigurationVariety(std::size_t dimension) {
   std::vector<RunConfig> configs;
   for (CodecId id = 0; id < kCodecCount; ++id) {
@@ -76,6 +77,14 @@ std::vector<RunConfig> ConfigurationVariety(std::size_t dimension) {
     config.robust.rule = rule;
     configs.push_back(config);
   }
+  // SCAFFOLD over every codec but reg_top_k (whose selector it refuses), model downlink.
+  for (CodecId id = 0; id < kCodecCount; ++id) {
+    if (id == kCodecId<RegTopKCodec>) continue;
+    RunConfig config = MeanConfig(dimension, id, 5);
+    config.feedback.local_steps = 2;
+    config.scaffold = true;
+    configs.push_back(config);
+  }
   return configs;
 }
 
@@ -83,7 +92,8 @@ std::string Describe(const RunConfig& config) {
   return std::string(config.aggregation == AggregationKind::kMajority ? "majority " : "mean ") +
          std::string(CodecName(config.codec)) + " robust " +
          std::string(RobustRuleName(config.robust.rule)) +
-         (config.downlink == DownlinkKind::kAggregate ? " aggregate downlink" : " model downlink");
+         (config.downlink == DownlinkKind::kAggregate ? " aggregate downlink" : " model downlink") +
+         (config.scaffold ? " scaffold" : "");
 }
 
 TEST(AggregationTest, EachConfigurationSelectsItsComponent) {
@@ -91,7 +101,9 @@ TEST(AggregationTest, EachConfigurationSelectsItsComponent) {
     SCOPED_TRACE(Describe(config));
     const CodecParams& codec = config.codec;
     std::string_view expected;
-    if (config.aggregation == AggregationKind::kMajority) {
+    if (config.scaffold) {
+      expected = "scaffold";
+    } else if (config.aggregation == AggregationKind::kMajority) {
       expected = "majority_vote";
     } else if (config.robust.rule != RobustRule::kNone) {
       expected = "robust_mean";
@@ -117,7 +129,8 @@ TEST(AggregationTest, EachConfigurationSelectsItsComponent) {
     }
     ASSERT_NE(found, nullptr);
     EXPECT_EQ(found->name, expected);
-    EXPECT_EQ(found->aggregate_is_payload, expected != "mean" && expected != "robust_mean");
+    EXPECT_EQ(found->aggregate_is_payload,
+              expected != "mean" && expected != "robust_mean" && expected != "scaffold");
     EXPECT_TRUE(ValidateRunConfig(config).ok());
     // Exactly one component serves each run: the registry's order does not decide.
     int serving = 0;
@@ -158,16 +171,17 @@ TEST(AggregationTest, ArenaBytesIsExactlyWhatCreationTakes) {
   }
 }
 
-// Only the re-compressed mean keeps state across rounds (the server's downlink residual, d
-// floats); restoring it checks the size and the values, and restores what was saved.
-TEST(AggregationTest, OnlyTheRecompressedMeanKeepsState) {
+// Only the re-compressed mean (the server's downlink residual) and SCAFFOLD (the server's
+// control variate) keep state across rounds, d floats; restoring it checks the size and the
+// values, and restores what was saved.
+TEST(AggregationTest, OnlyTheRecompressedMeanAndScaffoldKeepState) {
   constexpr std::size_t kDim = 24;
   for (const auto& [component, config] : ConfigPerAggregation(kDim, 5)) {
     SCOPED_TRACE(std::string(component));
     ComponentBox box(config, 4);
     ASSERT_TRUE(box.status().ok());
     Aggregation& aggregation = box.component();
-    const bool keeps_state = component == "recompressed_mean";
+    const bool keeps_state = component == "recompressed_mean" || component == "scaffold";
     ASSERT_EQ(aggregation.SavedState().size(), keeps_state ? kDim * sizeof(float) : 0u);
     const std::vector<std::byte> wrong_size(3 * sizeof(float));
     EXPECT_EQ(aggregation.RestoreState(wrong_size), Status::InvalidArgument());

@@ -462,11 +462,15 @@ inline std::vector<ComponentConfig> ConfigPerAggregation(std::size_t dimension,
   recompressed_mean.downlink = DownlinkKind::kAggregate;
   RunConfig robust_mean = MeanConfig(dimension, kCodecId<TopKCodec>, rounds);
   robust_mean.robust = RobustParams{.rule = RobustRule::kTrimmedMean, .byzantine = 1};
+  RunConfig scaffold = MeanConfig(dimension, kCodecId<TopKCodec>, rounds);
+  scaffold.feedback.local_steps = 2;
+  scaffold.scaffold = true;
   return {{"mean", MeanConfig(dimension, kCodecId<TopKCodec>, rounds)},
           {"payload_mean", payload_mean},
           {"recompressed_mean", recompressed_mean},
           {"majority_vote", MajorityConfig(dimension, rounds)},
-          {"robust_mean", robust_mean}};
+          {"robust_mean", robust_mean},
+          {"scaffold", scaffold}};
 }
 
 inline std::vector<std::vector<float>> Targets(std::size_t workers, std::size_t dimension,

@@ -429,6 +429,8 @@ std::optional<ServerSettings> WithOtherValue(const ServerSettings& run, std::str
     }
     if (name == "staleness_exponent") a.exponent *= 2.0f;
     if (name == "max_staleness") ++a.max_staleness;
+  } else if (name == "scaffold") {
+    c.scaffold = !c.scaffold;
   } else {
     ADD_FAILURE() << "no way to change the setting " << name;
     return std::nullopt;
@@ -475,9 +477,9 @@ TEST(ServerCheckpointTest, AResumeWithAnySettingChangedNamesTheSetting) {
     if (component == "majority_vote") {
       fixed = {"codec", "sign_scale", "local_steps", "prox_mu", "optimizer"};
     }
-    if (component == "robust_mean") fixed = {"aggregate", "downlink"};
+    if (component == "robust_mean" || component == "scaffold") fixed = {"aggregate", "downlink"};
     if (component == "majority_vote" || component == "recompressed_mean" ||
-        component == "robust_mean") {
+        component == "robust_mean" || component == "scaffold") {
       fixed.push_back("dp_mode");
     }
     if (component == "robust_mean") {
@@ -489,9 +491,9 @@ TEST(ServerCheckpointTest, AResumeWithAnySettingChangedNamesTheSetting) {
     }
     if (component != "mean") fixed = with(with(fixed, privacy_off), {"robust"});
     else fixed = with(fixed, privacy_off);
+    const bool optimizes = component == "mean" || component == "scaffold";
     cases.push_back({component, config,
-                     with(with(fixed, robust_params),
-                          component == "mean" ? fedavg : no_server_optimizer)});
+                     with(with(fixed, robust_params), optimizes ? fedavg : no_server_optimizer)});
   }
   RunConfig clipping = MeanConfig(kDim, kCodecId<TopKCodec>, 10);
   clipping.robust = RobustParams{.rule = RobustRule::kCenteredClipping, .clip_radius = 0.5f};
@@ -536,15 +538,17 @@ TEST(ServerCheckpointTest, AResumeWithAnySettingChangedNamesTheSetting) {
       test.fixed.push_back("buffer");
     }
     test.fixed = with(test.fixed, {"staleness", "staleness_exponent", "max_staleness"});
+    // SCAFFOLD needs several local steps, and the other runs take one (a vote, one gradient).
+    if (test.component != "scaffold") test.fixed.push_back("scaffold");
   }
   // Every asynchronous field is read with the polynomial; the run admits no other aggregation,
-  // downlink, privacy or robust rule.
+  // downlink, privacy, robust rule or control variates.
   RunConfig buffered = MeanConfig(kDim, kCodecId<TopKCodec>, 10);
   buffered.async = AsyncParams{.buffer = 2, .staleness = StalenessKind::kPolynomial};
   cases.push_back({"mean", buffered,
                    with(with(with({"aggregate", "downlink", "dp_mode"}, privacy_off),
                              with({"robust"}, robust_params)),
-                        fedavg)});
+                        with(fedavg, {"scaffold"}))});
 
   for (const Case& test : cases) {
     const ServerSettings original{test.config, 4};

@@ -4,6 +4,7 @@
 
 #include "edgesgd/core/aggregator.h"
 #include "edgesgd/core/downlink_feedback.h"
+#include "edgesgd/core/scaffold.h"
 #include "edgesgd/protocol/aggregation_registry.h"
 #include "edgesgd/protocol/server_types.h"
 
@@ -144,6 +145,11 @@ Status CheckRobust(const RunConfig& config) {
         "differential privacy calibrates its noise to a mean of clipped updates; a robust rule "
         "is not one");
   }
+  if (config.scaffold) {
+    return Status::InvalidArgument(
+        "SCAFFOLD keeps its control variate the mean of the devices' changes; a robust rule "
+        "would drop some of them");
+  }
   return Status::Ok();
 }
 
@@ -184,6 +190,43 @@ Status CheckAsync(const RunConfig& config) {
     return Status::InvalidArgument(
         "differential privacy's accounting assumes synchronous rounds of sampled devices");
   }
+  if (config.scaffold) {
+    return Status::InvalidArgument(
+        "SCAFFOLD's corrections assume every update starts from the round's model and control "
+        "variate; asynchronous workers train on older ones");
+  }
+  return Status::Ok();
+}
+
+Status CheckScaffold(const RunConfig& config) {
+  if (!config.scaffold) return Status::Ok();
+  if (!kScaffold) return Status::InvalidArgument("this build leaves SCAFFOLD out");
+  if (config.aggregation != AggregationKind::kMean) {
+    return Status::InvalidArgument(
+        "SCAFFOLD corrects local steps of error feedback; majority vote takes one gradient");
+  }
+  if (config.downlink != DownlinkKind::kModel) {
+    return Status::InvalidArgument(
+        "SCAFFOLD's control variate travels with the model: use the model downlink");
+  }
+  if (config.feedback.local_steps < 2) {
+    return Status::InvalidArgument(
+        "SCAFFOLD corrects the drift of several local steps: set local steps H to 2 or more");
+  }
+  if (SelectorStateFloats(config.codec, config.layout) != 0) {
+    return Status::InvalidArgument(
+        "SCAFFOLD's control changes cannot be compressed by a codec that selects from its own "
+        "past updates (reg_top_k)");
+  }
+  if (config.privacy.mode != PrivacyMode::kOff) {
+    return Status::InvalidArgument(
+        "differential privacy bounds the model update alone; SCAFFOLD's control change would "
+        "leave it unclipped");
+  }
+  if (FrameWithControlBytes(config, config.codec) == 0 ||
+      FrameWithControlBytes(config, ModelCodec()) == 0) {
+    return Status::InvalidArgument("the model and its control variate exceed one frame (1 GiB)");
+  }
   return Status::Ok();
 }
 
@@ -223,10 +266,12 @@ Status ValidateRunConfig(const RunConfig& config) {
             "re-compress with; this one is neither (reg_top_k selects with each worker's "
             "posterior): use the model downlink");
       }
-      return CheckPrivacy(config);
+      EDGESGD_TRY(CheckPrivacy(config));
+      return CheckScaffold(config);
     case AggregationKind::kMajority:
       EDGESGD_TRY(CheckMajority(config));
-      return CheckPrivacy(config);
+      EDGESGD_TRY(CheckPrivacy(config));
+      return CheckScaffold(config);
   }
   return Status::InvalidArgument("unknown aggregation");
 }
@@ -276,6 +321,7 @@ wire::WelcomeInfo ToWelcomeInfo(const RunConfig& config, std::uint32_t assigned_
   training.weight_decay = majority ? config.optimizer.weight_decay : config.feedback.weight_decay;
   training.local_steps = config.feedback.local_steps;
   training.prox_mu = config.feedback.prox_mu;
+  training.scaffold = config.scaffold;
   training.batch = config.batch;
   std::uint8_t aggregate = 0;
   if (majority) aggregate |= kAggregateMajorityBit;
@@ -331,6 +377,7 @@ Status FromWelcomeInfo(const wire::WelcomeInfo& welcome, RunConfig& out) {
   config.feedback.weight_decay = training.weight_decay;
   config.feedback.local_steps = training.local_steps;
   config.feedback.prox_mu = training.prox_mu;
+  config.scaffold = training.scaffold;
   config.optimizer.kind = static_cast<OptimizerKind>(training.optimizer);
   config.optimizer.learning_rate = training.learning_rate;
   config.optimizer.momentum = training.momentum;

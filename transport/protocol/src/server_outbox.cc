@@ -10,7 +10,7 @@ Status ServerOutbox::Init(Arena& arena, const RunConfig& config, std::uint32_t w
   workers_ = workers;
   EDGESGD_TRY_ASSIGN(entries_, arena.Allocate<Entry>(std::size_t{workers} + 1));
   EDGESGD_TRY_ASSIGN(std::span<std::byte> model,
-                     arena.AllocateBytes(wire::FrameBuilderBytes(ModelCodec(), config.layout)));
+                     arena.AllocateBytes(BuilderBytesFor(ModelFrameBytes(config))));
   model_builder_.emplace(model);
   for (std::optional<wire::FrameBuilder>& builder : control_builders_) {
     EDGESGD_TRY_ASSIGN(std::span<std::byte> buffer, arena.AllocateBytes(kControlBuilderBytes));
@@ -56,13 +56,23 @@ void ServerOutbox::OweRefusal(PeerId peer, StatusCode code, const char* why) {
 }
 
 Status ServerOutbox::BuildModel(std::uint32_t round, std::uint32_t participants,
-                                std::span<const float> model, float clip_bound) {
+                                std::span<const float> model, float clip_bound,
+                                std::span<const float> control) {
   const wire::PayloadMessage message = wire::PayloadMessage::ModelBroadcast(
       {wire::BroadcastContent::kModel, participants, clip_bound});
   EDGESGD_TRY_ASSIGN(
       const PayloadSpans spans,
       model_builder_->BeginPayloadFrame(NextHeader(round), message, ModelCodec(), config_->layout));
   std::copy(model.begin(), model.end(), spans.values.begin());
+  if (!control.empty()) {
+    const Result<PayloadSpans> reserved =
+        model_builder_->ReserveControlPayload(ModelCodec(), config_->layout);
+    if (!reserved.ok()) {
+      model_builder_->AbandonPayloadFrame();
+      return reserved.status();
+    }
+    std::copy(control.begin(), control.end(), reserved.value().values.begin());
+  }
   EDGESGD_TRY_ASSIGN(model_frame_, model_builder_->FinishPayloadFrame());
   return Status::Ok();
 }

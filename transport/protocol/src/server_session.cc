@@ -262,7 +262,7 @@ void ServerSession::HandleUpdate(PeerId from, const wire::FrameView& view, TimeN
   }
   const CodecContext context{config_.seed, round, from};
   if (!codecs_->CheckShared(params.value(), config_.layout, context, payload.view).ok() ||
-      !aggregation_->Add(params.value(), payload.view, context, view.message.update).ok()) {
+      !AddUpdate(view, params.value(), context).ok()) {
     Reject(from, RejectReason::kBadPayload, round, now);
     return;
   }
@@ -274,6 +274,21 @@ void ServerSession::HandleUpdate(PeerId from, const wire::FrameView& view, TimeN
   ++reported_;
   ++counters_.updates_accepted;
   ++slot->updates_accepted;
+}
+
+Status ServerSession::AddUpdate(const wire::FrameView& view, const CodecParams& params,
+                                const CodecContext& context) {
+  // The component decides whether it takes control variates: each refuses the other kind.
+  if (!view.has_control) {
+    return aggregation_->Add(params, view.payload.view, context, view.message.update);
+  }
+  const wire::EncodedPayload& control = view.control;
+  EDGESGD_TRY_ASSIGN(const CodecParams control_params,
+                     ParamsForPayload(config_.codec, control.codec, control.layout,
+                                      control.header));
+  EDGESGD_TRY(codecs_->CheckShared(control_params, config_.layout, context, control.view));
+  return aggregation_->AddWithControl(params, view.payload.view, control_params, control.view,
+                                      context, view.message.update);
 }
 
 void ServerSession::MarkHeard(WorkerSlot& slot, TimeNs now) {
@@ -370,7 +385,9 @@ void ServerSession::StartRound(TimeNs now) {
   rejected_this_round_ = 0;
   extensions_this_round_ = 0;
   aggregation_->BeginRound(round_);
-  if (const Status built = outbox_.BuildModel(round_, last_reported_, model_, aggregation_->ClipBound());
+  if (const Status built = outbox_.BuildModel(round_, last_reported_, model_,
+                                              aggregation_->ClipBound(),
+                                              aggregation_->ServerControl());
       !built.ok()) {
     Finish(wire::LeaveReason::kFailure,
            Status::Internal("the model broadcast frame could not be built"));

@@ -24,7 +24,7 @@ bool SameTraining(const wire::TrainingConfig& a, const wire::TrainingConfig& b) 
   return a.feedback == b.feedback && SameBits(a.detach, b.detach) && a.optimizer == b.optimizer &&
          SameBits(a.learning_rate, b.learning_rate) && SameBits(a.momentum, b.momentum) &&
          SameBits(a.weight_decay, b.weight_decay) && a.local_steps == b.local_steps &&
-         SameBits(a.prox_mu, b.prox_mu) &&
+         SameBits(a.prox_mu, b.prox_mu) && a.scaffold == b.scaffold &&
          a.batch == b.batch && a.aggregate == b.aggregate &&
          SameBits(a.participation, b.participation) && a.mode == b.mode && a.gossip == b.gossip &&
          a.topology == b.topology && a.gossip_rounds == b.gossip_rounds;
@@ -302,6 +302,11 @@ Status WorkerSession::ApplyBroadcast(const wire::FrameView& view) {
         !AllFinite(payload.values)) {
       return Status::DataLoss("a model broadcast must be the dense model");
     }
+    if (Scaffold()) {
+      // The round's control variate comes with its model, or the broadcast is refused whole.
+      if (!view.has_control) return Status::DataLoss("a SCAFFOLD model broadcast lacks c");
+      EDGESGD_TRY(scaffold_.SetServerControl(view.control.view.values));
+    }
     if (config_.aggregation == AggregationKind::kMean) LearnAggregate(view);
     // A copy, not a decode-add into zeros: 0 + (-0) would turn -0 into +0 and the worker's
     // model would no longer be the server's bit for bit.
@@ -387,12 +392,15 @@ Status WorkerSession::Configure(const RunConfig& config) {
   } else {
     EDGESGD_TRY(feedback_.Init(arena, *options_.codecs, layout, config.codec, config.feedback));
     if (IsPrivate(config.privacy)) feedback_.SetClipNorm(config.privacy.clip);
+    if (kScaffold && config.scaffold) {
+      EDGESGD_TRY(scaffold_.Init(arena, *options_.codecs, layout, config.codec));
+    }
     if (config.downlink == DownlinkKind::kAggregate) {
       EDGESGD_TRY_ASSIGN(scratch_, arena.AllocateBytes(CodecScratchBytes(config.codec, layout)));
     }
   }
   EDGESGD_TRY_ASSIGN(std::span<std::byte> buffer,
-                     arena.AllocateBytes(wire::FrameBuilderBytes(config.codec, layout)));
+                     arena.AllocateBytes(BuilderBytesFor(UpdateFrameBytes(config))));
   update_builder_.emplace(buffer);
   return Status::Ok();
 }
@@ -464,8 +472,14 @@ Status WorkerSession::ComputeMeanUpdate(std::uint32_t round, const wire::FrameHe
       return stepped;
     }
   }
-  // The codec writes the payload straight into the frame.
   const CodecContext context{config_.seed, round, id_};
+  if (const Status changed = Scaffold() ? CompressControlChange(context) : Status::Ok();
+      !changed.ok()) {
+    update_builder_->AbandonPayloadFrame();
+    ++counters_.encode_errors;
+    return changed;
+  }
+  // The codec writes the payload straight into the frame.
   const Result<PayloadShape> shape = feedback_.Compress(context, spans.value());
   if (!shape.ok()) {
     update_builder_->AbandonPayloadFrame();
@@ -490,6 +504,17 @@ Status WorkerSession::ComputeMeanUpdate(std::uint32_t round, const wire::FrameHe
   return Status::Ok();
 }
 
+Status WorkerSession::CompressControlChange(const CodecContext& context) {
+  // Read before Compress folds the delta into the residual; the gradient is idle after the
+  // steps and holds q. A change the server then never receives leaves c_i ahead of its c.
+  EDGESGD_TRY_ASSIGN(const PayloadSpans spans,
+                     update_builder_->ReserveControlPayload(config_.codec, config_.layout));
+  return scaffold_
+      .CompressChange(context, feedback_.round_delta(), config_.feedback.local_steps,
+                      config_.feedback.learning_rate, gradient_, spans)
+      .status();
+}
+
 Status WorkerSession::TakeLocalSteps(std::uint32_t round) {
   for (std::uint32_t step = 0; step < config_.feedback.local_steps; ++step) {
     const Status gradient =
@@ -501,6 +526,11 @@ Status WorkerSession::TakeLocalSteps(std::uint32_t round) {
     if (const Status proximal = feedback_.AddProximalGradient(gradient_); !proximal.ok()) {
       ++counters_.gradient_errors;
       return proximal;
+    }
+    if (const Status corrected = Scaffold() ? scaffold_.Correct(gradient_) : Status::Ok();
+        !corrected.ok()) {
+      ++counters_.gradient_errors;
+      return corrected;
     }
     if (const Status stepped = feedback_.LocalStep(gradient_); !stepped.ok()) {
       ++counters_.gradient_errors;
@@ -583,6 +613,7 @@ void WorkerSession::SendJoin(TimeNs now) {
     join.features = wire::kFeatureDifferentialPrivacy;
     if (AddsNoise()) join.features |= wire::kFeatureDistributedNoise;
   }
+  if (kScaffold) join.features |= wire::kFeatureScaffold;
   join.max_frame_bytes = 0;  // frames arrive through the driver, which sizes its buffers
   join.memory_bytes = static_cast<std::uint32_t>(
       std::min<std::size_t>(memory, std::numeric_limits<std::uint32_t>::max()));
@@ -657,6 +688,9 @@ Status CheckWorkerCanRun(const RunConfig& config, const wire::JoinInfo& join) {
       (join.features & wire::kFeatureDistributedNoise) == 0) {
     return Status::FailedPrecondition(
         "worker cannot add noise itself, which this run's distributed noise needs");
+  }
+  if (config.scaffold && (join.features & wire::kFeatureScaffold) == 0) {
+    return Status::FailedPrecondition("worker does not implement SCAFFOLD, which this run uses");
   }
   if (join.max_frame_bytes != 0 && join.max_frame_bytes < BroadcastFrameBytes(config)) {
     return Status::ResourceExhausted("worker cannot receive this run's largest frame");

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "edgesgd/core/codec_registry.h"
+#include "edgesgd/core/scaffold.h"
 #include "schema_mapping.h"
 
 namespace edgesgd::wire {
@@ -115,6 +116,9 @@ PayloadSpans FrameBuilder::ReservePayload(const CodecParams& params, const Paylo
 
 Result<PayloadSpans> FrameBuilder::ReserveControlPayload(const CodecParams& params,
                                                          const TensorLayout& layout) {
+  if constexpr (!kScaffold) {
+    return Status::FailedPrecondition("this build leaves out SCAFFOLD's control variates");
+  }
   const MessageKind kind = pending_message_.kind;
   if (!pending_ || pending_has_control_ ||
       (kind != MessageKind::kUpdate && kind != MessageKind::kModelBroadcast)) {
@@ -180,10 +184,11 @@ Result<std::span<const std::byte>> FrameBuilder::FinishPayloadFrame() {
   switch (pending_message_.kind) {
     case MessageKind::kUpdate: {
       const UpdateInfo& update = pending_message_.update;
+      const bool control_set = kScaffold && pending_has_control_;
       const flatbuffers::Offset<void> control =
-          pending_has_control_ ? CreatePayloadTable(pending_control_) : 0;
+          control_set ? CreatePayloadTable(pending_control_) : 0;
       const fb::Payload control_type =
-          pending_has_control_ ? internal::ToFb(pending_control_.layout) : fb::Payload::NONE;
+          control_set ? internal::ToFb(pending_control_.layout) : fb::Payload::NONE;
       message =
           fb::CreateUpdate(builder_, update.worker, update.samples, codec, payload_type, payload,
                            update.clip_indicator, control_type, control)
@@ -193,7 +198,7 @@ Result<std::span<const std::byte>> FrameBuilder::FinishPayloadFrame() {
     case MessageKind::kModelBroadcast: {
       const ModelBroadcastInfo& broadcast = pending_message_.broadcast;
       const flatbuffers::Offset<flatbuffers::Vector<float>> control(
-          pending_has_control_ ? pending_control_.values : 0);
+          kScaffold && pending_has_control_ ? pending_control_.values : 0);
       message = fb::CreateModelBroadcast(builder_, internal::ToFb(broadcast.content),
                                          broadcast.participants, codec, payload_type, payload,
                                          broadcast.clip_bound, control)
@@ -284,7 +289,7 @@ Result<std::span<const std::byte>> FrameBuilder::EncodeWelcome(const FrameHeader
       builder_, training.feedback, training.detach, training.optimizer, training.learning_rate,
       training.momentum, training.weight_decay, training.local_steps, training.batch,
       training.aggregate, training.participation, training.mode, training.gossip, training.topology,
-      training.gossip_rounds, training.prox_mu);
+      training.gossip_rounds, training.prox_mu, training.scaffold);
   const PrivacyConfig& privacy = welcome.privacy;
   const auto privacy_config =
       privacy.mode == 0

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "edgesgd/core/scaffold.h"
 #include "edgesgd/wire/receive_buffer.h"
 #include "schema_mapping.h"
 
@@ -146,6 +147,7 @@ Status DecodeWelcome(const fb::Welcome* welcome, WelcomeInfo& out) {
     t.topology = training->topology();
     t.gossip_rounds = training->gossip_rounds();
     t.prox_mu = training->prox_mu();
+    t.scaffold = training->scaffold();
   }
   out.privacy = PrivacyConfig{};
   if (const fb::PrivacyConfig* privacy = welcome->privacy(); privacy != nullptr) {
@@ -195,7 +197,8 @@ Status DecodeMessage(const fb::Envelope& envelope, FrameView& view) {
       view.message = PayloadMessage::ModelBroadcast(
           {internal::EnumCast<BroadcastContent>(broadcast->content()), broadcast->participants(),
            broadcast->clip_bound()});
-      if (const auto* control = broadcast->control(); control != nullptr) {
+      // A build without SCAFFOLD reads no control variates (its workers never run with them).
+      if (const auto* control = broadcast->control(); kScaffold && control != nullptr) {
         view.has_control = true;
         view.control.codec = kCodecId<IdentityCodec>;
         view.control.layout = PayloadLayout::kDense;
@@ -210,7 +213,7 @@ Status DecodeMessage(const fb::Envelope& envelope, FrameView& view) {
       view.kind = MessageKind::kUpdate;
       view.message =
           PayloadMessage::Update({update->worker(), update->samples(), update->clip_indicator()});
-      if (update->control_type() != fb::Payload::NONE) {
+      if (kScaffold && update->control_type() != fb::Payload::NONE) {
         view.has_control = true;
         EDGESGD_TRY(DecodePayload(update->codec(), update->control_type(), update->control(),
                                   view.control));

@@ -281,6 +281,14 @@ class ErrorFeedbackWorker {
   // none before the first Compress or while a round is open. Does not allocate.
   IdleMemory IdleBuffers() const;
 
+  // The open round's delta x - y (d floats) where it is kept apart from the residual (H > 1 or
+  // kNone): after the round's first step and until Compress folds it; empty otherwise. SCAFFOLD
+  // reads it to form the change of its control variate.
+  std::span<const float> round_delta() const {
+    const bool open = phase_ == Phase::kInRound && steps_ > 0;
+    return open && buffers_.separate_delta ? std::span<const float>(delta_)
+                                           : std::span<const float>();
+  }
   // The residual e (d floats); empty for kNone, whose residual is identically zero.
   std::span<const float> residual() const { return error_; }
   // The momentum m (d floats); empty when beta = 0, whose m is each step's g.

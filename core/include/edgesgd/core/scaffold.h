@@ -34,6 +34,15 @@
 
 namespace edgesgd {
 
+// Builds short of flash define EDGESGD_SCAFFOLD=0 (the bare-metal builds do): their frames then
+// carry no control variates, their workers advertise no SCAFFOLD in their Join and refuse such a
+// run, and the code for it stays out of the image.
+#if defined(EDGESGD_SCAFFOLD) && !EDGESGD_SCAFFOLD
+inline constexpr bool kScaffold = false;
+#else
+inline constexpr bool kScaffold = true;
+#endif
+
 class ScaffoldDevice {
  public:
   // Exact arena bytes Init takes; 0 for an empty layout or bad codec parameters.

@@ -50,6 +50,21 @@ class Aggregation {
   virtual Status Add(const CodecParams& params, const PayloadView& payload,
                      const CodecContext& context, const wire::UpdateInfo& update) = 0;
 
+  // SCAFFOLD: Add for an update that carries the change of its device's control variate,
+  // `control`, decoded with `control_params` in the same context. The update and its change are
+  // added together or, on error, neither. Components without control variates refuse it
+  // (kInvalidArgument). Does not allocate.
+  virtual Status AddWithControl(const CodecParams& /*params*/, const PayloadView& /*payload*/,
+                                const CodecParams& /*control_params*/,
+                                const PayloadView& /*control*/, const CodecContext& /*context*/,
+                                const wire::UpdateInfo& /*update*/) {
+    return Status::InvalidArgument("this aggregation takes no control variates");
+  }
+
+  // SCAFFOLD: the server's control variate c that this round's model broadcasts carry (d
+  // floats); empty without control variates.
+  virtual std::span<const float> ServerControl() const { return {}; }
+
   // Writes the round's aggregate into `out` (spans of EncodedShape(config.codec)). Called once
   // per closed round, only for a component whose aggregate is a payload. Errors: the aggregate
   // cannot be formed (kFailedPrecondition: no updates; the codec's error for a diverged run).

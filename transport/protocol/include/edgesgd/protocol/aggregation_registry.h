@@ -11,6 +11,7 @@
 #include "edgesgd/protocol/aggregation/payload_mean.h"
 #include "edgesgd/protocol/aggregation/recompressed_mean.h"
 #include "edgesgd/protocol/aggregation/robust_mean.h"
+#include "edgesgd/protocol/aggregation/scaffold.h"
 
 namespace edgesgd::protocol {
 
@@ -43,7 +44,7 @@ struct AggregationList {
 using KnownAggregations =
     internal::AggregationList<MeanAggregation, PayloadMeanAggregation,
                               RecompressedMeanAggregation, MajorityVoteAggregation,
-                              RobustMeanAggregation>;
+                              RobustMeanAggregation, ScaffoldAggregation>;
 inline constexpr const auto& kAggregations = KnownAggregations::kDescriptors;
 
 // The component that runs `config`, or nullptr when none serves it (ValidateRunConfig refuses

@@ -69,6 +69,10 @@ struct RunConfig {
   // Buffered asynchronous aggregation instead of synchronous rounds (buffered_async.h; kMean
   // with the model downlink only). The server's alone, like `robust`: a worker runs unchanged.
   AsyncParams async;
+  // SCAFFOLD's control variates (core/scaffold.h; kMean with the model downlink only): workers
+  // correct each local gradient by c - c_i and send the compressed change of c_i beside their
+  // update, and the model broadcast carries the server's c.
+  bool scaffold = false;
 
   friend constexpr bool operator==(const RunConfig&, const RunConfig&) = default;
 };
@@ -203,6 +207,7 @@ constexpr void ForEachRunConfigField(const RunConfig& config, std::uint32_t work
   f("staleness", static_cast<std::uint64_t>(async.staleness));
   f("staleness_exponent", bits(async.exponent));
   f("max_staleness", std::uint64_t{async.max_staleness});
+  f("scaffold", std::uint64_t{config.scaffold});
 }
 
 // ---- The Welcome's encoding of a RunConfig ----
@@ -231,19 +236,38 @@ Status FromWelcomeInfo(const wire::WelcomeInfo& welcome, RunConfig& out);
 // Codec parameters of the full-model broadcast: identity over the layout.
 constexpr CodecParams ModelCodec() { return IdentityParams{}; }
 
-// Largest Update frame (the uplink codec's payload) and any control frame. Size a server's
-// receive buffer with it.
-constexpr std::size_t UpdateFrameBytes(const RunConfig& config) {
-  return wire::MaxFrameBytes(config.codec, config.layout);
+// A frame of `codec` over the run's layout (MaxFrameBytes) with, for SCAFFOLD, the control
+// payload it carries in the same codec (ControlPayloadBytes).
+constexpr std::size_t FrameWithControlBytes(const RunConfig& config, const CodecParams& codec) {
+  const std::size_t frame = wire::MaxFrameBytes(codec, config.layout);
+  if (frame == 0 || !config.scaffold) return frame;
+  const std::size_t control = wire::ControlPayloadBytes(EncodedShape(codec, config.layout).value());
+  return control == 0 || frame + control > wire::kMaxFrameBytes ? 0 : frame + control;
 }
 
-// Largest ModelBroadcast frame: the dense model or an aggregate (a payload of the uplink codec),
+// Largest Update frame (the uplink codec's payload, and SCAFFOLD's change of the control
+// variate) and any control frame. Size a server's receive buffer with it.
+constexpr std::size_t UpdateFrameBytes(const RunConfig& config) {
+  return FrameWithControlBytes(config, config.codec);
+}
+
+// Largest model broadcast: the dense model, with SCAFFOLD's control variate.
+constexpr std::size_t ModelFrameBytes(const RunConfig& config) {
+  return FrameWithControlBytes(config, ModelCodec());
+}
+
+// Largest ModelBroadcast frame: the model or an aggregate (a payload of the uplink codec),
 // whichever is larger. Size a worker's receive buffer with it.
 constexpr std::size_t BroadcastFrameBytes(const RunConfig& config) {
-  const std::size_t model = wire::MaxFrameBytes(ModelCodec(), config.layout);
+  const std::size_t model = ModelFrameBytes(config);
   const std::size_t aggregate = wire::MaxFrameBytes(config.codec, config.layout);
   if (model == 0 || aggregate == 0) return 0;
   return model > aggregate ? model : aggregate;
+}
+
+// Buffer bytes of a FrameBuilder for frames of up to `frame_bytes` (0 stays 0).
+constexpr std::size_t BuilderBytesFor(std::size_t frame_bytes) {
+  return frame_bytes == 0 ? 0 : frame_bytes + wire::kBuilderScratchBytes;
 }
 
 }  // namespace edgesgd::protocol

@@ -35,7 +35,7 @@ class ServerOutbox {
   // aggregate frames when `aggregate_frames`; 0 when the configuration cannot be sized.
   static constexpr std::size_t ArenaBytes(const RunConfig& config, std::uint32_t workers,
                                           bool aggregate_frames) {
-    const std::size_t model_builder = wire::FrameBuilderBytes(ModelCodec(), config.layout);
+    const std::size_t model_builder = BuilderBytesFor(ModelFrameBytes(config));
     if (model_builder == 0) return 0;
     std::size_t aggregate_builder = 0;
     if (aggregate_frames) {
@@ -62,10 +62,10 @@ class ServerOutbox {
 
   // ---- The shared frames of a round ----
   // Builds the broadcast of `model` for round `round`; `participants` is how many updates made
-  // the change that led to it, `clip_bound` the round's adaptive clipping bound (0: none).
-  // Errors: the builder's.
+  // the change that led to it, `clip_bound` the round's adaptive clipping bound (0: none),
+  // `control` SCAFFOLD's control variate c (empty without one). Errors: the builder's.
   Status BuildModel(std::uint32_t round, std::uint32_t participants, std::span<const float> model,
-                    float clip_bound);
+                    float clip_bound, std::span<const float> control);
   // Begins the aggregate frame of round `round` (applied by workers that hold round - 1's model)
   // and returns its payload spans for the aggregation component to fill; then Finish or
   // Abandon. Errors: the builder's.

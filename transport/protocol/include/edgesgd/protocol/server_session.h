@@ -218,6 +218,10 @@ class ServerSession final : public Session {
 
   void HandleJoin(PeerId from, const wire::FrameView& view, TimeNs now);
   void HandleUpdate(PeerId from, const wire::FrameView& view, TimeNs now);
+  // Verifies and adds an admitted update's payload, and its control change when it carries one,
+  // to the aggregation component. Errors: why it cannot be aggregated (nothing is added).
+  Status AddUpdate(const wire::FrameView& view, const CodecParams& params,
+                   const CodecContext& context);
 
   void MarkHeard(WorkerSlot& slot, TimeNs now);
   // Sends an in-flight worker the current round's full model again (it reconnected or missed

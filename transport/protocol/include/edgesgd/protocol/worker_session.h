@@ -8,7 +8,9 @@
 //              callback for the gradient at GradientPoint(), then Compress straight into the
 //              Update frame (no copy of the payload). A codec that chooses its parameters per
 //              round (qsgd's quantization schedule: the level count from the norm of the round's
-//              last local gradient) is asked first; the frame carries the choice.
+//              last local gradient) is asked first; the frame carries the choice. With
+//              SCAFFOLD each local gradient is corrected by c - c_i, and the frame also carries
+//              the compressed change of c_i (ScaffoldDevice); c arrives with each model.
 //   kMajority  Signum: one gradient at the model, m = beta * m + (1 - beta) * g, and sign(m)
 //              packed straight into the Update frame.
 //
@@ -43,6 +45,7 @@
 #include "edgesgd/core/codec_registry.h"
 #include "edgesgd/core/error_feedback.h"
 #include "edgesgd/core/idle_memory.h"
+#include "edgesgd/core/scaffold.h"
 #include "edgesgd/core/status.h"
 #include "edgesgd/protocol/run_config.h"
 #include "edgesgd/protocol/session.h"
@@ -124,14 +127,15 @@ class WorkerSession final : public Session {
   }
 
   // Exact arena bytes the first Welcome of `config` takes: the model and a gradient (d floats
-  // each); error feedback state and, for the aggregate downlink, the codec's scratch (kMean) or
+  // each); error feedback state, SCAFFOLD's control variates when the run keeps them and, for
+  // the aggregate downlink, the codec's scratch (kMean) or
   // the Signum momentum (kMajority); and the Update frame's builder. 0 when the configuration
   // cannot be sized (see ValidateRunConfig for the full checks).
   static constexpr std::size_t WelcomeArenaBytes(const RunConfig& config) {
     const TensorLayout& layout = config.layout;
     const std::size_t d = layout.dimension();
     if (d == 0) return 0;
-    const std::size_t builder = wire::FrameBuilderBytes(config.codec, layout);
+    const std::size_t builder = BuilderBytesFor(UpdateFrameBytes(config));
     if (builder == 0) return 0;
     std::size_t bytes = 2 * ArenaBytesFor<float>(d) + edgesgd::ArenaBytes(builder);
     if (config.aggregation == AggregationKind::kMajority) {
@@ -141,6 +145,11 @@ class WorkerSession final : public Session {
         ErrorFeedbackWorker::StateBytes(layout, config.codec, config.feedback);
     if (feedback == 0) return 0;
     bytes += feedback;
+    if (config.scaffold) {
+      const std::size_t control = ScaffoldDevice::StateBytes(layout, config.codec);
+      if (control == 0) return 0;
+      bytes += control;
+    }
     if (config.downlink == DownlinkKind::kAggregate) {
       bytes += edgesgd::ArenaBytes(CodecScratchBytes(config.codec, layout));
     }
@@ -239,8 +248,13 @@ class WorkerSession final : public Session {
   void ComputeUpdate(std::uint32_t round);
   Status ComputeMeanUpdate(std::uint32_t round, const wire::FrameHeader& header,
                            const wire::PayloadMessage& message);
-  // The round's H local steps of the error-feedback worker, each with the callback's gradient.
+  // The round's H local steps of the error-feedback worker, each with the callback's gradient
+  // (corrected by SCAFFOLD's c - c_i when the run keeps control variates).
   Status TakeLocalSteps(std::uint32_t round);
+  // SCAFFOLD, after the steps: the change of c_i, compressed into the begun Update frame's
+  // control payload.
+  Status CompressControlChange(const CodecContext& context);
+  bool Scaffold() const { return kScaffold && config_.scaffold; }
   bool AddsNoise() const { return options_.add_noise != nullptr && options_.noise_key != 0; }
   // Differential privacy after the update's Compress: the device's noise share on `sent_values`
   // (distributed noise) and adaptive clipping's indicator in the frame's Update fields.
@@ -270,6 +284,7 @@ class WorkerSession final : public Session {
   std::span<float> momentum_;     // kMajority
   std::span<std::byte> scratch_;  // codec scratch for applying aggregates (kMean)
   ErrorFeedbackWorker feedback_;
+  ScaffoldDevice scaffold_;  // SCAFFOLD runs only
 
   std::optional<wire::FrameBuilder> control_builder_;  // Join or Leave
   std::optional<wire::FrameBuilder> heartbeat_builder_;

@@ -66,6 +66,7 @@ constexpr std::uint32_t CodecBit(CodecId id) { return std::uint32_t{1} << id; }
 // does not know).
 inline constexpr std::uint32_t kFeatureDifferentialPrivacy = 1;  // clips its updates (and counts)
 inline constexpr std::uint32_t kFeatureDistributedNoise = 2;     // adds its share of the noise
+inline constexpr std::uint32_t kFeatureScaffold = 4;  // keeps SCAFFOLD's control variates
 
 struct JoinInfo {
   Architecture architecture = Architecture::kUnknown;
@@ -96,6 +97,7 @@ struct TrainingConfig {
   std::uint8_t topology = 0;
   std::uint32_t gossip_rounds = 0;
   float prox_mu = 0.0f;
+  bool scaffold = false;
 
   friend constexpr bool operator==(const TrainingConfig&, const TrainingConfig&) = default;
 };

@@ -16,7 +16,8 @@ class MeanAggregation final : public Aggregation {
  public:
   static constexpr bool Serves(const RunConfig& config) {
     return config.aggregation == AggregationKind::kMean &&
-           config.downlink == DownlinkKind::kModel && config.robust.rule == RobustRule::kNone;
+           config.downlink == DownlinkKind::kModel && config.robust.rule == RobustRule::kNone &&
+           !config.scaffold;
   }
   static constexpr std::size_t ArenaBytes(const RunConfig& config, std::uint32_t) {
     const std::size_t mean = MeanAggregator::StateBytes(config.layout, config.codec);
