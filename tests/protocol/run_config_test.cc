@@ -170,6 +170,42 @@ TEST(ProtocolConfigTest, EveryRuleHasItsOwnReason) {
     EXPECT_NE(std::string(check.reason()).find(test.reason), std::string::npos)
         << test.name << ": " << check.reason();
   }
+  // SCAFFOLD: several local steps of a mean with the model downlink, a codec without a selector,
+  // no privacy (ValidateRunConfig); no robust rule and no asynchronous aggregation (the server's
+  // own checks).
+  RunConfig scaffold = MeanConfig(64, kCodecId<TopKCodec>, 5);
+  scaffold.feedback.local_steps = 3;
+  scaffold.scaffold = true;
+  ASSERT_TRUE(ValidateRunConfig(scaffold).ok()) << ValidateRunConfig(scaffold).reason();
+  ASSERT_TRUE(ValidateServerChoices(scaffold).ok());
+  const std::vector<Case> scaffold_cases = {
+      {"vote", [](RunConfig& c) { c = MajorityConfig(64, 5); c.scaffold = true; },
+       "majority vote takes one gradient"},
+      {"aggregate downlink", [](RunConfig& c) { c.downlink = DownlinkKind::kAggregate; },
+       "use the model downlink"},
+      {"one local step", [](RunConfig& c) { c.feedback.local_steps = 1; }, "2 or more"},
+      {"reg_top_k", [](RunConfig& c) { c.codec = RegTopKParams{}; }, "reg_top_k"},
+      {"privacy",
+       [](RunConfig& c) { c.privacy = PrivacyParams{.mode = PrivacyMode::kCentral}; },
+       "leave it unclipped"},
+  };
+  for (const Case& test : scaffold_cases) {
+    RunConfig config = scaffold;
+    test.change(config);
+    const Status check = ValidateRunConfig(config);
+    EXPECT_EQ(check, Status::InvalidArgument()) << test.name;
+    EXPECT_NE(std::string(check.reason()).find(test.reason), std::string::npos)
+        << test.name << ": " << check.reason();
+  }
+  RunConfig robust_scaffold = scaffold;
+  robust_scaffold.robust.rule = RobustRule::kMedian;
+  EXPECT_NE(std::string(ValidateServerChoices(robust_scaffold).reason()).find("robust rule"),
+            std::string::npos);
+  RunConfig async_scaffold = scaffold;
+  async_scaffold.async.buffer = 2;
+  EXPECT_NE(std::string(ValidateServerChoices(async_scaffold).reason()).find("asynchronous"),
+            std::string::npos);
+
   // The dq schedule sizes frames for bits_max whatever `levels` says, which it does not read.
   with_dq([](QsgdParams& q) { q.levels = 3; })(dq_config);
   EXPECT_TRUE(ValidateRunConfig(dq_config).ok());
@@ -220,6 +256,10 @@ std::vector<RunConfig> SampleConfigs() {
                         .dq_k = 12.5f,
                         .dq_rho = 0.995f};
   configs.push_back(dq);
+  RunConfig scaffold = MeanConfig(30, kCodecId<RandomBlockCodec>, 8);
+  scaffold.feedback.local_steps = 5;
+  scaffold.scaffold = true;
+  configs.push_back(scaffold);
   return configs;
 }
 
@@ -252,6 +292,8 @@ TEST(ProtocolConfigTest, WelcomeRoundTrip) {
   const wire::WelcomeInfo regularised = ToWelcomeInfo(SampleConfigs()[2], 1, 1);
   EXPECT_EQ(std::get<RegTopKParams>(regularised.codec).mu, 2.5f);
   EXPECT_EQ(std::get<RegTopKParams>(regularised.codec).q, 5e6f);
+  EXPECT_FALSE(majority.training.scaffold);
+  EXPECT_TRUE(ToWelcomeInfo(SampleConfigs()[5], 1, 1).training.scaffold);
   // The quantization schedule travels with the codec: qsgd's parameter words.
   const wire::WelcomeInfo dq = ToWelcomeInfo(SampleConfigs()[4], 1, 1);
   std::array<std::uint32_t, kMaxCodecParamWords> words{};
@@ -354,6 +396,16 @@ TEST(ProtocolConfigTest, FrameBoundsCoverTheFramesSent) {
     EXPECT_GE(BroadcastFrameBytes(config), wire::MaxFrameBytes(ModelCodec(), config.layout));
     EXPECT_GT(WorkerSession::ArenaBytes(config), WorkerSession::WelcomeArenaBytes(config));
   }
+  // SCAFFOLD's frames carry a second payload: the control change in the codec, c dense.
+  RunConfig scaffold = SampleConfigs()[5];
+  const PayloadShape shape = EncodedShape(scaffold.codec, scaffold.layout).value();
+  const PayloadShape dense = EncodedShape(ModelCodec(), scaffold.layout).value();
+  EXPECT_EQ(UpdateFrameBytes(scaffold),
+            wire::MaxFrameBytes(scaffold.codec, scaffold.layout) + wire::ControlPayloadBytes(shape));
+  EXPECT_EQ(ModelFrameBytes(scaffold),
+            wire::MaxFrameBytes(ModelCodec(), scaffold.layout) + wire::ControlPayloadBytes(dense));
+  scaffold.scaffold = false;
+  EXPECT_EQ(UpdateFrameBytes(scaffold), wire::MaxFrameBytes(scaffold.codec, scaffold.layout));
   RunConfig invalid;
   EXPECT_EQ(WorkerSession::ArenaBytes(invalid), 0u);  // empty layout
   EXPECT_EQ(ServerSession::ArenaBytes(invalid, ServerOptions{}), 0u);

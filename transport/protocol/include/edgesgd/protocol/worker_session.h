@@ -220,6 +220,8 @@ class WorkerSession final : public Session {
   wire::LeaveReason leave_reason() const { return leave_reason_; }
   // The error-feedback state (kMean, once configured), for DEF-A read-outs and tests.
   const ErrorFeedbackWorker& error_feedback() const { return feedback_; }
+  // SCAFFOLD's control variates (c_i and the round's c; empty outside SCAFFOLD runs).
+  const ScaffoldDevice& scaffold() const { return scaffold_; }
 
  private:
   static constexpr std::uint8_t kPendingControl = 1;  // Join or Leave (control builder 0)
