@@ -101,9 +101,9 @@ std::string CheckGossipConsistency(const RunFlags& o) {
            "out): drop --feedback";
   }
   if (o.local_steps != defaults.local_steps || o.participation != defaults.participation ||
-      o.prox_mu != defaults.prox_mu) {
+      o.prox_mu != defaults.prox_mu || o.scaffold) {
     return "gossip takes one gradient step per round with every peer: drop --local-steps, "
-           "--prox-mu and --participation";
+           "--prox-mu, --scaffold and --participation";
   }
   if (o.momentum != defaults.momentum || o.weight_decay != defaults.weight_decay ||
       o.detach != defaults.detach) {

@@ -86,6 +86,12 @@ void AddTrainingFlags(CLI::App& command, RunFlags& o, const char* deadline_help)
                      "on heterogeneous data (needs --local-steps > 1; 0 = plain local SGD)")
       ->capture_default_str()
       ->check(CLI::Range(0.0f, 1e6f));
+  command.add_flag("--scaffold", o.scaffold,
+                   "SCAFFOLD (Karimireddy et al. 2020): control variates correct each local step "
+                   "for the drift between a device's data and the federation's, at the price of "
+                   "a second uplink payload (the change of the device's variate, in --codec) and "
+                   "the server's variate beside each model broadcast (needs --local-steps > 1, "
+                   "--aggregate mean and --downlink model)");
   command.add_option("--participation", o.participation,
                      "Fraction of live workers sampled each round, in (0, 1]")
       ->capture_default_str()
@@ -222,6 +228,39 @@ std::string RunWarning(const RunFlags& o) {
   return "";
 }
 
+namespace {
+
+// The flags SCAFFOLD cannot run with, by name (ValidateRunConfig checks the run itself).
+std::string CheckScaffoldFlags(const RunFlags& o) {
+  if (!o.scaffold) return "";
+  if (o.aggregate == "majority") {
+    return "--scaffold corrects the local steps of --aggregate mean: majority vote takes one "
+           "gradient per round";
+  }
+  if (o.local_steps < 2) {
+    return "--scaffold needs --local-steps 2 or more: it corrects the drift of several local "
+           "steps";
+  }
+  if (o.downlink != "model") {
+    return "--scaffold sends the server's control variate with the model: use --downlink model";
+  }
+  if (o.dp_mode != "off") {
+    return "--scaffold and --dp-mode: differential privacy clips the model update alone, and "
+           "the control change would leave its bound";
+  }
+  if (o.robust != "none") {
+    return "--scaffold keeps the server's control variate the mean of every device's: a "
+           "--robust rule would drop some changes";
+  }
+  if (o.buffer != 0) {
+    return "--scaffold corrects steps that start from the round's model and variate: "
+           "asynchronous workers (--buffer) train on older ones";
+  }
+  return "";
+}
+
+}  // namespace
+
 std::string CheckRunConsistency(const RunFlags& o) {
   const bool majority = o.aggregate == "majority";
   CodecParams codec;
@@ -243,6 +282,7 @@ std::string CheckRunConsistency(const RunFlags& o) {
     return "--prox-mu needs --local-steps 2 or more: with one step the local model never "
            "leaves the round's model, so the proximal term is zero";
   }
+  if (std::string why = CheckScaffoldFlags(o); !why.empty()) return why;
   if (majority && o.feedback_given && o.feedback != "none") {
     return "--aggregate majority has no error feedback (the vote is the update): drop "
            "--feedback or use --feedback none";
@@ -385,6 +425,7 @@ protocol::RunConfig BuildRunConfig(const RunFlags& o, const Task& task) {
     feedback.weight_decay = o.weight_decay;
     feedback.local_steps = o.local_steps;
     feedback.prox_mu = o.prox_mu;
+    config.scaffold = o.scaffold;
   }
   if (o.dp_mode != "off") {
     config.privacy.mode =

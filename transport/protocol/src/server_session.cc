@@ -269,6 +269,7 @@ void ServerSession::HandleUpdate(PeerId from, const wire::FrameView& view, TimeN
   slot->reported = true;
   slot->held_round = round;
   payload_bits_this_round_ += PayloadBits(view.payload.view);
+  if (view.has_control) payload_bits_this_round_ += PayloadBits(view.control.view);
   // A broadcast queued by a revival is no longer needed: the worker has answered.
   outbox_.Forgive(from, ServerOutbox::kBroadcast);
   ++reported_;

@@ -83,7 +83,7 @@ struct RoundEvent {
   std::uint64_t bytes_down = 0;  // cumulative bytes of every frame handed out by PollFrame
   // Bits of the payloads of this round's accepted updates (their fields, not the frames around
   // them): payload_bits / (reported * d) is the round's mean bits per coordinate, which a
-  // quantization schedule changes from round to round.
+  // quantization schedule changes from round to round. SCAFFOLD's control changes count too.
   std::uint64_t payload_bits = 0;
 };
 
