@@ -156,7 +156,8 @@ TEST_F(ScaffoldWorkerTest, TheUpdateCarriesTheChangeOfTheDevicesControl) {
   EXPECT_NE(joins[0].View().join.features & wire::kFeatureScaffold, 0u);
   worker_.OnFrame(kServerPeer, factory_.Welcome(ToWelcomeInfo(config_, kId, 4)).bytes(), 0);
   ASSERT_TRUE(worker_.configured());
-  ASSERT_EQ(worker_.scaffold().device_control().size(), kDim);
+  ASSERT_NE(worker_.scaffold(), nullptr);
+  ASSERT_EQ(worker_.scaffold()->device_control().size(), kDim);
   Poll();
 
   // A model without c is refused whole: no update, and the model is not taken.
@@ -185,9 +186,9 @@ TEST_F(ScaffoldWorkerTest, TheUpdateCarriesTheChangeOfTheDevicesControl) {
                   .DecodeAdd(config_.codec, config_.layout, {config_.seed, 0, kId},
                              update.control.view, 1.0f, decoded, lent.value())
                   .ok());
-  const std::span<const float> device_control = worker_.scaffold().device_control();
+  const std::span<const float> device_control = worker_.scaffold()->device_control();
   EXPECT_EQ(std::vector<float>(device_control.begin(), device_control.end()), decoded);
-  EXPECT_EQ(worker_.scaffold().server_control()[7], control[7]);
+  EXPECT_EQ(worker_.scaffold()->server_control()[7], control[7]);
 
   // The corrected steps: y <- y - lr * (m) with m the heavy ball of g + c on x - target, which
   // differs from the uncorrected run's by c's pull. Replaying them by hand gives the delta.
@@ -256,7 +257,7 @@ TEST(ScaffoldSessionTest, TheServersControlIsTheMeanOfTheDevices) {
     double largest = 0.0;
     for (std::size_t i = 0; i < kDim; ++i) {
       float mean = 0.0f;
-      for (PeerId id = 1; id <= 4; ++id) mean += cluster.worker(id).scaffold().device_control()[i];
+      for (PeerId id = 1; id <= 4; ++id) mean += cluster.worker(id).scaffold()->device_control()[i];
       mean /= 4.0f;
       EXPECT_NEAR(control[i], mean, 1e-5f) << i;
       largest = std::max(largest, std::fabs(static_cast<double>(control[i])));

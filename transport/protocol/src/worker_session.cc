@@ -4,6 +4,8 @@
 #include <bit>
 #include <cstring>
 #include <limits>
+#include <new>
+#include <type_traits>
 
 #include "edgesgd/core/optimizer.h"
 #include "session_util.h"
@@ -305,7 +307,7 @@ Status WorkerSession::ApplyBroadcast(const wire::FrameView& view) {
     if (Scaffold()) {
       // The round's control variate comes with its model, or the broadcast is refused whole.
       if (!view.has_control) return Status::DataLoss("a SCAFFOLD model broadcast lacks c");
-      EDGESGD_TRY(scaffold_.SetServerControl(view.control.view.values));
+      EDGESGD_TRY(scaffold_->SetServerControl(view.control.view.values));
     }
     if (config_.aggregation == AggregationKind::kMean) LearnAggregate(view);
     // A copy, not a decode-add into zeros: 0 + (-0) would turn -0 into +0 and the worker's
@@ -393,7 +395,13 @@ Status WorkerSession::Configure(const RunConfig& config) {
     EDGESGD_TRY(feedback_.Init(arena, *options_.codecs, layout, config.codec, config.feedback));
     if (IsPrivate(config.privacy)) feedback_.SetClipNorm(config.privacy.clip);
     if (kScaffold && config.scaffold) {
-      EDGESGD_TRY(scaffold_.Init(arena, *options_.codecs, layout, config.codec));
+      static_assert(alignof(ScaffoldDevice) <= kArenaAlignment &&
+                    std::is_trivially_destructible_v<ScaffoldDevice>);
+      EDGESGD_TRY_ASSIGN(const std::span<std::byte> storage,
+                         arena.AllocateBytes(sizeof(ScaffoldDevice)));
+      auto* scaffold = ::new (static_cast<void*>(storage.data())) ScaffoldDevice();
+      EDGESGD_TRY(scaffold->Init(arena, *options_.codecs, layout, config.codec));
+      scaffold_ = scaffold;
     }
     if (config.downlink == DownlinkKind::kAggregate) {
       EDGESGD_TRY_ASSIGN(scratch_, arena.AllocateBytes(CodecScratchBytes(config.codec, layout)));
@@ -510,7 +518,7 @@ Status WorkerSession::CompressControlChange(const CodecContext& context) {
   EDGESGD_TRY_ASSIGN(const PayloadSpans spans,
                      update_builder_->ReserveControlPayload(config_.codec, config_.layout));
   return scaffold_
-      .CompressChange(context, feedback_.round_delta(), config_.feedback.local_steps,
+      ->CompressChange(context, feedback_.round_delta(), config_.feedback.local_steps,
                       config_.feedback.learning_rate, gradient_, spans)
       .status();
 }
@@ -527,7 +535,7 @@ Status WorkerSession::TakeLocalSteps(std::uint32_t round) {
       ++counters_.gradient_errors;
       return proximal;
     }
-    if (const Status corrected = Scaffold() ? scaffold_.Correct(gradient_) : Status::Ok();
+    if (const Status corrected = Scaffold() ? scaffold_->Correct(gradient_) : Status::Ok();
         !corrected.ok()) {
       ++counters_.gradient_errors;
       return corrected;

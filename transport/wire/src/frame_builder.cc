@@ -89,7 +89,7 @@ Result<PayloadSpans> FrameBuilder::BeginPayloadFrame(const FrameHeader& header,
   }
 
   StartFrame();
-  const PayloadSpans spans = ReservePayload(params, shape, pending_payload_);
+  const PayloadSpans spans = ReservePayload(params, payload_layout, shape, pending_payload_);
   pending_header_ = header;
   pending_message_ = message;
   pending_bound_ = bound;
@@ -98,8 +98,8 @@ Result<PayloadSpans> FrameBuilder::BeginPayloadFrame(const FrameHeader& header,
   return spans;
 }
 
-PayloadSpans FrameBuilder::ReservePayload(const CodecParams& params, const PayloadShape& shape,
-                                          PendingPayload& pending) {
+PayloadSpans FrameBuilder::ReservePayload(const CodecParams& params, PayloadLayout layout,
+                                          const PayloadShape& shape, PendingPayload& pending) {
   // Vectors first: FlatBuffers builds children before the tables that refer to them, and the
   // tables are written in FinishPayloadFrame. The order is fixed so equal inputs give equal
   // bytes.
@@ -110,7 +110,7 @@ PayloadSpans FrameBuilder::ReservePayload(const CodecParams& params, const Paylo
   pending.scales = Reserve(builder_, shape.scales, spans.scales);
   pending.codec = CodecIdOf(params);
   pending.quantized = QuantizedHeaderOf(params);
-  pending.layout = PayloadLayoutOf(params);
+  pending.layout = layout;
   return spans;
 }
 
@@ -130,7 +130,8 @@ Result<PayloadSpans> FrameBuilder::ReserveControlPayload(const CodecParams& para
     return Status::InvalidArgument(
         "an Update's control is in the Update's codec, a broadcast's control is dense");
   }
-  if (!LayoutHolds(PayloadLayoutOf(params), shape)) {
+  const PayloadLayout payload_layout = PayloadLayoutOf(params);
+  if (!LayoutHolds(payload_layout, shape)) {
     return Status::Internal("the codec's payload does not fit the table it names");
   }
   const std::size_t control = ControlPayloadBytes(shape);
@@ -141,7 +142,7 @@ Result<PayloadSpans> FrameBuilder::ReserveControlPayload(const CodecParams& para
   if (bound + kBuilderScratchBytes > capacity_bytes()) {
     return Status::ResourceExhausted("the builder's buffer is too small for both payloads");
   }
-  const PayloadSpans spans = ReservePayload(params, shape, pending_control_);
+  const PayloadSpans spans = ReservePayload(params, payload_layout, shape, pending_control_);
   pending_bound_ = bound;
   pending_has_control_ = true;
   return spans;

@@ -16,6 +16,7 @@
 #include "edgesgd/core/optimizer.h"
 #include "edgesgd/core/privacy/differential_privacy.h"
 #include "edgesgd/core/robust_aggregator.h"
+#include "edgesgd/core/scaffold.h"
 #include "edgesgd/core/server_optimizer.h"
 #include "edgesgd/core/status.h"
 #include "edgesgd/core/tensor_layout.h"
@@ -240,7 +241,7 @@ constexpr CodecParams ModelCodec() { return IdentityParams{}; }
 // payload it carries in the same codec (ControlPayloadBytes).
 constexpr std::size_t FrameWithControlBytes(const RunConfig& config, const CodecParams& codec) {
   const std::size_t frame = wire::MaxFrameBytes(codec, config.layout);
-  if (frame == 0 || !config.scaffold) return frame;
+  if (frame == 0 || !(kScaffold && config.scaffold)) return frame;
   const std::size_t control = wire::ControlPayloadBytes(EncodedShape(codec, config.layout).value());
   return control == 0 || frame + control > wire::kMaxFrameBytes ? 0 : frame + control;
 }

@@ -145,10 +145,10 @@ class WorkerSession final : public Session {
         ErrorFeedbackWorker::StateBytes(layout, config.codec, config.feedback);
     if (feedback == 0) return 0;
     bytes += feedback;
-    if (config.scaffold) {
+    if (kScaffold && config.scaffold) {
       const std::size_t control = ScaffoldDevice::StateBytes(layout, config.codec);
       if (control == 0) return 0;
-      bytes += control;
+      bytes += edgesgd::ArenaBytes(sizeof(ScaffoldDevice)) + control;
     }
     if (config.downlink == DownlinkKind::kAggregate) {
       bytes += edgesgd::ArenaBytes(CodecScratchBytes(config.codec, layout));
@@ -220,8 +220,8 @@ class WorkerSession final : public Session {
   wire::LeaveReason leave_reason() const { return leave_reason_; }
   // The error-feedback state (kMean, once configured), for DEF-A read-outs and tests.
   const ErrorFeedbackWorker& error_feedback() const { return feedback_; }
-  // SCAFFOLD's control variates (c_i and the round's c; empty outside SCAFFOLD runs).
-  const ScaffoldDevice& scaffold() const { return scaffold_; }
+  // SCAFFOLD's control variates (c_i and the round's c); nullptr outside SCAFFOLD runs.
+  const ScaffoldDevice* scaffold() const { return scaffold_; }
 
  private:
   static constexpr std::uint8_t kPendingControl = 1;  // Join or Leave (control builder 0)
@@ -256,7 +256,7 @@ class WorkerSession final : public Session {
   // SCAFFOLD, after the steps: the change of c_i, compressed into the begun Update frame's
   // control payload.
   Status CompressControlChange(const CodecContext& context);
-  bool Scaffold() const { return kScaffold && config_.scaffold; }
+  bool Scaffold() const { return kScaffold && scaffold_ != nullptr; }
   bool AddsNoise() const { return options_.add_noise != nullptr && options_.noise_key != 0; }
   // Differential privacy after the update's Compress: the device's noise share on `sent_values`
   // (distributed noise) and adaptive clipping's indicator in the frame's Update fields.
@@ -285,8 +285,9 @@ class WorkerSession final : public Session {
   std::span<float> gradient_;
   std::span<float> momentum_;     // kMajority
   std::span<std::byte> scratch_;  // codec scratch for applying aggregates (kMean)
+  // SCAFFOLD runs only, in the arena (a member would cost every worker image its constructor).
+  ScaffoldDevice* scaffold_ = nullptr;
   ErrorFeedbackWorker feedback_;
-  ScaffoldDevice scaffold_;  // SCAFFOLD runs only
 
   std::optional<wire::FrameBuilder> control_builder_;  // Join or Leave
   std::optional<wire::FrameBuilder> heartbeat_builder_;

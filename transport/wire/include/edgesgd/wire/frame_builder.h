@@ -119,20 +119,27 @@ class FrameBuilder {
   // Re-creates the FlatBufferBuilder for a new frame (see builder_).
   void StartFrame();
   Status StartControlFrame();
-  // A reserved payload: its codec, table and vectors (offset 0: field absent, empty).
+  // A reserved payload: its codec, table and vectors (offset 0: field absent, empty). Every
+  // field is written by ReservePayload before a pending flag lets it be read, so none has an
+  // initializer (each would cost every builder's constructor code on a microcontroller).
   struct PendingPayload {
-    CodecId codec = 0;
+    CodecId codec;
     QuantizedHeader quantized;
-    PayloadLayout layout = PayloadLayout::kDense;
-    flatbuffers::uoffset_t indices = 0;
-    flatbuffers::uoffset_t values = 0;
-    flatbuffers::uoffset_t words = 0;
-    flatbuffers::uoffset_t scales = 0;
+    PayloadLayout layout;
+    flatbuffers::uoffset_t indices;
+    flatbuffers::uoffset_t values;
+    flatbuffers::uoffset_t words;
+    flatbuffers::uoffset_t scales;
   };
-  // Reserves the vectors of a payload of `params` (shape `shape`) and returns their spans.
-  PayloadSpans ReservePayload(const CodecParams& params, const PayloadShape& shape,
-                              PendingPayload& pending);
-  flatbuffers::Offset<void> CreatePayloadTable(const PendingPayload& pending);
+  // Reserves the vectors of a payload of `params` (`layout`, shape `shape`) and returns their
+  // spans. This and CreatePayloadTable are inlined into their callers (frame_builder.cc alone),
+  // which costs a microcontroller image without SCAFFOLD's second payload no call.
+  [[gnu::always_inline]] inline PayloadSpans ReservePayload(const CodecParams& params,
+                                                            PayloadLayout layout,
+                                                            const PayloadShape& shape,
+                                                            PendingPayload& pending);
+  [[gnu::always_inline]] inline flatbuffers::Offset<void> CreatePayloadTable(
+      const PendingPayload& pending);
   // Adds the envelope, finishes the buffer with size prefix and identifier, and returns it.
   // `type` has the numbering of the schema's Message union; `bound` is the size the caller
   // checked capacity against (exceeding it is a bug in the bounds of wire_format.h).
