@@ -179,14 +179,17 @@ TEST(ProtocolConfigTest, EveryRuleHasItsOwnReason) {
   ASSERT_TRUE(ValidateRunConfig(scaffold).ok()) << ValidateRunConfig(scaffold).reason();
   ASSERT_TRUE(ValidateServerChoices(scaffold).ok());
   const std::vector<Case> scaffold_cases = {
-      {"vote", [](RunConfig& c) { c = MajorityConfig(64, 5); c.scaffold = true; },
+      {"vote",
+       [](RunConfig& c) {
+         c = MajorityConfig(64, 5);
+         c.scaffold = true;
+       },
        "majority vote takes one gradient"},
       {"aggregate downlink", [](RunConfig& c) { c.downlink = DownlinkKind::kAggregate; },
        "use the model downlink"},
       {"one local step", [](RunConfig& c) { c.feedback.local_steps = 1; }, "2 or more"},
       {"reg_top_k", [](RunConfig& c) { c.codec = RegTopKParams{}; }, "reg_top_k"},
-      {"privacy",
-       [](RunConfig& c) { c.privacy = PrivacyParams{.mode = PrivacyMode::kCentral}; },
+      {"privacy", [](RunConfig& c) { c.privacy = PrivacyParams{.mode = PrivacyMode::kCentral}; },
        "leave it unclipped"},
   };
   for (const Case& test : scaffold_cases) {
@@ -400,8 +403,8 @@ TEST(ProtocolConfigTest, FrameBoundsCoverTheFramesSent) {
   RunConfig scaffold = SampleConfigs()[5];
   const PayloadShape shape = EncodedShape(scaffold.codec, scaffold.layout).value();
   const PayloadShape dense = EncodedShape(ModelCodec(), scaffold.layout).value();
-  EXPECT_EQ(UpdateFrameBytes(scaffold),
-            wire::MaxFrameBytes(scaffold.codec, scaffold.layout) + wire::ControlPayloadBytes(shape));
+  EXPECT_EQ(UpdateFrameBytes(scaffold), wire::MaxFrameBytes(scaffold.codec, scaffold.layout) +
+                                            wire::ControlPayloadBytes(shape));
   EXPECT_EQ(ModelFrameBytes(scaffold),
             wire::MaxFrameBytes(ModelCodec(), scaffold.layout) + wire::ControlPayloadBytes(dense));
   scaffold.scaffold = false;

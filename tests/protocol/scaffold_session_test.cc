@@ -69,8 +69,9 @@ TEST(ScaffoldSessionTest, AnUpdateAndItsChangeAreAcceptedTogether) {
   scaffold.BeginRound(0);
   // Without its change, or with a change that is not finite, nothing is added.
   EXPECT_EQ(scaffold.Add(identity, dense(update), context, {}), Status::InvalidArgument());
-  EXPECT_EQ(scaffold.AddWithControl(identity, dense(update), identity, dense(poisoned), context, {}),
-            Status::DataLoss());
+  EXPECT_EQ(
+      scaffold.AddWithControl(identity, dense(update), identity, dense(poisoned), context, {}),
+      Status::DataLoss());
   std::vector<float> model(kDim, 0.0f);
   EXPECT_EQ(scaffold.Apply({}, context, model), Status::FailedPrecondition());
   // A bad update leaves its (good) change unkept.

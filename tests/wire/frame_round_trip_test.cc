@@ -195,16 +195,16 @@ TEST(WireRoundTrip, AControlPayloadTravelsBesideTheFirst) {
     const Result<PayloadSpans> spans =
         builder.BeginPayloadFrame({}, PayloadMessage::Update({.worker = 4}), params, layout);
     ASSERT_TRUE(spans.ok());
-    ASSERT_TRUE(AllCodecs()
-                    .Encode(params, layout, context, input, *spans,
-                            scratch.bytes().first(scratch_bytes))
-                    .ok());
+    ASSERT_TRUE(
+        AllCodecs()
+            .Encode(params, layout, context, input, *spans, scratch.bytes().first(scratch_bytes))
+            .ok());
     const Result<PayloadSpans> control = builder.ReserveControlPayload(params, layout);
     ASSERT_TRUE(control.ok()) << control.status().reason();
-    ASSERT_TRUE(AllCodecs()
-                    .Encode(params, layout, context, change, *control,
-                            scratch.bytes().first(scratch_bytes))
-                    .ok());
+    ASSERT_TRUE(
+        AllCodecs()
+            .Encode(params, layout, context, change, *control, scratch.bytes().first(scratch_bytes))
+            .ok());
     const Result<std::span<const std::byte>> frame = builder.FinishPayloadFrame();
     ASSERT_TRUE(frame.ok());
     EXPECT_LE(frame->size(), bound);

@@ -284,9 +284,9 @@ Status ServerSession::AddUpdate(const wire::FrameView& view, const CodecParams& 
     return aggregation_->Add(params, view.payload.view, context, view.message.update);
   }
   const wire::EncodedPayload& control = view.control;
-  EDGESGD_TRY_ASSIGN(const CodecParams control_params,
-                     ParamsForPayload(config_.codec, control.codec, control.layout,
-                                      control.header));
+  EDGESGD_TRY_ASSIGN(
+      const CodecParams control_params,
+      ParamsForPayload(config_.codec, control.codec, control.layout, control.header));
   EDGESGD_TRY(codecs_->CheckShared(control_params, config_.layout, context, control.view));
   return aggregation_->AddWithControl(params, view.payload.view, control_params, control.view,
                                       context, view.message.update);
@@ -386,9 +386,8 @@ void ServerSession::StartRound(TimeNs now) {
   rejected_this_round_ = 0;
   extensions_this_round_ = 0;
   aggregation_->BeginRound(round_);
-  if (const Status built = outbox_.BuildModel(round_, last_reported_, model_,
-                                              aggregation_->ClipBound(),
-                                              aggregation_->ServerControl());
+  if (const Status built = outbox_.BuildModel(
+          round_, last_reported_, model_, aggregation_->ClipBound(), aggregation_->ServerControl());
       !built.ok()) {
     Finish(wire::LeaveReason::kFailure,
            Status::Internal("the model broadcast frame could not be built"));

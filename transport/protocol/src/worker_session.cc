@@ -26,10 +26,10 @@ bool SameTraining(const wire::TrainingConfig& a, const wire::TrainingConfig& b) 
   return a.feedback == b.feedback && SameBits(a.detach, b.detach) && a.optimizer == b.optimizer &&
          SameBits(a.learning_rate, b.learning_rate) && SameBits(a.momentum, b.momentum) &&
          SameBits(a.weight_decay, b.weight_decay) && a.local_steps == b.local_steps &&
-         SameBits(a.prox_mu, b.prox_mu) && a.scaffold == b.scaffold &&
-         a.batch == b.batch && a.aggregate == b.aggregate &&
-         SameBits(a.participation, b.participation) && a.mode == b.mode && a.gossip == b.gossip &&
-         a.topology == b.topology && a.gossip_rounds == b.gossip_rounds;
+         SameBits(a.prox_mu, b.prox_mu) && a.scaffold == b.scaffold && a.batch == b.batch &&
+         a.aggregate == b.aggregate && SameBits(a.participation, b.participation) &&
+         a.mode == b.mode && a.gossip == b.gossip && a.topology == b.topology &&
+         a.gossip_rounds == b.gossip_rounds;
 }
 
 bool SamePrivacy(const wire::PrivacyConfig& a, const wire::PrivacyConfig& b) {
@@ -519,7 +519,7 @@ Status WorkerSession::CompressControlChange(const CodecContext& context) {
                      update_builder_->ReserveControlPayload(config_.codec, config_.layout));
   return scaffold_
       ->CompressChange(context, feedback_.round_delta(), config_.feedback.local_steps,
-                      config_.feedback.learning_rate, gradient_, spans)
+                       config_.feedback.learning_rate, gradient_, spans)
       .status();
 }
 

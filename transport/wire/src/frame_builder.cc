@@ -190,10 +190,9 @@ Result<std::span<const std::byte>> FrameBuilder::FinishPayloadFrame() {
           control_set ? CreatePayloadTable(pending_control_) : 0;
       const fb::Payload control_type =
           control_set ? internal::ToFb(pending_control_.layout) : fb::Payload::NONE;
-      message =
-          fb::CreateUpdate(builder_, update.worker, update.samples, codec, payload_type, payload,
-                           update.clip_indicator, control_type, control)
-              .Union();
+      message = fb::CreateUpdate(builder_, update.worker, update.samples, codec, payload_type,
+                                 payload, update.clip_indicator, control_type, control)
+                    .Union();
       break;
     }
     case MessageKind::kModelBroadcast: {

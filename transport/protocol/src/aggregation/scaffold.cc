@@ -17,8 +17,7 @@ Status ScaffoldAggregation::Init(Arena& arena, const AggregationSetup& setup) {
   EDGESGD_TRY_ASSIGN(control_, arena.Allocate<float>(d));
   EDGESGD_TRY_ASSIGN(change_sum_, arena.Allocate<float>(d));
   EDGESGD_TRY_ASSIGN(change_, arena.Allocate<float>(d));
-  EDGESGD_TRY_ASSIGN(scratch_,
-                     arena.AllocateBytes(CodecScratchBytes(config.codec, config.layout)));
+  EDGESGD_TRY_ASSIGN(scratch_, arena.AllocateBytes(CodecScratchBytes(config.codec, config.layout)));
   std::fill(control_.begin(), control_.end(), 0.0f);
   std::fill(change_sum_.begin(), change_sum_.end(), 0.0f);
   return Status::Ok();
@@ -36,14 +35,13 @@ Status ScaffoldAggregation::Add(const CodecParams&, const PayloadView&, const Co
 
 Status ScaffoldAggregation::AddWithControl(const CodecParams& params, const PayloadView& payload,
                                            const CodecParams& control_params,
-                                           const PayloadView& control,
-                                           const CodecContext& context,
+                                           const PayloadView& control, const CodecContext& context,
                                            const wire::UpdateInfo&) {
   // The change is decoded and checked first: a bad one leaves the mean untouched, and a bad
   // update (the mean adds nothing then) leaves the change unkept.
   std::fill(change_.begin(), change_.end(), 0.0f);
-  EDGESGD_TRY(codecs_->DecodeAdd(control_params, layout_, context, control, 1.0f, change_,
-                                 scratch_));
+  EDGESGD_TRY(
+      codecs_->DecodeAdd(control_params, layout_, context, control, 1.0f, change_, scratch_));
   if (!edgesgd::internal::AllFinite(change_)) {
     return Status::DataLoss("the control variate's change is not finite");
   }
@@ -56,8 +54,7 @@ Status ScaffoldAggregation::FillBroadcast(const PayloadSpans&, const CodecContex
   return Status::FailedPrecondition("SCAFFOLD broadcasts the model");
 }
 
-Status ScaffoldAggregation::Apply(const PayloadView&, const CodecContext&,
-                                  std::span<float> model) {
+Status ScaffoldAggregation::Apply(const PayloadView&, const CodecContext&, std::span<float> model) {
   if (mean_.count() == 0) return Status::FailedPrecondition("the round has no updates");
   EDGESGD_TRY(mean_.AddScaledMean(-1.0f, model));
   // c stays the mean of all N devices' c_i: only this round's devices changed theirs.

@@ -42,9 +42,8 @@ struct AggregationList {
 
 // The components, in order: the first whose Serves() accepts a configuration runs it.
 using KnownAggregations =
-    internal::AggregationList<MeanAggregation, PayloadMeanAggregation,
-                              RecompressedMeanAggregation, MajorityVoteAggregation,
-                              RobustMeanAggregation, ScaffoldAggregation>;
+    internal::AggregationList<MeanAggregation, PayloadMeanAggregation, RecompressedMeanAggregation,
+                              MajorityVoteAggregation, RobustMeanAggregation, ScaffoldAggregation>;
 inline constexpr const auto& kAggregations = KnownAggregations::kDescriptors;
 
 // The component that runs `config`, or nullptr when none serves it (ValidateRunConfig refuses

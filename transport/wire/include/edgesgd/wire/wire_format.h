@@ -94,9 +94,9 @@ inline constexpr std::size_t kControlPayloadOverheadBytes = 96;
 constexpr std::size_t ControlPayloadBytes(const PayloadShape& shape) {
   const std::uint64_t elements =
       std::uint64_t{shape.indices} + shape.values + shape.words + shape.scales;
-  const std::uint64_t bytes = (4 * elements + kControlPayloadOverheadBytes +
-                               (kFrameAlignment - 1)) &
-                              ~std::uint64_t{kFrameAlignment - 1};
+  const std::uint64_t bytes =
+      (4 * elements + kControlPayloadOverheadBytes + (kFrameAlignment - 1)) &
+      ~std::uint64_t{kFrameAlignment - 1};
   return bytes <= kMaxFrameBytes ? static_cast<std::size_t>(bytes) : 0;
 }
 
