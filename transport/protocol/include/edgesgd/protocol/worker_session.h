@@ -128,9 +128,9 @@ class WorkerSession final : public Session {
 
   // Exact arena bytes the first Welcome of `config` takes: the model and a gradient (d floats
   // each); error feedback state, SCAFFOLD's control variates when the run keeps them and, for
-  // the aggregate downlink, the codec's scratch (kMean) or
-  // the Signum momentum (kMajority); and the Update frame's builder. 0 when the configuration
-  // cannot be sized (see ValidateRunConfig for the full checks).
+  // the aggregate downlink, the codec's scratch (kMean) or the Signum momentum (kMajority); and
+  // the Update frame's builder. 0 when the configuration cannot be sized (see ValidateRunConfig
+  // for the full checks).
   static constexpr std::size_t WelcomeArenaBytes(const RunConfig& config) {
     const TensorLayout& layout = config.layout;
     const std::size_t d = layout.dimension();
