@@ -24,6 +24,18 @@ struct Case {
   const char* reason;  // a substring of the expected reason
 };
 
+// Each case, applied to `base`, is refused with its own reason.
+void ExpectRefused(const RunConfig& base, const std::vector<Case>& cases) {
+  for (const Case& test : cases) {
+    RunConfig config = base;
+    test.change(config);
+    const Status check = ValidateRunConfig(config);
+    EXPECT_EQ(check, Status::InvalidArgument()) << test.name;
+    EXPECT_NE(std::string(check.reason()).find(test.reason), std::string::npos)
+        << test.name << ": " << check.reason();
+  }
+}
+
 TEST(ProtocolConfigTest, DefaultsAndTestConfigurationsAreValid) {
   RunConfig defaults;
   defaults.layout = TensorLayout::Single(10).value();
@@ -108,14 +120,7 @@ TEST(ProtocolConfigTest, EveryRuleHasItsOwnReason) {
       {"unknown aggregation", [](RunConfig& c) { c.aggregation = static_cast<AggregationKind>(5); },
        "unknown aggregation"},
   };
-  for (const Case& test : mean_cases) {
-    RunConfig config = MeanConfig(64, kCodecId<IdentityCodec>, 5);
-    test.change(config);
-    const Status check = ValidateRunConfig(config);
-    EXPECT_EQ(check, Status::InvalidArgument()) << test.name;
-    EXPECT_NE(std::string(check.reason()).find(test.reason), std::string::npos)
-        << test.name << ": " << check.reason();
-  }
+  ExpectRefused(MeanConfig(64, kCodecId<IdentityCodec>, 5), mean_cases);
 
   const std::vector<Case> majority_cases = {
       {"not sign", [](RunConfig& c) { c.codec = TopKParams{}; }, "needs the sign codec"},
@@ -129,14 +134,7 @@ TEST(ProtocolConfigTest, EveryRuleHasItsOwnReason) {
       {"proximal term", [](RunConfig& c) { c.feedback.prox_mu = 0.1f; }, "no proximal term"},
       {"tie rule", [](RunConfig& c) { c.tie_rule = static_cast<TieRule>(3); }, "tie rule"},
   };
-  for (const Case& test : majority_cases) {
-    RunConfig config = MajorityConfig(64, 5);
-    test.change(config);
-    const Status check = ValidateRunConfig(config);
-    EXPECT_EQ(check, Status::InvalidArgument()) << test.name;
-    EXPECT_NE(std::string(check.reason()).find(test.reason), std::string::npos)
-        << test.name << ": " << check.reason();
-  }
+  ExpectRefused(MajorityConfig(64, 5), majority_cases);
   // qsgd's dq quantization schedule: its parameters are the codec's.
   const auto with_dq = [](const std::function<void(QsgdParams&)>& change) {
     return [change](RunConfig& c) {
@@ -162,14 +160,7 @@ TEST(ProtocolConfigTest, EveryRuleHasItsOwnReason) {
   RunConfig dq_config = MeanConfig(64, kCodecId<QsgdCodec>, 5);
   dq_config.codec = QsgdParams{.schedule = QuantScheduleKind::kDq, .bits_min = 2, .bits_max = 6};
   ASSERT_TRUE(ValidateRunConfig(dq_config).ok()) << ValidateRunConfig(dq_config).reason();
-  for (const Case& test : schedule_cases) {
-    RunConfig config = dq_config;
-    test.change(config);
-    const Status check = ValidateRunConfig(config);
-    EXPECT_EQ(check, Status::InvalidArgument()) << test.name;
-    EXPECT_NE(std::string(check.reason()).find(test.reason), std::string::npos)
-        << test.name << ": " << check.reason();
-  }
+  ExpectRefused(dq_config, schedule_cases);
   // SCAFFOLD: several local steps of a mean with the model downlink, a codec without a selector,
   // no privacy (ValidateRunConfig); no robust rule and no asynchronous aggregation (the server's
   // own checks).
@@ -192,14 +183,7 @@ TEST(ProtocolConfigTest, EveryRuleHasItsOwnReason) {
       {"privacy", [](RunConfig& c) { c.privacy = PrivacyParams{.mode = PrivacyMode::kCentral}; },
        "leave it unclipped"},
   };
-  for (const Case& test : scaffold_cases) {
-    RunConfig config = scaffold;
-    test.change(config);
-    const Status check = ValidateRunConfig(config);
-    EXPECT_EQ(check, Status::InvalidArgument()) << test.name;
-    EXPECT_NE(std::string(check.reason()).find(test.reason), std::string::npos)
-        << test.name << ": " << check.reason();
-  }
+  ExpectRefused(scaffold, scaffold_cases);
   RunConfig robust_scaffold = scaffold;
   robust_scaffold.robust.rule = RobustRule::kMedian;
   EXPECT_NE(std::string(ValidateServerChoices(robust_scaffold).reason()).find("robust rule"),

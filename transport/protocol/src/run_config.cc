@@ -266,12 +266,12 @@ Status ValidateRunConfig(const RunConfig& config) {
             "re-compress with; this one is neither (reg_top_k selects with each worker's "
             "posterior): use the model downlink");
       }
-      EDGESGD_TRY(CheckPrivacy(config));
-      return CheckScaffold(config);
+      EDGESGD_TRY(CheckScaffold(config));
+      return CheckPrivacy(config);
     case AggregationKind::kMajority:
       EDGESGD_TRY(CheckMajority(config));
-      EDGESGD_TRY(CheckPrivacy(config));
-      return CheckScaffold(config);
+      EDGESGD_TRY(CheckScaffold(config));
+      return CheckPrivacy(config);
   }
   return Status::InvalidArgument("unknown aggregation");
 }
