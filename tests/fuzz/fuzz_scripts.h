@@ -101,6 +101,13 @@ inline std::vector<NamedRunConfig> RunConfigs() {
     distributed.privacy = PrivacyParams{.mode = PrivacyMode::kDistributed, .clip = 0.5f};
     configs.push_back({"random_block_distributed_privacy", distributed});
   }
+  {
+    // SCAFFOLD: Updates and model broadcasts carry a second payload.
+    protocol::RunConfig scaffold = MeanRun(TopKParams{.k_ratio = 0.25f}, DownlinkKind::kModel);
+    scaffold.feedback.local_steps = 2;
+    scaffold.scaffold = true;
+    configs.push_back({"top_k_scaffold", scaffold});
+  }
   return configs;
 }
 
