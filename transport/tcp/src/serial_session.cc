@@ -59,6 +59,15 @@ void SerialSession::OnPortBytes(std::span<const std::byte> bytes) {
   driver_.SessionChanged();
 }
 
+void SerialSession::OnPortClosed(const std::string& /*why*/) {
+  // A gateway closes the line once it has delivered the server's Leave; a device waiting for
+  // the line to come back then would wait for ever.
+  if (session_.Finished()) {
+    line_closed_after_run_ = true;
+    driver_.SessionChanged();
+  }
+}
+
 void SerialSession::OnPortWritten(std::size_t bytes) {
   link_.Written(bytes, driver_.Now());
   Flush();

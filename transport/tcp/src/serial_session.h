@@ -46,12 +46,16 @@ class SerialSession final : public protocol::Session, public SerialPort::Events 
   void OnTimer(TimeNs now) override;
   bool PollFrame(protocol::OutgoingFrame&) override { return false; }
   TimeNs NextWakeup() const override { return link_.NextWakeup(); }
-  bool Finished() const override { return link_.Finished(); }
+  // Also once the run is over and the gateway closed the line: what the link still holds
+  // unacknowledged (a heartbeat, an update the server no longer wants) has nobody to go to.
+  bool Finished() const override {
+    return link_.Finished() || (session_.Finished() && line_closed_after_run_);
+  }
 
   // ---- SerialPort::Events ----
   void OnPortOpened() override;
   void OnPortBytes(std::span<const std::byte> bytes) override;
-  void OnPortClosed(const std::string& /*why*/) override {}
+  void OnPortClosed(const std::string& why) override;
   void OnPortWritten(std::size_t bytes) override;
 
  private:
@@ -65,6 +69,7 @@ class SerialSession final : public protocol::Session, public SerialPort::Events 
   auth::ConnectionAuth auth_;
   std::mt19937 nonces_{std::random_device{}()};
   bool started_ = false;
+  bool line_closed_after_run_ = false;
 };
 
 }  // namespace edgesgd::tcp::internal
