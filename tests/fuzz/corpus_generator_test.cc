@@ -4,7 +4,8 @@
 //   frame_decoder    each kind of frame of each run (a few Updates and broadcasts, the control
 //                    frames) with the receiver setup that decodes it, plus frames of the codecs
 //                    and messages the runs do not send (fp16, sign with mean-abs scales, fixed
-//                    qsgd, a GossipExchange, a Heartbeat), and messages at the schema's limits
+//                    qsgd, a GossipExchange, a Heartbeat, secure aggregation's messages of
+//                    every phase), and messages at the schema's limits
 //                    (the longest Error reason, a Welcome with the most tensors): one mutation
 //                    from what the decoder must refuse
 //   server_session   the run as the server saw it: every frame it received, at its time
@@ -272,6 +273,41 @@ void WriteSyntheticDecoderSeeds() {
   WriteDecoderSeed("synthetic-error", DecoderSetup::For(top_k, layout, context), error);
   const std::span<const std::byte> heartbeat = maker.Heartbeat({2, 3, 40}, {123456, 123000});
   WriteDecoderSeed("synthetic-heartbeat", DecoderSetup::For(top_k, layout, context), heartbeat);
+
+  // Secure aggregation: a message of every phase, for a device with three neighbours.
+  std::array<wire::SecureRosterRecord, 3> roster{};
+  std::array<wire::SecureSealedRecord, 3> sealed{};
+  std::array<wire::SecureShareRecord, 4> revealed{};
+  for (std::uint32_t i = 0; i < 3; ++i) {
+    roster[i] = {.device = 5 + i, .share_point = 1 + i, .cipher_public = {}, .mask_public = {}};
+    roster[i].cipher_public[i] = std::byte{0x40};
+    sealed[i].device = 5 + i;
+    sealed[i].sealed[i] = std::byte{0x11};
+    revealed[i] = {.owner = 5 + i, .kind = static_cast<std::uint8_t>(i % 2), .x = 2, .y = {}};
+    revealed[i].y[i] = 0x7FFFFFF0u;
+  }
+  const std::vector<std::uint32_t> masked(24, 0xA5A5A5A5u);
+  const std::uint32_t survivors[] = {5, 7};
+  wire::SecureMessage secure{.fields = {.phase = wire::SecurePhase::kKeys,
+                                        .cipher_public = {},
+                                        .mask_public = {},
+                                        .threshold = 3,
+                                        .share_point = 4,
+                                        .commitment = {}},
+                             .roster = roster,
+                             .shares = sealed,
+                             .masked = masked,
+                             .survivors = survivors,
+                             .revealed = revealed};
+  const char* const phases[] = {"keys",         "roster",    "shares",   "delivered-shares",
+                                "masked-input", "survivors", "unmasking"};
+  for (std::uint8_t p = 0; p < std::size(phases); ++p) {
+    secure.fields.phase = static_cast<wire::SecurePhase>(p);
+    const std::span<const std::byte> frame = maker.Secure({4, 6, 30u + p}, secure, 3, 24);
+    ASSERT_FALSE(frame.empty()) << phases[p];
+    WriteDecoderSeed(std::string("synthetic-secure-") + phases[p],
+                     DecoderSetup::For(top_k, layout, context), frame);
+  }
 
   // Messages at the schema's limits, one step from what the decoder must refuse.
   const std::string longest(wire::kMaxErrorReasonBytes, 'r');

@@ -4,15 +4,17 @@
 // then the frame's bytes. Invariants:
 //   - DecodeFrame is deterministic and a decoded frame is self-consistent: its length prefix
 //     gives the frame's size, and every payload span and the Error reason lie inside the frame;
-//   - whatever a control frame decodes to is within the schema: the frame builder encodes it
-//     again (it refuses enums outside the schema, invalid codec parameters, empty layouts), the
-//     result decodes to the same message, and encoding that gives the same bytes;
+//   - whatever a control or secure aggregation frame decodes to is within the schema: the frame
+//     builder encodes it again (it refuses enums outside the schema, invalid codec parameters,
+//     empty layouts), the result decodes to the same message, and encoding that gives the same
+//     bytes;
 //   - DecodeAdd of a payload (with the parameters ParamsForPayload derives, as a receiver does,
 //     and optionally with mismatched ones): a failure leaves the accumulator's bytes untouched;
 //     a success is deterministic (a second accumulator with the same start, with scratch
 //     holding other garbage, ends with the same bytes);
 //   - CheckShared is deterministic.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -116,11 +118,36 @@ void CheckDecodeAdd(const CodecParams& params, const TensorLayout& layout,
   EDGESGD_FUZZ_CHECK(shared_first.code() == shared_second.code(), "CheckShared is deterministic");
 }
 
-// Encodes the control message of `view` with the frame builder into `storage`; empty if the
-// builder refuses it.
+// A secure aggregation message's lists copied out of its frame, as the builder takes them.
+struct SecureLists {
+  std::vector<wire::SecureRosterRecord> roster;
+  std::vector<wire::SecureSealedRecord> shares;
+  std::vector<wire::SecureShareRecord> revealed;
+
+  template <typename Record>
+  static std::vector<Record> Copy(const wire::SecureRecords<Record>& records) {
+    std::vector<Record> out(records.size());
+    for (std::size_t i = 0; i < records.size(); ++i) out[i] = records[i];
+    return out;
+  }
+  explicit SecureLists(const wire::SecureView& view)
+      : roster(Copy(view.roster)), shares(Copy(view.shares)), revealed(Copy(view.revealed)) {}
+  bool operator==(const SecureLists&) const = default;
+};
+
+// Encodes the control or secure aggregation message of `view` with the frame builder into
+// `storage`; empty if the builder refuses it.
 std::span<const std::byte> Reencode(const wire::FrameView& view,
                                     std::vector<std::uint64_t>& storage) {
-  storage.assign((wire::kMaxControlFrameBytes + wire::kBuilderScratchBytes) / 8 + 2, 0);
+  const SecureLists lists(view.secure);
+  // The decoded frame's size bounds a secure message's (its lists take what they took there).
+  const std::size_t secure_bytes = 4 * (view.secure.masked.size() + view.secure.survivors.size()) +
+                                   wire::kSecureRosterRecordBytes * lists.roster.size() +
+                                   wire::kSecureSealedRecordBytes * lists.shares.size() +
+                                   wire::kSecureShareRecordBytes * lists.revealed.size() +
+                                   wire::kSecureFrameOverheadBytes;
+  storage.assign((wire::kMaxControlFrameBytes + secure_bytes + wire::kBuilderScratchBytes) / 8 + 2,
+                 0);
   wire::FrameBuilder builder(std::as_writable_bytes(std::span(storage)));
   Result<std::span<const std::byte>> frame = Status::Internal("not a control frame");
   switch (view.kind) {
@@ -138,6 +165,11 @@ std::span<const std::byte> Reencode(const wire::FrameView& view,
       break;
     case wire::MessageKind::kError:
       frame = builder.EncodeError(view.header, view.error);
+      break;
+    case wire::MessageKind::kSecureAggregation:
+      frame = builder.EncodeSecure(
+          view.header, {view.secure.fields, lists.roster, lists.shares, view.secure.masked,
+                        view.secure.survivors, lists.revealed});
       break;
     default:
       break;
@@ -171,6 +203,17 @@ void CheckReencodes(const wire::FrameView& view) {
           second.error.code == view.error.code && second.error.reason == view.error.reason,
           "an Error re-encodes to the same values");
       break;
+    case wire::MessageKind::kSecureAggregation: {
+      const wire::SecureView& a = view.secure;
+      const wire::SecureView& b = second.secure;
+      EDGESGD_FUZZ_CHECK(
+          a.fields == b.fields && SecureLists(a) == SecureLists(b) &&
+              std::equal(a.masked.begin(), a.masked.end(), b.masked.begin(), b.masked.end()) &&
+              std::equal(a.survivors.begin(), a.survivors.end(), b.survivors.begin(),
+                         b.survivors.end()),
+          "a secure aggregation message re-encodes to the same values");
+      break;
+    }
     case wire::MessageKind::kWelcome:
       // Floats may be NaN, which == does not match: compare the bytes of a second encoding.
       EDGESGD_FUZZ_CHECK(second.welcome.layout == view.welcome.layout &&
@@ -232,6 +275,12 @@ void Run(const std::uint8_t* data, std::size_t size) {
     case wire::MessageKind::kUpdate:
     case wire::MessageKind::kGossipExchange:
       break;
+    case wire::MessageKind::kSecureAggregation:
+      EDGESGD_FUZZ_CHECK(
+          SpanInside(frame, view.secure.masked) && SpanInside(frame, view.secure.survivors),
+          "secure aggregation words point into the frame");
+      CheckReencodes(view);
+      return;
     default:
       CheckReencodes(view);
       return;

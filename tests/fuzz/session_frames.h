@@ -63,6 +63,13 @@ class FrameMaker {
     wire::FrameBuilder builder(Buffer(kControlBytes));
     return Keep(builder.EncodeError(header, {code, reason}));
   }
+  std::span<const std::byte> Secure(const wire::FrameHeader& header,
+                                    const wire::SecureMessage& message, std::size_t neighbours,
+                                    std::size_t words) {
+    wire::FrameBuilder builder(
+        Buffer(wire::SecureFrameBytes(neighbours, words) + wire::kBuilderScratchBytes));
+    return Keep(builder.EncodeSecure(header, message));
+  }
 
  private:
   static constexpr std::size_t kControlBytes =

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstddef>
@@ -99,13 +100,33 @@ std::vector<Sample> SampleFrames() {
   add(builder.EncodeHeartbeat(header, {77, 66}), {});
   add(builder.EncodeLeave(header, {LeaveReason::kFailure}), {});
   add(builder.EncodeError(header, {StatusCode::kDataLoss, "bad frame from 3"}), {});
+  // A secure aggregation message of every phase, each with its list.
+  std::array<SecureRosterRecord, 3> roster{};
+  std::array<SecureSealedRecord, 3> shares{};
+  std::array<SecureShareRecord, 4> revealed{};
+  for (std::uint32_t i = 0; i < 3; ++i) {
+    roster[i].device = shares[i].device = revealed[i].owner = i + 1;
+    roster[i].share_point = revealed[i].x = i + 2;
+    revealed[i].kind = static_cast<std::uint8_t>(i % 2);
+  }
+  const std::uint32_t words[] = {0xDEADBEEFu, 7, 9};
+  SecureMessage secure{.fields = {},
+                       .roster = roster,
+                       .shares = shares,
+                       .masked = words,
+                       .survivors = std::span(words).first(2),
+                       .revealed = revealed};
+  for (std::uint8_t p = 0; p <= static_cast<std::uint8_t>(SecurePhase::kUnmasking); ++p) {
+    secure.fields.phase = static_cast<SecurePhase>(p);
+    add(builder.EncodeSecure(header, secure), {});
+  }
   return samples;
 }
 
 // Checks what a successful decode promises: a known kind and views inside the frame.
 void ExpectViewInside(const FrameView& view, std::span<const std::byte> frame) {
   ASSERT_NE(view.kind, MessageKind::kNone);
-  ASSERT_LE(static_cast<int>(view.kind), static_cast<int>(MessageKind::kError));
+  ASSERT_LE(static_cast<int>(view.kind), static_cast<int>(MessageKind::kSecureAggregation));
   const auto inside = [&](const void* data, std::size_t bytes) {
     if (bytes == 0) return true;
     const auto* p = static_cast<const std::byte*>(data);
@@ -120,6 +141,15 @@ void ExpectViewInside(const FrameView& view, std::span<const std::byte> frame) {
   if (!view.error.reason.empty()) {
     const auto* p = reinterpret_cast<const std::byte*>(view.error.reason.data());
     EXPECT_TRUE(p >= frame.data() && p + view.error.reason.size() <= frame.data() + frame.size());
+  }
+  const SecureView& secure = view.secure;
+  EXPECT_TRUE(inside(secure.masked.data(), secure.masked.size_bytes()));
+  EXPECT_TRUE(inside(secure.survivors.data(), secure.survivors.size_bytes()));
+  // Records are read by copy: reading each one is what must stay inside (ASan watches).
+  for (std::size_t i = 0; i < secure.roster.size(); ++i) (void)secure.roster[i];
+  for (std::size_t i = 0; i < secure.shares.size(); ++i) (void)secure.shares[i];
+  for (std::size_t i = 0; i < secure.revealed.size(); ++i) {
+    EXPECT_LE(secure.revealed[i].kind, kSecureMaskKeyShare);
   }
 }
 
@@ -289,10 +319,97 @@ TEST(WireReject, MissingOrUnknownMessage) {
   }
   for (const fb::Message type :
        {fb::Message::Join, fb::Message::Welcome, fb::Message::ModelBroadcast, fb::Message::Update,
-        fb::Message::GossipExchange, fb::Message::Heartbeat, fb::Message::Leave,
-        fb::Message::Error}) {
+        fb::Message::GossipExchange, fb::Message::Heartbeat, fb::Message::Leave, fb::Message::Error,
+        fb::Message::SecureAggregation}) {
     RawFrame raw;  // type set, table missing
     EXPECT_EQ(Decode(raw.Finish(type, 0)).status(), Status::DataLoss());
+  }
+}
+
+TEST(WireReject, MalformedSecureAggregation) {
+  const fb::SecureKey key;
+  const auto decode = [](RawFrame& raw, flatbuffers::Offset<fb::SecureAggregation> table) {
+    return Decode(raw.Finish(fb::Message::SecureAggregation, table.Union())).status();
+  };
+  {
+    RawFrame raw;  // a phase this version does not know
+    EXPECT_EQ(decode(raw, fb::CreateSecureAggregation(raw.fbb(), fb::SecurePhase(7))),
+              Status::DataLoss());
+  }
+  {
+    RawFrame raw;  // a key advertisement without its mask key
+    EXPECT_EQ(decode(raw, fb::CreateSecureAggregation(raw.fbb(), fb::SecurePhase::Keys, &key)),
+              Status::DataLoss());
+  }
+  {
+    RawFrame raw;  // shares without the seed commitment
+    EXPECT_EQ(decode(raw, fb::CreateSecureAggregation(raw.fbb(), fb::SecurePhase::Shares)),
+              Status::DataLoss());
+  }
+  const std::uint32_t two[] = {1, 2};
+  const std::uint8_t kinds[] = {1, 2};
+  std::vector<std::uint32_t> limbs(2 * kSecureShareLimbs, 5);
+  {
+    RawFrame raw;  // a revealed share of neither kind
+    const auto devices = raw.fbb().CreateVector(two, 2);
+    const auto points = raw.fbb().CreateVector(two, 2);
+    const auto kind_vector = raw.fbb().CreateVector(kinds, 2);
+    const auto limb_vector = raw.fbb().CreateVector(limbs);
+    EXPECT_EQ(decode(raw, fb::CreateSecureAggregation(raw.fbb(), fb::SecurePhase::Unmasking,
+                                                      nullptr, nullptr, 0, 0, devices, points, 0,
+                                                      nullptr, 0, 0, kind_vector, limb_vector)),
+              Status::DataLoss());
+  }
+  {
+    RawFrame raw;  // revealed shares with one limb too few
+    const std::uint8_t good_kinds[] = {0, 1};
+    const auto devices = raw.fbb().CreateVector(two, 2);
+    const auto points = raw.fbb().CreateVector(two, 2);
+    const auto kind_vector = raw.fbb().CreateVector(good_kinds, 2);
+    const auto limb_vector = raw.fbb().CreateVector(limbs.data(), limbs.size() - 1);
+    EXPECT_EQ(decode(raw, fb::CreateSecureAggregation(raw.fbb(), fb::SecurePhase::Unmasking,
+                                                      nullptr, nullptr, 0, 0, devices, points, 0,
+                                                      nullptr, 0, 0, kind_vector, limb_vector)),
+              Status::DataLoss());
+  }
+  {
+    RawFrame raw;  // a roster with two devices and one pair of keys
+    std::vector<std::uint8_t> keys(2 * kSecureKeyBytes);
+    const auto devices = raw.fbb().CreateVector(two, 2);
+    const auto points = raw.fbb().CreateVector(two, 2);
+    const auto key_vector = raw.fbb().CreateVector(keys);
+    EXPECT_EQ(decode(raw, fb::CreateSecureAggregation(raw.fbb(), fb::SecurePhase::Roster, nullptr,
+                                                      nullptr, 3, 1, devices, points, key_vector)),
+              Status::DataLoss());
+  }
+  {
+    RawFrame raw;  // sealed shares for one device and two senders
+    std::vector<std::uint8_t> sealed(kSecureSealedBytes);
+    const auto devices = raw.fbb().CreateVector(two, 2);
+    const auto sealed_vector = raw.fbb().CreateVector(sealed);
+    EXPECT_EQ(decode(raw, fb::CreateSecureAggregation(raw.fbb(), fb::SecurePhase::DeliveredShares,
+                                                      nullptr, nullptr, 0, 0, devices, 0, 0,
+                                                      nullptr, sealed_vector)),
+              Status::DataLoss());
+  }
+  {
+    RawFrame raw;  // a list whose length runs past the frame fails verification
+    const std::uint32_t words[] = {1, 2, 3};
+    const auto masked = raw.fbb().CreateVector(words, 3);
+    Bytes bytes =
+        raw.Finish(fb::Message::SecureAggregation,
+                   fb::CreateSecureAggregation(raw.fbb(), fb::SecurePhase::MaskedInput, nullptr,
+                                               nullptr, 0, 0, 0, 0, 0, nullptr, 0, masked)
+                       .Union());
+    ASSERT_TRUE(Decode(bytes).ok());
+    // The vector's length word is the only 3 in the frame followed by the words 1, 2, 3.
+    const std::uint32_t pattern[] = {3, 1, 2, 3};
+    const auto at =
+        std::search(bytes.begin(), bytes.end(), reinterpret_cast<const std::byte*>(pattern),
+                    reinterpret_cast<const std::byte*>(pattern) + sizeof(pattern));
+    ASSERT_NE(at, bytes.end());
+    WriteU32(bytes, static_cast<std::size_t>(at - bytes.begin()), 1u << 20);
+    EXPECT_EQ(Decode(bytes).status(), Status::DataLoss());
   }
 }
 
@@ -604,6 +721,20 @@ TEST(WireFuzz, RandomAndMutatedFramesNeverCrash) {
     AlignedFrame frame(bytes);
     const Result<FrameView> view = DecodeFrame(frame.span());
     ++outcomes[view.ok() ? std::string("accepted") : std::string(view.status().str())];
+    // The decoder verifies the envelope with its own union verifier: it must agree with the
+    // generated one (with the decoder's limits).
+    flatbuffers::Verifier::Options options;
+    options.max_depth = 4;
+    options.max_tables = 8;
+    options.check_alignment = true;
+    options.check_nested_flatbuffers = false;
+    flatbuffers::Verifier verifier(reinterpret_cast<const std::uint8_t*>(frame.data()),
+                                   bytes.size(), options);
+    if (!fb::VerifySizePrefixedEnvelopeBuffer(verifier)) {
+      EXPECT_FALSE(view.ok());
+    } else {
+      EXPECT_STRNE(view.status().reason(), "the frame fails FlatBuffers verification");
+    }
     if (!view.ok()) continue;
     ExpectViewInside(*view, frame.span());
     const bool has_payload = view->kind == MessageKind::kUpdate ||

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <memory>
 
 #include "edgesgd/core/codec_registry.h"
@@ -50,6 +51,24 @@ std::string_view CutUtf8(std::string_view text, std::size_t limit) {
   // Back off continuation bytes (10xxxxxx) so the cut falls before a character's first byte.
   while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0u) == 0x80u) --end;
   return text.substr(0, end);
+}
+
+// A vector of `count` scalars reserved in the frame and written by `fill(data)` (offset 0, the
+// field left out, when `count` is 0).
+template <typename T, typename Fill>
+flatbuffers::Offset<flatbuffers::Vector<T>> Column(flatbuffers::FlatBufferBuilder& builder,
+                                                   std::size_t count, Fill fill) {
+  if (count == 0) return 0;
+  T* out = nullptr;
+  const auto vector = builder.CreateUninitializedVector(count, &out);
+  fill(out);
+  return vector;
+}
+
+fb::SecureKey KeyToFb(const SecureKey& key) {
+  fb::SecureKey out;
+  std::memcpy(&out, key.data(), key.size());
+  return out;
 }
 
 }  // namespace
@@ -333,6 +352,105 @@ Result<std::span<const std::byte>> FrameBuilder::EncodeError(const FrameHeader& 
       reason.empty() ? 0 : builder_.CreateString(reason.data(), reason.size());
   const auto message = fb::CreateError(builder_, static_cast<std::uint8_t>(error.code), text);
   return FinishEnvelope(header, MessageKind::kError, message.Union(), kMaxControlFrameBytes);
+}
+
+Result<std::span<const std::byte>> FrameBuilder::EncodeSecure(const FrameHeader& header,
+                                                              const SecureMessage& message) {
+  if constexpr (!kSecureAggregationFrames) {
+    return Status::FailedPrecondition("this build leaves out secure aggregation");
+  }
+  const SecureFields& fields = message.fields;
+  if (!internal::InSchema(fields.phase)) {
+    return Status::InvalidArgument("the secure aggregation phase is outside the schema");
+  }
+  if (pending_) return Status::FailedPrecondition("a payload frame is pending");
+  // Only the phase's list is written, so only it counts towards the bound.
+  const SecurePhase phase = fields.phase;
+  const std::span<const SecureRosterRecord> roster =
+      phase == SecurePhase::kRoster ? message.roster : std::span<const SecureRosterRecord>();
+  const std::span<const SecureSealedRecord> shares =
+      phase == SecurePhase::kShares || phase == SecurePhase::kDeliveredShares
+          ? message.shares
+          : std::span<const SecureSealedRecord>();
+  const std::span<const std::uint32_t> masked =
+      phase == SecurePhase::kMaskedInput ? message.masked : std::span<const std::uint32_t>();
+  const std::span<const std::uint32_t> survivors =
+      phase == SecurePhase::kSurvivors ? message.survivors : std::span<const std::uint32_t>();
+  const std::span<const SecureShareRecord> revealed =
+      phase == SecurePhase::kUnmasking ? message.revealed : std::span<const SecureShareRecord>();
+  for (const SecureShareRecord& share : revealed) {
+    if (share.kind > kSecureMaskKeyShare) {
+      return Status::InvalidArgument("a revealed share's kind is outside the schema");
+    }
+  }
+  const std::uint64_t list = std::uint64_t{roster.size()} * kSecureRosterRecordBytes +
+                             std::uint64_t{shares.size()} * kSecureSealedRecordBytes +
+                             std::uint64_t{revealed.size()} * kSecureShareRecordBytes +
+                             4 * (std::uint64_t{masked.size()} + survivors.size());
+  const std::uint64_t bound = (list + kSecureFrameOverheadBytes + (kFrameAlignment - 1)) &
+                              ~std::uint64_t{kFrameAlignment - 1};
+  if (bound > kMaxFrameBytes) {
+    return Status::OutOfRange("the secure aggregation frame would exceed kMaxFrameBytes (1 GiB)");
+  }
+  if (bound + kBuilderScratchBytes > capacity_bytes()) {
+    return Status::ResourceExhausted("the builder's buffer is too small for the frame");
+  }
+  StartFrame();
+
+  // At most one list is non-empty; its columns are written in a fixed order so equal inputs
+  // give equal bytes.
+  const std::size_t records = roster.size() + shares.size() + survivors.size() + revealed.size();
+  const auto devices = Column<std::uint32_t>(builder_, records, [&](std::uint32_t* out) {
+    for (const SecureRosterRecord& entry : roster) *out++ = entry.device;
+    for (const SecureSealedRecord& pair : shares) *out++ = pair.device;
+    out = std::copy(survivors.begin(), survivors.end(), out);
+    for (const SecureShareRecord& share : revealed) *out++ = share.owner;
+  });
+  const auto points =
+      Column<std::uint32_t>(builder_, roster.size() + revealed.size(), [&](std::uint32_t* out) {
+        for (const SecureRosterRecord& entry : roster) *out++ = entry.share_point;
+        for (const SecureShareRecord& share : revealed) *out++ = share.x;
+      });
+  const auto keys =
+      Column<std::uint8_t>(builder_, 2 * kSecureKeyBytes * roster.size(), [&](std::uint8_t* out) {
+        for (const SecureRosterRecord& entry : roster) {
+          std::memcpy(out, entry.cipher_public.data(), kSecureKeyBytes);
+          std::memcpy(out + kSecureKeyBytes, entry.mask_public.data(), kSecureKeyBytes);
+          out += 2 * kSecureKeyBytes;
+        }
+      });
+  const auto sealed =
+      Column<std::uint8_t>(builder_, kSecureSealedBytes * shares.size(), [&](std::uint8_t* out) {
+        for (const SecureSealedRecord& pair : shares) {
+          std::memcpy(out, pair.sealed.data(), kSecureSealedBytes);
+          out += kSecureSealedBytes;
+        }
+      });
+  const auto masked_words = Column<std::uint32_t>(builder_, masked.size(), [&](std::uint32_t* out) {
+    std::copy(masked.begin(), masked.end(), out);
+  });
+  const auto kinds = Column<std::uint8_t>(builder_, revealed.size(), [&](std::uint8_t* out) {
+    for (const SecureShareRecord& share : revealed) *out++ = share.kind;
+  });
+  const auto limbs =
+      Column<std::uint32_t>(builder_, kSecureShareLimbs * revealed.size(), [&](std::uint32_t* out) {
+        for (const SecureShareRecord& share : revealed) {
+          out = std::copy(share.y.begin(), share.y.end(), out);
+        }
+      });
+
+  const fb::SecureKey cipher_public = KeyToFb(fields.cipher_public);
+  const fb::SecureKey mask_public = KeyToFb(fields.mask_public);
+  const fb::SecureKey commitment = KeyToFb(fields.commitment);
+  const bool keys_phase = phase == SecurePhase::kKeys;
+  const bool roster_phase = phase == SecurePhase::kRoster;
+  const auto secure = fb::CreateSecureAggregation(
+      builder_, internal::EnumCast<fb::SecurePhase>(phase), keys_phase ? &cipher_public : nullptr,
+      keys_phase ? &mask_public : nullptr, roster_phase ? fields.threshold : 0,
+      roster_phase ? fields.share_point : 0, devices, points, keys,
+      phase == SecurePhase::kShares ? &commitment : nullptr, sealed, masked_words, kinds, limbs);
+  return FinishEnvelope(header, MessageKind::kSecureAggregation, secure.Union(),
+                        static_cast<std::size_t>(bound));
 }
 
 std::span<const std::byte> FrameBuilder::FinishEnvelope(const FrameHeader& header, MessageKind type,

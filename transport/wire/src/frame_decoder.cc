@@ -24,6 +24,59 @@ static_assert(kFileIdentifier.size() == flatbuffers::kFileIdentifierLength);
 static_assert(kMaxFrameBytes < FLATBUFFERS_MAX_BUFFER_SIZE);
 static_assert(kMinFrameBytes >= kIdentifierOffset + flatbuffers::kFileIdentifierLength);
 
+// The Message union's verifier for the kinds this build decodes. The generated one verifies every
+// kind, and a build without secure aggregation (a microcontroller's) would carry that table's
+// verifier for nothing; a kind left out passes here unverified, as unknown kinds do, and
+// DecodeMessage refuses it.
+bool VerifyDecodedMessage(flatbuffers::Verifier& verifier, const void* message, fb::Message type) {
+  switch (type) {
+    case fb::Message::Join:
+      return verifier.VerifyTable(static_cast<const fb::Join*>(message));
+    case fb::Message::Welcome:
+      return verifier.VerifyTable(static_cast<const fb::Welcome*>(message));
+    case fb::Message::ModelBroadcast:
+      return verifier.VerifyTable(static_cast<const fb::ModelBroadcast*>(message));
+    case fb::Message::Update:
+      return verifier.VerifyTable(static_cast<const fb::Update*>(message));
+    case fb::Message::GossipExchange:
+      return verifier.VerifyTable(static_cast<const fb::GossipExchange*>(message));
+    case fb::Message::Heartbeat:
+      return verifier.VerifyTable(static_cast<const fb::Heartbeat*>(message));
+    case fb::Message::Leave:
+      return verifier.VerifyTable(static_cast<const fb::Leave*>(message));
+    case fb::Message::Error:
+      return verifier.VerifyTable(static_cast<const fb::Error*>(message));
+    case fb::Message::SecureAggregation:
+      if constexpr (kSecureAggregationFrames) {
+        return verifier.VerifyTable(static_cast<const fb::SecureAggregation*>(message));
+      }
+      return true;
+    case fb::Message::NONE:
+      break;
+  }
+  return true;
+}
+
+// The root table as Verifier::VerifySizePrefixedBuffer verifies it: the generated
+// Envelope::Verify, field by field, with VerifyDecodedMessage for the union. The wire tests check
+// that it agrees with the generated verifier on every frame they try.
+class VerifiedEnvelope : private flatbuffers::Table {
+ public:
+  bool Verify(flatbuffers::Verifier& verifier) const {
+    using E = fb::Envelope;
+    return VerifyTableStart(verifier) && VerifyField<std::uint16_t>(verifier, E::VT_VERSION, 2) &&
+           VerifyField<std::uint32_t>(verifier, E::VT_SENDER, 4) &&
+           VerifyField<std::uint32_t>(verifier, E::VT_ROUND, 4) &&
+           VerifyField<std::uint64_t>(verifier, E::VT_SEQUENCE, 8) &&
+           VerifyField<std::uint8_t>(verifier, E::VT_MESSAGE_TYPE, 1) &&
+           VerifyOffset(verifier, E::VT_MESSAGE) &&
+           VerifyDecodedMessage(
+               verifier, GetPointer<const void*>(E::VT_MESSAGE),
+               static_cast<fb::Message>(GetField<std::uint8_t>(E::VT_MESSAGE_TYPE, 0))) &&
+           verifier.EndTable();
+  }
+};
+
 // A verified vector as a span (empty when the field is absent).
 template <typename T>
 std::span<const T> AsSpan(const flatbuffers::Vector<T>* vector) {
@@ -178,6 +231,93 @@ Status DecodeError(const fb::Error* error, ErrorInfo& out) {
   return Status::Ok();
 }
 
+SecureKey FromFb(const fb::SecureKey& key) {
+  SecureKey out;
+  std::memcpy(out.data(), key.bytes()->Data(), out.size());
+  return out;
+}
+
+// Whether an absent or present vector holds `count` * `per_record` elements.
+template <typename T>
+bool Holds(const flatbuffers::Vector<T>* vector, std::size_t count, std::size_t per_record) {
+  return (vector == nullptr ? 0 : vector->size()) == count * per_record;
+}
+
+template <typename T>
+const T* DataOf(const flatbuffers::Vector<T>* vector) {
+  return vector == nullptr ? nullptr : vector->data();
+}
+
+// Reads the fields and list of the message's phase; those of other phases are ignored. A list's
+// parallel vectors must agree on its length.
+Status DecodeSecure(const fb::SecureAggregation* secure, SecureView& out) {
+  if (secure == nullptr || !internal::FitsSchema<fb::SecurePhase>(secure->phase())) {
+    return Status::DataLoss("the SecureAggregation is missing or its phase is unknown");
+  }
+  SecureFields& fields = out.fields;
+  fields.phase = internal::EnumCast<SecurePhase>(secure->phase());
+  const std::size_t count = secure->devices() == nullptr ? 0 : secure->devices()->size();
+  SecureColumns columns;
+  columns.devices = DataOf(secure->devices());
+  switch (fields.phase) {
+    case SecurePhase::kKeys:
+      if (secure->cipher_public() == nullptr || secure->mask_public() == nullptr) {
+        return Status::DataLoss("a key advertisement lacks a key");
+      }
+      fields.cipher_public = FromFb(*secure->cipher_public());
+      fields.mask_public = FromFb(*secure->mask_public());
+      break;
+    case SecurePhase::kRoster:
+      if (!Holds(secure->points(), count, 1) ||
+          !Holds(secure->keys(), count, 2 * kSecureKeyBytes)) {
+        return Status::DataLoss("the roster's lists disagree in length");
+      }
+      fields.threshold = secure->threshold();
+      fields.share_point = secure->share_point();
+      columns.points = DataOf(secure->points());
+      columns.bytes = reinterpret_cast<const std::byte*>(DataOf(secure->keys()));
+      out.roster = SecureRecords<SecureRosterRecord>(columns, count);
+      break;
+    case SecurePhase::kShares:
+      if (secure->commitment() == nullptr) {
+        return Status::DataLoss("the shares lack their seed commitment");
+      }
+      fields.commitment = FromFb(*secure->commitment());
+      [[fallthrough]];
+    case SecurePhase::kDeliveredShares:
+      if (!Holds(secure->sealed(), count, kSecureSealedBytes)) {
+        return Status::DataLoss("the sealed shares' lists disagree in length");
+      }
+      columns.bytes = reinterpret_cast<const std::byte*>(DataOf(secure->sealed()));
+      out.shares = SecureRecords<SecureSealedRecord>(columns, count);
+      break;
+    case SecurePhase::kMaskedInput:
+      out.masked = AsSpan(secure->masked());
+      break;
+    case SecurePhase::kSurvivors:
+      out.survivors = AsSpan(secure->devices());
+      break;
+    case SecurePhase::kUnmasking:
+      if (!Holds(secure->points(), count, 1) || !Holds(secure->kinds(), count, 1) ||
+          !Holds(secure->limbs(), count, kSecureShareLimbs)) {
+        return Status::DataLoss("the revealed shares' lists disagree in length");
+      }
+      if (const flatbuffers::Vector<std::uint8_t>* kinds = secure->kinds(); kinds != nullptr) {
+        for (const std::uint8_t kind : *kinds) {
+          if (kind > kSecureMaskKeyShare) {
+            return Status::DataLoss("a revealed share's kind is unknown");
+          }
+        }
+      }
+      columns.points = DataOf(secure->points());
+      columns.bytes = reinterpret_cast<const std::byte*>(DataOf(secure->kinds()));
+      columns.limbs = DataOf(secure->limbs());
+      out.revealed = SecureRecords<SecureShareRecord>(columns, count);
+      break;
+  }
+  return Status::Ok();
+}
+
 // Decodes the union member of `envelope` into `view`. Errors: kDataLoss.
 Status DecodeMessage(const fb::Envelope& envelope, FrameView& view) {
   switch (envelope.message_type()) {
@@ -251,6 +391,10 @@ Status DecodeMessage(const fb::Envelope& envelope, FrameView& view) {
     case fb::Message::Error:
       view.kind = MessageKind::kError;
       return DecodeError(envelope.message_as_Error(), view.error);
+    case fb::Message::SecureAggregation:
+      if constexpr (!kSecureAggregationFrames) break;
+      view.kind = MessageKind::kSecureAggregation;
+      return DecodeSecure(envelope.message_as_SecureAggregation(), view.secure);
     case fb::Message::NONE:
       break;
   }
@@ -294,7 +438,7 @@ Result<FrameView> DecodeFrame(std::span<const std::byte> frame, std::size_t max_
   options.check_alignment = true;
   options.check_nested_flatbuffers = false;
   flatbuffers::Verifier verifier(bytes, frame.size(), options);
-  if (!fb::VerifySizePrefixedEnvelopeBuffer(verifier)) {
+  if (!verifier.VerifySizePrefixedBuffer<VerifiedEnvelope>(fb::EnvelopeIdentifier())) {
     return Status::DataLoss("the frame fails FlatBuffers verification");
   }
 

@@ -83,7 +83,21 @@ static_assert(EnumCast<fb::Message>(MessageKind::kGossipExchange) == fb::Message
 static_assert(EnumCast<fb::Message>(MessageKind::kHeartbeat) == fb::Message::Heartbeat);
 static_assert(EnumCast<fb::Message>(MessageKind::kLeave) == fb::Message::Leave);
 static_assert(EnumCast<fb::Message>(MessageKind::kError) == fb::Message::Error);
-static_assert(fb::Message::MAX == fb::Message::Error);
+static_assert(EnumCast<fb::Message>(MessageKind::kSecureAggregation) ==
+              fb::Message::SecureAggregation);
+static_assert(fb::Message::MAX == fb::Message::SecureAggregation);
+
+static_assert(EnumCast<fb::SecurePhase>(SecurePhase::kKeys) == fb::SecurePhase::Keys);
+static_assert(EnumCast<fb::SecurePhase>(SecurePhase::kRoster) == fb::SecurePhase::Roster);
+static_assert(EnumCast<fb::SecurePhase>(SecurePhase::kShares) == fb::SecurePhase::Shares);
+static_assert(EnumCast<fb::SecurePhase>(SecurePhase::kDeliveredShares) ==
+              fb::SecurePhase::DeliveredShares);
+static_assert(EnumCast<fb::SecurePhase>(SecurePhase::kMaskedInput) == fb::SecurePhase::MaskedInput);
+static_assert(EnumCast<fb::SecurePhase>(SecurePhase::kSurvivors) == fb::SecurePhase::Survivors);
+static_assert(EnumCast<fb::SecurePhase>(SecurePhase::kUnmasking) == fb::SecurePhase::Unmasking);
+static_assert(fb::SecurePhase::MAX == fb::SecurePhase::Unmasking);
+
+static_assert(sizeof(fb::SecureKey) == kSecureKeyBytes);
 
 // ---- C++ -> schema ----
 
@@ -101,6 +115,7 @@ constexpr fb::Message ToFb(MessageKind value) { return EnumCast<fb::Message>(val
 
 constexpr bool InSchema(Architecture value) { return FitsSchema<fb::Architecture>(value); }
 constexpr bool InSchema(LeaveReason value) { return FitsSchema<fb::LeaveReason>(value); }
+constexpr bool InSchema(SecurePhase value) { return FitsSchema<fb::SecurePhase>(value); }
 constexpr bool InSchema(StatusCode value) { return Raw(value) <= Raw(StatusCode::kInternal); }
 
 // Errors: kInvalidArgument unless `message` is an Update, ModelBroadcast or GossipExchange whose

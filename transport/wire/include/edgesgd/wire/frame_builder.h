@@ -111,6 +111,16 @@ class FrameBuilder {
   Result<std::span<const std::byte>> EncodeLeave(const FrameHeader& header, const LeaveInfo& leave);
   Result<std::span<const std::byte>> EncodeError(const FrameHeader& header, const ErrorInfo& error);
 
+  // ---- Secure aggregation ----
+  // A SecureAggregation message of `message.fields.phase`, with that phase's fields and list
+  // (the others are left out). Needs SecureFrameBytes for the list's length +
+  // kBuilderScratchBytes of buffer. Errors: kFailedPrecondition while a payload frame is begun,
+  // or in a build without secure aggregation (kSecureAggregationFrames); kInvalidArgument for a
+  // phase outside the schema or a revealed share of an unknown kind; kOutOfRange above
+  // kMaxFrameBytes; kResourceExhausted if the buffer is too small.
+  Result<std::span<const std::byte>> EncodeSecure(const FrameHeader& header,
+                                                  const SecureMessage& message);
+
   // Usable bytes of the buffer (after alignment).
   std::size_t capacity_bytes() const { return allocator_.capacity(); }
   bool payload_frame_pending() const { return pending_; }

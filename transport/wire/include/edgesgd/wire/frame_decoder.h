@@ -10,8 +10,9 @@
 namespace edgesgd::wire {
 
 // A verified frame. `kind` says which message it holds and only that message's member is
-// meaningful; `payload` (ModelBroadcast, Update, GossipExchange) and `error.reason` point into
-// the frame's bytes, zero-copy, and are valid while those bytes are unchanged.
+// meaningful; `payload` (ModelBroadcast, Update, GossipExchange), `error.reason` and the lists
+// of `secure` point into the frame's bytes, zero-copy, and are valid while those bytes are
+// unchanged.
 struct FrameView {
   FrameHeader header;
   MessageKind kind = MessageKind::kNone;
@@ -27,6 +28,7 @@ struct FrameView {
   HeartbeatInfo heartbeat;
   LeaveInfo leave;
   ErrorInfo error;
+  SecureView secure;  // kSecureAggregation: its lists point into the frame
 };
 
 // Reads a frame's length prefix (the first kFramePrefixBytes of `prefix`) and returns the whole

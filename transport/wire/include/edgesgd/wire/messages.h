@@ -4,9 +4,11 @@
 // returns. Field meanings are documented once, in transport/wire/edgesgd.fbs; enum values equal
 // the schema's (checked by static_assert where the generated code is compiled).
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 #include "edgesgd/core/codec_registry.h"
@@ -27,6 +29,7 @@ enum class MessageKind : std::uint8_t {
   kHeartbeat,
   kLeave,
   kError,
+  kSecureAggregation,
 };
 
 // Envelope fields every frame carries besides the schema version (which the codec layer adds and
@@ -221,6 +224,149 @@ struct PayloadMessage {
   }
 
   friend constexpr bool operator==(const PayloadMessage&, const PayloadMessage&) = default;
+};
+
+// ---- Secure aggregation (docs/secure-aggregation.md) ----
+
+// Builds short of flash define EDGESGD_SECURE_AGGREGATION=0 (the bare-metal builds do): they
+// neither build nor read SecureAggregation messages (their decoder refuses them as unknown).
+#if defined(EDGESGD_SECURE_AGGREGATION) && !EDGESGD_SECURE_AGGREGATION
+inline constexpr bool kSecureAggregationFrames = false;
+#else
+inline constexpr bool kSecureAggregationFrames = true;
+#endif
+
+// Which phase and direction a SecureAggregation message belongs to (the schema lists what each
+// carries).
+enum class SecurePhase : std::uint8_t {
+  kKeys = 0,         // device -> server
+  kRoster,           // server -> device
+  kShares,           // device -> server
+  kDeliveredShares,  // server -> device
+  kMaskedInput,      // device -> server
+  kSurvivors,        // server -> device
+  kUnmasking,        // device -> server
+};
+
+inline constexpr std::size_t kSecureKeyBytes = 32;      // an X25519 public key, a SHA-256 digest
+inline constexpr std::size_t kSecureSealedBytes = 104;  // two 44-byte shares and a 16-byte tag
+inline constexpr std::size_t kSecureShareLimbs = 11;    // a share's values below 2^31 - 1
+using SecureKey = std::array<std::byte, kSecureKeyBytes>;
+
+struct SecureRosterRecord {
+  std::uint32_t device = 0;
+  std::uint32_t share_point = 0;
+  SecureKey cipher_public{};
+  SecureKey mask_public{};
+
+  friend constexpr bool operator==(const SecureRosterRecord&, const SecureRosterRecord&) = default;
+};
+
+struct SecureSealedRecord {
+  std::uint32_t device = 0;  // the receiver on the way to the server, the sender from it
+  std::array<std::byte, kSecureSealedBytes> sealed{};
+
+  friend constexpr bool operator==(const SecureSealedRecord&, const SecureSealedRecord&) = default;
+};
+
+inline constexpr std::uint8_t kSecureSeedShare = 0;     // SecureShareRecord::kind
+inline constexpr std::uint8_t kSecureMaskKeyShare = 1;  // SecureShareRecord::kind
+struct SecureShareRecord {
+  std::uint32_t owner = 0;
+  std::uint8_t kind = kSecureSeedShare;
+  std::uint32_t x = 0;
+  std::array<std::uint32_t, kSecureShareLimbs> y{};
+
+  friend constexpr bool operator==(const SecureShareRecord&, const SecureShareRecord&) = default;
+};
+
+// Where a received list of records lies in its frame: the schema sends a list as parallel
+// vectors of scalars (SecureAggregation's devices, points, keys / sealed / kinds, limbs).
+struct SecureColumns {
+  const std::uint32_t* devices = nullptr;
+  const std::uint32_t* points = nullptr;
+  const std::byte* bytes = nullptr;  // 64 key bytes, 104 sealed bytes or one kind per record
+  const std::uint32_t* limbs = nullptr;
+};
+
+// Records of one kind inside a received frame, assembled on access from the frame's parallel
+// vectors (whose lengths the decoder checked). Valid while the frame's bytes are.
+template <typename Record>
+class SecureRecords {
+ public:
+  SecureRecords() = default;
+  SecureRecords(const SecureColumns& columns, std::size_t count)
+      : columns_(columns), count_(count) {}
+  std::size_t size() const { return count_; }
+  bool empty() const { return count_ == 0; }
+  Record operator[](std::size_t index) const;  // index < size()
+
+ private:
+  SecureColumns columns_;
+  std::size_t count_ = 0;
+};
+
+template <>
+inline SecureRosterRecord SecureRecords<SecureRosterRecord>::operator[](std::size_t index) const {
+  SecureRosterRecord out;
+  out.device = columns_.devices[index];
+  out.share_point = columns_.points[index];
+  const std::byte* keys = columns_.bytes + 2 * kSecureKeyBytes * index;
+  std::copy_n(keys, kSecureKeyBytes, out.cipher_public.begin());
+  std::copy_n(keys + kSecureKeyBytes, kSecureKeyBytes, out.mask_public.begin());
+  return out;
+}
+
+template <>
+inline SecureSealedRecord SecureRecords<SecureSealedRecord>::operator[](std::size_t index) const {
+  SecureSealedRecord out;
+  out.device = columns_.devices[index];
+  std::copy_n(columns_.bytes + kSecureSealedBytes * index, kSecureSealedBytes, out.sealed.begin());
+  return out;
+}
+
+template <>
+inline SecureShareRecord SecureRecords<SecureShareRecord>::operator[](std::size_t index) const {
+  SecureShareRecord out;
+  out.owner = columns_.devices[index];
+  out.kind = static_cast<std::uint8_t>(columns_.bytes[index]);
+  out.x = columns_.points[index];
+  std::copy_n(columns_.limbs + kSecureShareLimbs * index, kSecureShareLimbs, out.y.begin());
+  return out;
+}
+
+// The fields of a SecureAggregation message besides its record lists; only those of its phase
+// are meaningful.
+struct SecureFields {
+  SecurePhase phase = SecurePhase::kKeys;
+  SecureKey cipher_public{};      // kKeys
+  SecureKey mask_public{};        // kKeys
+  std::uint32_t threshold = 0;    // kRoster
+  std::uint32_t share_point = 0;  // kRoster
+  SecureKey commitment{};         // kShares
+
+  friend constexpr bool operator==(const SecureFields&, const SecureFields&) = default;
+};
+
+// A SecureAggregation message to encode: the lists of other phases than `fields.phase` are not
+// written.
+struct SecureMessage {
+  SecureFields fields;
+  std::span<const SecureRosterRecord> roster;   // kRoster
+  std::span<const SecureSealedRecord> shares;   // kShares, kDeliveredShares
+  std::span<const std::uint32_t> masked;        // kMaskedInput
+  std::span<const std::uint32_t> survivors;     // kSurvivors
+  std::span<const SecureShareRecord> revealed;  // kUnmasking
+};
+
+// A received SecureAggregation message; the lists point into the frame.
+struct SecureView {
+  SecureFields fields;
+  SecureRecords<SecureRosterRecord> roster;
+  SecureRecords<SecureSealedRecord> shares;
+  std::span<const std::uint32_t> masked;
+  std::span<const std::uint32_t> survivors;
+  SecureRecords<SecureShareRecord> revealed;
 };
 
 // ---- Payloads ----
