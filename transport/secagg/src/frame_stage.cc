@@ -1,0 +1,265 @@
+#include "edgesgd/secagg/frame_stage.h"
+
+#include <algorithm>
+#include <type_traits>
+
+#include "arena_objects.h"
+
+namespace edgesgd::secagg {
+namespace {
+
+// The wire's records carry the state machines' values unchanged.
+static_assert(std::is_same_v<Key, wire::SecureKey>);
+static_assert(kSealedSharesBytes == wire::kSecureSealedBytes);
+static_assert(kSecretLimbs == wire::kSecureShareLimbs);
+static_assert(static_cast<std::uint8_t>(SecretKind::kSelfMaskSeed) == wire::kSecureSeedShare);
+static_assert(static_cast<std::uint8_t>(SecretKind::kMaskKey) == wire::kSecureMaskKeyShare);
+
+wire::SecureMessage MessageOf(wire::SecurePhase phase) {
+  wire::SecureMessage message;
+  message.fields.phase = phase;
+  return message;
+}
+
+SealedShares FromWire(const wire::SecureSealedRecord& record) {
+  SealedShares out;
+  out.device = record.device;
+  out.sealed = record.sealed;
+  return out;
+}
+
+wire::SecureSealedRecord ToWire(const SealedShares& shares) {
+  wire::SecureSealedRecord out;
+  out.device = shares.device;
+  out.sealed = shares.sealed;
+  return out;
+}
+
+RevealedShare FromWire(const wire::SecureShareRecord& record) {
+  RevealedShare out;
+  out.owner = record.owner;
+  out.kind = static_cast<SecretKind>(record.kind);  // the decoder admits 0 and 1 only
+  out.share.x = record.x;
+  out.share.y = record.y;
+  return out;
+}
+
+wire::SecureShareRecord ToWire(const RevealedShare& revealed) {
+  wire::SecureShareRecord out;
+  out.owner = revealed.owner;
+  out.kind = static_cast<std::uint8_t>(revealed.kind);
+  out.x = revealed.share.x;
+  out.y = revealed.share.y;
+  return out;
+}
+
+// Copies the records of a received list into `out` (at most out.size() of them) and returns the
+// filled part. Errors: kOutOfRange for a longer list.
+template <typename Record, typename Value, typename Convert>
+Result<std::span<Value>> Collect(const wire::SecureRecords<Record>& records, std::span<Value> out,
+                                 Convert convert) {
+  if (records.size() > out.size()) {
+    return Status::OutOfRange("the message lists more records than the neighbourhood allows");
+  }
+  for (std::size_t i = 0; i < records.size(); ++i) out[i] = convert(records[i]);
+  return out.first(records.size());
+}
+
+}  // namespace
+
+// ---- DeviceStage ----
+
+std::size_t DeviceStage::ArenaBytes(const DeviceStageLimits& limits) {
+  const std::size_t k = limits.client.max_neighbours;
+  return Client::ArenaBytes(limits.client) + ArenaBytesFor<std::uint32_t>(limits.words) +
+         ArenaBytesFor<RosterEntry>(k) + ArenaBytesFor<SealedShares>(k) +
+         ArenaBytesFor<RevealedShare>(k + 1) + ArenaBytesFor<wire::SecureSealedRecord>(k) +
+         ArenaBytesFor<wire::SecureShareRecord>(k + 1);
+}
+
+Status DeviceStage::Init(Arena& arena, const DeviceStageLimits& limits) {
+  if (limits.words == 0) return Status::InvalidArgument("secure aggregation needs an input");
+  EDGESGD_TRY(client_.Init(arena, limits.client));
+  const std::size_t k = limits.client.max_neighbours;
+  EDGESGD_TRY_ASSIGN(input_, arena.Allocate<std::uint32_t>(limits.words));
+  EDGESGD_TRY_ASSIGN(roster_, internal::ConstructInArena<RosterEntry>(arena, k));
+  EDGESGD_TRY_ASSIGN(sealed_, internal::ConstructInArena<SealedShares>(arena, k));
+  EDGESGD_TRY_ASSIGN(revealed_, internal::ConstructInArena<RevealedShare>(arena, k + 1));
+  EDGESGD_TRY_ASSIGN(sealed_records_,
+                     internal::ConstructInArena<wire::SecureSealedRecord>(arena, k));
+  EDGESGD_TRY_ASSIGN(revealed_records_,
+                     internal::ConstructInArena<wire::SecureShareRecord>(arena, k + 1));
+  max_neighbours_ = limits.client.max_neighbours;
+  return Status::Ok();
+}
+
+Result<wire::SecureMessage> DeviceStage::Start(std::uint64_t round, std::uint32_t device,
+                                               const Key& entropy,
+                                               std::span<const std::uint32_t> input) {
+  if (input.size() != input_.size()) {
+    return Status::InvalidArgument("the input's length is not the stage's");
+  }
+  KeyAdvertisement keys;
+  EDGESGD_TRY(client_.Start(round, device, entropy, keys));
+  std::copy(input.begin(), input.end(), input_.begin());
+  wire::SecureMessage message = MessageOf(wire::SecurePhase::kKeys);
+  message.fields.cipher_public = keys.cipher_public;
+  message.fields.mask_public = keys.mask_public;
+  return message;
+}
+
+Result<wire::SecureMessage> DeviceStage::Handle(const wire::SecureView& message) {
+  switch (message.fields.phase) {
+    case wire::SecurePhase::kRoster:
+      return ShareKeys(message);
+    case wire::SecurePhase::kDeliveredShares:
+      return MaskInput(message);
+    case wire::SecurePhase::kSurvivors:
+      return Unmask(message);
+    default:
+      return Status::InvalidArgument("a device does not receive this phase's message");
+  }
+}
+
+Result<wire::SecureMessage> DeviceStage::ShareKeys(const wire::SecureView& message) {
+  EDGESGD_TRY_ASSIGN(
+      const std::span<RosterEntry> roster,
+      Collect(message.roster, roster_, [](const wire::SecureRosterRecord& entry) {
+        return RosterEntry{entry.device, entry.share_point, entry.cipher_public, entry.mask_public};
+      }));
+  wire::SecureMessage answer = MessageOf(wire::SecurePhase::kShares);
+  EDGESGD_TRY_ASSIGN(const std::size_t count,
+                     client_.ShareKeys(message.fields.threshold, message.fields.share_point, roster,
+                                       answer.fields.commitment, sealed_));
+  for (std::size_t i = 0; i < count; ++i) sealed_records_[i] = ToWire(sealed_[i]);
+  answer.shares = sealed_records_.first(count);
+  return answer;
+}
+
+Result<wire::SecureMessage> DeviceStage::MaskInput(const wire::SecureView& message) {
+  EDGESGD_TRY_ASSIGN(const std::span<SealedShares> delivered,
+                     Collect(message.shares, sealed_, [](const wire::SecureSealedRecord& record) {
+                       return FromWire(record);
+                     }));
+  EDGESGD_TRY(client_.ReceiveShares(delivered));
+  EDGESGD_TRY(client_.MaskInput(input_));
+  wire::SecureMessage answer = MessageOf(wire::SecurePhase::kMaskedInput);
+  answer.masked = input_;
+  return answer;
+}
+
+Result<wire::SecureMessage> DeviceStage::Unmask(const wire::SecureView& message) {
+  if (message.survivors.size() > max_neighbours_) {
+    return Status::OutOfRange("the message lists more records than the neighbourhood allows");
+  }
+  EDGESGD_TRY_ASSIGN(const std::size_t count, client_.Unmask(message.survivors, revealed_));
+  for (std::size_t i = 0; i < count; ++i) revealed_records_[i] = ToWire(revealed_[i]);
+  wire::SecureMessage answer = MessageOf(wire::SecurePhase::kUnmasking);
+  answer.revealed = revealed_records_.first(count);
+  return answer;
+}
+
+// ---- ServerStage ----
+
+std::size_t ServerStage::ArenaBytes(const ServerLimits& limits) {
+  const std::size_t k = limits.max_neighbours;
+  return Server::ArenaBytes(limits) + ArenaBytesFor<RosterEntry>(k) +
+         ArenaBytesFor<SealedShares>(k) + ArenaBytesFor<std::uint32_t>(k) +
+         ArenaBytesFor<RevealedShare>(k + 1) + ArenaBytesFor<wire::SecureRosterRecord>(k) +
+         ArenaBytesFor<wire::SecureSealedRecord>(k);
+}
+
+Status ServerStage::Init(Arena& arena, const ServerLimits& limits) {
+  EDGESGD_TRY(server_.Init(arena, limits));
+  const std::size_t k = limits.max_neighbours;
+  EDGESGD_TRY_ASSIGN(roster_, internal::ConstructInArena<RosterEntry>(arena, k));
+  EDGESGD_TRY_ASSIGN(sealed_, internal::ConstructInArena<SealedShares>(arena, k));
+  EDGESGD_TRY_ASSIGN(survivors_, arena.Allocate<std::uint32_t>(k));
+  EDGESGD_TRY_ASSIGN(revealed_, internal::ConstructInArena<RevealedShare>(arena, k + 1));
+  EDGESGD_TRY_ASSIGN(roster_records_,
+                     internal::ConstructInArena<wire::SecureRosterRecord>(arena, k));
+  EDGESGD_TRY_ASSIGN(sealed_records_,
+                     internal::ConstructInArena<wire::SecureSealedRecord>(arena, k));
+  return Status::Ok();
+}
+
+Status ServerStage::Add(std::uint32_t device, const wire::SecureView& message) {
+  const wire::SecurePhase phase = message.fields.phase;
+  switch (server_.phase()) {
+    case Server::Phase::kCollectingKeys:
+      if (phase != wire::SecurePhase::kKeys) break;
+      return server_.AddKeys(device, {message.fields.cipher_public, message.fields.mask_public});
+    case Server::Phase::kCollectingShares: {
+      if (phase != wire::SecurePhase::kShares) break;
+      EDGESGD_TRY_ASSIGN(
+          const std::span<SealedShares> shares,
+          Collect(message.shares, sealed_,
+                  [](const wire::SecureSealedRecord& record) { return FromWire(record); }));
+      return server_.AddShares(device, message.fields.commitment, shares);
+    }
+    case Server::Phase::kCollectingInputs:
+      if (phase != wire::SecurePhase::kMaskedInput) break;
+      return server_.AddMaskedInput(device, message.masked);
+    case Server::Phase::kCollectingUnmasking: {
+      if (phase != wire::SecurePhase::kUnmasking) break;
+      EDGESGD_TRY_ASSIGN(
+          const std::span<RevealedShare> revealed,
+          Collect(message.revealed, revealed_,
+                  [](const wire::SecureShareRecord& record) { return FromWire(record); }));
+      return server_.AddUnmasking(device, revealed);
+    }
+    default:
+      break;
+  }
+  return Status::FailedPrecondition("the message belongs to another phase than the server's");
+}
+
+Status ServerStage::Close() {
+  switch (server_.phase()) {
+    case Server::Phase::kCollectingKeys:
+      return server_.CloseKeys();
+    case Server::Phase::kCollectingShares:
+      return server_.CloseShares();
+    case Server::Phase::kCollectingInputs:
+      return server_.CloseInputs();
+    case Server::Phase::kCollectingUnmasking:
+      return server_.Finish();
+    default:
+      return Status::FailedPrecondition("no phase of a round is being collected");
+  }
+}
+
+Result<wire::SecureMessage> ServerStage::MessageFor(std::uint32_t device) {
+  switch (server_.phase()) {
+    case Server::Phase::kCollectingShares: {
+      wire::SecureMessage message = MessageOf(wire::SecurePhase::kRoster);
+      EDGESGD_TRY_ASSIGN(const std::size_t count,
+                         server_.RosterFor(device, message.fields.share_point, roster_));
+      for (std::size_t i = 0; i < count; ++i) {
+        const RosterEntry& entry = roster_[i];
+        roster_records_[i] = {entry.device, entry.share_point, entry.cipher_public,
+                              entry.mask_public};
+      }
+      message.fields.threshold = server_.plan().threshold;
+      message.roster = roster_records_.first(count);
+      return message;
+    }
+    case Server::Phase::kCollectingInputs: {
+      wire::SecureMessage message = MessageOf(wire::SecurePhase::kDeliveredShares);
+      EDGESGD_TRY_ASSIGN(const std::size_t count, server_.SharesFor(device, sealed_));
+      for (std::size_t i = 0; i < count; ++i) sealed_records_[i] = ToWire(sealed_[i]);
+      message.shares = sealed_records_.first(count);
+      return message;
+    }
+    case Server::Phase::kCollectingUnmasking: {
+      wire::SecureMessage message = MessageOf(wire::SecurePhase::kSurvivors);
+      EDGESGD_TRY_ASSIGN(const std::size_t count, server_.SurvivorsFor(device, survivors_));
+      message.survivors = survivors_.first(count);
+      return message;
+    }
+    default:
+      return Status::FailedPrecondition("no message is due: no phase has closed");
+  }
+}
+
+}  // namespace edgesgd::secagg
