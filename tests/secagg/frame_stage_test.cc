@@ -22,9 +22,10 @@ namespace edgesgd::secagg {
 namespace {
 
 using testing::Arenas;
+using testing::Phase;
+using enum testing::Phase;
+using testing::Plan;
 using testing::TestKey;
-
-enum Phase { kKeys = 0, kShares = 1, kInputs = 2, kUnmasking = 3 };
 
 // A message through the wire: encoded into a frame and decoded from it again; counts the
 // frame's bytes.
@@ -141,11 +142,6 @@ struct FrameFleet {
   std::map<std::uint32_t, Phase> silent_from;
   std::size_t masked_bytes = 0;
 };
-
-RoundPlan Plan(std::uint64_t round, std::uint32_t threshold, std::uint32_t words,
-               std::uint32_t neighbours = 0) {
-  return RoundPlan{round, threshold, neighbours, /*graph_seed=*/41, words};
-}
 
 TEST(SecureAggregationFrames, AWholeRoundThroughFramesSumsExactly) {
   FrameFleet fleet(8, 3181, 0);

@@ -21,9 +21,10 @@ namespace edgesgd::secagg {
 namespace {
 
 using testing::Arenas;
+using testing::Phase;
+using enum testing::Phase;
+using testing::Plan;
 using testing::TestKey;
-
-enum Phase { kKeys = 0, kShares = 1, kInputs = 2, kUnmasking = 3 };
 
 // A cohort, its inputs, and which devices stay silent from which phase on.
 struct Fleet {
@@ -122,11 +123,6 @@ struct Fleet {
   bool tamper_delivery = false;
   bool stop_before_unmasking = false;
 };
-
-RoundPlan Plan(std::uint64_t round, std::uint32_t threshold, std::uint32_t words,
-               std::uint32_t neighbours = 0) {
-  return RoundPlan{round, threshold, neighbours, /*graph_seed=*/99, words};
-}
 
 TEST(SecureAggregationRoundTest, UnmaskedSumEqualsThePlainSumBitForBit) {
   Fleet fleet(8, 257, 0);

@@ -7,8 +7,8 @@
 
 #include "edgesgd/core/arena.h"
 #include "edgesgd/core/status.h"
-
 #include "edgesgd/secagg/crypto.h"
+#include "edgesgd/secagg/server.h"
 
 namespace edgesgd::secagg::testing {
 
@@ -28,6 +28,15 @@ inline Key TestKey(std::uint32_t label, std::uint64_t a, std::uint64_t b = 0) {
   for (std::size_t i = 0; i < 8; ++i) key[4 + i] = static_cast<std::byte>(a >> (8 * i));
   for (std::size_t i = 0; i < 8; ++i) key[12 + i] = static_cast<std::byte>(b >> (8 * i));
   return Sha256(key);
+}
+
+// The phase from which a test's device falls silent.
+enum Phase { kKeys = 0, kShares = 1, kInputs = 2, kUnmasking = 3 };
+
+// A round's plan with a fixed graph seed.
+inline RoundPlan Plan(std::uint64_t round, std::uint32_t threshold, std::uint32_t words,
+                      std::uint32_t neighbours = 0) {
+  return RoundPlan{round, threshold, neighbours, /*graph_seed=*/99, words};
 }
 
 // Arena storage for the clients and servers of a test, alive as long as this object.
