@@ -3,6 +3,7 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "edgesgd/core/scaffold.h"
 #include "edgesgd/wire/receive_buffer.h"
@@ -237,10 +238,12 @@ SecureKey FromFb(const fb::SecureKey& key) {
   return out;
 }
 
-// Whether an absent or present vector holds `count` * `per_record` elements.
+// Whether an absent or present vector holds `count` * `per_record` elements (in 64 bits: on a
+// 32-bit host the product of a long list could wrap around to a short vector's length).
 template <typename T>
 bool Holds(const flatbuffers::Vector<T>* vector, std::size_t count, std::size_t per_record) {
-  return (vector == nullptr ? 0 : vector->size()) == count * per_record;
+  const std::uint64_t size = vector == nullptr ? 0 : vector->size();
+  return size == std::uint64_t{count} * per_record;
 }
 
 template <typename T>
@@ -249,8 +252,8 @@ const T* DataOf(const flatbuffers::Vector<T>* vector) {
 }
 
 // Reads the fields and list of the message's phase; those of other phases are ignored. A list's
-// parallel vectors must agree on its length.
-Status DecodeSecure(const fb::SecureAggregation* secure, SecureView& out) {
+// parallel vectors must agree on its length. (Unused in a build without secure aggregation.)
+[[maybe_unused]] Status DecodeSecure(const fb::SecureAggregation* secure, SecureView& out) {
   if (secure == nullptr || !internal::FitsSchema<fb::SecurePhase>(secure->phase())) {
     return Status::DataLoss("the SecureAggregation is missing or its phase is unknown");
   }
@@ -316,6 +319,16 @@ Status DecodeSecure(const fb::SecureAggregation* secure, SecureView& out) {
       break;
   }
   return Status::Ok();
+}
+
+// DecodeSecure into a FrameView's member, which a build without secure aggregation leaves empty.
+template <typename View>
+Status DecodeSecureMember(const fb::Envelope& envelope, View& out) {
+  if constexpr (std::is_same_v<View, SecureView>) {
+    return DecodeSecure(envelope.message_as_SecureAggregation(), out);
+  } else {
+    return Status::DataLoss("this build leaves out secure aggregation");
+  }
 }
 
 // Decodes the union member of `envelope` into `view`. Errors: kDataLoss.
@@ -394,7 +407,7 @@ Status DecodeMessage(const fb::Envelope& envelope, FrameView& view) {
     case fb::Message::SecureAggregation:
       if constexpr (!kSecureAggregationFrames) break;
       view.kind = MessageKind::kSecureAggregation;
-      return DecodeSecure(envelope.message_as_SecureAggregation(), view.secure);
+      return DecodeSecureMember(envelope, view.secure);
     case fb::Message::NONE:
       break;
   }

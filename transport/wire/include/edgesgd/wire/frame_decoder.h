@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <span>
+#include <type_traits>
 
 #include "edgesgd/core/result.h"
 #include "edgesgd/wire/messages.h"
@@ -28,7 +29,10 @@ struct FrameView {
   HeartbeatInfo heartbeat;
   LeaveInfo leave;
   ErrorInfo error;
-  SecureView secure;  // kSecureAggregation: its lists point into the frame
+  // kSecureAggregation: its lists point into the frame. Nothing in a build without secure
+  // aggregation, whose stacks are the smallest and hold a FrameView or two.
+  [[no_unique_address]] std::conditional_t<kSecureAggregationFrames, SecureView, NoSecureView>
+      secure;
 };
 
 // Reads a frame's length prefix (the first kFramePrefixBytes of `prefix`) and returns the whole

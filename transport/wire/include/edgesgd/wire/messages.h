@@ -359,6 +359,9 @@ struct SecureMessage {
   std::span<const SecureShareRecord> revealed;  // kUnmasking
 };
 
+// What a FrameView holds for a SecureAggregation message in a build without secure aggregation.
+struct NoSecureView {};
+
 // A received SecureAggregation message; the lists point into the frame.
 struct SecureView {
   SecureFields fields;
