@@ -48,9 +48,7 @@ class SerialSession final : public protocol::Session, public SerialPort::Events 
   TimeNs NextWakeup() const override { return link_.NextWakeup(); }
   // Also once the run is over and the gateway closed the line: what the link still holds
   // unacknowledged (a heartbeat, an update the server no longer wants) has nobody to go to.
-  bool Finished() const override {
-    return link_.Finished() || (session_.Finished() && line_closed_after_run_);
-  }
+  bool Finished() const override { return link_.Finished() || line_closed_after_run_; }
 
   // ---- SerialPort::Events ----
   void OnPortOpened() override;
@@ -69,7 +67,7 @@ class SerialSession final : public protocol::Session, public SerialPort::Events 
   auth::ConnectionAuth auth_;
   std::mt19937 nonces_{std::random_device{}()};
   bool started_ = false;
-  bool line_closed_after_run_ = false;
+  bool line_closed_after_run_ = false;  // set only once the session has finished
 };
 
 }  // namespace edgesgd::tcp::internal

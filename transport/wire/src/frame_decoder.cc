@@ -321,7 +321,8 @@ const T* DataOf(const flatbuffers::Vector<T>* vector) {
   return Status::Ok();
 }
 
-// DecodeSecure into a FrameView's member, which a build without secure aggregation leaves empty.
+// DecodeSecure into a FrameView's member; a build without secure aggregation leaves the member
+// empty and refuses the message.
 template <typename View>
 Status DecodeSecureMember(const fb::Envelope& envelope, View& out) {
   if constexpr (std::is_same_v<View, SecureView>) {
@@ -405,7 +406,6 @@ Status DecodeMessage(const fb::Envelope& envelope, FrameView& view) {
       view.kind = MessageKind::kError;
       return DecodeError(envelope.message_as_Error(), view.error);
     case fb::Message::SecureAggregation:
-      if constexpr (!kSecureAggregationFrames) break;
       view.kind = MessageKind::kSecureAggregation;
       return DecodeSecureMember(envelope, view.secure);
     case fb::Message::NONE:
