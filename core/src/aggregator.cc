@@ -72,6 +72,15 @@ Status MeanAggregator::AddWithParams(const CodecParams& params, const PayloadVie
   return Status::Ok();
 }
 
+Status MeanAggregator::AddSumWithParams(const CodecParams& params, const PayloadView& payload,
+                                        const CodecContext& context, std::uint32_t contributions) {
+  if (contributions == 0) return Status::InvalidArgument("a sum of no updates");
+  EDGESGD_TRY(AddWithParams(params, payload, context, 1.0f));
+  total_weight_ += static_cast<float>(contributions - 1);
+  count_ += contributions - 1;
+  return Status::Ok();
+}
+
 Status MeanAggregator::AddDense(std::span<const float> values, float weight) {
   EDGESGD_TRY(CheckAddable(weight));
   if (values.size() != sum_.size()) {

@@ -6,6 +6,7 @@
 
 #include "cli/async_flags.h"
 #include "cli/robust_flags.h"
+#include "cli/secure_flags.h"
 #include "cli/server_optimizer_flags.h"
 #include "edgesgd/core/codec_registry.h"
 
@@ -125,6 +126,10 @@ std::string CheckGossipConsistency(const RunFlags& o) {
   if (ServerOptimizerFlagsGiven(o)) {
     return "a server optimizer moves a server's model: gossip has no server (drop the "
            "--server-* flags)";
+  }
+  if (SecureFlagsGiven(o)) {
+    return "secure aggregation hides updates from a server: gossip has no server (drop "
+           "--secure-aggregation and the --secagg-* flags)";
   }
   if (AsyncFlagsGiven(o)) {
     return "buffered asynchronous aggregation is a server's: gossip has no server (drop "

@@ -14,6 +14,7 @@
 #include "cli/data_sources.h"
 #include "cli/async_flags.h"
 #include "cli/robust_flags.h"
+#include "cli/secure_flags.h"
 #include "cli/server_optimizer_flags.h"
 #include "edgesgd/core/codec_registry.h"
 #include "edgesgd/core/error_feedback.h"
@@ -177,6 +178,7 @@ void AddTrainingFlags(CLI::App& command, RunFlags& o, const char* deadline_help)
   AddRobustFlags(command, o);
   AddServerOptimizerFlags(command, o);
   AddAsyncFlags(command, o);
+  AddSecureFlags(command, o);
   command.add_option("--quorum", o.quorum,
                      "Updates a round needs once its deadline passed (0 = 1)")
       ->capture_default_str();
@@ -298,6 +300,7 @@ std::string CheckRunConsistency(const RunFlags& o) {
   if (std::string why = CheckRobustFlags(o); !why.empty()) return why;
   if (std::string why = CheckServerOptimizerFlags(o); !why.empty()) return why;
   if (std::string why = CheckAsyncFlags(o); !why.empty()) return why;
+  if (std::string why = CheckSecureFlags(o); !why.empty()) return why;
   if (o.quorum > o.workers) return "--quorum cannot exceed --workers";
   if (o.task == "logreg-toy" && o.workers != 2) {
     return "--task logreg-toy is the two-client toy: it needs --workers 2";
@@ -446,6 +449,7 @@ protocol::RunConfig BuildRunConfig(const RunFlags& o, const Task& task) {
   config.robust = RobustParamsOf(o);
   config.server_optimizer = ServerOptimizerParamsOf(o);
   config.async = AsyncParamsOf(o);
+  config.secure = SecureParamsOf(o);
   return config;
 }
 
@@ -465,7 +469,7 @@ MemoryPlan MakeMemoryPlan(const protocol::RunConfig& config,
                           const protocol::ServerOptions& options) {
   MemoryPlan plan;
   plan.server_arena = protocol::ServerSession::ArenaBytes(config, options);
-  plan.worker_arena = protocol::WorkerSession::ArenaBytes(config);
+  plan.worker_arena = protocol::WorkerSession::ArenaBytes(config, options.workers);
   if (config.aggregation == protocol::AggregationKind::kMean) {
     plan.worker_feedback_state =
         ErrorFeedbackWorker::StateBytes(config.layout, config.codec, config.feedback);
@@ -610,6 +614,7 @@ void WriteRunSummary(SummaryWriter& summary, const RunFlags& o, const protocol::
   WriteRobustSummary(summary, config.robust);
   WriteServerOptimizerSummary(summary, config.server_optimizer);
   WriteAsyncSummary(summary, config.async);
+  WriteSecureSummary(summary, config.secure, static_cast<std::uint32_t>(o.workers));
   if (config.privacy.mode != PrivacyMode::kOff) {
     // The final row's epsilon is the guarantee of the whole run.
     summary.Begin("privacy");

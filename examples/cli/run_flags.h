@@ -88,6 +88,12 @@ struct RunFlags {
   std::string staleness = "sqrt";
   std::uint32_t max_staleness = 100;
   bool async_flags_given = false;  // --staleness or --max-staleness
+  // Secure aggregation (parameter-server runs with the mean).
+  bool secure_aggregation = false;
+  float secagg_threshold = 2.0f / 3.0f;
+  std::uint32_t secagg_neighbours = 0;
+  float secagg_bound = 4.0f;
+  bool secagg_flags_given = false;  // a --secagg-* flag was given
   // Gossip (simulate --mode gossip, peer).
   std::string gossip = "dpsgd";
   std::string topology = "ring";

@@ -337,6 +337,7 @@ void WriteSimulatedNetwork(SummaryWriter& summary, const sim::DeviceCounters& ne
   summary.Field("stale_updates_dropped", server.rejected_for(protocol::RejectReason::kStale) +
                                              server.rejected_for(protocol::RejectReason::kLate));
   summary.Field("deadline_extensions", server.deadline_extensions);
+  summary.Field("secure_rounds_aborted", server.secure_rounds_aborted);
   summary.End();
 }
 

@@ -272,6 +272,7 @@ void WriteServerNetwork(SummaryWriter& summary, const protocol::ServerSession& s
   summary.Field("stale_updates_dropped", counters.rejected_for(protocol::RejectReason::kStale) +
                                              counters.rejected_for(protocol::RejectReason::kLate));
   summary.Field("deadline_extensions", counters.deadline_extensions);
+  summary.Field("secure_rounds_aborted", counters.secure_rounds_aborted);
   summary.Field("rejoins", counters.rejoins);
   summary.Field("workers_lost", counters.workers_lost);
   summary.Field("refused_runs", counters.refused_runs);

@@ -338,7 +338,8 @@ class Cluster {
     for (std::size_t i = 0; i < targets.size(); ++i) {
       problems_.push_back(std::make_unique<QuadraticProblem>());
       problems_.back()->target = std::move(targets[i]);
-      storages_.push_back(std::make_unique<ArenaStorage>(WorkerSession::ArenaBytes(config)));
+      storages_.push_back(
+          std::make_unique<ArenaStorage>(WorkerSession::ArenaBytes(config, options.workers)));
       workers_.push_back(std::make_unique<WorkerSession>());
       WorkerOptions options_i = worker_options;
       options_i.device_id = static_cast<std::uint32_t>(i + 1);
@@ -350,8 +351,9 @@ class Cluster {
       EXPECT_TRUE(worker_init.ok()) << worker_init.reason();
       pointers.push_back(workers_.back().get());
     }
-    const std::size_t max_frame =
-        std::max(BroadcastFrameBytes(config), UpdateFrameBytes(config)) + 64;
+    const std::size_t max_frame = std::max(WorkerReceiveFrameBytes(config, options.workers),
+                                           ServerReceiveFrameBytes(config, options.workers)) +
+                                  64;
     network_ =
         std::make_unique<TestNetwork>(server_, std::move(pointers), max_frame, network_capacity);
   }

@@ -431,6 +431,15 @@ std::optional<ServerSettings> WithOtherValue(const ServerSettings& run, std::str
     if (name == "max_staleness") ++a.max_staleness;
   } else if (name == "scaffold") {
     c.scaffold = !c.scaffold;
+  } else if (name == "secure_aggregation") {
+    c.secure.enabled = !c.secure.enabled;
+  } else if (name.starts_with("secagg_")) {
+    // Read only with secure aggregation on: a run without it has one value of each.
+    SecureAggregationParams& a = c.secure;
+    if (!a.enabled) return std::nullopt;
+    if (name == "secagg_threshold") a.threshold = a.threshold == 0.75f ? 0.9f : 0.75f;
+    if (name == "secagg_neighbours") a.neighbours += 2;
+    if (name == "secagg_bound") a.bound *= 2.0f;
   } else {
     ADD_FAILURE() << "no way to change the setting " << name;
     return std::nullopt;
@@ -540,7 +549,26 @@ TEST(ServerCheckpointTest, AResumeWithAnySettingChangedNamesTheSetting) {
     test.fixed = with(test.fixed, {"staleness", "staleness_exponent", "max_staleness"});
     // SCAFFOLD needs several local steps, and the other runs take one (a vote, one gradient).
     if (test.component != "scaffold") test.fixed.push_back("scaffold");
+    // Secure aggregation is off in these runs, so its parameters have one value; it can be
+    // turned on for a mean of shared coordinates (identity, random_block, rand_k) without a
+    // robust rule, asynchronous rounds or adaptive clipping.
+    const bool can_secure = test.component == "mean" && TraitsOf(test.config.codec).payload_sum &&
+                            test.config.robust.rule == RobustRule::kNone &&
+                            !IsAsynchronous(test.config.async) &&
+                            !AdaptsClipping(test.config.privacy);
+    if (!can_secure) test.fixed.push_back("secure_aggregation");
+    test.fixed = with(test.fixed, {"secagg_threshold", "secagg_neighbours", "secagg_bound"});
   }
+  // Every secure aggregation field is read with it on; the run admits no other aggregation,
+  // downlink, robust rule, asynchronous rounds or control variates.
+  RunConfig secure = MeanConfig(kDim, kCodecId<RandomBlockCodec>, 10);
+  secure.secure = SecureAggregationParams{.enabled = true, .neighbours = 2};
+  cases.push_back(
+      {"mean", secure,
+       with(
+           with(with(with({"aggregate", "downlink"}, privacy_off), with({"robust"}, robust_params)),
+                fedavg),
+           {"buffer", "staleness", "staleness_exponent", "max_staleness", "scaffold"})});
   // Every asynchronous field is read with the polynomial; the run admits no other aggregation,
   // downlink, privacy, robust rule or control variates.
   RunConfig buffered = MeanConfig(kDim, kCodecId<TopKCodec>, 10);
@@ -548,7 +576,8 @@ TEST(ServerCheckpointTest, AResumeWithAnySettingChangedNamesTheSetting) {
   cases.push_back({"mean", buffered,
                    with(with(with({"aggregate", "downlink", "dp_mode"}, privacy_off),
                              with({"robust"}, robust_params)),
-                        with(fedavg, {"scaffold"}))});
+                        with(fedavg, {"scaffold", "secure_aggregation", "secagg_threshold",
+                                      "secagg_neighbours", "secagg_bound"}))});
 
   for (const Case& test : cases) {
     const ServerSettings original{test.config, 4};

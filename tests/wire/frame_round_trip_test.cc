@@ -479,6 +479,7 @@ WelcomeInfo LargestWelcome() {
                      .target_quantile = 0.5f,
                      .clip_learning_rate = 0.2f,
                      .count_noise = 1.25f};
+  welcome.secure = {.threshold = 0.75f, .neighbours = 0xFFFFFFFEu, .bound = 8.0f};
   return welcome;
 }
 

@@ -150,6 +150,11 @@ Status CheckRobust(const RunConfig& config) {
         "SCAFFOLD keeps its control variate the mean of the devices' changes; a robust rule "
         "would drop some of them");
   }
+  if (config.secure.enabled) {
+    return Status::InvalidArgument(
+        "a robust rule compares the devices' updates; secure aggregation shows the server only "
+        "their sum");
+  }
   return Status::Ok();
 }
 
@@ -195,6 +200,11 @@ Status CheckAsync(const RunConfig& config) {
         "SCAFFOLD's corrections assume every update starts from the round's model and control "
         "variate; asynchronous workers train on older ones");
   }
+  if (config.secure.enabled) {
+    return Status::InvalidArgument(
+        "secure aggregation masks the updates of one round's cohort; asynchronous aggregation "
+        "takes updates one at a time");
+  }
   return Status::Ok();
 }
 
@@ -226,6 +236,43 @@ Status CheckScaffold(const RunConfig& config) {
   if (FrameWithControlBytes(config, config.codec) == 0 ||
       FrameWithControlBytes(config, ModelCodec()) == 0) {
     return Status::InvalidArgument("the model and its control variate exceed one frame (1 GiB)");
+  }
+  return Status::Ok();
+}
+
+Status CheckSecure(const RunConfig& config) {
+  const SecureAggregationParams& secure = config.secure;
+  if (!secure.enabled) return Status::Ok();
+  if (!wire::kSecureAggregationFrames) {
+    return Status::InvalidArgument("this build leaves secure aggregation out");
+  }
+  EDGESGD_TRY(ValidateSecureParams(secure));
+  if (config.aggregation != AggregationKind::kMean) {
+    return Status::InvalidArgument(
+        "the sessions run secure aggregation of mean updates; masked majority votes are not "
+        "wired into them yet (bench secagg --encoding votes measures them)");
+  }
+  if (config.downlink != DownlinkKind::kModel) {
+    return Status::InvalidArgument(
+        "secure aggregation's sum is unmasked on the server, which broadcasts the model: use "
+        "the model downlink");
+  }
+  const Result<PayloadShape> shape = EncodedShape(config.codec, config.layout);
+  if (!TraitsOf(config.codec).payload_sum || !shape.ok() || shape.value().words != 0 ||
+      shape.value().scales != 0) {
+    return Status::InvalidArgument(
+        "secure aggregation masks the same coordinates on every device, as plain values: use "
+        "identity, random_block or rand_k (top_k selects different coordinates on each device, "
+        "so the masks could not cancel)");
+  }
+  if (config.scaffold) {
+    return Status::InvalidArgument(
+        "SCAFFOLD's control changes would travel unmasked beside the masked update");
+  }
+  if (AdaptsClipping(config.privacy)) {
+    return Status::InvalidArgument(
+        "adaptive clipping counts the devices that needed no clipping, one indicator each; "
+        "secure aggregation does not carry them: use a fixed --dp-clip");
   }
   return Status::Ok();
 }
@@ -267,11 +314,13 @@ Status ValidateRunConfig(const RunConfig& config) {
             "posterior): use the model downlink");
       }
       EDGESGD_TRY(CheckScaffold(config));
-      return CheckPrivacy(config);
+      EDGESGD_TRY(CheckPrivacy(config));
+      return CheckSecure(config);
     case AggregationKind::kMajority:
       EDGESGD_TRY(CheckMajority(config));
       EDGESGD_TRY(CheckScaffold(config));
-      return CheckPrivacy(config);
+      EDGESGD_TRY(CheckPrivacy(config));
+      return CheckSecure(config);
   }
   return Status::InvalidArgument("unknown aggregation");
 }
@@ -294,6 +343,7 @@ RunConfig NormalizedRunConfig(const RunConfig& config) {
     out.optimizer.weight_decay = config.feedback.weight_decay;
   }
   out.privacy = NormalizedPrivacyParams(config.privacy);
+  out.secure = NormalizedSecureParams(config.secure);
   out.robust = RobustParams{};
   out.server_optimizer = ServerOptimizerParams{};
   out.async = AsyncParams{};
@@ -339,6 +389,9 @@ wire::WelcomeInfo ToWelcomeInfo(const RunConfig& config, std::uint32_t assigned_
                        privacy.noise_multiplier,                privacy.delta,
                        privacy.target_quantile,                 privacy.clip_learning_rate,
                        privacy.count_noise};
+  }
+  if (config.secure.enabled) {
+    welcome.secure = {config.secure.threshold, config.secure.neighbours, config.secure.bound};
   }
   return welcome;
 }
@@ -399,7 +452,11 @@ Status FromWelcomeInfo(const wire::WelcomeInfo& welcome, RunConfig& out) {
                       privacy.target_quantile,                privacy.clip_learning_rate,
                       privacy.count_noise};
   }
+  if (const wire::SecureConfig& secure = welcome.secure; secure.threshold != 0.0f) {
+    config.secure = {true, secure.threshold, secure.neighbours, secure.bound};
+  }
   if (const Status check = ValidateRunConfig(config); !check.ok()) return check;
+  if (config.secure.enabled) EDGESGD_TRY(SecureFixedPoint(config.secure, welcome.workers).status());
   out = config;
   return Status::Ok();
 }

@@ -5,7 +5,7 @@
 namespace edgesgd::protocol {
 
 Status ServerOutbox::Init(Arena& arena, const RunConfig& config, std::uint32_t workers,
-                          bool aggregate_frames) {
+                          bool aggregate_frames, SecureRound* secure) {
   config_ = &config;
   workers_ = workers;
   EDGESGD_TRY_ASSIGN(entries_, arena.Allocate<Entry>(std::size_t{workers} + 1));
@@ -22,6 +22,15 @@ Status ServerOutbox::Init(Arena& arena, const RunConfig& config, std::uint32_t w
     EDGESGD_TRY_ASSIGN(std::span<std::byte> buffer,
                        arena.AllocateBytes(wire::FrameBuilderBytes(config.codec, config.layout)));
     aggregate_builder_.emplace(buffer);
+  }
+  if (config.secure.enabled) {
+    if (secure == nullptr) return Status::InvalidArgument("a secure run needs its SecureRound");
+    const std::size_t bytes = BuilderBytesFor(SecureDownlinkFrameBytes(config, workers));
+    for (std::optional<wire::FrameBuilder>& builder : secure_builders_) {
+      EDGESGD_TRY_ASSIGN(std::span<std::byte> buffer, arena.AllocateBytes(bytes));
+      builder.emplace(buffer);
+    }
+    secure_ = secure;
   }
   return Status::Ok();
 }
@@ -113,6 +122,15 @@ Result<std::span<const std::byte>> ServerOutbox::BuildControl(PeerId peer, Frame
                              wire::ErrorInfo{entry.refusal_code, entry.refusal_why});
 }
 
+Result<std::span<const std::byte>> ServerOutbox::BuildSecure(PeerId peer, std::uint32_t round) {
+  if (secure_ == nullptr) return Status::FailedPrecondition("the run is not secure");
+  // The message of the phase the round is in now: a device the server dropped gets none.
+  EDGESGD_TRY_ASSIGN(const wire::SecureMessage message, secure_->MessageFor(peer));
+  wire::FrameBuilder& builder = *secure_builders_[next_secure_];
+  next_secure_ = (next_secure_ + 1) % kControlSlots;
+  return builder.EncodeSecure(NextHeader(round), message);
+}
+
 bool ServerOutbox::PollFrame(std::uint32_t round, OutgoingFrame& out) {
   std::uint32_t visited = 0;
   while (owing_ > 0 && visited < workers_) {
@@ -122,13 +140,17 @@ bool ServerOutbox::PollFrame(std::uint32_t round, OutgoingFrame& out) {
       ++visited;
       continue;
     }
-    // Per worker, frames go out in protocol order: Welcome (or Error), broadcast, Leave.
+    // Per worker, frames go out in protocol order: Welcome (or Error), broadcast, the secure
+    // aggregation message, Leave.
     std::span<const std::byte> bytes;
-    for (const Frame frame : {kWelcome, kRefusal, kBroadcast, kLeave}) {
+    for (const Frame frame : {kWelcome, kRefusal, kBroadcast, kSecure, kLeave}) {
       if ((entry.owed & frame) == 0) continue;
       Forgive(peer, frame);
       if (frame == kWelcome || frame == kRefusal) {
         const Result<std::span<const std::byte>> built = BuildControl(peer, frame, round);
+        if (built.ok()) bytes = built.value();
+      } else if (frame == kSecure) {
+        const Result<std::span<const std::byte>> built = BuildSecure(peer, round);
         if (built.ok()) bytes = built.value();
       } else if (frame == kBroadcast) {
         bytes = entry.aggregate ? aggregate_frame_ : model_frame_;

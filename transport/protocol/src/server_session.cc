@@ -29,6 +29,16 @@ Status ServerSession::Init(Arena& arena, const CodecRegistry& codecs, const RunC
   if (config.privacy.mode == PrivacyMode::kCentral && options.noise_key == 0) {
     return Status::InvalidArgument("central noise needs a secret ServerOptions::noise_key");
   }
+  if (config.secure.enabled) {
+    if (options.noise_key == 0) {
+      return Status::InvalidArgument(
+          "secure aggregation draws its neighbour graph from a secret ServerOptions::noise_key");
+    }
+    if (options.workers < 2) {
+      return Status::InvalidArgument("secure aggregation needs at least two workers");
+    }
+    EDGESGD_TRY(SecureFixedPoint(config.secure, options.workers).status());
+  }
   if (initial_model.size() != config.layout.dimension()) {
     return Status::InvalidArgument("the initial model's size is not the layout's dimension");
   }
@@ -52,8 +62,13 @@ Status ServerSession::Init(Arena& arena, const CodecRegistry& codecs, const RunC
     EDGESGD_TRY(server_optimizer_.Init(arena, model_.size(), config_.server_optimizer));
     change_ = arena.Allocate<float>(model_.size()).value();
   }
-  EDGESGD_TRY(
-      outbox_.Init(arena, config_, options_.workers, aggregation_kind_->aggregate_is_payload));
+  if (config_.secure.enabled) {
+    EDGESGD_TRY(secure_.Init(arena, codecs, config_, options_.workers));
+    cohort_ = arena.Allocate<std::uint32_t>(options_.workers).value();
+  }
+  EDGESGD_TRY(outbox_.Init(arena, config_, options_.workers,
+                           aggregation_kind_->aggregate_is_payload,
+                           config_.secure.enabled ? &secure_ : nullptr));
   EDGESGD_TRY_ASSIGN(
       aggregation_,
       aggregation_kind_->create(arena, {codecs_, &config_, options_.workers, options_.noise_key}));
@@ -62,7 +77,7 @@ Status ServerSession::Init(Arena& arena, const CodecRegistry& codecs, const RunC
     slot.held_round = kNoRound;
     slot.dispatched_round = kNoRound;
   }
-  max_receive_bytes_ = UpdateFrameBytes(config_);
+  max_receive_bytes_ = ServerReceiveFrameBytes(config_, options_.workers);
   phase_ = ServerPhase::kJoining;
   return Status::Ok();
 }
@@ -91,6 +106,9 @@ void ServerSession::DoFrame(PeerId from, std::span<const std::byte> frame, TimeN
       break;
     case wire::MessageKind::kUpdate:
       HandleUpdate(from, view, now);
+      break;
+    case wire::MessageKind::kSecureAggregation:
+      HandleSecure(from, view, now);
       break;
     default: {
       WorkerSlot* slot = KnownSender(from, view.header.sender);
@@ -200,7 +218,8 @@ void ServerSession::HandleJoin(PeerId from, const wire::FrameView& view, TimeNs 
     if (outbox_.has_leave()) outbox_.Owe(from, ServerOutbox::kLeave);
     return;
   }
-  if (const Status refused = CheckWorkerCanRun(config_, view.join); !refused.ok()) {
+  if (const Status refused = CheckWorkerCanRun(config_, view.join, options_.workers);
+      !refused.ok()) {
     Reject(from, RejectReason::kIncompatible, view.header.round, now);
     outbox_.OweRefusal(from, refused.code(), refused.reason());
     return;
@@ -249,6 +268,11 @@ void ServerSession::HandleUpdate(PeerId from, const wire::FrameView& view, TimeN
     Reject(from, RejectReason::kNotSelected, round, now);
     return;
   }
+  if (config_.secure.enabled) {
+    // Updates travel masked, in the round's phases; a plain one would reveal its device's.
+    Reject(from, RejectReason::kUnexpectedMessage, round, now);
+    return;
+  }
   if (slot->reported) {
     Reject(from, RejectReason::kDuplicate, round, now);
     return;
@@ -275,6 +299,34 @@ void ServerSession::HandleUpdate(PeerId from, const wire::FrameView& view, TimeN
   ++reported_;
   ++counters_.updates_accepted;
   ++slot->updates_accepted;
+}
+
+void ServerSession::HandleSecure(PeerId from, const wire::FrameView& view, TimeNs now) {
+  const std::uint32_t round = view.header.round;
+  WorkerSlot* slot = KnownSender(from, view.header.sender);
+  if (slot == nullptr) {
+    Reject(from, RejectReason::kUnknownSender, round, now);
+    return;
+  }
+  MarkHeard(*slot, now);
+  if (phase_ != ServerPhase::kTraining || !secure_.open()) {
+    Reject(from, RejectReason::kUnexpectedMessage, round, now);
+    return;
+  }
+  if (round != round_) {
+    Reject(from, round > round_ ? RejectReason::kFuture : RejectReason::kLate, round, now);
+    return;
+  }
+  if (!slot->selected) {
+    Reject(from, RejectReason::kNotSelected, round, now);
+    return;
+  }
+  if (const std::optional<RejectReason> refused = secure_.Add(from, view.secure)) {
+    Reject(from, *refused, round, now);
+    return;
+  }
+  // The keys answer the broadcast: a broadcast queued by a revival is no longer needed.
+  outbox_.Forgive(from, ServerOutbox::kBroadcast);
 }
 
 Status ServerSession::AddUpdate(const wire::FrameView& view, const CodecParams& params,
@@ -345,6 +397,15 @@ void ServerSession::Advance(TimeNs now) {
     AdvanceAsync(now);
     return;
   }
+  if (config_.secure.enabled) {
+    // A round that could not be secured (too few participants) waits for its deadline.
+    if (secure_.open()) {
+      AdvanceSecure(now);
+    } else if (now >= deadline_) {
+      AbortSecureRound(now, secure_abort_);
+    }
+    return;
+  }
 
   // Participants that can still report: sampled, alive, not reported yet.
   const std::uint32_t waiting = LiveCount(true, true);
@@ -413,6 +474,76 @@ void ServerSession::StartRound(TimeNs now) {
       candidates_.first(count), config_.participation, config_.seed, round_);
   for (const std::uint32_t peer : participants) Select(slots_[peer], now);
   deadline_ = SaturatingAdd(now, options_.round_deadline_ns);
+  if (config_.secure.enabled) BeginSecureRound();
+}
+
+void ServerSession::BeginSecureRound() {
+  std::uint32_t count = 0;
+  for (PeerId peer = 1; peer <= options_.workers; ++peer) {
+    if (slots_[peer].selected) cohort_[count++] = peer;
+  }
+  // The ring's order is the server's secret: no device can foresee its neighbours.
+  CounterRng graph(options_.noise_key, round_, 0, StreamId(RandomPurpose::kSecureAggregationGraph));
+  const std::uint64_t high = graph.NextU32();
+  const std::uint64_t graph_seed = (high << 32) | graph.NextU32();
+  // A round that cannot begin (fewer than two participants) stays closed; Advance aborts it at
+  // its deadline.
+  if (const Status begun = secure_.Begin(round_, cohort_.first(count), graph_seed); !begun.ok()) {
+    secure_abort_ = begun;
+  }
+}
+
+void ServerSession::AdvanceSecure(TimeNs now) {
+  bool waiting = false;
+  for (PeerId peer = 1; peer <= options_.workers && !waiting; ++peer) {
+    waiting = slots_[peer].live && secure_.Awaits(peer);
+  }
+  if (!waiting || now >= deadline_) CloseSecurePhase(now);
+}
+
+void ServerSession::CloseSecurePhase(TimeNs now) {
+  const Result<bool> closed = secure_.Close();
+  if (!closed.ok()) {
+    AbortSecureRound(now, closed.status());
+    return;
+  }
+  payload_bits_this_round_ = secure_.masked_bits();
+  if (closed.value()) {
+    const Result<std::uint32_t> summed = secure_.AddSum(*aggregation_, model_);
+    if (!summed.ok()) {
+      AbortSecureRound(now, summed.status());
+      return;
+    }
+    for (PeerId peer = 1; peer <= options_.workers; ++peer) {
+      WorkerSlot& slot = slots_[peer];
+      if (!slot.selected || !secure_.Survived(peer)) continue;
+      slot.reported = true;
+      slot.held_round = round_;
+      ++slot.updates_accepted;
+      ++counters_.updates_accepted;
+      outbox_.Forgive(peer, ServerOutbox::kBroadcast);
+    }
+    reported_ = summed.value();
+    CloseRound(now);
+    return;
+  }
+  // The next phase: its own deadline, and its message to every device still in the round.
+  deadline_ = SaturatingAdd(now, options_.round_deadline_ns);
+  for (PeerId peer = 1; peer <= options_.workers; ++peer) {
+    outbox_.Forgive(peer, ServerOutbox::kSecure);
+    if (slots_[peer].live && secure_.Awaits(peer)) outbox_.Owe(peer, ServerOutbox::kSecure);
+  }
+}
+
+void ServerSession::AbortSecureRound(TimeNs now, Status why) {
+  secure_.Abort();
+  secure_abort_ = why;
+  ++counters_.secure_rounds_aborted;
+  for (PeerId peer = 1; peer <= options_.workers; ++peer) {
+    outbox_.Forgive(peer, ServerOutbox::kSecure);
+  }
+  reported_ = 0;
+  CloseRound(now);
 }
 
 void ServerSession::AdvanceAsync(TimeNs now) {
@@ -499,7 +630,9 @@ void ServerSession::TopUp(TimeNs now) {
 }
 
 void ServerSession::CloseRound(TimeNs now) {
-  const Status applied = ApplyRound();
+  // An aborted secure round has nothing to apply: the model stays as it was.
+  const bool aborted = config_.secure.enabled && reported_ == 0;
+  const Status applied = aborted ? Status::Ok() : ApplyRound();
   const RoundEvent event{round_,
                          now,
                          selected_,
@@ -515,7 +648,7 @@ void ServerSession::CloseRound(TimeNs now) {
     Finish(wire::LeaveReason::kFailure, applied);
     return;
   }
-  ++counters_.rounds_completed;
+  if (!aborted) ++counters_.rounds_completed;
   ++round_;
   if (round_ >= config_.rounds) {
     Finish(wire::LeaveReason::kDone, Status::Ok());

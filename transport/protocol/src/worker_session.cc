@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <new>
@@ -40,10 +41,16 @@ bool SamePrivacy(const wire::PrivacyConfig& a, const wire::PrivacyConfig& b) {
          SameBits(a.count_noise, b.count_noise);
 }
 
+bool SameSecure(const wire::SecureConfig& a, const wire::SecureConfig& b) {
+  return SameBits(a.threshold, b.threshold) && a.neighbours == b.neighbours &&
+         SameBits(a.bound, b.bound);
+}
+
 bool SameWelcome(const wire::WelcomeInfo& a, const wire::WelcomeInfo& b) {
   return a.assigned_id == b.assigned_id && a.workers == b.workers && a.rounds == b.rounds &&
          a.seed == b.seed && a.layout == b.layout && SameCodecParams(a.codec, b.codec) &&
-         SameTraining(a.training, b.training) && SamePrivacy(a.privacy, b.privacy);
+         SameTraining(a.training, b.training) && SamePrivacy(a.privacy, b.privacy) &&
+         SameSecure(a.secure, b.secure);
 }
 
 }  // namespace
@@ -63,6 +70,11 @@ Status WorkerSession::Init(Arena& arena, const WorkerOptions& options) {
   if (options.join_retry_ns == 0) return Status::InvalidArgument("join retry must be > 0");
   if (options.heartbeat_interval_ns == 0) {
     return Status::InvalidArgument("heartbeat interval must be > 0 (kNever for none)");
+  }
+  if (options.secure_minimum_neighbours == 0) {
+    return Status::InvalidArgument(
+        "secure aggregation's minimum neighbourhood must be at least 1: a device alone would "
+        "send its update unmasked");
   }
   if (arena.sealed()) return Status::FailedPrecondition("the arena is sealed");
   if (arena.remaining_bytes() < InitArenaBytes()) {
@@ -100,8 +112,8 @@ void WorkerSession::DoFrame(PeerId from, std::span<const std::byte> frame, TimeN
   }
   // Before the Welcome only control frames are expected; afterwards nothing larger than the
   // run's largest broadcast.
-  const std::size_t limit =
-      configured_ ? BroadcastFrameBytes(config_) : wire::kMaxControlFrameBytes;
+  const std::size_t limit = configured_ ? WorkerReceiveFrameBytes(config_, welcome_.workers)
+                                        : wire::kMaxControlFrameBytes;
   const Result<wire::FrameView> decoded = wire::DecodeFrame(frame, limit);
   if (!decoded.ok()) {
     ++counters_.malformed;
@@ -130,6 +142,13 @@ void WorkerSession::DoFrame(PeerId from, std::span<const std::byte> frame, TimeN
       break;
     case wire::MessageKind::kError:
       HandleError(view);
+      break;
+    case wire::MessageKind::kSecureAggregation:
+      if (Secure()) {
+        HandleSecure(view);
+      } else {
+        ++counters_.unexpected;
+      }
       break;
     default:
       ++counters_.unexpected;
@@ -210,6 +229,13 @@ void WorkerSession::HandleWelcome(const wire::FrameView& view, TimeNs now) {
     Fail(keyless, keyless.reason(), wire::LeaveReason::kRefusedRun);
     return;
   }
+  if (!configured_ && config.secure.enabled && options_.secure_entropy == nullptr) {
+    ++counters_.rejected_welcomes;
+    const Status keyless = Status::FailedPrecondition(
+        "the run uses secure aggregation and this worker has no entropy source for its keys");
+    Fail(keyless, keyless.reason(), wire::LeaveReason::kRefusedRun);
+    return;
+  }
   if (configured_) {
     // A reply to a resync Join (or a duplicate): it must describe the same run.
     if (!SameWelcome(view.welcome, welcome_)) {
@@ -221,7 +247,7 @@ void WorkerSession::HandleWelcome(const wire::FrameView& view, TimeNs now) {
     return;
   }
   id_ = assigned;
-  if (const Status configured = Configure(config); !configured.ok()) {
+  if (const Status configured = Configure(config, view.welcome.workers); !configured.ok()) {
     Fail(configured,
          configured.code() == StatusCode::kResourceExhausted
              ? "worker arena is smaller than WorkerSession::ArenaBytes for this run"
@@ -376,9 +402,9 @@ IdleMemory WorkerSession::IdleBuffers() const {
   return idle;
 }
 
-Status WorkerSession::Configure(const RunConfig& config) {
+Status WorkerSession::Configure(const RunConfig& config, std::uint32_t workers) {
   Arena& arena = *arena_;
-  const std::size_t needed = WelcomeArenaBytes(config);
+  const std::size_t needed = WelcomeArenaBytes(config, workers);
   if (needed == 0) return Status::InvalidArgument("the run cannot be sized");
   EDGESGD_TRY(options_.codecs->For(config.codec).status());
   if (arena.sealed()) return Status::FailedPrecondition("the arena is sealed");
@@ -410,7 +436,41 @@ Status WorkerSession::Configure(const RunConfig& config) {
   EDGESGD_TRY_ASSIGN(std::span<std::byte> buffer,
                      arena.AllocateBytes(BuilderBytesFor(UpdateFrameBytes(config))));
   update_builder_.emplace(buffer);
+  if (wire::kSecureAggregationFrames && config.secure.enabled) {
+    EDGESGD_TRY_ASSIGN(secure_format_, SecureFixedPoint(config.secure, workers));
+    static_assert(alignof(secagg::DeviceStage) <= kArenaAlignment &&
+                  std::is_trivially_destructible_v<secagg::DeviceStage>);
+    EDGESGD_TRY_ASSIGN(const std::span<std::byte> storage,
+                       arena.AllocateBytes(sizeof(secagg::DeviceStage)));
+    auto* stage = ::new (static_cast<void*>(storage.data())) secagg::DeviceStage();
+    EDGESGD_TRY(
+        stage->Init(arena, SecureLimits(config, workers, options_.secure_minimum_neighbours)));
+    EDGESGD_TRY_ASSIGN(
+        std::span<std::byte> secure_buffer,
+        arena.AllocateBytes(BuilderBytesFor(SecureUplinkFrameBytes(config, workers))));
+    secure_builder_.emplace(secure_buffer);
+    secure_ = stage;
+  }
   return Status::Ok();
+}
+
+secagg::DeviceStageLimits WorkerSession::SecureLimits(const RunConfig& config,
+                                                      std::uint32_t workers,
+                                                      std::uint32_t minimum_neighbours) {
+  secagg::DeviceStageLimits limits;
+  limits.client.max_neighbours = MaxSecureNeighbours(config.secure, workers);
+  limits.client.minimum_neighbours = minimum_neighbours;
+  const Result<PayloadShape> shape = EncodedShape(config.codec, config.layout);
+  limits.words = shape.ok() ? static_cast<std::uint32_t>(shape.value().values) : 0;
+  return limits;
+}
+
+std::size_t WorkerSession::SecureArenaBytes(const RunConfig& config, std::uint32_t workers) {
+  const std::size_t frame = SecureUplinkFrameBytes(config, workers);
+  const secagg::DeviceStageLimits limits = SecureLimits(config, workers, 1);
+  if (frame == 0 || limits.words == 0 || limits.client.max_neighbours == 0) return 0;
+  return edgesgd::ArenaBytes(sizeof(secagg::DeviceStage)) +
+         secagg::DeviceStage::ArenaBytes(limits) + edgesgd::ArenaBytes(BuilderBytesFor(frame));
 }
 
 void WorkerSession::ComputeUpdate(std::uint32_t round) {
@@ -503,6 +563,13 @@ Status WorkerSession::ComputeMeanUpdate(std::uint32_t round, const wire::FrameHe
     ++counters_.encode_errors;
     return noted;
   }
+  if (Secure()) {
+    // The payload frame only held the values on their way to the fixed-point input.
+    const Status started =
+        StartSecureRound(round, spans.value().values.first(shape.value().values));
+    update_builder_->AbandonPayloadFrame();
+    return started;
+  }
   const Result<std::span<const std::byte>> frame = update_builder_->FinishPayloadFrame();
   if (!frame.ok()) {
     ++counters_.encode_errors;
@@ -510,6 +577,75 @@ Status WorkerSession::ComputeMeanUpdate(std::uint32_t round, const wire::FrameHe
   }
   update_frame_ = frame.value();
   return Status::Ok();
+}
+
+Status WorkerSession::StartSecureRound(std::uint32_t round, std::span<const float> values) {
+  const std::span<std::uint32_t> input = secure_->input();
+  if (values.size() != input.size()) {
+    ++counters_.encode_errors;
+    return Status::Internal("the payload's values are not the secure input's length");
+  }
+  for (const float value : values) {
+    if (!(std::fabs(value) <= secure_format_.bound)) ++counters_.secure_clipped;
+  }
+  secagg::EncodeFixedPoint(secure_format_, values, input);
+  secagg::Key entropy{};
+  if (const Status drawn = options_.secure_entropy(options_.user, round, entropy); !drawn.ok()) {
+    ++counters_.secure_errors;
+    return drawn;
+  }
+  const Result<wire::SecureMessage> keys = secure_->StartWithInput(round, id_, entropy);
+  entropy.fill(std::byte{0});
+  if (!keys.ok()) {
+    ++counters_.secure_errors;
+    return keys.status();
+  }
+  const Result<std::span<const std::byte>> frame =
+      secure_builder_->EncodeSecure(NextHeader(round), keys.value());
+  if (!frame.ok()) {
+    ++counters_.encode_errors;
+    return frame.status();
+  }
+  update_frame_ = frame.value();
+  secure_answered_ = kNoSecurePhase;
+  return Status::Ok();
+}
+
+void WorkerSession::HandleSecure(const wire::FrameView& view) {
+  const std::uint32_t round = view.header.round;
+  const auto phase = static_cast<std::uint8_t>(view.secure.fields.phase);
+  // Only the round whose keys this worker sent, while it is still open.
+  if (round != update_round_ || update_frame_.empty()) {
+    ++counters_.unexpected;
+    return;
+  }
+  if (phase == secure_answered_) {
+    // The server's message again (duplicated on the way): the answer may have been lost.
+    pending_ = static_cast<std::uint8_t>(pending_ | kPendingUpdate);
+    update_work_ = 0;
+    ++counters_.updates_resent;
+    return;
+  }
+  const Result<wire::SecureMessage> answer = secure_->Handle(view.secure);
+  if (!answer.ok()) {
+    // Out of order, tampered or beyond this device's limits: the stage aborted its round.
+    ++counters_.secure_errors;
+    update_frame_ = {};
+    pending_ = static_cast<std::uint8_t>(pending_ & ~kPendingUpdate);
+    return;
+  }
+  const Result<std::span<const std::byte>> frame =
+      secure_builder_->EncodeSecure(NextHeader(round), answer.value());
+  if (!frame.ok()) {
+    ++counters_.encode_errors;
+    secure_->Abort();
+    update_frame_ = {};
+    return;
+  }
+  update_frame_ = frame.value();
+  update_work_ = 0;
+  secure_answered_ = phase;
+  pending_ = static_cast<std::uint8_t>(pending_ | kPendingUpdate);
 }
 
 Status WorkerSession::CompressControlChange(const CodecContext& context) {
@@ -622,6 +758,9 @@ void WorkerSession::SendJoin(TimeNs now) {
     if (AddsNoise()) join.features |= wire::kFeatureDistributedNoise;
   }
   if (kScaffold) join.features |= wire::kFeatureScaffold;
+  if (wire::kSecureAggregationFrames && options_.secure_entropy != nullptr) {
+    join.features |= wire::kFeatureSecureAggregation;
+  }
   join.max_frame_bytes = 0;  // frames arrive through the driver, which sizes its buffers
   join.memory_bytes = static_cast<std::uint32_t>(
       std::min<std::size_t>(memory, std::numeric_limits<std::uint32_t>::max()));
@@ -677,14 +816,15 @@ std::uint32_t WorkerSession::StepSamples() const {
   return options_.samples_per_step != 0 ? options_.samples_per_step : config_.batch;
 }
 
-Status CheckWorkerCanRun(const RunConfig& config, const wire::JoinInfo& join) {
+Status CheckWorkerCanRun(const RunConfig& config, const wire::JoinInfo& join,
+                         std::uint32_t workers) {
   // The dense model broadcasts are copied, not decoded: the run's codec is all a worker needs.
   if (join.codecs != 0 && (join.codecs & wire::CodecBit(CodecIdOf(config.codec))) == 0) {
     return Status::FailedPrecondition("worker does not implement this run's codec");
   }
   // A device with 4 GiB or more reports the u32 maximum, which is not a limit.
   if (join.memory_bytes != 0 && join.memory_bytes != 0xFFFFFFFFu &&
-      join.memory_bytes < WorkerSession::WelcomeArenaBytes(config)) {
+      join.memory_bytes < WorkerSession::WelcomeArenaBytes(config, workers)) {
     return Status::ResourceExhausted("worker memory is too small for this run");
   }
   if (config.privacy.mode != PrivacyMode::kOff &&
@@ -700,7 +840,12 @@ Status CheckWorkerCanRun(const RunConfig& config, const wire::JoinInfo& join) {
   if (config.scaffold && (join.features & wire::kFeatureScaffold) == 0) {
     return Status::FailedPrecondition("worker does not implement SCAFFOLD, which this run uses");
   }
-  if (join.max_frame_bytes != 0 && join.max_frame_bytes < BroadcastFrameBytes(config)) {
+  if (config.secure.enabled && (join.features & wire::kFeatureSecureAggregation) == 0) {
+    return Status::FailedPrecondition(
+        "worker cannot take part in secure aggregation (no entropy source), which this run uses");
+  }
+  if (join.max_frame_bytes != 0 &&
+      join.max_frame_bytes < WorkerReceiveFrameBytes(config, workers)) {
     return Status::ResourceExhausted("worker cannot receive this run's largest frame");
   }
   return Status::Ok();

@@ -99,9 +99,14 @@ Result<wire::SecureMessage> DeviceStage::Start(std::uint64_t round, std::uint32_
   if (input.size() != input_.size()) {
     return Status::InvalidArgument("the input's length is not the stage's");
   }
+  std::copy(input.begin(), input.end(), input_.begin());
+  return StartWithInput(round, device, entropy);
+}
+
+Result<wire::SecureMessage> DeviceStage::StartWithInput(std::uint64_t round, std::uint32_t device,
+                                                        const Key& entropy) {
   KeyAdvertisement keys;
   EDGESGD_TRY(client_.Start(round, device, entropy, keys));
-  std::copy(input.begin(), input.end(), input_.begin());
   wire::SecureMessage message = MessageOf(wire::SecurePhase::kKeys);
   message.fields.cipher_public = keys.cipher_public;
   message.fields.mask_public = keys.mask_public;

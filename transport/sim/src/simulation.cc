@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <optional>
 #include <utility>
 
@@ -70,6 +71,18 @@ std::uint64_t SimulatedNoiseKey(std::uint64_t seed, std::uint32_t holder) {
   return key == 0 ? 1 : key;
 }
 
+// What stands in for a device's operating-system entropy for its secure aggregation keys: a
+// stream of its simulated secret (DeviceBinding::secret) per round, so a run is reproducible.
+Status SimulatedEntropy(void* user, std::uint32_t round, std::span<std::byte> out) {
+  const DeviceBinding& binding = *static_cast<const DeviceBinding*>(user);
+  CounterRng stream(binding.secret, round, 1, StreamId(RandomPurpose::kUser));
+  for (std::size_t at = 0; at < out.size(); at += sizeof(std::uint32_t)) {
+    const std::uint32_t word = stream.NextU32();
+    std::memcpy(out.data() + at, &word, std::min(sizeof(word), out.size() - at));
+  }
+  return Status::Ok();
+}
+
 // "NAME INDEX: reason" for an Init error of a participant, returned as `detail`.
 Status Refused(Status status, const std::string& who, std::string& detail) {
   detail = who + ": " + status.reason();
@@ -95,7 +108,8 @@ Status ServerSimulation::Init(const ServerSimulationSettings& settings, std::str
   gradient_ = settings.gradient;
   bindings_ = BindDevices(gradient_, n);
   memory_.server_arena_bytes = protocol::ServerSession::ArenaBytes(settings.run, settings.server);
-  memory_.device_arena_bytes = protocol::WorkerSession::ArenaBytes(settings.run);
+  memory_.device_arena_bytes =
+      protocol::WorkerSession::ArenaBytes(settings.run, static_cast<std::uint32_t>(n));
   server_arena_ = std::make_unique<OwnedArena>(memory_.server_arena_bytes);
   protocol::ServerOptions server_options = settings.server;
   if (server_options.noise_key == 0) {
@@ -118,6 +132,9 @@ Status ServerSimulation::Init(const ServerSimulationSettings& settings, std::str
     options.samples_per_step = settings.workers[w].samples_per_step;
     options.add_noise = &AddNoiseShare;
     options.noise_key = SimulatedNoiseKey(settings.run.seed, options.device_id);
+    // A second secret of the device, apart from its noise key.
+    bindings_[w].secret = SimulatedNoiseKey(~settings.run.seed, options.device_id);
+    options.secure_entropy = &SimulatedEntropy;
     if (const Status init = workers_[w]->Init(worker_arenas_[w]->arena, options); !init.ok()) {
       return Refused(init, "worker " + std::to_string(w + 1), detail);
     }

@@ -13,7 +13,8 @@ Status RunOnLoopback(protocol::ServerSession& server,
   DriverOptions server_options;
   server_options.listen = Endpoint{"127.0.0.1", 0};
   server_options.max_peer_id = server.options().workers;
-  server_options.max_frame_bytes = protocol::UpdateFrameBytes(server.config());
+  server_options.max_frame_bytes =
+      protocol::ServerReceiveFrameBytes(server.config(), server.options().workers);
   server_options.log_name = "server";
   server_options.auth_keys = loopback.keys;
   server_options.socket_send_buffer_bytes = loopback.socket_send_buffer_bytes;

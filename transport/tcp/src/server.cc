@@ -56,7 +56,8 @@ Status Server::Open(const ServerSettings& settings, std::string& detail) {
   options.listen = settings.listen;
   options.dial.clear();
   options.max_peer_id = settings.server.workers;
-  options.max_frame_bytes = protocol::UpdateFrameBytes(settings.run);
+  options.max_frame_bytes =
+      protocol::ServerReceiveFrameBytes(settings.run, settings.server.workers);
   options.auth_device = 0;  // accepts only: each connection authenticates as its worker
   EDGESGD_TRY(driver_.Open(options, detail));
   driver_.SetAfterSessionCall([this] { AfterSessionCall(); });

@@ -6,6 +6,14 @@
 #include "serial_session.h"
 
 namespace edgesgd::tcp {
+namespace {
+
+// A round's secure aggregation keys come from the operating system (getrandom).
+Status OperatingSystemEntropy(void*, std::uint32_t, std::span<std::byte> out) {
+  return platform::FillRandomBytes(out);
+}
+
+}  // namespace
 
 Worker::Worker() = default;
 Worker::Worker(asio::io_context& io) : SessionNode(io) {}
@@ -24,6 +32,7 @@ Status Worker::Open(const WorkerSettings& settings, std::string& detail) {
   protocol::WorkerOptions options = settings.worker;
   if (options.add_noise == nullptr) options.add_noise = &AddNoiseShare;
   if (options.noise_key == 0) EDGESGD_TRY(DrawNoiseKey(options.noise_key, detail));
+  if (options.secure_entropy == nullptr) options.secure_entropy = &OperatingSystemEntropy;
   options.gradient = gradient_ != nullptr ? &Gradient : nullptr;  // none: the session refuses
   options.user = this;
   if (options.codecs == nullptr) options.codecs = &AllCodecs();

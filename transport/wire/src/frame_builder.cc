@@ -316,10 +316,15 @@ Result<std::span<const std::byte>> FrameBuilder::EncodeWelcome(const FrameHeader
           : fb::CreatePrivacyConfig(builder_, privacy.mode, privacy.clip, privacy.noise_multiplier,
                                     privacy.delta, privacy.target_quantile,
                                     privacy.clip_learning_rate, privacy.count_noise);
-  const auto message = fb::CreateWelcome(
-      builder_, welcome.assigned_id, welcome.workers, welcome.rounds, welcome.seed,
-      static_cast<std::uint32_t>(layout.dimension()), tensor_sizes, codec_config, training_config,
-      privacy_config);
+  const SecureConfig& secure = welcome.secure;
+  const auto secure_config = !kSecureAggregationFrames || secure.threshold == 0.0f
+                                 ? flatbuffers::Offset<fb::SecureAggregationConfig>()
+                                 : fb::CreateSecureAggregationConfig(
+                                       builder_, secure.threshold, secure.neighbours, secure.bound);
+  const auto message =
+      fb::CreateWelcome(builder_, welcome.assigned_id, welcome.workers, welcome.rounds,
+                        welcome.seed, static_cast<std::uint32_t>(layout.dimension()), tensor_sizes,
+                        codec_config, training_config, privacy_config, secure_config);
   return FinishEnvelope(header, MessageKind::kWelcome, message.Union(), kMaxControlFrameBytes);
 }
 

@@ -214,6 +214,16 @@ Status DecodeWelcome(const fb::Welcome* welcome, WelcomeInfo& out) {
     p.clip_learning_rate = privacy->clip_learning_rate();
     p.count_noise = privacy->count_noise();
   }
+  out.secure = SecureConfig{};
+  // A build without secure aggregation reads none (its workers refuse such runs as off-spec).
+  if (const fb::SecureAggregationConfig* secure = welcome->secure();
+      kSecureAggregationFrames && secure != nullptr) {
+    out.secure = {secure->threshold(), secure->neighbours(), secure->bound()};
+    // Absent means off: a present table with threshold 0 would read as off, so refuse it.
+    if (out.secure.threshold == 0.0f) {
+      return Status::DataLoss("the Welcome's secure aggregation has no threshold");
+    }
+  }
   return Status::Ok();
 }
 

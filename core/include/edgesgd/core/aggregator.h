@@ -58,6 +58,12 @@ class MeanAggregator {
   Status AddWithParams(const CodecParams& params, const PayloadView& payload,
                        const CodecContext& context, float weight = 1.0f);
 
+  // sum += decode(payload) for a payload that already sums `contributions` updates (decoded
+  // with `params` as AddWithParams), counted as that many contributions of weight 1 — the sum
+  // secure aggregation unmasks. Errors as AddWithParams; kInvalidArgument for no contributions.
+  Status AddSumWithParams(const CodecParams& params, const PayloadView& payload,
+                          const CodecContext& context, std::uint32_t contributions);
+
   // sum += weight * values for an uncompressed contribution (d floats), e.g. the workers'
   // residuals for DeAveragedReadoutFromMean. Does not allocate. Errors as Add, with
   // kInvalidArgument for a wrong size.

@@ -23,6 +23,13 @@ Status MeanAggregation::Add(const CodecParams& params, const PayloadView& payloa
   return Status::Ok();
 }
 
+Status MeanAggregation::AddSum(const CodecParams& params, const PayloadView& payload,
+                               const CodecContext& context, std::uint32_t contributions) {
+  // Secure rounds are synchronous (no staleness) and keep the clipping bound fixed, so the
+  // updates need nothing but their sum.
+  return mean_.AddSumWithParams(params, payload, context, contributions);
+}
+
 Status MeanAggregation::FillBroadcast(const PayloadSpans&, const CodecContext&) {
   return Status::FailedPrecondition("mean aggregation broadcasts the model");
 }

@@ -10,7 +10,8 @@
 //
 // A round, as the server drives it:
 //   BeginRound(round)
-//   Add(params, payload, context)        for every accepted update
+//   Add(params, payload, context)        for every accepted update (or, with secure
+//                                        aggregation, AddSum once for the round's sum)
 //   if its aggregate is a payload (AggregationDescriptor::aggregate_is_payload):
 //     FillBroadcast(spans, context)      into the next round's broadcast frame
 //     Apply(that frame's payload, ...)   decoded from the frame, exactly as every worker will
@@ -59,6 +60,14 @@ class Aggregation {
                                 const PayloadView& /*control*/, const CodecContext& /*context*/,
                                 const wire::UpdateInfo& /*update*/) {
     return Status::InvalidArgument("this aggregation takes no control variates");
+  }
+
+  // Secure aggregation: adds `payload`, the sum of `contributions` updates that the server
+  // never saw one by one (decoded with `params` in `context`), as that many updates. Components
+  // that need each update on its own refuse it (kInvalidArgument). Does not allocate.
+  virtual Status AddSum(const CodecParams& /*params*/, const PayloadView& /*payload*/,
+                        const CodecContext& /*context*/, std::uint32_t /*contributions*/) {
+    return Status::InvalidArgument("this aggregation needs each update on its own");
   }
 
   // SCAFFOLD: the server's control variate c that this round's model broadcasts carry (d

@@ -28,7 +28,7 @@
 
 namespace edgesgd::protocol {
 
-inline constexpr std::uint32_t kCheckpointVersion = 4;
+inline constexpr std::uint32_t kCheckpointVersion = 5;
 
 // Cumulative counters a resumed run continues from.
 struct CheckpointCounters {

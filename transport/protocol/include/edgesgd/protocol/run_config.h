@@ -21,6 +21,7 @@
 #include "edgesgd/core/status.h"
 #include "edgesgd/core/tensor_layout.h"
 #include "edgesgd/protocol/buffered_async.h"
+#include "edgesgd/protocol/secure_aggregation.h"
 #include "edgesgd/wire/messages.h"
 #include "edgesgd/wire/wire_format.h"
 
@@ -74,6 +75,9 @@ struct RunConfig {
   // correct each local gradient by c - c_i and send the compressed change of c_i beside their
   // update, and the model broadcast carries the server's c.
   bool scaffold = false;
+  // Secure aggregation (secure_aggregation.h; kMean with the model downlink and a codec that
+  // sends shared coordinates as values): the server sees only the sum of each round's updates.
+  SecureAggregationParams secure;
 
   friend constexpr bool operator==(const RunConfig&, const RunConfig&) = default;
 };
@@ -120,6 +124,10 @@ inline constexpr std::uint64_t kMaxSamplesPerRound = std::uint64_t{1} << 24;
 //          that keeps the clipping bound (KeepsNormBound); central noise needs an aggregation
 //          component that adds it, distributed noise a codec whose payloads sum (every device
 //          sends the same coordinates and noises them).
+//   secure aggregation (when enabled): valid parameters (ValidateSecureParams), kMean with the
+//          model downlink, a codec that sends shared coordinates as plain values (identity,
+//          random_block, rand_k), no SCAFFOLD and no adaptive clipping. Whether the bound fits
+//          the worker count (SecureFixedPoint) is checked where the count is known.
 // The robust rule, the server optimizer and asynchronous aggregation are checked by
 // ValidateServerChoices, on the server only.
 // Reads only `config`; does not allocate. Errors: kInvalidArgument.
@@ -209,6 +217,11 @@ constexpr void ForEachRunConfigField(const RunConfig& config, std::uint32_t work
   f("staleness_exponent", bits(async.exponent));
   f("max_staleness", std::uint64_t{async.max_staleness});
   f("scaffold", std::uint64_t{config.scaffold});
+  const SecureAggregationParams secure = NormalizedSecureParams(config.secure);
+  f("secure_aggregation", std::uint64_t{secure.enabled});
+  f("secagg_threshold", bits(secure.threshold));
+  f("secagg_neighbours", std::uint64_t{secure.neighbours});
+  f("secagg_bound", bits(secure.bound));
 }
 
 // ---- The Welcome's encoding of a RunConfig ----
@@ -264,6 +277,36 @@ constexpr std::size_t BroadcastFrameBytes(const RunConfig& config) {
   const std::size_t aggregate = wire::MaxFrameBytes(config.codec, config.layout);
   if (model == 0 || aggregate == 0) return 0;
   return model > aggregate ? model : aggregate;
+}
+
+// Secure aggregation's largest frame from a device (its masked input, or its shares for a large
+// neighbourhood) and from the server (a roster or the delivered shares) in a run of `workers`
+// workers; 0 without secure aggregation.
+constexpr std::size_t SecureUplinkFrameBytes(const RunConfig& config, std::uint32_t workers) {
+  if (!config.secure.enabled) return 0;
+  const Result<PayloadShape> shape = EncodedShape(config.codec, config.layout);
+  return shape.ok() ? wire::SecureFrameBytes(MaxSecureNeighbours(config.secure, workers),
+                                             shape.value().values)
+                    : 0;
+}
+constexpr std::size_t SecureDownlinkFrameBytes(const RunConfig& config, std::uint32_t workers) {
+  return config.secure.enabled
+             ? wire::SecureFrameBytes(MaxSecureNeighbours(config.secure, workers), 0)
+             : 0;
+}
+
+// Largest frame a server of `workers` workers receives (an Update, or a secure aggregation
+// message) and a worker receives (a broadcast, or the server's secure aggregation message):
+// size receive buffers with them.
+constexpr std::size_t ServerReceiveFrameBytes(const RunConfig& config, std::uint32_t workers) {
+  const std::size_t update = UpdateFrameBytes(config);
+  const std::size_t secure = SecureUplinkFrameBytes(config, workers);
+  return update > secure ? update : secure;
+}
+constexpr std::size_t WorkerReceiveFrameBytes(const RunConfig& config, std::uint32_t workers) {
+  const std::size_t broadcast = BroadcastFrameBytes(config);
+  const std::size_t secure = SecureDownlinkFrameBytes(config, workers);
+  return broadcast > secure ? broadcast : secure;
 }
 
 // Buffer bytes of a FrameBuilder for frames of up to `frame_bytes` (0 stays 0).

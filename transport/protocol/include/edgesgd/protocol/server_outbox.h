@@ -2,7 +2,8 @@
 
 // The frames a parameter server owes its workers and has not handed to its driver yet. Per
 // worker, in protocol order: a Welcome or an Error (a refused Join), the round's broadcast (the
-// model, or the previous round's aggregate), the final Leave. The outbox builds them — the
+// model, or the previous round's aggregate), the secure aggregation phase's message (built from
+// the SecureRound when handed out), the final Leave. The outbox builds them — the
 // shared model, aggregate and Leave frames once per round, Welcomes and Errors when handed out —
 // and numbers every frame it builds (the envelope's sequence). ServerSession decides who is owed
 // what; PollFrame hands the frames out one at a time. Memory: everything from the arena at Init.
@@ -16,6 +17,7 @@
 #include "edgesgd/core/arena.h"
 #include "edgesgd/core/status.h"
 #include "edgesgd/protocol/run_config.h"
+#include "edgesgd/protocol/secure_round.h"
 #include "edgesgd/protocol/session.h"
 #include "edgesgd/wire/frame_builder.h"
 
@@ -24,7 +26,13 @@ namespace edgesgd::protocol {
 class ServerOutbox {
  public:
   // What a worker can be owed (bits of one byte).
-  enum Frame : std::uint8_t { kWelcome = 1, kRefusal = 2, kBroadcast = 4, kLeave = 8 };
+  enum Frame : std::uint8_t {
+    kWelcome = 1,
+    kRefusal = 2,
+    kBroadcast = 4,
+    kLeave = 8,
+    kSecure = 16,
+  };
 
   // Welcome / Error frames that can be outstanding at once (one per PollFrame in practice).
   static constexpr std::size_t kControlSlots = 4;
@@ -32,7 +40,8 @@ class ServerOutbox {
       wire::kMaxControlFrameBytes + wire::kBuilderScratchBytes;
 
   // Exact arena bytes Init takes for `workers` workers of a run of `config`, with a builder for
-  // aggregate frames when `aggregate_frames`; 0 when the configuration cannot be sized.
+  // aggregate frames when `aggregate_frames` and, with secure aggregation, a ring of builders
+  // for its messages; 0 when the configuration cannot be sized.
   static constexpr std::size_t ArenaBytes(const RunConfig& config, std::uint32_t workers,
                                           bool aggregate_frames) {
     const std::size_t model_builder = BuilderBytesFor(ModelFrameBytes(config));
@@ -42,14 +51,21 @@ class ServerOutbox {
       aggregate_builder = wire::FrameBuilderBytes(config.codec, config.layout);
       if (aggregate_builder == 0) return 0;
     }
+    const std::size_t secure_builders =
+        config.secure.enabled
+            ? kControlSlots *
+                  edgesgd::ArenaBytes(BuilderBytesFor(SecureDownlinkFrameBytes(config, workers)))
+            : 0;
     return ArenaBytesFor<Entry>(std::size_t{workers} + 1) + edgesgd::ArenaBytes(model_builder) +
            (kControlSlots + 1) * edgesgd::ArenaBytes(kControlBuilderBytes) +
-           (aggregate_frames ? edgesgd::ArenaBytes(aggregate_builder) : 0);
+           (aggregate_frames ? edgesgd::ArenaBytes(aggregate_builder) : 0) + secure_builders;
   }
 
-  // Takes the builders and the per-worker entries from the arena. `config` must outlive the
-  // outbox. Errors: the arena's (kFailedPrecondition, kResourceExhausted).
-  Status Init(Arena& arena, const RunConfig& config, std::uint32_t workers, bool aggregate_frames);
+  // Takes the builders and the per-worker entries from the arena. `config` and `secure` (the
+  // server's SecureRound with secure aggregation, else nullptr) must outlive the outbox.
+  // Errors: the arena's (kFailedPrecondition, kResourceExhausted).
+  Status Init(Arena& arena, const RunConfig& config, std::uint32_t workers, bool aggregate_frames,
+              SecureRound* secure);
 
   // ---- What each worker is owed (peer ids 1..workers) ----
   void Owe(PeerId peer, std::uint8_t frames);
@@ -102,6 +118,8 @@ class ServerOutbox {
   }
   // Builds the Welcome or Error owed to `peer` into the next control builder of the ring.
   Result<std::span<const std::byte>> BuildControl(PeerId peer, Frame frame, std::uint32_t round);
+  // Builds the secure aggregation message owed to `peer` into the next builder of its ring.
+  Result<std::span<const std::byte>> BuildSecure(PeerId peer, std::uint32_t round);
 
   const RunConfig* config_ = nullptr;
   std::uint32_t workers_ = 0;
@@ -115,6 +133,9 @@ class ServerOutbox {
   std::optional<wire::FrameBuilder> leave_builder_;
   std::array<std::optional<wire::FrameBuilder>, kControlSlots> control_builders_;
   std::size_t next_control_ = 0;
+  SecureRound* secure_ = nullptr;
+  std::array<std::optional<wire::FrameBuilder>, kControlSlots> secure_builders_;
+  std::size_t next_secure_ = 0;
   std::span<const std::byte> model_frame_;
   std::span<const std::byte> aggregate_frame_;
   std::span<const std::byte> leave_frame_;

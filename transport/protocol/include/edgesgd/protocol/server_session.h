@@ -24,6 +24,14 @@
 // selects (aggregation_registry.h); the session only admits workers, runs rounds, deadlines and
 // timers, and sends frames.
 //
+// Secure aggregation (RunConfig::secure, secure_round.h): the round's participants are its
+// cohort. Each of its four phases (keys, shares, masked inputs, unmasking) closes when every
+// device still in the round sent its message, or at the phase's deadline (round_deadline_ns
+// from the phase's start), and the server then sends each device still in the round the next
+// phase's message. After the unmasking the survivors' sum is added to the aggregation component
+// at once; a round that lost too many devices is aborted with the model unchanged (counted, and
+// the run goes on with the next round).
+//
 // What a driver does:
 //   1. Init(arena, codecs, config, options, initial_model) once; Start(now).
 //   2. Feed every received frame to OnFrame(peer, bytes, now) — bytes at an 8-byte aligned
@@ -81,13 +89,20 @@ class ServerSession final : public Session {
         ServerOutbox::ArenaBytes(config, options.workers, aggregation->aggregate_is_payload);
     const std::size_t component = aggregation->arena_bytes(config, options.workers);
     if (outbox == 0 || component == 0) return 0;
+    std::size_t secure = 0;
+    if (config.secure.enabled) {
+      const std::size_t round = SecureRound::ArenaBytes(config, options.workers);
+      if (round == 0) return 0;
+      secure = round + ArenaBytesFor<std::uint32_t>(options.workers);
+    }
     // A server optimizer other than plain FedAvg keeps its state and the round's change.
     const std::size_t server_optimizer =
         ChangesFedAvg(config.server_optimizer)
             ? ServerOptimizer::StateBytes(d, config.server_optimizer) + ArenaBytesFor<float>(d)
             : 0;
     return ArenaBytesFor<float>(d) + ArenaBytesFor<WorkerSlot>(std::size_t{options.workers} + 1) +
-           ArenaBytesFor<std::uint32_t>(options.workers) + outbox + component + server_optimizer;
+           ArenaBytesFor<std::uint32_t>(options.workers) + outbox + component + server_optimizer +
+           secure;
   }
 
   ServerSession() = default;
@@ -182,8 +197,13 @@ class ServerSession final : public Session {
   bool IsSelected(PeerId peer) const { return Slot(peer) != nullptr && Slot(peer)->selected; }
   // Sent a round's broadcast and not yet reported for it (asynchronous: training).
   bool IsTraining(PeerId peer) const { return Slot(peer) != nullptr && InFlight(*Slot(peer)); }
-  // When the current round's deadline falls (kNever outside training or without deadlines).
+  // When the current round's deadline falls (kNever outside training or without deadlines); in
+  // a secure round, the current phase's.
   TimeNs round_deadline() const { return phase_ == ServerPhase::kTraining ? deadline_ : kNever; }
+  // Secure aggregation's round state (open() while a round's phases run).
+  const SecureRound& secure_round() const { return secure_; }
+  // Why the last aborted secure round was aborted (kOk when none was).
+  Status secure_abort_reason() const { return secure_abort_; }
 
  private:
   // Per-worker state, zero-initialised by the arena (hence no member initialisers).
@@ -218,6 +238,7 @@ class ServerSession final : public Session {
 
   void HandleJoin(PeerId from, const wire::FrameView& view, TimeNs now);
   void HandleUpdate(PeerId from, const wire::FrameView& view, TimeNs now);
+  void HandleSecure(PeerId from, const wire::FrameView& view, TimeNs now);
   // Verifies and adds an admitted update's payload, and its control change when it carries one,
   // to the aggregation component. Errors: why it cannot be aggregated (nothing is added).
   Status AddUpdate(const wire::FrameView& view, const CodecParams& params,
@@ -244,6 +265,13 @@ class ServerSession final : public Session {
   // workers training.
   void AdvanceAsync(TimeNs now);
   void Dispatch(TimeNs now);
+  // Secure aggregation: begins the round's phases with its participants; closes the current
+  // phase once nobody still in the round owes its message, or at its deadline.
+  void BeginSecureRound();
+  void AdvanceSecure(TimeNs now);
+  void CloseSecurePhase(TimeNs now);
+  // Ends the round without changing the model, and starts the next.
+  void AbortSecureRound(TimeNs now, Status why);
   bool asynchronous() const { return IsAsynchronous(config_.async); }
   bool InFlight(const WorkerSlot& slot) const { return slot.selected && !slot.reported; }
   bool Dispatchable(const WorkerSlot& slot) const {
@@ -274,6 +302,9 @@ class ServerSession final : public Session {
   std::span<WorkerSlot> slots_;          // indexed by peer id; slot 0 (the server) is unused
   std::span<std::uint32_t> candidates_;  // scratch for sampling participants
 
+  SecureRound secure_;
+  std::span<std::uint32_t> cohort_;  // secure aggregation: the round's participants
+  Status secure_abort_;
   ServerOutbox outbox_;
   bool aggregate_valid_ = false;  // the outbox holds the aggregate of round round_ - 1
 

@@ -38,8 +38,9 @@ struct ServerOptions {
   // `quorum` live workers have joined. kNever (default): wait for all n.
   TimeNs join_timeout_ns = kNever;
   // The server's secret (never 0) keying differential privacy's central noise
-  // (PrivacyMode::kCentral): drawn from the operating system's entropy by a real deployment, so
-  // that no worker can subtract the noise; a simulator may derive it from its seed.
+  // (PrivacyMode::kCentral) and secure aggregation's neighbour graph: drawn from the operating
+  // system's entropy by a real deployment, so that no worker can subtract the noise or foresee
+  // its neighbours; a simulator may derive it from its seed.
   std::uint64_t noise_key = 0;
 };
 
@@ -104,6 +105,9 @@ struct ServerCounters {
   std::uint64_t top_ups = 0;  // participants added because none of the sampled could report
   std::uint64_t reject_events_dropped = 0;  // overwritten before a driver drained them
   std::uint64_t round_events_dropped = 0;
+  // Secure aggregation rounds that ended without a sum (too many devices vanished, a phase's
+  // message refused by every holder, ...): the model stayed as it was.
+  std::uint64_t secure_rounds_aborted = 0;
 
   std::uint64_t rejected_for(RejectReason reason) const {
     return rejected[static_cast<std::size_t>(reason)];

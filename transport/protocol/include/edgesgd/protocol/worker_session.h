@@ -14,6 +14,12 @@
 //   kMajority  Signum: one gradient at the model, m = beta * m + (1 - beta) * g, and sign(m)
 //              packed straight into the Update frame.
 //
+// With secure aggregation (RunConfig::secure, secure_aggregation.h) the update is computed the
+// same way, but it never leaves the device as it is: its payload values are encoded in fixed
+// point and masked, and the worker answers the broadcast with its round keys, then each of the
+// server's SecureAggregation messages with the next phase's (shares, masked input, revealed
+// shares). A message of a phase already answered gets the same answer again.
+//
 // A broadcast with content Model replaces the worker's model. One with content Aggregate is
 // applied to the model the worker holds (mean: x -= decode(aggregate); majority: x -= lr * (V +
 // wd * x)) only if that model is the previous round's; otherwise the worker skips the round and
@@ -48,7 +54,9 @@
 #include "edgesgd/core/scaffold.h"
 #include "edgesgd/core/status.h"
 #include "edgesgd/protocol/run_config.h"
+#include "edgesgd/protocol/server_types.h"
 #include "edgesgd/protocol/session.h"
+#include "edgesgd/secagg/frame_stage.h"
 #include "edgesgd/wire/frame_builder.h"
 #include "edgesgd/wire/frame_decoder.h"
 #include "edgesgd/wire/messages.h"
@@ -60,6 +68,10 @@ namespace edgesgd::protocol {
 // WorkerOptions::user. A non-ok Status makes the worker skip the round (counted).
 using GradientFunction = Status (*)(void* user, std::span<const float> point, std::uint32_t round,
                                     std::uint32_t local_step, std::span<float> gradient);
+
+// Fills `out` with fresh secret random bytes for round `round`'s secure aggregation keys. `user`
+// is WorkerOptions::user. A non-ok Status makes the worker sit the round out (counted).
+using EntropyFunction = Status (*)(void* user, std::uint32_t round, std::span<std::byte> out);
 
 struct WorkerOptions {
   // This worker's peer id (1..n) if it has one, else wire::kUnassignedDevice (the server then
@@ -85,6 +97,14 @@ struct WorkerOptions {
   // mode need neither.
   NoiseShareFunction add_noise = nullptr;
   std::uint64_t noise_key = 0;
+  // Secure aggregation (RunConfig::secure): the source of each round's secret keys — the
+  // operating system's (getrandom) or a board's TRNG on a device; a simulator may derive them
+  // from its seed. Without one the worker does not advertise secure aggregation in its Join and
+  // refuses such a run.
+  EntropyFunction secure_entropy = nullptr;
+  // A round's roster with fewer neighbours than this and the device refuses to mask: a server
+  // that isolated it with few (or invented) neighbours could otherwise learn its update.
+  std::uint32_t secure_minimum_neighbours = 1;
 };
 
 struct WorkerCounters {
@@ -102,6 +122,8 @@ struct WorkerCounters {
   std::uint64_t resyncs = 0;               // aggregates that did not fit the held model
   std::uint64_t gradient_errors = 0;       // the callback returned an error
   std::uint64_t encode_errors = 0;         // the update could not be encoded (diverged)
+  std::uint64_t secure_errors = 0;   // a secure aggregation message refused (the round is lost)
+  std::uint64_t secure_clipped = 0;  // values clipped to the secure aggregation bound
   std::uint64_t joins_sent = 0;
   std::uint64_t heartbeats_sent = 0;
   std::uint64_t updates_sent = 0;  // distinct updates computed and queued
@@ -111,7 +133,9 @@ struct WorkerCounters {
 // Why a device that sent `join` cannot run `config` (kOk when it can): it lacks the run's codec,
 // its memory is below WelcomeArenaBytes, or it cannot receive the largest broadcast. Zero fields
 // of the Join mean "not stated" and are not checked. Does not allocate.
-Status CheckWorkerCanRun(const RunConfig& config, const wire::JoinInfo& join);
+// `workers` is the run's worker count (it sizes secure aggregation's neighbourhood).
+Status CheckWorkerCanRun(const RunConfig& config, const wire::JoinInfo& join,
+                         std::uint32_t workers = kMaxWorkers);
 
 enum class WorkerPhase : std::uint8_t { kUninitialized, kIdle, kJoining, kTraining, kFinished };
 
@@ -128,10 +152,12 @@ class WorkerSession final : public Session {
 
   // Exact arena bytes the first Welcome of `config` takes: the model and a gradient (d floats
   // each); error feedback state, SCAFFOLD's control variates when the run keeps them and, for
-  // the aggregate downlink, the codec's scratch (kMean) or the Signum momentum (kMajority); and
-  // the Update frame's builder. 0 when the configuration cannot be sized (see ValidateRunConfig
+  // the aggregate downlink, the codec's scratch (kMean) or the Signum momentum (kMajority); the
+  // Update frame's builder; with secure aggregation its device stage and frame builder, for a
+  // run of `workers` workers. 0 when the configuration cannot be sized (see ValidateRunConfig
   // for the full checks).
-  static constexpr std::size_t WelcomeArenaBytes(const RunConfig& config) {
+  static constexpr std::size_t WelcomeArenaBytes(const RunConfig& config,
+                                                 std::uint32_t workers = kMaxWorkers) {
     const TensorLayout& layout = config.layout;
     const std::size_t d = layout.dimension();
     if (d == 0) return 0;
@@ -153,12 +179,19 @@ class WorkerSession final : public Session {
     if (config.downlink == DownlinkKind::kAggregate) {
       bytes += edgesgd::ArenaBytes(CodecScratchBytes(config.codec, layout));
     }
+    if (wire::kSecureAggregationFrames && config.secure.enabled) {
+      const std::size_t secure = SecureArenaBytes(config, workers);
+      if (secure == 0) return 0;
+      bytes += secure;
+    }
     return bytes;
   }
 
-  // Arena bytes a worker needs for a run of `config`: Init plus the first Welcome.
-  static constexpr std::size_t ArenaBytes(const RunConfig& config) {
-    const std::size_t welcome = WelcomeArenaBytes(config);
+  // Arena bytes a worker needs for a run of `config` with `workers` workers: Init plus the
+  // first Welcome.
+  static constexpr std::size_t ArenaBytes(const RunConfig& config,
+                                          std::uint32_t workers = kMaxWorkers) {
+    const std::size_t welcome = WelcomeArenaBytes(config, workers);
     return welcome == 0 ? 0 : InitArenaBytes() + welcome;
   }
 
@@ -222,8 +255,15 @@ class WorkerSession final : public Session {
   const ErrorFeedbackWorker& error_feedback() const { return feedback_; }
   // SCAFFOLD's control variates (c_i and the round's c); nullptr outside SCAFFOLD runs.
   const ScaffoldDevice* scaffold() const { return scaffold_; }
+  // Secure aggregation's device side; nullptr outside secure runs.
+  const secagg::DeviceStage* secure_stage() const { return secure_; }
 
  private:
+  // Secure aggregation's share of WelcomeArenaBytes: the device stage and its frame builder.
+  static std::size_t SecureArenaBytes(const RunConfig& config, std::uint32_t workers);
+  static secagg::DeviceStageLimits SecureLimits(const RunConfig& config, std::uint32_t workers,
+                                                std::uint32_t minimum_neighbours);
+
   static constexpr std::uint8_t kPendingControl = 1;  // Join or Leave (control builder 0)
   static constexpr std::uint8_t kPendingUpdate = 2;
   static constexpr std::uint8_t kPendingHeartbeat = 4;
@@ -238,8 +278,11 @@ class WorkerSession final : public Session {
   void HandleWelcome(const wire::FrameView& view, TimeNs now);
   void HandleBroadcast(const wire::FrameView& view, TimeNs now);
   void HandleError(const wire::FrameView& view);
-  // Takes the run's buffers from the arena. Errors: kResourceExhausted, kInternal.
-  Status Configure(const RunConfig& config);
+  // Answers a secure aggregation message of the server with the round's next phase.
+  void HandleSecure(const wire::FrameView& view);
+  // Takes the run's buffers from the arena for `workers` workers. Errors: kResourceExhausted,
+  // kInternal.
+  Status Configure(const RunConfig& config, std::uint32_t workers);
   // Applies a broadcast's payload to the model. Errors: kDataLoss (bad payload),
   // kFailedPrecondition (an aggregate that does not fit the held model).
   Status ApplyBroadcast(const wire::FrameView& view);
@@ -264,6 +307,10 @@ class WorkerSession final : public Session {
                      std::span<float> sent_values);
   Status ComputeMajorityUpdate(std::uint32_t round, const wire::FrameHeader& header,
                                const wire::PayloadMessage& message);
+  // Secure aggregation, after Compress: the payload's values in fixed point become the round's
+  // input, and its keys (the first message) replace the Update in the frame to send.
+  Status StartSecureRound(std::uint32_t round, std::span<const float> values);
+  bool Secure() const { return wire::kSecureAggregationFrames && secure_ != nullptr; }
   void SendJoin(TimeNs now);
   void SendHeartbeat(TimeNs now);
   void Resync(TimeNs now);
@@ -288,6 +335,13 @@ class WorkerSession final : public Session {
   // SCAFFOLD runs only, in the arena (a member would cost every worker image its constructor).
   ScaffoldDevice* scaffold_ = nullptr;
   ErrorFeedbackWorker feedback_;
+  // Secure runs only, in the arena like scaffold_.
+  secagg::DeviceStage* secure_ = nullptr;
+  secagg::FixedPoint secure_format_;
+  std::optional<wire::FrameBuilder> secure_builder_;
+  // The phase of the server's last message this round's answer (update_frame_) answers.
+  static constexpr std::uint8_t kNoSecurePhase = 0xFF;
+  std::uint8_t secure_answered_ = kNoSecurePhase;
 
   std::optional<wire::FrameBuilder> control_builder_;  // Join or Leave
   std::optional<wire::FrameBuilder> heartbeat_builder_;

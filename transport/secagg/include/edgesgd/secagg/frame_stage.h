@@ -50,6 +50,13 @@ class DeviceStage {
   Result<wire::SecureMessage> Start(std::uint64_t round, std::uint32_t device, const Key& entropy,
                                     std::span<const std::uint32_t> input);
 
+  // Start with the round's input already written into input() (no copy). Errors: Client::Start's.
+  Result<wire::SecureMessage> StartWithInput(std::uint64_t round, std::uint32_t device,
+                                             const Key& entropy);
+  // Where the next round's input goes (limits.words words); masked in place once the shares
+  // arrive.
+  std::span<std::uint32_t> input() { return input_; }
+
   // A server message of the open round; returns the answer: Shares to a Roster, the masked input
   // to the delivered shares, the revealed shares to the survivors (the round is then over).
   // Errors: kInvalidArgument for a phase a device never receives; kOutOfRange for more records

@@ -80,6 +80,7 @@ namespace internal {
 struct DeviceBinding {
   const DeviceGradient* gradient = nullptr;
   std::size_t device = 0;
+  std::uint64_t secret = 0;  // stands in for the device's entropy (secure aggregation keys)
 };
 
 // Arena storage of one participant, at a stable address (its session keeps pointers into it):

@@ -70,6 +70,7 @@ constexpr std::uint32_t CodecBit(CodecId id) { return std::uint32_t{1} << id; }
 inline constexpr std::uint32_t kFeatureDifferentialPrivacy = 1;  // clips its updates (and counts)
 inline constexpr std::uint32_t kFeatureDistributedNoise = 2;     // adds its share of the noise
 inline constexpr std::uint32_t kFeatureScaffold = 4;  // keeps SCAFFOLD's control variates
+inline constexpr std::uint32_t kFeatureSecureAggregation = 8;  // masks its updates (SecAgg)
 
 struct JoinInfo {
   Architecture architecture = Architecture::kUnknown;
@@ -119,6 +120,15 @@ struct PrivacyConfig {
   friend constexpr bool operator==(const PrivacyConfig&, const PrivacyConfig&) = default;
 };
 
+// Secure aggregation's parameters; threshold 0 (off) means the Welcome carries none.
+struct SecureConfig {
+  float threshold = 0.0f;
+  std::uint32_t neighbours = 0;
+  float bound = 0.0f;
+
+  friend constexpr bool operator==(const SecureConfig&, const SecureConfig&) = default;
+};
+
 struct WelcomeInfo {
   std::uint32_t assigned_id = 0;
   std::uint32_t workers = 0;
@@ -128,6 +138,7 @@ struct WelcomeInfo {
   CodecParams codec;    // travels as its codec id and parameter words (CodecConfig)
   TrainingConfig training;
   PrivacyConfig privacy;
+  SecureConfig secure;
 
   friend constexpr bool operator==(const WelcomeInfo&, const WelcomeInfo&) = default;
 };

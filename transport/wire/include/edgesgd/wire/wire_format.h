@@ -54,8 +54,8 @@ inline constexpr std::size_t kMinFrameBytes = 20;
 inline constexpr std::size_t kPayloadFrameOverheadBytes = 160;
 
 // Upper bound on any control frame (Join, Welcome, Heartbeat, Leave, Error). The largest is a
-// Welcome with kMaxTensors tensor sizes and every configuration field set, privacy included:
-// 576 bytes measured.
+// Welcome with kMaxTensors tensor sizes and every configuration field set, privacy and secure
+// aggregation included: 600 bytes measured.
 inline constexpr std::size_t kMaxControlFrameBytes = 640;
 
 // Bytes FlatBuffers' builder needs beside the frame while building it: the field locations of

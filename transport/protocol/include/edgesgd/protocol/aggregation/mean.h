@@ -29,6 +29,8 @@ class MeanAggregation final : public Aggregation {
   static constexpr bool kAggregateIsPayload = false;
 
   EDGESGD_AGGREGATION_COMPONENT();
+  Status AddSum(const CodecParams& params, const PayloadView& payload, const CodecContext& context,
+                std::uint32_t contributions) override;
   float ClipBound() const override { return privacy_.bound(); }
   float NextClipBound(std::uint32_t round) const override { return privacy_.NextBound(round); }
   std::span<const std::byte> SavedState() const override { return privacy_.SavedState(); }

@@ -1,0 +1,109 @@
+#include "cli/secure_flags.h"
+
+namespace edgesgd::cli {
+
+void AddSecureFlags(CLI::App& command, RunFlags& o) {
+  RunFlags* flags = &o;
+  const auto given = [flags](const std::string&) { flags->secagg_flags_given = true; };
+  command.add_flag("--secure-aggregation", o.secure_aggregation,
+                   "Secure aggregation (SecAgg, Bonawitz et al. 2017): devices mask their "
+                   "compressed updates so that the server learns only each round's sum; with "
+                   "--codec identity, random_block or rand_k, --aggregate mean and --downlink "
+                   "model. The masked payload is as large as the plain one; keys and shares "
+                   "add a few hundred bytes per device and round");
+  command.add_option("--secagg-threshold", o.secagg_threshold,
+                     "Fraction of each neighbourhood (a device and the devices it masks with) "
+                     "whose shares recover a vanished device's masks, in (0.5, 1]: a round "
+                     "survives as long as that many of every neighbourhood stay to the end, "
+                     "and is aborted with the model unchanged otherwise")
+      ->capture_default_str()
+      ->check(CLI::Range(0.5f, 1.0f))
+      ->each(given);
+  command.add_option("--secagg-neighbours", o.secagg_neighbours,
+                     "SecAgg+ (Bell et al. 2020): each device masks with this many others (even) "
+                     "on a random ring, so its keys and shares grow with k rather than with the "
+                     "cohort; about 2 log2(cohort) suits large cohorts. 0: every device masks "
+                     "with every other")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, protocol::kMaxWorkers))
+      ->each(given);
+  command.add_option("--secagg-bound", o.secagg_bound,
+                     "Every value a device sends is clipped to [-B, B] and summed in 32-bit "
+                     "fixed point, as finely as B times the worker count allows (clipped values "
+                     "are counted on the devices)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber)
+      ->each(given);
+}
+
+bool SecureFlagsGiven(const RunFlags& o) { return o.secure_aggregation || o.secagg_flags_given; }
+
+std::string CheckSecureFlags(const RunFlags& o) {
+  if (!o.secure_aggregation) {
+    if (o.secagg_flags_given) {
+      return "the --secagg-* flags tune secure aggregation: they need --secure-aggregation";
+    }
+    return "";
+  }
+  if (o.secagg_threshold <= 0.5f) {
+    return "--secagg-threshold must exceed 0.5: a majority of each neighbourhood must hold a "
+           "secret's shares";
+  }
+  if (o.secagg_neighbours % 2 != 0) {
+    return "--secagg-neighbours must be even (half of them on either side of a device's ring), "
+           "or 0";
+  }
+  if (o.workers < 2) return "--secure-aggregation needs at least two --workers";
+  if (o.aggregate == "majority") {
+    return "--secure-aggregation sums mean updates; masked majority votes are not run by the "
+           "sessions yet (edgesgd bench secagg --encoding votes measures them)";
+  }
+  if (o.downlink != "model") {
+    return "--secure-aggregation needs --downlink model: the server unmasks the sum and "
+           "broadcasts the model";
+  }
+  if (o.robust != "none") {
+    return "--robust compares the devices' updates; secure aggregation shows the server only "
+           "their sum";
+  }
+  if (o.buffer != 0) {
+    return "--secure-aggregation masks the updates of one round's cohort; asynchronous "
+           "aggregation (--buffer) takes them one at a time";
+  }
+  if (o.scaffold) {
+    return "--scaffold's control changes would travel unmasked beside the masked update";
+  }
+  if (o.dp_target_quantile != 0.0f) {
+    return "--dp-target-quantile counts the devices that needed no clipping, one indicator "
+           "each, which secure aggregation does not carry: keep --dp-clip fixed";
+  }
+  if (const Result<secagg::FixedPoint> format =
+          protocol::SecureFixedPoint(SecureParamsOf(o), static_cast<std::uint32_t>(o.workers));
+      !format.ok()) {
+    return std::string("--secagg-bound: ") + format.status().reason();
+  }
+  return "";
+}
+
+protocol::SecureAggregationParams SecureParamsOf(const RunFlags& o) {
+  protocol::SecureAggregationParams params;
+  params.enabled = o.secure_aggregation;
+  params.threshold = o.secagg_threshold;
+  params.neighbours = o.secagg_neighbours;
+  params.bound = o.secagg_bound;
+  return protocol::NormalizedSecureParams(params);
+}
+
+void WriteSecureSummary(SummaryWriter& summary, const protocol::SecureAggregationParams& params,
+                        std::uint32_t workers) {
+  if (!params.enabled) return;
+  summary.Begin("secure_aggregation");
+  summary.Field("threshold", static_cast<double>(params.threshold));
+  summary.Field("neighbours", params.neighbours);
+  summary.Field("bound", static_cast<double>(params.bound));
+  const Result<secagg::FixedPoint> format = protocol::SecureFixedPoint(params, workers);
+  summary.Field("fraction_bits", format.ok() ? format.value().fraction_bits : 0u);
+  summary.End();
+}
+
+}  // namespace edgesgd::cli

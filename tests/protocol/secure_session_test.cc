@@ -1,0 +1,399 @@
+// Secure aggregation in the parameter-server sessions: whole rounds through the server and
+// worker sessions (the four phases, each over frames), whose unmasked sum is what plain rounds
+// average; a device vanishing in any phase is recovered, too many abort the round with the model
+// unchanged; duplicated, replayed and tampered messages are refused; the configuration rules.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <optional>
+#include <vector>
+
+#include "edgesgd/protocol/secure_round.h"
+#include "edgesgd/wire/frame_decoder.h"
+#include "protocol/protocol_harness.h"
+
+namespace edgesgd::protocol::testing {
+namespace {
+
+constexpr std::size_t kDim = 24;
+
+// Error feedback lets a sparse codec's unsent coordinates grow for rounds: the bound leaves
+// room for them, so that no value is clipped.
+RunConfig SecureConfig(CodecId codec, std::uint32_t rounds) {
+  RunConfig config = MeanConfig(kDim, codec, rounds);
+  config.secure.enabled = true;
+  config.secure.bound = 64.0f;
+  return config;
+}
+
+ServerOptions Workers(std::uint32_t n) {
+  ServerOptions options;
+  options.workers = n;
+  options.quorum = n;
+  options.round_deadline_ns = 2 * kSecond;
+  options.noise_key = 77;
+  return options;
+}
+
+// Every worker of a test draws its keys from its id and the round (a stand-in for the
+// operating system's entropy).
+Status TestEntropy(void* user, std::uint32_t round, std::span<std::byte> out) {
+  const auto* problem = static_cast<const QuadraticProblem*>(user);
+  std::uint32_t state = round * 2654435761u + static_cast<std::uint32_t>(problem->target.size());
+  state ^= static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(user));
+  for (std::byte& b : out) {
+    state = state * 1664525u + 1013904223u;
+    b = static_cast<std::byte>(state >> 24);
+  }
+  return Status::Ok();
+}
+
+WorkerOptions SecureWorkers() {
+  WorkerOptions options;
+  options.secure_entropy = &TestEntropy;
+  return options;
+}
+
+std::unique_ptr<Cluster> MakeCluster(const RunConfig& config, std::uint32_t n,
+                                     const std::vector<float>& initial) {
+  return std::make_unique<Cluster>(config, Workers(n), Targets(n, kDim, 5), initial,
+                                   SecureWorkers());
+}
+
+// The phase of a device's SecureAggregation frame (0 keys .. 3 unmasking), or nullopt for any
+// other frame.
+std::optional<std::uint8_t> DevicePhase(std::span<const std::byte> frame) {
+  std::vector<std::uint64_t> aligned((frame.size() + 7) / 8);
+  std::memcpy(aligned.data(), frame.data(), frame.size());
+  const Result<wire::FrameView> view =
+      wire::DecodeFrame(std::as_bytes(std::span(aligned)).first(frame.size()));
+  if (!view.ok() || view.value().kind != wire::MessageKind::kSecureAggregation) return {};
+  return static_cast<std::uint8_t>(static_cast<std::uint8_t>(view.value().secure.fields.phase) / 2);
+}
+
+// Drops what the `vanishing` workers send from their message of `phase` on: they vanish there.
+class Vanish final : public Interceptor {
+ public:
+  Vanish(std::vector<PeerId> vanishing, std::uint8_t phase)
+      : vanishing_(std::move(vanishing)), phase_(phase) {}
+  Verdict OnSend(PeerId from, PeerId, std::span<const std::byte> frame, TimeNs) override {
+    if (std::find(vanishing_.begin(), vanishing_.end(), from) == vanishing_.end()) return {};
+    const std::optional<std::uint8_t> phase = DevicePhase(frame);
+    if (phase.has_value() && *phase >= phase_) gone_ = true;
+    Verdict verdict;
+    verdict.drop = gone_;
+    return verdict;
+  }
+
+ private:
+  std::vector<PeerId> vanishing_;
+  std::uint8_t phase_;
+  bool gone_ = false;
+};
+
+// The model one round of mean aggregation gives when `members` (peer ids) report on the
+// quadratic problem from `initial`: each update is lr * (x - target) (the first heavy-ball step).
+std::vector<float> OneRoundOf(Cluster& cluster, const std::vector<PeerId>& members,
+                              const std::vector<float>& initial) {
+  const float lr = cluster.config().feedback.learning_rate;
+  std::vector<float> model = initial;
+  for (std::size_t i = 0; i < kDim; ++i) {
+    double sum = 0.0;
+    for (const PeerId peer : members) {
+      sum += static_cast<double>(lr * (initial[i] - cluster.problem(peer).target[i]));
+    }
+    model[i] = static_cast<float>(static_cast<double>(initial[i]) -
+                                  sum / static_cast<double>(members.size()));
+  }
+  return model;
+}
+
+TEST(SecureSessionTest, SecureRoundsMoveTheModelAsPlainRoundsDo) {
+  const std::vector<float> initial = PseudoRandom(kDim, 3, 0.5f);
+  for (const CodecId codec :
+       {kCodecId<IdentityCodec>, kCodecId<RandomBlockCodec>, kCodecId<RandKCodec>}) {
+    SCOPED_TRACE(CodecName(QuarterSparse(codec)));
+    RunConfig plain_config = MeanConfig(kDim, codec, 6);
+    std::unique_ptr<Cluster> secure = MakeCluster(SecureConfig(codec, 6), 4, initial);
+    Cluster plain(plain_config, Workers(4), Targets(4, kDim, 5), initial);
+    secure->Start();
+    plain.Start();
+    ASSERT_TRUE(secure->RunUntilFinished(600 * kSecond));
+    ASSERT_TRUE(plain.RunUntilFinished(600 * kSecond));
+    ASSERT_TRUE(secure->server().status().ok());
+    EXPECT_EQ(secure->server().counters().secure_rounds_aborted, 0u);
+    EXPECT_EQ(secure->server().counters().updates_accepted, 6u * 4u);
+    // Fixed point rounds each value to 2^-24: the models agree far below the updates' size.
+    for (std::size_t i = 0; i < kDim; ++i) {
+      EXPECT_NEAR(secure->server().model()[i], plain.server().model()[i], 1e-5f) << i;
+    }
+    // Every round's masked payload is the plain payload's values, one 32-bit word each.
+    const std::size_t values = EncodedShape(plain_config.codec, plain_config.layout).value().values;
+    for (const RoundEvent& event : secure->DrainRounds()) {
+      EXPECT_EQ(event.reported, 4u);
+      EXPECT_EQ(event.payload_bits, 4u * 32u * values);
+    }
+    // Workers keep their error-feedback residuals as in plain runs.
+    for (PeerId peer = 1; peer <= 4; ++peer) {
+      EXPECT_EQ(secure->worker(peer).counters().secure_errors, 0u);
+      EXPECT_EQ(secure->worker(peer).counters().secure_clipped, 0u);
+      EXPECT_EQ(secure->worker(peer).counters().updates_sent, 6u);
+    }
+  }
+}
+
+TEST(SecureSessionTest, ValuesBeyondTheBoundAreClippedAndCounted) {
+  RunConfig config = SecureConfig(kCodecId<IdentityCodec>, 1);
+  config.secure.bound = 0.25f;
+  const std::vector<float> initial(kDim, 0.0f);
+  std::unique_ptr<Cluster> cluster = MakeCluster(config, 4, initial);
+  cluster->Start();
+  ASSERT_TRUE(cluster->RunUntilFinished(600 * kSecond));
+  std::uint64_t expected_clipped = 0;
+  for (PeerId peer = 1; peer <= 4; ++peer) {
+    for (const float target : cluster->problem(peer).target) {
+      expected_clipped += std::fabs(0.2f * target) > 0.25f ? 1u : 0u;
+    }
+    EXPECT_GT(cluster->worker(peer).counters().secure_clipped, 0u);
+  }
+  std::uint64_t clipped = 0;
+  for (PeerId peer = 1; peer <= 4; ++peer)
+    clipped += cluster->worker(peer).counters().secure_clipped;
+  EXPECT_EQ(clipped, expected_clipped);
+  // Each update entered the sum within [-0.25, 0.25]: the mean moved no further.
+  for (const float value : cluster->server().model()) EXPECT_LE(std::fabs(value), 0.25f + 1e-6f);
+}
+
+TEST(SecureSessionTest, SecureTrainingConvergesWithSecAggPlusNeighbourhoods) {
+  RunConfig config = SecureConfig(kCodecId<RandomBlockCodec>, 60);
+  config.secure.neighbours = 2;  // of 5 others
+  const std::vector<float> initial(kDim, 0.0f);
+  std::unique_ptr<Cluster> cluster = MakeCluster(config, 6, initial);
+  Cluster plain(MeanConfig(kDim, kCodecId<RandomBlockCodec>, 60), Workers(6), Targets(6, kDim, 5),
+                initial);
+  cluster->Start();
+  plain.Start();
+  ASSERT_TRUE(cluster->RunUntilFinished(3600 * kSecond));
+  ASSERT_TRUE(plain.RunUntilFinished(3600 * kSecond));
+  EXPECT_EQ(cluster->server().counters().secure_rounds_aborted, 0u);
+  // Error feedback on different targets settles near the optimum, as the plain run does.
+  const std::vector<float> optimum = cluster->MeanTarget();
+  const float end = Distance(cluster->server().model(), optimum);
+  EXPECT_LT(end, 0.25f * Distance(initial, optimum));
+  EXPECT_NEAR(end, Distance(plain.server().model(), optimum), 1e-4f);
+}
+
+TEST(SecureSessionTest, ADeviceVanishingInAnyPhaseIsRecovered) {
+  const std::vector<float> initial = PseudoRandom(kDim, 4, 0.5f);
+  // Five devices, threshold 2/3: t = 4 of each neighbourhood of five, so one may vanish.
+  for (std::uint8_t phase = SecureRound::kKeys; phase <= SecureRound::kUnmasking; ++phase) {
+    SCOPED_TRACE(static_cast<int>(phase));
+    std::unique_ptr<Cluster> cluster =
+        MakeCluster(SecureConfig(kCodecId<IdentityCodec>, 1), 5, initial);
+    Vanish vanish({3}, phase);
+    cluster->net().SetInterceptor(&vanish);
+    cluster->Start();
+    ASSERT_TRUE(cluster->RunUntilFinished(600 * kSecond));
+    EXPECT_EQ(cluster->server().counters().secure_rounds_aborted, 0u);
+    // Its input counts once it was summed, however the unmasking went.
+    const std::vector<PeerId> members = phase == SecureRound::kUnmasking
+                                            ? std::vector<PeerId>{1, 2, 3, 4, 5}
+                                            : std::vector<PeerId>{1, 2, 4, 5};
+    const std::vector<RoundEvent> rounds = cluster->DrainRounds();
+    ASSERT_EQ(rounds.size(), 1u);
+    EXPECT_EQ(rounds[0].reported, members.size());
+    const std::vector<float> expected = OneRoundOf(*cluster, members, initial);
+    for (std::size_t i = 0; i < kDim; ++i) {
+      EXPECT_NEAR(cluster->server().model()[i], expected[i], 1e-5f) << i;
+    }
+  }
+}
+
+TEST(SecureSessionTest, TooManyVanishingDevicesAbortTheRoundAndLeaveTheModel) {
+  const std::vector<float> initial = PseudoRandom(kDim, 5, 0.5f);
+  for (std::uint8_t phase = SecureRound::kKeys; phase <= SecureRound::kUnmasking; ++phase) {
+    SCOPED_TRACE(static_cast<int>(phase));
+    std::unique_ptr<Cluster> cluster =
+        MakeCluster(SecureConfig(kCodecId<IdentityCodec>, 1), 5, initial);
+    Vanish vanish({2, 4}, phase);  // two of five: below t = 4
+    cluster->net().SetInterceptor(&vanish);
+    cluster->Start();
+    ASSERT_TRUE(cluster->RunUntilFinished(600 * kSecond));
+    EXPECT_TRUE(cluster->server().status().ok());
+    EXPECT_EQ(cluster->server().counters().secure_rounds_aborted, 1u);
+    EXPECT_EQ(cluster->server().counters().rounds_completed, 0u);
+    EXPECT_FALSE(cluster->server().secure_abort_reason().ok());
+    for (std::size_t i = 0; i < kDim; ++i) EXPECT_EQ(cluster->server().model()[i], initial[i]);
+    const std::vector<RoundEvent> rounds = cluster->DrainRounds();
+    ASSERT_EQ(rounds.size(), 1u);
+    EXPECT_EQ(rounds[0].reported, 0u);
+  }
+}
+
+// Copies every frame of the run (duplicates), and keeps worker 1's round-0 keys to replay them.
+class DuplicateAndRecord final : public Interceptor {
+ public:
+  Verdict OnSend(PeerId from, PeerId, std::span<const std::byte> frame, TimeNs) override {
+    if (from == 1 && keys.empty() && DevicePhase(frame) == SecureRound::kKeys) {
+      keys.assign(frame.begin(), frame.end());
+    }
+    Verdict verdict;
+    verdict.copies = 2;
+    return verdict;
+  }
+  std::vector<std::byte> keys;
+};
+
+TEST(SecureSessionTest, DuplicatedAndReplayedMessagesChangeNothing) {
+  const std::vector<float> initial = PseudoRandom(kDim, 6, 0.5f);
+  std::unique_ptr<Cluster> cluster =
+      MakeCluster(SecureConfig(kCodecId<IdentityCodec>, 2), 4, initial);
+  Cluster plain(MeanConfig(kDim, kCodecId<IdentityCodec>, 2), Workers(4), Targets(4, kDim, 5),
+                initial);
+  DuplicateAndRecord record;
+  cluster->net().SetInterceptor(&record);
+  cluster->net().SetLatencyAll(10 * kMs);  // so that round 1 is still open when the replay lands
+  cluster->Start();
+  plain.Start();
+  ASSERT_TRUE(cluster->RunUntilRound(1, 600 * kSecond));
+  ASSERT_FALSE(record.keys.empty());
+  // Round 0's keys presented again in round 1: refused as late.
+  const std::uint64_t late = cluster->server().counters().rejected_for(RejectReason::kLate);
+  cluster->net().SetInterceptor(nullptr);
+  cluster->net().Inject(1, kServerPeer, record.keys);
+  ASSERT_TRUE(cluster->RunUntilFinished(600 * kSecond));
+  ASSERT_TRUE(plain.RunUntilFinished(600 * kSecond));
+  EXPECT_GT(cluster->server().counters().rejected_for(RejectReason::kLate), late);
+  EXPECT_GT(cluster->server().counters().rejected_for(RejectReason::kDuplicate), 0u);
+  EXPECT_EQ(cluster->server().counters().secure_rounds_aborted, 0u);
+  for (std::size_t i = 0; i < kDim; ++i) {
+    EXPECT_NEAR(cluster->server().model()[i], plain.server().model()[i], 1e-5f) << i;
+  }
+}
+
+// Flips one bit of the first sealed pair of worker 2's shares in round 0.
+class TamperShares final : public Interceptor {
+ public:
+  Verdict OnSend(PeerId from, PeerId, std::span<const std::byte> frame, TimeNs) override {
+    if (from != 2 || done_ || DevicePhase(frame) != SecureRound::kShares) return {};
+    done_ = true;
+    std::vector<std::uint64_t> aligned((frame.size() + 7) / 8);
+    std::memcpy(aligned.data(), frame.data(), frame.size());
+    const std::span<const std::byte> bytes = std::as_bytes(std::span(aligned)).first(frame.size());
+    const wire::FrameView view = wire::DecodeFrame(bytes).value();
+    const wire::SecureSealedRecord first = view.secure.shares[0];
+    const auto at =
+        std::search(bytes.begin(), bytes.end(), first.sealed.begin(), first.sealed.end());
+    tampered.assign(frame.begin(), frame.end());
+    tampered[static_cast<std::size_t>(at - bytes.begin()) + 7] ^= std::byte{0x20};
+    Verdict verdict;
+    verdict.drop = true;  // the tampered copy goes instead
+    return verdict;
+  }
+  std::vector<std::byte> tampered;
+
+ private:
+  bool done_ = false;
+};
+
+TEST(SecureSessionTest, ATamperedShareIsRejectedByItsReceiver) {
+  const std::vector<float> initial = PseudoRandom(kDim, 7, 0.5f);
+  std::unique_ptr<Cluster> cluster =
+      MakeCluster(SecureConfig(kCodecId<IdentityCodec>, 1), 5, initial);
+  TamperShares tamper;
+  cluster->net().SetInterceptor(&tamper);
+  cluster->Start();
+  ASSERT_TRUE(cluster->net().RunUntil([&] { return !tamper.tampered.empty(); }, 60 * kSecond));
+  cluster->net().Inject(2, kServerPeer, tamper.tampered);
+  ASSERT_TRUE(cluster->RunUntilFinished(600 * kSecond));
+  // The receiver of the tampered pair refuses it and leaves the round; the others finish it.
+  std::uint64_t refused = 0;
+  for (PeerId peer = 1; peer <= 5; ++peer)
+    refused += cluster->worker(peer).counters().secure_errors;
+  EXPECT_EQ(refused, 1u);
+  EXPECT_EQ(cluster->server().counters().secure_rounds_aborted, 0u);
+  const std::vector<RoundEvent> rounds = cluster->DrainRounds();
+  ASSERT_EQ(rounds.size(), 1u);
+  EXPECT_EQ(rounds[0].reported, 4u);
+}
+
+TEST(SecureSessionTest, AWorkerWithoutEntropyIsRefusedAndDoesNotAdvertiseIt) {
+  const RunConfig config = SecureConfig(kCodecId<RandomBlockCodec>, 3);
+  wire::JoinInfo join;
+  EXPECT_EQ(CheckWorkerCanRun(config, join, 4), Status::FailedPrecondition());
+  join.features = wire::kFeatureSecureAggregation;
+  EXPECT_TRUE(CheckWorkerCanRun(config, join, 4).ok());
+  // A worker without an entropy source refuses the run its Welcome describes.
+  Cluster cluster(config, Workers(2), Targets(2, kDim, 5), std::vector<float>(kDim, 0.0f),
+                  SecureWorkers(), [](PeerId peer, WorkerOptions& options) {
+                    if (peer == 2) options.secure_entropy = nullptr;
+                  });
+  cluster.Start();
+  cluster.net().RunUntil(
+      [&] { return cluster.server().counters().rejected_for(RejectReason::kIncompatible) > 0; },
+      30 * kSecond);
+  EXPECT_GT(cluster.server().counters().rejected_for(RejectReason::kIncompatible), 0u);
+  EXPECT_EQ(cluster.server().phase(), ServerPhase::kJoining);
+}
+
+TEST(SecureSessionTest, TheConfigurationRulesNameTheirReason) {
+  EXPECT_TRUE(ValidateRunConfig(SecureConfig(kCodecId<IdentityCodec>, 3)).ok());
+  EXPECT_TRUE(ValidateRunConfig(SecureConfig(kCodecId<RandKCodec>, 3)).ok());
+  const auto refused = [](RunConfig config) {
+    return !ValidateRunConfig(config).ok() || !ValidateServerChoices(config).ok();
+  };
+  EXPECT_TRUE(refused(SecureConfig(kCodecId<TopKCodec>, 3)));
+  EXPECT_TRUE(refused(SecureConfig(kCodecId<SignCodec>, 3)));
+  EXPECT_TRUE(refused(SecureConfig(kCodecId<QsgdCodec>, 3)));
+  RunConfig config = SecureConfig(kCodecId<RandomBlockCodec>, 3);
+  config.downlink = DownlinkKind::kAggregate;
+  EXPECT_TRUE(refused(config));
+  config = SecureConfig(kCodecId<RandomBlockCodec>, 3);
+  config.secure.threshold = 0.5f;
+  EXPECT_TRUE(refused(config));
+  config.secure.threshold = 1.0f;
+  EXPECT_FALSE(refused(config));
+  config.secure.neighbours = 3;
+  EXPECT_TRUE(refused(config));
+  config = SecureConfig(kCodecId<RandomBlockCodec>, 3);
+  config.robust.rule = RobustRule::kMedian;
+  EXPECT_TRUE(refused(config));
+  config = SecureConfig(kCodecId<RandomBlockCodec>, 3);
+  config.async.buffer = 2;
+  EXPECT_TRUE(refused(config));
+  // The Welcome carries the parameters, unchanged.
+  config = SecureConfig(kCodecId<RandomBlockCodec>, 3);
+  config.secure.neighbours = 6;
+  config.secure.bound = 0.75f;
+  RunConfig received;
+  ASSERT_TRUE(FromWelcomeInfo(ToWelcomeInfo(config, 1, 8), received).ok());
+  EXPECT_EQ(received, NormalizedRunConfig(config));
+  // A bound the worker count cannot sum in 32 bits with 8 fraction bits is refused.
+  config.secure.bound = 1e7f;
+  EXPECT_FALSE(FromWelcomeInfo(ToWelcomeInfo(config, 1, 8), received).ok());
+  ArenaStorage storage(1 << 20);
+  ServerSession server;
+  EXPECT_EQ(
+      server.Init(storage.arena, AllCodecs(), config, Workers(8), std::vector<float>(kDim, 0.0f)),
+      Status::OutOfRange());
+}
+
+TEST(SecureSessionTest, TheThresholdIsAMajorityOfEachNeighbourhood) {
+  SecureAggregationParams params;
+  params.enabled = true;
+  EXPECT_EQ(SecureThreshold(params, 5), 4u);  // ceil(2/3 * 5)
+  EXPECT_EQ(SecureThreshold(params, 8), 6u);  // ceil(2/3 * 8)
+  EXPECT_EQ(SecureThreshold(params, 9), 6u);  // 2/3 of 9 exactly, despite float rounding
+  EXPECT_EQ(SecureThreshold(params, 2), 2u);  // a majority of two is both
+  params.threshold = 0.51f;
+  EXPECT_EQ(SecureThreshold(params, 10), 6u);  // more than half of ten
+  params.neighbours = 4;
+  params.threshold = 1.0f;
+  EXPECT_EQ(SecureThreshold(params, 100), 5u);  // all of a neighbourhood of five
+}
+
+}  // namespace
+}  // namespace edgesgd::protocol::testing

@@ -1,0 +1,135 @@
+#include "edgesgd/protocol/secure_round.h"
+
+#include <algorithm>
+#include <new>
+#include <type_traits>
+
+namespace edgesgd::protocol {
+namespace {
+
+secagg::ServerLimits LimitsOf(const RunConfig& config, std::uint32_t workers,
+                              const PayloadShape& shape) {
+  return {workers, MaxSecureNeighbours(config.secure, workers),
+          static_cast<std::uint32_t>(shape.values)};
+}
+
+}  // namespace
+
+std::size_t SecureRound::ArenaBytes(const RunConfig& config, std::uint32_t workers) {
+  if (!config.secure.enabled || workers < 2) return 0;
+  const Result<PayloadShape> shape = EncodedShape(config.codec, config.layout);
+  if (!shape.ok() || shape.value().values == 0) return 0;
+  const std::size_t stage =
+      secagg::ServerStage::ArenaBytes(LimitsOf(config, workers, shape.value()));
+  if (stage == 0) return 0;
+  return edgesgd::ArenaBytes(sizeof(secagg::ServerStage)) + stage +
+         ArenaBytesFor<std::uint8_t>(std::size_t{workers} + 1) +
+         ArenaBytesFor<std::uint32_t>(shape.value().indices) +
+         ArenaBytesFor<float>(shape.value().values) +
+         edgesgd::ArenaBytes(CodecScratchBytes(config.codec, config.layout));
+}
+
+Status SecureRound::Init(Arena& arena, const CodecRegistry& codecs, const RunConfig& config,
+                         std::uint32_t workers) {
+  if (!config.secure.enabled) return Status::InvalidArgument("secure aggregation is off");
+  if (workers < 2) {
+    return Status::InvalidArgument("secure aggregation needs at least two workers");
+  }
+  EDGESGD_TRY_ASSIGN(format_, SecureFixedPoint(config.secure, workers));
+  EDGESGD_TRY_ASSIGN(const PayloadShape shape, EncodedShape(config.codec, config.layout));
+  static_assert(alignof(secagg::ServerStage) <= kArenaAlignment &&
+                std::is_trivially_destructible_v<secagg::ServerStage>);
+  EDGESGD_TRY_ASSIGN(const std::span<std::byte> storage,
+                     arena.AllocateBytes(sizeof(secagg::ServerStage)));
+  stage_ = ::new (static_cast<void*>(storage.data())) secagg::ServerStage();
+  EDGESGD_TRY(stage_->Init(arena, LimitsOf(config, workers, shape)));
+  EDGESGD_TRY_ASSIGN(sent_, arena.Allocate<std::uint8_t>(std::size_t{workers} + 1));
+  EDGESGD_TRY_ASSIGN(indices_, arena.Allocate<std::uint32_t>(shape.indices));
+  EDGESGD_TRY_ASSIGN(values_, arena.Allocate<float>(shape.values));
+  EDGESGD_TRY_ASSIGN(scratch_, arena.AllocateBytes(CodecScratchBytes(config.codec, config.layout)));
+  codecs_ = &codecs;
+  config_ = &config;
+  return Status::Ok();
+}
+
+Status SecureRound::Begin(std::uint32_t round, std::span<const std::uint32_t> cohort,
+                          std::uint64_t graph_seed) {
+  Abort();
+  std::fill(sent_.begin(), sent_.end(), std::uint8_t{0});
+  const auto size = static_cast<std::uint32_t>(cohort.size());
+  const secagg::RoundPlan plan{round, SecureThreshold(config_->secure, size),
+                               config_->secure.neighbours, graph_seed,
+                               static_cast<std::uint32_t>(values_.size())};
+  EDGESGD_TRY(stage_->Start(plan, cohort));
+  round_ = round;
+  phase_ = kKeys;
+  masked_bits_ = 0;
+  open_ = true;
+  return Status::Ok();
+}
+
+std::optional<RejectReason> SecureRound::Add(PeerId peer, const wire::SecureView& message) {
+  if (!open_) return RejectReason::kUnexpectedMessage;
+  // A device's phases are the even ones of the wire's (keys, shares, masked input, unmasking).
+  const auto wire_phase = static_cast<std::uint8_t>(message.fields.phase);
+  if (wire_phase % 2 != 0 || wire_phase / 2 > kUnmasking) return RejectReason::kUnexpectedMessage;
+  if (wire_phase / 2 < phase_) return RejectReason::kLate;
+  if (wire_phase / 2 > phase_) return RejectReason::kFuture;
+  if (!stage_->server().Expects(peer)) {
+    // It sent this phase already, or it is not (or no longer) in the round.
+    if (peer >= sent_.size()) return RejectReason::kNotSelected;
+    return sent_[peer] > phase_ ? RejectReason::kDuplicate : RejectReason::kLate;
+  }
+  const Status added = stage_->Add(peer, message);
+  if (!added.ok()) {
+    switch (added.code()) {
+      case StatusCode::kNotFound:
+        return RejectReason::kNotSelected;
+      case StatusCode::kAlreadyExists:
+        return RejectReason::kDuplicate;
+      case StatusCode::kFailedPrecondition:
+        return RejectReason::kUnexpectedMessage;
+      default:
+        return RejectReason::kBadPayload;
+    }
+  }
+  sent_[peer] = static_cast<std::uint8_t>(phase_ + 1);
+  if (phase_ == kInputs) masked_bits_ += 32 * std::uint64_t{message.masked.size()};
+  return std::nullopt;
+}
+
+Result<bool> SecureRound::Close() {
+  if (!open_) return Status::FailedPrecondition("no secure round is open");
+  if (const Status closed = stage_->Close(); !closed.ok()) {
+    open_ = false;
+    return closed;
+  }
+  if (phase_ == kUnmasking) return true;
+  ++phase_;
+  return false;
+}
+
+Result<std::uint32_t> SecureRound::AddSum(Aggregation& aggregation, std::span<const float> model) {
+  const secagg::Server& server = stage_->server();
+  open_ = false;
+  if (server.phase() != secagg::Server::Phase::kFinished) {
+    return Status::FailedPrecondition("the secure round has no sum");
+  }
+  // The shared coordinates (random_block's starts) are the round's wherever they are computed:
+  // an encode of any vector writes them, and its values are then replaced by the sum's.
+  const CodecContext context{config_->seed, round_, 0};
+  const PayloadSpans spans{indices_, values_, {}, {}};
+  EDGESGD_TRY(codecs_->Encode(config_->codec, config_->layout, context, model, spans, scratch_));
+  secagg::DecodeFixedPointSum(format_, server.sum(), values_);
+  const auto survivors = static_cast<std::uint32_t>(server.survivor_count());
+  const PayloadView payload(indices_, values_, {}, {});
+  EDGESGD_TRY(aggregation.AddSum(config_->codec, payload, context, survivors));
+  return survivors;
+}
+
+void SecureRound::Abort() {
+  if (stage_ != nullptr) stage_->Abort();
+  open_ = false;
+}
+
+}  // namespace edgesgd::protocol
