@@ -390,7 +390,7 @@ wire::WelcomeInfo ToWelcomeInfo(const RunConfig& config, std::uint32_t assigned_
                        privacy.target_quantile,                 privacy.clip_learning_rate,
                        privacy.count_noise};
   }
-  if (config.secure.enabled) {
+  if (wire::kSecureAggregationFrames && config.secure.enabled) {
     welcome.secure = {config.secure.threshold, config.secure.neighbours, config.secure.bound};
   }
   return welcome;
@@ -452,11 +452,15 @@ Status FromWelcomeInfo(const wire::WelcomeInfo& welcome, RunConfig& out) {
                       privacy.target_quantile,                privacy.clip_learning_rate,
                       privacy.count_noise};
   }
-  if (const wire::SecureConfig& secure = welcome.secure; secure.threshold != 0.0f) {
+  // A build without secure aggregation reads none (its decoder leaves the field empty).
+  if (const wire::SecureConfig& secure = welcome.secure;
+      wire::kSecureAggregationFrames && secure.threshold != 0.0f) {
     config.secure = {true, secure.threshold, secure.neighbours, secure.bound};
   }
   if (const Status check = ValidateRunConfig(config); !check.ok()) return check;
-  if (config.secure.enabled) EDGESGD_TRY(SecureFixedPoint(config.secure, welcome.workers).status());
+  if (wire::kSecureAggregationFrames && config.secure.enabled) {
+    EDGESGD_TRY(SecureFixedPoint(config.secure, welcome.workers).status());
+  }
   out = config;
   return Status::Ok();
 }

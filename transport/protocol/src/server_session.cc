@@ -321,7 +321,12 @@ void ServerSession::HandleSecure(PeerId from, const wire::FrameView& view, TimeN
     Reject(from, RejectReason::kNotSelected, round, now);
     return;
   }
-  if (const std::optional<RejectReason> refused = secure_.Add(from, view.secure)) {
+  const wire::SecureView* message = internal::SecureMessageOf(view.secure);
+  if (message == nullptr) {
+    Reject(from, RejectReason::kUnexpectedMessage, round, now);
+    return;
+  }
+  if (const std::optional<RejectReason> refused = secure_.Add(from, *message)) {
     Reject(from, *refused, round, now);
     return;
   }

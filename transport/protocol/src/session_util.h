@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <span>
+#include <type_traits>
 #include <utility>
 
 #include "edgesgd/core/internal/codec_checks.h"
@@ -23,6 +24,17 @@ constexpr TimeNs SaturatingAdd(TimeNs a, TimeNs b) { return a > kNever - b ? kNe
 constexpr std::uint64_t Bit(std::size_t index) { return std::uint64_t{1} << index; }
 
 using edgesgd::internal::AllFinite;
+
+// A frame's secure aggregation message, or nullptr in a build without them (whose FrameView
+// holds an empty stand-in): the sessions' secure code compiles everywhere and runs where it can.
+template <typename View>
+const wire::SecureView* SecureMessageOf(const View& secure) {
+  if constexpr (std::is_same_v<View, wire::SecureView>) {
+    return &secure;
+  } else {
+    return nullptr;
+  }
+}
 
 // The participants of a round: round(P * n) of the n `candidates` (at least one, none of none),
 // by a partial Fisher-Yates shuffle driven by the shared participation stream, so that the

@@ -50,7 +50,7 @@ bool SameWelcome(const wire::WelcomeInfo& a, const wire::WelcomeInfo& b) {
   return a.assigned_id == b.assigned_id && a.workers == b.workers && a.rounds == b.rounds &&
          a.seed == b.seed && a.layout == b.layout && SameCodecParams(a.codec, b.codec) &&
          SameTraining(a.training, b.training) && SamePrivacy(a.privacy, b.privacy) &&
-         SameSecure(a.secure, b.secure);
+         (!wire::kSecureAggregationFrames || SameSecure(a.secure, b.secure));
 }
 
 }  // namespace
@@ -71,7 +71,7 @@ Status WorkerSession::Init(Arena& arena, const WorkerOptions& options) {
   if (options.heartbeat_interval_ns == 0) {
     return Status::InvalidArgument("heartbeat interval must be > 0 (kNever for none)");
   }
-  if (options.secure_minimum_neighbours == 0) {
+  if (wire::kSecureAggregationFrames && options.secure_minimum_neighbours == 0) {
     return Status::InvalidArgument(
         "secure aggregation's minimum neighbourhood must be at least 1: a device alone would "
         "send its update unmasked");
@@ -229,7 +229,8 @@ void WorkerSession::HandleWelcome(const wire::FrameView& view, TimeNs now) {
     Fail(keyless, keyless.reason(), wire::LeaveReason::kRefusedRun);
     return;
   }
-  if (!configured_ && config.secure.enabled && options_.secure_entropy == nullptr) {
+  if (wire::kSecureAggregationFrames && !configured_ && config.secure.enabled &&
+      options_.secure_entropy == nullptr) {
     ++counters_.rejected_welcomes;
     const Status keyless = Status::FailedPrecondition(
         "the run uses secure aggregation and this worker has no entropy source for its keys");
@@ -613,12 +614,13 @@ Status WorkerSession::StartSecureRound(std::uint32_t round, std::span<const floa
 
 void WorkerSession::HandleSecure(const wire::FrameView& view) {
   const std::uint32_t round = view.header.round;
-  const auto phase = static_cast<std::uint8_t>(view.secure.fields.phase);
+  const wire::SecureView* message = internal::SecureMessageOf(view.secure);
   // Only the round whose keys this worker sent, while it is still open.
-  if (round != update_round_ || update_frame_.empty()) {
+  if (message == nullptr || round != update_round_ || update_frame_.empty()) {
     ++counters_.unexpected;
     return;
   }
+  const auto phase = static_cast<std::uint8_t>(message->fields.phase);
   if (phase == secure_answered_) {
     // The server's message again (duplicated on the way): the answer may have been lost.
     pending_ = static_cast<std::uint8_t>(pending_ | kPendingUpdate);
@@ -626,7 +628,7 @@ void WorkerSession::HandleSecure(const wire::FrameView& view) {
     ++counters_.updates_resent;
     return;
   }
-  const Result<wire::SecureMessage> answer = secure_->Handle(view.secure);
+  const Result<wire::SecureMessage> answer = secure_->Handle(*message);
   if (!answer.ok()) {
     // Out of order, tampered or beyond this device's limits: the stage aborted its round.
     ++counters_.secure_errors;

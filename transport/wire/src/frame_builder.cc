@@ -308,7 +308,10 @@ Result<std::span<const std::byte>> FrameBuilder::EncodeWelcome(const FrameHeader
       builder_, training.feedback, training.detach, training.optimizer, training.learning_rate,
       training.momentum, training.weight_decay, training.local_steps, training.batch,
       training.aggregate, training.participation, training.mode, training.gossip, training.topology,
-      training.gossip_rounds, training.prox_mu, training.scaffold);
+      training.gossip_rounds, training.prox_mu, training.scaffold,
+      kSecureAggregationFrames ? welcome.secure.threshold : 0.0f,
+      kSecureAggregationFrames ? welcome.secure.neighbours : 0u,
+      kSecureAggregationFrames ? welcome.secure.bound : 0.0f);
   const PrivacyConfig& privacy = welcome.privacy;
   const auto privacy_config =
       privacy.mode == 0
@@ -316,15 +319,10 @@ Result<std::span<const std::byte>> FrameBuilder::EncodeWelcome(const FrameHeader
           : fb::CreatePrivacyConfig(builder_, privacy.mode, privacy.clip, privacy.noise_multiplier,
                                     privacy.delta, privacy.target_quantile,
                                     privacy.clip_learning_rate, privacy.count_noise);
-  const SecureConfig& secure = welcome.secure;
-  const auto secure_config = !kSecureAggregationFrames || secure.threshold == 0.0f
-                                 ? flatbuffers::Offset<fb::SecureAggregationConfig>()
-                                 : fb::CreateSecureAggregationConfig(
-                                       builder_, secure.threshold, secure.neighbours, secure.bound);
   const auto message =
       fb::CreateWelcome(builder_, welcome.assigned_id, welcome.workers, welcome.rounds,
                         welcome.seed, static_cast<std::uint32_t>(layout.dimension()), tensor_sizes,
-                        codec_config, training_config, privacy_config, secure_config);
+                        codec_config, training_config, privacy_config);
   return FinishEnvelope(header, MessageKind::kWelcome, message.Union(), kMaxControlFrameBytes);
 }
 

@@ -184,6 +184,7 @@ Status DecodeWelcome(const fb::Welcome* welcome, WelcomeInfo& out) {
 
   // Absent training configuration: all fields at their defaults.
   out.training = TrainingConfig{};
+  out.secure = SecureConfig{};
   if (const fb::TrainingConfig* training = welcome->training(); training != nullptr) {
     TrainingConfig& t = out.training;
     t.feedback = training->feedback();
@@ -202,6 +203,11 @@ Status DecodeWelcome(const fb::Welcome* welcome, WelcomeInfo& out) {
     t.gossip_rounds = training->gossip_rounds();
     t.prox_mu = training->prox_mu();
     t.scaffold = training->scaffold();
+    // A build without secure aggregation reads none (its workers then see a run without it).
+    if constexpr (kSecureAggregationFrames) {
+      out.secure = {training->secure_threshold(), training->secure_neighbours(),
+                    training->secure_bound()};
+    }
   }
   out.privacy = PrivacyConfig{};
   if (const fb::PrivacyConfig* privacy = welcome->privacy(); privacy != nullptr) {
@@ -213,16 +219,6 @@ Status DecodeWelcome(const fb::Welcome* welcome, WelcomeInfo& out) {
     p.target_quantile = privacy->target_quantile();
     p.clip_learning_rate = privacy->clip_learning_rate();
     p.count_noise = privacy->count_noise();
-  }
-  out.secure = SecureConfig{};
-  // A build without secure aggregation reads none (its workers refuse such runs as off-spec).
-  if (const fb::SecureAggregationConfig* secure = welcome->secure();
-      kSecureAggregationFrames && secure != nullptr) {
-    out.secure = {secure->threshold(), secure->neighbours(), secure->bound()};
-    // Absent means off: a present table with threshold 0 would read as off, so refuse it.
-    if (out.secure.threshold == 0.0f) {
-      return Status::DataLoss("the Welcome's secure aggregation has no threshold");
-    }
   }
   return Status::Ok();
 }

@@ -283,14 +283,14 @@ constexpr std::size_t BroadcastFrameBytes(const RunConfig& config) {
 // neighbourhood) and from the server (a roster or the delivered shares) in a run of `workers`
 // workers; 0 without secure aggregation.
 constexpr std::size_t SecureUplinkFrameBytes(const RunConfig& config, std::uint32_t workers) {
-  if (!config.secure.enabled) return 0;
+  if (!wire::kSecureAggregationFrames || !config.secure.enabled) return 0;
   const Result<PayloadShape> shape = EncodedShape(config.codec, config.layout);
   return shape.ok() ? wire::SecureFrameBytes(MaxSecureNeighbours(config.secure, workers),
                                              shape.value().values)
                     : 0;
 }
 constexpr std::size_t SecureDownlinkFrameBytes(const RunConfig& config, std::uint32_t workers) {
-  return config.secure.enabled
+  return wire::kSecureAggregationFrames && config.secure.enabled
              ? wire::SecureFrameBytes(MaxSecureNeighbours(config.secure, workers), 0)
              : 0;
 }
