@@ -263,6 +263,27 @@ def private_training(cluster):
            summary["final"]["accuracy"]))
 
 
+def secure_training(cluster):
+    """Secure aggregation over TCP: each worker draws its round keys from the operating system
+    and the server sees masked inputs only. The unmasked sum is exact in Z_2^32, whatever the keys
+    and whatever order the inputs arrive in, so the model is bit-identical to simulate's secure
+    run (a plain mean over TCP is not: its float sum follows the arrival order)."""
+    common = ["--workers", "4", "--rounds", "30", "--seed", "7", "--quorum", "4", "--codec",
+              "random_block", "--block-ratio", "16", "--feedback", "def", "--lr", "0.1",
+              "--secure-aggregation"]
+    sim_model, sim_summary = simulate(cluster, common, "sim_secure")
+    tcp_model, tcp_summary = train_over_tcp(cluster, common, 4, name="tcp_secure")
+    check(len(tcp_model) == len(sim_model) and len(tcp_model) > 0, "model sizes differ")
+    check(sim_model == tcp_model, "secure aggregation over TCP is not bit-identical to simulate "
+          "(max diff %g)" % max(abs(a - b) for a, b in zip(sim_model, tcp_model)))
+    check(tcp_summary["network"]["secure_rounds_aborted"] == 0,
+          "%d secure rounds aborted over TCP" % tcp_summary["network"]["secure_rounds_aborted"])
+    check(tcp_summary["final"]["accuracy"] > 0.7,
+          "secure aggregation over TCP trained to only %s" % tcp_summary["final"]["accuracy"])
+    print("secure aggregation: bit-identical to simulate, accuracy %s" %
+          tcp_summary["final"]["accuracy"])
+
+
 def slowed_workers(cluster, port, ids, slowdown):
     """Workers on a larger model with --slowdown: rounds of ~10 ms, so a run outlasts the
     events a scenario injects into it."""
@@ -884,6 +905,7 @@ SCENARIOS = {
     "matches_simulate": matches_simulate,
     "worker_keeps_its_shard": worker_keeps_its_shard,
     "private_training": private_training,
+    "secure_training": secure_training,
     "kill_worker": kill_worker,
     "server_resume": server_resume,
     "resume_refuses_changes": resume_refuses_changes,
