@@ -71,6 +71,44 @@ Status MajorityVote::AddVote(std::span<const std::uint32_t> words) {
   return Status::Ok();
 }
 
+Status MajorityVote::AddCounts(std::span<const std::uint32_t> counts, std::uint32_t voters) {
+  if (!initialized_) return Status::FailedPrecondition("Init has not been called");
+  if (counts.size() != 32 * words_) {
+    return Status::DataLoss("vote counts must hold 32 lanes per sign word");
+  }
+  if (voters == 0 || voters > max_voters_ - voters_) {
+    return Status::ResourceExhausted("more votes than max_voters");
+  }
+  for (const std::uint32_t count : counts) {
+    if (count > voters) return Status::DataLoss("a vote count exceeds the voters");
+  }
+  // No vote reaches a tensor's padding lanes (past its last coordinate, in its last word).
+  std::size_t end = 0;
+  for (std::size_t t = 0; t < layout_.tensor_count(); ++t) {
+    end += SignCodec::WordsFor(layout_.size(t));
+    const std::size_t used = layout_.size(t) % 32;
+    for (std::size_t j = used == 0 ? 32 : used; j < 32; ++j) {
+      if (counts[32 * (end - 1) + j] != 0) return Status::DataLoss("a padding lane has votes");
+    }
+  }
+  // Each bit b of the counts is added into the bit-sliced counters from plane b up.
+  for (std::size_t w = 0; w < words_; ++w) {
+    std::uint32_t* planes = counters_.data() + w * planes_;
+    const std::span<const std::uint32_t> lanes = counts.subspan(32 * w, 32);
+    for (std::size_t b = 0; b < planes_; ++b) {
+      std::uint32_t carry = 0;
+      for (std::size_t j = 0; j < 32; ++j) carry |= ((lanes[j] >> b) & 1u) << j;
+      for (std::size_t k = b; k < planes_ && carry != 0; ++k) {
+        const std::uint32_t next_carry = planes[k] & carry;
+        planes[k] ^= carry;
+        carry = next_carry;
+      }
+    }
+  }
+  voters_ += voters;
+  return Status::Ok();
+}
+
 Status MajorityVote::Finish(std::span<std::uint32_t> out_words) const {
   if (!initialized_ || voters_ == 0) {
     return Status::FailedPrecondition("Init has not been called, or no vote was added");

@@ -7,10 +7,12 @@ void AddSecureFlags(CLI::App& command, RunFlags& o) {
   const auto given = [flags](const std::string&) { flags->secagg_flags_given = true; };
   command.add_flag("--secure-aggregation", o.secure_aggregation,
                    "Secure aggregation (SecAgg, Bonawitz et al. 2017): devices mask their "
-                   "compressed updates so that the server learns only each round's sum; with "
+                   "compressed updates so that the server learns only each round's sum (with "
                    "--codec identity, random_block or rand_k, --aggregate mean and --downlink "
-                   "model. The masked payload is as large as the plain one; keys and shares "
-                   "add a few hundred bytes per device and round");
+                   "model: a masked payload as large as the plain one) or, with --aggregate "
+                   "majority, each coordinate's count of +1 votes (ceil(log2(workers + 1)) bits "
+                   "per coordinate). Keys and shares add a few hundred bytes per device and "
+                   "round");
   command.add_option("--secagg-threshold", o.secagg_threshold,
                      "Fraction of each neighbourhood (a device and the devices it masks with) "
                      "whose shares recover a vanished device's masks, in (0.5, 1]: a round "
@@ -54,11 +56,7 @@ std::string CheckSecureFlags(const RunFlags& o) {
            "or 0";
   }
   if (o.workers < 2) return "--secure-aggregation needs at least two --workers";
-  if (o.aggregate == "majority") {
-    return "--secure-aggregation sums mean updates; masked majority votes are not run by the "
-           "sessions yet (edgesgd bench secagg --encoding votes measures them)";
-  }
-  if (o.downlink != "model") {
+  if (o.aggregate != "majority" && o.downlink != "model") {
     return "--secure-aggregation needs --downlink model: the server unmasks the sum and "
            "broadcasts the model";
   }

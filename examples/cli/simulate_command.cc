@@ -131,6 +131,20 @@ int RunServerMode(const SimulateOptions& o, Task& task, std::vector<sim::SimDevi
   }
   WriteMemoryPlan(summary, MakeMemoryPlan(settings.run, settings.server));
   WriteSimulatedNetwork(summary, result.network, simulation.server().counters());
+  if (settings.run.secure.enabled) {
+    // What the devices saw of secure aggregation: values beyond --secagg-bound, and messages
+    // of the server they refused (each costs the device its round).
+    std::uint64_t clipped = 0;
+    std::uint64_t refused = 0;
+    for (std::size_t w = 0; w < o.workers; ++w) {
+      clipped += simulation.worker(w).counters().secure_clipped;
+      refused += simulation.worker(w).counters().secure_errors;
+    }
+    summary.Begin("secure_devices");
+    summary.Field("values_clipped", clipped);
+    summary.Field("messages_refused", refused);
+    summary.End();
+  }
   return FinishServerRun(kName, "virtual s", o, summary, result.model, output.last());
 }
 

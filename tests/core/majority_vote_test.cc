@@ -137,6 +137,54 @@ TEST(MajorityVoteTest, ManyVotersAndStrictPadding) {
   EXPECT_EQ(out.back() & 0xFFFFFFF8u, 0u);
 }
 
+// Counts of +1 votes per lane of the sign words (32 per word, padding lanes included).
+std::vector<std::uint32_t> CountsOf(const std::vector<std::vector<std::uint32_t>>& votes,
+                                    std::size_t words) {
+  std::vector<std::uint32_t> counts(32 * words, 0);
+  for (const auto& vote : votes) {
+    for (std::size_t lane = 0; lane < counts.size(); ++lane) {
+      counts[lane] += (vote[lane / 32] >> (lane % 32)) & 1u;
+    }
+  }
+  return counts;
+}
+
+TEST(MajorityVoteTest, CountsAddAsTheVotesTheyCount) {
+  const std::uint64_t sizes[] = {45, 96, 3};
+  const TensorLayout layout = TensorLayout::FromSizes(sizes).value();
+  std::mt19937 rng(11);
+  constexpr std::uint32_t kVoters = 37;
+  std::vector<std::vector<std::uint32_t>> votes;
+  for (std::uint32_t i = 0; i < kVoters; ++i) {
+    votes.push_back(RandomVote(layout, rng, static_cast<double>(i % 7) / 6.0));
+  }
+  ArenaBox box(MajorityVote::StateBytes(layout, kVoters));
+  MajorityVote vote;
+  ASSERT_TRUE(vote.Init(box.arena, layout, kVoters).ok());
+  // The first 20 as counts, the rest one by one: the same vote as all of them one by one.
+  const std::vector<std::vector<std::uint32_t>> first(votes.begin(), votes.begin() + 20);
+  std::vector<std::uint32_t> counts = CountsOf(first, vote.words());
+  ASSERT_TRUE(vote.AddCounts(counts, 20).ok());
+  for (std::size_t i = 20; i < votes.size(); ++i) ASSERT_TRUE(vote.AddVote(votes[i]).ok());
+  EXPECT_EQ(vote.voters(), kVoters);
+  std::vector<std::uint32_t> out(vote.words());
+  ASSERT_TRUE(vote.Finish(out).ok());
+  EXPECT_EQ(out, NaiveVote(votes, layout, TieRule::kPositive));
+  // Refused, and nothing counted: a count above its voters, votes in a padding lane (45 = 32 +
+  // 13), a wrong length, more voters than the counters hold.
+  vote.Reset();
+  std::vector<std::uint32_t> bad = counts;
+  bad[5] = 21;
+  EXPECT_EQ(vote.AddCounts(bad, 20), Status::DataLoss());
+  bad = counts;
+  bad[32 + 13] = 1;
+  EXPECT_EQ(vote.AddCounts(bad, 20), Status::DataLoss());
+  bad.pop_back();
+  EXPECT_EQ(vote.AddCounts(bad, 20), Status::DataLoss());
+  EXPECT_EQ(vote.AddCounts(counts, kVoters + 1), Status::ResourceExhausted());
+  EXPECT_EQ(vote.voters(), 0u);
+}
+
 TEST(MajorityVoteTest, FinishIsRepeatableAndResetForgets) {
   const TensorLayout layout = TensorLayout::Single(40).value();
   ArenaBox box(MajorityVote::StateBytes(layout, 3));

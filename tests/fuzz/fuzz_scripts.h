@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -108,7 +109,32 @@ inline std::vector<NamedRunConfig> RunConfigs() {
     scaffold.scaffold = true;
     configs.push_back({"top_k_scaffold", scaffold});
   }
+  {
+    // Secure aggregation: the rounds' phases travel as SecureAggregation messages.
+    protocol::RunConfig secure =
+        MeanRun(RandomBlockParams{.block_ratio = 4}, DownlinkKind::kModel);
+    secure.secure.enabled = true;
+    secure.secure.bound = 16.0f;
+    configs.push_back({"random_block_secure", secure});
+    protocol::RunConfig votes =
+        MeanRun(SignParams{.scale = SignScale::kUnit}, DownlinkKind::kAggregate);
+    votes.aggregation = protocol::AggregationKind::kMajority;
+    votes.optimizer = OptimizerParams{OptimizerKind::kSignum, 0.01f, 0.5f, 0.0f};
+    votes.secure.enabled = true;
+    configs.push_back({"majority_vote_secure", votes});
+  }
   return configs;
+}
+
+// The harnesses' workers draw their secure aggregation keys from the round (fuzzing needs
+// repeatable runs, not secrets).
+inline Status ScriptEntropy(void*, std::uint32_t round, std::span<std::byte> out) {
+  std::uint32_t state = 2654435761u * (round + 1u);
+  for (std::byte& b : out) {
+    state = state * 1664525u + 1013904223u;
+    b = static_cast<std::byte>(state >> 24);
+  }
+  return Status::Ok();
 }
 
 inline const std::vector<NamedRunConfig>& AllRunConfigs() {

@@ -133,6 +133,7 @@ class WorkerHarness {
     options.heartbeat_interval_ns = (flags_ & 2) != 0 ? protocol::kNever : 500 * kMs;
     options.add_noise = &AddNoiseShare;
     options.noise_key = 0x5EC2E7;
+    options.secure_entropy = &ScriptEntropy;
     const Status init = worker_->Init(*arena_, options);
     EDGESGD_FUZZ_CHECK(init.ok(), "the harness's worker initializes");
     worker_->Start(now_);

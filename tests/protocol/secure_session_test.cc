@@ -13,6 +13,7 @@
 
 #include "edgesgd/protocol/secure_round.h"
 #include "edgesgd/wire/frame_decoder.h"
+#include "protocol/frame_factory.h"
 #include "protocol/protocol_harness.h"
 
 namespace edgesgd::protocol::testing {
@@ -141,6 +142,62 @@ TEST(SecureSessionTest, SecureRoundsMoveTheModelAsPlainRoundsDo) {
       EXPECT_EQ(secure->worker(peer).counters().secure_errors, 0u);
       EXPECT_EQ(secure->worker(peer).counters().secure_clipped, 0u);
       EXPECT_EQ(secure->worker(peer).counters().updates_sent, 6u);
+    }
+  }
+}
+
+TEST(SecureSessionTest, ASecureMajorityVoteIsThePlainVote) {
+  // Two tensors, one of them not a multiple of 32: the padding lanes stay empty.
+  const std::uint64_t sizes[] = {45, 20};
+  for (const DownlinkKind downlink : {DownlinkKind::kModel, DownlinkKind::kAggregate}) {
+    RunConfig plain_config = MajorityConfig(65, 12);
+    plain_config.layout = TensorLayout::FromSizes(sizes).value();
+    plain_config.downlink = downlink;
+    RunConfig secure_config = plain_config;
+    secure_config.secure.enabled = true;
+    const std::vector<float> initial = PseudoRandom(65, 8, 0.5f);
+    Cluster secure(secure_config, Workers(5), Targets(5, 65, 5), initial, SecureWorkers());
+    Cluster plain(plain_config, Workers(5), Targets(5, 65, 5), initial);
+    secure.Start();
+    plain.Start();
+    ASSERT_TRUE(secure.RunUntilFinished(600 * kSecond));
+    ASSERT_TRUE(plain.RunUntilFinished(600 * kSecond));
+    EXPECT_EQ(secure.server().counters().secure_rounds_aborted, 0u);
+    // A count is an integer: the secure vote is the plain vote, bit for bit.
+    for (std::size_t i = 0; i < 65; ++i) {
+      EXPECT_EQ(secure.server().model()[i], plain.server().model()[i]) << i;
+    }
+    // Five voters: 3-bit lanes, ten to a word, 32 lanes per sign word (three words).
+    EXPECT_EQ(SecureInputWords(secure_config, 5), 10u);
+    for (const RoundEvent& event : secure.DrainRounds()) EXPECT_EQ(event.payload_bits, 5u * 320u);
+  }
+}
+
+TEST(SecureSessionTest, AWorkerArenaOfArenaBytesHoldsASecureRunAndNoLess) {
+  for (const RunConfig& config :
+       {SecureConfig(kCodecId<RandomBlockCodec>, 1), [] {
+          RunConfig majority = MajorityConfig(kDim, 1);
+          majority.secure.enabled = true;
+          return majority;
+        }()}) {
+    for (const std::size_t less : {std::size_t{0}, std::size_t{1}}) {
+      ArenaStorage storage(WorkerSession::ArenaBytes(config, 4) - less);
+      QuadraticProblem problem;
+      problem.target.assign(kDim, 1.0f);
+      WorkerOptions options = SecureWorkers();
+      options.device_id = 1;
+      options.gradient = &QuadraticGradient;
+      options.user = &problem;
+      options.codecs = &AllCodecs();
+      WorkerSession worker;
+      ASSERT_TRUE(worker.Init(storage.arena, options).ok());
+      worker.Start(0);
+      FrameFactory factory;
+      worker.OnFrame(kServerPeer, factory.Welcome(ToWelcomeInfo(config, 1, 4)).bytes(), 0);
+      EXPECT_EQ(worker.configured(), less == 0);
+      if (less == 0) {
+        EXPECT_EQ(storage.arena.remaining_bytes(), 0u);
+      }
     }
   }
 }

@@ -550,23 +550,24 @@ TEST(ServerCheckpointTest, AResumeWithAnySettingChangedNamesTheSetting) {
     // SCAFFOLD needs several local steps, and the other runs take one (a vote, one gradient).
     if (test.component != "scaffold") test.fixed.push_back("scaffold");
     // Secure aggregation is off in these runs, so its parameters have one value; it can be
-    // turned on for a mean of shared coordinates (identity, random_block, rand_k) without a
-    // robust rule, asynchronous rounds or adaptive clipping.
-    const bool can_secure = test.component == "mean" && TraitsOf(test.config.codec).payload_sum &&
-                            test.config.robust.rule == RobustRule::kNone &&
-                            !IsAsynchronous(test.config.async) &&
-                            !AdaptsClipping(test.config.privacy);
+    // turned on for a majority vote, and for a mean of shared coordinates (identity,
+    // random_block, rand_k) without a robust rule, asynchronous rounds or adaptive clipping.
+    const bool can_secure =
+        test.component == "majority_vote" ||
+        (test.component == "mean" && TraitsOf(test.config.codec).payload_sum &&
+         test.config.robust.rule == RobustRule::kNone && !IsAsynchronous(test.config.async) &&
+         !AdaptsClipping(test.config.privacy));
     if (!can_secure) test.fixed.push_back("secure_aggregation");
     test.fixed = with(test.fixed, {"secagg_threshold", "secagg_neighbours", "secagg_bound"});
   }
-  // Every secure aggregation field is read with it on; the run admits no other aggregation,
-  // downlink, robust rule, asynchronous rounds or control variates.
+  // Every secure aggregation field is read with it on; the mean admits no other downlink, robust
+  // rule, asynchronous rounds or control variates (a majority vote it does).
   RunConfig secure = MeanConfig(kDim, kCodecId<RandomBlockCodec>, 10);
   secure.secure = SecureAggregationParams{.enabled = true, .neighbours = 2};
   cases.push_back(
       {"mean", secure,
        with(
-           with(with(with({"aggregate", "downlink"}, privacy_off), with({"robust"}, robust_params)),
+           with(with(with({"downlink"}, privacy_off), with({"robust"}, robust_params)),
                 fedavg),
            {"buffer", "staleness", "staleness_exponent", "max_staleness", "scaffold"})});
   // Every asynchronous field is read with the polynomial; the run admits no other aggregation,

@@ -247,11 +247,8 @@ Status CheckSecure(const RunConfig& config) {
     return Status::InvalidArgument("this build leaves secure aggregation out");
   }
   EDGESGD_TRY(ValidateSecureParams(secure));
-  if (config.aggregation != AggregationKind::kMean) {
-    return Status::InvalidArgument(
-        "the sessions run secure aggregation of mean updates; masked majority votes are not "
-        "wired into them yet (bench secagg --encoding votes measures them)");
-  }
+  // Majority vote masks its signs as 0/1 counts in lanes: any vote form, either downlink.
+  if (config.aggregation == AggregationKind::kMajority) return Status::Ok();
   if (config.downlink != DownlinkKind::kModel) {
     return Status::InvalidArgument(
         "secure aggregation's sum is unmasked on the server, which broadcasts the model: use "

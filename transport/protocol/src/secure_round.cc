@@ -4,27 +4,33 @@
 #include <new>
 #include <type_traits>
 
+#include "edgesgd/secagg/lanes.h"
+
 namespace edgesgd::protocol {
 namespace {
 
-secagg::ServerLimits LimitsOf(const RunConfig& config, std::uint32_t workers,
-                              const PayloadShape& shape) {
+secagg::ServerLimits LimitsOf(const RunConfig& config, std::uint32_t workers) {
   return {workers, MaxSecureNeighbours(config.secure, workers),
-          static_cast<std::uint32_t>(shape.values)};
+          static_cast<std::uint32_t>(SecureInputWords(config, workers))};
 }
+
+bool Votes(const RunConfig& config) { return config.aggregation == AggregationKind::kMajority; }
 
 }  // namespace
 
 std::size_t SecureRound::ArenaBytes(const RunConfig& config, std::uint32_t workers) {
-  if (!config.secure.enabled || workers < 2) return 0;
+  if (!config.secure.enabled || workers < 2 || SecureInputWords(config, workers) == 0) return 0;
   const Result<PayloadShape> shape = EncodedShape(config.codec, config.layout);
-  if (!shape.ok() || shape.value().values == 0) return 0;
-  const std::size_t stage =
-      secagg::ServerStage::ArenaBytes(LimitsOf(config, workers, shape.value()));
+  if (!shape.ok()) return 0;
+  const std::size_t stage = secagg::ServerStage::ArenaBytes(LimitsOf(config, workers));
   if (stage == 0) return 0;
-  return edgesgd::ArenaBytes(sizeof(secagg::ServerStage)) + stage +
-         ArenaBytesFor<std::uint8_t>(std::size_t{workers} + 1) +
-         ArenaBytesFor<std::uint32_t>(shape.value().indices) +
+  const std::size_t common = edgesgd::ArenaBytes(sizeof(secagg::ServerStage)) + stage +
+                             ArenaBytesFor<std::uint8_t>(std::size_t{workers} + 1);
+  // Majority vote unpacks each lane's count; the mean decodes the sum into a payload.
+  if (Votes(config)) {
+    return common + ArenaBytesFor<std::uint32_t>(32 * MajorityVote::WordsFor(config.layout));
+  }
+  return common + ArenaBytesFor<std::uint32_t>(shape.value().indices) +
          ArenaBytesFor<float>(shape.value().values) +
          edgesgd::ArenaBytes(CodecScratchBytes(config.codec, config.layout));
 }
@@ -35,18 +41,26 @@ Status SecureRound::Init(Arena& arena, const CodecRegistry& codecs, const RunCon
   if (workers < 2) {
     return Status::InvalidArgument("secure aggregation needs at least two workers");
   }
-  EDGESGD_TRY_ASSIGN(format_, SecureFixedPoint(config.secure, workers));
   EDGESGD_TRY_ASSIGN(const PayloadShape shape, EncodedShape(config.codec, config.layout));
   static_assert(alignof(secagg::ServerStage) <= kArenaAlignment &&
                 std::is_trivially_destructible_v<secagg::ServerStage>);
   EDGESGD_TRY_ASSIGN(const std::span<std::byte> storage,
                      arena.AllocateBytes(sizeof(secagg::ServerStage)));
   stage_ = ::new (static_cast<void*>(storage.data())) secagg::ServerStage();
-  EDGESGD_TRY(stage_->Init(arena, LimitsOf(config, workers, shape)));
+  EDGESGD_TRY(stage_->Init(arena, LimitsOf(config, workers)));
   EDGESGD_TRY_ASSIGN(sent_, arena.Allocate<std::uint8_t>(std::size_t{workers} + 1));
-  EDGESGD_TRY_ASSIGN(indices_, arena.Allocate<std::uint32_t>(shape.indices));
-  EDGESGD_TRY_ASSIGN(values_, arena.Allocate<float>(shape.values));
-  EDGESGD_TRY_ASSIGN(scratch_, arena.AllocateBytes(CodecScratchBytes(config.codec, config.layout)));
+  words_ = static_cast<std::uint32_t>(SecureInputWords(config, workers));
+  if (Votes(config)) {
+    lane_bits_ = SecureVoteLaneBits(workers);
+    EDGESGD_TRY_ASSIGN(counts_,
+                       arena.Allocate<std::uint32_t>(32 * MajorityVote::WordsFor(config.layout)));
+  } else {
+    EDGESGD_TRY_ASSIGN(format_, SecureFixedPoint(config.secure, workers));
+    EDGESGD_TRY_ASSIGN(indices_, arena.Allocate<std::uint32_t>(shape.indices));
+    EDGESGD_TRY_ASSIGN(values_, arena.Allocate<float>(shape.values));
+    EDGESGD_TRY_ASSIGN(scratch_,
+                       arena.AllocateBytes(CodecScratchBytes(config.codec, config.layout)));
+  }
   codecs_ = &codecs;
   config_ = &config;
   return Status::Ok();
@@ -58,8 +72,7 @@ Status SecureRound::Begin(std::uint32_t round, std::span<const std::uint32_t> co
   std::fill(sent_.begin(), sent_.end(), std::uint8_t{0});
   const auto size = static_cast<std::uint32_t>(cohort.size());
   const secagg::RoundPlan plan{round, SecureThreshold(config_->secure, size),
-                               config_->secure.neighbours, graph_seed,
-                               static_cast<std::uint32_t>(values_.size())};
+                               config_->secure.neighbours, graph_seed, words_};
   EDGESGD_TRY(stage_->Start(plan, cohort));
   round_ = round;
   phase_ = kKeys;
@@ -115,13 +128,19 @@ Result<std::uint32_t> SecureRound::AddSum(Aggregation& aggregation, std::span<co
   if (server.phase() != secagg::Server::Phase::kFinished) {
     return Status::FailedPrecondition("the secure round has no sum");
   }
+  const auto survivors = static_cast<std::uint32_t>(server.survivor_count());
+  if (!counts_.empty()) {
+    // Each lane's sum is its coordinate's count of +1 votes: that, and no vote, is learnt.
+    secagg::UnpackLaneSums(server.sum(), counts_.size(), lane_bits_, counts_);
+    EDGESGD_TRY(aggregation.AddVoteCounts(counts_, survivors));
+    return survivors;
+  }
   // The shared coordinates (random_block's starts) are the round's wherever they are computed:
   // an encode of any vector writes them, and its values are then replaced by the sum's.
   const CodecContext context{config_->seed, round_, 0};
   const PayloadSpans spans{indices_, values_, {}, {}};
   EDGESGD_TRY(codecs_->Encode(config_->codec, config_->layout, context, model, spans, scratch_));
   secagg::DecodeFixedPointSum(format_, server.sum(), values_);
-  const auto survivors = static_cast<std::uint32_t>(server.survivor_count());
   const PayloadView payload(indices_, values_, {}, {});
   EDGESGD_TRY(aggregation.AddSum(config_->codec, payload, context, survivors));
   return survivors;

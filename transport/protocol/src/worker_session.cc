@@ -438,7 +438,11 @@ Status WorkerSession::Configure(const RunConfig& config, std::uint32_t workers) 
                      arena.AllocateBytes(BuilderBytesFor(UpdateFrameBytes(config))));
   update_builder_.emplace(buffer);
   if (wire::kSecureAggregationFrames && config.secure.enabled) {
-    EDGESGD_TRY_ASSIGN(secure_format_, SecureFixedPoint(config.secure, workers));
+    if (config.aggregation == AggregationKind::kMajority) {
+      secure_lane_bits_ = SecureVoteLaneBits(workers);
+    } else {
+      EDGESGD_TRY_ASSIGN(secure_format_, SecureFixedPoint(config.secure, workers));
+    }
     static_assert(alignof(secagg::DeviceStage) <= kArenaAlignment &&
                   std::is_trivially_destructible_v<secagg::DeviceStage>);
     EDGESGD_TRY_ASSIGN(const std::span<std::byte> storage,
@@ -461,8 +465,7 @@ secagg::DeviceStageLimits WorkerSession::SecureLimits(const RunConfig& config,
   secagg::DeviceStageLimits limits;
   limits.client.max_neighbours = MaxSecureNeighbours(config.secure, workers);
   limits.client.minimum_neighbours = minimum_neighbours;
-  const Result<PayloadShape> shape = EncodedShape(config.codec, config.layout);
-  limits.words = shape.ok() ? static_cast<std::uint32_t>(shape.value().values) : 0;
+  limits.words = static_cast<std::uint32_t>(SecureInputWords(config, workers));
   return limits;
 }
 
@@ -566,10 +569,9 @@ Status WorkerSession::ComputeMeanUpdate(std::uint32_t round, const wire::FrameHe
   }
   if (Secure()) {
     // The payload frame only held the values on their way to the fixed-point input.
-    const Status started =
-        StartSecureRound(round, spans.value().values.first(shape.value().values));
+    EncodeSecureValues(spans.value().values.first(shape.value().values));
     update_builder_->AbandonPayloadFrame();
-    return started;
+    return StartSecureRound(round);
   }
   const Result<std::span<const std::byte>> frame = update_builder_->FinishPayloadFrame();
   if (!frame.ok()) {
@@ -580,16 +582,14 @@ Status WorkerSession::ComputeMeanUpdate(std::uint32_t round, const wire::FrameHe
   return Status::Ok();
 }
 
-Status WorkerSession::StartSecureRound(std::uint32_t round, std::span<const float> values) {
-  const std::span<std::uint32_t> input = secure_->input();
-  if (values.size() != input.size()) {
-    ++counters_.encode_errors;
-    return Status::Internal("the payload's values are not the secure input's length");
-  }
+void WorkerSession::EncodeSecureValues(std::span<const float> values) {
   for (const float value : values) {
     if (!(std::fabs(value) <= secure_format_.bound)) ++counters_.secure_clipped;
   }
-  secagg::EncodeFixedPoint(secure_format_, values, input);
+  secagg::EncodeFixedPoint(secure_format_, values, secure_->input());
+}
+
+Status WorkerSession::StartSecureRound(std::uint32_t round) {
   secagg::Key entropy{};
   if (const Status drawn = options_.secure_entropy(options_.user, round, entropy); !drawn.ok()) {
     ++counters_.secure_errors;
@@ -735,6 +735,14 @@ Status WorkerSession::ComputeMajorityUpdate(std::uint32_t round, const wire::Fra
     update_builder_->AbandonPayloadFrame();
     ++counters_.encode_errors;
     return encoded;
+  }
+  if (Secure()) {
+    // Each vote becomes a 0 or 1 in its lane; the frame only held the signs on their way.
+    const std::span<const std::uint32_t> signs =
+        spans.value().words.first(MajorityVote::WordsFor(config_.layout));
+    secagg::PackVotes(signs, 32 * signs.size(), secure_lane_bits_, secure_->input());
+    update_builder_->AbandonPayloadFrame();
+    return StartSecureRound(round);
   }
   const Result<std::span<const std::byte>> frame = update_builder_->FinishPayloadFrame();
   if (!frame.ok()) {

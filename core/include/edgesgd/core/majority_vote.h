@@ -68,6 +68,14 @@ class MajorityVote {
   // SignCodec::DecodeAdd would reject too). Nothing is counted on error.
   Status AddVote(std::span<const std::uint32_t> words);
 
+  // Counts `voters` workers' votes at once from their per-coordinate counts of +1 votes:
+  // `counts` holds 32 lanes per sign word (lane 32w + j is bit j of word w, padding lanes
+  // included, which must be 0) — what secure aggregation unmasks, never seeing a single vote.
+  // Does not allocate. Errors: kFailedPrecondition before Init; kResourceExhausted beyond
+  // max_voters; kDataLoss for a wrong length, a count above `voters` or a padding lane's count.
+  // Nothing is counted on error.
+  Status AddCounts(std::span<const std::uint32_t> counts, std::uint32_t voters);
+
   // Writes V to `out_words` (WordsFor(layout) words): bit 1 (+1) iff count * 2 > n, ties per
   // the TieRule; padding bits are 0. Reads the counters only, so more votes may follow and
   // Finish may be called again. Does not allocate.

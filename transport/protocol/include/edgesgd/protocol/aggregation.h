@@ -70,6 +70,14 @@ class Aggregation {
     return Status::InvalidArgument("this aggregation needs each update on its own");
   }
 
+  // Secure majority vote: `voters` devices' votes as each coordinate's count of +1 votes (32
+  // lanes per sign word, MajorityVote::AddCounts). Components that count no votes refuse it
+  // (kInvalidArgument). Does not allocate.
+  virtual Status AddVoteCounts(std::span<const std::uint32_t> /*counts*/,
+                               std::uint32_t /*voters*/) {
+    return Status::InvalidArgument("this aggregation counts no votes");
+  }
+
   // SCAFFOLD: the server's control variate c that this round's model broadcasts carry (d
   // floats); empty without control variates.
   virtual std::span<const float> ServerControl() const { return {}; }

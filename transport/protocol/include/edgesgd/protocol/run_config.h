@@ -76,7 +76,8 @@ struct RunConfig {
   // update, and the model broadcast carries the server's c.
   bool scaffold = false;
   // Secure aggregation (secure_aggregation.h; kMean with the model downlink and a codec that
-  // sends shared coordinates as values): the server sees only the sum of each round's updates.
+  // sends shared coordinates as values, or kMajority): the server sees only the sum of each
+  // round's updates, or each coordinate's count of +1 votes.
   SecureAggregationParams secure;
 
   friend constexpr bool operator==(const RunConfig&, const RunConfig&) = default;
@@ -124,9 +125,9 @@ inline constexpr std::uint64_t kMaxSamplesPerRound = std::uint64_t{1} << 24;
 //          that keeps the clipping bound (KeepsNormBound); central noise needs an aggregation
 //          component that adds it, distributed noise a codec whose payloads sum (every device
 //          sends the same coordinates and noises them).
-//   secure aggregation (when enabled): valid parameters (ValidateSecureParams), kMean with the
-//          model downlink, a codec that sends shared coordinates as plain values (identity,
-//          random_block, rand_k), no SCAFFOLD and no adaptive clipping. Whether the bound fits
+//   secure aggregation (when enabled): valid parameters (ValidateSecureParams); kMean with the
+//          model downlink and a codec that sends shared coordinates as plain values (identity,
+//          random_block, rand_k), no SCAFFOLD and no adaptive clipping; or kMajority. Whether the bound fits
 //          the worker count (SecureFixedPoint) is checked where the count is known.
 // The robust rule, the server optimizer and asynchronous aggregation are checked by
 // ValidateServerChoices, on the server only.
@@ -279,15 +280,33 @@ constexpr std::size_t BroadcastFrameBytes(const RunConfig& config) {
   return model > aggregate ? model : aggregate;
 }
 
+// Secure majority vote: the bits of a lane that counts up to `workers` +1 votes exactly.
+constexpr std::uint32_t SecureVoteLaneBits(std::uint32_t workers) {
+  return static_cast<std::uint32_t>(std::bit_width(workers));
+}
+
+// The words of a secure round's masked input in a run of `workers` workers: the payload's values
+// in fixed point (mean), or every vote as 0 or 1 in a lane of SecureVoteLaneBits, whole lanes
+// to a word, 32 lanes per sign word (majority); 0 without secure aggregation.
+constexpr std::size_t SecureInputWords(const RunConfig& config, std::uint32_t workers) {
+  if (!wire::kSecureAggregationFrames || !config.secure.enabled) return 0;
+  if (config.aggregation == AggregationKind::kMajority) {
+    const std::uint32_t lane_bits = SecureVoteLaneBits(workers);
+    if (lane_bits == 0 || lane_bits > 32) return 0;
+    const std::size_t per_word = 32 / lane_bits;
+    return (32 * MajorityVote::WordsFor(config.layout) + per_word - 1) / per_word;
+  }
+  const Result<PayloadShape> shape = EncodedShape(config.codec, config.layout);
+  return shape.ok() ? shape.value().values : 0;
+}
+
 // Secure aggregation's largest frame from a device (its masked input, or its shares for a large
 // neighbourhood) and from the server (a roster or the delivered shares) in a run of `workers`
 // workers; 0 without secure aggregation.
 constexpr std::size_t SecureUplinkFrameBytes(const RunConfig& config, std::uint32_t workers) {
-  if (!wire::kSecureAggregationFrames || !config.secure.enabled) return 0;
-  const Result<PayloadShape> shape = EncodedShape(config.codec, config.layout);
-  return shape.ok() ? wire::SecureFrameBytes(MaxSecureNeighbours(config.secure, workers),
-                                             shape.value().values)
-                    : 0;
+  const std::size_t words = SecureInputWords(config, workers);
+  return words == 0 ? 0
+                    : wire::SecureFrameBytes(MaxSecureNeighbours(config.secure, workers), words);
 }
 constexpr std::size_t SecureDownlinkFrameBytes(const RunConfig& config, std::uint32_t workers) {
   return wire::kSecureAggregationFrames && config.secure.enabled

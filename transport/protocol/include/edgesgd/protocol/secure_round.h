@@ -3,7 +3,8 @@
 // The server's side of secure aggregation in a synchronous round (secure_aggregation.h). It owns
 // the secagg::ServerStage, knows which participant sent which phase's message, and at the end
 // turns the unmasked fixed-point sum back into a payload of the run's codec, which it adds to the
-// aggregation component in one call (Aggregation::AddSum). ServerSession decides when a phase
+// aggregation component in one call (Aggregation::AddSum), or, for majority vote, the unmasked
+// lanes into each coordinate's count of +1 votes (Aggregation::AddVoteCounts). ServerSession decides when a phase
 // closes (everyone still in the round answered, or the phase's deadline passed); the outbox
 // builds each device's next message from MessageFor.
 //
@@ -77,8 +78,9 @@ class SecureRound {
 
   // After Close returned true: decodes the survivors' sum into a payload of the run's codec (the
   // shared coordinates of the round, read off an encode of `model`) and adds it to
-  // `aggregation` as the sum of that many updates. Returns the survivor count; the round is
-  // then closed. Errors: the codec's or the component's.
+  // `aggregation` as the sum of that many updates (Aggregation::AddSum) — or, for majority
+  // vote, unpacks each coordinate's count of +1 votes (Aggregation::AddVoteCounts). Returns the
+  // survivor count; the round is then closed. Errors: the codec's or the component's.
   Result<std::uint32_t> AddSum(Aggregation& aggregation, std::span<const float> model);
 
   // Ends the round without a sum, wiping the stage's secrets.
@@ -98,9 +100,15 @@ class SecureRound {
   secagg::ServerStage* stage_ = nullptr;  // in the arena
   secagg::FixedPoint format_;
   std::span<std::uint8_t> sent_;      // per peer id: phases whose message was accepted
-  std::span<std::uint32_t> indices_;  // the sum payload's shared coordinates
-  std::span<float> values_;           // the sum payload's values
-  std::span<std::byte> scratch_;      // the codec's, for the encode of the shared coordinates
+  std::uint32_t words_ = 0;  // of every masked input
+  // Mean: the sum payload's shared coordinates and values, and the codec's scratch for the
+  // encode of the coordinates.
+  std::span<std::uint32_t> indices_;
+  std::span<float> values_;
+  std::span<std::byte> scratch_;
+  // Majority vote: each lane's count of +1 votes, 32 lanes per sign word.
+  std::span<std::uint32_t> counts_;
+  std::uint32_t lane_bits_ = 0;
   std::uint32_t round_ = 0;
   std::uint8_t phase_ = kKeys;
   bool open_ = false;

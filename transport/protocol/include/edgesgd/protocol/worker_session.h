@@ -16,7 +16,7 @@
 //
 // With secure aggregation (RunConfig::secure, secure_aggregation.h) the update is computed the
 // same way, but it never leaves the device as it is: its payload values are encoded in fixed
-// point and masked, and the worker answers the broadcast with its round keys, then each of the
+// point (its votes as 0/1 lanes, for majority vote) and masked, and the worker answers the broadcast with its round keys, then each of the
 // server's SecureAggregation messages with the next phase's (shares, masked input, revealed
 // shares). A message of a phase already answered gets the same answer again.
 //
@@ -57,6 +57,7 @@
 #include "edgesgd/protocol/server_types.h"
 #include "edgesgd/protocol/session.h"
 #include "edgesgd/secagg/frame_stage.h"
+#include "edgesgd/secagg/lanes.h"
 #include "edgesgd/wire/frame_builder.h"
 #include "edgesgd/wire/frame_decoder.h"
 #include "edgesgd/wire/messages.h"
@@ -165,19 +166,20 @@ class WorkerSession final : public Session {
     if (builder == 0) return 0;
     std::size_t bytes = 2 * ArenaBytesFor<float>(d) + edgesgd::ArenaBytes(builder);
     if (config.aggregation == AggregationKind::kMajority) {
-      return bytes + ArenaBytesFor<float>(d);
-    }
-    const std::size_t feedback =
-        ErrorFeedbackWorker::StateBytes(layout, config.codec, config.feedback);
-    if (feedback == 0) return 0;
-    bytes += feedback;
-    if (kScaffold && config.scaffold) {
-      const std::size_t control = ScaffoldDevice::StateBytes(layout, config.codec);
-      if (control == 0) return 0;
-      bytes += edgesgd::ArenaBytes(sizeof(ScaffoldDevice)) + control;
-    }
-    if (config.downlink == DownlinkKind::kAggregate) {
-      bytes += edgesgd::ArenaBytes(CodecScratchBytes(config.codec, layout));
+      bytes += ArenaBytesFor<float>(d);
+    } else {
+      const std::size_t feedback =
+          ErrorFeedbackWorker::StateBytes(layout, config.codec, config.feedback);
+      if (feedback == 0) return 0;
+      bytes += feedback;
+      if (kScaffold && config.scaffold) {
+        const std::size_t control = ScaffoldDevice::StateBytes(layout, config.codec);
+        if (control == 0) return 0;
+        bytes += edgesgd::ArenaBytes(sizeof(ScaffoldDevice)) + control;
+      }
+      if (config.downlink == DownlinkKind::kAggregate) {
+        bytes += edgesgd::ArenaBytes(CodecScratchBytes(config.codec, layout));
+      }
     }
     if (wire::kSecureAggregationFrames && config.secure.enabled) {
       const std::size_t secure = SecureArenaBytes(config, workers);
@@ -307,9 +309,11 @@ class WorkerSession final : public Session {
                      std::span<float> sent_values);
   Status ComputeMajorityUpdate(std::uint32_t round, const wire::FrameHeader& header,
                                const wire::PayloadMessage& message);
-  // Secure aggregation, after Compress: the payload's values in fixed point become the round's
-  // input, and its keys (the first message) replace the Update in the frame to send.
-  Status StartSecureRound(std::uint32_t round, std::span<const float> values);
+  // Secure aggregation: the payload's values in fixed point become the round's input (mean;
+  // majority vote packs its signs into lanes instead), then the round's keys (its first message)
+  // replace the Update in the frame to send.
+  void EncodeSecureValues(std::span<const float> values);
+  Status StartSecureRound(std::uint32_t round);
   bool Secure() const { return wire::kSecureAggregationFrames && secure_ != nullptr; }
   void SendJoin(TimeNs now);
   void SendHeartbeat(TimeNs now);
@@ -337,7 +341,8 @@ class WorkerSession final : public Session {
   ErrorFeedbackWorker feedback_;
   // Secure runs only, in the arena like scaffold_.
   secagg::DeviceStage* secure_ = nullptr;
-  secagg::FixedPoint secure_format_;
+  secagg::FixedPoint secure_format_;  // mean
+  std::uint32_t secure_lane_bits_ = 0;  // majority vote
   std::optional<wire::FrameBuilder> secure_builder_;
   // The phase of the server's last message this round's answer (update_frame_) answers.
   static constexpr std::uint8_t kNoSecurePhase = 0xFF;

@@ -24,6 +24,9 @@ class MajorityVoteAggregation final : public Aggregation {
   static constexpr bool kAggregateIsPayload = true;
 
   EDGESGD_AGGREGATION_COMPONENT();
+  Status AddVoteCounts(std::span<const std::uint32_t> counts, std::uint32_t voters) override {
+    return vote_.AddCounts(counts, voters);
+  }
 
  private:
   const RunConfig* config_ = nullptr;
