@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <optional>
 #include <vector>
 
@@ -67,10 +66,8 @@ std::unique_ptr<Cluster> MakeCluster(const RunConfig& config, std::uint32_t n,
 // The phase of a device's SecureAggregation frame (0 keys .. 3 unmasking), or nullopt for any
 // other frame.
 std::optional<std::uint8_t> DevicePhase(std::span<const std::byte> frame) {
-  std::vector<std::uint64_t> aligned((frame.size() + 7) / 8);
-  std::memcpy(aligned.data(), frame.data(), frame.size());
-  const Result<wire::FrameView> view =
-      wire::DecodeFrame(std::as_bytes(std::span(aligned)).first(frame.size()));
+  const Frame aligned(frame);
+  const Result<wire::FrameView> view = wire::DecodeFrame(aligned.bytes());
   if (!view.ok() || view.value().kind != wire::MessageKind::kSecureAggregation) return {};
   return static_cast<std::uint8_t>(static_cast<std::uint8_t>(view.value().secure.fields.phase) / 2);
 }
@@ -243,17 +240,26 @@ TEST(SecureSessionTest, SecureTrainingConvergesWithSecAggPlusNeighbourhoods) {
   EXPECT_NEAR(end, Distance(plain.server().model(), optimum), 1e-4f);
 }
 
+// A one-round identity run of five devices in which `vanishing` vanish from their message of
+// `phase` on.
+std::unique_ptr<Cluster> RunVanishing(std::vector<PeerId> vanishing, std::uint8_t phase,
+                                      const std::vector<float>& initial) {
+  std::unique_ptr<Cluster> cluster =
+      MakeCluster(SecureConfig(kCodecId<IdentityCodec>, 1), 5, initial);
+  Vanish vanish(std::move(vanishing), phase);
+  cluster->net().SetInterceptor(&vanish);
+  cluster->Start();
+  EXPECT_TRUE(cluster->RunUntilFinished(600 * kSecond));
+  cluster->net().SetInterceptor(nullptr);
+  return cluster;
+}
+
 TEST(SecureSessionTest, ADeviceVanishingInAnyPhaseIsRecovered) {
   const std::vector<float> initial = PseudoRandom(kDim, 4, 0.5f);
   // Five devices, threshold 2/3: t = 4 of each neighbourhood of five, so one may vanish.
   for (std::uint8_t phase = SecureRound::kKeys; phase <= SecureRound::kUnmasking; ++phase) {
     SCOPED_TRACE(static_cast<int>(phase));
-    std::unique_ptr<Cluster> cluster =
-        MakeCluster(SecureConfig(kCodecId<IdentityCodec>, 1), 5, initial);
-    Vanish vanish({3}, phase);
-    cluster->net().SetInterceptor(&vanish);
-    cluster->Start();
-    ASSERT_TRUE(cluster->RunUntilFinished(600 * kSecond));
+    std::unique_ptr<Cluster> cluster = RunVanishing({3}, phase, initial);
     EXPECT_EQ(cluster->server().counters().secure_rounds_aborted, 0u);
     // Its input counts once it was summed, however the unmasking went.
     const std::vector<PeerId> members = phase == SecureRound::kUnmasking
@@ -273,12 +279,7 @@ TEST(SecureSessionTest, TooManyVanishingDevicesAbortTheRoundAndLeaveTheModel) {
   const std::vector<float> initial = PseudoRandom(kDim, 5, 0.5f);
   for (std::uint8_t phase = SecureRound::kKeys; phase <= SecureRound::kUnmasking; ++phase) {
     SCOPED_TRACE(static_cast<int>(phase));
-    std::unique_ptr<Cluster> cluster =
-        MakeCluster(SecureConfig(kCodecId<IdentityCodec>, 1), 5, initial);
-    Vanish vanish({2, 4}, phase);  // two of five: below t = 4
-    cluster->net().SetInterceptor(&vanish);
-    cluster->Start();
-    ASSERT_TRUE(cluster->RunUntilFinished(600 * kSecond));
+    std::unique_ptr<Cluster> cluster = RunVanishing({2, 4}, phase, initial);  // below t = 4
     EXPECT_TRUE(cluster->server().status().ok());
     EXPECT_EQ(cluster->server().counters().secure_rounds_aborted, 1u);
     EXPECT_EQ(cluster->server().counters().rounds_completed, 0u);
@@ -337,9 +338,8 @@ class TamperShares final : public Interceptor {
   Verdict OnSend(PeerId from, PeerId, std::span<const std::byte> frame, TimeNs) override {
     if (from != 2 || done_ || DevicePhase(frame) != SecureRound::kShares) return {};
     done_ = true;
-    std::vector<std::uint64_t> aligned((frame.size() + 7) / 8);
-    std::memcpy(aligned.data(), frame.data(), frame.size());
-    const std::span<const std::byte> bytes = std::as_bytes(std::span(aligned)).first(frame.size());
+    const Frame aligned(frame);
+    const std::span<const std::byte> bytes = aligned.bytes();
     const wire::FrameView view = wire::DecodeFrame(bytes).value();
     const wire::SecureSealedRecord first = view.secure.shares[0];
     const auto at =
