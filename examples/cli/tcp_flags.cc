@@ -149,6 +149,13 @@ void AddWorkerFlags(CLI::App& command, WorkerFlags& o) {
                      "the full model again, so keep it above a model's transfer time")
       ->capture_default_str()
       ->check(CLI::Range(1e-3, 1e6));
+  command.add_option("--secagg-min-neighbours", o.secagg_min_neighbours,
+                     "Secure aggregation: refuse to mask a round's update with fewer neighbours "
+                     "than this (a server that isolates a device with few or invented neighbours "
+                     "could otherwise learn its update); set it from the run's neighbourhood "
+                     "less the drop-outs this device accepts")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, protocol::kMaxWorkers));
   command.add_option("--give-up-s", o.give_up_s,
                      "Exit with an error after this long without a connection to the server "
                      "(over TCP; on a serial line, the gateway gives up instead)")

@@ -96,6 +96,7 @@ int RunWorker(const WorkerFlags& o) {
   settings.worker.user = &oracle;
   settings.worker.join_retry_ns = Seconds(o.join_retry_s);
   settings.worker.heartbeat_interval_ns = Seconds(o.heartbeat_s);
+  settings.worker.secure_minimum_neighbours = o.secagg_min_neighbours;
   settings.memory_bytes = o.memory_mb << 20;
   settings.on_welcome = [&oracle](const protocol::RunConfig& config, std::uint32_t workers) {
     return oracle.Setup(config, workers);

@@ -438,43 +438,9 @@ Status WorkerSession::Configure(const RunConfig& config, std::uint32_t workers) 
                      arena.AllocateBytes(BuilderBytesFor(UpdateFrameBytes(config))));
   update_builder_.emplace(buffer);
   if (wire::kSecureAggregationFrames && config.secure.enabled) {
-    if (config.aggregation == AggregationKind::kMajority) {
-      secure_lane_bits_ = SecureVoteLaneBits(workers);
-    } else {
-      EDGESGD_TRY_ASSIGN(secure_format_, SecureFixedPoint(config.secure, workers));
-    }
-    static_assert(alignof(secagg::DeviceStage) <= kArenaAlignment &&
-                  std::is_trivially_destructible_v<secagg::DeviceStage>);
-    EDGESGD_TRY_ASSIGN(const std::span<std::byte> storage,
-                       arena.AllocateBytes(sizeof(secagg::DeviceStage)));
-    auto* stage = ::new (static_cast<void*>(storage.data())) secagg::DeviceStage();
-    EDGESGD_TRY(
-        stage->Init(arena, SecureLimits(config, workers, options_.secure_minimum_neighbours)));
-    EDGESGD_TRY_ASSIGN(
-        std::span<std::byte> secure_buffer,
-        arena.AllocateBytes(BuilderBytesFor(SecureUplinkFrameBytes(config, workers))));
-    secure_builder_.emplace(secure_buffer);
-    secure_ = stage;
+    EDGESGD_TRY(ConfigureSecure(config, workers));
   }
   return Status::Ok();
-}
-
-secagg::DeviceStageLimits WorkerSession::SecureLimits(const RunConfig& config,
-                                                      std::uint32_t workers,
-                                                      std::uint32_t minimum_neighbours) {
-  secagg::DeviceStageLimits limits;
-  limits.client.max_neighbours = MaxSecureNeighbours(config.secure, workers);
-  limits.client.minimum_neighbours = minimum_neighbours;
-  limits.words = static_cast<std::uint32_t>(SecureInputWords(config, workers));
-  return limits;
-}
-
-std::size_t WorkerSession::SecureArenaBytes(const RunConfig& config, std::uint32_t workers) {
-  const std::size_t frame = SecureUplinkFrameBytes(config, workers);
-  const secagg::DeviceStageLimits limits = SecureLimits(config, workers, 1);
-  if (frame == 0 || limits.words == 0 || limits.client.max_neighbours == 0) return 0;
-  return edgesgd::ArenaBytes(sizeof(secagg::DeviceStage)) +
-         secagg::DeviceStage::ArenaBytes(limits) + edgesgd::ArenaBytes(BuilderBytesFor(frame));
 }
 
 void WorkerSession::ComputeUpdate(std::uint32_t round) {
@@ -580,74 +546,6 @@ Status WorkerSession::ComputeMeanUpdate(std::uint32_t round, const wire::FrameHe
   }
   update_frame_ = frame.value();
   return Status::Ok();
-}
-
-void WorkerSession::EncodeSecureValues(std::span<const float> values) {
-  for (const float value : values) {
-    if (!(std::fabs(value) <= secure_format_.bound)) ++counters_.secure_clipped;
-  }
-  secagg::EncodeFixedPoint(secure_format_, values, secure_->input());
-}
-
-Status WorkerSession::StartSecureRound(std::uint32_t round) {
-  secagg::Key entropy{};
-  if (const Status drawn = options_.secure_entropy(options_.user, round, entropy); !drawn.ok()) {
-    ++counters_.secure_errors;
-    return drawn;
-  }
-  const Result<wire::SecureMessage> keys = secure_->StartWithInput(round, id_, entropy);
-  entropy.fill(std::byte{0});
-  if (!keys.ok()) {
-    ++counters_.secure_errors;
-    return keys.status();
-  }
-  const Result<std::span<const std::byte>> frame =
-      secure_builder_->EncodeSecure(NextHeader(round), keys.value());
-  if (!frame.ok()) {
-    ++counters_.encode_errors;
-    return frame.status();
-  }
-  update_frame_ = frame.value();
-  secure_answered_ = kNoSecurePhase;
-  return Status::Ok();
-}
-
-void WorkerSession::HandleSecure(const wire::FrameView& view) {
-  const std::uint32_t round = view.header.round;
-  const wire::SecureView* message = internal::SecureMessageOf(view.secure);
-  // Only the round whose keys this worker sent, while it is still open.
-  if (message == nullptr || round != update_round_ || update_frame_.empty()) {
-    ++counters_.unexpected;
-    return;
-  }
-  const auto phase = static_cast<std::uint8_t>(message->fields.phase);
-  if (phase == secure_answered_) {
-    // The server's message again (duplicated on the way): the answer may have been lost.
-    pending_ = static_cast<std::uint8_t>(pending_ | kPendingUpdate);
-    update_work_ = 0;
-    ++counters_.updates_resent;
-    return;
-  }
-  const Result<wire::SecureMessage> answer = secure_->Handle(*message);
-  if (!answer.ok()) {
-    // Out of order, tampered or beyond this device's limits: the stage aborted its round.
-    ++counters_.secure_errors;
-    update_frame_ = {};
-    pending_ = static_cast<std::uint8_t>(pending_ & ~kPendingUpdate);
-    return;
-  }
-  const Result<std::span<const std::byte>> frame =
-      secure_builder_->EncodeSecure(NextHeader(round), answer.value());
-  if (!frame.ok()) {
-    ++counters_.encode_errors;
-    secure_->Abort();
-    update_frame_ = {};
-    return;
-  }
-  update_frame_ = frame.value();
-  update_work_ = 0;
-  secure_answered_ = phase;
-  pending_ = static_cast<std::uint8_t>(pending_ | kPendingUpdate);
 }
 
 Status WorkerSession::CompressControlChange(const CodecContext& context) {

@@ -280,7 +280,10 @@ class WorkerSession final : public Session {
   void HandleWelcome(const wire::FrameView& view, TimeNs now);
   void HandleBroadcast(const wire::FrameView& view, TimeNs now);
   void HandleError(const wire::FrameView& view);
-  // Answers a secure aggregation message of the server with the round's next phase.
+  // Secure aggregation (worker_session_secure.cc): takes the device stage and its frame builder
+  // from the arena; answers a secure aggregation message of the server with the round's next
+  // phase.
+  Status ConfigureSecure(const RunConfig& config, std::uint32_t workers);
   void HandleSecure(const wire::FrameView& view);
   // Takes the run's buffers from the arena for `workers` workers. Errors: kResourceExhausted,
   // kInternal.
