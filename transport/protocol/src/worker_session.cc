@@ -638,7 +638,7 @@ Status WorkerSession::ComputeMajorityUpdate(std::uint32_t round, const wire::Fra
     // Each vote becomes a 0 or 1 in its lane; the frame only held the signs on their way.
     const std::span<const std::uint32_t> signs =
         spans.value().words.first(MajorityVote::WordsFor(config_.layout));
-    secagg::PackVotes(signs, 32 * signs.size(), secure_lane_bits_, secure_->input());
+    secagg::PackVotes(signs, 32 * signs.size(), secure_->lane_bits, secure_->stage.input());
     update_builder_->AbandonPayloadFrame();
     return StartSecureRound(round);
   }

@@ -13,23 +13,25 @@ namespace edgesgd::protocol {
 
 Status WorkerSession::ConfigureSecure(const RunConfig& config, std::uint32_t workers) {
   Arena& arena = *arena_;
-  if (config.aggregation == AggregationKind::kMajority) {
-    secure_lane_bits_ = SecureVoteLaneBits(workers);
-  } else {
-    EDGESGD_TRY_ASSIGN(secure_format_, SecureFixedPoint(config.secure, workers));
-  }
-  static_assert(alignof(secagg::DeviceStage) <= kArenaAlignment &&
+  // Never destroyed, like every arena object: the stage is trivially destructible and the
+  // builder writes into arena memory it does not own.
+  static_assert(alignof(SecureDevice) <= kArenaAlignment &&
                 std::is_trivially_destructible_v<secagg::DeviceStage>);
   EDGESGD_TRY_ASSIGN(const std::span<std::byte> storage,
-                     arena.AllocateBytes(sizeof(secagg::DeviceStage)));
-  auto* stage = ::new (static_cast<void*>(storage.data())) secagg::DeviceStage();
-  EDGESGD_TRY(
-      stage->Init(arena, SecureLimits(config, workers, options_.secure_minimum_neighbours)));
+                     arena.AllocateBytes(sizeof(SecureDevice)));
+  auto* secure = ::new (static_cast<void*>(storage.data())) SecureDevice();
+  if (config.aggregation == AggregationKind::kMajority) {
+    secure->lane_bits = SecureVoteLaneBits(workers);
+  } else {
+    EDGESGD_TRY_ASSIGN(secure->format, SecureFixedPoint(config.secure, workers));
+  }
+  EDGESGD_TRY(secure->stage.Init(
+      arena, SecureLimits(config, workers, options_.secure_minimum_neighbours)));
   EDGESGD_TRY_ASSIGN(
-      std::span<std::byte> secure_buffer,
+      std::span<std::byte> buffer,
       arena.AllocateBytes(BuilderBytesFor(SecureUplinkFrameBytes(config, workers))));
-  secure_builder_.emplace(secure_buffer);
-  secure_ = stage;
+  secure->builder.emplace(buffer);
+  secure_ = secure;
   return Status::Ok();
 }
 
@@ -47,15 +49,15 @@ std::size_t WorkerSession::SecureArenaBytes(const RunConfig& config, std::uint32
   const std::size_t frame = SecureUplinkFrameBytes(config, workers);
   const secagg::DeviceStageLimits limits = SecureLimits(config, workers, 1);
   if (frame == 0 || limits.words == 0 || limits.client.max_neighbours == 0) return 0;
-  return edgesgd::ArenaBytes(sizeof(secagg::DeviceStage)) +
+  return edgesgd::ArenaBytes(sizeof(SecureDevice)) +
          secagg::DeviceStage::ArenaBytes(limits) + edgesgd::ArenaBytes(BuilderBytesFor(frame));
 }
 
 void WorkerSession::EncodeSecureValues(std::span<const float> values) {
   for (const float value : values) {
-    if (!(std::fabs(value) <= secure_format_.bound)) ++counters_.secure_clipped;
+    if (!(std::fabs(value) <= secure_->format.bound)) ++counters_.secure_clipped;
   }
-  secagg::EncodeFixedPoint(secure_format_, values, secure_->input());
+  secagg::EncodeFixedPoint(secure_->format, values, secure_->stage.input());
 }
 
 Status WorkerSession::StartSecureRound(std::uint32_t round) {
@@ -64,14 +66,14 @@ Status WorkerSession::StartSecureRound(std::uint32_t round) {
     ++counters_.secure_errors;
     return drawn;
   }
-  const Result<wire::SecureMessage> keys = secure_->StartWithInput(round, id_, entropy);
+  const Result<wire::SecureMessage> keys = secure_->stage.StartWithInput(round, id_, entropy);
   entropy.fill(std::byte{0});
   if (!keys.ok()) {
     ++counters_.secure_errors;
     return keys.status();
   }
   const Result<std::span<const std::byte>> frame =
-      secure_builder_->EncodeSecure(NextHeader(round), keys.value());
+      secure_->builder->EncodeSecure(NextHeader(round), keys.value());
   if (!frame.ok()) {
     ++counters_.encode_errors;
     return frame.status();
@@ -97,7 +99,7 @@ void WorkerSession::HandleSecure(const wire::FrameView& view) {
     ++counters_.updates_resent;
     return;
   }
-  const Result<wire::SecureMessage> answer = secure_->Handle(*message);
+  const Result<wire::SecureMessage> answer = secure_->stage.Handle(*message);
   if (!answer.ok()) {
     // Out of order, tampered or beyond this device's limits: the stage aborted its round.
     ++counters_.secure_errors;
@@ -106,10 +108,10 @@ void WorkerSession::HandleSecure(const wire::FrameView& view) {
     return;
   }
   const Result<std::span<const std::byte>> frame =
-      secure_builder_->EncodeSecure(NextHeader(round), answer.value());
+      secure_->builder->EncodeSecure(NextHeader(round), answer.value());
   if (!frame.ok()) {
     ++counters_.encode_errors;
-    secure_->Abort();
+    secure_->stage.Abort();
     update_frame_ = {};
     return;
   }

@@ -258,7 +258,9 @@ class WorkerSession final : public Session {
   // SCAFFOLD's control variates (c_i and the round's c); nullptr outside SCAFFOLD runs.
   const ScaffoldDevice* scaffold() const { return scaffold_; }
   // Secure aggregation's device side; nullptr outside secure runs.
-  const secagg::DeviceStage* secure_stage() const { return secure_; }
+  const secagg::DeviceStage* secure_stage() const {
+    return secure_ != nullptr ? &secure_->stage : nullptr;
+  }
 
  private:
   // Secure aggregation's share of WelcomeArenaBytes: the device stage and its frame builder.
@@ -342,11 +344,15 @@ class WorkerSession final : public Session {
   // SCAFFOLD runs only, in the arena (a member would cost every worker image its constructor).
   ScaffoldDevice* scaffold_ = nullptr;
   ErrorFeedbackWorker feedback_;
-  // Secure runs only, in the arena like scaffold_.
-  secagg::DeviceStage* secure_ = nullptr;
-  secagg::FixedPoint secure_format_;  // mean
-  std::uint32_t secure_lane_bits_ = 0;  // majority vote
-  std::optional<wire::FrameBuilder> secure_builder_;
+  // Secure runs only, in the arena like scaffold_ (members would cost every worker image their
+  // initialisation): the device stage, its frame builder and the round input's encoding.
+  struct SecureDevice {
+    secagg::DeviceStage stage;
+    std::optional<wire::FrameBuilder> builder;
+    secagg::FixedPoint format;    // mean
+    std::uint32_t lane_bits = 0;  // majority vote
+  };
+  SecureDevice* secure_ = nullptr;
   // The phase of the server's last message this round's answer (update_frame_) answers.
   static constexpr std::uint8_t kNoSecurePhase = 0xFF;
   std::uint8_t secure_answered_ = kNoSecurePhase;
