@@ -284,7 +284,7 @@ void WriteSyntheticDecoderSeeds() {
     roster[i].cipher_public[i] = std::byte{0x40};
     sealed[i].device = 5 + i;
     sealed[i].sealed[i] = std::byte{0x11};
-    revealed[i] = {.owner = 5 + i, .kind = static_cast<std::uint8_t>(i % 2), .x = 2, .y = {}};
+    revealed[i] = {.owner = 5 + i, .kind = static_cast<std::uint8_t>(i % 2), .y = {}};
     revealed[i].y[i] = 0x7FFFFFF0u;
   }
   const std::vector<std::uint32_t> masked(24, 0xA5A5A5A5u);

@@ -137,8 +137,15 @@ TEST(SecretRandomTest, SameKeySameStreamWhateverTheReadSizes) {
   EXPECT_EQ(whole, pieces);
 }
 
+// A 252-bit secret, as Shamir shares them.
+Key SharableKey(std::uint32_t label, std::uint64_t a) {
+  Key key = TestKey(label, a);
+  key[kKeyBytes - 1] &= std::byte{0x0F};
+  return key;
+}
+
 TEST(ShamirTest, AnyThresholdSharesReconstructAndFewerDoNot) {
-  const Key secret = TestKey(8, 0);
+  const Key secret = SharableKey(8, 0);
   const std::vector<std::uint32_t> points{1, 2, 3, 4, 5, 6, 7};
   std::vector<Share> shares(points.size());
   SecretRandom random(TestKey(8, 1));
@@ -161,13 +168,13 @@ TEST(ShamirTest, SharesOfThresholdMinusOneRevealNothingAboutTheSecret) {
   // With t - 1 shares fixed by the coefficient stream, two different secrets give share values
   // that differ: the secret enters every share, so no t - 1 of them are a function of the others.
   // The information-theoretic claim itself is checked on a small case: over many splits of two
-  // secrets, the first share's low limb is spread the same way for both.
+  // secrets, the first share's low word is spread the same way for both.
   const std::vector<std::uint32_t> points{1, 2, 3};
   std::array<int, 16> histogram_a{}, histogram_b{};
   for (std::uint64_t trial = 0; trial < 4000; ++trial) {
     std::vector<Share> shares(3);
     SecretRandom random_a(TestKey(9, trial));
-    ASSERT_TRUE(SplitSecret(TestKey(9, 1000000), 2, points, random_a, shares).ok());
+    ASSERT_TRUE(SplitSecret(SharableKey(9, 1000000), 2, points, random_a, shares).ok());
     ++histogram_a[shares[0].y[0] % 16];
     SecretRandom random_b(TestKey(9, trial + 500000));
     ASSERT_TRUE(SplitSecret(Key{}, 2, points, random_b, shares).ok());
@@ -179,8 +186,54 @@ TEST(ShamirTest, SharesOfThresholdMinusOneRevealNothingAboutTheSecret) {
   }
 }
 
+TEST(ShamirTest, LargeCohortsAndLargePointsReconstruct) {
+  // 40 of 60 holders at points near 2^32: every product and inverse of the field is exercised
+  // at full width, and the secret's top bits (251, 250) are set.
+  Key secret = SharableKey(11, 0);
+  secret[kKeyBytes - 1] |= std::byte{0x0C};
+  std::vector<std::uint32_t> points(60);
+  for (std::size_t i = 0; i < points.size(); ++i)
+    points[i] = 0xFFFFFFFFu - 977u * static_cast<std::uint32_t>(i);
+  std::vector<Share> shares(points.size());
+  SecretRandom random(TestKey(11, 1));
+  ASSERT_TRUE(SplitSecret(secret, 40, points, random, shares).ok());
+  const Result<Key> first = CombineShares(std::span(shares).first(40), 40);
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first.value(), secret);
+  const Result<Key> last = CombineShares(std::span(shares).last(40), 40);
+  ASSERT_TRUE(last.ok());
+  EXPECT_EQ(last.value(), secret);
+}
+
+TEST(ShamirTest, RefusesSecretsOfMoreThan252Bits) {
+  std::vector<Share> shares(3);
+  SecretRandom random(TestKey(12, 1));
+  const std::vector<std::uint32_t> points{1, 2, 3};
+  Key secret = SharableKey(12, 0);
+  secret[kKeyBytes - 1] |= std::byte{0x10};
+  EXPECT_EQ(SplitSecret(secret, 2, points, random, shares).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ShamirTest, APrivateKeyTravelsAsA251BitSecret) {
+  SecretRandom random(TestKey(13, 0));
+  KeyPair pair;
+  ASSERT_TRUE(GenerateKeyPair(random, pair).ok());
+  const Key secret = PrivateKeyToSecret(pair.private_key);
+  EXPECT_EQ(std::to_integer<unsigned>(secret[kKeyBytes - 1]) >> 3, 0u);
+  const Key rebuilt = PrivateKeyFromSecret(secret);
+  Key public_key;
+  ASSERT_TRUE(PublicKeyOf(rebuilt, public_key).ok());
+  EXPECT_EQ(public_key, pair.public_key);
+  EXPECT_EQ(PrivateKeyToSecret(rebuilt), secret);
+  // Through shares as well.
+  const std::vector<std::uint32_t> points{1, 2, 3};
+  std::vector<Share> shares(3);
+  ASSERT_TRUE(SplitSecret(secret, 2, points, random, shares).ok());
+  EXPECT_EQ(CombineShares(std::span(shares).last(2), 2).value(), secret);
+}
+
 TEST(ShamirTest, RefusesBadPointsAndDetectsMismatchedShares) {
-  const Key secret = TestKey(10, 0);
+  const Key secret = SharableKey(10, 0);
   std::vector<Share> shares(3);
   SecretRandom random(TestKey(10, 1));
   const std::vector<std::uint32_t> repeated{1, 2, 2};
@@ -200,8 +253,8 @@ TEST(ShamirTest, RefusesBadPointsAndDetectsMismatchedShares) {
 TEST(ShamirTest, ShareEncodingRoundTrips) {
   Share share;
   share.x = 77;
-  for (std::size_t i = 0; i < kSecretLimbs; ++i)
-    share.y[i] = 0x7FFFFFF0u - static_cast<std::uint32_t>(i);
+  for (std::size_t i = 0; i < kShareWords; ++i)
+    share.y[i] = 0xFFFFFFF0u - 0x01020304u * static_cast<std::uint32_t>(i);
   std::array<std::byte, kShareBytes> bytes;
   WriteShare(share, bytes);
   const Share back = ReadShare(bytes, 77);

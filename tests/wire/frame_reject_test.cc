@@ -106,7 +106,7 @@ std::vector<Sample> SampleFrames() {
   std::array<SecureShareRecord, 4> revealed{};
   for (std::uint32_t i = 0; i < 3; ++i) {
     roster[i].device = shares[i].device = revealed[i].owner = i + 1;
-    roster[i].share_point = revealed[i].x = i + 2;
+    roster[i].share_point = i + 2;
     revealed[i].kind = static_cast<std::uint8_t>(i % 2);
   }
   const std::uint32_t words[] = {0xDEADBEEFu, 7, 9};
@@ -348,28 +348,26 @@ TEST(WireReject, MalformedSecureAggregation) {
   }
   const std::uint32_t two[] = {1, 2};
   const std::uint8_t kinds[] = {1, 2};
-  std::vector<std::uint32_t> limbs(2 * kSecureShareLimbs, 5);
+  std::vector<std::uint32_t> share_words(2 * kSecureShareWords, 5);
   {
     RawFrame raw;  // a revealed share of neither kind
     const auto devices = raw.fbb().CreateVector(two, 2);
-    const auto points = raw.fbb().CreateVector(two, 2);
     const auto kind_vector = raw.fbb().CreateVector(kinds, 2);
-    const auto limb_vector = raw.fbb().CreateVector(limbs);
+    const auto word_vector = raw.fbb().CreateVector(share_words);
     EXPECT_EQ(decode(raw, fb::CreateSecureAggregation(raw.fbb(), fb::SecurePhase::Unmasking,
-                                                      nullptr, nullptr, 0, 0, devices, points, 0,
-                                                      nullptr, 0, 0, kind_vector, limb_vector)),
+                                                      nullptr, nullptr, 0, 0, devices, 0, 0,
+                                                      nullptr, 0, 0, kind_vector, word_vector)),
               Status::DataLoss());
   }
   {
-    RawFrame raw;  // revealed shares with one limb too few
+    RawFrame raw;  // revealed shares with one word too few
     const std::uint8_t good_kinds[] = {0, 1};
     const auto devices = raw.fbb().CreateVector(two, 2);
-    const auto points = raw.fbb().CreateVector(two, 2);
     const auto kind_vector = raw.fbb().CreateVector(good_kinds, 2);
-    const auto limb_vector = raw.fbb().CreateVector(limbs.data(), limbs.size() - 1);
+    const auto word_vector = raw.fbb().CreateVector(share_words.data(), share_words.size() - 1);
     EXPECT_EQ(decode(raw, fb::CreateSecureAggregation(raw.fbb(), fb::SecurePhase::Unmasking,
-                                                      nullptr, nullptr, 0, 0, devices, points, 0,
-                                                      nullptr, 0, 0, kind_vector, limb_vector)),
+                                                      nullptr, nullptr, 0, 0, devices, 0, 0,
+                                                      nullptr, 0, 0, kind_vector, word_vector)),
               Status::DataLoss());
   }
   {

@@ -599,9 +599,8 @@ std::vector<SecureShareRecord> PatternReveals(std::size_t count) {
     const auto n = static_cast<std::uint32_t>(i);
     revealed[i].owner = 40 + n;
     revealed[i].kind = (i % 2 == 0) ? kSecureSeedShare : kSecureMaskKeyShare;
-    revealed[i].x = 1 + n;
-    for (std::size_t limb = 0; limb < kSecureShareLimbs; ++limb) {
-      revealed[i].y[limb] = 0x7FFFFFFEu - 13 * n - static_cast<std::uint32_t>(limb);
+    for (std::size_t w = 0; w < kSecureShareWords; ++w) {
+      revealed[i].y[w] = 0xFFFFFFFEu - 13 * n - static_cast<std::uint32_t>(w);
     }
   }
   return revealed;

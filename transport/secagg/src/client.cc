@@ -78,6 +78,7 @@ Status Client::Start(std::uint64_t round, std::uint32_t device, const Key& entro
   if (Status s = GenerateKeyPair(random, cipher_); !s.ok()) return Fail(s);
   if (Status s = GenerateKeyPair(random, mask_); !s.ok()) return Fail(s);
   random.Fill(self_mask_seed_);
+  self_mask_seed_[kKeyBytes - 1] &= std::byte{0x0F};  // 252 bits: what a share holds
   random.Fill(split_key_);
   advertisement.cipher_public = cipher_.public_key;
   advertisement.mask_public = mask_.public_key;
@@ -127,8 +128,11 @@ Result<std::size_t> Client::ShareKeys(std::uint32_t threshold, std::uint32_t own
   const std::span<Share> key_shares(scratch_shares_.data() + holders, holders);
   SecretRandom split_random(split_key_);
   Status split = SplitSecret(self_mask_seed_, threshold, points, split_random, seed_shares);
-  if (split.ok())
-    split = SplitSecret(mask_.private_key, threshold, points, split_random, key_shares);
+  if (split.ok()) {
+    Key mask_secret = PrivateKeyToSecret(mask_.private_key);
+    split = SplitSecret(mask_secret, threshold, points, split_random, key_shares);
+    Wipe(mask_secret);
+  }
   if (!split.ok()) return Fail(split);
   own_seed_share_ = seed_shares[0];
   for (std::size_t i = 0; i < roster.size(); ++i) {

@@ -154,6 +154,27 @@ Status PublicKeyOf(const Key& private_key, Key& public_key) {
                      "mbed TLS cannot compute an X25519 public key");
 }
 
+Key PrivateKeyToSecret(const Key& private_key) {
+  Key secret{};
+  for (std::size_t i = 0; i < kKeyBytes; ++i) {
+    const unsigned next = i + 1 < kKeyBytes ? std::to_integer<unsigned>(private_key[i + 1]) : 0;
+    secret[i] = static_cast<std::byte>((std::to_integer<unsigned>(private_key[i]) >> 3) | (next << 5));
+  }
+  secret[kKeyBytes - 1] &= std::byte{0x07};  // key bits 254 (always set) and 255 (always clear)
+  return secret;
+}
+
+Key PrivateKeyFromSecret(const Key& secret) {
+  Key key{};
+  for (std::size_t i = 0; i < kKeyBytes; ++i) {
+    const unsigned previous = i > 0 ? std::to_integer<unsigned>(secret[i - 1]) : 0;
+    key[i] = static_cast<std::byte>((std::to_integer<unsigned>(secret[i]) << 3) | (previous >> 5));
+  }
+  key[kKeyBytes - 1] &= std::byte{0x3F};
+  key[kKeyBytes - 1] |= std::byte{0x40};
+  return key;
+}
+
 Status AgreeSecret(const Key& private_key, const Key& peer_public, Key& shared) {
   Curve25519 curve;
   const int code = curve.Multiply(private_key, &peer_public, shared);

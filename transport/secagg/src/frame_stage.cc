@@ -11,7 +11,7 @@ namespace {
 // The wire's records carry the state machines' values unchanged.
 static_assert(std::is_same_v<Key, wire::SecureKey>);
 static_assert(kSealedSharesBytes == wire::kSecureSealedBytes);
-static_assert(kSecretLimbs == wire::kSecureShareLimbs);
+static_assert(kShareWords == wire::kSecureShareWords);
 static_assert(static_cast<std::uint8_t>(SecretKind::kSelfMaskSeed) == wire::kSecureSeedShare);
 static_assert(static_cast<std::uint8_t>(SecretKind::kMaskKey) == wire::kSecureMaskKeyShare);
 
@@ -39,8 +39,7 @@ RevealedShare FromWire(const wire::SecureShareRecord& record) {
   RevealedShare out;
   out.owner = record.owner;
   out.kind = static_cast<SecretKind>(record.kind);  // the decoder admits 0 and 1 only
-  out.share.x = record.x;
-  out.share.y = record.y;
+  out.share.y = record.y;  // its point is the holder's, which the server knows
   return out;
 }
 
@@ -48,7 +47,6 @@ wire::SecureShareRecord ToWire(const RevealedShare& revealed) {
   wire::SecureShareRecord out;
   out.owner = revealed.owner;
   out.kind = static_cast<std::uint8_t>(revealed.kind);
-  out.x = revealed.share.x;
   out.y = revealed.share.y;
   return out;
 }

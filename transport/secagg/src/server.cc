@@ -437,6 +437,7 @@ Status Server::Finish() {
         continue;  // nobody masked with it
       }
       Status s = Reconstruct(u, SecretKind::kMaskKey, secret);
+      if (s.ok()) secret = PrivateKeyFromSecret(secret);
       Key public_key;
       if (s.ok()) s = PublicKeyOf(secret, public_key);
       if (s.ok() && !SecretsEqual(public_key, members_[u].keys.mask_public)) {

@@ -5,52 +5,114 @@
 namespace edgesgd::secagg {
 namespace {
 
-constexpr std::uint32_t Reduce(std::uint64_t value) {
-  // 2^31 = 1 (mod p): fold the high part onto the low part twice, then subtract once.
-  value = (value & kShamirPrime) + (value >> 31);
-  value = (value & kShamirPrime) + (value >> 31);
-  return value >= kShamirPrime ? static_cast<std::uint32_t>(value - kShamirPrime)
-                               : static_cast<std::uint32_t>(value);
-}
-constexpr std::uint32_t Add(std::uint32_t a, std::uint32_t b) {
-  return Reduce(std::uint64_t{a} + b);
-}
-constexpr std::uint32_t Sub(std::uint32_t a, std::uint32_t b) { return Add(a, kShamirPrime - b); }
-constexpr std::uint32_t Mul(std::uint32_t a, std::uint32_t b) {
-  return Reduce(std::uint64_t{a} * b);
+// An element of GF(p), p = 2^127 - 1, as four little-endian words; canonical below p.
+using Element = std::array<std::uint32_t, kElementWords>;
+constexpr std::uint32_t kTopMask = 0x7FFFFFFFu;  // bits 96..126 of the top word
+constexpr std::size_t kHalfBits = kSecretBits / kShareElements;  // 126
+
+constexpr bool IsPrime(const Element& e) {
+  return e[0] == ~0u && e[1] == ~0u && e[2] == ~0u && e[3] == kTopMask;
 }
 
-constexpr std::uint32_t Inverse(std::uint32_t a) {
-  // Fermat: a^(p-2).
-  std::uint32_t result = 1;
-  std::uint32_t base = a;
-  for (std::uint32_t exponent = kShamirPrime - 2; exponent != 0; exponent >>= 1) {
-    if (exponent & 1u) result = Mul(result, base);
+// Adds `value` (below 2^32) at word 0 and carries; the caller knows the sum fits 128 bits.
+constexpr void AddSmall(Element& e, std::uint32_t value) {
+  std::uint64_t carry = value;
+  for (std::size_t w = 0; w < kElementWords && carry != 0; ++w) {
+    const std::uint64_t sum = std::uint64_t{e[w]} + carry;
+    e[w] = static_cast<std::uint32_t>(sum);
+    carry = sum >> 32;
+  }
+}
+
+// Any 128-bit value to its canonical element: 2^127 = 1 (mod p), so the top bit folds onto
+// bit 0; two folds leave a value of at most p, and p itself is 0.
+constexpr Element Canonical(Element e) {
+  for (int fold = 0; fold < 2; ++fold) {
+    const std::uint32_t top = e[3] >> 31;
+    e[3] &= kTopMask;
+    AddSmall(e, top);
+  }
+  return IsPrime(e) ? Element{} : e;
+}
+
+// a + b for a, b at most p (the sum stays below 2^128).
+constexpr Element Add(const Element& a, const Element& b) {
+  Element sum{};
+  std::uint64_t carry = 0;
+  for (std::size_t w = 0; w < kElementWords; ++w) {
+    const std::uint64_t word = std::uint64_t{a[w]} + b[w] + carry;
+    sum[w] = static_cast<std::uint32_t>(word);
+    carry = word >> 32;
+  }
+  return Canonical(sum);
+}
+
+// p - b is b's complement in 127 bits.
+constexpr Element Sub(const Element& a, const Element& b) {
+  return Add(a, Element{~b[0], ~b[1], ~b[2], ~b[3] & kTopMask});
+}
+
+constexpr Element Mul(const Element& a, const Element& b) {
+  std::array<std::uint32_t, 2 * kElementWords> product{};
+  for (std::size_t i = 0; i < kElementWords; ++i) {
+    std::uint64_t carry = 0;
+    for (std::size_t j = 0; j < kElementWords; ++j) {
+      const std::uint64_t word = std::uint64_t{a[i]} * b[j] + product[i + j] + carry;
+      product[i + j] = static_cast<std::uint32_t>(word);
+      carry = word >> 32;
+    }
+    product[i + kElementWords] = static_cast<std::uint32_t>(carry);
+  }
+  // product = high * 2^127 + low, and 2^127 = 1: the result is low + high (both below 2^127).
+  const Element low{product[0], product[1], product[2], product[3] & kTopMask};
+  Element high{};
+  for (std::size_t w = 0; w < kElementWords; ++w) {
+    high[w] = (product[w + 3] >> 31) | (product[w + 4] << 1);
+  }
+  return Add(low, high);
+}
+
+// Fermat: a^(p-2), p - 2 = 2^127 - 3 (every bit of 0..126 set but bit 1).
+constexpr Element Inverse(const Element& a) {
+  Element result{1, 0, 0, 0};
+  Element base = a;
+  for (std::size_t bit = 0; bit < 127; ++bit) {
+    if (bit != 1) result = Mul(result, base);
     base = Mul(base, base);
   }
   return result;
 }
 
-// Uniform in [0, p) by rejection: 31-bit draws, of which only p itself is refused.
-std::uint32_t RandomElement(SecretRandom& random) {
+constexpr Element FromWord(std::uint32_t word) { return Element{word, 0, 0, 0}; }
+
+// Uniform in [0, p) by rejection: 127-bit draws, of which only p itself is refused.
+Element RandomElement(SecretRandom& random) {
   for (;;) {
-    const std::uint32_t candidate = random.NextWord() & kShamirPrime;
-    if (candidate != kShamirPrime) return candidate;
+    Element candidate{};
+    for (std::uint32_t& word : candidate) word = random.NextWord();
+    candidate[3] &= kTopMask;
+    if (!IsPrime(candidate)) return candidate;
   }
 }
 
-std::array<std::uint32_t, kSecretLimbs> ToLimbs(const Key& secret) {
-  std::array<std::uint32_t, kSecretLimbs> limbs{};
-  for (std::size_t bit = 0; bit < kKeyBytes * 8; bit += 8) {
-    const std::uint32_t byte = std::to_integer<std::uint8_t>(secret[bit / 8]);
-    limbs[bit / kLimbBits] |= byte << (bit % kLimbBits);
+bool BitOf(const Key& key, std::size_t bit) {
+  return ((std::to_integer<std::uint8_t>(key[bit / 8]) >> (bit % 8)) & 1u) != 0;
+}
+
+// Bits [126 h, 126 h + 126) of the secret as half h.
+std::array<Element, kShareElements> ToHalves(const Key& secret) {
+  std::array<Element, kShareElements> halves{};
+  for (std::size_t bit = 0; bit < kSecretBits; ++bit) {
+    if (!BitOf(secret, bit)) continue;
+    const std::size_t at = bit % kHalfBits;
+    halves[bit / kHalfBits][at / 32] |= 1u << (at % 32);
   }
-  return limbs;
+  return halves;
 }
 
 bool PointsValid(std::span<const std::uint32_t> xs) {
   for (std::size_t i = 0; i < xs.size(); ++i) {
-    if (xs[i] == 0 || xs[i] >= kShamirPrime) return false;
+    if (xs[i] == 0) return false;
     for (std::size_t j = 0; j < i; ++j) {
       if (xs[j] == xs[i]) return false;
     }
@@ -58,20 +120,27 @@ bool PointsValid(std::span<const std::uint32_t> xs) {
   return true;
 }
 
-void PutWord(std::uint32_t word, std::span<std::byte> out) {
-  for (std::size_t i = 0; i < 4; ++i) out[i] = static_cast<std::byte>(word >> (8 * i));
+Element ElementOf(const Share& share, std::size_t e) {
+  Element out{};
+  for (std::size_t w = 0; w < kElementWords; ++w) out[w] = share.y[kElementWords * e + w];
+  return Canonical(out);
 }
-std::uint32_t GetWord(std::span<const std::byte> in) {
-  std::uint32_t word = 0;
-  for (std::size_t i = 0; i < 4; ++i)
-    word |= std::uint32_t{std::to_integer<std::uint8_t>(in[i])} << (8 * i);
-  return word;
+void SetElement(Share& share, std::size_t e, const Element& value) {
+  for (std::size_t w = 0; w < kElementWords; ++w) share.y[kElementWords * e + w] = value[w];
+}
+
+template <typename T>
+void WipeValue(T& value) {
+  Wipe(std::as_writable_bytes(std::span(&value, 1)));
 }
 
 }  // namespace
 
 Status SplitSecret(const Key& secret, std::uint32_t threshold, std::span<const std::uint32_t> xs,
                    SecretRandom& random, std::span<Share> shares) {
+  if ((std::to_integer<std::uint8_t>(secret[kKeyBytes - 1]) & 0xF0u) != 0) {
+    return Status::InvalidArgument("a secret to share holds at most 252 bits");
+  }
   if (threshold == 0 || threshold > xs.size()) {
     return Status::InvalidArgument("threshold must be between 1 and the number of holders");
   }
@@ -79,30 +148,29 @@ Status SplitSecret(const Key& secret, std::uint32_t threshold, std::span<const s
     return Status::InvalidArgument("one share per evaluation point");
   }
   if (!PointsValid(xs)) {
-    return Status::InvalidArgument("evaluation points must be distinct and in [1, 2^31 - 1)");
+    return Status::InvalidArgument("evaluation points must be distinct and nonzero");
   }
-  std::array<std::uint32_t, kSecretLimbs> limbs = ToLimbs(secret);
-  // The coefficients a_1..a_{t-1} of every limb's polynomial come from a stream under a fresh
-  // key; each share replays the stream, highest degree first, for Horner's rule
+  std::array<Element, kShareElements> halves = ToHalves(secret);
+  // The coefficients a_1..a_{t-1} of both polynomials come from a stream under a fresh key; each
+  // share replays the stream, highest degree first, for Horner's rule
   // y = ((a_{t-1} x + a_{t-2}) x + ... + a_1) x + a_0.
   Key coefficient_key;
   random.Fill(coefficient_key);
   for (std::size_t i = 0; i < xs.size(); ++i) {
     SecretRandom coefficients(coefficient_key);
-    std::array<std::uint32_t, kSecretLimbs> value{};
+    const Element x = FromWord(xs[i]);
+    std::array<Element, kShareElements> value{};
     for (std::uint32_t degree = threshold - 1; degree >= 1; --degree) {
-      for (std::size_t limb = 0; limb < kSecretLimbs; ++limb) {
-        value[limb] = Add(Mul(value[limb], xs[i]), RandomElement(coefficients));
-      }
+      for (Element& v : value) v = Add(Mul(v, x), RandomElement(coefficients));
     }
     shares[i].x = xs[i];
-    for (std::size_t limb = 0; limb < kSecretLimbs; ++limb) {
-      shares[i].y[limb] = Add(Mul(value[limb], xs[i]), limbs[limb]);
+    for (std::size_t e = 0; e < kShareElements; ++e) {
+      SetElement(shares[i], e, Add(Mul(value[e], x), halves[e]));
     }
-    Wipe(std::as_writable_bytes(std::span(value)));
+    WipeValue(value);
   }
   Wipe(coefficient_key);
-  Wipe(std::as_writable_bytes(std::span(limbs)));
+  WipeValue(halves);
   return Status::Ok();
 }
 
@@ -111,40 +179,48 @@ Result<Key> CombineShares(std::span<const Share> shares, std::uint32_t threshold
     return Status::InvalidArgument("fewer shares than the threshold");
   }
   shares = shares.first(threshold);
-  std::array<std::uint32_t, kSecretLimbs> limbs{};
+  // Lagrange at 0: secret = sum_i y_i prod_{j != i} x_j / (x_j - x_i) = P sum_i y_i / (x_i d_i),
+  // with P = prod_j x_j and d_i = prod_{j != i} (x_j - x_i). The sum is kept as one fraction
+  // num / den, so the whole interpolation takes a single inversion.
+  Element product = FromWord(1);
+  for (const Share& share : shares) {
+    if (share.x == 0) return Status::InvalidArgument("a share's evaluation point is 0");
+    product = Mul(product, FromWord(share.x));
+  }
+  std::array<Element, kShareElements> numerators{};
+  Element denominator = FromWord(1);
   for (std::size_t i = 0; i < shares.size(); ++i) {
-    if (shares[i].x == 0 || shares[i].x >= kShamirPrime) {
-      return Status::InvalidArgument("a share's evaluation point is outside [1, 2^31 - 1)");
-    }
-    // Lagrange basis at 0: prod_{j != i} x_j / (x_j - x_i).
-    std::uint32_t numerator = 1;
-    std::uint32_t denominator = 1;
+    Element term = FromWord(shares[i].x);
     for (std::size_t j = 0; j < shares.size(); ++j) {
       if (j == i) continue;
       if (shares[j].x == shares[i].x) {
         return Status::InvalidArgument("two shares have the same evaluation point");
       }
-      numerator = Mul(numerator, shares[j].x);
-      denominator = Mul(denominator, Sub(shares[j].x, shares[i].x));
+      term = Mul(term, Sub(FromWord(shares[j].x), FromWord(shares[i].x)));
     }
-    const std::uint32_t basis = Mul(numerator, Inverse(denominator));
-    for (std::size_t limb = 0; limb < kSecretLimbs; ++limb) {
-      limbs[limb] = Add(limbs[limb], Mul(basis, shares[i].y[limb]));
+    for (std::size_t e = 0; e < kShareElements; ++e) {
+      numerators[e] = Add(Mul(numerators[e], term), Mul(ElementOf(shares[i], e), denominator));
     }
+    denominator = Mul(denominator, term);
   }
+  const Element scale = Mul(product, Inverse(denominator));
+  std::array<Element, kShareElements> halves{};
+  for (std::size_t e = 0; e < kShareElements; ++e) halves[e] = Mul(numerators[e], scale);
+  WipeValue(numerators);
+  // Each half must lie below 2^126; anything else is not a secret that was shared.
+  const bool fits = std::all_of(halves.begin(), halves.end(),
+                                [](const Element& half) { return (half[3] >> 30) == 0; });
   Key secret{};
-  bool fits = true;
-  for (std::size_t limb = 0; limb < kSecretLimbs; ++limb) {
-    const std::size_t first_bit = limb * kLimbBits;
-    const std::size_t bits = std::min(kLimbBits, kKeyBytes * 8 - first_bit);
-    if ((limbs[limb] >> bits) != 0) fits = false;
-    for (std::size_t bit = 0; bit < bits; bit += 8) {
-      secret[(first_bit + bit) / 8] = static_cast<std::byte>(limbs[limb] >> bit);
+  if (fits) {
+    for (std::size_t bit = 0; bit < kSecretBits; ++bit) {
+      const std::size_t at = bit % kHalfBits;
+      if (((halves[bit / kHalfBits][at / 32] >> (at % 32)) & 1u) != 0) {
+        secret[bit / 8] |= static_cast<std::byte>(1u << (bit % 8));
+      }
     }
   }
-  Wipe(std::as_writable_bytes(std::span(limbs)));
+  WipeValue(halves);
   if (!fits) {
-    Wipe(secret);
     return Status::DataLoss(
         "the shares do not interpolate to a secret (they do not belong together)");
   }
@@ -152,16 +228,18 @@ Result<Key> CombineShares(std::span<const Share> shares, std::uint32_t threshold
 }
 
 void WriteShare(const Share& share, std::span<std::byte, kShareBytes> out) {
-  for (std::size_t limb = 0; limb < kSecretLimbs; ++limb) {
-    PutWord(share.y[limb], std::span(out).subspan(4 * limb, 4));
+  for (std::size_t w = 0; w < kShareWords; ++w) {
+    for (std::size_t b = 0; b < 4; ++b) out[4 * w + b] = static_cast<std::byte>(share.y[w] >> (8 * b));
   }
 }
 
 Share ReadShare(std::span<const std::byte, kShareBytes> in, std::uint32_t x) {
   Share share;
   share.x = x;
-  for (std::size_t limb = 0; limb < kSecretLimbs; ++limb) {
-    share.y[limb] = GetWord(std::span(in).subspan(4 * limb, 4));
+  for (std::size_t w = 0; w < kShareWords; ++w) {
+    for (std::size_t b = 0; b < 4; ++b) {
+      share.y[w] |= std::uint32_t{std::to_integer<std::uint8_t>(in[4 * w + b])} << (8 * b);
+    }
   }
   return share;
 }

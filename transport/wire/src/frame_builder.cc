@@ -409,11 +409,9 @@ Result<std::span<const std::byte>> FrameBuilder::EncodeSecure(const FrameHeader&
     out = std::copy(survivors.begin(), survivors.end(), out);
     for (const SecureShareRecord& share : revealed) *out++ = share.owner;
   });
-  const auto points =
-      Column<std::uint32_t>(builder_, roster.size() + revealed.size(), [&](std::uint32_t* out) {
-        for (const SecureRosterRecord& entry : roster) *out++ = entry.share_point;
-        for (const SecureShareRecord& share : revealed) *out++ = share.x;
-      });
+  const auto points = Column<std::uint32_t>(builder_, roster.size(), [&](std::uint32_t* out) {
+    for (const SecureRosterRecord& entry : roster) *out++ = entry.share_point;
+  });
   const auto keys =
       Column<std::uint8_t>(builder_, 2 * kSecureKeyBytes * roster.size(), [&](std::uint8_t* out) {
         for (const SecureRosterRecord& entry : roster) {
@@ -435,8 +433,8 @@ Result<std::span<const std::byte>> FrameBuilder::EncodeSecure(const FrameHeader&
   const auto kinds = Column<std::uint8_t>(builder_, revealed.size(), [&](std::uint8_t* out) {
     for (const SecureShareRecord& share : revealed) *out++ = share.kind;
   });
-  const auto limbs =
-      Column<std::uint32_t>(builder_, kSecureShareLimbs * revealed.size(), [&](std::uint32_t* out) {
+  const auto share_words =
+      Column<std::uint32_t>(builder_, kSecureShareWords * revealed.size(), [&](std::uint32_t* out) {
         for (const SecureShareRecord& share : revealed) {
           out = std::copy(share.y.begin(), share.y.end(), out);
         }
@@ -451,7 +449,7 @@ Result<std::span<const std::byte>> FrameBuilder::EncodeSecure(const FrameHeader&
       builder_, internal::EnumCast<fb::SecurePhase>(phase), keys_phase ? &cipher_public : nullptr,
       keys_phase ? &mask_public : nullptr, roster_phase ? fields.threshold : 0,
       roster_phase ? fields.share_point : 0, devices, points, keys,
-      phase == SecurePhase::kShares ? &commitment : nullptr, sealed, masked_words, kinds, limbs);
+      phase == SecurePhase::kShares ? &commitment : nullptr, sealed, masked_words, kinds, share_words);
   return FinishEnvelope(header, MessageKind::kSecureAggregation, secure.Union(),
                         static_cast<std::size_t>(bound));
 }

@@ -307,8 +307,8 @@ const T* DataOf(const flatbuffers::Vector<T>* vector) {
       out.survivors = AsSpan(secure->devices());
       break;
     case SecurePhase::kUnmasking:
-      if (!Holds(secure->points(), count, 1) || !Holds(secure->kinds(), count, 1) ||
-          !Holds(secure->limbs(), count, kSecureShareLimbs)) {
+      if (!Holds(secure->kinds(), count, 1) ||
+          !Holds(secure->share_words(), count, kSecureShareWords)) {
         return Status::DataLoss("the revealed shares' lists disagree in length");
       }
       if (const flatbuffers::Vector<std::uint8_t>* kinds = secure->kinds(); kinds != nullptr) {
@@ -318,9 +318,8 @@ const T* DataOf(const flatbuffers::Vector<T>* vector) {
           }
         }
       }
-      columns.points = DataOf(secure->points());
       columns.bytes = reinterpret_cast<const std::byte*>(DataOf(secure->kinds()));
-      columns.limbs = DataOf(secure->limbs());
+      columns.share_words = DataOf(secure->share_words());
       out.revealed = SecureRecords<SecureShareRecord>(columns, count);
       break;
   }

@@ -63,6 +63,12 @@ Status GenerateKeyPair(SecretRandom& random, KeyPair& out);
 // public key its owner advertised).
 Status PublicKeyOf(const Key& private_key, Key& public_key);
 
+// An X25519 private key as a secret Shamir sharing holds (at most 252 bits): the 251 bits that
+// RFC 7748's clamping leaves free (bits 3..253), and the clamped key rebuilt from them, which has
+// the same public key and agrees the same secrets.
+Key PrivateKeyToSecret(const Key& private_key);
+Key PrivateKeyFromSecret(const Key& secret);
+
 // X25519(private_key, peer_public): the shared secret. The peer's key is decoded as RFC 7748
 // says (top bit ignored); a result of all zeros (a low-order peer key) is refused.
 // Errors: kInvalidArgument for a peer key mbed TLS rejects or an all-zero result; kInternal.

@@ -70,7 +70,9 @@ constexpr std::uint32_t CodecBit(CodecId id) { return std::uint32_t{1} << id; }
 inline constexpr std::uint32_t kFeatureDifferentialPrivacy = 1;  // clips its updates (and counts)
 inline constexpr std::uint32_t kFeatureDistributedNoise = 2;     // adds its share of the noise
 inline constexpr std::uint32_t kFeatureScaffold = 4;  // keeps SCAFFOLD's control variates
-inline constexpr std::uint32_t kFeatureSecureAggregation = 8;  // masks its updates (SecAgg)
+// Masks its updates (SecAgg) with 32-byte shares over GF(2^127 - 1). Bit 3 (8) meant 44-byte
+// shares over GF(2^31 - 1), whose messages this build cannot read: retired.
+inline constexpr std::uint32_t kFeatureSecureAggregation = 16;
 
 struct JoinInfo {
   Architecture architecture = Architecture::kUnknown;
@@ -260,8 +262,8 @@ enum class SecurePhase : std::uint8_t {
 };
 
 inline constexpr std::size_t kSecureKeyBytes = 32;      // an X25519 public key, a SHA-256 digest
-inline constexpr std::size_t kSecureSealedBytes = 104;  // two 44-byte shares and a 16-byte tag
-inline constexpr std::size_t kSecureShareLimbs = 11;    // a share's values below 2^31 - 1
+inline constexpr std::size_t kSecureSealedBytes = 80;  // two 32-byte shares and a 16-byte tag
+inline constexpr std::size_t kSecureShareWords = 8;    // two elements of GF(2^127 - 1)
 using SecureKey = std::array<std::byte, kSecureKeyBytes>;
 
 struct SecureRosterRecord {
@@ -285,19 +287,18 @@ inline constexpr std::uint8_t kSecureMaskKeyShare = 1;  // SecureShareRecord::ki
 struct SecureShareRecord {
   std::uint32_t owner = 0;
   std::uint8_t kind = kSecureSeedShare;
-  std::uint32_t x = 0;
-  std::array<std::uint32_t, kSecureShareLimbs> y{};
+  std::array<std::uint32_t, kSecureShareWords> y{};  // the share at its holder's point
 
   friend constexpr bool operator==(const SecureShareRecord&, const SecureShareRecord&) = default;
 };
 
 // Where a received list of records lies in its frame: the schema sends a list as parallel
-// vectors of scalars (SecureAggregation's devices, points, keys / sealed / kinds, limbs).
+// vectors of scalars (SecureAggregation's devices, points, keys / sealed / kinds, share_words).
 struct SecureColumns {
   const std::uint32_t* devices = nullptr;
   const std::uint32_t* points = nullptr;
-  const std::byte* bytes = nullptr;  // 64 key bytes, 104 sealed bytes or one kind per record
-  const std::uint32_t* limbs = nullptr;
+  const std::byte* bytes = nullptr;  // 64 key bytes, 80 sealed bytes or one kind per record
+  const std::uint32_t* share_words = nullptr;
 };
 
 // Records of one kind inside a received frame, assembled on access from the frame's parallel
@@ -341,8 +342,7 @@ inline SecureShareRecord SecureRecords<SecureShareRecord>::operator[](std::size_
   SecureShareRecord out;
   out.owner = columns_.devices[index];
   out.kind = static_cast<std::uint8_t>(columns_.bytes[index]);
-  out.x = columns_.points[index];
-  std::copy_n(columns_.limbs + kSecureShareLimbs * index, kSecureShareLimbs, out.y.begin());
+  std::copy_n(columns_.share_words + kSecureShareWords * index, kSecureShareWords, out.y.begin());
   return out;
 }
 

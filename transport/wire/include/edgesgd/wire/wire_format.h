@@ -105,8 +105,8 @@ constexpr std::size_t ControlPayloadBytes(const PayloadShape& shape) {
 // the WireRoundTrip tests print them), and the most bytes a record takes on the wire.
 inline constexpr std::size_t kSecureFrameOverheadBytes = 192;
 inline constexpr std::size_t kSecureRosterRecordBytes = 72;
-inline constexpr std::size_t kSecureSealedRecordBytes = 108;
-inline constexpr std::size_t kSecureShareRecordBytes = 53;
+inline constexpr std::size_t kSecureSealedRecordBytes = 84;
+inline constexpr std::size_t kSecureShareRecordBytes = 37;
 
 // Upper bound on any SecureAggregation frame to or from a device with at most `neighbours`
 // neighbours and a masked input of `words` words (a multiple of kFrameAlignment); 0 above
