@@ -3,12 +3,12 @@
 experiment's runs: a refactoring that changes any byte of any of them (a loss, an accuracy, a
 byte count) fails this test.
 
-Usage: pinned_metrics.py EDGESGD WORK_DIR PINNED_FILE [--update]
+Usage: pinned_metrics.py EDGESGD WORK_DIR PINNED_FILE [--update | --shard I/N]
 
 Each run is the experiment's (or demo's) own flags with --rounds and --eval-every cut down and
 its first seed; the CSV's SHA-256 is compared with PINNED_FILE (`ID SHA256` lines). --update
 rewrites PINNED_FILE from this build instead (after a deliberate change of results; say why in
-the commit).
+the commit). --shard I/N checks runs I, I + N, I + 2N, ... only, so N tests can share the work.
 """
 
 import hashlib
@@ -49,12 +49,23 @@ def experiment_runs():
                    seeds[0])
 
 
+def parse_shard(text):
+    """'I/N' as (I, N) with 0 <= I < N, or None."""
+    parts = text.split("/")
+    if len(parts) != 2 or not all(p.isdigit() for p in parts):
+        return None
+    index, count = int(parts[0]), int(parts[1])
+    return (index, count) if 0 <= index < count else None
+
+
 def main(argv):
-    if len(argv) not in (3, 4) or (len(argv) == 4 and argv[3] != "--update"):
+    update = argv[3:] == ["--update"]
+    shard = parse_shard(argv[4]) if len(argv) == 5 and argv[3] == "--shard" else None
+    if len(argv) < 3 or not (len(argv) == 3 or update or shard):
         print(__doc__, file=sys.stderr)
         return 2
     edgesgd, work, pinned_file = argv[:3]
-    update = len(argv) == 4
+    index, count = shard or (0, 1)
     os.makedirs(work, exist_ok=True)
     pinned = {}
     if not update:
@@ -65,7 +76,8 @@ def main(argv):
                     pinned[run_id] = digest
     results = {}
     failures = []
-    for run_id, config, flags, seed in [*demo_runs(), *experiment_runs()]:
+    runs = [*demo_runs(), *experiment_runs()]
+    for run_id, config, flags, seed in runs[index::count]:
         csv = os.path.join(work, run_id.replace("/", "__") + ".csv")
         command = [edgesgd, "simulate", "--config", config, *flags, *SHORT, "--seed", str(seed),
                    "--metrics", csv, "--quiet"]
@@ -83,8 +95,8 @@ def main(argv):
             elif expected != results[run_id]:
                 failures.append(f"{run_id}: metrics changed ({csv}, pinned {expected[:12]}, "
                                 f"now {results[run_id][:12]})\n  $ {shlex.join(command)}")
-    if not update:
-        for run_id in sorted(set(pinned) - set(results) - {f.split(":")[0] for f in failures}):
+    if not update and index == 0:
+        for run_id in sorted(set(pinned) - {run[0] for run in runs}):
             failures.append(f"{run_id}: pinned but no longer run")
     if update and not failures:
         with open(pinned_file, "w") as handle:
