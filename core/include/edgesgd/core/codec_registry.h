@@ -369,21 +369,24 @@ constexpr bool SameCodecParams(const CodecParams& a, const CodecParams& b) {
 // has the id), kDataLoss (a word count other than the codec's field count), and the codec's
 // kInvalidArgument with its reason for values outside their domain.
 constexpr Result<CodecParams> ParamsFromWords(CodecId id, std::span<const std::uint32_t> words) {
-  EDGESGD_TRY_ASSIGN(CodecParams params, DefaultCodecParams(id));
-  return VisitCodec(params,
-                    [words]<typename Codec>(const typename Codec::Params& defaults)
-                        -> Result<CodecParams> {
-                      using Fields = internal::FieldWords<Codec>;
-                      if (words.size() != Fields::kCount) {
-                        return Status::DataLoss("the codec's parameter count does not match");
-                      }
-                      typename Codec::Params own = defaults;
-                      for (std::size_t i = 0; i < words.size(); ++i) {
-                        Fields::kSet[i](own, words[i]);
-                      }
-                      EDGESGD_TRY(Codec::Validate(own));
-                      return CodecParams(own);
-                    });
+  // One pass over the codecs that fills the variant in place: small on a microcontroller.
+  Status status = Status::NotFound("no codec has this id");
+  CodecParams params;
+  std::size_t index = 0;
+  ForEachCodec([&](auto codec) {
+    using Codec = typename decltype(codec)::type;
+    if (index++ != id) return;
+    using Fields = internal::FieldWords<Codec>;
+    if (words.size() != Fields::kCount) {
+      status = Status::DataLoss("the codec's parameter count does not match");
+      return;
+    }
+    auto& own = params.template emplace<typename Codec::Params>();
+    for (std::size_t i = 0; i < words.size(); ++i) Fields::kSet[i](own, words[i]);
+    status = Codec::Validate(own);
+  });
+  if (!status.ok()) return status;
+  return params;
 }
 
 static_assert(
