@@ -75,7 +75,11 @@ Status MeanAggregator::AddWithParams(const CodecParams& params, const PayloadVie
 Status MeanAggregator::AddSumWithParams(const CodecParams& params, const PayloadView& payload,
                                         const CodecContext& context, std::uint32_t contributions) {
   if (contributions == 0) return Status::InvalidArgument("a sum of no updates");
-  EDGESGD_TRY(AddWithParams(params, payload, context, 1.0f));
+  if (CodecIdOf(params) == kCodecId<IdentityCodec>) {
+    EDGESGD_TRY(AddDense(payload.values, 1.0f));
+  } else {
+    EDGESGD_TRY(AddWithParams(params, payload, context, 1.0f));
+  }
   total_weight_ += static_cast<float>(contributions - 1);
   count_ += contributions - 1;
   return Status::Ok();

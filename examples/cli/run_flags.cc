@@ -614,7 +614,7 @@ void WriteRunSummary(SummaryWriter& summary, const RunFlags& o, const protocol::
   WriteRobustSummary(summary, config.robust);
   WriteServerOptimizerSummary(summary, config.server_optimizer);
   WriteAsyncSummary(summary, config.async);
-  WriteSecureSummary(summary, config.secure, static_cast<std::uint32_t>(o.workers));
+  WriteSecureSummary(summary, config, static_cast<std::uint32_t>(o.workers));
   if (config.privacy.mode != PrivacyMode::kOff) {
     // The final row's epsilon is the guarantee of the whole run.
     summary.Begin("privacy");

@@ -9,10 +9,11 @@ void AddSecureFlags(CLI::App& command, RunFlags& o) {
                    "Secure aggregation (SecAgg, Bonawitz et al. 2017): devices mask their "
                    "compressed updates so that the server learns only each round's sum (with "
                    "--codec identity, random_block or rand_k, --aggregate mean and --downlink "
-                   "model: a masked payload as large as the plain one) or, with --aggregate "
-                   "majority, each coordinate's count of +1 votes (ceil(log2(workers + 1)) bits "
-                   "per coordinate). Keys and shares add a few hundred bytes per device and "
-                   "round");
+                   "model: a masked payload as large as the plain one; with --codec qsgd and "
+                   "--shared-scale: the levels in lanes of ceil(log2(2 levels workers + 1)) "
+                   "bits) or, with --aggregate majority, each coordinate's count of +1 votes "
+                   "(ceil(log2(workers + 1)) bits per coordinate). Keys and shares add a few "
+                   "hundred bytes per device and round");
   command.add_option("--secagg-threshold", o.secagg_threshold,
                      "Fraction of each neighbourhood (a device and the devices it masks with) "
                      "whose shares recover a vanished device's masks, in (0.5, 1]: a round "
@@ -75,6 +76,10 @@ std::string CheckSecureFlags(const RunFlags& o) {
     return "--dp-target-quantile counts the devices that needed no clipping, one indicator "
            "each, which secure aggregation does not carry: keep --dp-clip fixed";
   }
+  if (o.codec.codec() == QsgdCodec::kName) {
+    // Levels, not fixed point: the run's own check sizes the lanes for the workers.
+    return "";
+  }
   if (const Result<secagg::FixedPoint> format =
           protocol::SecureFixedPoint(SecureParamsOf(o), static_cast<std::uint32_t>(o.workers));
       !format.ok()) {
@@ -92,15 +97,23 @@ protocol::SecureAggregationParams SecureParamsOf(const RunFlags& o) {
   return protocol::NormalizedSecureParams(params);
 }
 
-void WriteSecureSummary(SummaryWriter& summary, const protocol::SecureAggregationParams& params,
+void WriteSecureSummary(SummaryWriter& summary, const protocol::RunConfig& config,
                         std::uint32_t workers) {
+  const protocol::SecureAggregationParams& params = config.secure;
   if (!params.enabled) return;
   summary.Begin("secure_aggregation");
   summary.Field("threshold", static_cast<double>(params.threshold));
   summary.Field("neighbours", params.neighbours);
-  summary.Field("bound", static_cast<double>(params.bound));
-  const Result<secagg::FixedPoint> format = protocol::SecureFixedPoint(params, workers);
-  summary.Field("fraction_bits", format.ok() ? format.value().fraction_bits : 0u);
+  if (const QsgdParams* qsgd = protocol::SecureQsgdParams(config); qsgd != nullptr) {
+    summary.Field("shared_scale", static_cast<double>(qsgd->shared_scale));
+    summary.Field("lane_bits", protocol::SecureLevelLaneBits(qsgd->levels, workers));
+  } else if (config.aggregation == protocol::AggregationKind::kMajority) {
+    summary.Field("lane_bits", protocol::SecureVoteLaneBits(workers));
+  } else {
+    summary.Field("bound", static_cast<double>(params.bound));
+    const Result<secagg::FixedPoint> format = protocol::SecureFixedPoint(params, workers);
+    summary.Field("fraction_bits", format.ok() ? format.value().fraction_bits : 0u);
+  }
   summary.End();
 }
 

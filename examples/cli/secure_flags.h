@@ -25,9 +25,10 @@ std::string CheckSecureFlags(const RunFlags& flags);
 // The parameters of the flags (CheckSecureFlags has accepted them).
 protocol::SecureAggregationParams SecureParamsOf(const RunFlags& flags);
 
-// The "secure_aggregation" section of a summary (the parameters and the fixed point they give
-// `workers` workers); nothing when it is off. The network section counts aborted rounds.
-void WriteSecureSummary(SummaryWriter& summary, const protocol::SecureAggregationParams& params,
+// The "secure_aggregation" section of a summary (the parameters, and the fixed point or qsgd's
+// lanes they give `workers` workers); nothing when it is off. The network section counts aborted
+// rounds.
+void WriteSecureSummary(SummaryWriter& summary, const protocol::RunConfig& config,
                         std::uint32_t workers);
 
 }  // namespace edgesgd::cli

@@ -511,6 +511,51 @@ TEST(QsgdEncodeTest, ZeroAndUnderflowingBucketsGetLevelZero) {
   EXPECT_NEAR(decoded[9], -2.0f, 2.3f / 127.0f * 1.01f);
 }
 
+TEST(QsgdEncodeTest, ASharedScaleQuantizesEveryBucketWithItOnEveryKernel) {
+  const QsgdParams params{.levels = 7, .bucket = 16, .shared_scale = 1.5f};
+  const TensorLayout layout = Layout({300, 45});
+  const std::vector<float> input = GaussianInput(layout.dimension(), 21);  // some beyond 1.5
+  const CodecContext context{9, 4, 2};
+  const Encoded expected = Encode(params, layout, context, input, QsgdKernel::kPortable);
+  for (const float norm : expected.norms) EXPECT_EQ(norm, 1.5f);
+  const std::vector<float> decoded = Decode(params, layout, expected);
+  std::size_t clipped = 0;
+  for (std::size_t i = 0; i < input.size(); ++i) {
+    const float ratio = std::min(std::fabs(input[i]) * (7.0f / 1.5f), 7.0f);
+    const float level = std::fabs(decoded[i]) / (1.5f / 7.0f);
+    ASSERT_TRUE(std::fabs(level - std::floor(ratio)) < 1e-4f ||
+                std::fabs(level - std::ceil(ratio)) < 1e-4f)
+        << i;
+    clipped += std::fabs(input[i]) > 1.5f ? 1u : 0u;
+    if (std::fabs(input[i]) > 1.5f) {
+      EXPECT_FLOAT_EQ(std::fabs(decoded[i]), 1.5f) << i;
+    }
+  }
+  EXPECT_GT(clipped, 0u);
+  for (const QsgdKernel kernel : SupportedKernels()) {
+    const Encoded actual = Encode(params, layout, context, input, kernel);
+    EXPECT_EQ(actual.words, expected.words) << static_cast<int>(kernel);
+    EXPECT_EQ(Bits(actual.norms), Bits(expected.norms));
+  }
+  // A payload of another scale is not one of this run's.
+  Encoded other = expected;
+  other.norms[3] = 1.25f;
+  std::vector<float> acc(layout.dimension(), 0.0f);
+  EXPECT_EQ(QsgdCodec::DecodeAdd(params, layout, context, other.View(), 1.0f, acc, {}).code(),
+            StatusCode::kDataLoss);
+  // The norms still vet the input.
+  std::vector<float> bad = input;
+  bad[17] = kNan;
+  std::vector<std::uint32_t> words(expected.words.size());
+  std::vector<float> norms(expected.norms.size());
+  EXPECT_EQ(QsgdCodec::Encode(params, layout, context, bad, PayloadSpans{{}, {}, words, norms}, {})
+                .code(),
+            StatusCode::kInvalidArgument);
+  for (const float scale : {-1.0f, kNan, kInf}) {
+    EXPECT_FALSE(QsgdCodec::Validate({.shared_scale = scale}).ok()) << scale;
+  }
+}
+
 TEST(QsgdEncodeTest, RejectsNonFiniteInput) {
   const QsgdParams params{.levels = 127, .bucket = 16};
   const TensorLayout layout = Layout({100});

@@ -284,11 +284,11 @@ TEST(ProtocolConfigTest, WelcomeRoundTrip) {
   // The quantization schedule travels with the codec: qsgd's parameter words.
   const wire::WelcomeInfo dq = ToWelcomeInfo(SampleConfigs()[4], 1, 1);
   std::array<std::uint32_t, kMaxCodecParamWords> words{};
-  ASSERT_EQ(ParamWords(dq.codec, words), 7u);
-  EXPECT_EQ(std::vector<std::uint32_t>(words.begin(), words.begin() + 7),
+  ASSERT_EQ(ParamWords(dq.codec, words), 8u);
+  EXPECT_EQ(std::vector<std::uint32_t>(words.begin(), words.begin() + 8),
             (std::vector<std::uint32_t>{63, 8, static_cast<std::uint32_t>(QuantScheduleKind::kDq),
                                         3, 7, std::bit_cast<std::uint32_t>(12.5f),
-                                        std::bit_cast<std::uint32_t>(0.995f)}));
+                                        std::bit_cast<std::uint32_t>(0.995f), 0}));
 }
 
 // The robust rule is the server's: the Welcome leaves it out, and only the server checks it.

@@ -170,13 +170,57 @@ TEST(SecureSessionTest, ASecureMajorityVoteIsThePlainVote) {
   }
 }
 
+// qsgd with 7 levels of one shared scale, which the quadratic problem's updates stay within.
+RunConfig SharedScaleQsgdConfig(std::uint32_t rounds) {
+  RunConfig config = MeanConfig(kDim, kCodecId<QsgdCodec>, rounds);
+  config.codec = QsgdParams{.levels = 7, .bucket = 8, .shared_scale = 8.0f};
+  return config;
+}
+
+TEST(SecureSessionTest, SecureQsgdSumsTheLevelsThePlainRunSends) {
+  const std::vector<float> initial = PseudoRandom(kDim, 3, 0.5f);
+  const RunConfig plain_config = SharedScaleQsgdConfig(6);
+  RunConfig secure_config = plain_config;
+  secure_config.secure.enabled = true;
+  Cluster secure(secure_config, Workers(4), Targets(4, kDim, 5), initial, SecureWorkers());
+  Cluster plain(plain_config, Workers(4), Targets(4, kDim, 5), initial);
+  secure.Start();
+  plain.Start();
+  ASSERT_TRUE(secure.RunUntilFinished(600 * kSecond));
+  ASSERT_TRUE(plain.RunUntilFinished(600 * kSecond));
+  ASSERT_TRUE(secure.server().status().ok());
+  EXPECT_EQ(secure.server().counters().secure_rounds_aborted, 0u);
+  EXPECT_EQ(secure.server().counters().updates_accepted, 6u * 4u);
+  // The same dither gives the same levels: the sums differ only in float rounding, the
+  // plain one adding decoded values, the secure one scaling the integer sum of levels.
+  for (std::size_t i = 0; i < kDim; ++i) {
+    EXPECT_NEAR(secure.server().model()[i], plain.server().model()[i], 1e-5f) << i;
+  }
+  // Four devices of levels in 0..14: sums up to 56 in 6-bit lanes, five to a word.
+  EXPECT_EQ(SecureLevelLaneBits(7, 4), 6u);
+  EXPECT_EQ(SecureInputWords(secure_config, 4), (kDim + 4) / 5);
+  for (const RoundEvent& event : secure.DrainRounds()) {
+    EXPECT_EQ(event.reported, 4u);
+    EXPECT_EQ(event.payload_bits, 4u * 32u * ((kDim + 4) / 5));
+  }
+  for (PeerId peer = 1; peer <= 4; ++peer) {
+    EXPECT_EQ(secure.worker(peer).counters().secure_errors, 0u);
+    EXPECT_EQ(secure.worker(peer).counters().encode_errors, 0u);
+  }
+}
+
 TEST(SecureSessionTest, AWorkerArenaOfArenaBytesHoldsASecureRunAndNoLess) {
-  for (const RunConfig& config :
-       {SecureConfig(kCodecId<RandomBlockCodec>, 1), [] {
-          RunConfig majority = MajorityConfig(kDim, 1);
-          majority.secure.enabled = true;
-          return majority;
-        }()}) {
+  for (const RunConfig& config : {SecureConfig(kCodecId<RandomBlockCodec>, 1),
+                                  [] {
+                                    RunConfig majority = MajorityConfig(kDim, 1);
+                                    majority.secure.enabled = true;
+                                    return majority;
+                                  }(),
+                                  [] {
+                                    RunConfig qsgd = SharedScaleQsgdConfig(1);
+                                    qsgd.secure.enabled = true;
+                                    return qsgd;
+                                  }()}) {
     for (const std::size_t less : {std::size_t{0}, std::size_t{1}}) {
       ArenaStorage storage(WorkerSession::ArenaBytes(config, 4) - less);
       QuadraticProblem problem;
@@ -404,7 +448,19 @@ TEST(SecureSessionTest, TheConfigurationRulesNameTheirReason) {
   };
   EXPECT_TRUE(refused(SecureConfig(kCodecId<TopKCodec>, 3)));
   EXPECT_TRUE(refused(SecureConfig(kCodecId<SignCodec>, 3)));
+  // qsgd's levels sum only with one scale and one level count on every device.
   EXPECT_TRUE(refused(SecureConfig(kCodecId<QsgdCodec>, 3)));
+  RunConfig qsgd = SharedScaleQsgdConfig(3);
+  qsgd.secure.enabled = true;
+  EXPECT_TRUE(ValidateRunConfig(qsgd).ok());
+  std::get<QsgdParams>(qsgd.codec).schedule = QuantScheduleKind::kDq;
+  EXPECT_TRUE(refused(qsgd));
+  // 2 x 32767 levels x 65,539 workers passes 2^32 - 1.
+  qsgd = SharedScaleQsgdConfig(3);
+  qsgd.secure.enabled = true;
+  std::get<QsgdParams>(qsgd.codec).levels = kMaxQsgdLevels;
+  EXPECT_TRUE(CheckSecureCohort(qsgd, 65538).ok());
+  EXPECT_EQ(CheckSecureCohort(qsgd, 65539).code(), StatusCode::kOutOfRange);
   RunConfig config = SecureConfig(kCodecId<RandomBlockCodec>, 3);
   config.downlink = DownlinkKind::kAggregate;
   EXPECT_TRUE(refused(config));

@@ -410,6 +410,53 @@ TEST(SharedScaleLevelsTest, TheSumOfEncodingsDecodesToTheSumOfLevelsEvenWhenLane
   EXPECT_EQ(decoded[1], -0.25f * kDevices);
 }
 
+TEST(SharedScaleLevelsTest, AQsgdPayloadOfTheSharedScaleSumsToItsDecodedValues) {
+  // Two tensors, neither a multiple of a word's fields: each starts on a fresh payload word.
+  constexpr std::uint32_t kDevices = 3;
+  const std::uint64_t sizes[] = {37, 10};
+  const TensorLayout layout = TensorLayout::FromSizes(sizes).value();
+  const QsgdParams params{.levels = 7, .bucket = 16, .shared_scale = 0.5f};
+  const SharedScaleLevels format = ChooseSharedScaleLevels(0.5f, 7, kDevices).value();
+  const PayloadShape shape = QsgdCodec::Shape(params, layout).value();
+  std::vector<std::uint32_t> sum(SharedScaleLevelWords(format, layout.dimension()), 0u);
+  std::vector<float> decoded_sum(layout.dimension(), 0.0f);
+  for (std::uint32_t d = 0; d < kDevices; ++d) {
+    std::vector<float> values(layout.dimension());
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      values[i] = 0.6f * std::sin(static_cast<float>(i * 7 + d * 3));  // some beyond 0.5
+    }
+    std::vector<std::uint32_t> payload_words(shape.words);
+    std::vector<float> norms(shape.scales);
+    ASSERT_TRUE(QsgdCodec::Encode(params, layout, CodecContext{5, 1, d}, values,
+                                  PayloadSpans{{}, {}, payload_words, norms}, {})
+                    .ok());
+    ASSERT_TRUE(QsgdCodec::DecodeAdd(params, layout, CodecContext{},
+                                     PayloadView({}, {}, payload_words, norms), 1.0f, decoded_sum,
+                                     {})
+                    .ok());
+    std::vector<std::uint32_t> words(sum.size());
+    ASSERT_TRUE(EncodeQsgdPayloadLevels(format, layout, payload_words, words).ok());
+    for (std::size_t w = 0; w < sum.size(); ++w) sum[w] += words[w];
+  }
+  std::vector<float> decoded(layout.dimension());
+  DecodeSharedScaleLevelSum(format, sum, kDevices, decoded);
+  for (std::size_t i = 0; i < decoded.size(); ++i) {
+    EXPECT_NEAR(decoded[i], decoded_sum[i], 1e-6f) << i;
+  }
+  // Words of another layout, and a level field above s, are refused.
+  std::vector<std::uint32_t> words(sum.size());
+  std::vector<std::uint32_t> short_payload(shape.words - 1, 0u);
+  EXPECT_EQ(EncodeQsgdPayloadLevels(format, layout, short_payload, words).code(),
+            StatusCode::kInvalidArgument);
+  std::vector<std::uint32_t> high(shape.words, 0u);
+  high[0] = 0x6u;  // the first field's level: 6 of 7 is fine
+  EXPECT_TRUE(EncodeQsgdPayloadLevels(format, layout, high, words).ok());
+  const SharedScaleLevels five = ChooseSharedScaleLevels(0.5f, 5, kDevices).value();
+  std::vector<std::uint32_t> five_words(SharedScaleLevelWords(five, layout.dimension()));
+  EXPECT_EQ(EncodeQsgdPayloadLevels(five, layout, high, five_words).code(),
+            StatusCode::kInvalidArgument);  // 6 of 5 levels
+}
+
 TEST(SharedScaleLevelsTest, RoundingIsUnbiasedInsideTheScale) {
   // 4,000 devices quantize the same values to 4 levels of 1.0; each decoded value differs from
   // its input by at most one level (0.25), so the mean's error has a standard deviation of at

@@ -91,8 +91,8 @@ TEST(WireFlatc, DecodesWelcomeAndQuantizedBroadcast) {
        {"\"message_type\":\"Welcome\"", "\"assigned_id\":3", "\"workers\":8", "\"rounds\":500",
         "\"seed\":78187493520", "\"dimension\":794", "\"tensor_sizes\":[784,10]",
         // qsgd (5): bits (the level count), bucket, fixed schedule, bits_min 2, bits_max 8,
-        // dq_k 20.0 and dq_rho 0.99 as their IEEE-754 bits.
-        "\"codec\":{\"codec\":5,\"parameters\":[7,128,0,2,8,1101004800,1065185444]}",
+        // dq_k 20.0 and dq_rho 0.99 as their IEEE-754 bits, no shared scale.
+        "\"codec\":{\"codec\":5,\"parameters\":[7,128,0,2,8,1101004800,1065185444,0]}",
         "\"learning_rate\":0.5", "\"local_steps\":4"}) {
     EXPECT_NE(json.find(expected), std::string::npos) << expected << " not in " << json;
   }

@@ -128,12 +128,13 @@ struct QsgdShape {
   std::uint32_t width;       // bits per coordinate
   std::uint32_t sign_shift;  // width - 1: the sign bit's position in a field
   float levels_f;
+  float shared_scale;  // > 0: every bucket's norm is replaced by it
 };
 
 QsgdShape MakeShape(const QsgdParams& params) {
   const std::uint32_t levels = QsgdCodec::MaxLevels(params);
   const std::uint32_t width = QsgdBitsPerCoordinate(levels);
-  return {levels, params.bucket, width, width - 1, static_cast<float>(levels)};
+  return {levels, params.bucket, width, width - 1, static_cast<float>(levels), params.shared_scale};
 }
 
 // Quantises coordinates x[0..count) that share one bucket factor. On entry fields[j] holds the
@@ -220,6 +221,12 @@ EDGESGD_QSGD_INLINE bool EncodeTensor(const QsgdShape& shape, const PhiloxPlan& 
         if (bucket_index == norms_ready) {
           const std::size_t computed = ComputeNorms<kBatch, kSingle>(shape, x, bucket_index, norms);
           if (computed == 0) return false;
+          // The norms still vet the input (a NaN or an infinity is refused) before the shared
+          // scale takes their place.
+          if (shape.shared_scale > 0.0f) {
+            std::fill_n(norms.begin() + static_cast<std::ptrdiff_t>(norms_ready), computed,
+                        shape.shared_scale);
+          }
           norms_ready += computed;
         }
         const float norm = norms[bucket_index];
@@ -348,9 +355,13 @@ EDGESGD_QSGD_INLINE bool DecodeAll(const QsgdShape& shape, const TensorLayout& l
                                    const PayloadView& payload, float weight,
                                    std::span<float> accumulator) {
   if (!internal::AllFinite(payload.scales)) return false;
-  bool non_negative = true;
-  for (const float norm : payload.scales) non_negative &= norm >= 0.0f;
-  if (!non_negative) return false;
+  bool valid_norms = true;
+  if (shape.shared_scale > 0.0f) {
+    for (const float norm : payload.scales) valid_norms &= norm == shape.shared_scale;
+  } else {
+    for (const float norm : payload.scales) valid_norms &= norm >= 0.0f;
+  }
+  if (!valid_norms) return false;
   // With s = 2^(width-1) - 1 every level field is a valid level; otherwise scan them.
   const bool check_levels = internal::FieldMask(shape.sign_shift) != shape.levels;
   std::size_t word_offset = 0;
@@ -577,7 +588,7 @@ Result<QsgdParams> QsgdCodec::RoundParams(const QsgdParams& params, std::uint32_
   EDGESGD_TRY_ASSIGN(const std::uint32_t bits,
                      DqBits(params, std::sqrt(internal::SumSquares(gradient)), round, rounds));
   EDGESGD_TRY_ASSIGN(const std::uint32_t levels, QsgdLevelsForBits(bits));
-  return QsgdParams{.levels = levels, .bucket = params.bucket};
+  return QsgdParams{.levels = levels, .bucket = params.bucket, .shared_scale = params.shared_scale};
 }
 
 }  // namespace edgesgd

@@ -138,7 +138,8 @@ Status CheckRobust(const RunConfig& config) {
         "robust aggregation replaces the mean of updates; majority vote is not one");
   }
   if (config.downlink != DownlinkKind::kModel) {
-    return Status::InvalidArgument("robust aggregation broadcasts the model: use the model downlink");
+    return Status::InvalidArgument(
+        "robust aggregation broadcasts the model: use the model downlink");
   }
   if (config.privacy.mode != PrivacyMode::kOff) {
     return Status::InvalidArgument(
@@ -240,6 +241,23 @@ Status CheckScaffold(const RunConfig& config) {
   return Status::Ok();
 }
 
+// qsgd's levels are summed in lanes, which needs every device to quantize with the same scale
+// and level count.
+Status CheckSecureQsgd(const QsgdParams& qsgd) {
+  if (qsgd.shared_scale == 0.0f) {
+    return Status::InvalidArgument(
+        "secure aggregation sums qsgd's levels, which mean the same on every device only with one "
+        "scale for all: set --shared-scale (the magnitude of the top level, e.g. the clipping "
+        "bound of the updates)");
+  }
+  if (qsgd.schedule != QuantScheduleKind::kFixed) {
+    return Status::InvalidArgument(
+        "secure aggregation sums qsgd's levels, so every device must use the same level count: "
+        "use --quant-schedule fixed");
+  }
+  return Status::Ok();
+}
+
 Status CheckSecure(const RunConfig& config) {
   const SecureAggregationParams& secure = config.secure;
   if (!secure.enabled) return Status::Ok();
@@ -254,13 +272,15 @@ Status CheckSecure(const RunConfig& config) {
         "secure aggregation's sum is unmasked on the server, which broadcasts the model: use "
         "the model downlink");
   }
-  const Result<PayloadShape> shape = EncodedShape(config.codec, config.layout);
-  if (!TraitsOf(config.codec).payload_sum || !shape.ok() || shape.value().words != 0 ||
-      shape.value().scales != 0) {
+  if (const QsgdParams* qsgd = SecureQsgdParams(config); qsgd != nullptr) {
+    EDGESGD_TRY(CheckSecureQsgd(*qsgd));
+  } else if (const Result<PayloadShape> shape = EncodedShape(config.codec, config.layout);
+             !TraitsOf(config.codec).payload_sum || !shape.ok() || shape.value().words != 0 ||
+             shape.value().scales != 0) {
     return Status::InvalidArgument(
         "secure aggregation masks the same coordinates on every device, as plain values: use "
-        "identity, random_block or rand_k (top_k selects different coordinates on each device, "
-        "so the masks could not cancel)");
+        "identity, random_block, rand_k or qsgd with a shared scale (top_k selects different "
+        "coordinates on each device, so the masks could not cancel)");
   }
   if (config.scaffold) {
     return Status::InvalidArgument(
@@ -275,6 +295,22 @@ Status CheckSecure(const RunConfig& config) {
 }
 
 }  // namespace
+
+Status CheckSecureCohort(const RunConfig& config, std::uint32_t workers) {
+  if (!wire::kSecureAggregationFrames || !config.secure.enabled ||
+      config.aggregation == AggregationKind::kMajority) {
+    return Status::Ok();
+  }
+  if (const QsgdParams* qsgd = SecureQsgdParams(config); qsgd != nullptr) {
+    if (SecureLevelLaneBits(qsgd->levels, workers) == 0) {
+      return Status::OutOfRange(
+          "secure qsgd sums levels in 32-bit lanes: 2 x levels x workers must stay below 2^32, "
+          "so use fewer --bits");
+    }
+    return Status::Ok();
+  }
+  return SecureFixedPoint(config.secure, workers).status();
+}
 
 Status ValidateRunConfig(const RunConfig& config) {
   if (config.layout.tensor_count() == 0) return Status::InvalidArgument("the model has no tensors");
@@ -382,9 +418,12 @@ wire::WelcomeInfo ToWelcomeInfo(const RunConfig& config, std::uint32_t assigned_
   training.gossip_rounds = 0;
   if (const PrivacyParams privacy = NormalizedPrivacyParams(config.privacy);
       privacy.mode != PrivacyMode::kOff) {
-    welcome.privacy = {static_cast<std::uint8_t>(privacy.mode), privacy.clip,
-                       privacy.noise_multiplier,                privacy.delta,
-                       privacy.target_quantile,                 privacy.clip_learning_rate,
+    welcome.privacy = {static_cast<std::uint8_t>(privacy.mode),
+                       privacy.clip,
+                       privacy.noise_multiplier,
+                       privacy.delta,
+                       privacy.target_quantile,
+                       privacy.clip_learning_rate,
                        privacy.count_noise};
   }
   if (wire::kSecureAggregationFrames && config.secure.enabled) {
@@ -444,9 +483,12 @@ Status FromWelcomeInfo(const wire::WelcomeInfo& welcome, RunConfig& out) {
   config.rounds = welcome.rounds;
   config.seed = welcome.seed;
   if (const wire::PrivacyConfig& privacy = welcome.privacy; privacy.mode != 0) {
-    config.privacy = {static_cast<PrivacyMode>(privacy.mode), privacy.clip,
-                      privacy.noise_multiplier,               privacy.delta,
-                      privacy.target_quantile,                privacy.clip_learning_rate,
+    config.privacy = {static_cast<PrivacyMode>(privacy.mode),
+                      privacy.clip,
+                      privacy.noise_multiplier,
+                      privacy.delta,
+                      privacy.target_quantile,
+                      privacy.clip_learning_rate,
                       privacy.count_noise};
   }
   // A build without secure aggregation reads none (its decoder leaves the field empty).
@@ -455,9 +497,7 @@ Status FromWelcomeInfo(const wire::WelcomeInfo& welcome, RunConfig& out) {
     config.secure = {true, secure.threshold, secure.neighbours, secure.bound};
   }
   if (const Status check = ValidateRunConfig(config); !check.ok()) return check;
-  if (wire::kSecureAggregationFrames && config.secure.enabled) {
-    EDGESGD_TRY(SecureFixedPoint(config.secure, welcome.workers).status());
-  }
+  EDGESGD_TRY(CheckSecureCohort(config, welcome.workers));
   out = config;
   return Status::Ok();
 }

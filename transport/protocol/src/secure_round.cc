@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "edgesgd/secagg/lanes.h"
+#include "edgesgd/secagg/qsgd_levels.h"
 
 namespace edgesgd::protocol {
 namespace {
@@ -26,9 +27,13 @@ std::size_t SecureRound::ArenaBytes(const RunConfig& config, std::uint32_t worke
   if (stage == 0) return 0;
   const std::size_t common = edgesgd::ArenaBytes(sizeof(secagg::ServerStage)) + stage +
                              ArenaBytesFor<std::uint8_t>(std::size_t{workers} + 1);
-  // Majority vote unpacks each lane's count; the mean decodes the sum into a payload.
+  // Majority vote unpacks each lane's count; qsgd's level sums decode to d values; the mean
+  // decodes the sum into a payload.
   if (Votes(config)) {
     return common + ArenaBytesFor<std::uint32_t>(32 * MajorityVote::WordsFor(config.layout));
+  }
+  if (SecureQsgdParams(config) != nullptr) {
+    return common + ArenaBytesFor<float>(config.layout.dimension());
   }
   return common + ArenaBytesFor<std::uint32_t>(shape.value().indices) +
          ArenaBytesFor<float>(shape.value().values) +
@@ -54,6 +59,10 @@ Status SecureRound::Init(Arena& arena, const CodecRegistry& codecs, const RunCon
     lane_bits_ = SecureVoteLaneBits(workers);
     EDGESGD_TRY_ASSIGN(counts_,
                        arena.Allocate<std::uint32_t>(32 * MajorityVote::WordsFor(config.layout)));
+  } else if (const QsgdParams* qsgd = SecureQsgdParams(config); qsgd != nullptr) {
+    EDGESGD_TRY_ASSIGN(levels_,
+                       secagg::ChooseSharedScaleLevels(qsgd->shared_scale, qsgd->levels, workers));
+    EDGESGD_TRY_ASSIGN(values_, arena.Allocate<float>(config.layout.dimension()));
   } else {
     EDGESGD_TRY_ASSIGN(format_, SecureFixedPoint(config.secure, workers));
     EDGESGD_TRY_ASSIGN(indices_, arena.Allocate<std::uint32_t>(shape.indices));
@@ -135,9 +144,16 @@ Result<std::uint32_t> SecureRound::AddSum(Aggregation& aggregation, std::span<co
     EDGESGD_TRY(aggregation.AddVoteCounts(counts_, survivors));
     return survivors;
   }
+  const CodecContext context{config_->seed, round_, 0};
+  if (levels_.lane_bits != 0) {
+    // The levels' sum exceeds what a qsgd payload holds: it is added as d dense values.
+    secagg::DecodeSharedScaleLevelSum(levels_, server.sum(), survivors, values_);
+    const PayloadView sum({}, values_, {}, {});
+    EDGESGD_TRY(aggregation.AddSum(IdentityParams{}, sum, context, survivors));
+    return survivors;
+  }
   // The shared coordinates (random_block's starts) are the round's wherever they are computed:
   // an encode of any vector writes them, and its values are then replaced by the sum's.
-  const CodecContext context{config_->seed, round_, 0};
   const PayloadSpans spans{indices_, values_, {}, {}};
   EDGESGD_TRY(codecs_->Encode(config_->codec, config_->layout, context, model, spans, scratch_));
   secagg::DecodeFixedPointSum(format_, server.sum(), values_);

@@ -37,7 +37,7 @@ Status ServerSession::Init(Arena& arena, const CodecRegistry& codecs, const RunC
     if (options.workers < 2) {
       return Status::InvalidArgument("secure aggregation needs at least two workers");
     }
-    EDGESGD_TRY(SecureFixedPoint(config.secure, options.workers).status());
+    EDGESGD_TRY(CheckSecureCohort(config, options.workers));
   }
   if (initial_model.size() != config.layout.dimension()) {
     return Status::InvalidArgument("the initial model's size is not the layout's dimension");
@@ -682,9 +682,9 @@ Status ServerSession::ApplyRound() {
 }
 
 Status ServerSession::BroadcastAndApplyAggregate() {
-  EDGESGD_TRY_ASSIGN(const PayloadSpans spans,
-                     outbox_.BeginAggregate(round_ + 1, reported_,
-                                            aggregation_->NextClipBound(round_)));
+  EDGESGD_TRY_ASSIGN(
+      const PayloadSpans spans,
+      outbox_.BeginAggregate(round_ + 1, reported_, aggregation_->NextClipBound(round_)));
   const CodecContext context{config_.seed, round_, 0};
   if (const Status filled = aggregation_->FillBroadcast(spans, context); !filled.ok()) {
     outbox_.AbandonAggregate();

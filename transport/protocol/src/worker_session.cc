@@ -471,8 +471,7 @@ Status WorkerSession::ComputeMeanUpdate(std::uint32_t round, const wire::FrameHe
   // error feedback still delivers its progress later.
   // The model stays as it is until the round is compressed (all of it happens in this call),
   // so the gradient point may be the model itself.
-  if (const Status begun =
-          feedback_.BeginRound(model_, ErrorFeedbackWorker::PointSource::kBorrow);
+  if (const Status begun = feedback_.BeginRound(model_, ErrorFeedbackWorker::PointSource::kBorrow);
       !begun.ok()) {
     ++counters_.encode_errors;
     return begun;
@@ -534,9 +533,13 @@ Status WorkerSession::ComputeMeanUpdate(std::uint32_t round, const wire::FrameHe
     return noted;
   }
   if (Secure()) {
-    // The payload frame only held the values on their way to the fixed-point input.
-    EncodeSecureValues(spans.value().values.first(shape.value().values));
+    // The payload frame only held the payload on its way to the masked input.
+    const Status encoded = EncodeSecureInput(spans.value(), shape.value());
     update_builder_->AbandonPayloadFrame();
+    if (!encoded.ok()) {
+      ++counters_.encode_errors;
+      return encoded;
+    }
     return StartSecureRound(round);
   }
   const Result<std::span<const std::byte>> frame = update_builder_->FinishPayloadFrame();

@@ -1,6 +1,7 @@
 // The worker's side of secure aggregation (RunConfig::secure): its device stage and frame
-// builder, the round's input in fixed point (votes: in lanes), and the answers to the server's
-// phase messages. worker_session.cc's Configure, ComputeUpdate and DoFrame hand over here.
+// builder, the round's input in fixed point (qsgd levels and votes: in lanes), and the answers to
+// the server's phase messages. worker_session.cc's Configure, ComputeUpdate and DoFrame hand over
+// here.
 
 #include <cmath>
 #include <new>
@@ -17,19 +18,20 @@ Status WorkerSession::ConfigureSecure(const RunConfig& config, std::uint32_t wor
   // builder writes into arena memory it does not own.
   static_assert(alignof(SecureDevice) <= kArenaAlignment &&
                 std::is_trivially_destructible_v<secagg::DeviceStage>);
-  EDGESGD_TRY_ASSIGN(const std::span<std::byte> storage,
-                     arena.AllocateBytes(sizeof(SecureDevice)));
+  EDGESGD_TRY_ASSIGN(const std::span<std::byte> storage, arena.AllocateBytes(sizeof(SecureDevice)));
   auto* secure = ::new (static_cast<void*>(storage.data())) SecureDevice();
   if (config.aggregation == AggregationKind::kMajority) {
     secure->lane_bits = SecureVoteLaneBits(workers);
+  } else if (const QsgdParams* qsgd = SecureQsgdParams(config); qsgd != nullptr) {
+    EDGESGD_TRY_ASSIGN(secure->levels,
+                       secagg::ChooseSharedScaleLevels(qsgd->shared_scale, qsgd->levels, workers));
   } else {
     EDGESGD_TRY_ASSIGN(secure->format, SecureFixedPoint(config.secure, workers));
   }
-  EDGESGD_TRY(secure->stage.Init(
-      arena, SecureLimits(config, workers, options_.secure_minimum_neighbours)));
-  EDGESGD_TRY_ASSIGN(
-      std::span<std::byte> buffer,
-      arena.AllocateBytes(BuilderBytesFor(SecureUplinkFrameBytes(config, workers))));
+  EDGESGD_TRY(
+      secure->stage.Init(arena, SecureLimits(config, workers, options_.secure_minimum_neighbours)));
+  EDGESGD_TRY_ASSIGN(std::span<std::byte> buffer,
+                     arena.AllocateBytes(BuilderBytesFor(SecureUplinkFrameBytes(config, workers))));
   secure->builder.emplace(buffer);
   secure_ = secure;
   return Status::Ok();
@@ -49,15 +51,21 @@ std::size_t WorkerSession::SecureArenaBytes(const RunConfig& config, std::uint32
   const std::size_t frame = SecureUplinkFrameBytes(config, workers);
   const secagg::DeviceStageLimits limits = SecureLimits(config, workers, 1);
   if (frame == 0 || limits.words == 0 || limits.client.max_neighbours == 0) return 0;
-  return edgesgd::ArenaBytes(sizeof(SecureDevice)) +
-         secagg::DeviceStage::ArenaBytes(limits) + edgesgd::ArenaBytes(BuilderBytesFor(frame));
+  return edgesgd::ArenaBytes(sizeof(SecureDevice)) + secagg::DeviceStage::ArenaBytes(limits) +
+         edgesgd::ArenaBytes(BuilderBytesFor(frame));
 }
 
-void WorkerSession::EncodeSecureValues(std::span<const float> values) {
+Status WorkerSession::EncodeSecureInput(const PayloadSpans& payload, const PayloadShape& shape) {
+  if (secure_->levels.lane_bits != 0) {
+    return secagg::EncodeQsgdPayloadLevels(
+        secure_->levels, config_.layout, payload.words.first(shape.words), secure_->stage.input());
+  }
+  const std::span<const float> values = payload.values.first(shape.values);
   for (const float value : values) {
     if (!(std::fabs(value) <= secure_->format.bound)) ++counters_.secure_clipped;
   }
   secagg::EncodeFixedPoint(secure_->format, values, secure_->stage.input());
+  return Status::Ok();
 }
 
 Status WorkerSession::StartSecureRound(std::uint32_t round) {

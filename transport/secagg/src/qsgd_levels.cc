@@ -5,6 +5,7 @@
 
 #include "edgesgd/core/check.h"
 #include "edgesgd/core/codecs/qsgd.h"
+#include "edgesgd/core/internal/bit_packing.h"
 #include "edgesgd/secagg/lanes.h"
 
 namespace edgesgd::secagg {
@@ -50,6 +51,41 @@ void EncodeSharedScaleLevels(const SharedScaleLevels& format, std::span<const fl
         std::signbit(value) ? format.levels - level : format.levels + level;
     SetZeroedLane(words, i, format.lane_bits, shifted);
   }
+}
+
+Status EncodeQsgdPayloadLevels(const SharedScaleLevels& format, const TensorLayout& layout,
+                               std::span<const std::uint32_t> payload_words,
+                               std::span<std::uint32_t> words) {
+  EDGESGD_CHECK(format.lane_bits >= 1 && format.lane_bits <= 32);
+  EDGESGD_CHECK(words.size() == SharedScaleLevelWords(format, layout.dimension()));
+  const std::uint32_t width = QsgdBitsPerCoordinate(format.levels);
+  const std::uint32_t level_mask = internal::FieldMask(width - 1);
+  std::size_t expected = 0;
+  for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
+    expected += QsgdCodec::WordsFor(layout.size(t), format.levels);
+  }
+  if (payload_words.size() != expected) {
+    return Status::InvalidArgument("the qsgd payload's words are not the layout's");
+  }
+  std::fill(words.begin(), words.end(), 0u);
+  std::size_t word_offset = 0;
+  for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
+    const std::size_t size = layout.size(t);
+    const std::span<const std::uint32_t> tensor =
+        payload_words.subspan(word_offset, QsgdCodec::WordsFor(size, format.levels));
+    for (std::size_t i = 0; i < size; ++i) {
+      const std::uint32_t field = internal::ReadField(tensor, i, width);
+      const std::uint32_t level = field & level_mask;
+      if (level > format.levels) {
+        return Status::InvalidArgument("a qsgd level exceeds the level count");
+      }
+      const bool negative = (field >> (width - 1)) != 0;
+      const std::uint32_t shifted = negative ? format.levels - level : format.levels + level;
+      SetZeroedLane(words, layout.offset(t) + i, format.lane_bits, shifted);
+    }
+    word_offset += tensor.size();
+  }
+  return Status::Ok();
 }
 
 void DecodeSharedScaleLevelSum(const SharedScaleLevels& format,

@@ -3,7 +3,8 @@
 // Server-side (or all-reduce) averaging of compressed contributions, in two flavours:
 //
 // - MeanAggregator decodes every payload into one dense accumulator (any codec). This is the
-//   x_{t+1} = x_t - mean_i C(p_i) step of error feedback and the ghat of Top-k (docs/algorithms.md).
+//   x_{t+1} = x_t - mean_i C(p_i) step of error feedback and the ghat of Top-k
+//   (docs/algorithms.md).
 // - PayloadAggregator sums payloads in payload space for codecs whose payloads from different
 //   workers describe the same coordinates in the same order (identity; rand_k, whose indices
 //   come from the shared seed; random_block, whose starts do). The result is again a payload of
@@ -60,7 +61,9 @@ class MeanAggregator {
 
   // sum += decode(payload) for a payload that already sums `contributions` updates (decoded
   // with `params` as AddWithParams), counted as that many contributions of weight 1 — the sum
-  // secure aggregation unmasks. Errors as AddWithParams; kInvalidArgument for no contributions.
+  // secure aggregation unmasks. A sum the codec's payloads cannot hold (qsgd levels add up past
+  // s) comes as identity parameters, d dense values, whatever the Init codec. Errors as
+  // AddWithParams (AddDense's for a dense sum); kInvalidArgument for no contributions.
   Status AddSumWithParams(const CodecParams& params, const PayloadView& payload,
                           const CodecContext& context, std::uint32_t contributions);
 

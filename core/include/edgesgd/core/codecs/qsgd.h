@@ -59,6 +59,10 @@ struct QsgdParams {
   float dq_k = 20.0f;
   // kDq: the contraction rho in (0, 1]; 1 makes the level count depend on the norm only.
   float dq_rho = 0.99f;
+  // S > 0 quantizes every bucket with this one magnitude instead of its own norm (values beyond
+  // it clip to the top level), so every device's levels mean the same — what secure aggregation
+  // sums (docs/secure-aggregation.md). 0: each bucket's norm, plain QSGD.
+  float shared_scale = 0.0f;
   friend constexpr bool operator==(const QsgdParams&, const QsgdParams&) = default;
 };
 
@@ -89,6 +93,7 @@ constexpr const char* QsgdUnusedWithoutDq(const QsgdParams& params) {
 // Exact arithmetic (all float32, round-to-nearest, no fused multiply-add; the same bits on every
 // architecture and every SIMD path):
 //   Encode, per bucket:  norm   = sqrtf(internal::SumSquares(bucket))   (fixed lane order)
+//                        norm   = S instead, once found finite, with a shared scale S
 //                        factor = float(s) / norm, or 0 when norm == 0
 //   per coordinate j (tensor coordinate i):
 //                        ratio  = min(|x_j| * factor, float(s))
@@ -109,8 +114,9 @@ constexpr const char* QsgdUnusedWithoutDq(const QsgdParams& params) {
 // float: a norm above ~1.8e19); kResourceExhausted for too-small output spans. On error the
 // output is unspecified.
 // DecodeAdd verifies the whole payload before touching the accumulator: field sizes (kDataLoss),
-// every norm finite and >= 0, every level <= s, the unused high bits of each tensor's last word
-// zero (all kDataLoss). Neither allocates; each uses at most about 2.5 KiB of stack.
+// every norm finite and >= 0 (equal to S with a shared scale), every level <= s, the unused
+// high bits of each tensor's last word zero (all kDataLoss). Neither allocates; each uses at most
+// about 2.5 KiB of stack.
 struct QsgdCodec {
   using Params = QsgdParams;
   static constexpr std::string_view kName = "qsgd";
@@ -120,7 +126,7 @@ struct QsgdCodec {
   static constexpr CodecTraits kTraits{.downlink_recompress = true};
   static constexpr std::array<std::string_view, 2> kScheduleNames{"fixed", "dq"};
 
-  static constexpr std::array<ParamField<Params>, 7> kFields{
+  static constexpr std::array<ParamField<Params>, 8> kFields{
       AsBitWidth(ConditionalField<&Params::levels>(
           "bits", "bits per coordinate including the sign (levels = 2^(bits-1) - 1)",
           &internal::QsgdUnusedWithDq)),
@@ -140,13 +146,21 @@ struct QsgdCodec {
                                       &internal::QsgdUnusedWithoutDq),
       ConditionalField<&Params::dq_rho>(
           "dq_rho", "dq: contraction rho = 1 - lr * mu in (0, 1]; smaller spends fewer bits early",
-          &internal::QsgdUnusedWithoutDq)};
+          &internal::QsgdUnusedWithoutDq),
+      Field<&Params::shared_scale>(
+          "shared_scale",
+          "one magnitude S for every bucket instead of its norm (values beyond S clip to the top "
+          "level; secure aggregation needs it); 0 = each bucket's own norm")};
 
   static constexpr Status Validate(const Params& params) {
     if (params.levels < 1 || params.levels > kMaxQsgdLevels) {
       return Status::InvalidArgument("qsgd levels must be in 1..32767 (2..16 bits)");
     }
     if (params.bucket < 1) return Status::InvalidArgument("qsgd bucket must be at least 1");
+    if (!(params.shared_scale == 0.0f || PositiveFinite(params.shared_scale))) {
+      return Status::InvalidArgument(
+          "the qsgd shared scale must be 0 (off) or positive and finite");
+    }
     switch (params.schedule) {
       case QuantScheduleKind::kFixed:
         return Status::Ok();
@@ -212,7 +226,9 @@ struct QsgdCodec {
     for (std::uint32_t bits = configured.bits_min; bits <= configured.bits_max; ++bits) {
       const Result<std::uint32_t> allowed = QsgdLevelsForBits(bits);
       if (allowed.ok() && allowed.value() == header.levels) {
-        return Params{.levels = header.levels, .bucket = configured.bucket};
+        return Params{.levels = header.levels,
+                      .bucket = configured.bucket,
+                      .shared_scale = configured.shared_scale};
       }
     }
     return Status::DataLoss("the qsgd level count is not one the dq schedule produces");

@@ -127,8 +127,9 @@ inline constexpr std::uint64_t kMaxSamplesPerRound = std::uint64_t{1} << 24;
 //          sends the same coordinates and noises them).
 //   secure aggregation (when enabled): valid parameters (ValidateSecureParams); kMean with the
 //          model downlink and a codec that sends shared coordinates as plain values (identity,
-//          random_block, rand_k), no SCAFFOLD and no adaptive clipping; or kMajority. Whether the bound fits
-//          the worker count (SecureFixedPoint) is checked where the count is known.
+//          random_block, rand_k) or qsgd with a shared scale and a fixed schedule, no SCAFFOLD
+//          and no adaptive clipping; or kMajority. Whether the sum fits 32 bits for the worker
+//          count (CheckSecureCohort) is checked where the count is known.
 // The robust rule, the server optimizer and asynchronous aggregation are checked by
 // ValidateServerChoices, on the server only.
 // Reads only `config`; does not allocate. Errors: kInvalidArgument.
@@ -149,8 +150,8 @@ Status ValidateServerChoices(const RunConfig& config);
 // (learning rate, momentum and weight decay live in `feedback` for kMean and in `optimizer` for
 // kMajority; the wire carries one set), and the privacy parameters it does not read at their
 // defaults (NormalizedPrivacyParams), and the robust rule and the server optimizer, which the
-// Welcome does not carry, at their defaults. FromWelcomeInfo(ToWelcomeInfo(c)) == NormalizedRunConfig(c) for every valid c.
-// Does not allocate.
+// Welcome does not carry, at their defaults. FromWelcomeInfo(ToWelcomeInfo(c)) ==
+// NormalizedRunConfig(c) for every valid c. Does not allocate.
 RunConfig NormalizedRunConfig(const RunConfig& config);
 
 // ---- Every field of a run, named ----
@@ -285,20 +286,45 @@ constexpr std::uint32_t SecureVoteLaneBits(std::uint32_t workers) {
   return static_cast<std::uint32_t>(std::bit_width(workers));
 }
 
+// Secure qsgd: the parameters of a run whose codec is qsgd, or nullptr.
+constexpr const QsgdParams* SecureQsgdParams(const RunConfig& config) {
+  return std::get_if<QsgdParams>(&config.codec);
+}
+
+// Secure qsgd (a shared scale, s levels): the bits of a lane that holds the sum of `workers`
+// levels shifted into 0..2s; 0 when that sum does not fit 32 bits.
+constexpr std::uint32_t SecureLevelLaneBits(std::uint32_t levels, std::uint32_t workers) {
+  const std::uint64_t largest = std::uint64_t{2} * levels * workers;
+  return largest == 0 || largest > 0xFFFFFFFFu
+             ? 0
+             : static_cast<std::uint32_t>(std::bit_width(largest));
+}
+
 // The words of a secure round's masked input in a run of `workers` workers: the payload's values
-// in fixed point (mean), or every vote as 0 or 1 in a lane of SecureVoteLaneBits, whole lanes
-// to a word, 32 lanes per sign word (majority); 0 without secure aggregation.
+// in fixed point (mean), every coordinate's shifted qsgd level in a lane of SecureLevelLaneBits
+// (qsgd), or every vote as 0 or 1 in a lane of SecureVoteLaneBits, 32 lanes per sign word
+// (majority); whole lanes to a word; 0 without secure aggregation.
 constexpr std::size_t SecureInputWords(const RunConfig& config, std::uint32_t workers) {
   if (!wire::kSecureAggregationFrames || !config.secure.enabled) return 0;
-  if (config.aggregation == AggregationKind::kMajority) {
-    const std::uint32_t lane_bits = SecureVoteLaneBits(workers);
+  const auto lane_words = [](std::size_t lanes, std::uint32_t lane_bits) -> std::size_t {
     if (lane_bits == 0 || lane_bits > 32) return 0;
     const std::size_t per_word = 32 / lane_bits;
-    return (32 * MajorityVote::WordsFor(config.layout) + per_word - 1) / per_word;
+    return (lanes + per_word - 1) / per_word;
+  };
+  if (config.aggregation == AggregationKind::kMajority) {
+    return lane_words(32 * MajorityVote::WordsFor(config.layout), SecureVoteLaneBits(workers));
+  }
+  if (const QsgdParams* qsgd = SecureQsgdParams(config); qsgd != nullptr) {
+    return lane_words(config.layout.dimension(), SecureLevelLaneBits(qsgd->levels, workers));
   }
   const Result<PayloadShape> shape = EncodedShape(config.codec, config.layout);
   return shape.ok() ? shape.value().values : 0;
 }
+
+// Whether a secure round of up to `workers` workers can sum without overflow: the fixed point
+// keeps 8 fraction bits for the bound (SecureFixedPoint), or qsgd's lanes fit a word. Ok when
+// secure aggregation is off. Errors: kInvalidArgument or kOutOfRange, naming the flag to change.
+Status CheckSecureCohort(const RunConfig& config, std::uint32_t workers);
 
 // Secure aggregation's largest frame from a device (its masked input, or its shares for a large
 // neighbourhood) and from the server (a roster or the delivered shares) in a run of `workers`

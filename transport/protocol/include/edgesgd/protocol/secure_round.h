@@ -2,11 +2,12 @@
 
 // The server's side of secure aggregation in a synchronous round (secure_aggregation.h). It owns
 // the secagg::ServerStage, knows which participant sent which phase's message, and at the end
-// turns the unmasked fixed-point sum back into a payload of the run's codec, which it adds to the
-// aggregation component in one call (Aggregation::AddSum), or, for majority vote, the unmasked
-// lanes into each coordinate's count of +1 votes (Aggregation::AddVoteCounts). ServerSession decides when a phase
-// closes (everyone still in the round answered, or the phase's deadline passed); the outbox
-// builds each device's next message from MessageFor.
+// turns the unmasked fixed-point sum back into a payload of the run's codec (qsgd: the unmasked
+// level sums into d values), which it adds to the aggregation component in one call
+// (Aggregation::AddSum), or, for majority vote, the unmasked lanes into each coordinate's count
+// of +1 votes (Aggregation::AddVoteCounts). ServerSession decides when a phase closes (everyone
+// still in the round answered, or the phase's deadline passed); the outbox builds each device's
+// next message from MessageFor.
 //
 // Memory: everything from the arena at Init (ArenaBytes); nothing afterwards, except inside
 // mbed TLS's key agreement when a dropped device's mask key is recovered (see secagg/crypto.h).
@@ -25,6 +26,7 @@
 #include "edgesgd/protocol/session.h"
 #include "edgesgd/secagg/fixed_point.h"
 #include "edgesgd/secagg/frame_stage.h"
+#include "edgesgd/secagg/qsgd_levels.h"
 #include "edgesgd/wire/messages.h"
 
 namespace edgesgd::protocol {
@@ -99,10 +101,11 @@ class SecureRound {
   const RunConfig* config_ = nullptr;
   secagg::ServerStage* stage_ = nullptr;  // in the arena
   secagg::FixedPoint format_;
-  std::span<std::uint8_t> sent_;      // per peer id: phases whose message was accepted
-  std::uint32_t words_ = 0;  // of every masked input
+  std::span<std::uint8_t> sent_;  // per peer id: phases whose message was accepted
+  std::uint32_t words_ = 0;       // of every masked input
   // Mean: the sum payload's shared coordinates and values, and the codec's scratch for the
-  // encode of the coordinates.
+  // encode of the coordinates; qsgd: the lanes' format, and values_ the d summed values.
+  secagg::SharedScaleLevels levels_;
   std::span<std::uint32_t> indices_;
   std::span<float> values_;
   std::span<std::byte> scratch_;

@@ -16,9 +16,10 @@
 //
 // With secure aggregation (RunConfig::secure, secure_aggregation.h) the update is computed the
 // same way, but it never leaves the device as it is: its payload values are encoded in fixed
-// point (its votes as 0/1 lanes, for majority vote) and masked, and the worker answers the broadcast with its round keys, then each of the
-// server's SecureAggregation messages with the next phase's (shares, masked input, revealed
-// shares). A message of a phase already answered gets the same answer again.
+// point (its votes as 0/1 lanes, for majority vote) and masked, and the worker answers the
+// broadcast with its round keys, then each of the server's SecureAggregation messages with the next
+// phase's (shares, masked input, revealed shares). A message of a phase already answered gets the
+// same answer again.
 //
 // A broadcast with content Model replaces the worker's model. One with content Aggregate is
 // applied to the model the worker holds (mean: x -= decode(aggregate); majority: x -= lr * (V +
@@ -58,6 +59,7 @@
 #include "edgesgd/protocol/session.h"
 #include "edgesgd/secagg/frame_stage.h"
 #include "edgesgd/secagg/lanes.h"
+#include "edgesgd/secagg/qsgd_levels.h"
 #include "edgesgd/wire/frame_builder.h"
 #include "edgesgd/wire/frame_decoder.h"
 #include "edgesgd/wire/messages.h"
@@ -317,7 +319,9 @@ class WorkerSession final : public Session {
   // Secure aggregation: the payload's values in fixed point become the round's input (mean;
   // majority vote packs its signs into lanes instead), then the round's keys (its first message)
   // replace the Update in the frame to send.
-  void EncodeSecureValues(std::span<const float> values);
+  // The round's masked input from the compressed payload: its values in fixed point, or its
+  // qsgd levels in lanes. Errors: a payload the lanes refuse.
+  Status EncodeSecureInput(const PayloadSpans& payload, const PayloadShape& shape);
   Status StartSecureRound(std::uint32_t round);
   bool Secure() const { return wire::kSecureAggregationFrames && secure_ != nullptr; }
   void SendJoin(TimeNs now);
@@ -349,8 +353,9 @@ class WorkerSession final : public Session {
   struct SecureDevice {
     secagg::DeviceStage stage;
     std::optional<wire::FrameBuilder> builder;
-    secagg::FixedPoint format;    // mean
-    std::uint32_t lane_bits = 0;  // majority vote
+    secagg::FixedPoint format;         // mean
+    secagg::SharedScaleLevels levels;  // mean of qsgd levels (lane_bits 0 otherwise)
+    std::uint32_t lane_bits = 0;       // majority vote
   };
   SecureDevice* secure_ = nullptr;
   // The phase of the server's last message this round's answer (update_frame_) answers.

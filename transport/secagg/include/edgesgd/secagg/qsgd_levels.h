@@ -22,6 +22,7 @@
 
 #include "edgesgd/core/random.h"
 #include "edgesgd/core/result.h"
+#include "edgesgd/core/tensor_layout.h"
 
 namespace edgesgd::secagg {
 
@@ -45,6 +46,16 @@ std::size_t SharedScaleLevelWords(const SharedScaleLevels& format, std::size_t c
 // The rounding draws one uniform float per value from `dither`, a stream private to the device.
 void EncodeSharedScaleLevels(const SharedScaleLevels& format, std::span<const float> values,
                              CounterRng& dither, std::span<std::uint32_t> words);
+
+// The same lanes from a qsgd payload (QsgdCodec) quantized with QsgdParams::shared_scale ==
+// format.scale and levels == format.levels: `payload_words` as the codec packs them for `layout`
+// (one field per coordinate, each tensor from a fresh word), `words` SharedScaleLevelWords long.
+// The quantization, and with it the error a device's error feedback keeps, is the codec's.
+// Errors: kInvalidArgument for payload words of another length or a level above s (words is
+// then unspecified).
+Status EncodeQsgdPayloadLevels(const SharedScaleLevels& format, const TensorLayout& layout,
+                               std::span<const std::uint32_t> payload_words,
+                               std::span<std::uint32_t> words);
 
 // The sum of the quantized values of `survivors` devices (at most format.summands) from the
 // unmasked sum of their encodings.
