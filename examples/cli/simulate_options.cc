@@ -338,6 +338,7 @@ void WriteSimulatedNetwork(SummaryWriter& summary, const sim::DeviceCounters& ne
                                              server.rejected_for(protocol::RejectReason::kLate));
   summary.Field("deadline_extensions", server.deadline_extensions);
   summary.Field("secure_rounds_aborted", server.secure_rounds_aborted);
+  summary.Field("secure_messages_resent", server.secure_messages_resent);
   summary.End();
 }
 

@@ -280,6 +280,7 @@ void WriteServerNetwork(SummaryWriter& summary, const protocol::ServerSession& s
                                              counters.rejected_for(protocol::RejectReason::kLate));
   summary.Field("deadline_extensions", counters.deadline_extensions);
   summary.Field("secure_rounds_aborted", counters.secure_rounds_aborted);
+  summary.Field("secure_messages_resent", counters.secure_messages_resent);
   summary.Field("rejoins", counters.rejoins);
   summary.Field("workers_lost", counters.workers_lost);
   summary.Field("refused_runs", counters.refused_runs);

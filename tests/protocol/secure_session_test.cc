@@ -335,6 +335,68 @@ TEST(SecureSessionTest, TooManyVanishingDevicesAbortTheRoundAndLeaveTheModel) {
   }
 }
 
+// The device phase a server frame asks for (0 the model broadcast, which the keys answer; 1 the
+// roster; 2 the delivered shares; 3 the survivors), or nullopt for any other frame.
+std::optional<std::uint8_t> SolicitedPhase(std::span<const std::byte> frame) {
+  const Frame aligned(frame);
+  const Result<wire::FrameView> view = wire::DecodeFrame(aligned.bytes());
+  if (!view.ok()) return {};
+  if (view.value().kind == wire::MessageKind::kModelBroadcast) return SecureRound::kKeys;
+  if (view.value().kind != wire::MessageKind::kSecureAggregation) return {};
+  return static_cast<std::uint8_t>(
+      (static_cast<std::uint8_t>(view.value().secure.fields.phase) + 1) / 2);
+}
+
+// Loses the first frame of `phase` between worker `peer` and the server, in one direction.
+class LoseOnce final : public Interceptor {
+ public:
+  LoseOnce(PeerId peer, std::uint8_t phase, bool to_server)
+      : peer_(peer), phase_(phase), to_server_(to_server) {}
+  Verdict OnSend(PeerId from, PeerId to, std::span<const std::byte> frame, TimeNs) override {
+    Verdict verdict;
+    if (lost_ || (to_server_ ? from : to) != peer_) return verdict;
+    const std::optional<std::uint8_t> phase =
+        to_server_ ? DevicePhase(frame) : SolicitedPhase(frame);
+    verdict.drop = lost_ = phase == phase_;
+    return verdict;
+  }
+  bool lost() const { return lost_; }
+
+ private:
+  PeerId peer_;
+  std::uint8_t phase_;
+  bool to_server_;
+  bool lost_ = false;
+};
+
+TEST(SecureSessionTest, AFrameLostInAnyPhaseIsSentAgainAndTheDeviceStays) {
+  const std::vector<float> initial = PseudoRandom(kDim, 6, 0.5f);
+  for (const bool to_server : {true, false}) {
+    for (std::uint8_t phase = SecureRound::kKeys; phase <= SecureRound::kUnmasking; ++phase) {
+      SCOPED_TRACE(::testing::Message() << (to_server ? "to the server" : "to the device")
+                                        << ", phase " << static_cast<int>(phase));
+      std::unique_ptr<Cluster> cluster =
+          MakeCluster(SecureConfig(kCodecId<IdentityCodec>, 1), 5, initial);
+      LoseOnce lose(3, phase, to_server);
+      cluster->net().SetInterceptor(&lose);
+      cluster->Start();
+      ASSERT_TRUE(cluster->RunUntilFinished(600 * kSecond));
+      cluster->net().SetInterceptor(nullptr);
+      EXPECT_TRUE(lose.lost());
+      EXPECT_EQ(cluster->server().counters().secure_rounds_aborted, 0u);
+      EXPECT_EQ(cluster->server().counters().secure_messages_resent, 1u);
+      // Device 3 stayed in the round: every update is in the sum.
+      const std::vector<RoundEvent> rounds = cluster->DrainRounds();
+      ASSERT_EQ(rounds.size(), 1u);
+      EXPECT_EQ(rounds[0].reported, 5u);
+      const std::vector<float> expected = OneRoundOf(*cluster, {1, 2, 3, 4, 5}, initial);
+      for (std::size_t i = 0; i < kDim; ++i) {
+        EXPECT_NEAR(cluster->server().model()[i], expected[i], 1e-5f) << i;
+      }
+    }
+  }
+}
+
 // Copies every frame of the run (duplicates), and keeps worker 1's round-0 keys to replay them.
 class DuplicateAndRecord final : public Interceptor {
  public:

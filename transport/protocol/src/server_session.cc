@@ -161,6 +161,7 @@ TimeNs ServerSession::DoNextWakeup() const {
     if (!join_deadline_passed_) next = join_deadline_;
   } else if (phase_ == ServerPhase::kTraining) {
     next = deadline_;
+    if (config_.secure.enabled && secure_.open()) next = std::min(next, secure_resend_at_);
     if (asynchronous() && options_.round_deadline_ns != kNever) {
       for (const WorkerSlot& slot : slots_) {
         if (slot.live && InFlight(slot)) {
@@ -479,10 +480,10 @@ void ServerSession::StartRound(TimeNs now) {
       candidates_.first(count), config_.participation, config_.seed, round_);
   for (const std::uint32_t peer : participants) Select(slots_[peer], now);
   deadline_ = SaturatingAdd(now, options_.round_deadline_ns);
-  if (config_.secure.enabled) BeginSecureRound();
+  if (config_.secure.enabled) BeginSecureRound(now);
 }
 
-void ServerSession::BeginSecureRound() {
+void ServerSession::BeginSecureRound(TimeNs now) {
   std::uint32_t count = 0;
   for (PeerId peer = 1; peer <= options_.workers; ++peer) {
     if (slots_[peer].selected) cohort_[count++] = peer;
@@ -496,6 +497,7 @@ void ServerSession::BeginSecureRound() {
   if (const Status begun = secure_.Begin(round_, cohort_.first(count), graph_seed); !begun.ok()) {
     secure_abort_ = begun;
   }
+  secure_resend_at_ = SecureResendTime(now);
 }
 
 void ServerSession::AdvanceSecure(TimeNs now) {
@@ -503,7 +505,30 @@ void ServerSession::AdvanceSecure(TimeNs now) {
   for (PeerId peer = 1; peer <= options_.workers && !waiting; ++peer) {
     waiting = slots_[peer].live && secure_.Awaits(peer);
   }
-  if (!waiting || now >= deadline_) CloseSecurePhase(now);
+  if (!waiting || now >= deadline_) {
+    CloseSecurePhase(now);
+    return;
+  }
+  if (now < secure_resend_at_) return;
+  // Halfway through the phase: a lost frame either way would otherwise drop the device from
+  // the round. A device that already answered answers the same message again.
+  secure_resend_at_ = kNever;
+  for (PeerId peer = 1; peer <= options_.workers; ++peer) {
+    WorkerSlot& slot = slots_[peer];
+    if (!slot.live || !secure_.Awaits(peer)) continue;
+    if (secure_.phase() == SecureRound::kKeys) {
+      Resend(slot, now);  // the keys answer the model broadcast
+    } else {
+      outbox_.Owe(peer, ServerOutbox::kSecure);
+    }
+    ++counters_.secure_messages_resent;
+  }
+}
+
+TimeNs ServerSession::SecureResendTime(TimeNs phase_start) const {
+  return options_.round_deadline_ns == kNever
+             ? kNever
+             : SaturatingAdd(phase_start, options_.round_deadline_ns / 2);
 }
 
 void ServerSession::CloseSecurePhase(TimeNs now) {
@@ -534,6 +559,7 @@ void ServerSession::CloseSecurePhase(TimeNs now) {
   }
   // The next phase: its own deadline, and its message to every device still in the round.
   deadline_ = SaturatingAdd(now, options_.round_deadline_ns);
+  secure_resend_at_ = SecureResendTime(now);
   for (PeerId peer = 1; peer <= options_.workers; ++peer) {
     outbox_.Forgive(peer, ServerOutbox::kSecure);
     if (slots_[peer].live && secure_.Awaits(peer)) outbox_.Owe(peer, ServerOutbox::kSecure);

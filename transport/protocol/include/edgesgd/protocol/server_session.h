@@ -266,10 +266,12 @@ class ServerSession final : public Session {
   void AdvanceAsync(TimeNs now);
   void Dispatch(TimeNs now);
   // Secure aggregation: begins the round's phases with its participants; closes the current
-  // phase once nobody still in the round owes its message, or at its deadline.
-  void BeginSecureRound();
+  // phase once nobody still in the round owes its message, or at its deadline, and halfway to
+  // it sends the phase's message again to those who do.
+  void BeginSecureRound(TimeNs now);
   void AdvanceSecure(TimeNs now);
   void CloseSecurePhase(TimeNs now);
+  TimeNs SecureResendTime(TimeNs phase_start) const;
   // Ends the round without changing the model, and starts the next.
   void AbortSecureRound(TimeNs now, Status why);
   bool asynchronous() const { return IsAsynchronous(config_.async); }
@@ -311,6 +313,9 @@ class ServerSession final : public Session {
   std::uint32_t round_ = 0;
   CounterRng dispatch_rng_{0, 0, 0, 0};  // asynchronous: which idle workers train next
   TimeNs deadline_ = kNever;
+  // Secure aggregation: when the current phase's message goes again to the devices that still
+  // owe their answer (halfway to the phase's deadline, once); kNever once done.
+  TimeNs secure_resend_at_ = kNever;
   TimeNs join_deadline_ = kNever;
   bool join_deadline_passed_ = false;
   std::uint32_t selected_ = 0;

@@ -108,6 +108,9 @@ struct ServerCounters {
   // Secure aggregation rounds that ended without a sum (too many devices vanished, a phase's
   // message refused by every holder, ...): the model stayed as it was.
   std::uint64_t secure_rounds_aborted = 0;
+  // Secure aggregation messages sent again halfway through a phase to devices that had not
+  // answered (their message or its answer may have been lost on the way).
+  std::uint64_t secure_messages_resent = 0;
 
   std::uint64_t rejected_for(RejectReason reason) const {
     return rejected[static_cast<std::size_t>(reason)];
