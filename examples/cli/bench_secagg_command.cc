@@ -114,7 +114,7 @@ Result<std::vector<std::uint32_t>> EncodedInput(const BenchSecAggOptions& o, std
   return Status::InvalidArgument("unknown encoding");
 }
 
-struct Figures {
+struct SecaggFigures {
   std::uint32_t devices = 0;
   std::uint32_t neighbours = 0;
   std::uint32_t threshold = 0;
@@ -148,11 +148,11 @@ std::uint32_t Threshold(std::uint32_t holders) {
 double PerDevice(std::size_t total, std::uint32_t devices) {
   return static_cast<double>(total) / devices;
 }
-double PayloadPerDevice(const Figures& f) {
+double PayloadPerDevice(const SecaggFigures& f) {
   return PerDevice(f.payload_bytes, f.devices - f.dropped);
 }
 // A device's whole secure uplink (masked payload and protocol bytes) over its plain payload.
-double SecureUplinkVsPlain(const Figures& f) {
+double SecureUplinkVsPlain(const SecaggFigures& f) {
   return (PayloadPerDevice(f) + PerDevice(f.protocol_up_bytes, f.devices)) /
          static_cast<double>(f.plain_payload_bytes);
 }
@@ -167,7 +167,7 @@ auto Timed(double& seconds, Call&& call) {
 }
 
 // A round the server aborted for lack of shares becomes a figure; anything else is an error.
-Status Aborted(const secagg::Server& server, Status status, Figures& f) {
+Status Aborted(const secagg::Server& server, Status status, SecaggFigures& f) {
   if (server.phase() != secagg::Server::Phase::kAborted ||
       status.code() != StatusCode::kUnavailable) {
     return status;
@@ -179,11 +179,11 @@ Status Aborted(const secagg::Server& server, Status status, Figures& f) {
 // One round. A round the server aborts (too many drop-outs in one neighbourhood) is a figure,
 // not an error: `aborted` says so. Any other failure is returned.
 Status RunRound(std::uint32_t n, std::uint32_t neighbours, const BenchSecAggOptions& o,
-                std::uint64_t round, Figures& f) {
+                std::uint64_t round, SecaggFigures& f) {
   const std::uint32_t degree = secagg::NeighbourhoodSize(n, neighbours);
   const std::uint32_t threshold = Threshold(degree + 1);
   const auto dropped = static_cast<std::uint32_t>(std::floor(o.dropout * n));
-  f = Figures{n, degree, threshold, dropped};
+  f = SecaggFigures{n, degree, threshold, dropped};
   EDGESGD_TRY_ASSIGN(f.plain_payload_bytes, PlainPayloadBytes(o));
   std::vector<std::vector<std::uint32_t>> inputs(n);
   for (std::uint32_t i = 0; i < n; ++i) {
@@ -295,7 +295,7 @@ int RunBenchSecAgg(const BenchSecAggOptions& o) {
                  "a device on the ring)\n");
     return 2;
   }
-  std::vector<Figures> rows;
+  std::vector<SecaggFigures> rows;
   for (std::uint32_t n : o.devices) {
     if (n < 3 || n > 1000) {
       // The server keeps every pair's sealed shares: n^2 of them without a neighbour graph.
@@ -304,9 +304,9 @@ int RunBenchSecAgg(const BenchSecAggOptions& o) {
     }
     for (std::uint32_t neighbours : {0u, SparseNeighbours(n, o.sparse_neighbours)}) {
       if (neighbours == 0 && !rows.empty() && rows.back().devices == n) continue;
-      Figures best;
+      SecaggFigures best;
       for (int r = 0; r < o.repeats; ++r) {
-        Figures f;
+        SecaggFigures f;
         if (const Status s = RunRound(n, neighbours, o, static_cast<std::uint64_t>(r + 1), f);
             !s.ok()) {
           std::fprintf(stderr, "edgesgd bench secagg: a round of %u devices failed: %s\n", n,
@@ -326,7 +326,7 @@ int RunBenchSecAgg(const BenchSecAggOptions& o) {
     std::printf("{\"encoding\": \"%s\", \"values\": %u, \"dropout\": %g, \"rows\": [", encoding,
                 o.values, o.dropout);
     for (std::size_t i = 0; i < rows.size(); ++i) {
-      const Figures& f = rows[i];
+      const SecaggFigures& f = rows[i];
       std::printf(
           "%s{\"devices\": %u, \"neighbours\": %u, \"threshold\": %u, \"dropped\": %u, "
           "\"plain_payload_bytes\": %zu, \"masked_payload_bytes\": %.0f, "
@@ -351,7 +351,7 @@ int RunBenchSecAgg(const BenchSecAggOptions& o) {
   std::printf("%8s %11s %4s %8s %10s %11s %12s %13s %10s %10s %10s %6s\n", "devices", "neighbours",
               "t", "dropped", "plain B", "masked B", "protocol B", "secure/plain", "down B",
               "device ms", "server ms", "exact");
-  for (const Figures& f : rows) {
+  for (const SecaggFigures& f : rows) {
     std::printf("%8u %11u %4u %8u %10zu %11.0f %12.0f %12.1f%% %10.0f %10.2f %10.2f %6s\n",
                 f.devices, f.neighbours, f.threshold, f.dropped, f.plain_payload_bytes,
                 PayloadPerDevice(f), PerDevice(f.protocol_up_bytes, f.devices),

@@ -92,7 +92,7 @@ struct ArenaStorage {
   Arena arena;
 };
 
-struct Figures {
+struct TcpFigures {
   double rounds_per_second = 0;
   double wire_mb_per_second = 0;      // frame bytes up + down
   double effective_mb_per_second = 0;  // dense-equivalent: 4d bytes per worker each way
@@ -100,7 +100,7 @@ struct Figures {
   double down_bytes_per_round = 0;
 };
 
-bool Measure(const BenchTcpOptions& o, const protocol::RunConfig& config, Figures& figures,
+bool Measure(const BenchTcpOptions& o, const protocol::RunConfig& config, TcpFigures& figures,
              std::string& error) {
   protocol::ServerOptions options;
   options.workers = o.workers;
@@ -206,7 +206,7 @@ int RunBenchTcp(const BenchTcpOptions& o) {
         std::find(o.uplinks.begin(), o.uplinks.end(), variant.key) == o.uplinks.end()) {
       continue;
     }
-    Figures figures;
+    TcpFigures figures;
     std::string error;
     if (!Measure(o, variant.config, figures, error)) {
       std::fprintf(stderr, "edgesgd bench tcp: %s: %s\n", variant.name, error.c_str());

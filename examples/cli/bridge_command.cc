@@ -16,7 +16,7 @@
 namespace edgesgd::cli {
 namespace {
 
-constexpr const char* kName = "bridge";
+constexpr const char* kBridge = "bridge";
 
 struct BridgeFlags {
   std::string connect;
@@ -53,28 +53,28 @@ void PrintSummary(const BridgeFlags& o, const tcp::SerialBridge& bridge) {
 int RunBridge(const BridgeFlags& o) {
   tcp::SerialBridgeSettings settings;
   std::string error;
-  if (!SerialLineOf(o.serial, kName, settings.device)) return 2;
+  if (!SerialLineOf(o.serial, kBridge, settings.device)) return 2;
   if (!tcp::ParseEndpoint(o.connect, settings.server, error).ok()) {
-    return Fail(kName, "--connect " + error, 2);
+    return Fail(kBridge, "--connect " + error, 2);
   }
   AuthKeys keys;
-  if (!LoadAuthKeys(o.network, o.id, kName, keys)) return 2;
+  if (!LoadAuthKeys(o.network, o.id, kBridge, keys)) return 2;
   settings.device_id = o.id;
   settings.max_frame_bytes = MaxFrameBytesOf(o.serial);
   settings.queue_frames = o.queue_frames;
   settings.link = LinkOptionsOf(o.serial);
-  settings.network = NetworkOptions(o.network, o.id, kName, keys);
+  settings.network = NetworkOptions(o.network, o.id, kBridge, keys);
   settings.network.give_up_ns = Seconds(o.give_up_s);
   tcp::SerialBridge bridge;
-  if (!bridge.Open(settings, error).ok()) return Fail(kName, error, 1);
+  if (!bridge.Open(settings, error).ok()) return Fail(kBridge, error, 1);
   if (!o.serial.listen.empty()) {
-    if (!WritePortFile(o.network, bridge.serial_listen_port(), kName)) return 1;
+    if (!WritePortFile(o.network, bridge.serial_listen_port(), kBridge)) return 1;
   }
   const tcp::DriverStop stop = bridge.Run();
   if (!o.quiet) PrintSummary(o, bridge);
   char detail[96];
   std::snprintf(detail, sizeof(detail), " to %s for %.0f s", o.connect.c_str(), o.give_up_s);
-  return ExitCodeFor(stop, kName, stop == tcp::DriverStop::kGaveUp ? detail : "");
+  return ExitCodeFor(stop, kBridge, stop == tcp::DriverStop::kGaveUp ? detail : "");
 }
 
 }  // namespace

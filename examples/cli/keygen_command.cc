@@ -21,7 +21,7 @@
 namespace edgesgd::cli {
 namespace {
 
-constexpr const char* kName = "keygen";
+constexpr const char* kKeygen = "keygen";
 // A node loads at most this many keys (one per worker a server admits).
 constexpr std::uint32_t kMaxDevices = protocol::kMaxWorkers;
 
@@ -93,12 +93,12 @@ int RunKeygen(const KeygenFlags& flags) {
     std::fprintf(stderr,
                  "edgesgd %s: %s exists; pass --force to replace it (its devices then need the "
                  "new keys)\n",
-                 kName, flags.out.c_str());
+                 kKeygen, flags.out.c_str());
     return 1;
   }
   std::string text = NewKeyFile(flags.devices);
   if (text.empty()) {
-    std::fprintf(stderr, "edgesgd %s: the system's random source failed\n", kName);
+    std::fprintf(stderr, "edgesgd %s: the system's random source failed\n", kKeygen);
     return 1;
   }
   // The file must load as written: check it with the loader every node uses.
@@ -109,15 +109,15 @@ int RunKeygen(const KeygenFlags& flags) {
                        WriteOwnerOnly(flags.out, text, error);
   Zeroize(text);
   if (!check.ok()) {
-    std::fprintf(stderr, "edgesgd %s: generated keys do not load: %s\n", kName,
+    std::fprintf(stderr, "edgesgd %s: generated keys do not load: %s\n", kKeygen,
                  check.message.c_str());
     return 1;
   }
   if (!written) {
-    std::fprintf(stderr, "edgesgd %s: %s\n", kName, error.c_str());
+    std::fprintf(stderr, "edgesgd %s: %s\n", kKeygen, error.c_str());
     return 1;
   }
-  std::fprintf(stderr, "edgesgd %s: wrote %u keys (devices 1..%u) to %s, mode 0600\n", kName,
+  std::fprintf(stderr, "edgesgd %s: wrote %u keys (devices 1..%u) to %s, mode 0600\n", kKeygen,
                flags.devices, flags.devices, flags.out.c_str());
   return 0;
 }
@@ -127,7 +127,7 @@ int RunKeygen(const KeygenFlags& flags) {
 void AddKeygenCommand(CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<KeygenFlags>();
   CLI::App* command = app.add_subcommand(
-      kName,
+      kKeygen,
       "Write a key file of fresh 32-byte pre-shared keys for devices 1..N, readable by its "
       "owner only.\nGive the whole file to the server (and to every gossip peer); a worker "
       "needs at least its own line. Use it with --keys FILE.");

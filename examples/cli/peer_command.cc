@@ -19,35 +19,35 @@
 namespace edgesgd::cli {
 namespace {
 
-constexpr const char* kName = "peer";
+constexpr const char* kPeer = "peer";
 
 int RunPeer(const PeerFlags& o) {
   tcp::PeerSettings settings;
   std::vector<tcp::Endpoint> addresses;
   std::string error;
   if (!tcp::ParseEndpoint(o.listen, settings.listen, error).ok()) {
-    return Fail(kName, "--listen " + error, 2);
+    return Fail(kPeer, "--listen " + error, 2);
   }
   if (!tcp::ParseEndpointList(o.peers, addresses, error).ok())
-    return Fail(kName, "--peers " + error, 2);
+    return Fail(kPeer, "--peers " + error, 2);
   AuthKeys keys;
-  if (!LoadAuthKeys(o.network, o.id, kName, keys)) return 2;
+  if (!LoadAuthKeys(o.network, o.id, kPeer, keys)) return 2;
   const std::size_t n = addresses.size();
   if (o.id < 1 || o.id > n) {
-    return Fail(kName,
+    return Fail(kPeer,
                 "--id " + std::to_string(o.id) + " is not a position in --peers (1.." +
                     std::to_string(n) + ": the list holds every peer's address in id order)",
                 2);
   }
   if (o.workers_given && o.workers != n) {
-    return Fail(kName, "the number of peers is the length of --peers: drop --workers", 2);
+    return Fail(kPeer, "the number of peers is the length of --peers: drop --workers", 2);
   }
-  if (const std::string why = CheckGossipConsistency(o); !why.empty()) return Fail(kName, why, 2);
+  if (const std::string why = CheckGossipConsistency(o); !why.empty()) return Fail(kPeer, why, 2);
   GossipPlan plan;
-  if (!BuildGossipPlan(o, n, plan, error)) return Fail(kName, error, 2);
-  if (!o.quiet) PrintGossipPlan(kName, o, plan);
+  if (!BuildGossipPlan(o, n, plan, error)) return Fail(kPeer, error, 2);
+  if (!o.quiet) PrintGossipPlan(kPeer, o, plan);
   Task task;
-  if (const int code = SetUpTask(kName, o, n, task); code != 0) return code;
+  if (const int code = SetUpTask(kPeer, o, n, task); code != 0) return code;
   settings.config = BuildGossipConfig(o, task, plan, o.id);
   std::vector<float> initial(task.dimension());
   task.InitialModel(initial);
@@ -59,18 +59,18 @@ int RunPeer(const PeerFlags& o) {
   for (std::size_t i = 0; i < n; ++i) {
     settings.neighbours.push_back({static_cast<protocol::PeerId>(i + 1), addresses[i]});
   }
-  settings.network = NetworkOptions(o.network, o.seed * 1000003u + o.id, kName, keys);
+  settings.network = NetworkOptions(o.network, o.seed * 1000003u + o.id, kPeer, keys);
   settings.network.max_peer_id = static_cast<protocol::PeerId>(n);
   tcp::Peer peer;
   if (!peer.Open(settings, error).ok()) {
     // The session refused the flags (2), or the network is not usable (1).
-    return Fail(kName, error,
+    return Fail(kPeer, error,
                 peer.session().phase() == protocol::GossipPhase::kUninitialized ? 2 : 1);
   }
-  if (!WritePortFile(o.network, peer.listen_port(), kName)) return 1;
+  if (!WritePortFile(o.network, peer.listen_port(), kPeer)) return 1;
 
   MetricsWriter metrics;
-  if (!o.metrics.empty() && !metrics.Open(o.metrics, error)) return Fail(kName, error, 1);
+  if (!o.metrics.empty() && !metrics.Open(o.metrics, error)) return Fail(kPeer, error, 1);
   ProgressLine progress(o.quiet, IsTerminal(), o.rounds);
   MetricsRow last;
   peer.OnRound([&](const protocol::GossipRoundEvent& event, std::span<const float> model) {
@@ -89,12 +89,12 @@ int RunPeer(const PeerFlags& o) {
   });
   const tcp::DriverStop stop = peer.Run();
   progress.Finish();
-  if (!metrics.Close(error)) return Fail(kName, error, 1);
+  if (!metrics.Close(error)) return Fail(kPeer, error, 1);
   const protocol::GossipPeerSession& session = peer.session();
   if (stop != tcp::DriverStop::kFinished || !session.Finished()) {
     char detail[64];
     std::snprintf(detail, sizeof(detail), " after %u of %u rounds", session.round(), o.rounds);
-    const int code = ExitCodeFor(stop, kName, detail);
+    const int code = ExitCodeFor(stop, kPeer, detail);
     return code == 0 ? 1 : code;
   }
   SummaryWriter summary;
@@ -103,7 +103,7 @@ int RunPeer(const PeerFlags& o) {
   WritePeerGossip(summary, o, plan, session.counters(), peer.network_counters());
   if ((!o.summary.empty() && !summary.Save(o.summary, error)) ||
       !SaveModel(o, session.model(), error)) {
-    return Fail(kName, error, 1);
+    return Fail(kPeer, error, 1);
   }
   if (!o.quiet) {
     std::fprintf(stderr, "edgesgd peer %u: done: %u rounds in %.1f s; loss %.4f, accuracy %s\n",

@@ -14,7 +14,7 @@
 namespace edgesgd::cli {
 namespace {
 
-constexpr const char* kName = "privacy-budget";
+constexpr const char* kPrivacyBudget = "privacy-budget";
 
 struct PrivacyBudgetFlags {
   double sampling_rate = 1;
@@ -31,8 +31,8 @@ double RoundUp4(double value) {
   return std::ceil(value / unit) * unit;
 }
 
-// JSON has no infinity; an unbounded epsilon is null.
-std::string JsonNumber(double value) {
+// Ten significant digits; JSON has no infinity, so an unbounded epsilon is null.
+std::string JsonFigure(double value) {
   if (!std::isfinite(value)) return "null";
   char text[32];
   std::snprintf(text, sizeof text, "%.10g", value);
@@ -42,7 +42,7 @@ std::string JsonNumber(double value) {
 // One line naming what was refused; exit 1 for a target no noise multiplier in range meets,
 // 2 for a value out of its domain.
 int Refused(Status status) {
-  std::fprintf(stderr, "edgesgd %s: %s\n", kName, status.reason());
+  std::fprintf(stderr, "edgesgd %s: %s\n", kPrivacyBudget, status.reason());
   return status.code() == StatusCode::kOutOfRange ? 1 : 2;
 }
 
@@ -67,10 +67,10 @@ int RunPrivacyBudget(const PrivacyBudgetFlags& flags, bool target_given) {
     std::printf(
         "{\"sampling_rate\": %s, \"rounds\": %llu, \"delta\": %s, \"noise_multiplier\": %s, "
         "\"epsilon\": %s, \"order\": %s%s}\n",
-        JsonNumber(flags.sampling_rate).c_str(), static_cast<unsigned long long>(flags.rounds),
-        JsonNumber(flags.delta).c_str(), JsonNumber(noise_multiplier).c_str(),
-        JsonNumber(spent->epsilon).c_str(), JsonNumber(spent->order).c_str(),
-        target_given ? (", \"target_epsilon\": " + JsonNumber(flags.epsilon)).c_str() : "");
+        JsonFigure(flags.sampling_rate).c_str(), static_cast<unsigned long long>(flags.rounds),
+        JsonFigure(flags.delta).c_str(), JsonFigure(noise_multiplier).c_str(),
+        JsonFigure(spent->epsilon).c_str(), JsonFigure(spent->order).c_str(),
+        target_given ? (", \"target_epsilon\": " + JsonFigure(flags.epsilon)).c_str() : "");
     return 0;
   }
   if (target_given) {
@@ -94,7 +94,7 @@ int RunPrivacyBudget(const PrivacyBudgetFlags& flags, bool target_given) {
 void AddPrivacyBudgetCommand(CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<PrivacyBudgetFlags>();
   CLI::App* command = app.add_subcommand(
-      kName,
+      kPrivacyBudget,
       "Differential privacy of a DP-FedAvg run (devices sampled with probability Q each round, "
       "updates clipped and Gaussian noise added):\nthe epsilon spent at --delta for a given "
       "--noise-multiplier, or the smallest noise multiplier that keeps epsilon within "
@@ -118,7 +118,8 @@ void AddPrivacyBudgetCommand(CLI::App& app, int& exit_code) {
   command->add_flag("--json", flags->json, "Print one JSON object instead of a sentence");
   command->callback([flags, noise, target, &exit_code] {
     if (noise->count() == 0 && target->count() == 0) {
-      std::fprintf(stderr, "edgesgd %s: give --noise-multiplier Z or --epsilon E\n", kName);
+      std::fprintf(stderr, "edgesgd %s: give --noise-multiplier Z or --epsilon E\n",
+                   kPrivacyBudget);
       exit_code = 2;
       return;
     }

@@ -20,39 +20,42 @@
 namespace edgesgd::cli {
 namespace {
 
-constexpr const char* kName = "server";
+constexpr const char* kServer = "server";
 
 int RunServer(const ServerFlags& o) {
   tcp::ServerSettings settings;
   std::string error;
   if (!tcp::ParseEndpoint(o.listen, settings.listen, error).ok()) {
-    return Fail(kName, "--listen " + error, 2);
+    return Fail(kServer, "--listen " + error, 2);
   }
   AuthKeys keys;
-  if (!LoadAuthKeys(o.network, 0, kName, keys)) return 2;
-  if (o.resume && o.checkpoint.empty()) return Fail(kName, "--resume needs --checkpoint FILE", 2);
-  if (const std::string why = CheckRunConsistency(o); !why.empty()) return Fail(kName, why, 2);
+  if (!LoadAuthKeys(o.network, 0, kServer, keys)) return 2;
+  if (o.resume && o.checkpoint.empty()) return Fail(kServer, "--resume needs --checkpoint FILE", 2);
+  if (const std::string why = CheckRunConsistency(o); !why.empty()) return Fail(kServer, why, 2);
   if (const std::string warning = RunWarning(o); !warning.empty()) {
-    platform::Log(platform::LogLevel::kWarning, "%s: %s", kName, warning.c_str());
+    platform::Log(platform::LogLevel::kWarning, "%s: %s", kServer, warning.c_str());
   }
   if (o.feedback == "defa") {
-    return Fail(kName,
+    return Fail(kServer,
                 "--feedback defa scores the de-averaged model x - mean e, which needs every "
                 "worker's residual: only simulate holds them; use --feedback def (the same "
                 "training)",
                 2);
   }
   Task task;
-  if (const int code = SetUpTask(kName, o, o.workers, task, {.evaluates_only = true}); code != 0) return code;
+  if (const int code = SetUpTask(kServer, o, o.workers, task, {.evaluates_only = true});
+      code != 0) {
+    return code;
+  }
   settings.run = BuildRunConfig(o, task);
   settings.server = BuildServerOptions(o);
-  if (const int code = ValidateServerRun(kName, settings.run, settings.server); code != 0) {
+  if (const int code = ValidateServerRun(kServer, settings.run, settings.server); code != 0) {
     return code;
   }
   std::vector<float> initial(task.dimension());
   task.InitialModel(initial);
   settings.initial_model = initial;
-  settings.network = NetworkOptions(o.network, o.seed, kName, keys);
+  settings.network = NetworkOptions(o.network, o.seed, kServer, keys);
   settings.checkpoint = o.checkpoint;
   settings.checkpoint_every = o.checkpoint_every;
   settings.resume = o.resume;
@@ -62,40 +65,40 @@ int RunServer(const ServerFlags& o) {
     if (const std::string_view differs = server.resume_differs_in(); !differs.empty()) {
       const std::string flag =
           differs == "model" ? "the model (--task, --data, --dim, --hidden, --model)" : FlagOf(differs);
-      return Fail(kName,
+      return Fail(kServer,
                   "cannot resume from checkpoint " + o.checkpoint +
                       ": it belongs to another run: it differs in " + flag,
                   1);
     }
-    return Fail(kName, error, 1);
+    return Fail(kServer, error, 1);
   }
-  if (!WritePortFile(o.network, server.listen_port(), kName)) return 1;
+  if (!WritePortFile(o.network, server.listen_port(), kServer)) return 1;
   if (!o.quiet) {
     std::fprintf(stderr, "edgesgd server: listening on %s:%u for %zu workers\n",
                  settings.listen.host.c_str(), server.listen_port(), o.workers);
   }
 
   MetricsWriter metrics;
-  if (!o.metrics.empty() && !metrics.Open(o.metrics, error)) return Fail(kName, error, 1);
+  if (!o.metrics.empty() && !metrics.Open(o.metrics, error)) return Fail(kServer, error, 1);
   ProgressLine progress(o.quiet, IsTerminal(), o.rounds);
   ServerRunOutput output(o, settings.run, task, metrics, progress);
   server.OnRound(std::bind_front(&ServerRunOutput::OnRound, &output));
   server.OnReject(std::bind_front(&ServerRunOutput::OnReject, &output));
   const tcp::DriverStop stop = server.Run();
   progress.Finish();
-  if (!metrics.Close(error)) return Fail(kName, error, 1);
-  if (!server.status().ok()) return Fail(kName, server.detail(), 1);  // a checkpoint failed
+  if (!metrics.Close(error)) return Fail(kServer, error, 1);
+  if (!server.status().ok()) return Fail(kServer, server.detail(), 1);  // a checkpoint failed
   const protocol::ServerSession& session = server.session();
   if (stop != tcp::DriverStop::kFinished || !session.Finished()) {
     char detail[160];
     std::snprintf(detail, sizeof(detail), " after %u of %u rounds%s", session.round(), o.rounds,
                   o.checkpoint.empty() ? "" : " (resume with --resume)");
-    const int code = ExitCodeFor(stop, kName, detail);
+    const int code = ExitCodeFor(stop, kServer, detail);
     return code == 0 ? 1 : code;
   }
   if (!session.status().ok()) {
     return Fail(
-        kName,
+        kServer,
         "the run failed after " + std::to_string(session.round()) + " rounds (the model diverged)",
         1);
   }
@@ -103,7 +106,7 @@ int RunServer(const ServerFlags& o) {
   WriteRunSummary(summary, o, settings.run, task.dimension(), output.last());
   WriteMemoryPlan(summary, MakeMemoryPlan(settings.run, settings.server));
   WriteServerNetwork(summary, session, server.network_counters());
-  return FinishServerRun(kName, "s", o, summary, session.model(), output.last());
+  return FinishServerRun(kServer, "s", o, summary, session.model(), output.last());
 }
 
 }  // namespace

@@ -21,11 +21,11 @@
 namespace edgesgd::cli {
 namespace {
 
-constexpr const char* kName = "simulate";
+constexpr const char* kSimulate = "simulate";
 
 // "WHAT stopped after R of T rounds (REASON)", printed; returns 1.
 int StoppedEarly(const char* what, const sim::SimulationResult& result, std::uint32_t rounds) {
-  return Fail(kName,
+  return Fail(kSimulate,
               std::string(what) + " stopped after " + std::to_string(result.rounds) + " of " +
                   std::to_string(rounds) + " rounds (" + sim::StopReasonName(result.stop) + ")",
               1);
@@ -36,16 +36,16 @@ int StoppedEarly(const char* what, const sim::SimulationResult& result, std::uin
 int RunGossip(const SimulateOptions& o, Task& task, std::vector<sim::SimDevice> devices) {
   GossipPlan plan;
   std::string error;
-  if (!BuildGossipPlan(o, o.workers, plan, error)) return Fail(kName, error, 2);
-  if (!o.quiet) PrintGossipPlan(kName, o, plan);
+  if (!BuildGossipPlan(o, o.workers, plan, error)) return Fail(kSimulate, error, 2);
+  if (!o.quiet) PrintGossipPlan(kSimulate, o, plan);
   std::vector<float> initial(task.dimension());
   task.InitialModel(initial);
   const sim::GossipSimulationSettings settings =
       MakeGossipSimulation(o, task, plan, initial, std::move(devices));
   sim::GossipSimulation simulation;
-  if (!simulation.Init(settings, error).ok()) return Fail(kName, error, 2);
+  if (!simulation.Init(settings, error).ok()) return Fail(kSimulate, error, 2);
   MetricsWriter metrics;
-  if (!o.metrics.empty() && !metrics.Open(o.metrics, error)) return Fail(kName, error, 1);
+  if (!o.metrics.empty() && !metrics.Open(o.metrics, error)) return Fail(kSimulate, error, 1);
   ProgressLine progress(o.quiet, IsTerminal(), o.rounds);
   MetricsRow last;
   simulation.OnRound([&](const sim::GossipRound& round) {
@@ -62,7 +62,7 @@ int RunGossip(const SimulateOptions& o, Task& task, std::vector<sim::SimDevice> 
   });
   const sim::SimulationResult result = simulation.Run();
   progress.Finish();
-  if (!metrics.Close(error)) return Fail(kName, error, 1);
+  if (!metrics.Close(error)) return Fail(kSimulate, error, 1);
   if (!result.finished) return StoppedEarly("gossip", result, o.rounds);
   SummaryWriter summary;
   WriteGossipRunSummary(summary, o, o.workers, task.dimension(), last);
@@ -70,7 +70,7 @@ int RunGossip(const SimulateOptions& o, Task& task, std::vector<sim::SimDevice> 
   // The model of a gossip run is the peers' average.
   if ((!o.summary.empty() && !summary.Save(o.summary, error)) ||
       !SaveModel(o, result.model, error)) {
-    return Fail(kName, error, 1);
+    return Fail(kSimulate, error, 1);
   }
   if (!o.quiet) {
     std::fprintf(stderr,
@@ -87,7 +87,7 @@ int RunServerMode(const SimulateOptions& o, Task& task, std::vector<sim::SimDevi
   sim::ServerSimulationSettings settings;
   settings.run = BuildRunConfig(o, task);
   settings.server = BuildServerOptions(o);
-  if (const int code = ValidateServerRun(kName, settings.run, settings.server); code != 0) {
+  if (const int code = ValidateServerRun(kSimulate, settings.run, settings.server); code != 0) {
     return code;
   }
   std::vector<float> initial(task.dimension());
@@ -103,9 +103,9 @@ int RunServerMode(const SimulateOptions& o, Task& task, std::vector<sim::SimDevi
       (o.idle_memory == "auto" && settings.run.participation < 1.0f);
   sim::ServerSimulation simulation;
   std::string error;
-  if (!simulation.Init(settings, error).ok()) return Fail(kName, error, 1);
+  if (!simulation.Init(settings, error).ok()) return Fail(kSimulate, error, 1);
   MetricsWriter metrics;
-  if (!o.metrics.empty() && !metrics.Open(o.metrics, error)) return Fail(kName, error, 1);
+  if (!o.metrics.empty() && !metrics.Open(o.metrics, error)) return Fail(kSimulate, error, 1);
   ProgressLine progress(o.quiet, IsTerminal(), o.rounds);
   ServerRunOutput::Readout readout;
   if (settings.run.aggregation == protocol::AggregationKind::kMean && o.feedback == "defa") {
@@ -116,7 +116,7 @@ int RunServerMode(const SimulateOptions& o, Task& task, std::vector<sim::SimDevi
   simulation.OnReject(std::bind_front(&ServerRunOutput::OnReject, &output));
   const sim::SimulationResult result = simulation.Run();
   progress.Finish();
-  if (!metrics.Close(error)) return Fail(kName, error, 1);
+  if (!metrics.Close(error)) return Fail(kSimulate, error, 1);
   if (!result.finished) return StoppedEarly("the run", result, o.rounds);
   SummaryWriter summary;
   WriteRunSummary(summary, o, settings.run, task.dimension(), output.last());
@@ -145,20 +145,22 @@ int RunServerMode(const SimulateOptions& o, Task& task, std::vector<sim::SimDevi
     summary.Field("messages_refused", refused);
     summary.End();
   }
-  return FinishServerRun(kName, "virtual s", o, summary, result.model, output.last());
+  return FinishServerRun(kSimulate, "virtual s", o, summary, result.model, output.last());
 }
 
 int RunSimulate(SimulateOptions& o) {
-  if (const std::string why = CheckSimulateConsistency(o); !why.empty()) return Fail(kName, why, 2);
-  if (std::string error; !ResolveAvailability(o, error)) return Fail(kName, error, 2);
+  if (const std::string why = CheckSimulateConsistency(o); !why.empty()) {
+    return Fail(kSimulate, why, 2);
+  }
+  if (std::string error; !ResolveAvailability(o, error)) return Fail(kSimulate, error, 2);
   if (o.mode == "server") {
     if (const std::string warning = RunWarning(o); !warning.empty()) {
-      platform::Log(platform::LogLevel::kWarning, "%s: %s", kName, warning.c_str());
+      platform::Log(platform::LogLevel::kWarning, "%s: %s", kSimulate, warning.c_str());
     }
   }
   const std::vector<double> speeds = ParseSpeeds(o.device_speeds, o.workers, o.seed);
   if (speeds.empty()) {
-    return Fail(kName,
+    return Fail(kSimulate,
                 "--device-speeds must be positive numbers separated by commas, e.g. 1,0.5,2 "
                 "(cycled over the workers), or lognormal:SIGMA with SIGMA in (0, 10]",
                 2);
@@ -168,7 +170,7 @@ int RunSimulate(SimulateOptions& o) {
       AttackKindOf(o.attack) == AttackKind::kLabelFlip ? o.attackers : 0;
   Task task;
   const TaskUse use{.label_flipped_workers = label_flippers, .compute_threads = DeviceThreads(o)};
-  if (const int code = SetUpTask(kName, o, o.workers, task, use); code != 0) {
+  if (const int code = SetUpTask(kSimulate, o, o.workers, task, use); code != 0) {
     return code;
   }
   if (o.mode == "gossip") return RunGossip(o, task, MakeSimDevices(o, speeds, task));

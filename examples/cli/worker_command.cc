@@ -17,7 +17,7 @@
 namespace edgesgd::cli {
 namespace {
 
-constexpr const char* kName = "worker";
+constexpr const char* kWorker = "worker";
 
 // The worker's gradient oracle: its shard of the flags' task, built on the Welcome (the process
 // keeps that shard's samples alone); data flags that do not fit the server's model refuse the
@@ -72,24 +72,24 @@ int RunWorker(const WorkerFlags& o) {
   AuthKeys keys;
   if (on_serial) {
     tcp::SerialLine line;
-    if (!SerialLineOf(o.serial, kName, line)) return 2;
+    if (!SerialLineOf(o.serial, kWorker, line)) return 2;
     settings.serial = line;
     settings.serial_max_frame_bytes = MaxFrameBytesOf(o.serial);
     settings.serial_link = LinkOptionsOf(o.serial);
   } else {
     if (o.connect.empty()) {
-      return Fail(kName,
+      return Fail(kWorker,
                   "no server: give --connect HOST:PORT, or a serial line to a gateway (--serial, "
                   "--connect-serial or --listen-serial)",
                   2);
     }
     if (!tcp::ParseEndpoint(o.connect, settings.server, error).ok()) {
-      return Fail(kName, "--connect " + error, 2);
+      return Fail(kWorker, "--connect " + error, 2);
     }
   }
   // On a serial line too: the line is authenticated with this device's key, as a TCP connection
   // would be, and the bridge at its other end holds the same key file.
-  if (!LoadAuthKeys(o.network, o.id, kName, keys)) return 2;
+  if (!LoadAuthKeys(o.network, o.id, kWorker, keys)) return 2;
   WorkerTask oracle{&o, {}, {}};
   settings.worker.device_id = o.id;
   settings.worker.gradient = &WorkerTask::Gradient;
@@ -101,26 +101,26 @@ int RunWorker(const WorkerFlags& o) {
   settings.on_welcome = [&oracle](const protocol::RunConfig& config, std::uint32_t workers) {
     return oracle.Setup(config, workers);
   };
-  settings.network = NetworkOptions(o.network, o.id, kName, keys);
+  settings.network = NetworkOptions(o.network, o.id, kWorker, keys);
   settings.network.give_up_ns = Seconds(o.give_up_s);
   tcp::Worker worker;
   if (!worker.Open(settings, error).ok()) {
     // The session refused the flags (2), or the network is not usable (1).
-    return Fail(kName, error,
+    return Fail(kWorker, error,
                 worker.session().phase() == protocol::WorkerPhase::kUninitialized ? 2 : 1);
   }
   const tcp::DriverStop stop = worker.Run();
-  if (!worker.status().ok()) return Fail(kName, oracle.error, 1);
+  if (!worker.status().ok()) return Fail(kWorker, oracle.error, 1);
   const protocol::WorkerSession& session = worker.session();
   if (!session.status().ok()) {
-    return Fail(kName, std::string("the server refused this worker: ") + session.failure_reason(),
+    return Fail(kWorker, std::string("the server refused this worker: ") + session.failure_reason(),
                 1);
   }
   if (stop != tcp::DriverStop::kFinished) {
     char detail[96];
     std::snprintf(detail, sizeof(detail), " to %s for %.0f s",
                   on_serial ? "the serial line" : o.connect.c_str(), o.give_up_s);
-    return ExitCodeFor(stop, kName, stop == tcp::DriverStop::kGaveUp ? detail : "");
+    return ExitCodeFor(stop, kWorker, stop == tcp::DriverStop::kGaveUp ? detail : "");
   }
   if (!o.quiet) {
     const protocol::WorkerCounters& counters = session.counters();
