@@ -230,6 +230,37 @@ TEST(CodecRegistryTest, OperationsRefuseAnotherCodecsParams) {
   }
 }
 
+// The decode contract (codec.h): a payload with a NaN or an infinity in any float field is
+// refused whole, whichever field and whichever position, and the accumulator keeps its values.
+TEST(CodecRegistryTest, EveryDecoderRefusesANonFiniteFloatAndAddsNothing) {
+  const TensorLayout layout = test_util::Layout({40, 24});
+  const std::vector<float> input = test_util::UniformVector(layout.dimension(), 3, 1, 1.0f);
+  const std::vector<float> before(layout.dimension(), 1.5f);
+  for (const CodecParams& params : EveryCodec({})) {
+    const PayloadShape shape = EncodedShape(params, layout).value();
+    test_util::PayloadBuffers encoded(shape);
+    std::vector<std::byte> scratch(CodecScratchBytes(params, layout));
+    ASSERT_TRUE(AllCodecs().Encode(params, layout, {}, input, encoded.spans(), scratch).ok());
+    for (const bool in_scales : {false, true}) {
+      const std::size_t size = in_scales ? shape.scales : shape.values;
+      for (const std::size_t at : {std::size_t{0}, size / 2, size - 1}) {
+        if (size == 0) break;
+        for (const float bad : {kNaN, test_util::kInf, -test_util::kInf}) {
+          SCOPED_TRACE(std::string(CodecName(params)) + (in_scales ? " scale " : " value ") +
+                       std::to_string(at) + " = " + std::to_string(bad));
+          test_util::PayloadBuffers poisoned = encoded;
+          (in_scales ? poisoned.scales : poisoned.values)[at] = bad;
+          std::vector<float> accumulator = before;
+          EXPECT_EQ(AllCodecs().DecodeAdd(params, layout, {}, poisoned.view(), 1.0f, accumulator,
+                                          scratch),
+                    Status::DataLoss());
+          EXPECT_EQ(accumulator, before);
+        }
+      }
+    }
+  }
+}
+
 // Optional hooks: a registry answers for codecs without one as if the hook did nothing.
 TEST(CodecRegistryTest, MissingHooksKeepTheParameters) {
   const TensorLayout layout = test_util::Layout({40});

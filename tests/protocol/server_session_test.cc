@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -632,6 +633,26 @@ TEST(ServerRejectionStandaloneTest, NotSelected) {
   EXPECT_EQ(cluster.server().counters().rejected_for(RejectReason::kNotSelected), 1u);
   ASSERT_TRUE(cluster.RunUntilFinished(100 * kSecond));
   for (const RoundEvent& round : cluster.DrainRounds()) EXPECT_EQ(round.reported, 2u);
+}
+
+// A dense update is checked like any other payload: one NaN from one worker is refused, the
+// worker's own update is taken after it, and the model stays finite to the end of the run.
+TEST(ServerRejectionStandaloneTest, ADenseUpdateHoldingANaNIsRefusedAndTheRunGoesOn) {
+  const RunConfig config = MeanConfig(kDim, kCodecId<IdentityCodec>, 4);
+  Cluster cluster(config, Options(2, 2), Targets(2, kDim), std::vector<float>(kDim, 1.0f));
+  cluster.net().SetLatencyAll(kMs);
+  cluster.Start();
+  ASSERT_TRUE(cluster.RunUntilRound(2, 100 * kSecond));
+  std::vector<float> poisoned = PseudoRandom(kDim, 1, 1.0f);
+  poisoned[kDim / 2] = std::numeric_limits<float>::quiet_NaN();
+  FrameFactory factory;
+  const Frame update = factory.Update(1, 1, 2, config.codec, config.layout, poisoned, config.seed);
+  cluster.net().DeliverNow(1, kServerPeer, update.bytes());
+  EXPECT_EQ(cluster.server().counters().rejected_for(RejectReason::kBadPayload), 1u);
+  EXPECT_EQ(cluster.server().reported_count(), 0u);
+  ASSERT_TRUE(cluster.RunUntilFinished(100 * kSecond));
+  EXPECT_EQ(cluster.server().counters().rounds_completed, 4u);
+  for (const float value : cluster.server().model()) ASSERT_TRUE(std::isfinite(value));
 }
 
 TEST(ServerRejectionStandaloneTest, UpdateBeforeTrainingIsUnexpected) {

@@ -19,6 +19,9 @@ Status IdentityCodec::DecodeAdd(const IdentityParams& params, const TensorLayout
                                 std::span<float> accumulator, std::span<std::byte> scratch) {
   EDGESGD_TRY(
       internal::CheckedDecodeShape<IdentityCodec>(params, layout, payload, accumulator, scratch));
+  if (!internal::AllFinite(payload.values)) {
+    return Status::DataLoss("a dense payload holds a NaN or an infinity");
+  }
   for (std::size_t i = 0; i < accumulator.size(); ++i) {
     accumulator[i] += weight * payload.values[i];
   }
