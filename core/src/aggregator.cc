@@ -34,7 +34,9 @@ Status MeanAggregator::Init(Arena& arena, const CodecRegistry& codecs, const Ten
 }
 
 void MeanAggregator::Reset() {
-  std::fill(sum_.begin(), sum_.end(), 0.0f);
+  // The sum is not cleared here: the round's first contribution overwrites it (or clears it
+  // first, for a codec that can only add).
+  sum_is_stale_ = true;
   total_weight_ = 0.0f;
   count_ = 0;
   finished_ = false;
@@ -52,11 +54,7 @@ Status MeanAggregator::CheckAddable(float weight) const {
 }
 
 Status MeanAggregator::Add(const PayloadView& payload, const CodecContext& context, float weight) {
-  EDGESGD_TRY(CheckAddable(weight));
-  EDGESGD_TRY(ops_->decode_add(codec_, layout_, context, payload, weight, sum_, scratch_));
-  total_weight_ += weight;
-  ++count_;
-  return Status::Ok();
+  return AddWithParams(codec_, payload, context, weight);
 }
 
 Status MeanAggregator::AddWithParams(const CodecParams& params, const PayloadView& payload,
@@ -65,6 +63,18 @@ Status MeanAggregator::AddWithParams(const CodecParams& params, const PayloadVie
   if (CodecIdOf(params) != CodecIdOf(codec_) ||
       CodecScratchBytes(params, layout_) > scratch_.size()) {
     return Status::InvalidArgument("the parameters are not of the aggregator's codec");
+  }
+  if (CodecIdOf(params) == kCodecId<IdentityCodec>) {
+    // A dense payload is its values: added (or written) in one pass without the codec.
+    if (payload.values.size() != sum_.size() || !payload.indices.empty() ||
+        !payload.words.empty() || !payload.scales.empty()) {
+      return Status::DataLoss("a dense payload carries exactly d values and nothing else");
+    }
+    return AddDense(payload.values, weight);
+  }
+  if (sum_is_stale_) {
+    std::fill(sum_.begin(), sum_.end(), 0.0f);
+    sum_is_stale_ = false;
   }
   EDGESGD_TRY(ops_->decode_add(params, layout_, context, payload, weight, sum_, scratch_));
   total_weight_ += weight;
@@ -93,7 +103,13 @@ Status MeanAggregator::AddDense(std::span<const float> values, float weight) {
   if (!internal::AllFinite(values)) {
     return Status::DataLoss("the dense update holds a NaN or an infinity");
   }
-  for (std::size_t i = 0; i < sum_.size(); ++i) sum_[i] += weight * values[i];
+  if (sum_is_stale_) {
+    // 0 + w*v, as adding to a cleared sum would give (a -0 becomes +0).
+    for (std::size_t i = 0; i < sum_.size(); ++i) sum_[i] = 0.0f + weight * values[i];
+    sum_is_stale_ = false;
+  } else {
+    for (std::size_t i = 0; i < sum_.size(); ++i) sum_[i] += weight * values[i];
+  }
   total_weight_ += weight;
   ++count_;
   return Status::Ok();
@@ -122,8 +138,19 @@ Status MeanAggregator::AddScaledMean(float scale, std::span<float> model) {
         scale <= std::numeric_limits<float>::max())) {
     return Status::InvalidArgument("the scale must be finite");
   }
-  EDGESGD_TRY_ASSIGN(const std::span<const float> mean, Mean());
-  for (std::size_t i = 0; i < model.size(); ++i) model[i] += scale * mean[i];
+  if (count_ == 0) return Status::FailedPrecondition("nothing was added");
+  if (finished_) {
+    for (std::size_t i = 0; i < model.size(); ++i) model[i] += scale * sum_[i];
+    return Status::Ok();
+  }
+  // Mean() and the step in one pass over the sum, with Mean()'s division.
+  const float total = total_weight_;
+  for (std::size_t i = 0; i < model.size(); ++i) {
+    const float mean = sum_[i] / total;
+    sum_[i] = mean;
+    model[i] += scale * mean;
+  }
+  finished_ = true;
   return Status::Ok();
 }
 

@@ -204,9 +204,14 @@ void ErrorFeedbackWorker::Step(std::span<const float> gradient) {
     // The only step of the round: the local model is never read again, so only m and delta
     // (which may be the residual itself) advance.
     const std::span<const float> point = gradient_point_;
-    for (std::size_t i = 0; i < d; ++i) {
-      const float g = gradient[i] + wd * point[i];
-      accumulate(i, lr * next_momentum(i, g));
+    if (wd == 0.0f) {
+      // Without weight decay the point is not read at all: one stream of d floats fewer.
+      for (std::size_t i = 0; i < d; ++i) accumulate(i, lr * next_momentum(i, gradient[i]));
+    } else {
+      for (std::size_t i = 0; i < d; ++i) {
+        const float g = gradient[i] + wd * point[i];
+        accumulate(i, lr * next_momentum(i, g));
+      }
     }
   } else if (!buffers_.separate_local) {
     // c = 0: the gradient point is the local model.
