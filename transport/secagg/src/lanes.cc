@@ -14,11 +14,6 @@ Result<std::uint32_t> LaneBits(std::uint64_t largest_sum) {
   return bits;
 }
 
-std::size_t LaneWords(std::size_t lanes, std::uint32_t lane_bits) {
-  const std::size_t per_word = 32 / lane_bits;
-  return (lanes + per_word - 1) / per_word;
-}
-
 void UnpackLaneSums(std::span<const std::uint32_t> words, std::size_t lanes,
                     std::uint32_t lane_bits, std::span<std::uint32_t> sums) {
   EDGESGD_CHECK(lane_bits >= 1 && lane_bits <= 32);

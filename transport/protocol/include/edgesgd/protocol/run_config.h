@@ -22,6 +22,7 @@
 #include "edgesgd/core/tensor_layout.h"
 #include "edgesgd/protocol/buffered_async.h"
 #include "edgesgd/protocol/secure_aggregation.h"
+#include "edgesgd/secagg/lanes.h"
 #include "edgesgd/wire/messages.h"
 #include "edgesgd/wire/wire_format.h"
 
@@ -306,16 +307,12 @@ constexpr std::uint32_t SecureLevelLaneBits(std::uint32_t levels, std::uint32_t 
 // (majority); whole lanes to a word; 0 without secure aggregation.
 constexpr std::size_t SecureInputWords(const RunConfig& config, std::uint32_t workers) {
   if (!wire::kSecureAggregationFrames || !config.secure.enabled) return 0;
-  const auto lane_words = [](std::size_t lanes, std::uint32_t lane_bits) -> std::size_t {
-    if (lane_bits == 0 || lane_bits > 32) return 0;
-    const std::size_t per_word = 32 / lane_bits;
-    return (lanes + per_word - 1) / per_word;
-  };
   if (config.aggregation == AggregationKind::kMajority) {
-    return lane_words(32 * MajorityVote::WordsFor(config.layout), SecureVoteLaneBits(workers));
+    return secagg::LaneWords(32 * MajorityVote::WordsFor(config.layout),
+                             SecureVoteLaneBits(workers));
   }
   if (const QsgdParams* qsgd = SecureQsgdParams(config); qsgd != nullptr) {
-    return lane_words(config.layout.dimension(), SecureLevelLaneBits(qsgd->levels, workers));
+    return secagg::LaneWords(config.layout.dimension(), SecureLevelLaneBits(qsgd->levels, workers));
   }
   const Result<PayloadShape> shape = EncodedShape(config.codec, config.layout);
   return shape.ok() ? shape.value().values : 0;

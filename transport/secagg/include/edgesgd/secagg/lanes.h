@@ -22,8 +22,13 @@ namespace edgesgd::secagg {
 // Errors: kInvalidArgument for 0 (nothing to sum); kOutOfRange above 2^32 - 1.
 Result<std::uint32_t> LaneBits(std::uint64_t largest_sum);
 
-// Words that `lanes` lanes of `lane_bits` bits take (whole lanes per word).
-std::size_t LaneWords(std::size_t lanes, std::uint32_t lane_bits);
+// Words that `lanes` lanes of `lane_bits` bits take (whole lanes per word); 0 for lane_bits
+// outside 1..32.
+constexpr std::size_t LaneWords(std::size_t lanes, std::uint32_t lane_bits) {
+  if (lane_bits == 0 || lane_bits > 32) return 0;
+  const std::size_t per_word = 32 / lane_bits;
+  return (lanes + per_word - 1) / per_word;
+}
 
 // Lane `lane` of packed words, and setting it in words that start zeroed. lane_bits in 1..32.
 constexpr std::uint32_t LaneValue(std::span<const std::uint32_t> words, std::size_t lane,
