@@ -34,9 +34,7 @@ Status MeanAggregator::Init(Arena& arena, const CodecRegistry& codecs, const Ten
 }
 
 void MeanAggregator::Reset() {
-  // The sum is not cleared here: the round's first contribution overwrites it (or clears it
-  // first, for a codec that can only add).
-  sum_is_stale_ = true;
+  std::fill(sum_.begin(), sum_.end(), 0.0f);
   total_weight_ = 0.0f;
   count_ = 0;
   finished_ = false;
@@ -63,18 +61,6 @@ Status MeanAggregator::AddWithParams(const CodecParams& params, const PayloadVie
   if (CodecIdOf(params) != CodecIdOf(codec_) ||
       CodecScratchBytes(params, layout_) > scratch_.size()) {
     return Status::InvalidArgument("the parameters are not of the aggregator's codec");
-  }
-  if (CodecIdOf(params) == kCodecId<IdentityCodec>) {
-    // A dense payload is its values: added (or written) in one pass without the codec.
-    if (payload.values.size() != sum_.size() || !payload.indices.empty() ||
-        !payload.words.empty() || !payload.scales.empty()) {
-      return Status::DataLoss("a dense payload carries exactly d values and nothing else");
-    }
-    return AddDense(payload.values, weight);
-  }
-  if (sum_is_stale_) {
-    std::fill(sum_.begin(), sum_.end(), 0.0f);
-    sum_is_stale_ = false;
   }
   EDGESGD_TRY(ops_->decode_add(params, layout_, context, payload, weight, sum_, scratch_));
   total_weight_ += weight;
@@ -103,13 +89,7 @@ Status MeanAggregator::AddDense(std::span<const float> values, float weight) {
   if (!internal::AllFinite(values)) {
     return Status::DataLoss("the dense update holds a NaN or an infinity");
   }
-  if (sum_is_stale_) {
-    // 0 + w*v, as adding to a cleared sum would give (a -0 becomes +0).
-    for (std::size_t i = 0; i < sum_.size(); ++i) sum_[i] = 0.0f + weight * values[i];
-    sum_is_stale_ = false;
-  } else {
-    for (std::size_t i = 0; i < sum_.size(); ++i) sum_[i] += weight * values[i];
-  }
+  for (std::size_t i = 0; i < sum_.size(); ++i) sum_[i] += weight * values[i];
   total_weight_ += weight;
   ++count_;
   return Status::Ok();
@@ -139,12 +119,9 @@ Status MeanAggregator::AddScaledMean(float scale, std::span<float> model) {
     return Status::InvalidArgument("the scale must be finite");
   }
   if (count_ == 0) return Status::FailedPrecondition("nothing was added");
-  if (finished_) {
-    for (std::size_t i = 0; i < model.size(); ++i) model[i] += scale * sum_[i];
-    return Status::Ok();
-  }
-  // Mean() and the step in one pass over the sum, with Mean()'s division.
-  const float total = total_weight_;
+  // Mean() and the step in one pass over the sum, with Mean()'s division (by 1, exactly, once
+  // the round is finished).
+  const float total = finished_ ? 1.0f : total_weight_;
   for (std::size_t i = 0; i < model.size(); ++i) {
     const float mean = sum_[i] / total;
     sum_[i] = mean;

@@ -44,7 +44,7 @@ class MeanAggregator {
   Status Init(Arena& arena, const CodecRegistry& codecs, const TensorLayout& layout,
               const CodecParams& codec);
 
-  // Forgets all contributions. Does not allocate (nor touch the accumulator).
+  // Forgets all contributions (zeroes the accumulator). Does not allocate.
   void Reset();
 
   // sum += weight * decode(payload), decoded with `context` (same seed and round as the
@@ -100,7 +100,6 @@ class MeanAggregator {
   std::uint32_t count_ = 0;
   bool initialized_ = false;
   bool finished_ = false;
-  bool sum_is_stale_ = true;  // the sum holds an earlier round's values: read it as zeros
 };
 
 // Weighted mean in payload space, for codecs whose payloads sum (CodecTraits::payload_sum: every
