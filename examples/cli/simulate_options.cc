@@ -211,8 +211,8 @@ bool ReadAvailabilityTrace(const std::string& path, std::size_t workers,
     double start = 0;
     double end = 0;
     std::string extra;
-    if (!(fields >> device)) continue;  // blank or comment
-    if (!(fields >> start >> end) || (fields >> extra)) {
+    if ((fields >> std::ws).eof()) continue;  // blank or comment
+    if (!(fields >> device >> start >> end) || (fields >> extra)) {
       error = where + "expected 'DEVICE START_S END_S'";
       return false;
     }
