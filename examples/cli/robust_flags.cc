@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "cli/number_checks.h"
+
 namespace edgesgd::cli {
 namespace {
 
@@ -43,11 +45,12 @@ void AddRobustFlags(CLI::App& command, RunFlags& o) {
       ->check(CLI::Range(0u, 255u))
       ->each([flags](const std::string&) { flags->robust_f_given = true; });
   const auto clip_given = [flags](const std::string&) { flags->robust_clip_given = true; };
-  command.add_option("--robust-clip-radius", o.robust_clip_radius,
-                     "Centered clipping: tau, the largest distance an update may move the "
-                     "aggregate from the last round's")
+  command
+      .add_option("--robust-clip-radius", o.robust_clip_radius,
+                  "Centered clipping: tau, the largest distance an update may move the "
+                  "aggregate from the last round's")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber)
+      ->check(PositiveFloat())
       ->each(clip_given);
   command.add_option("--robust-clip-iterations", o.robust_clip_iterations,
                      "Centered clipping: L, clipping passes per round")

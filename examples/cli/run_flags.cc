@@ -11,8 +11,9 @@
 #include <utility>
 #include <vector>
 
-#include "cli/data_sources.h"
 #include "cli/async_flags.h"
+#include "cli/data_sources.h"
+#include "cli/number_checks.h"
 #include "cli/robust_flags.h"
 #include "cli/secure_flags.h"
 #include "cli/server_optimizer_flags.h"
@@ -138,16 +139,18 @@ void AddTrainingFlags(CLI::App& command, RunFlags& o, const char* deadline_help)
                      "Workers clip their updates to --dp-clip either way")
       ->capture_default_str()
       ->check(CLI::IsMember({"off", "central", "distributed"}));
-  command.add_option("--dp-clip", o.dp_clip,
-                     "L2 norm C every worker clips the update it compresses to")
+  command
+      .add_option("--dp-clip", o.dp_clip,
+                  "L2 norm C every worker clips the update it compresses to")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber)
+      ->check(PositiveFloat())
       ->each(dp_flag_given);
-  command.add_option("--dp-noise-multiplier", o.dp_noise_multiplier,
-                     "z: the noise on a round's sum has standard deviation z * C "
-                     "(edgesgd privacy-budget finds the z of a target epsilon)")
+  command
+      .add_option("--dp-noise-multiplier", o.dp_noise_multiplier,
+                  "z: the noise on a round's sum has standard deviation z * C "
+                  "(edgesgd privacy-budget finds the z of a target epsilon)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber)
+      ->check(NonNegativeFloat())
       ->each(dp_flag_given);
   command.add_option("--dp-delta", o.dp_delta,
                      "delta of the (epsilon, delta) guarantee the metrics report; keep it below "
@@ -162,18 +165,20 @@ void AddTrainingFlags(CLI::App& command, RunFlags& o, const char* deadline_help)
       ->capture_default_str()
       ->check(CLI::Range(0.0f, 0.999f))
       ->each(dp_flag_given);
-  command.add_option("--dp-clip-lr", o.dp_clip_lr,
-                     "Adaptive clipping's step: C <- C * exp(-lr * (unclipped fraction - "
-                     "target))")
+  command
+      .add_option("--dp-clip-lr", o.dp_clip_lr,
+                  "Adaptive clipping's step: C <- C * exp(-lr * (unclipped fraction - "
+                  "target))")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber)
+      ->check(PositiveFloat())
       ->each(dp_flag_given);
-  command.add_option("--dp-count-noise", o.dp_count_noise,
-                     "Adaptive clipping: standard deviation of the noise on the count of "
-                     "unclipped updates (0 = the sampled devices / 20); must exceed half of "
-                     "--dp-noise-multiplier, whose budget it shares")
+  command
+      .add_option("--dp-count-noise", o.dp_count_noise,
+                  "Adaptive clipping: standard deviation of the noise on the count of "
+                  "unclipped updates (0 = the sampled devices / 20); must exceed half of "
+                  "--dp-noise-multiplier, whose budget it shares")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber)
+      ->check(NonNegativeFloat())
       ->each(dp_flag_given);
   AddRobustFlags(command, o);
   AddServerOptimizerFlags(command, o);

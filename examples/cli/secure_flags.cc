@@ -1,5 +1,7 @@
 #include "cli/secure_flags.h"
 
+#include "cli/number_checks.h"
+
 namespace edgesgd::cli {
 
 void AddSecureFlags(CLI::App& command, RunFlags& o) {
@@ -30,12 +32,13 @@ void AddSecureFlags(CLI::App& command, RunFlags& o) {
       ->capture_default_str()
       ->check(CLI::Range(0u, protocol::kMaxWorkers))
       ->each(given);
-  command.add_option("--secagg-bound", o.secagg_bound,
-                     "Every value a device sends is clipped to [-B, B] and summed in 32-bit "
-                     "fixed point, as finely as B times the worker count allows (clipped values "
-                     "are counted on the devices)")
+  command
+      .add_option("--secagg-bound", o.secagg_bound,
+                  "Every value a device sends is clipped to [-B, B] and summed in 32-bit "
+                  "fixed point, as finely as B times the worker count allows (clipped values "
+                  "are counted on the devices)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber)
+      ->check(PositiveFloat())
       ->each(given);
 }
 

@@ -3,6 +3,8 @@
 #include <string>
 #include <vector>
 
+#include "cli/number_checks.h"
+
 namespace edgesgd::cli {
 namespace {
 
@@ -35,10 +37,11 @@ void AddServerOptimizerFlags(CLI::App& command, RunFlags& o) {
                      "server keeps 1 (fedavgm) or 2 (adaptive) model-sized vectors more")
       ->capture_default_str()
       ->check(CLI::IsMember(names));
-  command.add_option("--server-lr", o.server_lr,
-                     "The server's learning rate (default: 1 for fedavg and fedavgm, 0.01 for "
-                     "the adaptive optimizers)")
-      ->check(CLI::PositiveNumber)
+  command
+      .add_option("--server-lr", o.server_lr,
+                  "The server's learning rate (default: 1 for fedavg and fedavgm, 0.01 for "
+                  "the adaptive optimizers)")
+      ->check(PositiveFloat())
       ->each([flags](const std::string&) { flags->server_lr_given = true; });
   const auto given = [flags](const std::string&) { flags->server_moments_given = true; };
   command.add_option("--server-beta1", o.server_beta1,
@@ -51,11 +54,12 @@ void AddServerOptimizerFlags(CLI::App& command, RunFlags& o) {
       ->capture_default_str()
       ->check(CLI::Range(0.0f, 0.999999f))
       ->each([flags](const std::string&) { flags->server_beta2_given = true; });
-  command.add_option("--server-tau", o.server_tau,
-                     "The adaptive optimizers' tau: added to sqrt(v), it bounds the step where "
-                     "updates are small (larger tau, less adaptive)")
+  command
+      .add_option("--server-tau", o.server_tau,
+                  "The adaptive optimizers' tau: added to sqrt(v), it bounds the step where "
+                  "updates are small (larger tau, less adaptive)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber)
+      ->check(PositiveFloat())
       ->each([flags](const std::string&) { flags->server_tau_given = true; });
 }
 
