@@ -20,7 +20,8 @@ declare -A groups=(
           iproute2"
   [cross]="g++-aarch64-linux-gnu g++-arm-linux-gnueabihf qemu-user gcc-arm-none-eabi
            libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib qemu-system-arm
-           libmbedtls-dev:arm64 libmbedtls-dev:armhf dpkg-dev"
+           libmbedtls-dev:arm64 libmbedtls-dev:armhf zlib1g-dev:arm64 zlib1g-dev:armhf
+           dpkg-dev"
 )
 # Source packages each group unpacks into build/debian-src (see fetch_sources below).
 declare -A source_groups=([cross]="mbedtls")

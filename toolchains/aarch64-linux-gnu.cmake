@@ -13,9 +13,9 @@ set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64;-L;/usr/${EDGESGD_TARGET_TRIPLE})
 
 # Libraries only for the target (never link x86-64 ones), programs only from the host. Two roots:
 # the cross sysroot, and / for Debian multiarch packages of the target architecture
-# (libmbedtls-dev:arm64/armhf from cmake/install-debian-deps.sh cross), which live in
-# /usr/lib/<triple>. Under / CMake looks in lib/<triple> for this target's triple, never in
-# x86_64-linux-gnu. Headers and packages BOTH: Eigen, Asio and mbed TLS are
+# (libmbedtls-dev and zlib1g-dev for arm64/armhf from cmake/install-debian-deps.sh cross), which
+# live in /usr/lib/<triple>. Under / CMake looks in lib/<triple> for this target's triple, never
+# in x86_64-linux-gnu. Headers and packages BOTH: Eigen, Asio, mbed TLS and zlib are
 # architecture-independent headers under /usr/include, which ONLY would hide.
 set(CMAKE_LIBRARY_ARCHITECTURE ${EDGESGD_TARGET_TRIPLE})
 set(CMAKE_FIND_ROOT_PATH /usr/${EDGESGD_TARGET_TRIPLE} /)
