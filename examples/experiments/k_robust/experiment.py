@@ -16,20 +16,24 @@ CLAIM = (
     "(batch 64, lr 0.2), 300 rounds, 2 seeds. Attacks (cli --attack, on the gradient each "
     "attacker's session receives): sign_flip -s g with s = 1 and 10, scale 10 g, gaussian "
     "N(0, 1), ALIE (Baruch et al. 2019, mean - z std of the honest gradients) at the default "
-    "z_max = 0.25 for 10 workers and 2 attackers and at z = 3, and IPM (Xie et al. 2020, -eps "
+    "z_max = 0.25 for 10 workers and 2 attackers, at z = 3 and at z = 100, and IPM (Xie et al. 2020, -eps "
     "times the honest mean) at eps 0.1 and 10. Rules: trimmed mean and multi-Krum with f = 2, "
     "centered clipping with tau = 1 and one pass. Pilot on seed 99 (not one of the seeds), "
     "final accuracy: the mean reached 0.812 without attack, 0.807 under sign flip s = 1, "
     "0.811 under ALIE z_max, 0.699 under gaussian, 0.100 under sign flip s = 10 and IPM "
     "eps 10; the median, the trimmed mean and multi-Krum stayed within 0.795-0.815 under every "
     "attack; centered clipping fell to 0.704 (sign flip s = 10) and 0.553 (IPM eps 10). So on "
-    "this convex model the unscaled sign flip and ALIE at z_max cost the mean under a point: "
-    "the issue's 'the mean falls below 50 %' holds only for the scaled attacks, which the "
-    "criteria say. Criteria, fixed before the run (means over seeds): without attack every "
-    "rule ends within 1 point of the mean; under sign flip s = 10 and IPM eps 10 the mean ends "
-    "below 0.50 and at least one robust rule at 0.75 or more; under ALIE (z_max and z = 3) and "
-    "the unscaled sign flip at least one robust rule ends at 0.75 or more, the mean's accuracy "
-    "reported beside it."
+    "this convex model the unscaled sign flip and ALIE at z_max cost the mean under a point. "
+    "ALIE's z_max moves the mean by a twentieth of the honest spread; a second pilot on seed 99 "
+    "raised z until the mean broke: at z = 10 it ended at 0.742, at z = 30 at 0.517 and at "
+    "z = 100 at 0.208, where the median (0.795), the trimmed mean (0.803), multi-Krum (0.810) "
+    "and centered clipping (0.773) held. At z = 100 the attackers sit far outside the honest "
+    "spread, so ALIE is then no longer 'a little': the mean falls below 50 % only under attacks "
+    "scaled well beyond the honest updates. Criteria, fixed before the run (means over seeds): "
+    "without attack every rule ends within 1 point of the mean; under sign flip s = 10, IPM "
+    "eps 10 and ALIE z = 100 the mean ends below 0.50 and at least one robust rule at 0.75 or "
+    "more; under ALIE (z_max and z = 3) and the unscaled sign flip at least one robust rule "
+    "ends at 0.75 or more, the mean's accuracy reported beside it."
 )
 
 SEEDS = [1, 2]
@@ -49,6 +53,7 @@ ATTACKS = [
     ("gaussian 1", ["--attack", "gaussian"] + ATTACKERS),
     ("ALIE z_max", ["--attack", "alie"] + ATTACKERS),
     ("ALIE z=3", ["--attack", "alie", "--attack-strength", "3"] + ATTACKERS),
+    ("ALIE z=100", ["--attack", "alie", "--attack-strength", "100"] + ATTACKERS),
     ("IPM eps 0.1", ["--attack", "ipm"] + ATTACKERS),
     ("IPM eps 10", ["--attack", "ipm", "--attack-strength", "10"] + ATTACKERS),
 ]
@@ -64,7 +69,7 @@ RUNS = [(_label(rule, attack), rule_flags + attack_flags, SEEDS)
 PLOTS = [
     {"x": "round", "y": "accuracy", "ylabel": f"test accuracy under {attack} (mean over seeds)",
      "logy": False, "runs": [_label(rule, attack) for rule, _ in RULES]}
-    for attack in ("sign flip s=10", "ALIE z=3")
+    for attack in ("sign flip s=10", "ALIE z=3", "ALIE z=100")
 ]
 
 NO_ATTACK_GAP = 0.01
@@ -91,7 +96,7 @@ def evaluate(results):
                    all(accuracy[_label(rule, "no attack")] >= base - NO_ATTACK_GAP
                        for rule in robust),
                    row("no attack")))
-    for attack in ("sign flip s=10", "IPM eps 10"):
+    for attack in ("sign flip s=10", "IPM eps 10", "ALIE z=100"):
         best = best_robust(attack)
         claims.append((f"{attack}: the mean ends below {BROKEN:.2f} and at least one robust rule "
                        f"at {KEPT:.2f} or more",
