@@ -270,12 +270,14 @@ struct QuadraticProblem {
   std::vector<float> target;
   std::uint64_t calls = 0;
   bool fail = false;  // the callback returns an error (a device fault)
+  std::vector<float> round_start;  // the point of the latest round's first step
 };
 
 inline Status QuadraticGradient(void* user, std::span<const float> point, std::uint32_t,
-                                std::uint32_t, std::span<float> gradient) {
+                                std::uint32_t step, std::span<float> gradient) {
   auto* problem = static_cast<QuadraticProblem*>(user);
   ++problem->calls;
+  if (step == 0) problem->round_start.assign(point.begin(), point.end());
   if (problem->fail) return Status::Internal();
   for (std::size_t i = 0; i < point.size(); ++i) gradient[i] = point[i] - problem->target[i];
   return Status::Ok();

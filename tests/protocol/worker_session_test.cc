@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -270,7 +271,11 @@ TEST_F(WorkerSessionTest, ModelBroadcastIsAnsweredWithAnUpdateBuiltInTheFrame) {
   Join();
   const std::vector<float> model = PseudoRandom(kDim, 21, 2.0f);
   Feed(ModelFrame(0, model));
-  EXPECT_EQ(std::memcmp(worker_.model().data(), model.data(), kDim * sizeof(float)), 0);
+  // The round starts from the broadcast model, read in the frame: with the model downlink and a
+  // codec without selection state the worker keeps no copy of its own.
+  EXPECT_FALSE(WorkerSession::KeepsModelCopy(config));
+  EXPECT_TRUE(worker_.model().empty());
+  EXPECT_EQ(problem_.round_start, model);
   EXPECT_EQ(worker_.model_round(), 0u);
   EXPECT_EQ(problem_.calls, 3u);
   const auto frames = Poll();
@@ -286,6 +291,76 @@ TEST_F(WorkerSessionTest, ModelBroadcastIsAnsweredWithAnUpdateBuiltInTheFrame) {
   EXPECT_EQ(update.payload.view.indices.size(),
             EncodedShape(config.codec, config.layout).value().indices);
   EXPECT_EQ(worker_.counters().updates_sent, 1u);
+}
+
+// The worker keeps a model of its own only where something reads it after the round's update
+// is built: the aggregate downlink (applied to it), majority vote, a codec that selects with the
+// last aggregate (reg_top_k). Without one it holds d floats less.
+TEST(WorkerSessionMemoryTest, KeepsAModelCopyOnlyWhereARoundReadsItLater) {
+  const RunConfig mean = MeanConfig(kDim, kCodecId<TopKCodec>, 10);
+  EXPECT_FALSE(WorkerSession::KeepsModelCopy(mean));
+  RunConfig aggregate = mean;
+  aggregate.downlink = DownlinkKind::kAggregate;
+  EXPECT_TRUE(WorkerSession::KeepsModelCopy(aggregate));
+  EXPECT_TRUE(WorkerSession::KeepsModelCopy(MeanConfig(kDim, kCodecId<RegTopKCodec>, 10)));
+  RunConfig majority = MajorityConfig(kDim, 10);
+  majority.downlink = DownlinkKind::kModel;
+  EXPECT_TRUE(WorkerSession::KeepsModelCopy(majority));
+
+  // The aggregate downlink takes the model copy and the codec's decode scratch more.
+  EXPECT_EQ(WorkerSession::WelcomeArenaBytes(aggregate) - WorkerSession::WelcomeArenaBytes(mean),
+            ArenaBytesFor<float>(kDim) +
+                edgesgd::ArenaBytes(CodecScratchBytes(mean.codec, mean.layout)));
+}
+
+// Without a copy the round reads the model in the broadcast frame while OnFrame runs, and never
+// after: a worker whose broadcast buffers are filled with NaN once delivered (a driver reusing
+// them) sends the same updates, byte for byte, as one whose buffers stay intact.
+TEST(WorkerSessionMemoryTest, ARoundWithoutAModelCopyReadsTheFrameOnlyWhileItIsDelivered) {
+  const RunConfig config = MeanConfig(kDim, kCodecId<TopKCodec>, 10);
+  ASSERT_FALSE(WorkerSession::KeepsModelCopy(config));
+  const auto updates = [&config](bool reuse_buffers) {
+    ArenaStorage storage(WorkerSession::ArenaBytes(config));
+    QuadraticProblem problem;
+    problem.target = PseudoRandom(kDim, 11, 1.0f);
+    WorkerOptions options;
+    options.device_id = kId;
+    options.gradient = &QuadraticGradient;
+    options.user = &problem;
+    options.codecs = &AllCodecs();
+    WorkerSession worker;
+    EXPECT_TRUE(worker.Init(storage.arena, options).ok());
+    FrameFactory factory;
+    std::vector<Frame> sent;
+    const auto deliver = [&](Frame frame) {
+      worker.OnFrame(kServerPeer, frame.bytes(), 0);
+      if (reuse_buffers) {
+        const float nan = std::numeric_limits<float>::quiet_NaN();
+        const std::span<std::byte> bytes = frame.mutable_bytes();
+        for (std::size_t at = 0; at + sizeof nan <= bytes.size(); at += sizeof nan) {
+          std::memcpy(bytes.data() + at, &nan, sizeof nan);
+        }
+      }
+      OutgoingFrame out;
+      while (worker.PollFrame(out)) sent.emplace_back(out.bytes);
+    };
+    worker.Start(0);
+    deliver(factory.Welcome(ToWelcomeInfo(config, kId, 4)));
+    for (std::uint32_t round = 0; round < 3; ++round) {
+      deliver(factory.Broadcast(round, wire::BroadcastContent::kModel, CodecParams{}, config.layout,
+                                PseudoRandom(kDim, 30 + round, 2.0f), config.seed));
+    }
+    return sent;
+  };
+  const std::vector<Frame> intact = updates(false);
+  const std::vector<Frame> reused = updates(true);
+  ASSERT_EQ(intact.size(), 4u);  // the Join and three Updates
+  ASSERT_EQ(reused.size(), intact.size());
+  for (std::size_t i = 0; i < intact.size(); ++i) {
+    ASSERT_EQ(reused[i].size(), intact[i].size()) << "frame " << i;
+    EXPECT_EQ(std::memcmp(reused[i].bytes().data(), intact[i].bytes().data(), intact[i].size()), 0)
+        << "frame " << i;
+  }
 }
 
 // A dense update without a residual is written by the local steps straight into the Update

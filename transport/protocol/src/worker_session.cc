@@ -307,27 +307,28 @@ void WorkerSession::HandleBroadcast(const wire::FrameView& view, TimeNs now) {
     ++counters_.bad_payloads;
     return;
   }
-  const Status applied = ApplyBroadcast(view);
-  if (applied.code() == StatusCode::kFailedPrecondition) {
+  const Result<std::span<const float>> model = ApplyBroadcast(view);
+  if (model.status().code() == StatusCode::kFailedPrecondition) {
     Resync(now);
     return;
   }
-  if (!applied.ok()) {
+  if (!model.ok()) {
     ++counters_.bad_payloads;
     return;
   }
   broadcast_round_ = round;
   model_round_ = round;
   if (AdaptsClipping(config_.privacy)) feedback_.SetClipNorm(clip_bound);
-  ComputeUpdate(round);
+  ComputeUpdate(round, model.value());
 }
 
-Status WorkerSession::ApplyBroadcast(const wire::FrameView& view) {
+Result<std::span<const float>> WorkerSession::ApplyBroadcast(const wire::FrameView& view) {
   const PayloadView& payload = view.payload.view;
   const TensorLayout& layout = config_.layout;
   if (view.message.broadcast.content == wire::BroadcastContent::kModel) {
     if (view.payload.codec != CodecIdOf(ModelCodec()) ||
-        view.payload.layout != PayloadLayout::kDense || payload.values.size() != model_.size() ||
+        view.payload.layout != PayloadLayout::kDense ||
+        payload.values.size() != layout.dimension() ||
         !AllFinite(payload.values)) {
       return Status::DataLoss("a model broadcast must be the dense model");
     }
@@ -336,11 +337,14 @@ Status WorkerSession::ApplyBroadcast(const wire::FrameView& view) {
       if (!view.has_control) return Status::DataLoss("a SCAFFOLD model broadcast lacks c");
       EDGESGD_TRY(scaffold_->SetServerControl(view.control.view.values));
     }
+    // Without a copy the round reads the model in the frame (KeepsModelCopy), and there is no
+    // selector to learn the aggregate.
+    if (model_.empty()) return payload.values;
     if (config_.aggregation == AggregationKind::kMean) LearnAggregate(view);
     // A copy, not a decode-add into zeros: 0 + (-0) would turn -0 into +0 and the worker's
     // model would no longer be the server's bit for bit.
     std::copy(payload.values.begin(), payload.values.end(), model_.begin());
-    return Status::Ok();
+    return std::span<const float>(model_);
   }
   if (config_.downlink != DownlinkKind::kAggregate) {
     return Status::DataLoss("an aggregate broadcast in a run with the model downlink");
@@ -362,8 +366,8 @@ Status WorkerSession::ApplyBroadcast(const wire::FrameView& view) {
                                         scratch_);
   }
   // Every failure here is the payload's (both functions leave the model untouched on error).
-  return status.ok() ? Status::Ok()
-                     : Status::DataLoss("the aggregate broadcast's payload does not decode");
+  if (!status.ok()) return Status::DataLoss("the aggregate broadcast's payload does not decode");
+  return std::span<const float>(model_);
 }
 
 void WorkerSession::LearnAggregate(const wire::FrameView& view) {
@@ -414,7 +418,10 @@ Status WorkerSession::Configure(const RunConfig& config, std::uint32_t workers) 
   }
   const TensorLayout& layout = config.layout;
   const std::size_t d = layout.dimension();
-  EDGESGD_TRY_ASSIGN(model_, arena.Allocate<float>(d));
+  model_ = {};
+  if (KeepsModelCopy(config)) {
+    EDGESGD_TRY_ASSIGN(model_, arena.Allocate<float>(d));
+  }
   EDGESGD_TRY_ASSIGN(gradient_, arena.Allocate<float>(d));
   if (config.aggregation == AggregationKind::kMajority) {
     EDGESGD_TRY_ASSIGN(momentum_, arena.Allocate<float>(d));
@@ -443,7 +450,7 @@ Status WorkerSession::Configure(const RunConfig& config, std::uint32_t workers) 
   return Status::Ok();
 }
 
-void WorkerSession::ComputeUpdate(std::uint32_t round) {
+void WorkerSession::ComputeUpdate(std::uint32_t round, std::span<const float> model) {
   const bool majority = config_.aggregation == AggregationKind::kMajority;
   const std::uint32_t steps = majority ? 1u : config_.feedback.local_steps;
   const std::uint64_t samples = std::uint64_t{StepSamples()} * steps;
@@ -457,7 +464,7 @@ void WorkerSession::ComputeUpdate(std::uint32_t round) {
   const wire::FrameHeader header = NextHeader(round);
   const wire::PayloadMessage message = wire::PayloadMessage::Update({id_, reported});
   const Status computed = majority ? ComputeMajorityUpdate(round, header, message)
-                                   : ComputeMeanUpdate(round, header, message);
+                                   : ComputeMeanUpdate(round, model, header, message);
   if (!computed.ok()) return;
   update_round_ = round;
   update_work_ = samples;
@@ -465,13 +472,14 @@ void WorkerSession::ComputeUpdate(std::uint32_t round) {
   ++counters_.updates_sent;
 }
 
-Status WorkerSession::ComputeMeanUpdate(std::uint32_t round, const wire::FrameHeader& header,
+Status WorkerSession::ComputeMeanUpdate(std::uint32_t round, std::span<const float> model,
+                                        const wire::FrameHeader& header,
                                         const wire::PayloadMessage& message) {
   // A round abandoned earlier (callback error) is folded into the residual by BeginRound, so
   // error feedback still delivers its progress later.
   // The model stays as it is until the round is compressed (all of it happens in this call),
   // so the gradient point may be the model itself.
-  if (const Status begun = feedback_.BeginRound(model_, ErrorFeedbackWorker::PointSource::kBorrow);
+  if (const Status begun = feedback_.BeginRound(model, ErrorFeedbackWorker::PointSource::kBorrow);
       !begun.ok()) {
     ++counters_.encode_errors;
     return begun;

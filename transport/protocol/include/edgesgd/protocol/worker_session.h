@@ -153,8 +153,19 @@ class WorkerSession final : public Session {
     return 2 * edgesgd::ArenaBytes(kControlBuilderBytes);
   }
 
-  // Exact arena bytes the first Welcome of `config` takes: the model and a gradient (d floats
-  // each); error feedback state, SCAFFOLD's control variates when the run keeps them and, for
+  // Whether the worker keeps a copy of the model between rounds. It keeps none when every round
+  // brings the whole model and nothing reads it once the round's update is built: the model
+  // downlink with mean aggregation and a codec that does not select by the last aggregate. The
+  // update is computed inside the OnFrame that delivers the broadcast, so the round reads the
+  // model in the frame itself: d floats fewer to copy each round and to hold.
+  static constexpr bool KeepsModelCopy(const RunConfig& config) {
+    return config.downlink != DownlinkKind::kModel ||
+           config.aggregation != AggregationKind::kMean ||
+           ErrorFeedbackWorker::SelectionStateBytes(config.layout, config.codec) != 0;
+  }
+
+  // Exact arena bytes the first Welcome of `config` takes: a gradient and, when the worker keeps
+  // one (KeepsModelCopy), the model (d floats each); error feedback state, SCAFFOLD's control variates when the run keeps them and, for
   // the aggregate downlink, the codec's scratch (kMean) or the Signum momentum (kMajority); the
   // Update frame's builder; with secure aggregation its device stage and frame builder, for a
   // run of `workers` workers. 0 when the configuration cannot be sized (see ValidateRunConfig
@@ -166,7 +177,8 @@ class WorkerSession final : public Session {
     if (d == 0) return 0;
     const std::size_t builder = BuilderBytesFor(UpdateFrameBytes(config));
     if (builder == 0) return 0;
-    std::size_t bytes = 2 * ArenaBytesFor<float>(d) + edgesgd::ArenaBytes(builder);
+    const std::size_t vectors = KeepsModelCopy(config) ? 2 : 1;
+    std::size_t bytes = vectors * ArenaBytesFor<float>(d) + edgesgd::ArenaBytes(builder);
     if (config.aggregation == AggregationKind::kMajority) {
       bytes += ArenaBytesFor<float>(d);
     } else {
@@ -234,18 +246,20 @@ class WorkerSession final : public Session {
   // Workers in the run, from the Welcome (meaningful once configured()): a worker that draws
   // its data shard by id needs to know how many shards there are.
   std::uint32_t workers() const { return welcome_.workers; }
-  // The worker's copy of the model (empty before the Welcome), and the round whose start model
-  // it is (kNoRound before the first broadcast). Not meaningful between rounds once a driver
-  // has released IdleBuffers(), which can include it.
+  // The worker's copy of the model (empty before the Welcome and in runs where the worker keeps
+  // none, see KeepsModelCopy), and the round whose start model it is (kNoRound before the first
+  // broadcast). Not meaningful between rounds once a driver has released IdleBuffers(), which
+  // can include it.
   std::span<const float> model() const { return model_; }
   static constexpr std::uint32_t kNoRound = 0xFFFFFFFFu;
   std::uint32_t model_round() const { return model_round_; }
   // Buffers the worker rewrites before it reads them when its next round starts (see
   // IdleMemory): the gradient, the error-feedback worker's IdleBuffers once the update is
   // compressed, the decode scratch of the aggregate downlink, and the model copy with the model
-  // downlink (which brings the whole model every round), unless the codec selects with the
-  // last aggregate (reg_top_k reads it off the model change). Never the residual, the momentum
-  // or the update frame, which the server may ask for again. Empty before the Welcome.
+  // downlink (which brings the whole model every round) where the worker keeps one and the codec
+  // does not select with the last aggregate (reg_top_k reads it off the model change): majority
+  // vote. Never the residual, the momentum or the update frame, which the server may ask for
+  // again. Empty before the Welcome.
   IdleMemory IdleBuffers() const;
   const WorkerCounters& counters() const { return counters_; }
   // kOk, or why the worker stopped: kResourceExhausted (arena too small for the run), or the
@@ -292,16 +306,17 @@ class WorkerSession final : public Session {
   // Takes the run's buffers from the arena for `workers` workers. Errors: kResourceExhausted,
   // kInternal.
   Status Configure(const RunConfig& config, std::uint32_t workers);
-  // Applies a broadcast's payload to the model. Errors: kDataLoss (bad payload),
-  // kFailedPrecondition (an aggregate that does not fit the held model).
-  Status ApplyBroadcast(const wire::FrameView& view);
+  // Applies a broadcast's payload to the model and returns the round's model: the worker's copy,
+  // or the frame's own values when it keeps none (valid while the frame is). Errors: kDataLoss
+  // (bad payload), kFailedPrecondition (an aggregate that does not fit the held model).
+  Result<std::span<const float>> ApplyBroadcast(const wire::FrameView& view);
   // Reports the aggregate of this worker's last update, as far as a full-model broadcast (not
   // yet applied) reveals it, to the error-feedback worker's selector (reg_top_k).
   void LearnAggregate(const wire::FrameView& view);
-  // Computes this round's update into the Update frame and queues it.
-  void ComputeUpdate(std::uint32_t round);
-  Status ComputeMeanUpdate(std::uint32_t round, const wire::FrameHeader& header,
-                           const wire::PayloadMessage& message);
+  // Computes this round's update from the round's `model` into the Update frame and queues it.
+  void ComputeUpdate(std::uint32_t round, std::span<const float> model);
+  Status ComputeMeanUpdate(std::uint32_t round, std::span<const float> model,
+                           const wire::FrameHeader& header, const wire::PayloadMessage& message);
   // The round's H local steps of the error-feedback worker, each with the callback's gradient
   // (corrected by SCAFFOLD's c - c_i when the run keeps control variates).
   Status TakeLocalSteps(std::uint32_t round);
@@ -341,7 +356,7 @@ class WorkerSession final : public Session {
   RunConfig config_;
   std::uint32_t id_ = wire::kUnassignedDevice;
 
-  std::span<float> model_;
+  std::span<float> model_;  // empty when the worker keeps no copy (KeepsModelCopy)
   std::span<float> gradient_;
   std::span<float> momentum_;     // kMajority
   std::span<std::byte> scratch_;  // codec scratch for applying aggregates (kMean)
