@@ -283,6 +283,17 @@ inline Status QuadraticGradient(void* user, std::span<const float> point, std::u
   return Status::Ok();
 }
 
+// A worker's options on the quadratic problem: device `id`, QuadraticGradient on `problem`, every
+// codec.
+inline WorkerOptions QuadraticWorkerOptions(std::uint32_t id, QuadraticProblem& problem) {
+  WorkerOptions options;
+  options.device_id = id;
+  options.gradient = &QuadraticGradient;
+  options.user = &problem;
+  options.codecs = &AllCodecs();
+  return options;
+}
+
 // A sign-flip attacker on the quadratic problem: the negated gradient.
 inline Status NegatedQuadraticGradient(void* user, std::span<const float> point,
                                        std::uint32_t round, std::uint32_t step,

@@ -106,12 +106,7 @@ class ScaffoldWorkerTest : public ::testing::Test {
     config_ = ScaffoldConfig(kDim, kCodecId<TopKCodec>, 10);
     storage_ = std::make_unique<ArenaStorage>(WorkerSession::ArenaBytes(config_));
     problem_.target = PseudoRandom(kDim, 11, 1.0f);
-    WorkerOptions options;
-    options.device_id = kId;
-    options.gradient = &QuadraticGradient;
-    options.user = &problem_;
-    options.codecs = &AllCodecs();
-    ASSERT_TRUE(worker_.Init(storage_->arena, options).ok());
+    ASSERT_TRUE(worker_.Init(storage_->arena, QuadraticWorkerOptions(kId, problem_)).ok());
   }
 
   std::vector<Frame> Poll() {

@@ -177,13 +177,8 @@ TEST_F(WorkerSessionTest, RefusesAWelcomeOutsideItsBoundsAndLeaves) {
     QuadraticProblem problem;
     problem.target = PseudoRandom(kDim, 11, 1.0f);
     ArenaStorage storage(WorkerSession::ArenaBytes(valid));
-    WorkerOptions options;
-    options.device_id = kId;
-    options.gradient = &QuadraticGradient;
-    options.user = &problem;
-    options.codecs = &AllCodecs();
     WorkerSession worker;
-    ASSERT_TRUE(worker.Init(storage.arena, options).ok());
+    ASSERT_TRUE(worker.Init(storage.arena, QuadraticWorkerOptions(kId, problem)).ok());
     const auto poll = [&worker] {
       std::vector<Frame> frames;
       OutgoingFrame out;
@@ -222,12 +217,7 @@ TEST_F(WorkerSessionTest, ArenaTooSmallLeavesWithAFailure) {
   const RunConfig config = MeanConfig(kDim, kCodecId<TopKCodec>, 10);
   config_ = config;
   storage_ = std::make_unique<ArenaStorage>(WorkerSession::InitArenaBytes() + 256);
-  WorkerOptions options;
-  options.device_id = kId;
-  options.gradient = &QuadraticGradient;
-  options.codecs = &AllCodecs();
-  options.user = &problem_;
-  ASSERT_TRUE(worker_.Init(storage_->arena, options).ok());
+  ASSERT_TRUE(worker_.Init(storage_->arena, QuadraticWorkerOptions(kId, problem_)).ok());
   worker_.Start(0);
   Poll();
   Feed(WelcomeFrame());
@@ -323,13 +313,8 @@ TEST(WorkerSessionMemoryTest, ARoundWithoutAModelCopyReadsTheFrameOnlyWhileItIsD
     ArenaStorage storage(WorkerSession::ArenaBytes(config));
     QuadraticProblem problem;
     problem.target = PseudoRandom(kDim, 11, 1.0f);
-    WorkerOptions options;
-    options.device_id = kId;
-    options.gradient = &QuadraticGradient;
-    options.user = &problem;
-    options.codecs = &AllCodecs();
     WorkerSession worker;
-    EXPECT_TRUE(worker.Init(storage.arena, options).ok());
+    EXPECT_TRUE(worker.Init(storage.arena, QuadraticWorkerOptions(kId, problem)).ok());
     FrameFactory factory;
     std::vector<Frame> sent;
     const auto deliver = [&](Frame frame) {
@@ -743,12 +728,7 @@ TEST_F(WorkerSessionTest, RegTopKLearnsTheAggregateOnlyRightAfterItsOwnUpdate) {
   ArenaStorage second_storage(WorkerSession::ArenaBytes(config));
   QuadraticProblem second_problem;
   second_problem.target = problem.target;
-  WorkerOptions options;
-  options.device_id = kId;
-  options.gradient = &QuadraticGradient;
-  options.codecs = &AllCodecs();
-  options.user = &second_problem;
-  ASSERT_TRUE(second.Init(second_storage.arena, options).ok());
+  ASSERT_TRUE(second.Init(second_storage.arena, QuadraticWorkerOptions(kId, second_problem)).ok());
   second.Start(0);
   OutgoingFrame sent;
   while (second.PollFrame(sent)) {
