@@ -298,9 +298,9 @@ TEST(WorkerSessionMemoryTest, KeepsAModelCopyOnlyWhereARoundReadsItLater) {
   EXPECT_TRUE(WorkerSession::KeepsModelCopy(majority));
 
   // The aggregate downlink takes the model copy and the codec's decode scratch more.
-  EXPECT_EQ(WorkerSession::WelcomeArenaBytes(aggregate) - WorkerSession::WelcomeArenaBytes(mean),
-            ArenaBytesFor<float>(kDim) +
-                edgesgd::ArenaBytes(CodecScratchBytes(mean.codec, mean.layout)));
+  EXPECT_EQ(
+      WorkerSession::WelcomeArenaBytes(aggregate) - WorkerSession::WelcomeArenaBytes(mean),
+      ArenaBytesFor<float>(kDim) + edgesgd::ArenaBytes(CodecScratchBytes(mean.codec, mean.layout)));
 }
 
 // Without a copy the round reads the model in the broadcast frame while OnFrame runs, and never

@@ -328,8 +328,7 @@ Result<std::span<const float>> WorkerSession::ApplyBroadcast(const wire::FrameVi
   if (view.message.broadcast.content == wire::BroadcastContent::kModel) {
     if (view.payload.codec != CodecIdOf(ModelCodec()) ||
         view.payload.layout != PayloadLayout::kDense ||
-        payload.values.size() != layout.dimension() ||
-        !AllFinite(payload.values)) {
+        payload.values.size() != layout.dimension() || !AllFinite(payload.values)) {
       return Status::DataLoss("a model broadcast must be the dense model");
     }
     if (Scaffold()) {

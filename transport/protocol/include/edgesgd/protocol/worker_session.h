@@ -165,11 +165,11 @@ class WorkerSession final : public Session {
   }
 
   // Exact arena bytes the first Welcome of `config` takes: a gradient and, when the worker keeps
-  // one (KeepsModelCopy), the model (d floats each); error feedback state, SCAFFOLD's control variates when the run keeps them and, for
-  // the aggregate downlink, the codec's scratch (kMean) or the Signum momentum (kMajority); the
-  // Update frame's builder; with secure aggregation its device stage and frame builder, for a
-  // run of `workers` workers. 0 when the configuration cannot be sized (see ValidateRunConfig
-  // for the full checks).
+  // one (KeepsModelCopy), the model (d floats each); error feedback state, SCAFFOLD's control
+  // variates when the run keeps them and, for the aggregate downlink, the codec's scratch (kMean)
+  // or the Signum momentum (kMajority); the Update frame's builder; with secure aggregation its
+  // device stage and frame builder, for a run of `workers` workers. 0 when the configuration
+  // cannot be sized (see ValidateRunConfig for the full checks).
   static constexpr std::size_t WelcomeArenaBytes(const RunConfig& config,
                                                  std::uint32_t workers = kMaxWorkers) {
     const TensorLayout& layout = config.layout;
