@@ -68,7 +68,9 @@ namespace edgesgd::protocol {
 
 // Computes the loss gradient (without weight decay) at `point` (the model's dimension) into
 // `gradient` (same size) for local step `local_step` of round `round`. `user` is
-// WorkerOptions::user. A non-ok Status makes the worker skip the round (counted).
+// WorkerOptions::user. `point` is valid during the call only (it may be the received broadcast
+// frame itself, see WorkerSession::KeepsModelCopy): copy it to keep the model. A non-ok Status
+// makes the worker skip the round (counted).
 using GradientFunction = Status (*)(void* user, std::span<const float> point, std::uint32_t round,
                                     std::uint32_t local_step, std::span<float> gradient);
 
