@@ -97,11 +97,11 @@ while IFS= read -r link; do
     ln -sfn "$(realpath -m --relative-to="$(dirname "$link")" "$staging$target")" "$link"
   fi
 done < <(find "$staging" -type l)
-mv "$apt_root" "$staging/.apt"
+# The private indexes served their purpose: the stamp, not them, makes a second run offline.
 rm -rf "$destination"
 mv "$staging" "$destination"
 {
   echo "$request"
   printf '%s\n' "${packages[@]}" | sort
 } >"$stamp"
-say "ready in $destination ($(du -sh --exclude=.apt "$destination" | cut -f1))"
+say "ready in $destination ($(du -sh "$destination" | cut -f1))"
