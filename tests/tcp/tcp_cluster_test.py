@@ -46,6 +46,8 @@ class Cluster:
         self.edgesgd = edgesgd
         self.work = work
         self.processes = []
+        # Processes whose failure ends the scenario at once (see keep_running).
+        self.kept = []
         # A fresh directory: a metrics file left by an earlier run would satisfy wait_rows at once.
         shutil.rmtree(work, ignore_errors=True)
         os.makedirs(work)
@@ -93,14 +95,31 @@ class Cluster:
                            "--reconnect-max-s", "0.2", "--give-up-s", "30", "--quiet"] + DATA +
                           list(extra), program=program)
 
+    def keep_running(self, *processes):
+        """While the scenario waits for something, any of these exiting with an error fails it
+        at once with that process's own last words, instead of a timeout minutes later."""
+        self.kept.extend(processes)
+
+    def release(self, process):
+        """A kept process the scenario is about to stop itself."""
+        self.kept.remove(process)
+
+    def check_kept(self, waited=None):
+        for process in self.kept:
+            if process is not waited and process.poll() not in (None, 0):
+                raise Failure("%s exited with %d: %s" % (process.name, process.returncode,
+                                                         self.tail(process.name)))
+
     def wait(self, process, timeout=RUN_TIMEOUT_S, expect=0):
-        try:
-            code = process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise Failure("%s still running after %d s: %s" % (process.name, timeout,
-                                                                self.tail(process.name)))
-        check(code == expect, "%s exited with %d (expected %d): %s" % (
-            process.name, code, expect, self.tail(process.name)))
+        deadline = time.time() + timeout
+        while process.poll() is None:
+            self.check_kept(waited=process)
+            if time.time() >= deadline:
+                raise Failure("%s still running after %d s: %s" % (process.name, timeout,
+                                                                    self.tail(process.name)))
+            time.sleep(0.05)
+        check(process.returncode == expect, "%s exited with %d (expected %d): %s" % (
+            process.name, process.returncode, expect, self.tail(process.name)))
 
     def tail(self, name, lines=6):
         try:
@@ -119,6 +138,7 @@ class Cluster:
     def wait_rows(self, metrics, rows, process, timeout=30):
         deadline = time.time() + timeout
         while self.rows(metrics) < rows:
+            self.check_kept(waited=process)
             check(process.poll() is None, "%s exited before round %d" % (process.name, rows))
             check(time.time() < deadline, "%s did not reach round %d" % (process.name, rows))
             time.sleep(0.01)
@@ -167,10 +187,13 @@ def train_over_tcp(cluster, args, workers, name="server", worker_extra=None,
     server, port = cluster.start_server(
         ["--model-out", cluster.path(name + ".bin"), "--summary", cluster.path(name + ".json"),
          "--metrics", cluster.path(name + ".csv")] + DATA + args, name=name)
-    for w in range(1, workers + 1):
-        cluster.start_worker(port, w, (worker_extra or {}).get(w, ()),
-                             program=(worker_programs or {}).get(w))
+    started = [cluster.start_worker(port, w, (worker_extra or {}).get(w, ()),
+                                    program=(worker_programs or {}).get(w))
+               for w in range(1, workers + 1)]
+    cluster.keep_running(*started)
     cluster.wait(server)
+    for worker in started:
+        cluster.release(worker)
     return read_model(cluster.path(name + ".bin")), cluster.summary(name + ".json")
 
 
