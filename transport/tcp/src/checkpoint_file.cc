@@ -1,46 +1,77 @@
 #include "checkpoint_file.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace edgesgd::tcp::internal {
 
-Status WriteFileAtomically(const std::string& path, std::span<const std::byte> bytes,
-                           std::string& detail) {
-  const std::string temporary = path + ".tmp";
-  const auto failed = [&](const char* what, const std::string& file) {
-    detail = std::string(what) + file + ": " + std::strerror(errno);
-    return Status::Unavailable("cannot write the checkpoint");
-  };
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return failed("cannot write checkpoint ", temporary);
+namespace {
+
+Status Failed(const char* what, const std::string& file, int error, std::string& detail) {
+  detail = std::string(what) + file + ": " + std::strerror(error);
+  return Status::Unavailable("cannot write the checkpoint");
+}
+
+Status WriteAll(int fd, std::span<const std::byte> bytes) {
   std::size_t written = 0;
   while (written < bytes.size()) {
     const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const Status status = failed("cannot write checkpoint ", temporary);
-      ::close(fd);
-      return status;
+    if (n < 0) return Status::Unavailable("write");
+    if (n == 0) {
+      errno = EIO;
+      return Status::Unavailable("write");
     }
     written += static_cast<std::size_t>(n);
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) return failed("cannot sync checkpoint ", temporary);
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    return failed("cannot rename checkpoint onto ", path);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status WriteFileAtomically(const std::string& path, std::span<const std::byte> bytes,
+                           std::string& detail) {
+  // A fresh name created exclusively (mkostemp: O_CREAT | O_EXCL, mode 0600): nothing placed
+  // at a predictable name beforehand, a symbolic link included, is opened or overwritten, and
+  // the model is readable by the server's user only.
+  std::string temporary = path + ".tmp.XXXXXX";
+  const int fd = ::mkostemp(temporary.data(), O_CLOEXEC);
+  if (fd < 0) return Failed("cannot create a temporary file for checkpoint ", path, errno, detail);
+  const auto abandon = [&](const char* what) {
+    const int error = errno;
+    ::close(fd);
+    ::unlink(temporary.c_str());
+    return Failed(what, temporary, error, detail);
+  };
+  if (!WriteAll(fd, bytes).ok()) return abandon("cannot write checkpoint ");
+  if (::fsync(fd) != 0) return abandon("cannot sync checkpoint ");
+  if (::close(fd) != 0) {
+    const int error = errno;
+    ::unlink(temporary.c_str());
+    return Failed("cannot close checkpoint ", temporary, error, detail);
   }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    const int error = errno;
+    ::unlink(temporary.c_str());
+    return Failed("cannot rename a checkpoint onto ", path, error, detail);
+  }
+  // Until the directory is synced the rename may not survive a crash: the checkpoint is not
+  // durable, which is an error like any other.
   const std::size_t slash = path.rfind('/');
   const std::string directory = slash == std::string::npos ? "." : path.substr(0, slash + 1);
   const int dir_fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd >= 0) {
-    ::fsync(dir_fd);  // makes the rename durable
+  if (dir_fd < 0) return Failed("cannot open the checkpoint's directory ", directory, errno, detail);
+  if (::fsync(dir_fd) != 0) {
+    const int error = errno;
     ::close(dir_fd);
+    return Failed("cannot sync the checkpoint's directory ", directory, error, detail);
   }
+  ::close(dir_fd);
   return Status::Ok();
 }
 

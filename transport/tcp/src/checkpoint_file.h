@@ -12,9 +12,11 @@
 
 namespace edgesgd::tcp::internal {
 
-// Writes `bytes` to `path` through a temporary file in the same directory (PATH.tmp): write,
-// fsync, rename over `path`, fsync the directory. Errors: kUnavailable, with `detail` naming
-// the file and the system's error.
+// Writes `bytes` to `path` through a temporary file in the same directory (PATH.tmp.XXXXXX,
+// created exclusively with mode 0600): write, fsync, rename over `path`, fsync the directory.
+// On any failure the temporary file is removed and `path` is left as it was (or, when only the
+// directory's fsync failed, holds the new contents without the guarantee that they survive a
+// crash). Errors: kUnavailable, with `detail` naming the file and the system's error.
 Status WriteFileAtomically(const std::string& path, std::span<const std::byte> bytes,
                            std::string& detail);
 
