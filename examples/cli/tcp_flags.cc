@@ -208,9 +208,6 @@ bool LoadAuthKeys(const NetworkFlags& flags, std::uint32_t own_device, const cha
     std::fprintf(stderr, "edgesgd %s: --keys: %s\n", command, load.message.c_str());
     return false;
   }
-  if (!load.warning.empty()) {
-    platform::Log(platform::LogLevel::kWarning, "%s: %s", command, load.warning.c_str());
-  }
   if (own_device != 0 && keys.ring.Find(own_device) == nullptr) {
     std::fprintf(stderr, "edgesgd %s: --keys %s has no key for device %u (this --id)\n", command,
                  flags.keys.c_str(), own_device);

@@ -1,5 +1,5 @@
-// The key file: accepted syntax, one-line errors naming file and line, and the permission
-// warning.
+// The key file: accepted syntax, one-line errors naming file and line, and a file that group or
+// others can access refused unread.
 
 #include "edgesgd/auth/key_file.h"
 
@@ -27,7 +27,6 @@ TEST(KeyFileTest, ParsesKeysCommentsAndBlankLines) {
   const KeyFileLoad load = ParseKeyFile(text, "keys", ring);
   ASSERT_TRUE(load.ok()) << load.message;
   EXPECT_EQ(load.keys, 2u);
-  EXPECT_TRUE(load.warning.empty());
   const DeviceKey* first = ring.Find(1);
   ASSERT_NE(first, nullptr);
   EXPECT_EQ(testing::Hex(first->key),
@@ -92,24 +91,28 @@ class KeyFileOnDiskTest : public ::testing::Test {
   std::string path_;
 };
 
-TEST_F(KeyFileOnDiskTest, LoadsPrivateFileWithoutWarning) {
+TEST_F(KeyFileOnDiskTest, LoadsPrivateFile) {
   Write("5 " + kKeyA + "\n", 0600);
   FixedKeyRing<2> ring;
   const KeyFileLoad load = LoadKeyFile(path_, ring);
   ASSERT_TRUE(load.ok()) << load.message;
   EXPECT_EQ(load.keys, 1u);
-  EXPECT_TRUE(load.warning.empty()) << load.warning;
   EXPECT_NE(ring.Find(5), nullptr);
 }
 
-TEST_F(KeyFileOnDiskTest, WarnsWhenOthersCanReadIt) {
-  Write("5 " + kKeyA + "\n", 0644);
-  FixedKeyRing<2> ring;
-  const KeyFileLoad load = LoadKeyFile(path_, ring);
-  ASSERT_TRUE(load.ok()) << load.message;
-  EXPECT_EQ(load.warning, "key file " + path_ +
-                              " is accessible by group or others (mode 0644); run chmod 600 " +
-                              path_);
+TEST_F(KeyFileOnDiskTest, RefusesAFileOthersCanAccess) {
+  for (const mode_t mode : {0644u, 0640u, 0604u, 0660u, 0710u}) {
+    Write("5 " + kKeyA + "\n", mode);
+    FixedKeyRing<2> ring;
+    const KeyFileLoad load = LoadKeyFile(path_, ring);
+    EXPECT_EQ(load.status.code(), StatusCode::kFailedPrecondition) << std::oct << mode;
+    char text[8];
+    std::snprintf(text, sizeof(text), "%04o", static_cast<unsigned>(mode));
+    EXPECT_EQ(load.message, "key file " + path_ + " is accessible by group or others (mode " +
+                                text + "): run chmod 600 " + path_ +
+                                " (and make new keys if others read it)");
+    EXPECT_EQ(ring.Find(5), nullptr) << "a refused file's keys must not be loaded";
+  }
 }
 
 TEST_F(KeyFileOnDiskTest, ErrorsNameTheFile) {

@@ -123,6 +123,16 @@ KeyFileLoad LoadKeyFile(const std::string& path, KeyRing& ring) {
     ::close(fd);
     return Failure(StatusCode::kUnavailable, "key file " + path + " is not a regular file");
   }
+  if ((info.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
+    // Refused, not read: a key others can read is no longer a secret, and a node that ran with
+    // it would have its frames vouched for by whoever else read it.
+    ::close(fd);
+    char mode[8];
+    std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(info.st_mode & 07777));
+    return Failure(StatusCode::kFailedPrecondition,
+                   "key file " + path + " is accessible by group or others (mode " + mode +
+                       "): run chmod 600 " + path + " (and make new keys if others read it)");
+  }
   if (info.st_size > static_cast<off_t>(kMaxKeyFileBytes)) {
     ::close(fd);
     return Failure(StatusCode::kDataLoss, "key file " + path + " is larger than 1 MiB");
@@ -148,12 +158,6 @@ KeyFileLoad LoadKeyFile(const std::string& path, KeyRing& ring) {
     load = ParseKeyFile(text, path, ring);
   }
   Zeroize(std::as_writable_bytes(std::span<char>(text)));
-  if (load.ok() && (info.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
-    char mode[8];
-    std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(info.st_mode & 07777));
-    load.warning = "key file " + path + " is accessible by group or others (mode " + mode +
-                   "); run chmod 600 " + path;
-  }
   return load;
 }
 

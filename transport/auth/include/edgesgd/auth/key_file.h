@@ -11,8 +11,8 @@
 // by spaces or tabs; a trailing '\r' is accepted. Strict otherwise: the device id is decimal
 // (no sign, below 4294967295), the key exactly 64 hex digits and not all zero, nothing else on
 // the line, no device twice. `edgesgd keygen --devices N --out FILE` writes one.
-// The file should be readable by its owner only; a group- or world-readable file loads with a
-// warning.
+// The file must be accessible by its owner only: one that group or others can read, write or
+// execute is refused.
 
 #include <cstddef>
 #include <string>
@@ -28,14 +28,13 @@ inline constexpr std::size_t kMaxKeyFileBytes = 1 << 20;
 
 // The outcome of loading keys: status kOk and the number of keys added, or a code and a one-line
 // message naming the file and line, e.g. "keys.txt:3: key must be 64 hex digits, got 62".
-// `warning` is non-empty when the keys loaded but something needs the user's attention (file
-// permissions). Codes: kNotFound (missing file), kUnavailable (other open/read failures),
+// Codes: kNotFound (missing file), kUnavailable (other open/read failures), kFailedPrecondition
+// (group or others have access to the file),
 // kDataLoss (syntax), kAlreadyExists (a device twice), kResourceExhausted (more keys than the
 // ring holds), kInvalidArgument (no key at all, or an all-zero key).
 struct KeyFileLoad {
   Status status;
   std::string message;
-  std::string warning;
   std::size_t keys = 0;
 
   bool ok() const { return status.ok(); }
@@ -45,8 +44,9 @@ struct KeyFileLoad {
 // On error, the keys added from this text are still in the ring: discard it.
 KeyFileLoad ParseKeyFile(std::string_view text, std::string_view name, KeyRing& ring);
 
-// Reads the file at `path` (at most kMaxKeyFileBytes) and parses it as above, warning when it
-// is readable by group or others. The read buffer is zeroized before it is freed.
+// Reads the file at `path` (at most kMaxKeyFileBytes) and parses it as above; refuses it,
+// unread, when group or others have any access to it. The read buffer is zeroized before it is
+// freed.
 KeyFileLoad LoadKeyFile(const std::string& path, KeyRing& ring);
 
 }  // namespace edgesgd::auth
