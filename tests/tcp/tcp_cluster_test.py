@@ -465,6 +465,35 @@ def hostile_clients(cluster):
     check(cluster.summary("server.json")["final"]["round"] == 300, "the run did not complete")
 
 
+def worker_receive_limit(cluster):
+    """Until it has accepted a run's Welcome, a worker takes control frames only: a "server" that
+    answers the worker's Join with the length prefix of a 4 MB frame has the connection closed,
+    unread and logged with the limit; the worker keeps trying to join."""
+    cluster.security = ["--insecure"]
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    listener.settimeout(10)
+    worker = cluster.start("worker1", ["worker", "--connect",
+                                       "127.0.0.1:%d" % listener.getsockname()[1], "--id", "1",
+                                       "--reconnect-max-s", "0.2", "--give-up-s", "30"] + DATA)
+    cluster.keep_running(worker)
+    for attempt in range(2):
+        connection, _ = listener.accept()
+        connection.settimeout(5)
+        (body,) = struct.unpack("<I", connection.recv(4))
+        check(body <= 640, "the worker's first frame (a Join) announced %d bytes" % body)
+        connection.sendall(struct.pack("<I", 4000156) + b"\0" * 64)
+        check(closed_by_server(connection, 5),
+              "the worker kept reading a 4 MB frame before any Welcome (attempt %d)" % attempt)
+        connection.close()
+    listener.close()
+    check("announced a frame of 4000156 bytes (limit 640)" in cluster.tail("worker1", 20),
+          "the worker did not log the refused frame: %s" % cluster.tail("worker1"))
+    cluster.release(worker)
+    print("a 4 MB frame before the Welcome was refused unread, twice; the worker reconnected")
+
+
 # ---- frame authentication (transport/auth/include/edgesgd/auth/connection_auth.h) ----
 
 AUTH_LABEL = b"edgesgd-auth-v1"
@@ -933,6 +962,7 @@ SCENARIOS = {
     "server_resume": server_resume,
     "resume_refuses_changes": resume_refuses_changes,
     "hostile_clients": hostile_clients,
+    "worker_receive_limit": worker_receive_limit,
     "auth_attacks": auth_attacks,
     "slow_worker": slow_worker,
     "async_fleet": async_fleet,

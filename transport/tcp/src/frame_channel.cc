@@ -91,10 +91,10 @@ FrameChannel::FrameChannel(asio::io_context& io, ChannelEvents& events,
       frames_(frames),
       slots_(std::max<std::size_t>(options.send_queue_frames, 1)) {
   if (authenticating()) {
-    // The digest states are allocated here, once per channel; connections reuse them.
-    const std::size_t max_payload =
-        std::clamp<std::size_t>(options.max_frame_bytes, 1, wire::kMaxFrameBytes);
-    EDGESGD_CHECK(auth_.Init(max_payload).ok());
+    // The digest states are allocated here, once per channel; connections reuse them. The
+    // record layer's own limit is the largest frame there is: the driver's limit, which can
+    // change while the channel lives (SessionDriver::SetMaxFrameBytes), is checked in OnRead.
+    EDGESGD_CHECK(auth_.Init(wire::kMaxFrameBytes).ok());
   }
 }
 
@@ -334,9 +334,13 @@ void FrameChannel::OnRead(const asio::error_code& error, std::size_t bytes) {
   }
   if (!reading_body_) {
     const std::span<const std::byte> prefix(receive_bytes(), received_);
-    const Result<std::size_t> length =
+    Result<std::size_t> length =
         authenticating() ? auth_.ReadRecordLength(prefix)
                          : wire::ReadFrameLength(prefix, options_.max_frame_bytes);
+    if (authenticating() && length.ok() &&
+        length.value() - auth::kRecordOverheadBytes > options_.max_frame_bytes) {
+      length = Status::OutOfRange("the record is longer than the connection's limit");
+    }
     if (length.status() == Status::Unauthenticated()) {
       RejectUnauthenticated("record");
       return;

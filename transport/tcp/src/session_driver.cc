@@ -751,6 +751,10 @@ void SessionDriver::Start(protocol::Session& session, DoneCallback on_done) {
 DriverStop SessionDriver::Run(protocol::Session& session) { return impl_->Run(session); }
 void SessionDriver::RequestStop() { impl_->RequestStop(); }
 void SessionDriver::SessionChanged() { impl_->SessionChanged(); }
+void SessionDriver::SetMaxFrameBytes(std::size_t bytes) {
+  // The channels read the limit from these options at every length prefix.
+  impl_->options_.max_frame_bytes = std::min(bytes, wire::kMaxFrameBytes);
+}
 asio::io_context& SessionDriver::io() { return impl_->io(); }
 TimeNs SessionDriver::Now() const { return impl_->Now(); }
 const DriverCounters& SessionDriver::counters() const { return impl_->counters_; }

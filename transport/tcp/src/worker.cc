@@ -55,6 +55,9 @@ Status Worker::Open(const WorkerSettings& settings, std::string& detail) {
   } else {
     network.dial.assign(1, DialTarget{protocol::kServerPeer, settings.server});
     network.auth_device = device;
+    // Until the Welcome, the server sends control frames only: a server cannot make the worker
+    // take a large buffer before the worker has accepted the run (see AfterSessionCall).
+    network.max_frame_bytes = wire::kMaxControlFrameBytes;
     EDGESGD_TRY(driver_.Open(network, detail));
   }
   driver_.SetAfterSessionCall([this] { AfterSessionCall(); });
@@ -69,7 +72,11 @@ Status Worker::Gradient(void* user, std::span<const float> point, std::uint32_t 
 }
 
 void Worker::AfterSessionCall() {
-  if (ready_ || !status_.ok() || !session_.configured()) return;
+  if (!session_.configured()) return;
+  // The Welcome the session accepted (within the worker's memory) sizes the largest frame.
+  driver_.SetMaxFrameBytes(
+      protocol::WorkerReceiveFrameBytes(session_.config(), session_.workers()));
+  if (ready_ || !status_.ok()) return;
   status_ = on_welcome_ ? on_welcome_(session_.config(), session_.workers()) : Status::Ok();
   if (status_.ok()) {
     ready_ = true;

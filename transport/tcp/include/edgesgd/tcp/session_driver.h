@@ -235,6 +235,11 @@ class SessionDriver {
   // as after any call the driver makes. No-op before Start or once stopping.
   void SessionChanged();
 
+  // The largest frame accepted from now on (capped at wire::kMaxFrameBytes): a worker accepts
+  // control frames only until the Welcome tells it the run's largest broadcast. A frame whose
+  // length was already read keeps the limit it was read under.
+  void SetMaxFrameBytes(std::size_t bytes);
+
   // The loop the driver runs on (its own, or the caller's).
   asio::io_context& io();
 
