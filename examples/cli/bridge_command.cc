@@ -70,6 +70,7 @@ int RunBridge(const BridgeFlags& o) {
   if (!o.serial.listen.empty()) {
     if (!WritePortFile(o.network, bridge.serial_listen_port(), kBridge)) return 1;
   }
+  WarnIfUnauthenticated(o.network, kBridge);
   const tcp::DriverStop stop = bridge.Run();
   if (!o.quiet) PrintSummary(o, bridge);
   char detail[96];

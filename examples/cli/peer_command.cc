@@ -87,6 +87,7 @@ int RunPeer(const PeerFlags& o) {
     progress.Note("peer %u rejected a frame from peer %u in round %u: %s", o.id, reject.peer,
                   reject.round + 1, protocol::GossipRejectReasonName(reject.reason));
   });
+  WarnIfUnauthenticated(o.network, kPeer);
   const tcp::DriverStop stop = peer.Run();
   progress.Finish();
   if (!metrics.Close(error)) return Fail(kPeer, error, 1);

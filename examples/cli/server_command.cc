@@ -84,6 +84,7 @@ int RunServer(const ServerFlags& o) {
   ServerRunOutput output(o, settings.run, task, metrics, progress);
   server.OnRound(std::bind_front(&ServerRunOutput::OnRound, &output));
   server.OnReject(std::bind_front(&ServerRunOutput::OnReject, &output));
+  WarnIfUnauthenticated(o.network, kServer);
   const tcp::DriverStop stop = server.Run();
   progress.Finish();
   if (!metrics.Close(error)) return Fail(kServer, error, 1);
@@ -105,7 +106,7 @@ int RunServer(const ServerFlags& o) {
   SummaryWriter summary;
   WriteRunSummary(summary, o, settings.run, task.dimension(), output.last());
   WriteMemoryPlan(summary, MakeMemoryPlan(settings.run, settings.server));
-  WriteServerNetwork(summary, session, server.network_counters());
+  WriteServerNetwork(summary, o.network, session, server.network_counters());
   return FinishServerRun(kServer, "s", o, summary, session.model(), output.last());
 }
 

@@ -217,6 +217,17 @@ bool LoadAuthKeys(const NetworkFlags& flags, std::uint32_t own_device, const cha
   return true;
 }
 
+void WarnIfUnauthenticated(const NetworkFlags& flags, const char* command) {
+  if (!flags.insecure) return;
+  platform::Log(platform::LogLevel::kWarning, "%s: --insecure: frames are not authenticated: %s",
+                command,
+                flags.tls_cert.empty()
+                    ? "anyone who can reach this node can send frames as any device (a trusted "
+                      "network or a test only)"
+                    : "over TLS, any node with a certificate from --tls-ca can send frames as "
+                      "any device");
+}
+
 tcp::DriverOptions NetworkOptions(const NetworkFlags& flags, std::uint64_t seed,
                                   const char* log_name, const AuthKeys& keys) {
   tcp::DriverOptions options;
@@ -266,10 +277,21 @@ int ExitCodeFor(tcp::DriverStop stop, const char* command, const char* detail) {
   return 1;
 }
 
-void WriteServerNetwork(SummaryWriter& summary, const protocol::ServerSession& session,
-                        const tcp::DriverCounters& net) {
+namespace {
+
+// How the frames were protected, in the current summary section.
+void WriteLinkSecurity(SummaryWriter& summary, const NetworkFlags& flags) {
+  summary.Field("frame_authentication", flags.insecure ? "none (--insecure)" : "keys");
+  summary.Field("tls", !flags.tls_cert.empty());
+}
+
+}  // namespace
+
+void WriteServerNetwork(SummaryWriter& summary, const NetworkFlags& flags,
+                        const protocol::ServerSession& session, const tcp::DriverCounters& net) {
   const protocol::ServerCounters& counters = session.counters();
   summary.Begin("network");
+  WriteLinkSecurity(summary, flags);
   summary.Field("server_rejected_frames", counters.total_rejected());
   summary.Field("updates_accepted", counters.updates_accepted);
   // Updates of a closed round, or (--buffer) older than --max-staleness: dropped.
@@ -305,6 +327,7 @@ void WritePeerGossip(SummaryWriter& summary, const PeerFlags& o, const GossipPla
                      const protocol::GossipCounters& counters, const tcp::DriverCounters& net) {
   summary.Begin("gossip");
   WriteGossipPlanFields(summary, o, plan);
+  WriteLinkSecurity(summary, o.network);
   summary.Field("neighbours_missed", counters.neighbours_missed);
   summary.Field("deadline_closes", counters.deadline_closes);
   summary.Field("neighbours_lost", counters.neighbours_lost);

@@ -91,6 +91,10 @@ struct AuthKeys {
 bool LoadAuthKeys(const NetworkFlags& flags, std::uint32_t own_device, const char* command,
                   AuthKeys& keys);
 
+// Under --insecure, a warning that frames are not authenticated and who can therefore send them:
+// printed when the run starts (after every check that could refuse it).
+void WarnIfUnauthenticated(const NetworkFlags& flags, const char* command);
+
 // The connection policy of the flags: timeouts, send queue, reconnect backoff, `keys`, TLS,
 // SIGINT/SIGTERM handling, `seed` (reconnect jitter) and `log_name`.
 tcp::DriverOptions NetworkOptions(const NetworkFlags& flags, std::uint64_t seed,
@@ -104,10 +108,11 @@ bool WritePortFile(const NetworkFlags& flags, std::uint16_t port, const char* co
 // with a line on stderr naming `command` and ending in `detail`.
 int ExitCodeFor(tcp::DriverStop stop, const char* command, const char* detail);
 
-// The summary's "network" section of a parameter server over TCP: the session's rejections,
-// rejoins and losses, the updates accepted from each worker, and the connections' counters.
-void WriteServerNetwork(SummaryWriter& summary, const protocol::ServerSession& session,
-                        const tcp::DriverCounters& network);
+// The summary's "network" section of a parameter server over TCP: the frames' protection, the
+// session's rejections, rejoins and losses, the updates accepted from each worker, and the
+// connections' counters.
+void WriteServerNetwork(SummaryWriter& summary, const NetworkFlags& flags,
+                        const protocol::ServerSession& session, const tcp::DriverCounters& network);
 
 // The summary's "gossip" section of a peer over TCP: the plan, and how its neighbours and
 // connections fared.

@@ -109,6 +109,7 @@ int RunWorker(const WorkerFlags& o) {
     return Fail(kWorker, error,
                 worker.session().phase() == protocol::WorkerPhase::kUninitialized ? 2 : 1);
   }
+  WarnIfUnauthenticated(o.network, kWorker);
   const tcp::DriverStop stop = worker.Run();
   if (!worker.status().ok()) return Fail(kWorker, oracle.error, 1);
   const protocol::WorkerSession& session = worker.session();

@@ -219,6 +219,8 @@ def matches_simulate(cluster):
           "accuracy differs from simulate")
     check(tcp_summary["final"]["accuracy"] > 0.7,
           "majority vote over TCP trained to only %s" % tcp_summary["final"]["accuracy"])
+    check(tcp_summary["network"]["frame_authentication"] == "keys",
+          "the summary does not say the frames were authenticated: %s" % tcp_summary["network"])
 
     mean = common + ["--codec", "top_k", "--k-ratio", "0.1", "--feedback", "ef", "--lr", "0.1"]
     sim_model, sim_summary = simulate(cluster, mean, "sim_mean")
@@ -463,6 +465,11 @@ def hostile_clients(cluster):
     check(network["unidentified_connections"] >= 2, "garbage / silent connections not counted")
     check(network["hello_timeouts"] >= 1, "the silent connection was not timed out")
     check(cluster.summary("server.json")["final"]["round"] == 300, "the run did not complete")
+    check(network["frame_authentication"] == "none (--insecure)" and not network["tls"],
+          "the summary does not say the frames were unauthenticated: %s" % network)
+    with open(cluster.path("server.log")) as f:
+        check("--insecure: frames are not authenticated" in f.read(),
+              "the server did not warn that --insecure frames are unauthenticated")
 
 
 def worker_receive_limit(cluster):
