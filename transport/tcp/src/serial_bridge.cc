@@ -259,6 +259,10 @@ void SerialBridge::Impl::OnPortBytes(std::span<const std::byte> bytes) {
             what, reason == auth::RejectReason::kNone ? "another device's key" :
                   auth::RejectReasonName(reason),
             static_cast<unsigned>(settings_.device_id));
+        // Nothing more for this line until the retry: a hello that proved another device's key
+        // leaves the authentication established, and queued frames would go out under it.
+        line_auth_.Reset();
+        hello_due_ = false;
         device_retry_at_ = driver_.Now() + serial::SessionLink::kAuthRetryNs;
       } else if (!uplink_.empty()) {
         ++counters_.frames_to_server;
