@@ -949,15 +949,14 @@ def async_fleet(cluster):
     check(summary["async"]["buffer"] == 3, "not a buffered run: %s" % summary.get("async"))
     check(summary["network"]["rejoins"] >= 1, "the restarted worker did not rejoin")
     check(summary["final"]["accuracy"] > 0.5, "training failed: %s" % summary["final"])
-    sent = {}
-    for w in (1, 8):
-        with open(cluster.path("worker%d.log" % w)) as f:
-            counts = re.findall(r"done: (\d+) updates sent", f.read())
-        check(counts, "worker %d did not report its updates: %s" % (w, cluster.tail("worker%d" % w)))
-        sent[w] = int(counts[-1])
-    check(sent[1] >= 2 * sent[8],
-          "the fastest worker sent %d updates, the slowest %d: versions waited for the slow"
-          % (sent[1], sent[8]))
+    # Workers 1 and 2 run at full speed, worker 8 ten times slower: had versions waited for the
+    # slow, every worker would have sent about as many updates. Of the two fast ones, the one the
+    # loaded machine's scheduler favoured counts (on 2 cores, 8 workers and a server compete).
+    accepted = summary["network"]["updates_by_worker"]
+    fastest = max(accepted["1"], accepted["2"])
+    check(fastest >= 2 * accepted["8"],
+          "the fastest worker had %d updates accepted, the slowest %d: versions waited for the "
+          "slow (%s)" % (fastest, accepted["8"], accepted))
 
 
 SCENARIOS = {
