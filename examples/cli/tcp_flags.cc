@@ -20,6 +20,11 @@ void AddListenerFlags(CLI::App& command, NetworkFlags& flags) {
                      "Close an accepted connection that sends no valid first frame within this")
       ->capture_default_str()
       ->check(CLI::Range(1e-3, 1e6));
+  command.add_option("--max-unidentified-connections", flags.max_unidentified_connections,
+                     "Accepted connections that may wait for their first frame at once; one "
+                     "more closes the oldest (each peer then has at most one connection)")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20));
   command.add_option("--idle-timeout-s", flags.idle_timeout_s,
                      "Close an accepted connection that sends nothing for this long (workers "
                      "send heartbeats; gossip neighbours send a model every round)")
@@ -235,6 +240,7 @@ tcp::DriverOptions NetworkOptions(const NetworkFlags& flags, std::uint64_t seed,
   options.tls = TlsFilesOf(flags);
   options.write_timeout_ns = Seconds(flags.write_timeout_s);
   options.hello_timeout_ns = Seconds(flags.hello_timeout_s);
+  options.max_unidentified_connections = flags.max_unidentified_connections;
   // Accepted connections only: a worker's dialled link is never idle-checked.
   options.idle_timeout_ns = Seconds(flags.idle_timeout_s);
   options.send_queue_frames = flags.send_queue;
@@ -309,6 +315,8 @@ void WriteServerNetwork(SummaryWriter& summary, const NetworkFlags& flags,
   summary.Field("malformed_prefixes", net.malformed_prefixes);
   summary.Field("unidentified_connections", net.unidentified);
   summary.Field("hello_timeouts", net.hello_timeouts);
+  summary.Field("unidentified_evicted", net.unidentified_evicted);
+  summary.Field("accept_backoffs", net.accept_backoffs);
   summary.Field("idle_timeouts", net.idle_timeouts);
   summary.Field("write_timeouts", net.write_timeouts);
   summary.Field("queue_overflows", net.queue_overflows);

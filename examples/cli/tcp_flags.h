@@ -25,6 +25,7 @@ struct NetworkFlags {
   double idle_timeout_s = 30;
   double write_timeout_s = 10;
   double hello_timeout_s = 5;
+  std::size_t max_unidentified_connections = 64;
   std::size_t send_queue = 8;
   std::size_t socket_send_buffer = 0;  // bytes; 0 keeps the kernel's auto-tuning
   std::size_t receive_low_watermark = tcp::kDefaultReceiveLowWatermarkBytes;

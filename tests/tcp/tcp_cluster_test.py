@@ -75,12 +75,12 @@ class Cluster:
         self.processes.append(process)
         return process
 
-    def start_server(self, args, name="server", port=0):
+    def start_server(self, args, name="server", port=0, program=None):
         port_file = self.path(name + ".port")
         if os.path.exists(port_file):
             os.remove(port_file)
         process = self.start(name, ["server", "--listen", "127.0.0.1:%d" % port,
-                                    "--port-file", port_file, "--quiet"] + args)
+                                    "--port-file", port_file, "--quiet"] + args, program=program)
         deadline = time.time() + 20
         while not os.path.exists(port_file):
             check(process.poll() is None, "%s exited early: %s" % (name, self.tail(name)))
@@ -100,9 +100,10 @@ class Cluster:
         at once with that process's own last words, instead of a timeout minutes later."""
         self.kept.extend(processes)
 
-    def release(self, process):
-        """A kept process the scenario is about to stop itself."""
-        self.kept.remove(process)
+    def release(self, *processes):
+        """Kept processes the scenario is about to stop itself, or no longer depends on."""
+        for process in processes:
+            self.kept.remove(process)
 
     def check_kept(self, waited=None):
         for process in self.kept:
@@ -192,8 +193,7 @@ def train_over_tcp(cluster, args, workers, name="server", worker_extra=None,
                for w in range(1, workers + 1)]
     cluster.keep_running(*started)
     cluster.wait(server)
-    for worker in started:
-        cluster.release(worker)
+    cluster.release(*started)
     return read_model(cluster.path(name + ".bin")), cluster.summary(name + ".json")
 
 
@@ -660,6 +660,139 @@ def auth_attacks(cluster):
           (rejected, proxy.connections, rows_after_attacks))
 
 
+# A model of 200,010 parameters: its dense updates (about 800 KB) set the server's frame limit,
+# so a flood announcing frames just below it would cost about that much per connection.
+LARGE_DATA = ["--task", "softmax", "--data", "synthetic", "--dim", "20000", "--samples", "300"]
+FLOOD_ANNOUNCED_BYTES = 790000
+
+
+def server_rss_mb(process):
+    with open("/proc/%d/status" % process.pid) as f:
+        return int(re.search(r"VmRSS:\s+(\d+) kB", f.read()).group(1)) / 1024
+
+
+def connection_flood(cluster, secure):
+    """Hundreds of connections that have proved nothing, against a server in a run: 200 that
+    announce an 800 KB frame (after an authentication hello naming a real device, or as a plain
+    length prefix) and then trickle a byte every half second, and 150 that stay silent. The
+    first are closed at once (a first frame is at most a control frame), the second are closed
+    oldest first beyond --max-unidentified-connections; the server grows by at most 64 MB and
+    the workers finish."""
+    if not secure:
+        cluster.security = ["--insecure"]
+    rounds = 400
+    server, port = cluster.start_server(
+        LARGE_DATA + ["--workers", "2", "--rounds", str(rounds), "--quorum", "2",
+                      "--eval-every", "200", "--metrics", cluster.path("server.csv"),
+                      "--summary", cluster.path("server.json")])
+    workers = [cluster.start("worker%d" % w,
+                             ["worker", "--connect", "127.0.0.1:%d" % port, "--id", str(w),
+                              "--slowdown", "4", "--reconnect-max-s", "0.2", "--give-up-s", "30",
+                              "--quiet"] + LARGE_DATA) for w in (1, 2)]
+    cluster.keep_running(*workers)
+    cluster.wait_rows("server.csv", 5, server, timeout=60)
+    before = peak = server_rss_mb(server)
+
+    def opened(announce):
+        sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        if secure:
+            sock.sendall(initiator_hello(1, os.urandom(16)))
+            recv_exact(sock, 64)
+        if announce:
+            sock.sendall(struct.pack("<IIQ", FLOOD_ANNOUNCED_BYTES, 1, 0) if secure
+                         else struct.pack("<I", FLOOD_ANNOUNCED_BYTES))
+        return sock
+
+    announcing = [opened(True) for _ in range(200)]
+    silent = [opened(False) for _ in range(150)]
+    for _ in range(6):
+        for sock in announcing:
+            try:
+                sock.sendall(b"\0")
+            except OSError:
+                pass  # closed by the server, as it should be
+        peak = max(peak, server_rss_mb(server))
+        time.sleep(0.5)
+    closed = sum(closed_by_server(sock, 0.2) for sock in announcing)
+    for sock in announcing + silent:
+        sock.close()
+    check(closed == len(announcing),
+          "%d of %d connections announcing %d-byte frames were kept open" %
+          (len(announcing) - closed, len(announcing), FLOOD_ANNOUNCED_BYTES))
+    check(server.poll() is None and cluster.rows("server.csv") < rounds,
+          "the run ended before the flood was over: lengthen it")
+    cluster.wait(server, timeout=120)
+    cluster.release(*workers)
+    for worker in workers:
+        cluster.wait(worker, timeout=20)
+    network = cluster.summary("server.json")["network"]
+    check(cluster.summary("server.json")["final"]["round"] == rounds, "the run did not complete")
+    check(network["oversized_frames"] >= len(announcing),
+          "%d oversized first frames counted, not %d" % (network["oversized_frames"],
+                                                        len(announcing)))
+    check(network["unidentified_evicted"] >= len(silent) - 64,
+          "only %d silent connections were closed to make room" % network["unidentified_evicted"])
+    check(peak - before <= 64, "the server grew from %.0f MB to %.0f MB under the flood" %
+          (before, peak))
+    print("%s flood: server %.0f MB -> peak %.0f MB; %d oversized first frames, %d silent "
+          "connections evicted; the run completed" %
+          ("authenticated" if secure else "plain", before, peak, network["oversized_frames"],
+           network["unidentified_evicted"]))
+
+
+def server_cpu_seconds(process):
+    with open("/proc/%d/stat" % process.pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def descriptor_exhaustion(cluster):
+    """A server limited to 40 file descriptors, held at the limit by 100 silent connections:
+    accepting pauses instead of spinning (the server uses well under half a core meanwhile),
+    the oldest silent connections are closed to make room, and the run completes."""
+    rounds = 300
+    server, port = cluster.start_server(
+        LARGE_DATA + ["--workers", "2", "--rounds", str(rounds), "--quorum", "2",
+                      "--eval-every", "100", "--metrics", cluster.path("server.csv"),
+                      "--summary", cluster.path("server.json")],
+        program=["prlimit", "--nofile=40:40", cluster.edgesgd])
+    workers = [cluster.start("worker%d" % w,
+                             ["worker", "--connect", "127.0.0.1:%d" % port, "--id", str(w),
+                              "--slowdown", "4", "--reconnect-max-s", "0.2", "--give-up-s", "30",
+                              "--quiet"] + LARGE_DATA) for w in (1, 2)]
+    cluster.keep_running(*workers)
+    cluster.wait_rows("server.csv", 5, server, timeout=60)
+    held = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(100)]
+    time.sleep(0.5)
+    start_cpu, start = server_cpu_seconds(server), time.time()
+    time.sleep(2)
+    share = (server_cpu_seconds(server) - start_cpu) / (time.time() - start)
+    for sock in held:
+        sock.close()
+    check(server.poll() is None and cluster.rows("server.csv") < rounds,
+          "the run ended before the descriptors were exhausted: lengthen it")
+    cluster.wait(server, timeout=120)
+    cluster.release(*workers)
+    for worker in workers:
+        cluster.wait(worker, timeout=20)
+    summary = cluster.summary("server.json")
+    check(summary["final"]["round"] == rounds, "the run did not complete")
+    network = summary["network"]
+    check(network["accept_backoffs"] >= 1, "the server never ran out of descriptors: %s" % network)
+    check(share < 0.5, "the server used %.0f %% of a core while out of descriptors" % (share * 100))
+    print("out of descriptors: %d accept pauses, %d silent connections evicted, %.0f %% of a core; "
+          "the run completed" % (network["accept_backoffs"], network["unidentified_evicted"],
+                                 share * 100))
+
+
+def unauthenticated_flood(cluster):
+    connection_flood(cluster, secure=True)
+
+
+def plain_flood(cluster):
+    connection_flood(cluster, secure=False)
+
+
 def slow_worker(cluster):
     """One worker 10x slower: rounds close at the deadline with the quorum, the run completes.
     Workers heartbeat every 10 ms: the server's liveness timeout is three 20 ms deadlines, and a
@@ -970,6 +1103,9 @@ SCENARIOS = {
     "hostile_clients": hostile_clients,
     "worker_receive_limit": worker_receive_limit,
     "auth_attacks": auth_attacks,
+    "unauthenticated_flood": unauthenticated_flood,
+    "plain_flood": plain_flood,
+    "descriptor_exhaustion": descriptor_exhaustion,
     "slow_worker": slow_worker,
     "async_fleet": async_fleet,
     "server_vanishes": server_vanishes,

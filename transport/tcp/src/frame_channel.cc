@@ -27,6 +27,7 @@ const char* CloseReasonName(CloseReason reason) {
     case CloseReason::kShutdown: return "shutting down";
     case CloseReason::kUnauthenticated: return "authentication failed";
     case CloseReason::kTlsFailed: return "TLS handshake failed";
+    case CloseReason::kEvicted: return "too many connections without a first frame: oldest closed";
   }
   return "closed";
 }
@@ -334,11 +335,10 @@ void FrameChannel::OnRead(const asio::error_code& error, std::size_t bytes) {
   }
   if (!reading_body_) {
     const std::span<const std::byte> prefix(receive_bytes(), received_);
-    Result<std::size_t> length =
-        authenticating() ? auth_.ReadRecordLength(prefix)
-                         : wire::ReadFrameLength(prefix, options_.max_frame_bytes);
-    if (authenticating() && length.ok() &&
-        length.value() - auth::kRecordOverheadBytes > options_.max_frame_bytes) {
+    const std::size_t limit = FrameLimit();
+    Result<std::size_t> length = authenticating() ? auth_.ReadRecordLength(prefix)
+                                                  : wire::ReadFrameLength(prefix, limit);
+    if (authenticating() && length.ok() && length.value() - auth::kRecordOverheadBytes > limit) {
       length = Status::OutOfRange("the record is longer than the connection's limit");
     }
     if (length.status() == Status::Unauthenticated()) {
@@ -358,7 +358,7 @@ void FrameChannel::OnRead(const asio::error_code& error, std::size_t bytes) {
       std::snprintf(who, sizeof(who), bound ? "peer %u" : "an unidentified peer", peer);
       platform::Log(platform::LogLevel::kWarning,
                     "%s: %s announced a frame of %u bytes (limit %zu): closing the connection",
-                    options_.log_name, who, announced, options_.max_frame_bytes);
+                    options_.log_name, who, announced, limit);
       Close(oversized ? CloseReason::kOversized : CloseReason::kMalformed);
       return;
     }
@@ -378,9 +378,26 @@ void FrameChannel::OnRead(const asio::error_code& error, std::size_t bytes) {
   reading_body_ = false;
   heard_ = true;
   ++counters_.frames_received;
+  delivering_ = true;
   DeliverFrame(std::span<const std::byte>(receive_bytes(), length));
+  delivering_ = false;
   // The driver may have closed this channel while handling the frame.
-  if (state_ == State::kOpen) ReadMore();
+  if (state_ == State::kOpen) {
+    ReadMore();
+  } else {
+    ReleaseReceiveBuffer();
+  }
+}
+
+std::size_t FrameChannel::FrameLimit() const {
+  if (dialled || heard_) return options_.max_frame_bytes;
+  return std::min(options_.max_frame_bytes, options_.max_first_frame_bytes);
+}
+
+void FrameChannel::ReleaseReceiveBuffer() {
+  constexpr std::size_t kInitialWords = kInitialReceiveBytes / sizeof(std::uint64_t);
+  if (delivering_ || receive_words_.size() <= kInitialWords) return;
+  std::vector<std::uint64_t>(kInitialWords).swap(receive_words_);
 }
 
 void FrameChannel::DeliverFrame(std::span<const std::byte> frame) {
@@ -564,6 +581,7 @@ void FrameChannel::Close(CloseReason reason, bool silent) {
   if (queued_ > 0 && slots_[head_].rest) Dequeue();
   writing_ = false;
   received_ = 0;
+  ReleaseReceiveBuffer();
   // The TLS stream object stays until the channel reopens: pending handlers still hold it.
   tls_ready_ = false;
   auth_.Reset();  // this connection's keys are of no further use

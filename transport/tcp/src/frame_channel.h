@@ -55,6 +55,7 @@ enum class CloseReason : std::uint8_t {
   // A hello or record failed authentication (DriverOptions::auth_keys).
   kUnauthenticated,
   kTlsFailed,  // the TLS handshake failed or did not finish in time (DriverOptions::tls)
+  kEvicted,    // unidentified, the oldest of too many (DriverOptions::max_unidentified_connections)
 };
 const char* CloseReasonName(CloseReason reason);
 
@@ -170,6 +171,8 @@ class FrameChannel {
   bool connecting() const { return state_ == State::kConnecting; }
   bool closed() const { return state_ == State::kClosed; }
   bool reusable() const { return state_ == State::kClosed && pending_ == 0; }
+  // An accepted connection, open, whose first frame has not arrived.
+  bool unidentified() const { return !dialled && state_ == State::kOpen && !heard_; }
   std::size_t queued_frames() const { return queued_; }
   bool queue_full() const { return queued_ == slots_.size(); }
   std::uint32_t pending_operations() const { return pending_; }
@@ -210,6 +213,11 @@ class FrameChannel {
   bool MoreBytesWaiting();
   void OnRead(const asio::error_code& error, std::size_t bytes);
   void DeliverFrame(std::span<const std::byte> frame);
+  // The largest frame the next length prefix may announce: DriverOptions::max_frame_bytes, or
+  // max_first_frame_bytes before an accepted connection's first frame.
+  std::size_t FrameLimit() const;
+  // Back to the initial receive buffer (not while a frame in it is being delivered).
+  void ReleaseReceiveBuffer();
   // Authentication (when DriverOptions::auth_keys is set): every connection opens with the
   // hellos (the dialling side is the initiator), then each frame travels as a record, sealed
   // when it is written and opened before it is delivered. False after closing the connection.
@@ -245,6 +253,7 @@ class FrameChannel {
   std::size_t waiting_at_idle_check_ = 0;  // bytes the socket held at the last idle check
   TimeNs last_read_ = 0;
   bool heard_ = false;  // a frame has arrived (the hello deadline no longer applies)
+  bool delivering_ = false;  // inside DeliverFrame: the frame lives in the receive buffer
   bool established_ = false;
 
   auth::ConnectionAuth auth_;

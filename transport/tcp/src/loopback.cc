@@ -16,6 +16,7 @@ Status RunOnLoopback(protocol::ServerSession& server,
   server_options.max_frame_bytes =
       protocol::ServerReceiveFrameBytes(server.config(), server.options().workers);
   server_options.log_name = "server";
+  server_options.max_first_frame_bytes = wire::kMaxControlFrameBytes;
   server_options.auth_keys = loopback.keys;
   server_options.socket_send_buffer_bytes = loopback.socket_send_buffer_bytes;
   server_options.receive_low_watermark_bytes = loopback.receive_low_watermark_bytes;

@@ -59,6 +59,8 @@ Status Server::Open(const ServerSettings& settings, std::string& detail) {
   options.max_frame_bytes =
       protocol::ServerReceiveFrameBytes(settings.run, settings.server.workers);
   options.auth_device = 0;  // accepts only: each connection authenticates as its worker
+  // A worker opens with a Join: nothing larger before a connection has proved its device.
+  options.max_first_frame_bytes = wire::kMaxControlFrameBytes;
   EDGESGD_TRY(driver_.Open(options, detail));
   driver_.SetAfterSessionCall([this] { AfterSessionCall(); });
   return Status::Ok();

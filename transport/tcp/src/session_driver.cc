@@ -1,6 +1,7 @@
 #include "edgesgd/tcp/session_driver.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <csignal>
@@ -162,6 +163,9 @@ class SessionDriver::Impl final : public ChannelEvents {
   Status OpenTls(const TlsFiles& files, std::string& detail);
   FrameChannel& NewChannel();
   void Accept();
+  std::size_t CountUnidentified() const;
+  // Closes the accepted connection that has waited longest for its first frame, if any.
+  void EvictOldestUnidentified();
   void ScheduleReconnect(Dial& dial);
   // Identifies an accepted connection by its first frame. False if it was closed instead.
   bool Bind(FrameChannel& channel, std::span<const std::byte> frame);
@@ -225,6 +229,9 @@ class SessionDriver::Impl final : public ChannelEvents {
   TimeNs armed_wakeup_ = kNever;
   TimeNs armed_deadline_ = kNever;
   TimeNs last_dial_up_ = 0;  // last time a dialled connection was up (or Start)
+  // Accepting paused until then, after the process ran out of descriptors (kNever: not paused).
+  TimeNs accept_retry_at_ = kNever;
+  static constexpr TimeNs kAcceptBackoffNs = 100 * kNsPerMs;
   bool finishing_ = false;
   bool draining_ = false;  // finished and flushed: waiting for peers to close their ends
   TimeNs finish_deadline_ = kNever;
@@ -375,16 +382,52 @@ void SessionDriver::Impl::Accept() {
     if (stopped_) {
       asio::error_code ignored;
       channel.socket().close(ignored);  // accepted just before the stop
+    } else if (error == asio::error::no_descriptors || error.value() == ENFILE ||
+               error == asio::error::no_buffer_space || error == asio::error::no_memory) {
+      // The connection waits in the listen queue: accepting again at once would spin. Free a
+      // descriptor held by a connection that has proved nothing, and try again shortly.
+      if (counters_.accept_backoffs++ % 100 == 0) {  // the first pause, then one in 100
+        Log(LogLevel::kWarning, "%s: cannot accept a connection (%s): pausing %.1f s",
+            options_.log_name, error.message().c_str(),
+            static_cast<double>(kAcceptBackoffNs) * 1e-9);
+      }
+      EvictOldestUnidentified();
+      accept_retry_at_ = Now() + kAcceptBackoffNs;
+      ArmDeadline(accept_retry_at_);
     } else if (error != asio::error::operation_aborted) {
       if (!error) {
         ++counters_.accepted;
         channel.BeginAccepted();
+        if (CountUnidentified() > options_.max_unidentified_connections) {
+          EvictOldestUnidentified();
+        }
       }
-      // Transient accept errors (EMFILE, ECONNABORTED) must not end the listener.
+      // Other accept errors (ECONNABORTED) are the connection's, not the listener's.
       Accept();
     }
     OperationDone();
   });
+}
+
+std::size_t SessionDriver::Impl::CountUnidentified() const {
+  std::size_t count = 0;
+  for (const std::unique_ptr<FrameChannel>& channel : channels_) {
+    if (channel->unidentified()) ++count;
+  }
+  return count;
+}
+
+void SessionDriver::Impl::EvictOldestUnidentified() {
+  FrameChannel* oldest = nullptr;
+  for (const std::unique_ptr<FrameChannel>& channel : channels_) {
+    if (channel->unidentified() && (oldest == nullptr || channel->opened_at < oldest->opened_at)) {
+      oldest = channel.get();
+    }
+  }
+  if (oldest == nullptr) return;
+  ++counters_.unidentified;
+  ++counters_.unidentified_evicted;
+  oldest->Close(CloseReason::kEvicted);
 }
 
 void SessionDriver::Impl::OnChannelConnected(FrameChannel& channel) {
@@ -651,6 +694,10 @@ void SessionDriver::Impl::ArmDeadline(TimeNs deadline) {
 void SessionDriver::Impl::OnDeadline() {
   const TimeNs now = Now();
   for (const std::unique_ptr<FrameChannel>& channel : channels_) channel->CheckDeadlines(now);
+  if (now >= accept_retry_at_ && !stopped_) {
+    accept_retry_at_ = kNever;
+    Accept();
+  }
   for (Dial& dial : dials_) {
     if (!finishing_ && dial.channel->reusable() && now >= dial.next_attempt) {
       dial.channel->Connect(dial.endpoint);
@@ -671,7 +718,7 @@ void SessionDriver::Impl::OnDeadline() {
 }
 
 TimeNs SessionDriver::Impl::NextDeadline() const {
-  TimeNs next = finishing_ ? finish_deadline_ : kNever;
+  TimeNs next = std::min(finishing_ ? finish_deadline_ : kNever, accept_retry_at_);
   for (const std::unique_ptr<FrameChannel>& channel : channels_) {
     next = std::min(next, channel->NextDeadline());
   }

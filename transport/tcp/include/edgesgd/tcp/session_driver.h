@@ -28,7 +28,12 @@
 // disconnected: a slow reader must not hold the sender's memory).
 //
 // Memory: buffers grow to the largest frame seen and are then reused; after warm-up a round
-// allocates nothing (tests/alloc/tcp_steady_state_test.cc counts it).
+// allocates nothing (tests/alloc/tcp_steady_state_test.cc counts it). A connection's receive
+// buffer goes back to its initial size when the connection closes. Before its first frame an
+// accepted connection holds at most max_first_frame_bytes, and at most
+// max_unidentified_connections such connections are open; when the process runs out of
+// descriptors, accepting pauses (and the oldest unidentified connection is closed) instead of
+// retrying at once.
 //
 // Event loop: a driver runs on an Asio io_context — its own (Run() blocks until the driver is
 // done) or the caller's (Start() returns at once; the caller runs the loop, with its own work
@@ -104,6 +109,17 @@ struct DriverOptions {
   PeerId max_peer_id = 0xFFFFFFFEu;  // accepted connections must name a sender in 1..this
   // Largest frame (prefix included) this endpoint accepts; capped at wire::kMaxFrameBytes.
   std::size_t max_frame_bytes = wire::kMaxFrameBytes;
+  // An accepted connection's first frame may be at most this long (and at most max_frame_bytes):
+  // until then its peer has proved nothing (no record verified, or under plain frames no valid
+  // frame), so it cannot make this endpoint size a buffer beyond this. A server sets the
+  // control-frame bound (workers open with a Join); gossip peers open with a model-sized frame
+  // and keep the default.
+  std::size_t max_first_frame_bytes = wire::kMaxFrameBytes;
+  // Accepted connections still waiting for their first frame (TLS and authentication hellos
+  // included): one more than this closes the oldest of them. Identified connections are at
+  // most one per peer (a newer one replaces the older), so with this all connections are
+  // bounded.
+  std::size_t max_unidentified_connections = 64;
   std::size_t send_queue_frames = 8;  // per connection
   // SO_SNDBUF of every connection (capped at kMaxSocketOptionBytes; the kernel doubles it
   // and caps it at net.core.wmem_max); 0 keeps the kernel's auto-tuning. A small buffer keeps a
@@ -163,6 +179,8 @@ struct DriverCounters {
   std::uint64_t malformed_prefixes = 0;  // length prefix below the minimum frame
   std::uint64_t unidentified = 0;        // no / invalid first frame, or an id out of range
   std::uint64_t hello_timeouts = 0;      // of those, silent for hello_timeout_ns
+  std::uint64_t unidentified_evicted = 0;  // of those, closed for max_unidentified_connections
+  std::uint64_t accept_backoffs = 0;     // accepts that failed for lack of descriptors: paused
   std::uint64_t idle_timeouts = 0;
   std::uint64_t write_timeouts = 0;
   std::uint64_t queue_overflows = 0;     // a connected peer's queue was full: disconnected
