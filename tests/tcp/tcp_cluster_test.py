@@ -671,6 +671,38 @@ def server_rss_mb(process):
         return int(re.search(r"VmRSS:\s+(\d+) kB", f.read()).group(1)) / 1024
 
 
+class LargeRun:
+    """A server and two workers on LARGE_DATA (`program`: the server's command, e.g. under
+    prlimit), running: the target of an attack that must not stop it. end() checks that it
+    completed and returns the server's summary."""
+
+    def __init__(self, cluster, rounds, program=None):
+        self.cluster = cluster
+        self.rounds = rounds
+        self.server, self.port = cluster.start_server(
+            LARGE_DATA + ["--workers", "2", "--rounds", str(rounds), "--quorum", "2",
+                          "--eval-every", str(rounds // 2), "--metrics", cluster.path("server.csv"),
+                          "--summary", cluster.path("server.json")], program=program)
+        self.workers = [cluster.start("worker%d" % w,
+                                      ["worker", "--connect", "127.0.0.1:%d" % self.port, "--id",
+                                       str(w), "--slowdown", "4", "--reconnect-max-s", "0.2",
+                                       "--give-up-s", "30", "--quiet"] + LARGE_DATA)
+                        for w in (1, 2)]
+        cluster.keep_running(*self.workers)
+        cluster.wait_rows("server.csv", 5, self.server, timeout=60)
+
+    def end(self, attack):
+        check(self.server.poll() is None and self.cluster.rows("server.csv") < self.rounds,
+              "the run ended before the %s was over: lengthen it" % attack)
+        self.cluster.wait(self.server, timeout=120)
+        self.cluster.release(*self.workers)
+        for worker in self.workers:
+            self.cluster.wait(worker, timeout=20)
+        summary = self.cluster.summary("server.json")
+        check(summary["final"]["round"] == self.rounds, "the run did not complete")
+        return summary
+
+
 def connection_flood(cluster, secure):
     """Hundreds of connections that have proved nothing, against a server in a run: 200 that
     announce an 800 KB frame (after an authentication hello naming a real device, or as a plain
@@ -680,17 +712,8 @@ def connection_flood(cluster, secure):
     the workers finish."""
     if not secure:
         cluster.security = ["--insecure"]
-    rounds = 400
-    server, port = cluster.start_server(
-        LARGE_DATA + ["--workers", "2", "--rounds", str(rounds), "--quorum", "2",
-                      "--eval-every", "200", "--metrics", cluster.path("server.csv"),
-                      "--summary", cluster.path("server.json")])
-    workers = [cluster.start("worker%d" % w,
-                             ["worker", "--connect", "127.0.0.1:%d" % port, "--id", str(w),
-                              "--slowdown", "4", "--reconnect-max-s", "0.2", "--give-up-s", "30",
-                              "--quiet"] + LARGE_DATA) for w in (1, 2)]
-    cluster.keep_running(*workers)
-    cluster.wait_rows("server.csv", 5, server, timeout=60)
+    run = LargeRun(cluster, 400)
+    server, port = run.server, run.port
     before = peak = server_rss_mb(server)
 
     def opened(announce):
@@ -719,14 +742,7 @@ def connection_flood(cluster, secure):
     check(closed == len(announcing),
           "%d of %d connections announcing %d-byte frames were kept open" %
           (len(announcing) - closed, len(announcing), FLOOD_ANNOUNCED_BYTES))
-    check(server.poll() is None and cluster.rows("server.csv") < rounds,
-          "the run ended before the flood was over: lengthen it")
-    cluster.wait(server, timeout=120)
-    cluster.release(*workers)
-    for worker in workers:
-        cluster.wait(worker, timeout=20)
-    network = cluster.summary("server.json")["network"]
-    check(cluster.summary("server.json")["final"]["round"] == rounds, "the run did not complete")
+    network = run.end("flood")["network"]
     check(network["oversized_frames"] >= len(announcing),
           "%d oversized first frames counted, not %d" % (network["oversized_frames"],
                                                         len(announcing)))
@@ -750,18 +766,8 @@ def descriptor_exhaustion(cluster):
     """A server limited to 40 file descriptors, held at the limit by 100 silent connections:
     accepting pauses instead of spinning (the server uses well under half a core meanwhile),
     the oldest silent connections are closed to make room, and the run completes."""
-    rounds = 300
-    server, port = cluster.start_server(
-        LARGE_DATA + ["--workers", "2", "--rounds", str(rounds), "--quorum", "2",
-                      "--eval-every", "100", "--metrics", cluster.path("server.csv"),
-                      "--summary", cluster.path("server.json")],
-        program=["prlimit", "--nofile=40:40", cluster.edgesgd])
-    workers = [cluster.start("worker%d" % w,
-                             ["worker", "--connect", "127.0.0.1:%d" % port, "--id", str(w),
-                              "--slowdown", "4", "--reconnect-max-s", "0.2", "--give-up-s", "30",
-                              "--quiet"] + LARGE_DATA) for w in (1, 2)]
-    cluster.keep_running(*workers)
-    cluster.wait_rows("server.csv", 5, server, timeout=60)
+    run = LargeRun(cluster, 300, program=["prlimit", "--nofile=40:40", cluster.edgesgd])
+    server, port = run.server, run.port
     held = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(100)]
     time.sleep(0.5)
     start_cpu, start = server_cpu_seconds(server), time.time()
@@ -769,15 +775,7 @@ def descriptor_exhaustion(cluster):
     share = (server_cpu_seconds(server) - start_cpu) / (time.time() - start)
     for sock in held:
         sock.close()
-    check(server.poll() is None and cluster.rows("server.csv") < rounds,
-          "the run ended before the descriptors were exhausted: lengthen it")
-    cluster.wait(server, timeout=120)
-    cluster.release(*workers)
-    for worker in workers:
-        cluster.wait(worker, timeout=20)
-    summary = cluster.summary("server.json")
-    check(summary["final"]["round"] == rounds, "the run did not complete")
-    network = summary["network"]
+    network = run.end("descriptor exhaustion")["network"]
     check(network["accept_backoffs"] >= 1, "the server never ran out of descriptors: %s" % network)
     check(share < 0.5, "the server used %.0f %% of a core while out of descriptors" % (share * 100))
     print("out of descriptors: %d accept pauses, %d silent connections evicted, %.0f %% of a core; "
