@@ -289,9 +289,43 @@ def serial_wrong_key(cluster):
           (bridge_refusals, device_refusals, updates["2"], counters))
 
 
+def serial_impostor_gets_nothing(cluster):
+    """The real device goes away mid-run, so the server's frames for it wait in its bridge; then
+    a device holding another device's key takes the line. The bridge refuses its hello and sends
+    it nothing, the waiting frames included: the impostor never hears a record (it would log
+    that the gateway failed authentication, since it still waits for the bridge's hello)."""
+    server, port = cluster.start_server(
+        SLOW_DATA + ["--workers", "2", "--rounds", "300", "--quorum", "1", "--batch", "256",
+                     "--round-deadline-s", "0.3", "--eval-every", "100",
+                     "--metrics", cluster.path("server.csv")])
+    (device_port,) = free_ports(1)
+    device = start_serial_worker(cluster, 2, device_port, SLOW_DATA, ["--slowdown", "20"])
+    bridge = start_bridge(cluster, 2, device_port, port)
+    cluster.start("worker1", ["worker", "--connect", "127.0.0.1:%d" % port, "--id", "1",
+                              "--reconnect-max-s", "0.2", "--give-up-s", "30", "--quiet",
+                              "--slowdown", "100"] + SLOW_DATA)
+    cluster.keep_running(bridge)
+    cluster.wait_rows("server.csv", 10, server)
+    device.send_signal(signal.SIGKILL)
+    device.wait()
+    # Rounds go on without the device; their broadcasts and re-sends for it queue in the bridge.
+    cluster.wait_rows("server.csv", cluster.rows("server.csv") + 10, server)
+    impostor = start_serial_worker(cluster, 3, device_port, SLOW_DATA)
+    refusals = wait_for_log(cluster, "bridge2", "failed authentication (another device", 3,
+                            bridge)
+    with open(cluster.path("worker3.log")) as f:
+        heard = f.read().count("the gateway failed authentication")
+    check(heard == 0, "after refusing its hello the bridge sent the impostor %d records: %s" %
+          (heard, cluster.tail("worker3")))
+    check(server.poll() is None, "the run ended before the impostor was refused: lengthen it")
+    impostor.send_signal(signal.SIGKILL)
+    print("the bridge refused the impostor's hello %d times and sent it nothing" % refusals)
+
+
 SCENARIOS = {
     "serial_worker_matches": serial_worker_matches,
     "serial_wrong_key": serial_wrong_key,
+    "serial_impostor_gets_nothing": serial_impostor_gets_nothing,
     "serial_restarts": serial_restarts,
 }
 
