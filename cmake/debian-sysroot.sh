@@ -2,8 +2,8 @@
 # Builds a project-local sysroot of Debian packages for another architecture, without touching
 # the host's package database: apt runs with a private state, cache and source list (under
 # DESTINATION/.apt, see cmake/debian-private-apt.sh) and with APT::Architecture set to the
-# target, so nothing couples the target packages' versions to the host's, and
-# `dpkg --add-architecture` is never needed.
+# target, so nothing couples the target packages' versions to the host's, and the host's dpkg
+# never learns of the target architecture.
 #   cmake/debian-sysroot.sh ARCH DESTINATION PACKAGE...
 # e.g. cmake/debian-sysroot.sh arm64 build/sysroots/aarch64-linux-gnu libmbedtls-dev zlib1g-dev
 #
