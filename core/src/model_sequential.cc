@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "dense_products.h"
 #include "edgesgd/core/eigen.h"
 #include "edgesgd/core/model/loss_functions.h"
 #include "edgesgd/core/model/sequential.h"
@@ -31,15 +32,9 @@ std::size_t FieldSize(const LayerSpec& layer, Shape in) {
 // backward one.
 constexpr std::size_t kConvTileFloats = 16384;
 
-// The products take at most this many output positions at a time. The weight gradient sums
-// over positions, and Eigen splits longer sums at a depth it derives from the cache sizes it
-// detects; below 336 (its split for a 16 KiB L1) every machine adds in the same order.
+// The backward products take at most this many output positions at a time, which bounds the
+// scratch for their receptive fields' gradient.
 constexpr std::size_t kProductPixels = 256;
-
-// Eigen's blocked product packs a block of each operand, at most depth x rows and depth x
-// columns, on the stack up to EIGEN_STACK_ALLOCATION_LIMIT bytes and on the heap beyond. Products
-// whose operands stay within this many floats each never allocate.
-constexpr std::size_t kStackPackFloats = EIGEN_STACK_ALLOCATION_LIMIT / sizeof(float);
 
 // Output positions per tile of a conv layer (0 for other layers).
 std::size_t ConvTilePixels(const LayerSpec& layer, Shape in, Shape out) {
@@ -55,14 +50,9 @@ std::uint64_t ConvTileFloats(const LayerSpec& layer, Shape in, Shape out) {
   return std::uint64_t{ConvTilePixels(layer, in, out)} * FieldSize(layer, in);
 }
 
-// Output positions per product of a conv layer (0 for other layers): each product pairs them
-// with the fields or the filters, so neither pairing may exceed kStackPackFloats.
+// Output positions per product of a conv layer (0 for other layers).
 std::size_t ConvProductPixels(const LayerSpec& layer, Shape in, Shape out) {
-  const std::size_t field = FieldSize(layer, in);
-  if (field == 0) return 0;
-  return std::min({ConvTilePixels(layer, in, out), kProductPixels,
-                   std::max<std::size_t>(1, kStackPackFloats / field),
-                   std::max<std::size_t>(1, kStackPackFloats / layer.units)});
+  return std::min(ConvTilePixels(layer, in, out), kProductPixels);
 }
 
 // Floats of the receptive fields' gradient for one product (0 for other layers).
@@ -238,29 +228,6 @@ void DenseForward(const LayerPlan& at, std::span<const float> params, std::span<
   }
 }
 
-// dst += lhs * rhs over maps. Eigen's blocked product is several times faster on the host when
-// its packed operands fit on the stack (kStackPackFloats: a layer of up to that many weights,
-// in the products ConvProductPixels sizes). Otherwise, and in builds that forbid Eigen the heap
-// (EIGEN_NO_MALLOC: bare metal, where alloca is missing and packing would malloc), rhs's rows
-// are added one by one, skipping zero factors: without SIMD to feed, that work is what counts,
-// and most slopes behind a ReLU and a max pool are zero.
-template <typename Dst, typename Lhs, typename Rhs>
-void AddProduct(Dst&& dst, const Lhs& lhs, const Rhs& rhs) {
-#ifndef EIGEN_NO_MALLOC
-  const auto pack_limit = static_cast<Eigen::Index>(kStackPackFloats);
-  if (lhs.cols() * lhs.rows() <= pack_limit && lhs.cols() * rhs.cols() <= pack_limit) {
-    dst.noalias() += lhs * rhs;
-    return;
-  }
-#endif
-  for (Eigen::Index i = 0; i < lhs.rows(); ++i) {
-    for (Eigen::Index k = 0; k < lhs.cols(); ++k) {
-      const float factor = lhs(i, k);
-      if (factor != 0.0f) dst.row(i) += factor * rhs.row(k);
-    }
-  }
-}
-
 // Output positions of a conv layer: `count` of them from position `first` (row-major).
 struct ConvPixels {
   std::size_t first = 0;
@@ -323,16 +290,16 @@ void ForEachConvBlock(const LayerPlan& at, std::span<const float> in, ConvPass p
 }
 
 void ConvForward(const LayerPlan& at, std::span<const float> params, std::span<const float> in) {
-  const auto filters = static_cast<Eigen::Index>(at.out.channels);
-  const auto field_size = static_cast<Eigen::Index>(FieldSize(at.layer, at.in));
-  const ConstRowMajorMap weights(params.data() + at.weights, filters, field_size);
-  const Eigen::Map<const Eigen::RowVectorXf> bias(params.data() + at.bias, filters);
+  const std::size_t filters = at.out.channels;
+  const std::size_t field_size = FieldSize(at.layer, at.in);
+  const Eigen::Map<const Eigen::RowVectorXf> bias(params.data() + at.bias,
+                                                  static_cast<Eigen::Index>(filters));
   ForEachConvBlock(at, in, ConvPass::kForward, [&](ConvPixels block, const float* fields) {
-    const auto count = static_cast<Eigen::Index>(block.count);
-    const ConstRowMajorMap patches(fields, count, field_size);
-    RowMajorMap out(at.output.data() + block.first * at.out.channels, count, filters);
+    RowMajorMap out(at.output.data() + block.first * filters,
+                    static_cast<Eigen::Index>(block.count), static_cast<Eigen::Index>(filters));
     out.rowwise() = bias;
-    AddProduct(out, patches, weights.transpose());
+    dense_products::AddProductWithTransposed(out.data(), fields, params.data() + at.weights,
+                                             block.count, filters, field_size);
   });
 }
 
@@ -467,24 +434,27 @@ void DenseBackward(const LayerPlan& at, std::span<const float> params, std::span
 void ConvBackward(const LayerPlan& at, std::span<const float> params, std::span<const float> in,
                   std::span<const float> out_gradient, std::span<float> gradient,
                   std::span<float> in_gradient, std::span<float> field_gradients) {
-  const auto filters = static_cast<Eigen::Index>(at.out.channels);
+  const std::size_t filters = at.out.channels;
   const std::size_t field_size = FieldSize(at.layer, at.in);
-  const auto field_columns = static_cast<Eigen::Index>(field_size);
-  const ConstRowMajorMap weights(params.data() + at.weights, filters, field_columns);
-  RowMajorMap weight_gradient(gradient.data() + at.weights, filters, field_columns);
-  Eigen::Map<Eigen::RowVectorXf> bias_gradient(gradient.data() + at.bias, filters);
+  Eigen::Map<Eigen::RowVectorXf> bias_gradient(gradient.data() + at.bias,
+                                               static_cast<Eigen::Index>(filters));
   std::fill(in_gradient.begin(), in_gradient.end(), 0.0f);
   ForEachConvBlock(at, in, ConvPass::kBackward, [&](ConvPixels block, const float* fields) {
-    const auto count = static_cast<Eigen::Index>(block.count);
-    const ConstRowMajorMap patches(fields, count, field_columns);
-    const ConstRowMajorMap slopes(out_gradient.data() + block.first * at.out.channels, count,
-                                  filters);
-    AddProduct(weight_gradient, slopes.transpose(), patches);
-    bias_gradient += slopes.colwise().sum();
+    const float* slopes = out_gradient.data() + block.first * filters;
+    // Weight gradient (filters x field) += slopes^T * fields: row f sums the fields weighted by
+    // filter f's slopes, so the factors are the slopes read down a column.
+    dense_products::AddRowCombinations(gradient.data() + at.weights, {slopes, 1, filters}, fields,
+                                       filters, block.count, field_size);
+    bias_gradient += ConstRowMajorMap(slopes, static_cast<Eigen::Index>(block.count),
+                                      static_cast<Eigen::Index>(filters))
+                         .colwise()
+                         .sum();
     if (in_gradient.empty()) return;
-    RowMajorMap patch_gradients(field_gradients.data(), count, field_columns);
-    patch_gradients.setZero();
-    AddProduct(patch_gradients, slopes, weights);
+    // Fields' gradient (positions x field) = slopes * weights.
+    std::fill_n(field_gradients.begin(), block.count * field_size, 0.0f);
+    dense_products::AddRowCombinations(field_gradients.data(), {slopes, filters, 1},
+                                       params.data() + at.weights, block.count, filters,
+                                       field_size);
     for (std::size_t p = 0; p < block.count; ++p) {
       const std::size_t pixel = block.first + p;
       ScatterAddField(at, field_gradients.subspan(p * field_size, field_size),

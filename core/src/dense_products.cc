@@ -1,0 +1,79 @@
+#include "dense_products.h"
+
+#include "edgesgd/core/eigen.h"
+
+namespace edgesgd::dense_products {
+namespace {
+
+// out[r][0..kWidth) += sum over terms t of factor(r, t) * b[t][0..kWidth), for kRows rows.
+template <std::size_t kRows, std::size_t kWidth>
+void CombineBlock(float* out, std::size_t out_stride, Factors factors, const float* b,
+                  std::size_t b_stride, std::size_t terms) {
+  // Fixed-size arrays: Eigen keeps each row's sums in registers and multiplies whole packets.
+  using Row = Eigen::Array<float, static_cast<int>(kWidth), 1>;
+  Row sum[kRows];
+  for (std::size_t r = 0; r < kRows; ++r) sum[r] = Eigen::Map<const Row>(out + r * out_stride);
+  for (std::size_t t = 0; t < terms; ++t) {
+    const Row row = Eigen::Map<const Row>(b + t * b_stride);
+    for (std::size_t r = 0; r < kRows; ++r) {
+      sum[r] += factors.data[r * factors.row_stride + t * factors.term_stride] * row;
+    }
+  }
+  for (std::size_t r = 0; r < kRows; ++r) Eigen::Map<Row>(out + r * out_stride) = sum[r];
+}
+
+// Columns of a result block: two SSE or NEON registers of floats per row.
+constexpr std::size_t kWidth = 8;
+// Rows of a result block: 4 x kWidth sums, the b values and a factor fit in 16 registers.
+constexpr std::size_t kRows = 4;
+
+template <std::size_t kBlockRows>
+void CombineRows(float* out, std::size_t out_stride, Factors factors, const float* b,
+                 std::size_t b_stride, std::size_t terms, std::size_t width) {
+  std::size_t i = 0;
+  for (; i + kWidth <= width; i += kWidth) {
+    CombineBlock<kBlockRows, kWidth>(out + i, out_stride, factors, b + i, b_stride, terms);
+  }
+  for (; i < width; ++i) {
+    CombineBlock<kBlockRows, 1>(out + i, out_stride, factors, b + i, b_stride, terms);
+  }
+}
+
+// CombineRows over all rows, kRows at a time.
+void Combine(float* out, std::size_t out_stride, Factors factors, const float* b,
+             std::size_t b_stride, std::size_t rows, std::size_t terms, std::size_t width) {
+  std::size_t r = 0;
+  for (; r + kRows <= rows; r += kRows) {
+    CombineRows<kRows>(out + r * out_stride, out_stride, Factors{factors.data + r * factors.row_stride, factors.row_stride, factors.term_stride}, b, b_stride, terms, width);
+  }
+  for (; r < rows; ++r) {
+    CombineRows<1>(out + r * out_stride, out_stride, Factors{factors.data + r * factors.row_stride, factors.row_stride, factors.term_stride}, b, b_stride, terms, width);
+  }
+}
+
+// Terms of b^T packed at a time: a panel of kPanelTerms x kWidth floats (512 B) on the stack.
+constexpr std::size_t kPanelTerms = 16;
+
+}  // namespace
+
+void AddProductWithTransposed(float* out, const float* a, const float* b, std::size_t rows,
+                              std::size_t columns, std::size_t depth) {
+  float panel[kPanelTerms * kWidth];
+  for (std::size_t j = 0; j < columns; j += kWidth) {
+    const std::size_t width = columns - j < kWidth ? columns - j : kWidth;
+    for (std::size_t k = 0; k < depth; k += kPanelTerms) {
+      const std::size_t terms = depth - k < kPanelTerms ? depth - k : kPanelTerms;
+      for (std::size_t t = 0; t < terms; ++t) {
+        for (std::size_t c = 0; c < width; ++c) panel[t * kWidth + c] = b[(j + c) * depth + k + t];
+      }
+      Combine(out + j, columns, Factors{a + k, depth, 1}, panel, kWidth, rows, terms, width);
+    }
+  }
+}
+
+void AddRowCombinations(float* out, Factors factors, const float* b, std::size_t rows,
+                        std::size_t terms, std::size_t length) {
+  Combine(out, length, factors, b, length, rows, terms, length);
+}
+
+}  // namespace edgesgd::dense_products
