@@ -5,6 +5,20 @@
 namespace edgesgd::dense_products {
 namespace {
 
+// Columns of a result block: two SSE or NEON registers of floats.
+constexpr std::size_t kWidth = 8;
+
+// The factors of rows `first`, `first` + 1, ...
+Factors FromRow(Factors factors, std::size_t first) {
+  factors.data += first * factors.row_stride;
+  return factors;
+}
+
+#ifdef EIGEN_VECTORIZE
+
+// Rows of a result block: 4 x kWidth sums, a row of b and a factor fit in 16 registers.
+constexpr std::size_t kRows = 4;
+
 // out[r][0..kWidth) += sum over terms t of factor(r, t) * b[t][0..kWidth), for kRows rows.
 template <std::size_t kRows, std::size_t kWidth>
 void CombineBlock(float* out, std::size_t out_stride, Factors factors, const float* b,
@@ -21,11 +35,6 @@ void CombineBlock(float* out, std::size_t out_stride, Factors factors, const flo
   }
   for (std::size_t r = 0; r < kRows; ++r) Eigen::Map<Row>(out + r * out_stride) = sum[r];
 }
-
-// Columns of a result block: two SSE or NEON registers of floats per row.
-constexpr std::size_t kWidth = 8;
-// Rows of a result block: 4 x kWidth sums, the b values and a factor fit in 16 registers.
-constexpr std::size_t kRows = 4;
 
 template <std::size_t kBlockRows>
 void CombineRows(float* out, std::size_t out_stride, Factors factors, const float* b,
@@ -44,12 +53,35 @@ void Combine(float* out, std::size_t out_stride, Factors factors, const float* b
              std::size_t b_stride, std::size_t rows, std::size_t terms, std::size_t width) {
   std::size_t r = 0;
   for (; r + kRows <= rows; r += kRows) {
-    CombineRows<kRows>(out + r * out_stride, out_stride, Factors{factors.data + r * factors.row_stride, factors.row_stride, factors.term_stride}, b, b_stride, terms, width);
+    CombineRows<kRows>(out + r * out_stride, out_stride, FromRow(factors, r), b, b_stride, terms,
+                       width);
   }
   for (; r < rows; ++r) {
-    CombineRows<1>(out + r * out_stride, out_stride, Factors{factors.data + r * factors.row_stride, factors.row_stride, factors.term_stride}, b, b_stride, terms, width);
+    CombineRows<1>(out + r * out_stride, out_stride, FromRow(factors, r), b, b_stride, terms,
+                   width);
   }
 }
+
+#else
+
+// Without SIMD (Cortex-M4F) the multiplications are the work: each row of out gains the rows of
+// b one at a time, skipping zero factors (most slopes behind a ReLU and a max pool are zero).
+// Each sum still adds its terms in order, so the results match the blocked path's.
+void Combine(float* out, std::size_t out_stride, Factors factors, const float* b,
+             std::size_t b_stride, std::size_t rows, std::size_t terms, std::size_t width) {
+  for (std::size_t r = 0; r < rows; ++r) {
+    float* target = out + r * out_stride;
+    const Factors row_factors = FromRow(factors, r);
+    for (std::size_t t = 0; t < terms; ++t) {
+      const float factor = row_factors.data[t * row_factors.term_stride];
+      if (factor == 0.0f) continue;
+      const float* row = b + t * b_stride;
+      for (std::size_t i = 0; i < width; ++i) target[i] += factor * row[i];
+    }
+  }
+}
+
+#endif
 
 // Terms of b^T packed at a time: a panel of kPanelTerms x kWidth floats (512 B) on the stack.
 constexpr std::size_t kPanelTerms = 16;

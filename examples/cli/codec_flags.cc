@@ -35,12 +35,14 @@ std::string FormatWord(ParamKind kind, std::span<const std::string_view> choices
 bool ParseWord(const CodecFieldValue& field, const std::string& text, std::uint32_t& word,
                std::string& error) {
   const std::string flag = FlagOf(field.name);
+  // A value from a --config file is reported at its line there.
+  const std::string where = ConfigLinePrefix(flag);
   char* end = nullptr;
   switch (field.kind) {
     case ParamKind::kReal: {
       const double value = std::strtod(text.c_str(), &end);
       if (text.empty() || *end != '\0' || !std::isfinite(value)) {
-        error = flag + " expects a finite number, got '" + text + "'";
+        error = where + flag + " expects a finite number, got '" + text + "'";
         return false;
       }
       word = std::bit_cast<std::uint32_t>(static_cast<float>(value));
@@ -51,8 +53,8 @@ bool ParseWord(const CodecFieldValue& field, const std::string& text, std::uint3
       const unsigned long long value = std::strtoull(text.c_str(), &end, 10);
       const unsigned long long limit = field.kind == ParamKind::kBitWidth ? 32 : 0xFFFFFFFFull;
       if (text.empty() || text[0] == '-' || *end != '\0' || value > limit) {
-        error = flag + " expects a whole number up to " + std::to_string(limit) + ", got '" +
-                text + "'";
+        error = where + flag + " expects a whole number up to " + std::to_string(limit) +
+                ", got '" + text + "'";
         return false;
       }
       word = field.kind == ParamKind::kBitWidth && value > 0
@@ -67,7 +69,7 @@ bool ParseWord(const CodecFieldValue& field, const std::string& text, std::uint3
           return true;
         }
       }
-      error = flag + " must be one of";
+      error = where + flag + " must be one of";
       for (const std::string_view choice : field.choices) error += " " + std::string(choice);
       error += ", got '" + text + "'";
       return false;
@@ -182,8 +184,8 @@ bool CodecFlags::ParamsFor(std::string_view name, bool strict, CodecParams& out,
       if (!named && words[index] != default_words[index]) {
         const Result<CodecParams> check = ParamsFromWords(CodecIdOf(defaults.value()), applied);
         if (!check.ok()) {
-          error = FlagOf(field.name) + " " + Find(field.name)->value + ": " +
-                  check.status().reason();
+          error = ConfigLinePrefix(FlagOf(field.name)) + FlagOf(field.name) + " " +
+                  Find(field.name)->value + ": " + check.status().reason();
           named = true;
         }
       }

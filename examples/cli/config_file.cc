@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <set>
 
 namespace edgesgd::cli {
@@ -25,6 +26,12 @@ std::string StripComment(const std::string& line) {
   return line;
 }
 
+// The flags the --config files of the last command line gave, with where (one run per process).
+std::map<std::string, ConfigOrigin>& ConfigFileFlags() {
+  static std::map<std::string, ConfigOrigin> flags;
+  return flags;
+}
+
 bool ReadConfig(const std::string& path, std::vector<std::string>& flags, std::string& error) {
   std::ifstream file(path);
   if (!file) {
@@ -37,7 +44,7 @@ bool ReadConfig(const std::string& path, std::vector<std::string>& flags, std::s
     ++number;
     const std::string content = Trim(StripComment(line));
     if (content.empty()) continue;
-    const auto where = [&] { return "config file " + path + " line " + std::to_string(number); };
+    const auto where = [&] { return ConfigOrigin{path, number, ""}.where(); };
     if (content.front() == '[') {
       error = where() + ": tables are not supported; write top-level `flag = value` lines";
       return false;
@@ -47,13 +54,14 @@ bool ReadConfig(const std::string& path, std::vector<std::string>& flags, std::s
       error = where() + ": expected `flag = value`";
       return false;
     }
-    std::string key = Trim(content.substr(0, equals));
+    const std::string key = Trim(content.substr(0, equals));
     std::string value = Trim(content.substr(equals + 1));
     if (key.empty() || key.find_first_of(" \t\"") != std::string::npos) {
       error = where() + ": invalid flag name '" + key + "'";
       return false;
     }
-    for (char& c : key) {
+    std::string flag = "--" + key;
+    for (char& c : flag) {
       if (c == '_') c = '-';  // TOML style keys map onto --dashed-flags
     }
     if (value.size() >= 2 && value.front() == '"' && value.back() == '"') {
@@ -62,12 +70,10 @@ bool ReadConfig(const std::string& path, std::vector<std::string>& flags, std::s
       error = where() + ": value of '" + key + "' is missing or has an unclosed quote";
       return false;
     }
-    if (value == "true") {
-      flags.push_back("--" + key);
-    } else if (value != "false") {
-      flags.push_back("--" + key);
-      flags.push_back(value);
-    }
+    if (value == "false") continue;
+    flags.push_back(flag);
+    if (value != "true") flags.push_back(value);
+    ConfigFileFlags()[flag] = {path, number, key};
   }
   return true;
 }
@@ -80,7 +86,22 @@ std::set<std::string>& CommandLineFlags() {
 
 }  // namespace
 
+std::string ConfigOrigin::where() const {
+  return "config file " + path + " line " + std::to_string(line);
+}
+
 bool GivenOnCommandLine(const std::string& flag) { return CommandLineFlags().count(flag) > 0; }
+
+const ConfigOrigin* ConfigFileOrigin(const std::string& flag) {
+  const auto found = ConfigFileFlags().find(flag);
+  if (found == ConfigFileFlags().end() || GivenOnCommandLine(flag)) return nullptr;
+  return &found->second;
+}
+
+std::string ConfigLinePrefix(const std::string& flag) {
+  const ConfigOrigin* origin = ConfigFileOrigin(flag);
+  return origin == nullptr ? "" : origin->where() + ", key '" + origin->key + "': ";
+}
 
 bool ExpandConfigFiles(std::vector<std::string>& args, std::string& error) {
   std::size_t insert_at = 0;

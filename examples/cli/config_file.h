@@ -25,4 +25,24 @@ void AddConfigFlag(CLI::App& command);
 // --config file, as ExpandConfigFiles saw it (it records every flag it keeps).
 bool GivenOnCommandLine(const std::string& flag);
 
+// Where a --config file gave a flag: the file as the command line named it, the line (from 1)
+// and the key as written there ("k_ratio").
+struct ConfigOrigin {
+  std::string path;
+  int line = 0;
+  std::string key;
+
+  // "config file PATH line N", as every report of a line of a config file begins.
+  std::string where() const;
+};
+
+// The line of a --config file that ExpandConfigFiles read `flag` ("--k-ratio") from, so that a
+// flag the parser refuses can be reported where the user wrote it; nullptr when no file gave the
+// flag, or the command line gave it too (the run then takes the command line's value).
+const ConfigOrigin* ConfigFileOrigin(const std::string& flag);
+
+// "config file PATH line N, key 'k_ratio': " when ConfigFileOrigin(flag) has the line, else
+// empty: the start of a message refusing the flag's value, which the user wrote in that file.
+std::string ConfigLinePrefix(const std::string& flag);
+
 }  // namespace edgesgd::cli

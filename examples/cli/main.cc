@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/config_file.h"
+#include "cli/parse_errors.h"
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -42,6 +43,11 @@ int main(int argc, char** argv) {
     app.parse(args);
   } catch (const CLI::ParseError& error) {
     // Help and version requests exit 0; usage errors exit 2, like other command-line tools.
+    if (const std::string explained = edgesgd::cli::ExplainParseError(app, error);
+        !explained.empty()) {
+      std::fprintf(stderr, "edgesgd: %s\n", explained.c_str());
+      return 2;
+    }
     return app.exit(error) == 0 ? 0 : 2;
   }
   return exit_code;

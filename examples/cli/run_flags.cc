@@ -29,6 +29,7 @@ void AddDataFlags(CLI::App& command, RunFlags& o) {
       ->check(CLI::IsMember({"linreg", "logreg-toy", "quadratic-noise", "softmax", "mlp"}));
   command.add_option("--data", o.data, DataHelp())->capture_default_str()->check(DataValidator());
   command.add_option("--test-data", o.test_data, TestDataHelp());
+  AddCsvLabelFlag(command, o.csv_label);
   command.add_option("--split", o.split,
                      "How softmax/mlp data is split: iid, sorted (by label, unshuffled) or "
                      "dirichlet:ALPHA")
@@ -326,10 +327,11 @@ bool BuildTaskOptions(const RunFlags& o, std::size_t workers, std::uint64_t seed
   } else {
     task.kind = TaskKind::kSoftmax;
   }
-  error = CheckTestData(o.data, o.test_data);
+  error = CheckDataFiles(o.data, o.test_data, o.csv_label);
   if (!error.empty()) return false;
   task.data = o.data;
   task.test_data = o.test_data;
+  task.csv_label = CsvLabelColumnOf(o.csv_label);
   if (o.split == "iid") {
     task.split = SplitKind::kIid;
   } else if (o.split == "sorted") {

@@ -28,6 +28,7 @@ struct RunFlags {
   std::string task = "softmax";
   std::string data = "fashion-mnist";
   std::string test_data;
+  std::string csv_label = "first";
   std::string split = "iid";
   std::size_t dim = 100;
   std::size_t samples = 500;
@@ -118,8 +119,8 @@ struct RunFlags {
 // --join-timeout-s (`simulate`, `server`).
 void AddJoinTimeoutFlag(CLI::App& command, RunFlags& flags);
 
-// --task, --data, --test-data, --split, --dim, --samples, --hidden, --model, --input-shape,
-// --train-limit.
+// --task, --data, --test-data, --csv-label, --split, --dim, --samples, --hidden, --model,
+// --input-shape, --train-limit.
 void AddDataFlags(CLI::App& command, RunFlags& flags);
 // --seed (data, model and codec randomness).
 void AddSeedFlag(CLI::App& command, RunFlags& flags);
@@ -144,7 +145,8 @@ std::string CheckRunConsistency(const RunFlags& flags);
 std::string RunWarning(const RunFlags& flags);
 
 // The task of the data flags for `workers` workers, drawn from `seed` with `batch` samples per
-// step. False with a one-line `error` for a bad --split or a --test-data without a data file.
+// step. False with a one-line `error` for a bad --split, a --test-data without a data file or
+// --csv-label last without a CSV file.
 bool BuildTaskOptions(const RunFlags& flags, std::size_t workers, std::uint64_t seed,
                       std::size_t batch, TaskOptions& task, std::string& error);
 
@@ -157,7 +159,8 @@ struct TaskUse {
 
 // Sets `task` up from the data flags for `workers` workers (seeded by --seed, --batch samples
 // per step) as `use` says. Returns the command's exit code: 0, 2 for flags that
-// cannot work (bad --split, --test-data without a data file) or 1 for data that cannot be read,
+// cannot work (bad --split, --test-data without a data file, --csv-label last without a CSV
+// file) or 1 for data that cannot be read,
 // with a one-line error on stderr naming `command`.
 int SetUpTask(const char* command, const RunFlags& flags, std::size_t workers, Task& task,
               const TaskUse& use = {});

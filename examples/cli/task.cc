@@ -106,14 +106,15 @@ bool Task::SetupClassification(std::string& error) {
     // The features of its own rows are loaded once the labels have been split (KeepOwnShard).
     platform::DataReadOptions labels;
     labels.labels_only = true;
+    labels.csv_label = options_.csv_label;
     if (!LoadTrainingRows(options_.data, options_.train_limit, labels, labeled_.train, error)) {
       return false;
     }
     classes = labeled_.train.num_classes;
     train_ = labeled_.train.View();
   } else if (options_.data != "synthetic") {
-    if (!LoadLabeledData(options_.data, options_.test_data, options_.train_limit, labeled_, error,
-                         options_.evaluates_only)) {
+    if (!LoadLabeledData(options_.data, options_.test_data, options_.csv_label,
+                         options_.train_limit, labeled_, error, options_.evaluates_only)) {
       return false;
     }
     classes = labeled_.train.num_classes;
@@ -271,6 +272,7 @@ bool Task::KeepOwnShard(WorkerState& state, std::string& error) {
   platform::DataReadOptions options;
   options.rows = rows;
   options.classes = labeled_.train.num_classes;
+  options.csv_label = options_.csv_label;
   if (!LoadTrainingRows(options_.data, options_.train_limit, options, own_shard_, error)) {
     return false;
   }

@@ -29,6 +29,7 @@ struct TaskOptions {
   // data file's test set (cli/data_sources.h)
   std::string data = "fashion-mnist";
   std::string test_data;
+  platform::CsvLabelColumn csv_label = platform::CsvLabelColumn::kFirst;  // of CSV files
   SplitKind split = SplitKind::kIid;
   float dirichlet_alpha = 0.5f;
   std::size_t workers = 8;

@@ -28,6 +28,7 @@ struct TrainOptions {
   std::string task = "softmax";
   std::string data = "fashion-mnist";
   std::string test_data;
+  std::string csv_label = "first";
   std::string feedback = "ef";
   CodecFlags codec;
   std::size_t rounds = 3000;
@@ -58,7 +59,8 @@ struct Data {
 bool LoadData(const TrainOptions& options, Data& data) {
   if (options.data != "synthetic") {
     std::string error;
-    if (!LoadLabeledData(options.data, options.test_data, options.limit, data.labeled, error)) {
+    if (!LoadLabeledData(options.data, options.test_data, CsvLabelColumnOf(options.csv_label),
+                         options.limit, data.labeled, error)) {
       std::fprintf(stderr, "edgesgd train: %s\n", error.c_str());
       return false;
     }
@@ -117,7 +119,8 @@ int RunTrain(const TrainOptions& options) {
     return 2;
   }
 
-  if (const std::string error = CheckTestData(options.data, options.test_data); !error.empty()) {
+  if (const std::string error = CheckDataFiles(options.data, options.test_data, options.csv_label);
+      !error.empty()) {
     std::fprintf(stderr, "edgesgd train: %s\n", error.c_str());
     return 2;
   }
@@ -277,6 +280,7 @@ void AddTrainCommand(CLI::App& app, int& exit_code) {
       ->capture_default_str()
       ->check(DataValidator());
   train->add_option("--test-data", options->test_data, TestDataHelp());
+  AddCsvLabelFlag(*train, options->csv_label);
   options->codec.Add(*train, "top_k", "Compressor of the upload:");
   train->add_option("--feedback", options->feedback,
                     "Error feedback: none, ef, def (detached, see --detach) or saef")

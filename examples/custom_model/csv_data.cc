@@ -72,7 +72,7 @@ bool WriteTwoMoonsCsv(const std::string& path, std::size_t rows, float noise, st
   std::bernoulli_distribution upper_moon(0.5);
   std::uniform_real_distribution<float> angle(0.0f, std::numbers::pi_v<float>);
   std::normal_distribution<float> jitter(0.0f, noise);
-  file << "x,y,label\n";
+  file << "label,x,y\n";
   for (std::size_t i = 0; i < rows; ++i) {
     const bool upper = upper_moon(random);
     const float t = angle(random);
@@ -82,7 +82,7 @@ bool WriteTwoMoonsCsv(const std::string& path, std::size_t rows, float noise, st
     float y = upper ? std::sin(t) : 0.5f - std::sin(t);
     x += jitter(random);
     y += jitter(random);
-    file << x << ',' << y << ',' << (upper ? 0 : 1) << '\n';
+    file << (upper ? 0 : 1) << ',' << x << ',' << y << '\n';
   }
   file.close();
   if (!file) {
@@ -92,7 +92,7 @@ bool WriteTwoMoonsCsv(const std::string& path, std::size_t rows, float noise, st
   return true;
 }
 
-bool ReadCsv(const std::string& path, Dataset& out, std::string& error) {
+bool ReadCsv(const std::string& path, bool label_last, Dataset& out, std::string& error) {
   std::ifstream file(path);
   if (!file) {
     error = "cannot open " + path + ": " + std::strerror(errno);
@@ -106,8 +106,15 @@ bool ReadCsv(const std::string& path, Dataset& out, std::string& error) {
   std::string line;
   if (!std::getline(file, line)) return fail(1, "empty file (expected a header line)");
   const std::size_t columns = SplitFields(line).size();
-  if (columns < 2) return fail(1, "the header has one column; expected features, then the label");
+  if (columns < 2) return fail(1, "the header has one column; expected a label and features");
 
+  const std::size_t label_field = label_last ? columns - 1 : 0;
+  // A label that is not a class index is most often a feature: the label is in the other column.
+  const std::string read = label_last ? "last" : "first";
+  const std::string other = label_last ? "first" : "last";
+  const std::string label_hint = " (the label is read from the " + read +
+                                 " column; pass --csv-label " + other + " if it is the " + other +
+                                 ")";
   Dataset data;
   data.feature_count = columns - 1;
   for (std::size_t line_number = 2; std::getline(file, line); ++line_number) {
@@ -117,7 +124,8 @@ bool ReadCsv(const std::string& path, Dataset& out, std::string& error) {
       return fail(line_number, "expected " + std::to_string(columns) + " fields, found " +
                                    std::to_string(fields.size()));
     }
-    for (std::size_t i = 0; i + 1 < columns; ++i) {
+    for (std::size_t i = 0; i < columns; ++i) {
+      if (i == label_field) continue;
       float value = 0;
       if (!ParseWhole(fields[i], value) || !std::isfinite(value)) {
         return fail(line_number, "field " + std::to_string(i + 1) + " is not a finite number: '" +
@@ -126,10 +134,10 @@ bool ReadCsv(const std::string& path, Dataset& out, std::string& error) {
       data.features.push_back(value);
     }
     std::uint32_t label = 0;
-    if (!ParseWhole(fields.back(), label) || label >= kMaxClasses) {
-      return fail(line_number, "the label '" + std::string(fields.back()) +
+    if (!ParseWhole(fields[label_field], label) || label >= kMaxClasses) {
+      return fail(line_number, "the label '" + std::string(fields[label_field]) +
                                    "' is not a class index from 0 to " +
-                                   std::to_string(kMaxClasses - 1));
+                                   std::to_string(kMaxClasses - 1) + label_hint);
     }
     data.labels.push_back(label);
   }

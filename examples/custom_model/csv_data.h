@@ -1,8 +1,9 @@
 #pragma once
 
 // The example's data: a labelled table of numbers, written to and read from a CSV file. The
-// file has a header line, then one row per sample: the feature columns, then the class label
-// (an integer from 0). edgesgd never sees this code; each worker reads its own rows.
+// file has a header line, then one row per sample: the class label (an integer from 0), then the
+// feature columns, or the features first and the label last. edgesgd never sees this code; each
+// worker reads its own rows.
 
 #include <cstddef>
 #include <cstdint>
@@ -31,13 +32,14 @@ Dataset Rows(const Dataset& data, std::size_t begin, std::size_t end);
 
 // Writes `rows` samples of "two moons" — two interleaved half circles, one per class, blurred by
 // Gaussian noise of standard deviation `noise` — in random order, so any contiguous block of
-// rows is a fair sample. No straight line separates the classes: a model needs a hidden layer.
+// rows is a fair sample, each row its label first. No straight line separates the classes: a model needs a hidden layer.
 // The same seed writes the same file. On failure returns false with `error` naming the file.
 bool WriteTwoMoonsCsv(const std::string& path, std::size_t rows, float noise, std::uint64_t seed,
                       std::string& error);
 
-// Reads a CSV written as above (any number of feature columns, at least one) into `out`. On
-// failure returns false with `error` saying why, as "FILE:LINE: reason" for a malformed line.
-bool ReadCsv(const std::string& path, Dataset& out, std::string& error);
+// Reads a CSV laid out as above (any number of feature columns, at least one), its label the
+// first field of each row or, with `label_last`, the last, into `out`. On failure returns false
+// with `error` saying why, as "FILE:LINE: reason" for a malformed line.
+bool ReadCsv(const std::string& path, bool label_last, Dataset& out, std::string& error);
 
 }  // namespace custom_model

@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
 
   const std::string csv = PrepareCsv(options, error);
   Dataset all;
-  if (csv.empty() || !custom_model::ReadCsv(csv, all, error)) {
+  if (csv.empty() || !custom_model::ReadCsv(csv, options.label_last, all, error)) {
     std::fprintf(stderr, "custom_model: %s\n", error.c_str());
     return kExitUsage;
   }

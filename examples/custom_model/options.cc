@@ -26,7 +26,8 @@ out to measure accuracy.
 options:
   --out DIR            write the generated data to DIR/two_moons.csv (default: .)
   --csv FILE           train on FILE instead of generating data: a header line, then rows of
-                       numeric features with an integer class label (0, 1, ...) last
+                       an integer class label (0, 1, ...) and numeric features
+  --csv-label COLUMN   the column of --csv that holds the label: first or last (default: first)
   --rounds N           training rounds of each run (default: 500)
   --k-ratio R          fraction of each tensor top_k sends, in (0, 1] (default: 0.1)
   --seed N             seed of the generated data and the initial model (default: 1)
@@ -63,6 +64,9 @@ Parsed ParseOptions(int argc, char** argv, Options& options, std::string& error)
       options.out_dir = value;
     } else if (flag == "--csv") {
       options.csv = value;
+    } else if (flag == "--csv-label") {
+      if (value != "first" && value != "last") return bad("first or last");
+      options.label_last = value == "last";
     } else if (flag == "--rounds") {
       if (!ParseNumber(value, options.rounds) || options.rounds == 0) return bad("a count >= 1");
     } else if (flag == "--k-ratio") {
@@ -80,6 +84,10 @@ Parsed ParseOptions(int argc, char** argv, Options& options, std::string& error)
       error = "unknown option " + std::string(flag);
       return Parsed::kError;
     }
+  }
+  if (options.label_last && options.csv.empty()) {
+    error = "--csv-label last describes the file of --csv; the generated data has its label first";
+    return Parsed::kError;
   }
   return Parsed::kRun;
 }

@@ -9,7 +9,8 @@ namespace custom_model {
 
 struct Options {
   std::string out_dir = ".";
-  std::string csv;  // empty: generate two_moons.csv in out_dir
+  std::string csv;          // empty: generate two_moons.csv in out_dir
+  bool label_last = false;  // --csv-label last: the label is the last field of a row, not the first
   std::uint32_t rounds = 500;
   float k_ratio = 0.1f;
   std::uint64_t seed = 1;

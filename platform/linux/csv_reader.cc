@@ -1,5 +1,6 @@
 // csv:PATH — one sample per line, comma-separated: the label (a whole number) first, then the
-// features, as the MNIST CSV files have them. The first line is a header, and skipped, when its
+// features, as the MNIST CSV files have them, or the features then the label when
+// DataReadOptions::csv_label says it is last. The first line is a header, and skipped, when its
 // first cell is not a number; every line has the first line's number of cells. Cells are
 // numbers in C syntax (no quotes); spaces around a cell, blank lines, '\r' line ends and a UTF-8
 // byte-order mark are allowed.
@@ -91,8 +92,11 @@ class CsvParser {
       if (kept[data_.num_samples] != row) return {};
       done = done || data_.num_samples + 1 == kept.size();
     }
-    if (FileStatus label = Label(cells_[0], sample); !label.ok()) return label;
-    for (std::size_t column = 1; column < columns_ && !options_.labels_only; ++column) {
+    const std::size_t label_column =
+        options_.csv_label == CsvLabelColumn::kFirst ? 0 : columns_ - 1;
+    if (FileStatus label = Label(label_column, sample); !label.ok()) return label;
+    for (std::size_t column = 0; column < columns_ && !options_.labels_only; ++column) {
+      if (column == label_column) continue;
       float value = 0;
       if (!ParseNumber(cells_[column], value)) return NotANumber(column);
       if (!std::isfinite(value)) return NotFinite(std::string(cells_[column]), sample, path_);
@@ -113,11 +117,13 @@ class CsvParser {
   }
 
  private:
-  FileStatus Label(std::string_view cell, std::size_t sample) {
+  FileStatus Label(std::size_t column, std::size_t sample) {
+    const std::string_view cell = cells_[column];
     double label = 0;
-    if (!ParseNumber(cell, label)) return NotANumber(0);
+    if (!ParseNumber(cell, label)) return NotANumber(column);
     if (label != std::floor(label)) {
-      return Corrupt("", "label " + std::string(cell) + " is not a whole number");
+      return Corrupt("", "label " + std::string(cell) + " is not a whole number " +
+                             CsvLabelColumnNote(options_.csv_label));
     }
     const std::size_t limit = options_.classes == 0 ? kMaxDataClasses : options_.classes;
     if (label < 0 || label >= static_cast<double>(limit)) {
@@ -188,3 +194,12 @@ LabeledDataLoad ReadCsv(std::span<const std::string> paths, const DataReadOption
 }
 
 }  // namespace edgesgd::platform::internal
+
+namespace edgesgd::platform {
+
+std::string CsvLabelColumnNote(CsvLabelColumn column) {
+  return std::string("(the label is read from the ") +
+         (column == CsvLabelColumn::kFirst ? "first" : "last") + " column)";
+}
+
+}  // namespace edgesgd::platform

@@ -1,5 +1,6 @@
-# The same samples as IDX (plain with explicit labels, gzip with labels beside), CSV and .npy
-# (tests/cli/data_files.py wrote them to DATA_DIR) train to byte-identical metrics, and learn;
+# The same samples as IDX (plain with explicit labels, gzip with labels beside), CSV (label first,
+# and label last read with --csv-label last) and .npy (tests/cli/data_files.py wrote them to
+# DATA_DIR) train to byte-identical metrics, and learn;
 # `train` reads the first 200 samples of a CSV training set (--limit) with a .npy test set.
 #   cmake -DEDGESGD=path -DDATA_DIR=dir -DWORK_DIR=dir -P data_file_runs.cmake
 file(REMOVE_RECURSE ${WORK_DIR})
@@ -9,7 +10,10 @@ set(runs
     "idx|idx:${d}/train-images-idx3-ubyte,${d}/train-labels-idx1-ubyte|idx:${d}/t10k-images-idx3-ubyte"
     "idx_gzip|idx:${d}/train-images-idx3-ubyte.gz|idx:${d}/t10k-images-idx3-ubyte.gz"
     "csv|csv:${d}/train.csv|csv:${d}/t10k.csv"
+    "csv_label_last|csv:${d}/train-label-last.csv|csv:${d}/t10k-label-last.csv"
     "npy|npy:${d}/train-x.npy,${d}/train-y.npy|npy:${d}/t10k-x.npy,${d}/t10k-y.npy")
+# A run's flags beyond the common ones, by its name.
+set(flags_csv_label_last --csv-label last)
 set(first_hash)
 foreach(run ${runs})
   string(REPLACE "|" ";" parts "${run}")
@@ -17,7 +21,7 @@ foreach(run ${runs})
   list(GET parts 1 data)
   list(GET parts 2 test_data)
   execute_process(COMMAND ${EDGESGD} simulate --data ${data} --test-data ${test_data}
-                          --workers 4 --rounds 30 --lr 0.5 --quiet
+                          ${flags_${name}} --workers 4 --rounds 30 --lr 0.5 --quiet
                           --metrics ${WORK_DIR}/${name}.csv
                   RESULT_VARIABLE result ERROR_VARIABLE err)
   if(NOT result EQUAL 0)
@@ -50,4 +54,4 @@ endif()
 if(NOT out MATCHES "\\(200 train / 60 test samples\\)")
   message(FATAL_ERROR "train did not read the first 200 training and 60 test samples:\n${out}")
 endif()
-message(STATUS "idx, idx.gz, csv and npy: identical metrics, test accuracy ${accuracy}")
+message(STATUS "idx, idx.gz, csv, csv label last and npy: identical metrics, test accuracy ${accuracy}")

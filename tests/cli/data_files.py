@@ -4,8 +4,9 @@
 One small classification set (3 classes, 8x8 byte "images": a bright quadrant per class plus
 noise; 240 training and 60 test samples) in every format: IDX (plain, and gzip-compressed with
 the labels beside the images under MNIST's names), CSV (pixel / 255 written exactly, a header
-line) and .npy (unsigned bytes, int64 labels). Every format holds the same samples, so runs on
-them must give identical metrics. Then one broken file per failure the readers report.
+line; also with the label last) and .npy (unsigned bytes, int64 labels). Every format holds the
+same samples, so runs on them must give identical metrics. Then one broken file per failure the
+readers report.
 
   data_files.py DIR
 """
@@ -56,10 +57,13 @@ def float32_text(byte):
     return repr(value)
 
 
-def csv_text(images, labels):
-    lines = ["label," + ",".join("p%d" % i for i in range(SIDE * SIDE))]
+def csv_text(images, labels, label_last=False):
+    def row(label, features):
+        return ",".join(features + [label] if label_last else [label] + features)
+
+    lines = [row("label", ["p%d" % i for i in range(SIDE * SIDE)])]
     for image, label in zip(images, labels):
-        lines.append(str(label) + "," + ",".join(float32_text(b) for b in image))
+        lines.append(row(str(label), [float32_text(b) for b in image]))
     return "\n".join(lines) + "\n"
 
 
@@ -69,6 +73,7 @@ def write_set(out, name, images, labels):
     (out / f"{name}-images-idx3-ubyte.gz").write_bytes(gzip.compress(idx_images(images)))
     (out / f"{name}-labels-idx1-ubyte.gz").write_bytes(gzip.compress(idx_labels(labels)))
     (out / f"{name}.csv").write_text(csv_text(images, labels))
+    (out / f"{name}-label-last.csv").write_text(csv_text(images, labels, label_last=True))
     shape = "(%d, %d, %d)" % (len(images), SIDE, SIDE)
     (out / f"{name}-x.npy").write_bytes(npy("|u1", shape, b"".join(images)))
     labels64 = struct.pack("<%dq" % len(labels), *labels)
@@ -96,6 +101,7 @@ def main():
     (out / "two-classes.csv").write_text("label,x\n0,0.5\n1,0.25\n")
     (out / "cell.csv").write_text("label,x,y\n1,0.5,0.25\n0,0.5,n/a\n")
     (out / "wide.csv").write_text("label,a,b,c\n1,0.5,0.25,0\n")
+    (out / "label-last.csv").write_text("x,label\n-0.4416,1\n0.25,0\n")
 
 
 if __name__ == "__main__":

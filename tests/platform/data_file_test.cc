@@ -329,7 +329,9 @@ TEST_F(DataFileTest, CsvReportsLabelsOutOfRangeOrFractionalAndValuesNotFinite) {
                 "corrupt: label -1 of sample 0 in " + path + " is outside 0-255");
   path = Write("c.csv", Text("2.5,1\n"));
   ExpectFailure(Load("csv:" + path), Status::DataLoss(),
-                "corrupt: " + path + " line 1: label 2.5 is not a whole number");
+                "corrupt: " + path +
+                    " line 1: label 2.5 is not a whole number (the label is read from the first "
+                    "column)");
   path = Write("d.csv", Text("1,nan\n"));
   ExpectFailure(Load("csv:" + path), Status::DataLoss(),
                 "corrupt: value nan of sample 0 in " + path + " is not a finite float");
@@ -340,6 +342,45 @@ TEST_F(DataFileTest, CsvReportsLabelsOutOfRangeOrFractionalAndValuesNotFinite) {
   const LabeledDataLoad tiny = Load("csv:" + path);
   ASSERT_TRUE(tiny.ok()) << tiny.message;
   EXPECT_EQ(tiny.data.features, std::vector<float>{0.0f});
+}
+
+TEST_F(DataFileTest, CsvReadsTheLabelFromTheLastColumnWhenAsked) {
+  const std::string path = Write("d.csv", Text("x,y,label\n0.5,-1,2\n4,5.0,0\n"));
+  DataReadOptions options;
+  options.csv_label = CsvLabelColumn::kLast;
+  LabeledDataLoad load = Load("csv:" + path, options);
+  ASSERT_TRUE(load.ok()) << load.message;
+  EXPECT_EQ(load.data.num_samples, 2u);
+  EXPECT_EQ(load.data.feature_dim, 2u);
+  EXPECT_EQ(load.data.num_classes, 3u);
+  EXPECT_EQ(load.data.labels, (std::vector<std::uint8_t>{2, 0}));
+  EXPECT_EQ(load.data.features, (std::vector<float>{0.5f, -1.0f, 4.0f, 5.0f}));
+  options.labels_only = true;
+  load = Load("csv:" + path, options);
+  ASSERT_TRUE(load.ok()) << load.message;
+  EXPECT_EQ(load.data.labels, (std::vector<std::uint8_t>{2, 0}));
+  EXPECT_TRUE(load.data.features.empty());
+}
+
+TEST_F(DataFileTest, CsvSaysWhichColumnALabelThatIsNotAWholeNumberWasReadFrom) {
+  // Label-last data read label-first: the first feature is taken for a label.
+  std::string path = Write("a.csv", Text("x,y,label\n-0.4416,1.5,1\n"));
+  ExpectFailure(Load("csv:" + path), Status::DataLoss(),
+                "corrupt: " + path +
+                    " line 2: label -0.4416 is not a whole number (the label is read from the "
+                    "first column)");
+  path = Write("b.csv", Text("1,0.25\n"));
+  DataReadOptions options;
+  options.csv_label = CsvLabelColumn::kLast;
+  ExpectFailure(Load("csv:" + path, options), Status::DataLoss(),
+                "corrupt: " + path +
+                    " line 1: label 0.25 is not a whole number (the label is read from the last "
+                    "column)");
+  path = Write("c.csv", Text("1,n/a\n"));
+  ExpectFailure(Load("csv:" + path, options), Status::DataLoss(),
+                "corrupt: " + path + " line 1, column 2: 'n/a' is not a number");
+  EXPECT_EQ(CsvLabelColumnNote(CsvLabelColumn::kFirst),
+            "(the label is read from the first column)");
 }
 
 TEST_F(DataFileTest, CsvReportsRaggedRowsSingleColumnsAndNoSamples) {

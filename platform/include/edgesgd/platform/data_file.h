@@ -6,7 +6,8 @@
 //
 // A data file is named by a spec, FORMAT:PATH[,PATH]:
 //   idx:IMAGES[,LABELS]   IDX images and labels (labels beside the images by default)
-//   csv:PATH              label column first, then the features; an optional header line
+//   csv:PATH              the label in the first column (or the last: DataReadOptions::
+//                         csv_label), the features in the others; an optional header line
 //   npy:FEATURES,LABELS   two .npy arrays, C order
 // Any file may be gzip-compressed (recognised by its first bytes) when zlib is built in.
 
@@ -57,6 +58,10 @@ struct LabeledDataLoad {
   bool ok() const { return status.ok(); }
 };
 
+// The column of a CSV file that holds the label: the first (as in the MNIST CSV files) or the
+// last (as many exported tables have it).
+enum class CsvLabelColumn { kFirst, kLast };
+
 // Which rows to load and how to check labels.
 struct DataReadOptions {
   std::size_t first_row = 0;  // rows before it are skipped (seeked over where the file allows)
@@ -69,7 +74,14 @@ struct DataReadOptions {
   std::span<const std::uint32_t> rows;
   // Labels alone (feature_dim is still set): e.g. to split the data before loading a shard.
   bool labels_only = false;
+  // csv: the label's column; the features are the other columns, in their order.
+  CsvLabelColumn csv_label = CsvLabelColumn::kFirst;
 };
+
+// How the message of a CSV load ends when a label cell is not a whole number: "(the label is read
+// from the first column)". Such a cell is most often a feature, the file holding its labels in
+// the other column; a program can add to the note how its user reads that column instead.
+std::string CsvLabelColumnNote(CsvLabelColumn column);
 
 // A parsed spec: the format's name and its paths, in the order of its syntax.
 struct DataFileSpec {
