@@ -111,7 +111,7 @@ int RunWorker(const WorkerFlags& o) {
   }
   WarnIfUnauthenticated(o.network, kWorker);
   const tcp::DriverStop stop = worker.Run();
-  if (!worker.status().ok()) return Fail(kWorker, oracle.error, 1);
+  if (!oracle.error.empty()) return Fail(kWorker, oracle.error, 1);  // on_welcome refused the run
   const protocol::WorkerSession& session = worker.session();
   if (!session.status().ok()) {
     return Fail(kWorker, std::string("the server refused this worker: ") + session.failure_reason(),

@@ -273,6 +273,26 @@ std::uint16_t FreePort(asio::io_context& io) {
   return acceptor.local_endpoint(error).port();
 }
 
+// A worker that never reached its server says so in status(), not only in Run's value.
+TEST(TcpLibraryTest, WorkerStatusSaysItGaveUpWithoutAServer) {
+  asio::io_context io;
+  const std::uint16_t port = FreePort(io);
+  QuadraticProblem problem;
+  problem.target.assign(kDim, 1.0f);
+  WorkerSettings settings = LoopbackWorker(1, port, problem);
+  settings.network.give_up_ns = 300 * kNsPerMs;
+  Worker worker;
+  std::string detail;
+  ASSERT_TRUE(worker.Open(settings, detail).ok()) << detail;
+  EXPECT_TRUE(worker.status().ok());
+  EXPECT_FALSE(worker.stop().has_value());
+  EXPECT_EQ(worker.Run(), DriverStop::kGaveUp);
+  EXPECT_EQ(worker.stop(), DriverStop::kGaveUp);
+  EXPECT_EQ(worker.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(std::string(worker.status().reason()).find("gave up"), std::string::npos);
+  EXPECT_EQ(problem.calls, 0u);
+}
+
 TEST(TcpLibraryTest, GossipPeersOnOneLoopAgreeOnTheMeanTarget) {
   constexpr std::uint32_t kPeers = 3;
   constexpr std::uint32_t kRounds = 40;

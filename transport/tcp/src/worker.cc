@@ -71,6 +71,23 @@ Status Worker::Gradient(void* user, std::span<const float> point, std::uint32_t 
   return self.gradient_(self.user_, point, round, local_step, gradient);
 }
 
+Status Worker::status() const {
+  if (!status_.ok()) return status_;
+  if (!session_.status().ok()) return session_.status();
+  if (!stop_) return Status::Ok();
+  switch (*stop_) {
+    case DriverStop::kFinished:
+      return Status::Ok();
+    case DriverStop::kGaveUp:
+      return Status::Unavailable("gave up: no connection to the server within the give-up time");
+    case DriverStop::kSignal:
+      return Status::Cancelled("stopped by a signal before the run ended");
+    case DriverStop::kStopped:
+      return Status::Cancelled("stopped by Stop() before the run ended");
+  }
+  return Status::Internal("unknown driver stop");
+}
+
 void Worker::AfterSessionCall() {
   if (!session_.configured()) return;
   // The Welcome the session accepted (within the worker's memory) sizes the largest frame.

@@ -26,9 +26,17 @@ class SessionNode {
 
   // Starts the session on the loop after a successful Open; `on_done` runs on the loop once the
   // node is done (the derived class says when). Call once, from the loop's thread.
-  void Start(SessionDriver::DoneCallback on_done) { driver_.Start(driven(), std::move(on_done)); }
+  void Start(SessionDriver::DoneCallback on_done) {
+    driver_.Start(driven(), [this, on_done = std::move(on_done)](DriverStop stop) {
+      stop_ = stop;  // before on_done, which may destroy the node
+      if (on_done) on_done(stop);
+    });
+  }
   // Start, then runs the loop until the node is done (see SessionDriver::Run).
-  DriverStop Run() { return driver_.Run(driven()); }
+  DriverStop Run() {
+    stop_ = driver_.Run(driven());
+    return *stop_;
+  }
   // Ends the run soon (kStopped): from a callback (the gradient function included) or the
   // loop's thread.
   void Stop() { driver_.RequestStop(); }
@@ -39,6 +47,8 @@ class SessionNode {
   const SessionType& session() const { return session_; }
   // The connections' counters.
   const DriverCounters& network_counters() const { return driver_.counters(); }
+  // Why the node stopped, once it has (Run returned or Start's on_done ran); empty before.
+  std::optional<DriverStop> stop() const { return stop_; }
 
  protected:
   // On an event loop of its own (Run).
@@ -69,6 +79,7 @@ class SessionNode {
   protocol::Session* wrapper_ = nullptr;
 
   // Declared in this order: the session points into the arena, the driver at the session.
+  std::optional<DriverStop> stop_;
   std::unique_ptr<std::byte[]> memory_;
   std::optional<Arena> arena_;
   SessionType session_;

@@ -71,9 +71,11 @@ class Worker : public SessionNode<protocol::WorkerSession> {
   // WorkerSession::InitArenaBytes()) and those of SessionDriver::Open.
   Status Open(const WorkerSettings& settings, std::string& detail);
 
-  // kOk, or on_welcome's refusal. The session's own outcome: session().Finished(),
-  // session().status() and failure_reason() (the server's refusal).
-  Status status() const { return status_; }
+  // kOk while the worker runs and once the server ended the run; otherwise why the worker
+  // stopped short: on_welcome's refusal (its Status), the server's refusal (the session's
+  // status; session().failure_reason() has the server's text), kUnavailable when it gave up
+  // without a connection (DriverOptions::give_up_ns), kCancelled after a signal or Stop().
+  Status status() const;
 
  private:
   // The session's gradient callback: the caller's, once on_welcome accepted the run.
