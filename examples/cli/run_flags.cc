@@ -191,6 +191,11 @@ void AddTrainingFlags(CLI::App& command, RunFlags& o, const char* deadline_help)
   command.add_option("--round-deadline-s", o.round_deadline_s, deadline_help)
       ->capture_default_str()
       ->check(CLI::Range(1e-6, 1e9));
+  command.add_option("--max-model-norm", o.max_model_norm,
+                     "The run fails, naming the round, once the model's Euclidean norm exceeds "
+                     "this (it diverged); 0 = no bound. A NaN or infinity always fails it")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3e38));
 }
 
 void AddOutputFlags(CLI::App& command, RunFlags& o) {
@@ -466,6 +471,7 @@ protocol::ServerOptions BuildServerOptions(const RunFlags& o) {
   options.quorum = o.quorum == 0 ? 1 : o.quorum;
   options.round_deadline_ns = static_cast<protocol::TimeNs>(o.round_deadline_s * 1e9);
   options.liveness_timeout_ns = 3 * options.round_deadline_ns;
+  options.max_model_norm = static_cast<float>(o.max_model_norm);
   if (o.join_timeout_s > 0) {
     options.join_timeout_ns = static_cast<protocol::TimeNs>(o.join_timeout_s * 1e9);
   }
@@ -567,9 +573,23 @@ void ServerRunOutput::OnRound(const protocol::RoundEvent& event, std::span<const
   if (EvaluatesRound(flags_, row.round)) {
     EvaluateInto(task_, readout_ ? readout_(model) : model, row);
     last_ = row;
+    if (non_finite_loss_round_ == 0 && !std::isfinite(row.loss)) {
+      non_finite_loss_round_ = row.round;
+    }
   }
   metrics_.Write(row);
   progress_.Update(row);
+}
+
+std::string RunFailure(std::uint32_t rounds, Status status) {
+  std::string message = "the run failed in round " + std::to_string(rounds + 1) + ": " +
+                        (status.reason() != nullptr ? status.reason() : "no reason given");
+  if (status.code() != StatusCode::kDataLoss) return message;
+  message += " (lower --lr or --server-lr, or clip the updates";
+  if (message.find("max_model_norm") != std::string::npos) {
+    message += "; raise --max-model-norm if a model this large is expected";
+  }
+  return message + ")";
 }
 
 void ServerRunOutput::OnReject(const protocol::RejectEvent& reject) {

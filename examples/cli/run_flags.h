@@ -57,6 +57,7 @@ struct RunFlags {
   std::string tie = "positive";
   std::uint32_t quorum = 0;
   double round_deadline_s = 60;
+  double max_model_norm = 1e6;  // 0: no bound
   double join_timeout_s = 0;  // 0: training starts once every worker joined
   // Differential privacy (parameter-server runs): off, central or distributed.
   std::string dp_mode = "off";
@@ -223,6 +224,8 @@ class ServerRunOutput {
 
   // The last evaluated row (all empty before the first).
   const MetricsRow& last() const { return last_; }
+  // The first evaluated round whose loss was NaN or infinite (0: none): the run diverged.
+  std::uint32_t non_finite_loss_round() const { return non_finite_loss_round_; }
 
  private:
   const RunFlags& flags_;
@@ -238,7 +241,12 @@ class ServerRunOutput {
   double delta_ = 0.0;
   double epsilon_ = kNotApplicable;
   MetricsRow last_;
+  std::uint32_t non_finite_loss_round_ = 0;
 };
+
+// Why a parameter-server run failed, for people: "the run failed in round R: REASON" with a hint
+// when the model diverged. `rounds` is the number of rounds that closed.
+std::string RunFailure(std::uint32_t rounds, Status status);
 
 // The fraction of devices a round of `config` samples from `workers`: the sampling rate the
 // privacy accountant amplifies by.

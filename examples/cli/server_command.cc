@@ -97,11 +97,11 @@ int RunServer(const ServerFlags& o) {
     const int code = ExitCodeFor(stop, kServer, detail);
     return code == 0 ? 1 : code;
   }
-  if (!session.status().ok()) {
-    return Fail(
-        kServer,
-        "the run failed after " + std::to_string(session.round()) + " rounds (the model diverged)",
-        1);
+  if (!session.status().ok()) return Fail(kServer, RunFailure(session.round(), session.status()), 1);
+  if (output.non_finite_loss_round() != 0) {
+    return Fail(kServer, RunFailure(output.non_finite_loss_round() - 1,
+                                    Status::DataLoss("the loss is not finite: the run diverged")),
+                1);
   }
   SummaryWriter summary;
   WriteRunSummary(summary, o, settings.run, task.dimension(), output.last());

@@ -63,6 +63,7 @@ int RunGossip(const SimulateOptions& o, Task& task, std::vector<sim::SimDevice> 
   const sim::SimulationResult result = simulation.Run();
   progress.Finish();
   if (!metrics.Close(error)) return Fail(kSimulate, error, 1);
+  if (!result.status.ok()) return Fail(kSimulate, RunFailure(result.rounds, result.status), 1);
   if (!result.finished) return StoppedEarly("gossip", result, o.rounds);
   SummaryWriter summary;
   WriteGossipRunSummary(summary, o, o.workers, task.dimension(), last);
@@ -117,6 +118,12 @@ int RunServerMode(const SimulateOptions& o, Task& task, std::vector<sim::SimDevi
   const sim::SimulationResult result = simulation.Run();
   progress.Finish();
   if (!metrics.Close(error)) return Fail(kSimulate, error, 1);
+  if (!result.status.ok()) return Fail(kSimulate, RunFailure(result.rounds, result.status), 1);
+  if (output.non_finite_loss_round() != 0) {
+    return Fail(kSimulate, RunFailure(output.non_finite_loss_round() - 1,
+                                      Status::DataLoss("the loss is not finite: the run diverged")),
+                1);
+  }
   if (!result.finished) return StoppedEarly("the run", result, o.rounds);
   SummaryWriter summary;
   WriteRunSummary(summary, o, settings.run, task.dimension(), output.last());

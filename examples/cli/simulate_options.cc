@@ -307,7 +307,7 @@ sim::GossipSimulationSettings MakeGossipSimulation(const SimulateOptions& o, Tas
     settings.peers.push_back(
         BuildGossipConfig(o, task, plan, static_cast<protocol::PeerId>(i + 1)));
   }
-  settings.initial_model = initial;
+  settings.initial_model.assign(initial.begin(), initial.end());
   settings.network = MakeSimConfig(o);
   settings.devices = std::move(devices);
   settings.gradient = TaskGradient(o, task);

@@ -375,6 +375,15 @@ TEST(ProtocolConfigTest, ServerOptionsRules) {
   EXPECT_FALSE(ValidateServerOptions(options).ok());
   options.liveness_timeout_ns = kNever;
   EXPECT_TRUE(ValidateServerOptions(options).ok());
+  options.max_model_norm = -1.0f;
+  EXPECT_STREQ(ValidateServerOptions(options).reason(),
+               "max model norm must be finite and >= 0 (0: no bound)");
+  options.max_model_norm = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_FALSE(ValidateServerOptions(options).ok());
+  options.max_model_norm = std::numeric_limits<float>::infinity();
+  EXPECT_FALSE(ValidateServerOptions(options).ok());
+  options.max_model_norm = 0.0f;
+  EXPECT_TRUE(ValidateServerOptions(options).ok());
 }
 
 TEST(ProtocolConfigTest, FrameBoundsCoverTheFramesSent) {

@@ -73,7 +73,7 @@ ServerSimulationSettings ServerRun(protocol::RunConfig run, std::span<const floa
   settings.server.quorum = kWorkers - 1;
   settings.server.round_deadline_ns = 300 * kMs;
   settings.server.liveness_timeout_ns = protocol::kNever;  // workers send no heartbeats
-  settings.initial_model = initial;
+  settings.initial_model.assign(initial.begin(), initial.end());
   settings.network = FaultyNetwork();
   settings.workers = UnevenDevices(kWorkers);
   settings.gradient = [&problems](std::size_t device, std::span<const float> point,
@@ -182,6 +182,37 @@ TEST(SimulationTest, ServerSimulationIsTheSessionsOnASimNetwork) {
   const ServerSimulationSettings settings =
       ServerRun(protocol::testing::MeanConfig(kDim, kCodecId<TopKCodec>, kRounds), initial, problems);
   ExpectSameRun(ServerRunByHand(settings, problems), ServerRunByLibrary(settings));
+}
+
+// Settings own their initial model: one built as a temporary is still there at Init.
+TEST(SimulationTest, SettingsKeepATemporaryInitialModel) {
+  std::vector<QuadraticProblem> problems = Problems(kWorkers);
+  ServerSimulationSettings settings = ServerRun(
+      protocol::testing::MeanConfig(kDim, kCodecId<TopKCodec>, kRounds), {}, problems);
+  settings.initial_model = std::vector<float>(kDim, 2.0f);
+  std::vector<float> filler(kDim * 64, -7.0f);  // reuses freed memory, were it freed
+  ServerSimulation simulation;
+  std::string detail;
+  ASSERT_TRUE(simulation.Init(settings, detail).ok()) << detail;
+  for (float value : simulation.server().model()) EXPECT_EQ(value, 2.0f);
+  EXPECT_EQ(filler.front(), -7.0f);
+}
+
+// A diverging run does not finish normally: its result says why and in which round.
+TEST(SimulationTest, ADivergingRunFailsWithTheRound) {
+  std::vector<QuadraticProblem> problems = Problems(kWorkers);
+  protocol::RunConfig run = protocol::testing::MeanConfig(kDim, kCodecId<TopKCodec>, kRounds);
+  run.feedback.learning_rate = 50.0f;  // each step overshoots the target by far more than it started
+  ServerSimulationSettings settings = ServerRun(run, std::vector<float>(kDim, 2.0f), problems);
+  settings.server.max_model_norm = 1e3f;
+  ServerSimulation simulation;
+  std::string detail;
+  ASSERT_TRUE(simulation.Init(settings, detail).ok()) << detail;
+  const SimulationResult result = simulation.Run();
+  EXPECT_FALSE(result.finished);
+  EXPECT_EQ(result.status.code(), StatusCode::kDataLoss);
+  EXPECT_LT(result.rounds, kRounds);
+  EXPECT_NE(std::string(result.status.reason()).find("max_model_norm"), std::string::npos);
 }
 
 // Devices on equal links reach the same instant together, so with device threads their frames

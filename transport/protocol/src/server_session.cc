@@ -13,6 +13,16 @@ using internal::AllFinite;
 using internal::PayloadBits;
 using internal::SaturatingAdd;
 
+namespace {
+
+double SquaredNorm(std::span<const float> values) {
+  double sum = 0;
+  for (const float v : values) sum += static_cast<double>(v) * static_cast<double>(v);
+  return sum;
+}
+
+}  // namespace
+
 Status ServerSession::Init(Arena& arena, const CodecRegistry& codecs, const RunConfig& config,
                            const ServerOptions& options, std::span<const float> initial_model) {
   if (phase_ != ServerPhase::kUninitialized) {
@@ -700,9 +710,13 @@ Status ServerSession::ApplyRound() {
     EDGESGD_TRY(aggregation_->Apply({}, CodecContext{config_.seed, round_, 0}, change_));
     EDGESGD_TRY(server_optimizer_.Step(model_, change_));
   }
-  // A diverged run would broadcast NaN forever; stop it instead, loudly.
+  // A diverged run would broadcast NaN, or ever larger values, forever; stop it instead, loudly.
   if (!AllFinite(model_)) {
     return Status::DataLoss("the model diverged: it holds a NaN or an infinity");
+  }
+  const auto bound = static_cast<double>(options_.max_model_norm);
+  if (bound > 0 && SquaredNorm(model_) > bound * bound) {
+    return Status::DataLoss("the model diverged: its norm exceeds ServerOptions::max_model_norm");
   }
   return Status::Ok();
 }

@@ -1,5 +1,7 @@
 #include "edgesgd/protocol/server_types.h"
 
+#include <cmath>
+
 namespace edgesgd::protocol {
 
 const char* RejectReasonName(RejectReason reason) {
@@ -23,6 +25,9 @@ Status ValidateServerOptions(const ServerOptions& options) {
     return Status::InvalidArgument("liveness timeout must be > 0");
   }
   if (options.join_timeout_ns == 0) return Status::InvalidArgument("join timeout must be > 0");
+  if (!(options.max_model_norm >= 0.0f) || !std::isfinite(options.max_model_norm)) {
+    return Status::InvalidArgument("max model norm must be finite and >= 0 (0: no bound)");
+  }
   return Status::Ok();
 }
 

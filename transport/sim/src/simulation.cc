@@ -180,7 +180,8 @@ void ServerSimulation::ReleaseIdle(protocol::PeerId peer) {
 SimulationResult ServerSimulation::Run() {
   SimulationResult result;
   result.stop = network_->Run();
-  result.finished = server_.Finished();
+  result.status = server_.status();
+  result.finished = server_.Finished() && result.status.ok();
   result.rounds = server_.round();
   result.time_ns = network_->now();
   result.model.assign(server_.model().begin(), server_.model().end());
@@ -299,7 +300,13 @@ SimulationResult GossipSimulation::Run() {
   SimulationResult result;
   result.stop = network_->Run();
   result.rounds = next_round_;
-  result.finished = next_round_ == completed_.size();
+  for (const auto& peer : peers_) {
+    if (!peer->status().ok()) {
+      result.status = peer->status();
+      break;
+    }
+  }
+  result.finished = next_round_ == completed_.size() && result.status.ok();
   result.time_ns = network_->now();
   const PeerAverage average = Average();
   result.model.assign(average.model.begin(), average.model.end());

@@ -42,10 +42,14 @@ struct ServerOptions {
   // system's entropy by a real deployment, so that no worker can subtract the noise or foresee
   // its neighbours; a simulator may derive it from its seed.
   std::uint64_t noise_key = 0;
+  // A model whose Euclidean norm exceeds this after a round has diverged: the session finishes
+  // with kDataLoss, as it does for a NaN or an infinity, instead of training on. 0: no bound.
+  float max_model_norm = 1e6f;
 };
 
 // Checks the options. Reasons: workers outside 1..kMaxWorkers, quorum outside 1..workers, a
-// zero deadline, liveness timeout or join timeout. Does not allocate. Errors: kInvalidArgument.
+// zero deadline, liveness timeout or join timeout, a negative or non-finite max_model_norm.
+// Does not allocate. Errors: kInvalidArgument.
 Status ValidateServerOptions(const ServerOptions& options);
 
 // Why the server dropped a received frame. Every rejection is counted, logged as a RejectEvent

@@ -65,7 +65,10 @@ struct SimMemoryPlan {
 // How a run ended.
 struct SimulationResult {
   StopReason stop = StopReason::kRunning;
-  bool finished = false;         // every round ran
+  bool finished = false;         // every round ran, and the run did not fail
+  // Why the run failed: the server's (or the first failed peer's) session status, e.g.
+  // kDataLoss when the model diverged in round `rounds` + 1. Ok otherwise.
+  Status status;
   std::uint32_t rounds = 0;      // rounds completed (a gossip round: by every peer)
   protocol::TimeNs time_ns = 0;  // virtual time of the last event
   // The final model: the server's, or the mean of the peers' in a gossip run.
@@ -107,7 +110,9 @@ struct ServerSimulationSettings {
   // The codecs the server and its workers can run (run.codec among them); must outlive the
   // simulation.
   const CodecRegistry* codecs = &AllCodecs();
-  std::span<const float> initial_model;  // run.layout.dimension() floats; copied by Init
+  // The round-0 model (run.layout.dimension() finite floats). Owned, so a temporary assigned
+  // to it cannot dangle.
+  std::vector<float> initial_model;
   SimConfig network;                     // seed, compute cost per sample, faults, limits
   std::vector<SimDevice> workers;        // one per worker; worker w is peer w + 1
   DeviceProfile server_device;           // the server's link (default: unlimited)
@@ -183,7 +188,9 @@ class ServerSimulation {
 struct GossipSimulationSettings {
   // Peer i + 1's configuration (its mixing row names it); every peer shares layout and rounds.
   std::vector<protocol::GossipConfig> peers;
-  std::span<const float> initial_model;  // every peer's round-0 model; copied by Init
+  // Every peer's round-0 model (the layout's dimension in finite floats). Owned, so a temporary
+  // assigned to it cannot dangle.
+  std::vector<float> initial_model;
   SimConfig network;
   std::vector<SimDevice> devices;  // one per peer
   DeviceGradient gradient;

@@ -35,8 +35,9 @@ struct ServerSettings {
   protocol::ServerOptions server;  // server.workers workers, ids 1..workers
   // The codecs the server can run (run.codec among them); must outlive the Server.
   const CodecRegistry* codecs = &AllCodecs();
-  // The round-0 model (run.layout.dimension() floats); copied by Open.
-  std::span<const float> initial_model;
+  // The round-0 model (run.layout.dimension() finite floats). Owned, so a temporary assigned
+  // to it cannot dangle.
+  std::vector<float> initial_model;
   Endpoint listen;  // port 0 picks a free port (listen_port())
   // The connection policy: timeouts, send queue, frame authentication (auth_keys holds the
   // workers' keys), TLS, signals, log name. The Server sets listen, dial, max_peer_id (the
