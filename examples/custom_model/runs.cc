@@ -120,7 +120,7 @@ RunReport TrainInSimulator(const RunConfig& config, MlpShape shape,
   settings.run = config;
   settings.server.workers = kWorkers;
   settings.server.quorum = kWorkers;  // every round waits for every worker
-  settings.initial_model = initial_model;
+  settings.initial_model.assign(initial_model.begin(), initial_model.end());
   settings.workers.resize(kWorkers);  // default devices: unlimited links, instant compute
   // The simulator names the worker asking (0-based), where a tcp::Worker has one trainer each.
   settings.gradient = [&trainers](std::size_t worker, std::span<const float> point,
@@ -162,7 +162,7 @@ RunReport TrainOverTcp(const RunConfig& config, MlpShape shape,
   server_settings.run = config;  // sent to every worker in its Welcome
   server_settings.server.workers = kWorkers;
   server_settings.server.quorum = kWorkers;
-  server_settings.initial_model = initial_model;
+  server_settings.initial_model.assign(initial_model.begin(), initial_model.end());
   server_settings.listen = {"127.0.0.1", 0};  // port 0: any free port (listen_port())
   server_settings.network.auth_keys = &server_keys;
   server_settings.network.log_name = "server";

@@ -48,7 +48,7 @@ ServerSettings LoopbackServer(std::uint32_t workers, std::uint32_t rounds,
   settings.run = DenseSgdConfig(rounds);
   settings.server.workers = workers;
   settings.server.quorum = workers;
-  settings.initial_model = initial;
+  settings.initial_model.assign(initial.begin(), initial.end());
   settings.listen = Endpoint{"127.0.0.1", 0};
   settings.network.log_name = "test server";
   return settings;
