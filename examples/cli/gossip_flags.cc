@@ -163,8 +163,15 @@ bool BuildGossipPlan(const RunFlags& o, std::size_t peers, GossipPlan& plan, std
                                          : protocol::GossipAlgorithm::kDpsgd;
   if (protocol::CompressesGossip(plan.algorithm)) {
     if (!o.codec.Params(plan.codec, error)) return false;
-    plan.consensus_step =
-        o.consensus_step != 0.0f ? o.consensus_step : protocol::DefaultConsensusStep(plan.codec);
+    if (o.consensus_step != 0.0f) {
+      plan.consensus_step = o.consensus_step;
+    } else if (const Result<float> step = protocol::DefaultConsensusStep(plan.codec); step.ok()) {
+      plan.consensus_step = step.value();
+    } else {
+      error = std::string("--codec ") + std::string(CodecName(plan.codec)) + ": " +
+              step.status().reason() + " with --consensus-step";
+      return false;
+    }
     plan.public_copies = !o.no_public_copies;
   }
   const bool detag = plan.algorithm == protocol::GossipAlgorithm::kDetag;

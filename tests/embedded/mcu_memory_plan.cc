@@ -131,7 +131,7 @@ protocol::GossipConfig RingPeerConfig(protocol::GossipAlgorithm algorithm, std::
   config.mixing = protocol::MakeMixingRow({protocol::TopologyKind::kRing, 8},
                                           protocol::MixingRule::kMetropolisHastings, 1)
                       .value();
-  config.consensus_step = protocol::DefaultConsensusStep(codec);
+  config.consensus_step = protocol::DefaultConsensusStep(codec).value();
   return config;
 }
 

@@ -439,11 +439,15 @@ TEST(ChocoConfigTest, RefusesWhatCannotTrackPublicCopies) {
   }
   for (const auto& [name, codec] : ChocoCodecs()) {
     EXPECT_TRUE(CheckChocoCodec(codec).ok()) << name;
-    const float gamma = DefaultConsensusStep(codec);
-    EXPECT_GT(gamma, 0.0f) << name;
-    EXPECT_LE(gamma, 1.0f) << name;
+    // Every codec CHOCO accepts declares its step: none falls back to a silent default.
+    const Result<float> gamma = DefaultConsensusStep(codec);
+    ASSERT_TRUE(gamma.ok()) << name;
+    EXPECT_GT(gamma.value(), 0.0f) << name;
+    EXPECT_LE(gamma.value(), 1.0f) << name;
   }
-  EXPECT_EQ(DefaultConsensusStep(IdentityParams{}), 1.0f);
+  EXPECT_EQ(DefaultConsensusStep(IdentityParams{}).value(), 1.0f);
+  EXPECT_EQ(DefaultConsensusStep(TopKParams{}).value(), 0.05f);
+  EXPECT_EQ(DefaultConsensusStep(RegTopKParams{}).status().code(), StatusCode::kInvalidArgument);
 
   GossipConfig config;
   config.mixing =

@@ -154,21 +154,13 @@ Status CheckChocoCodec(const CodecParams& codec) {
   return Status::Ok();
 }
 
-float DefaultConsensusStep(const CodecParams& codec) {
-  // Measured on a ring of 16 (docs/algorithms.md §6): codecs that lose little take D-PSGD's full
-  // step; the biased ones half the largest step that stayed stable there.
-  switch (CodecIdOf(codec)) {
-    case kCodecId<IdentityCodec>:
-    case kCodecId<Fp16Codec>:
-      return 1.0f;
-    case kCodecId<QsgdCodec>:
-    case kCodecId<NaturalCodec>:
-      return 1.0f;
-    case kCodecId<SignCodec>:
-      return 0.5f;
-    default:  // the sparsifiers: top_k, rand_k, random_block (and reg_top_k, which CHOCO refuses)
-      return 0.05f;
+Result<float> DefaultConsensusStep(const CodecParams& codec) {
+  const float step = TraitsOf(codec).consensus_step;
+  if (step == 0.0f) {
+    return Status::InvalidArgument(
+        "no consensus step was measured for this codec: choose one (the consensus step gamma)");
   }
+  return step;
 }
 
 }  // namespace edgesgd::protocol

@@ -72,6 +72,10 @@ struct CodecTraits {
   // A server can compress its mean update again with this codec and keep the rest in its own
   // residual (two-way error feedback): the encoding depends on the input and the round only.
   bool downlink_recompress = false;
+  // The consensus step gamma compressed gossip (CHOCO, BEER) takes with this codec when a run
+  // gives none: the largest stable step measured on a ring of 16, halved for the biased codecs.
+  // 0: never measured, so such a run must choose one.
+  float consensus_step = 0.0f;
 };
 
 // ---- Parameters as fields ----

@@ -27,7 +27,7 @@ struct Fp16Codec : WithoutParameters<Fp16Params> {
   static constexpr std::string_view kSummary =
       "IEEE half precision (round to nearest even, saturating at 65504), 2 bytes per coordinate";
   static constexpr PayloadLayout kLayout = PayloadLayout::kPackedWords;
-  static constexpr CodecTraits kTraits{.downlink_recompress = true};
+  static constexpr CodecTraits kTraits{.downlink_recompress = true, .consensus_step = 1.0f};
 
   static constexpr std::size_t WordsFor(std::size_t size) { return (size + 1) / 2; }
   static constexpr Result<PayloadShape> Shape(const Params&, const TensorLayout& layout) {

@@ -13,7 +13,7 @@ struct IdentityCodec : WithoutParameters<IdentityParams> {
   static constexpr std::string_view kSummary =
       "dense fp32, 4 bytes per coordinate (no compression)";
   static constexpr PayloadLayout kLayout = PayloadLayout::kDense;
-  static constexpr CodecTraits kTraits{.payload_sum = true};
+  static constexpr CodecTraits kTraits{.payload_sum = true, .consensus_step = 1.0f};
   static constexpr bool KeepsNormBound(const Params&) { return true; }
 
   static constexpr Result<PayloadShape> Shape(const Params&, const TensorLayout& layout) {

@@ -44,7 +44,7 @@ struct NaturalCodec : WithoutParameters<NaturalParams> {
       "natural compression: each coordinate rounded without bias to a power of two, 9 bits "
       "(sign + exponent)";
   static constexpr PayloadLayout kLayout = PayloadLayout::kPackedWords;
-  static constexpr CodecTraits kTraits{.downlink_recompress = true};
+  static constexpr CodecTraits kTraits{.downlink_recompress = true, .consensus_step = 1.0f};
 
   // Words of the exponent and sign planes of one tensor of `size` coordinates.
   static constexpr std::size_t ExponentWordsFor(std::size_t size) { return (size + 3) / 4; }

@@ -123,7 +123,7 @@ struct QsgdCodec {
   static constexpr std::string_view kSummary =
       "stochastic s-level quantization over buckets (unbiased): packed levels + bucket norms";
   static constexpr PayloadLayout kLayout = PayloadLayout::kQuantized;
-  static constexpr CodecTraits kTraits{.downlink_recompress = true};
+  static constexpr CodecTraits kTraits{.downlink_recompress = true, .consensus_step = 1.0f};
   static constexpr std::array<std::string_view, 2> kScheduleNames{"fixed", "dq"};
 
   static constexpr std::array<ParamField<Params>, 8> kFields{

@@ -34,7 +34,7 @@ struct RandKCodec {
   static constexpr std::string_view kSummary =
       "k coordinates of each tensor drawn from the shared seed: values only, 4 bytes each";
   static constexpr PayloadLayout kLayout = PayloadLayout::kDense;
-  static constexpr CodecTraits kTraits{.payload_sum = true};
+  static constexpr CodecTraits kTraits{.payload_sum = true, .consensus_step = 0.05f};
   // The unbiased form multiplies kept values by d/k.
   static constexpr bool KeepsNormBound(const Params& params) {
     return params.scaling == RandKScaling::kNone;

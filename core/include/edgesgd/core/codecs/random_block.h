@@ -25,7 +25,7 @@ struct RandomBlockCodec {
   static constexpr std::string_view kSummary =
       "one contiguous block per tensor at a shared-seed start: start + values";
   static constexpr PayloadLayout kLayout = PayloadLayout::kBlock;
-  static constexpr CodecTraits kTraits{.payload_sum = true};
+  static constexpr CodecTraits kTraits{.payload_sum = true, .consensus_step = 0.05f};
   static constexpr bool KeepsNormBound(const Params&) { return true; }
   static constexpr std::array<ParamField<Params>, 1> kFields{Field<&Params::block_ratio>(
       "block_ratio", "send one block of size/ratio coordinates per tensor (>= 1)")};

@@ -42,7 +42,7 @@ struct SignCodec {
   static constexpr std::string_view kSummary =
       "1 bit per coordinate (x >= 0) and one scale per tensor; votes with --aggregate majority";
   static constexpr PayloadLayout kLayout = PayloadLayout::kSignWords;
-  static constexpr CodecTraits kTraits{.downlink_recompress = true};
+  static constexpr CodecTraits kTraits{.downlink_recompress = true, .consensus_step = 0.5f};
   // mean|x| * sign(x) has norm |x|_1 / sqrt(n) <= |x|_2 per tensor; unit votes have sqrt(n).
   static constexpr bool KeepsNormBound(const Params& params) {
     return params.scale == SignScale::kMeanAbs;

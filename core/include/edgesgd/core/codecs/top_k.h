@@ -22,7 +22,7 @@ struct TopKCodec {
   static constexpr std::string_view kSummary =
       "the k largest |x| of each tensor, exactly: index + value, 8 bytes per kept coordinate";
   static constexpr PayloadLayout kLayout = PayloadLayout::kSparse;
-  static constexpr CodecTraits kTraits{.downlink_recompress = true};
+  static constexpr CodecTraits kTraits{.downlink_recompress = true, .consensus_step = 0.05f};
   static constexpr bool KeepsNormBound(const Params&) { return true; }
   static constexpr std::array<ParamField<Params>, 1> kFields{
       Field<&Params::k_ratio>("k_ratio", "fraction of each tensor's coordinates sent, in (0, 1]")};

@@ -219,7 +219,7 @@ struct GossipConfig {
   // codec CheckChocoCodec accepts); the identity for the dense algorithms.
   CodecParams codec = ModelCodec();
   // CHOCO's and BEER's consensus step gamma, in (0, 1] (DefaultConsensusStep gives the
-  // documented choice per codec); 1 for the dense algorithms, which have none.
+  // codec's declared choice); 1 for the dense algorithms, which have none.
   float consensus_step = 1.0f;
   // CHOCO keeps public copies (true); false runs the naive baseline without them (see the top
   // of this file). Must be true for the other algorithms.
@@ -252,9 +252,10 @@ Status ValidateGossipConfig(const GossipConfig& config);
 // may pick). Reads only `codec`; does not allocate. Errors: kInvalidArgument.
 Status CheckChocoCodec(const CodecParams& codec);
 
-// The consensus step gamma CHOCO and BEER use with `codec` when none is given: the measured
-// choice per codec family (docs/algorithms.md §6 says how it was chosen). Does not allocate.
-float DefaultConsensusStep(const CodecParams& codec);
+// The consensus step gamma CHOCO and BEER use with `codec` when none is given: the one its
+// descriptor declares (CodecTraits::consensus_step; docs/algorithms.md §6 says how they were
+// measured). Does not allocate. Errors: kInvalidArgument for a codec that declares none.
+Result<float> DefaultConsensusStep(const CodecParams& codec);
 
 struct GossipOptions {
   GradientFunction gradient = nullptr;  // required
