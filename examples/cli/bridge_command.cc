@@ -58,7 +58,7 @@ int RunBridge(const BridgeFlags& o) {
     return Fail(kBridge, "--connect " + error, 2);
   }
   AuthKeys keys;
-  if (!LoadAuthKeys(o.network, o.id, kBridge, keys)) return 2;
+  if (!LoadAuthKeys(o.network, o.id, KeysKept::kEveryDevice, kBridge, keys)) return 2;
   settings.device_id = o.id;
   settings.max_frame_bytes = MaxFrameBytesOf(o.serial);
   settings.queue_frames = o.queue_frames;

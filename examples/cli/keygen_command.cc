@@ -1,5 +1,6 @@
 // `edgesgd keygen`: writes a key file of fresh pre-shared device keys, readable by its owner
-// only, in the format `--keys` loads (edgesgd/auth/key_file.h).
+// only, in the format `--keys` loads (edgesgd/auth/key_file.h); with --per-device-dir, each
+// device's line alone in a file of its own too.
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "cli/commands.h"
 #include "edgesgd/auth/key_file.h"
@@ -28,6 +30,7 @@ constexpr std::uint32_t kMaxDevices = protocol::kMaxWorkers;
 struct KeygenFlags {
   std::uint32_t devices = 0;
   std::string out;
+  std::string per_device_dir;  // empty: no per-device files
   bool force = false;
 };
 
@@ -37,8 +40,8 @@ void Zeroize(std::string& text) {
   for (std::size_t i = 0; i < text.size(); ++i) bytes[i] = 0;
 }
 
-// The key file's text for devices 1..devices, or an empty string when the system has no
-// random source.
+// The key file's text for devices 1..devices: a comment line, then one line per device in id
+// order. An empty string when the system has no random source.
 std::string NewKeyFile(std::uint32_t devices) {
   std::string text = "# edgesgd keys: device id, 64 hex digits (32 random bytes). Keep secret.\n";
   std::array<std::byte, 32> key{};
@@ -63,7 +66,7 @@ std::string NewKeyFile(std::uint32_t devices) {
 // Writes `text` to `path` with mode 0600: into a new temporary file beside it, synced, then
 // renamed over `path`, so a reader never sees half a file and the keys never exist with wider
 // permissions.
-bool WriteOwnerOnly(const std::string& path, const std::string& text, std::string& error) {
+bool WriteOwnerOnly(const std::string& path, std::string_view text, std::string& error) {
   const std::string temporary = path + ".tmp";
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
@@ -87,14 +90,43 @@ bool WriteOwnerOnly(const std::string& path, const std::string& text, std::strin
   return false;
 }
 
-int RunKeygen(const KeygenFlags& flags) {
+// The file of device `id` alone under --per-device-dir.
+std::string DeviceKeyPath(const KeygenFlags& flags, std::uint32_t id) {
+  return flags.per_device_dir + "/device-" + std::to_string(id) + ".key";
+}
+
+// False, after saying so, when `path` exists and --force was not given.
+bool MayReplace(const KeygenFlags& flags, const std::string& path) {
   struct stat existing {};
-  if (!flags.force && ::stat(flags.out.c_str(), &existing) == 0) {
-    std::fprintf(stderr,
-                 "edgesgd %s: %s exists; pass --force to replace it (its devices then need the "
-                 "new keys)\n",
-                 kKeygen, flags.out.c_str());
-    return 1;
+  if (flags.force || ::stat(path.c_str(), &existing) != 0) return true;
+  std::fprintf(stderr,
+               "edgesgd %s: %s exists; pass --force to replace it (its devices then need the "
+               "new keys)\n",
+               kKeygen, path.c_str());
+  return false;
+}
+
+// Writes each device's line of `text` (NewKeyFile's) alone to its file under --per-device-dir,
+// creating the directory (mode 0700) if it is missing.
+bool WritePerDeviceFiles(const KeygenFlags& flags, std::string_view text, std::string& error) {
+  if (::mkdir(flags.per_device_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    error = "cannot create directory " + flags.per_device_dir + ": " + std::strerror(errno);
+    return false;
+  }
+  text.remove_prefix(text.find('\n') + 1);  // the comment line
+  for (std::uint32_t id = 1; !text.empty(); ++id) {
+    const std::size_t line_end = text.find('\n') + 1;
+    if (!WriteOwnerOnly(DeviceKeyPath(flags, id), text.substr(0, line_end), error)) return false;
+    text.remove_prefix(line_end);
+  }
+  return true;
+}
+
+int RunKeygen(const KeygenFlags& flags) {
+  const bool per_device = !flags.per_device_dir.empty();
+  if (!MayReplace(flags, flags.out)) return 1;
+  for (std::uint32_t id = 1; per_device && id <= flags.devices; ++id) {
+    if (!MayReplace(flags, DeviceKeyPath(flags, id))) return 1;
   }
   std::string text = NewKeyFile(flags.devices);
   if (text.empty()) {
@@ -105,7 +137,9 @@ int RunKeygen(const KeygenFlags& flags) {
   auth::FixedKeyRing<kMaxDevices> ring;
   const auth::KeyFileLoad check = auth::ParseKeyFile(text, flags.out, ring);
   std::string error;
+  // The shared file last: once it exists, so does every device's own.
   const bool written = check.ok() && check.keys == flags.devices &&
+                       (!per_device || WritePerDeviceFiles(flags, text, error)) &&
                        WriteOwnerOnly(flags.out, text, error);
   Zeroize(text);
   if (!check.ok()) {
@@ -117,8 +151,10 @@ int RunKeygen(const KeygenFlags& flags) {
     std::fprintf(stderr, "edgesgd %s: %s\n", kKeygen, error.c_str());
     return 1;
   }
+  std::string files = flags.out;
+  if (per_device) files += " and each alone to " + flags.per_device_dir + "/device-ID.key";
   std::fprintf(stderr, "edgesgd %s: wrote %u keys (devices 1..%u) to %s, mode 0600\n", kKeygen,
-               flags.devices, flags.devices, flags.out.c_str());
+               flags.devices, flags.devices, files.c_str());
   return 0;
 }
 
@@ -129,13 +165,18 @@ void AddKeygenCommand(CLI::App& app, int& exit_code) {
   CLI::App* command = app.add_subcommand(
       kKeygen,
       "Write a key file of fresh 32-byte pre-shared keys for devices 1..N, readable by its "
-      "owner only.\nGive the whole file to the server (and to every gossip peer); a worker "
-      "needs at least its own line. Use it with --keys FILE.");
+      "owner only.\nGive the whole file to the server (and to every gossip peer); a worker or "
+      "bridge needs only its own line: give it the whole file, or its file of "
+      "--per-device-dir. Use either with --keys FILE.");
   command->add_option("--devices", flags->devices, "Number of devices: ids 1..N get a key")
       ->required()
       ->check(CLI::Range(1u, kMaxDevices));
   command->add_option("--out", flags->out, "The key file to write (mode 0600)")->required();
-  command->add_flag("--force", flags->force, "Replace FILE if it exists");
+  command->add_option("--per-device-dir", flags->per_device_dir,
+                      "Also write each device's line alone to DIR/device-ID.key (mode 0600; DIR "
+                      "is created if missing, mode 0700); FILE is still written, for the server");
+  command->add_flag("--force", flags->force,
+                    "Replace FILE (and the per-device files) if they exist");
   command->callback([flags, &exit_code] { exit_code = RunKeygen(*flags); });
 }
 

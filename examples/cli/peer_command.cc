@@ -31,7 +31,7 @@ int RunPeer(const PeerFlags& o) {
   if (!tcp::ParseEndpointList(o.peers, addresses, error).ok())
     return Fail(kPeer, "--peers " + error, 2);
   AuthKeys keys;
-  if (!LoadAuthKeys(o.network, o.id, kPeer, keys)) return 2;
+  if (!LoadAuthKeys(o.network, o.id, KeysKept::kEveryDevice, kPeer, keys)) return 2;
   const std::size_t n = addresses.size();
   if (o.id < 1 || o.id > n) {
     return Fail(kPeer,

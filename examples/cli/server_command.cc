@@ -29,7 +29,7 @@ int RunServer(const ServerFlags& o) {
     return Fail(kServer, "--listen " + error, 2);
   }
   AuthKeys keys;
-  if (!LoadAuthKeys(o.network, 0, kServer, keys)) return 2;
+  if (!LoadAuthKeys(o.network, 0, KeysKept::kEveryDevice, kServer, keys)) return 2;
   if (o.resume && o.checkpoint.empty()) return Fail(kServer, "--resume needs --checkpoint FILE", 2);
   if (const std::string why = CheckRunConsistency(o); !why.empty()) return Fail(kServer, why, 2);
   if (const std::string warning = RunWarning(o); !warning.empty()) {

@@ -200,15 +200,17 @@ void AddPeerFlags(CLI::App& command, PeerFlags& o) {
 
 protocol::TimeNs Seconds(double seconds) { return static_cast<protocol::TimeNs>(seconds * 1e9); }
 
-bool LoadAuthKeys(const NetworkFlags& flags, std::uint32_t own_device, const char* command,
-                  AuthKeys& keys) {
+bool LoadAuthKeys(const NetworkFlags& flags, std::uint32_t own_device, KeysKept kept,
+                  const char* command, AuthKeys& keys) {
   if (flags.insecure) return true;
   if (flags.keys.empty()) {
     std::fprintf(stderr, "edgesgd %s: --keys FILE is required (or --insecure for plain frames)\n",
                  command);
     return false;
   }
-  const auth::KeyFileLoad load = auth::LoadKeyFile(flags.keys, keys.ring);
+  const auth::KeyFileLoad load = kept == KeysKept::kOwnDevice
+                                     ? auth::LoadDeviceKey(flags.keys, own_device, keys.ring)
+                                     : auth::LoadKeyFile(flags.keys, keys.ring);
   if (!load.ok()) {
     std::fprintf(stderr, "edgesgd %s: --keys: %s\n", command, load.message.c_str());
     return false;

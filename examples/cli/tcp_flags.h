@@ -87,10 +87,16 @@ struct AuthKeys {
   bool enabled = false;
 };
 
+// The keys a node takes from --keys: a worker, which only ever speaks as its own device, that
+// device's alone, so that its per-device file and the shared file serve it alike and the other
+// devices' keys are never in its memory; the server, peers and bridges every key of the file (a
+// bridge uses the others to tell a device holding another device's key from an unknown one).
+enum class KeysKept { kEveryDevice, kOwnDevice };
+
 // Loads --keys into `keys` (unless --insecure); `own_device` (0 for the server, which only
 // accepts connections) must have a key. False after printing a one-line error naming `command`.
-bool LoadAuthKeys(const NetworkFlags& flags, std::uint32_t own_device, const char* command,
-                  AuthKeys& keys);
+bool LoadAuthKeys(const NetworkFlags& flags, std::uint32_t own_device, KeysKept kept,
+                  const char* command, AuthKeys& keys);
 
 // Under --insecure, a warning that frames are not authenticated and who can therefore send them:
 // printed when the run starts (after every check that could refuse it).

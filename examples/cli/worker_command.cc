@@ -89,7 +89,7 @@ int RunWorker(const WorkerFlags& o) {
   }
   // On a serial line too: the line is authenticated with this device's key, as a TCP connection
   // would be, and the bridge at its other end holds the same key file.
-  if (!LoadAuthKeys(o.network, o.id, kWorker, keys)) return 2;
+  if (!LoadAuthKeys(o.network, o.id, KeysKept::kOwnDevice, kWorker, keys)) return 2;
   WorkerTask oracle{&o, {}, {}};
   settings.worker.device_id = o.id;
   settings.worker.gradient = &WorkerTask::Gradient;

@@ -1,5 +1,5 @@
 // The key file: accepted syntax, one-line errors naming file and line, and a file that group or
-// others can access refused unread.
+// others can access refused unread; one device's key taken from a file that holds many.
 
 #include "edgesgd/auth/key_file.h"
 
@@ -19,6 +19,7 @@ namespace {
 
 const std::string kKeyA = "00112233445566778899aabbccddeeff00112233445566778899AABBCCDDEEFF";
 const std::string kKeyB = std::string(63, '0') + "1";
+const std::string kKeyC = std::string(62, '0') + "c3";
 
 TEST(KeyFileTest, ParsesKeysCommentsAndBlankLines) {
   FixedKeyRing<4> ring;
@@ -128,6 +129,63 @@ TEST_F(KeyFileOnDiskTest, ErrorsNameTheFile) {
   const KeyFileLoad bad = LoadKeyFile(path_, ring);
   EXPECT_EQ(bad.status.code(), StatusCode::kDataLoss);
   EXPECT_EQ(bad.message, path_ + ":2: device id must be a decimal number, got 'bad'");
+}
+
+// The shared file `edgesgd keygen` writes, which a worker's one-key ring cannot hold whole.
+TEST_F(KeyFileOnDiskTest, LoadDeviceKeyTakesOneLineOfAFileOfMany) {
+  Write("# edgesgd keys\n1 " + kKeyA + "\n7 " + kKeyB + "\n9 " + kKeyC + "\n", 0600);
+  FixedKeyRing<1> ring;
+  EXPECT_EQ(LoadKeyFile(path_, ring).status.code(), StatusCode::kResourceExhausted);
+  ring.Clear();
+  const KeyFileLoad load = LoadDeviceKey(path_, 7, ring);
+  ASSERT_TRUE(load.ok()) << load.message;
+  EXPECT_EQ(load.keys, 1u);
+  EXPECT_EQ(ring.size(), 1u);
+  ASSERT_NE(ring.Find(7), nullptr);
+  EXPECT_EQ(testing::Hex(ring.Find(7)->key), kKeyB);
+  // Its own file's single line serves the device as well.
+  Write("9 " + kKeyC + "\n", 0600);
+  FixedKeyRing<1> own;
+  ASSERT_TRUE(LoadDeviceKey(path_, 9, own).ok());
+  EXPECT_EQ(testing::Hex(own.Find(9)->key), kKeyC);
+}
+
+TEST_F(KeyFileOnDiskTest, LoadDeviceKeyChecksEveryLine) {
+  Write("1 " + kKeyA + "\n7 " + kKeyB + "\n8 " + kKeyC.substr(1) + "\n", 0600);
+  FixedKeyRing<1> ring;
+  const KeyFileLoad load = LoadDeviceKey(path_, 7, ring);
+  EXPECT_EQ(load.status.code(), StatusCode::kDataLoss);
+  EXPECT_EQ(load.message, path_ + ":3: key must be 64 hex digits, got 63 characters");
+}
+
+TEST_F(KeyFileOnDiskTest, LoadDeviceKeyNamesAMissingDevice) {
+  Write("1 " + kKeyA + "\n2 " + kKeyB + "\n", 0600);
+  FixedKeyRing<1> ring;
+  const KeyFileLoad load = LoadDeviceKey(path_, 7, ring);
+  EXPECT_EQ(load.status.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(load.message, "key file " + path_ + " has no key for device 7");
+  EXPECT_EQ(ring.size(), 0u);
+  // Told apart from a missing file.
+  EXPECT_EQ(LoadDeviceKey(path_ + ".missing", 7, ring).status.code(), StatusCode::kNotFound);
+}
+
+TEST_F(KeyFileOnDiskTest, LoadDeviceKeyRefusesTheDeviceTwice) {
+  Write("7 " + kKeyA + "\n1 " + kKeyB + "\n7 " + kKeyC + "\n", 0600);
+  FixedKeyRing<1> ring;  // full after the first line: the second must still read as a duplicate
+  const KeyFileLoad load = LoadDeviceKey(path_, 7, ring);
+  EXPECT_EQ(load.status.code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(load.message, path_ + ":3: device 7 has a key already");
+}
+
+TEST_F(KeyFileOnDiskTest, LoadDeviceKeyRefusesAFileOthersCanAccess) {
+  Write("5 " + kKeyA + "\n", 0640);
+  FixedKeyRing<1> ring;
+  const KeyFileLoad load = LoadDeviceKey(path_, 5, ring);
+  EXPECT_EQ(load.status.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(load.message, "key file " + path_ +
+                              " is accessible by group or others (mode 0640): run chmod 600 " +
+                              path_ + " (and make new keys if others read it)");
+  EXPECT_EQ(ring.Find(5), nullptr);
 }
 
 TEST(KeyRingTest, DecodeKeyHexTakesExactly64HexDigitsOfEitherCase) {

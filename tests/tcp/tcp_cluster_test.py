@@ -832,6 +832,39 @@ def mismatched_worker(cluster):
     check(cluster.summary("server.json")["final"]["round"] == 30, "the run did not complete")
 
 
+def per_device_keys(cluster):
+    """Keys from `edgesgd keygen --per-device-dir`: the server loads the shared file, each worker
+    its own device's file, and the run completes over authenticated frames; a worker given
+    another device's file is refused at start with a one-line error."""
+    shared, devices = cluster.path("fleet.keys"), cluster.path("devices")
+    keygen = subprocess.run([cluster.edgesgd, "keygen", "--devices", "2", "--out", shared,
+                             "--per-device-dir", devices], capture_output=True, text=True)
+    check(keygen.returncode == 0, "keygen failed: %s" % keygen.stderr.strip())
+    cluster.security = ["--keys", shared]
+    server, port = cluster.start_server(
+        DATA + ["--workers", "2", "--rounds", "10", "--summary", cluster.path("server.json")])
+    cluster.security = []  # each worker is given its own file below
+
+    def own_file(device):
+        return ["--keys", os.path.join(devices, "device-%d.key" % device)]
+
+    wrong = cluster.start("wrong", ["worker", "--connect", "127.0.0.1:%d" % port, "--id", "1",
+                                    "--quiet"] + DATA + own_file(2))
+    cluster.wait(wrong, timeout=20, expect=2)
+    check("has no key for device 1" in cluster.tail("wrong"),
+          "no one-line explanation: %s" % cluster.tail("wrong"))
+    workers = [cluster.start_worker(port, w, own_file(w)) for w in (1, 2)]
+    cluster.keep_running(*workers)
+    cluster.wait(server)
+    cluster.release(*workers)
+    for worker in workers:
+        cluster.wait(worker, timeout=20)
+    summary = cluster.summary("server.json")
+    check(summary["final"]["round"] == 10, "the run did not complete")
+    check(summary["network"]["frame_authentication"] == "keys",
+          "the frames were not authenticated: %s" % summary["network"])
+
+
 def make_certificates(cluster, name, ca=None):
     """A P-256 key and certificate `name` signed by `ca` (a (certificate, key) pair), or a new
     self-signed CA when `ca` is None. Returns (certificate path, key path)."""
@@ -1108,6 +1141,7 @@ SCENARIOS = {
     "async_fleet": async_fleet,
     "server_vanishes": server_vanishes,
     "mismatched_worker": mismatched_worker,
+    "per_device_keys": per_device_keys,
     "gossip_ring": gossip_ring,
     "gossip_peer_killed": gossip_peer_killed,
     "gossip_ring_detag": gossip_ring_detag,

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 
 #include "edgesgd/auth/hmac_sha256.h"
 
@@ -43,9 +44,11 @@ std::string LinePrefix(std::string_view name, std::size_t line) {
   return std::string(name) + ":" + std::to_string(line) + ": ";
 }
 
-}  // namespace
-
-KeyFileLoad ParseKeyFile(std::string_view text, std::string_view name, KeyRing& ring) {
+// The parser of ParseKeyFile, LoadKeyFile and LoadDeviceKey: adds the key of every line of
+// `text` to `ring`, or with `only_device` that device's key alone (the other lines' syntax is
+// checked, their keys dropped).
+KeyFileLoad ParseKeys(std::string_view text, std::string_view name,
+                      std::optional<std::uint32_t> only_device, KeyRing& ring) {
   std::size_t line_number = 0;
   std::size_t added = 0;
   while (!text.empty()) {
@@ -86,6 +89,12 @@ KeyFileLoad ParseKeyFile(std::string_view text, std::string_view name, KeyRing& 
       return Failure(StatusCode::kDataLoss, where + "key must be 64 hex digits");
     }
     const auto device_id = static_cast<std::uint32_t>(device);
+    if (only_device.value_or(device_id) != device_id) {
+      Zeroize(key);
+      continue;
+    }
+    // A second line for the device fails here as kAlreadyExists, even in a one-key ring: Add
+    // looks the device up before it checks for room.
     const Status added_status = ring.Add(device_id, key);
     Zeroize(key);
     const std::string device_text = "device " + std::to_string(device_id);
@@ -103,6 +112,11 @@ KeyFileLoad ParseKeyFile(std::string_view text, std::string_view name, KeyRing& 
                        where + "key of " + device_text + " is all zeros");
     }
   }
+  if (added == 0 && only_device) {
+    return Failure(
+        StatusCode::kInvalidArgument,
+        "key file " + std::string(name) + " has no key for device " + std::to_string(*only_device));
+  }
   if (added == 0) {
     return Failure(StatusCode::kInvalidArgument, std::string(name) + ": no keys");
   }
@@ -111,7 +125,9 @@ KeyFileLoad ParseKeyFile(std::string_view text, std::string_view name, KeyRing& 
   return load;
 }
 
-KeyFileLoad LoadKeyFile(const std::string& path, KeyRing& ring) {
+// Reads the key file at `path` into `text`, refusing it unread when group or others have any
+// access to it. On failure `text` may hold part of the file.
+KeyFileLoad ReadKeyFile(const std::string& path, std::string& text) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int error = errno;
@@ -137,7 +153,7 @@ KeyFileLoad LoadKeyFile(const std::string& path, KeyRing& ring) {
     ::close(fd);
     return Failure(StatusCode::kDataLoss, "key file " + path + " is larger than 1 MiB");
   }
-  std::string text(static_cast<std::size_t>(info.st_size), '\0');
+  text.assign(static_cast<std::size_t>(info.st_size), '\0');
   std::size_t filled = 0;
   const char* read_error = nullptr;
   while (filled < text.size() && read_error == nullptr) {
@@ -151,14 +167,34 @@ KeyFileLoad LoadKeyFile(const std::string& path, KeyRing& ring) {
     }
   }
   ::close(fd);
-  KeyFileLoad load;
   if (read_error != nullptr) {
-    load = Failure(StatusCode::kUnavailable, "cannot read key file " + path + ": " + read_error);
-  } else {
-    load = ParseKeyFile(text, path, ring);
+    return Failure(StatusCode::kUnavailable, "cannot read key file " + path + ": " + read_error);
   }
+  return KeyFileLoad();
+}
+
+// Reads the key file at `path` and parses it with ParseKeys; zeroizes the read buffer after.
+KeyFileLoad LoadKeys(const std::string& path, std::optional<std::uint32_t> only_device,
+                     KeyRing& ring) {
+  std::string text;
+  KeyFileLoad load = ReadKeyFile(path, text);
+  if (load.ok()) load = ParseKeys(text, path, only_device, ring);
   Zeroize(std::as_writable_bytes(std::span<char>(text)));
   return load;
+}
+
+}  // namespace
+
+KeyFileLoad ParseKeyFile(std::string_view text, std::string_view name, KeyRing& ring) {
+  return ParseKeys(text, name, std::nullopt, ring);
+}
+
+KeyFileLoad LoadKeyFile(const std::string& path, KeyRing& ring) {
+  return LoadKeys(path, std::nullopt, ring);
+}
+
+KeyFileLoad LoadDeviceKey(const std::string& path, std::uint32_t device, KeyRing& ring) {
+  return LoadKeys(path, device, ring);
 }
 
 }  // namespace edgesgd::auth

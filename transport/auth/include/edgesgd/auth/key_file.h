@@ -10,11 +10,14 @@
 // Blank lines and lines whose first non-blank character is '#' are ignored; fields are separated
 // by spaces or tabs; a trailing '\r' is accepted. Strict otherwise: the device id is decimal
 // (no sign, below 4294967295), the key exactly 64 hex digits and not all zero, nothing else on
-// the line, no device twice. `edgesgd keygen --devices N --out FILE` writes one.
+// the line, no device twice. `edgesgd keygen --devices N --out FILE` writes one for a fleet (a
+// server loads it whole, a worker its own line with LoadDeviceKey); `--per-device-dir DIR` also
+// writes each device's line alone to DIR/device-ID.key.
 // The file must be accessible by its owner only: one that group or others can read, write or
 // execute is refused.
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -31,7 +34,8 @@ inline constexpr std::size_t kMaxKeyFileBytes = 1 << 20;
 // Codes: kNotFound (missing file), kUnavailable (other open/read failures), kFailedPrecondition
 // (group or others have access to the file),
 // kDataLoss (syntax), kAlreadyExists (a device twice), kResourceExhausted (more keys than the
-// ring holds), kInvalidArgument (no key at all, or an all-zero key).
+// ring holds), kInvalidArgument (no key at all, or an all-zero key; LoadDeviceKey: no key for
+// the device, e.g. "key file keys.txt has no key for device 7").
 struct KeyFileLoad {
   Status status;
   std::string message;
@@ -48,5 +52,11 @@ KeyFileLoad ParseKeyFile(std::string_view text, std::string_view name, KeyRing& 
 // unread, when group or others have any access to it. The read buffer is zeroized before it is
 // freed.
 KeyFileLoad LoadKeyFile(const std::string& path, KeyRing& ring);
+
+// Adds the key of `device` alone from the key file at `path`, which may hold other devices'
+// keys too (a worker's line of the file its server loads): read and checked as by LoadKeyFile,
+// every line's syntax included, but the other devices' keys are dropped, not added. keys is 1
+// on success. Fails when no line, or more than one, is the device's.
+KeyFileLoad LoadDeviceKey(const std::string& path, std::uint32_t device, KeyRing& ring);
 
 }  // namespace edgesgd::auth
