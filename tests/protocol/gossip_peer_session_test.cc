@@ -14,7 +14,9 @@
 #include <functional>
 #include <memory>
 #include <random>
+#include <set>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "edgesgd/core/arena.h"
@@ -150,6 +152,47 @@ TEST(GossipTest, LonePeerRunsPlainSgd) {
   EXPECT_EQ(session.counters().frames_sent, 0u);
   for (std::size_t i = 0; i < session.model().size(); ++i) {
     EXPECT_NEAR(session.model()[i], network.peer(1).target[i], 1e-5f);
+  }
+}
+
+// ---- The algorithms ----
+
+// Every GossipAlgorithm value has a rule with its name and facts; no other value has one.
+TEST(GossipTest, EveryAlgorithmIsRegisteredOnce) {
+  struct Expected {
+    GossipAlgorithm algorithm;
+    const char* name;
+    bool tracks;
+    bool compresses;
+  };
+  constexpr Expected kExpected[] = {
+      {GossipAlgorithm::kDpsgd, "dpsgd", false, false},
+      {GossipAlgorithm::kGradientTracking, "gt", true, false},
+      {GossipAlgorithm::kDetag, "detag", true, false},
+      {GossipAlgorithm::kChoco, "choco", false, true},
+      {GossipAlgorithm::kBeer, "beer", true, true},
+  };
+  std::set<std::string> names;
+  for (const Expected& expected : kExpected) {
+    SCOPED_TRACE(expected.name);
+    EXPECT_STREQ(GossipAlgorithmName(expected.algorithm), expected.name);
+    EXPECT_EQ(TracksGradients(expected.algorithm), expected.tracks);
+    EXPECT_EQ(CompressesGossip(expected.algorithm), expected.compresses);
+    names.insert(GossipAlgorithmName(expected.algorithm));
+  }
+  EXPECT_EQ(names.size(), std::size(kExpected));
+
+  GossipConfig config;
+  config.mixing =
+      MakeMixingRow({TopologyKind::kRing, 4}, MixingRule::kMetropolisHastings, 1).value();
+  config.layout = TestLayout();
+  for (std::size_t value = std::size(kExpected); value <= 255; ++value) {
+    config.algorithm = static_cast<GossipAlgorithm>(value);
+    EXPECT_STREQ(GossipAlgorithmName(config.algorithm), "unknown");
+    EXPECT_FALSE(TracksGradients(config.algorithm));
+    EXPECT_FALSE(CompressesGossip(config.algorithm));
+    EXPECT_FALSE(ValidateGossipConfig(config).ok());
+    EXPECT_EQ(GossipPeerSession::ArenaBytes(config), 0u);
   }
 }
 

@@ -1,10 +1,13 @@
-// A gossip run's configuration: the names of algorithms and reject reasons, ValidateGossipConfig,
-// and the codec and consensus-step rules of the compressed algorithms (CHOCO, BEER).
+// A gossip run's configuration: the names of reject reasons, ValidateGossipConfig (with the
+// algorithm's own parameters checked by its rule), the codec and consensus-step rules of the
+// compressed algorithms (CHOCO, BEER), and a peer's memory.
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "edgesgd/protocol/gossip_peer_session.h"
+#include "gossip/gossip_rule.h"
 
 namespace edgesgd::protocol {
 namespace {
@@ -12,22 +15,6 @@ namespace {
 constexpr float kMaxFloat = std::numeric_limits<float>::max();
 
 }  // namespace
-
-const char* GossipAlgorithmName(GossipAlgorithm algorithm) {
-  switch (algorithm) {
-    case GossipAlgorithm::kDpsgd:
-      return "dpsgd";
-    case GossipAlgorithm::kGradientTracking:
-      return "gt";
-    case GossipAlgorithm::kDetag:
-      return "detag";
-    case GossipAlgorithm::kChoco:
-      return "choco";
-    case GossipAlgorithm::kBeer:
-      return "beer";
-  }
-  return "unknown";
-}
 
 const char* GossipRejectReasonName(GossipRejectReason reason) {
   switch (reason) {
@@ -58,34 +45,11 @@ const char* GossipRejectReasonName(GossipRejectReason reason) {
 }
 
 Status ValidateGossipConfig(const GossipConfig& config) {
-  const GossipAlgorithm algorithm = config.algorithm;
-  if (algorithm != GossipAlgorithm::kDpsgd && algorithm != GossipAlgorithm::kGradientTracking &&
-      algorithm != GossipAlgorithm::kDetag && algorithm != GossipAlgorithm::kChoco &&
-      algorithm != GossipAlgorithm::kBeer) {
-    return Status::InvalidArgument("unknown gossip algorithm");
-  }
+  const internal::GossipRule* rule = internal::FindGossipRule(config.algorithm);
+  if (rule == nullptr) return Status::InvalidArgument("unknown gossip algorithm");
   if (const Status row = ValidateMixingRow(config.mixing); !row.ok()) return row;
   if (config.layout.tensor_count() == 0) return Status::InvalidArgument("the model has no tensors");
-  if (CompressesGossip(algorithm)) {
-    EDGESGD_TRY(ValidateCodecParams(config.codec));
-    EDGESGD_TRY(CheckChocoCodec(config.codec));
-    if (!(config.consensus_step > 0.0f && config.consensus_step <= 1.0f)) {
-      return Status::InvalidArgument("the consensus step gamma must be in (0, 1]");
-    }
-  } else {
-    if (config.codec != ModelCodec()) {
-      return Status::InvalidArgument(
-          "D-PSGD, gradient tracking and DeTAG exchange dense models: the codec must be "
-          "identity (CHOCO and BEER compress)");
-    }
-    if (config.consensus_step != 1.0f) {
-      return Status::InvalidArgument(
-          "the consensus step gamma is CHOCO's and BEER's: it must be 1 here");
-    }
-  }
-  if (!config.public_copies && algorithm != GossipAlgorithm::kChoco) {
-    return Status::InvalidArgument("only CHOCO can run without public copies (its naive baseline)");
-  }
+  EDGESGD_TRY(rule->Validate(config));
   if (GossipPeerSession::MaxFrameBytes(config) == 0) {
     return Status::InvalidArgument("the model is too large for one frame (1 GiB limit)");
   }
@@ -93,18 +57,6 @@ Status ValidateGossipConfig(const GossipConfig& config) {
   // Written so that NaN fails.
   if (!(config.learning_rate >= 0.0f && config.learning_rate <= kMaxFloat)) {
     return Status::InvalidArgument("learning rate must be non-negative and finite");
-  }
-  if (algorithm == GossipAlgorithm::kDetag) {
-    if (config.gossip_steps < 1 || config.gossip_steps > kMaxGossipSteps) {
-      return Status::InvalidArgument("DeTAG's gossip steps per round must be in 1..4096");
-    }
-    if (!(config.accel >= 0.0f && config.accel < 1.0f)) {
-      return Status::InvalidArgument("accelerated gossip's eta_g must be in [0, 1)");
-    }
-  } else if (config.gossip_steps != 1 || config.accel != 0.0f) {
-    return Status::InvalidArgument(
-        "D-PSGD, gradient tracking, CHOCO and BEER take one plain gossip step per round (R = 1, "
-        "eta_g = 0)");
   }
   if (config.phase_batches < 1 || config.phase_batches > kMaxPhaseBatches) {
     return Status::InvalidArgument("gradient calls per round must be in 1..1048576");
@@ -161,6 +113,52 @@ Result<float> DefaultConsensusStep(const CodecParams& codec) {
         "no consensus step was measured for this codec: choose one (the consensus step gamma)");
   }
   return step;
+}
+
+// ---- Memory ----
+
+bool GossipPeerSession::ResynchronisesCopies(const GossipConfig& config) {
+  return CompressesGossip(config.algorithm) && config.public_copies;
+}
+
+std::size_t GossipPeerSession::MaxFrameBytes(const GossipConfig& config) {
+  const std::size_t sent = wire::MaxFrameBytes(config.codec, config.layout);
+  if (!ResynchronisesCopies(config)) return sent;
+  const std::size_t copy = wire::MaxFrameBytes(ModelCodec(), config.layout);
+  return sent == 0 || copy == 0 ? 0 : std::max(sent, copy);
+}
+
+// Mirrors TakeBuffers.
+std::size_t GossipPeerSession::ModelVectors(const GossipConfig& config) {
+  const internal::GossipRule* rule = internal::FindGossipRule(config.algorithm);
+  if (rule == nullptr) return 0;
+  const std::size_t exchanged = rule->vectors();
+  const std::size_t neighbour_state =
+      rule->compressed() ? std::size_t{config.mixing.degree} + 1 : std::size_t{1};
+  const std::size_t previous = config.accel != 0.0f ? 1 : 0;
+  std::size_t count = exchanged * (2 + previous + neighbour_state) + 1;
+  if (config.phase_batches > 1) ++count;
+  if (exchanged == 2) count += config.gossip_steps > 1 ? 3 : 1;
+  return count;
+}
+
+std::size_t GossipPeerSession::ArenaBytes(const GossipConfig& config) {
+  const std::size_t d = config.layout.dimension();
+  const std::size_t builder = wire::FrameBuilderBytes(config.codec, config.layout);
+  const std::size_t vectors = ModelVectors(config);
+  if (d == 0 || builder == 0 || vectors == 0) return 0;
+  const std::size_t exchanged = TracksGradients(config.algorithm) ? 2 : 1;
+  std::size_t resync = 0;
+  if (ResynchronisesCopies(config)) {
+    const std::size_t copy = wire::FrameBuilderBytes(ModelCodec(), config.layout);
+    if (copy == 0) return 0;
+    resync =
+        exchanged * (edgesgd::ArenaBytes(copy) + edgesgd::ArenaBytes(kCopyRequestBuilderBytes));
+  }
+  const std::size_t scratch =
+      CompressesGossip(config.algorithm) ? CodecScratchBytes(config.codec, config.layout) : 0;
+  return vectors * ArenaBytesFor<float>(d) + 2 * exchanged * edgesgd::ArenaBytes(builder) +
+         edgesgd::ArenaBytes(scratch) + edgesgd::ArenaBytes(kControlBuilderBytes) + resync;
 }
 
 }  // namespace edgesgd::protocol

@@ -1,8 +1,10 @@
-// GossipPeerSession, the frames from neighbours: exchanges, compressed deltas, public copies and
-// their requests, leaves, and the rejections of whatever does not fit the current step.
+// GossipPeerSession, the frames: those from neighbours (dense exchanges, leaves, and the
+// rejections of whatever does not fit the current step; deltas and copies go on to
+// gossip_peer_copies.cc) and the queue of outgoing ones.
 
 #include <algorithm>
 #include <bit>
+#include <utility>
 
 #include "edgesgd/protocol/gossip_peer_session.h"
 #include "edgesgd/wire/frame_decoder.h"
@@ -95,160 +97,6 @@ void GossipPeerSession::HandleExchange(std::size_t index, const wire::FrameView&
   ReviveIfBack(index, step);
 }
 
-void GossipPeerSession::HandleDelta(std::size_t index, std::size_t vector_index,
-                                    const wire::FrameView& view, TimeNs now) {
-  const PeerId from = config_.mixing.neighbours[index];
-  const std::uint32_t round = view.header.round;
-  const wire::EncodedPayload& payload = view.payload;
-  const Result<CodecParams> params =
-      ParamsForPayload(config_.codec, payload.codec, payload.layout, payload.header);
-  if (!params.ok()) {
-    Reject(from, GossipRejectReason::kWrongCodec, round, now);
-    return;
-  }
-  if (round >= config_.rounds) {
-    Reject(from, GossipRejectReason::kFuture, round, now);
-    return;
-  }
-  Exchanged& vector = exchanged_[vector_index];
-  // Every holder applies the sender's deltas in round order, so the copies agree bit for bit.
-  // Without public copies each delta replaces the last one, so a gap loses nothing.
-  const std::uint64_t expected = vector.copy_rounds[index];
-  if (round < expected) {
-    Reject(from, GossipRejectReason::kDuplicate, round, now);
-    return;
-  }
-  if (round > expected && config_.public_copies) {
-    Reject(from, GossipRejectReason::kOutOfOrder, round, now);
-    // The neighbour is sending, so it is back if it was lost; its copy needs resynchronising.
-    ReviveIfBack(index, StepIndex(round, 0));
-    RequestCopy(index, vector_index);
-    return;
-  }
-  const std::span<float> copy = vector.copies[index];
-  if (!config_.public_copies) std::fill(copy.begin(), copy.end(), 0.0f);
-  if (!ApplyDelta(params.value(), payload.view, round, from, copy).ok()) {
-    Reject(from, GossipRejectReason::kBadPayload, round, now);
-    return;
-  }
-  vector.copy_rounds[index] = std::uint64_t{round} + 1;
-  ++counters_.models_accepted;
-  // This round's own delta is applied once the round has started; a neighbour ahead (or one heard
-  // before Start) is counted in when this peer's round starts (StartStep).
-  if (phase_ == GossipPhase::kRunning && round == round_) {
-    vector.heard |= Bit(index);
-    AddConsensusTerm(index, vector_index);
-  } else if (round < round_) {
-    ++counters_.late_deltas;
-  } else {
-    ++counters_.models_buffered;
-  }
-  ReviveIfBack(index, StepIndex(round, 0));
-}
-
-void GossipPeerSession::HandleCopyRequest(std::size_t index, std::size_t vector_index,
-                                          const wire::FrameView& view, TimeNs now) {
-  const PeerId from = config_.mixing.neighbours[index];
-  const std::uint32_t round = view.header.round;
-  const wire::EncodedPayload& payload = view.payload;
-  if (payload.codec != CodecIdOf(ModelCodec()) || payload.layout != PayloadLayout::kDense) {
-    Reject(from, GossipRejectReason::kWrongCodec, round, now);
-    return;
-  }
-  if (payload.view.values.size() != 1 || !payload.view.indices.empty() ||
-      !payload.view.words.empty() || !payload.view.scales.empty()) {
-    Reject(from, GossipRejectReason::kBadPayload, round, now);
-    return;
-  }
-  if (round >= config_.rounds) {
-    Reject(from, GossipRejectReason::kFuture, round, now);
-    return;
-  }
-  if (phase_ == GossipPhase::kFinished) return;  // its Leave tells the neighbour
-  ReviveIfBack(index, StepIndex(round, 0));
-  // Frames built in an earlier call have been handed out already, so the builder is free; within
-  // one call a second request gets the same copy.
-  if ((pending_[index] & PendingCopy(vector_index)) != 0) return;
-  Exchanged& vector = exchanged_[vector_index];
-  const wire::FrameHeader header{id(), static_cast<std::uint32_t>(vector.own_rounds), sequence_++};
-  const wire::GossipInfo info{0, static_cast<std::uint32_t>(vector_index),
-                              wire::GossipVector::kModelCopy};
-  const Result<std::span<const std::byte>> frame = BuildFrame(
-      *vector.copy_builder, header, wire::PayloadMessage::GossipExchange(info), vector.own_copy);
-  if (!frame.ok()) return;  // sized for exactly this frame: cannot fail
-  vector.copy_frame = frame.value();
-  SetPending(index, PendingCopy(vector_index));
-}
-
-void GossipPeerSession::HandleCopy(std::size_t index, std::size_t vector_index,
-                                   const wire::FrameView& view, TimeNs now) {
-  const PeerId from = config_.mixing.neighbours[index];
-  const std::uint32_t held = view.header.round;  // the sender's deltas of rounds 0..held-1
-  const wire::EncodedPayload& payload = view.payload;
-  if (payload.codec != CodecIdOf(ModelCodec()) || payload.layout != PayloadLayout::kDense) {
-    Reject(from, GossipRejectReason::kWrongCodec, held, now);
-    return;
-  }
-  Exchanged& vector = exchanged_[vector_index];
-  const std::span<float> copy = vector.copies[index];
-  if (payload.view.values.size() != copy.size() || !payload.view.indices.empty() ||
-      !payload.view.words.empty() || !payload.view.scales.empty() ||
-      !AllFinite(payload.view.values)) {
-    Reject(from, GossipRejectReason::kBadPayload, held, now);
-    return;
-  }
-  if (held > config_.rounds) {
-    Reject(from, GossipRejectReason::kFuture, held, now);
-    return;
-  }
-  if (held < vector.copy_rounds[index]) {  // this peer's copy is already newer
-    Reject(from, GossipRejectReason::kStale, held, now);
-    return;
-  }
-  std::copy(payload.view.values.begin(), payload.view.values.end(), copy.begin());
-  vector.copy_rounds[index] = held;
-  vector.awaiting_copy &= ~Bit(index);
-  ++counters_.copies_applied;
-  if (held > 0) ReviveIfBack(index, StepIndex(held - 1, 0));
-  CountInIfAhead(index, vector_index);
-}
-
-void GossipPeerSession::RequestCopy(std::size_t index, std::size_t vector_index) {
-  if (phase_ == GossipPhase::kFinished) return;
-  Exchanged& vector = exchanged_[vector_index];
-  if ((vector.awaiting_copy & Bit(index)) != 0 && vector.copy_requested_round[index] == round_) {
-    return;
-  }
-  const PendingBits bit = PendingRequest(vector_index);
-  if ((pending_[index] & bit) == 0) {
-    const wire::FrameHeader header{id(), round_, sequence_++};
-    const wire::GossipInfo info{0, static_cast<std::uint32_t>(vector_index),
-                                wire::GossipVector::kCopyRequest};
-    const Result<PayloadSpans> spans = vector.request_builder->BeginPayloadFrame(
-        header, wire::PayloadMessage::GossipExchange(info), ModelCodec(),
-        TensorLayout::Single(1).value());
-    if (!spans.ok()) return;  // sized for exactly this frame: cannot fail
-    spans.value().values[0] = 0.0f;
-    const Result<std::span<const std::byte>> frame = vector.request_builder->FinishPayloadFrame();
-    if (!frame.ok()) return;
-    vector.request_frame = frame.value();
-    SetPending(index, bit);
-  }
-  vector.awaiting_copy |= Bit(index);
-  vector.copy_requested_round[index] = round_;
-  ++counters_.copy_requests_sent;
-}
-
-void GossipPeerSession::CountInIfAhead(std::size_t index, std::size_t vector_index) {
-  Exchanged& vector = exchanged_[vector_index];
-  if (phase_ != GossipPhase::kRunning || vector.copy_rounds[index] <= round_ ||
-      (vector.heard & Bit(index)) != 0) {
-    return;
-  }
-  vector.heard |= Bit(index);
-  AddConsensusTerm(index, vector_index);
-}
-
 void GossipPeerSession::ReviveIfBack(std::size_t index, std::uint64_t step) {
   // A lost neighbour's vectors are still good data, but only one for a step it cannot have
   // sent before it was lost (at most one step ahead of this peer then) shows that it is back:
@@ -263,23 +111,6 @@ void GossipPeerSession::ReviveIfBack(std::size_t index, std::uint64_t step) {
     const auto slot = static_cast<std::size_t>(step & 1u);
     for (std::size_t v = 0; v < vectors_; ++v) SetPending(index, PendingBit(v, slot));
   }
-}
-
-Status GossipPeerSession::ApplyDelta(const CodecParams& params, const PayloadView& payload,
-                                     std::uint32_t round, PeerId sender, std::span<float> copy) {
-  const CodecContext context{config_.seed, round, sender};
-  EDGESGD_TRY(options_.codecs->CheckShared(params, config_.layout, context, payload));
-  return options_.codecs->DecodeAdd(params, config_.layout, context, payload, 1.0f, copy,
-                                    codec_scratch_);
-}
-
-void GossipPeerSession::AddConsensusTerm(std::size_t index, std::size_t vector_index) {
-  Exchanged& vector = exchanged_[vector_index];
-  const float weight = config_.mixing.weights[index];
-  const std::span<const float> copy = vector.copies[index];
-  const std::span<const float> own = vector.own_copy;
-  const std::span<float> mix = vector.mix;
-  for (std::size_t i = 0; i < mix.size(); ++i) mix[i] += weight * (copy[i] - own[i]);
 }
 
 void GossipPeerSession::HandleLeave(std::size_t index) {
@@ -298,6 +129,73 @@ void GossipPeerSession::Reject(PeerId peer, GossipRejectReason reason, std::uint
   ++counters_.rejected[static_cast<std::size_t>(reason)];
   const GossipRejectEvent event{peer, reason, round, now};
   reject_log_.Push(event, counters_.reject_events_dropped);
+}
+
+// ---- Outgoing frames ----
+
+bool GossipPeerSession::DoPollFrame(OutgoingFrame& out) {
+  if (pending_frames_ == 0) return false;
+  const std::size_t degree = config_.mixing.degree;
+  // Copies and requests first: a delta queued with a copy must reach the holder after it.
+  for (std::size_t order = 0; order < 2 * vectors_; ++order) {
+    const bool copy = order < vectors_;
+    const Exchanged& vector = exchanged_[order % vectors_];
+    const PendingBits bit = copy ? PendingCopy(order % vectors_) : PendingRequest(order % vectors_);
+    for (std::size_t k = 0; k < degree; ++k) {
+      if ((pending_[k] & bit) == 0) continue;
+      ClearPending(k, bit);
+      const std::span<const std::byte> bytes = copy ? vector.copy_frame : vector.request_frame;
+      out.to = config_.mixing.neighbours[k];
+      out.bytes = bytes;
+      out.work_samples = 0;
+      ++counters_.frames_sent;
+      counters_.bytes_sent += bytes.size();
+      if (copy) ++counters_.copies_sent;
+      return true;
+    }
+  }
+  // Oldest step first across all neighbours (model, then tracker), then the newer step, then
+  // Leaves: every neighbour gets step s's vectors before anyone gets step s+1's, which is what a
+  // FIFO uplink wants.
+  const std::size_t older = frame_steps_[0] <= frame_steps_[1] ? 0 : 1;
+  for (std::size_t order = 0; order < 2 * vectors_ + 1; ++order) {
+    const bool leave = order == 2 * vectors_;
+    const std::size_t slot = order < vectors_ ? older : 1 - older;
+    const std::size_t vector = order % vectors_;
+    const PendingBits bit = leave ? kPendingLeave : PendingBit(vector, slot);
+    for (std::size_t k = 0; k < degree; ++k) {
+      if ((pending_[k] & bit) == 0) continue;
+      ClearPending(k, bit);
+      std::span<const std::byte> bytes;
+      std::uint64_t work = 0;
+      if (leave) {
+        bytes = leave_frame_;
+      } else {
+        bytes = exchanged_[vector].frames[slot];
+        work = std::exchange(frame_work_[slot], std::uint64_t{0});
+      }
+      if (bytes.empty()) continue;
+      out.to = config_.mixing.neighbours[k];
+      out.bytes = bytes;
+      out.work_samples = work;
+      ++counters_.frames_sent;
+      counters_.bytes_sent += bytes.size();
+      return true;
+    }
+  }
+  return false;
+}
+
+void GossipPeerSession::SetPending(std::size_t index, PendingBits bits) {
+  const auto added = static_cast<PendingBits>(bits & ~pending_[index]);
+  pending_frames_ += static_cast<std::size_t>(std::popcount(added));
+  pending_[index] = static_cast<PendingBits>(pending_[index] | bits);
+}
+
+void GossipPeerSession::ClearPending(std::size_t index, PendingBits bits) {
+  const auto removed = static_cast<PendingBits>(bits & pending_[index]);
+  pending_frames_ -= static_cast<std::size_t>(std::popcount(removed));
+  pending_[index] = static_cast<PendingBits>(pending_[index] & ~bits);
 }
 
 }  // namespace edgesgd::protocol

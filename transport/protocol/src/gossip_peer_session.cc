@@ -1,6 +1,7 @@
-// GossipPeerSession: initialisation, the Session interface, steps and rounds, and outgoing
-// frames. The frames from neighbours are in gossip_peer_frames.cc, the configuration's rules in
-// gossip_config.cc.
+// GossipPeerSession: initialisation, the Session interface, steps, rounds and mixing. The frames
+// in and out are in gossip_peer_frames.cc, the exchange against public copies in
+// gossip_peer_copies.cc, the configuration's rules and memory in gossip_config.cc, and each
+// algorithm's update rule in gossip/.
 
 #include "edgesgd/protocol/gossip_peer_session.h"
 
@@ -12,6 +13,7 @@
 #include <variant>
 
 #include "edgesgd/wire/frame_decoder.h"
+#include "gossip/gossip_rule.h"
 #include "session_util.h"
 
 namespace edgesgd::protocol {
@@ -31,13 +33,14 @@ Status GossipPeerSession::Init(Arena& arena, const GossipConfig& config,
     return Status::FailedPrecondition("the gossip peer is already initialized");
   }
   if (const Status check = ValidateGossipConfig(config); !check.ok()) return check;
+  const internal::GossipRule* rule = internal::FindGossipRule(config.algorithm);
   if (options.gradient == nullptr)
     return Status::InvalidArgument("a gradient callback is required");
-  if (CompressesGossip(config.algorithm) && options.codecs == nullptr) {
+  if (rule->compressed() && options.codecs == nullptr) {
     return Status::InvalidArgument(
         "CHOCO and BEER need a codec registry (AllCodecs() has every codec)");
   }
-  if (CompressesGossip(config.algorithm) && !options.codecs->For(config.codec).ok()) {
+  if (rule->compressed() && !options.codecs->For(config.codec).ok()) {
     return Status::InvalidArgument("the codec registry does not hold the run's codec");
   }
   if (options.initial_model.size() != config.layout.dimension()) {
@@ -55,7 +58,8 @@ Status GossipPeerSession::Init(Arena& arena, const GossipConfig& config,
   config_ = config;
   options_ = options;
   options_.initial_model = {};  // copied below; the caller's buffer need not outlive Init
-  vectors_ = TracksGradients(config_.algorithm) ? 2 : 1;
+  rule_ = rule;
+  vectors_ = rule->vectors();
   if (!TakeBuffers(arena).ok()) {
     return Status::Internal("arena accounting disagrees with ArenaBytes");
   }
@@ -117,7 +121,8 @@ Status GossipPeerSession::TakeBuffers(Arena& arena) {
   }
   model_start_ = exchanged_[0].current;
   if (compressed()) {
-    EDGESGD_TRY_ASSIGN(codec_scratch_, arena.AllocateBytes(CodecScratchBytesOf(config_)));
+    EDGESGD_TRY_ASSIGN(codec_scratch_,
+                       arena.AllocateBytes(CodecScratchBytes(config_.codec, config_.layout)));
   }
   if (vectors_ == 2) {
     EDGESGD_TRY_ASSIGN(previous_gradient_, arena.Allocate<float>(d));
@@ -188,59 +193,6 @@ void GossipPeerSession::DoPeerLost(PeerId peer, TimeNs now) {
 
 void GossipPeerSession::DoTimer(TimeNs now) { Advance(now, 0); }
 
-bool GossipPeerSession::DoPollFrame(OutgoingFrame& out) {
-  if (pending_frames_ == 0) return false;
-  const std::size_t degree = config_.mixing.degree;
-  // Copies and requests first: a delta queued with a copy must reach the holder after it.
-  for (std::size_t order = 0; order < 2 * vectors_; ++order) {
-    const bool copy = order < vectors_;
-    const Exchanged& vector = exchanged_[order % vectors_];
-    const PendingBits bit = copy ? PendingCopy(order % vectors_) : PendingRequest(order % vectors_);
-    for (std::size_t k = 0; k < degree; ++k) {
-      if ((pending_[k] & bit) == 0) continue;
-      ClearPending(k, bit);
-      const std::span<const std::byte> bytes = copy ? vector.copy_frame : vector.request_frame;
-      out.to = config_.mixing.neighbours[k];
-      out.bytes = bytes;
-      out.work_samples = 0;
-      ++counters_.frames_sent;
-      counters_.bytes_sent += bytes.size();
-      if (copy) ++counters_.copies_sent;
-      return true;
-    }
-  }
-  // Oldest step first across all neighbours (model, then tracker), then the newer step, then
-  // Leaves: every neighbour gets step s's vectors before anyone gets step s+1's, which is what a
-  // FIFO uplink wants.
-  const std::size_t older = frame_steps_[0] <= frame_steps_[1] ? 0 : 1;
-  for (std::size_t order = 0; order < 2 * vectors_ + 1; ++order) {
-    const bool leave = order == 2 * vectors_;
-    const std::size_t slot = order < vectors_ ? older : 1 - older;
-    const std::size_t vector = order % vectors_;
-    const PendingBits bit = leave ? kPendingLeave : PendingBit(vector, slot);
-    for (std::size_t k = 0; k < degree; ++k) {
-      if ((pending_[k] & bit) == 0) continue;
-      ClearPending(k, bit);
-      std::span<const std::byte> bytes;
-      std::uint64_t work = 0;
-      if (leave) {
-        bytes = leave_frame_;
-      } else {
-        bytes = exchanged_[vector].frames[slot];
-        work = std::exchange(frame_work_[slot], std::uint64_t{0});
-      }
-      if (bytes.empty()) continue;
-      out.to = config_.mixing.neighbours[k];
-      out.bytes = bytes;
-      out.work_samples = work;
-      ++counters_.frames_sent;
-      counters_.bytes_sent += bytes.size();
-      return true;
-    }
-  }
-  return false;
-}
-
 TimeNs GossipPeerSession::DoNextWakeup() const {
   return phase_ == GossipPhase::kRunning ? deadline_ : kNever;
 }
@@ -254,20 +206,19 @@ bool GossipPeerSession::IsLive(PeerId peer) const {
   return index >= 0 && (live_ & Bit(static_cast<std::size_t>(index))) != 0;
 }
 
-std::span<const float> GossipPeerSession::public_copy(PeerId peer, std::size_t vector) const {
-  if (!compressed() || vector >= vectors_) return {};
-  const Exchanged& copies = exchanged_[vector];
-  if (peer == id()) return copies.own_copy;
-  const int index = NeighbourIndex(peer);
-  return index < 0 ? std::span<const float>() : copies.copies[static_cast<std::size_t>(index)];
-}
+bool GossipPeerSession::compressed() const { return rule_ != nullptr && rule_->compressed(); }
 
-std::uint64_t GossipPeerSession::public_copy_rounds(PeerId peer, std::size_t vector) const {
-  if (!compressed() || vector >= vectors_) return 0;
-  const Exchanged& copies = exchanged_[vector];
-  if (peer == id()) return copies.own_rounds;
-  const int index = NeighbourIndex(peer);
-  return index < 0 ? 0 : copies.copy_rounds[static_cast<std::size_t>(index)];
+internal::GossipState GossipPeerSession::RuleState() {
+  return {.config = config_,
+          .round = round_,
+          .last_step = step_ + 1 == config_.gossip_steps,
+          .model = exchanged_[internal::kModelVector].current,
+          .tracker = exchanged_[internal::kTrackerVector].current,
+          .model_mix = exchanged_[internal::kModelVector].mix,
+          .tracker_mix = exchanged_[internal::kTrackerVector].mix,
+          .tracker_start = tracker_start_,
+          .gradient = gradient_,
+          .previous_gradient = previous_gradient_};
 }
 
 std::uint32_t GossipPeerSession::heard_count() const {
@@ -328,30 +279,11 @@ bool GossipPeerSession::ComputeGradient() {
 void GossipPeerSession::StartStep(TimeNs now) {
   if (step_ == 0) {
     // g_k at x_k, before x_k leaves, as the frame's work_samples tells a simulator.
-    const bool tracking = vectors_ == 2;
-    if (!ComputeGradient()) {
-      ++counters_.gradient_errors;
-      // D-PSGD: no gradient step. Tracking: g_k = g_{k-1}, leaving the tracked mean unchanged.
-      if (tracking && round_ > 0) {
-        std::copy(previous_gradient_.begin(), previous_gradient_.end(), gradient_.begin());
-      } else {
-        std::fill(gradient_.begin(), gradient_.end(), 0.0f);
-      }
-    }
-    if (tracking) {
-      if (round_ == 0) {  // y_0 = g_0 and g_{-1} = g_0 (BEER: v_0 = g_0)
-        std::copy(gradient_.begin(), gradient_.end(), exchanged_[1].current.begin());
-        std::copy(gradient_.begin(), gradient_.end(), previous_gradient_.begin());
-      } else if (beer()) {
-        // v_k = (v_{k-1} + gamma * the consensus sum, added at the last close) + g_k - g_{k-1}.
-        const std::span<float> v = exchanged_[1].current;
-        for (std::size_t i = 0; i < v.size(); ++i) v[i] += gradient_[i] - previous_gradient_[i];
-        std::copy(gradient_.begin(), gradient_.end(), previous_gradient_.begin());
-      }
-      if (config_.gossip_steps > 1) {
-        std::copy(exchanged_[1].current.begin(), exchanged_[1].current.end(),
-                  tracker_start_.begin());
-      }
+    const bool gradient_ok = ComputeGradient();
+    if (!gradient_ok) ++counters_.gradient_errors;
+    rule_->BeginRound(RuleState(), gradient_ok);
+    if (!tracker_start_.empty() && config_.gossip_steps > 1) {
+      std::copy(exchanged_[1].current.begin(), exchanged_[1].current.end(), tracker_start_.begin());
     }
   }
 
@@ -400,42 +332,6 @@ void GossipPeerSession::StartStep(TimeNs now) {
   deadline_ = SaturatingAdd(now, config_.neighbour_deadline_ns);
 }
 
-Result<std::span<const std::byte>> GossipPeerSession::BuildDeltaFrame(
-    std::size_t vector_index, std::size_t slot, const wire::FrameHeader& header,
-    const wire::PayloadMessage& message) {
-  // The consensus accumulator is empty until the round's first term (added after this), so it
-  // holds the encoder's input z - ẑ_i meanwhile; x_k itself stays the round's model.
-  Exchanged& vector = exchanged_[vector_index];
-  wire::FrameBuilder& builder = *vector.builders[slot];
-  const std::span<const float> z = vector.current;
-  const std::span<float> input = vector.mix;
-  const std::span<float> own_copy = vector.own_copy;
-  if (!config_.public_copies) std::fill(own_copy.begin(), own_copy.end(), 0.0f);
-  if (choco()) {  // CHOCO sends x^{k+1/2} = x_k - lr * g_k
-    for (std::size_t i = 0; i < z.size(); ++i) {
-      input[i] = (z[i] - config_.learning_rate * gradient_[i]) - own_copy[i];
-    }
-  } else {  // BEER sends x_k and v_k
-    for (std::size_t i = 0; i < z.size(); ++i) input[i] = z[i] - own_copy[i];
-  }
-  const CodecRegistry& codecs = *options_.codecs;
-  EDGESGD_TRY_ASSIGN(const CodecParams params,
-                     codecs.RoundParams(config_.codec, round_, config_.rounds, input));
-  const CodecContext context{config_.seed, round_, id()};
-  EDGESGD_TRY_ASSIGN(const std::span<const std::byte> frame,
-                     builder.EncodePayloadFrame(header, message, codecs, params, config_.layout,
-                                                context, input, codec_scratch_));
-  std::fill(input.begin(), input.end(), 0.0f);
-  // x̂_i advances by the frame's bytes, decoded exactly as its receivers decode them.
-  EDGESGD_TRY_ASSIGN(const wire::FrameView view, wire::DecodeFrame(frame, max_receive_bytes_));
-  EDGESGD_TRY_ASSIGN(const CodecParams sent,
-                     ParamsForPayload(config_.codec, view.payload.codec, view.payload.layout,
-                                      view.payload.header));
-  EDGESGD_TRY(ApplyDelta(sent, view.payload.view, round_, id(), own_copy));
-  ++vector.own_rounds;
-  return frame;
-}
-
 Result<std::span<const std::byte>> GossipPeerSession::BuildFrame(
     wire::FrameBuilder& builder, const wire::FrameHeader& header,
     const wire::PayloadMessage& message, std::span<const float> values) const {
@@ -446,6 +342,8 @@ Result<std::span<const std::byte>> GossipPeerSession::BuildFrame(
 }
 
 void GossipPeerSession::MixStep(Exchanged& vector) {
+  // Against public copies the step's mix is the consensus sum, which the rule applies.
+  if (compressed()) return;
   const MixingRow& row = config_.mixing;
   // Re-weighting: each missed neighbour's W_ij joins the diagonal (ascending neighbour order, so
   // the same misses give the same float on every run).
@@ -477,46 +375,12 @@ void GossipPeerSession::CloseStep(TimeNs now, bool deadline_passed) {
   const auto heard = static_cast<std::uint32_t>(std::popcount(heard_all));
   const std::uint32_t missed = row.degree - heard;
 
-  const bool last_step = step_ + 1 == config_.gossip_steps;
-  const float lr = config_.learning_rate;
-  // The model first: its round update reads y_k, which for R = 1 is the tracker's working copy
-  // before its own mixing step below.
-  Exchanged& model = exchanged_[0];
-  const float gamma = config_.consensus_step;
-  // CHOCO and BEER: a missed neighbour's consensus term is left out, which is its weight moved
-  // onto the diagonal.
-  if (choco()) {
-    // x_{k+1} = x^{k+1/2} + gamma * sum_{j heard} W_ij (x̂_j - x̂_i), with x^{k+1/2} formed as
-    // for the round's delta.
-    for (std::size_t i = 0; i < model.current.size(); ++i) {
-      model.current[i] = (model.current[i] - lr * gradient_[i]) + gamma * model.mix[i];
-    }
-  } else if (beer()) {
-    // x_{k+1} = x_k + gamma * sum_j W_ij (x̂_j - x̂_i) - lr * v_k; then v_k + gamma * sum_j
-    // W_ij (ŷ_j - ŷ_i), to which the next round adds g_{k+1} - g_k.
-    Exchanged& tracker = exchanged_[1];
-    for (std::size_t i = 0; i < model.current.size(); ++i) {
-      model.current[i] = (model.current[i] + gamma * model.mix[i]) - lr * tracker.current[i];
-    }
-    for (std::size_t i = 0; i < tracker.current.size(); ++i) {
-      tracker.current[i] += gamma * tracker.mix[i];
-    }
-  } else {
-    MixStep(model);
-    if (last_step) {
-      const std::span<const float> direction = vectors_ == 2 ? tracker_start_ : gradient_;
-      for (std::size_t i = 0; i < model.current.size(); ++i) model.current[i] -= lr * direction[i];
-    }
-  }
-  if (vectors_ == 2 && !compressed()) {
-    Exchanged& tracker = exchanged_[1];
-    MixStep(tracker);
-    if (last_step) {
-      for (std::size_t i = 0; i < tracker.current.size(); ++i) {
-        tracker.current[i] += gradient_[i] - previous_gradient_[i];
-      }
-      std::copy(gradient_.begin(), gradient_.end(), previous_gradient_.begin());
-    }
+  // The model first: its update may read y_k, which for R = 1 is the tracker's working vector
+  // before its own step.
+  const internal::GossipState state = RuleState();
+  for (std::size_t v = 0; v < vectors_; ++v) {
+    MixStep(exchanged_[v]);
+    rule_->AfterMix(state, v);
   }
 
   ++counters_.steps_completed;
@@ -537,8 +401,7 @@ void GossipPeerSession::CloseStep(TimeNs now, bool deadline_passed) {
     }
   }
   // The early vectors of step s+1 become the current step's. CHOCO and BEER have no early
-  // accumulator:
-  // StartStep counts neighbours that are ahead in from their copies.
+  // accumulator: StartStep counts neighbours that are ahead in from their copies.
   for (Exchanged& vector : exchanged()) {
     if (vector.next_mix.empty()) {
       std::fill(vector.mix.begin(), vector.mix.end(), 0.0f);
@@ -549,7 +412,7 @@ void GossipPeerSession::CloseStep(TimeNs now, bool deadline_passed) {
     vector.heard = vector.heard_next;
     vector.heard_next = 0;
   }
-  if (last_step) {
+  if (state.last_step) {
     FinishRound(now);
     if (phase_ != GossipPhase::kRunning) return;
   } else {
@@ -591,20 +454,6 @@ void GossipPeerSession::Finish(wire::LeaveReason reason, Status status) {
   for (std::size_t k = 0; k < config_.mixing.degree; ++k) {
     if ((live_ & Bit(k)) != 0) SetPending(k, kPendingLeave);
   }
-}
-
-// ---- Outgoing frames ----
-
-void GossipPeerSession::SetPending(std::size_t index, PendingBits bits) {
-  const auto added = static_cast<PendingBits>(bits & ~pending_[index]);
-  pending_frames_ += static_cast<std::size_t>(std::popcount(added));
-  pending_[index] = static_cast<PendingBits>(pending_[index] | bits);
-}
-
-void GossipPeerSession::ClearPending(std::size_t index, PendingBits bits) {
-  const auto removed = static_cast<PendingBits>(bits & pending_[index]);
-  pending_frames_ -= static_cast<std::size_t>(std::popcount(removed));
-  pending_[index] = static_cast<PendingBits>(pending_[index] & ~bits);
 }
 
 }  // namespace edgesgd::protocol

@@ -2,116 +2,55 @@
 
 // A decentralized gossip peer as a sans-I/O state machine (see session.h). Peers are the nodes
 // of a Topology (topology.h); each knows only its own row of the mixing matrix W and talks only
-// to its neighbours. Three algorithms of docs/algorithms.md §6 share one dense exchange
-// mechanism, and CHOCO (below) compresses what it sends with any codec:
+// to its neighbours. The peer runs one of the algorithms of docs/algorithms.md §6 (GossipAlgorithm;
+// each one's update rule lives in transport/protocol/src/gossip/) over one of two exchanges:
 //
-// An exchange step sends this peer's vector(s) to every live neighbour (GossipExchange{phase 0,
-// step r, vector Model or Tracker}, dense identity payload, envelope round k), collects the
-// neighbours' vectors of the same (k, r) until every live neighbour's have arrived or the
-// neighbour deadline (config, per step) passes — a silent, slow or dead neighbour — and applies
-// one step of accelerated gossip to each vector Z:
+// Dense (D-PSGD, gradient tracking, DeTAG): an exchange step sends this peer's vector(s) to every
+// live neighbour (GossipExchange{phase 0, step r, vector Model or Tracker}, dense identity
+// payload, envelope round k), collects the neighbours' vectors of the same (k, r) until every
+// live neighbour's have arrived or the neighbour deadline (config, per step) passes — a silent,
+// slow or dead neighbour — and applies one step of accelerated gossip to each vector Z:
 //
 //   Z_{r+1} = (1 + eta_g) * (sum_{j heard} W_ij Z_j,r + (W_ii + sum_{j missed} W_ij) Z_i,r)
 //             - eta_g * Z_{r-1}                                  (Z_{-1} = Z_0, config.accel)
 //
-// Round (phase) k is `gossip_steps` (R) such steps, so R steps with eta_g = 0 are R plain gossip
-// rounds; AG(Z) below is Z_R. At the start of a round the peer computes g_k, the mean of
-// `phase_batches` (B) gradient calls at x_k (local_step 0..B-1), then:
+// Round (phase) k is `gossip_steps` (R) such steps; at its start the peer computes g_k, the mean
+// of `phase_batches` (B) gradient calls at x_k (local_step 0..B-1). A frame of the current step
+// is mixed in as it arrives (weighted sum in arrival order); one of the next step, from a
+// neighbour that is ahead, goes into a second accumulator (one slot per neighbour and vector: a
+// second one is a duplicate); later steps are kFuture, earlier ones kLate (the step that just
+// closed) or kStale. Memory is a fixed number of model-sized vectors whatever the degree.
 //
-//   kDpsgd             (R = 1, eta_g = 0)   x <- W x - lr * g_k
-//   kGradientTracking  (R = 1, eta_g = 0)   x <- AG(X) - lr * y ;  y <- AG(Y) + g_k - g_{k-1}
-//   kDetag             (R >= 1, eta_g)      the same, with AG over R steps
-//
-// with y_0 = g_0 and g_{-1} = g_0 (tracking sends x and y each step: two frames per neighbour).
-// The mean of the y_i is then the mean of the g_{k-1,i}, so the trackers steer every peer along
-// the network's average gradient and tracking reaches the exact optimum on heterogeneous data,
-// where D-PSGD keeps a bias. DeTAG's gradient is at x_k while the R steps run: on a device the
-// computation overlaps the exchange (the simulator charges it before the round's first frame).
-//
-// kChoco is CHOCO-SGD (Koloskova, Stich and Jaggi 2019, docs/algorithms.md §6). Every peer
-// keeps public copies x̂_j of itself and of each neighbour (degree δ: δ + 1 model-sized copies,
-// zero at the start), identical at every holder. Each round k (R = 1, eta_g = 0):
-//
-//   x^{k+1/2} = x_k - lr * g_k
-//   q_i       = C(x^{k+1/2} - x̂_i)   one frame (GossipVector::kModelDelta, config.codec), the
-//                                     same bytes to every neighbour
-//   x̂_j     += decode(q_j)          for j = i and each neighbour: the codec's DecodeAdd of the
-//                                     frame's bytes (weight 1), keyed by CodecContext{seed,
-//                                     round, j}; the sender decodes its own frame through the
-//                                     same path, so the copies agree bit for bit
-//   x_{k+1}   = x^{k+1/2} + gamma * sum_{j heard} W_ij (x̂_j - x̂_i)   (gamma: consensus_step)
-//
-// model() stays x_k while the round runs (x^{k+1/2} is formed where it is used).
-//
-// With the identity codec and gamma = 1 this is D-PSGD with the gradient step before the mix,
-// x <- W (x - lr * g_k), up to float rounding (x̂_i + (x - x̂_i) need not be x exactly); kDpsgd
-// mixes first.
-//
-// CHOCO's copies stay identical only if every holder applies the same deltas in the same order
-// (float addition does not commute bit for bit), so a neighbour's deltas are applied strictly in
-// round order, as they arrive, whatever this peer's own round: one of the current round
-// contributes to this round's consensus; one of a later round (a neighbour that is ahead) advances
-// the copy at once, and each round the copy has passed counts the neighbour as heard, with the
-// copy as it stands when the round starts; one of a closed round (a neighbour that missed the
-// deadline) is still applied — that round's consensus went without it, its weight on the
-// diagonal, but the copy is whole again. A delta that would skip a round (the one before it was
-// lost: a link that was not up yet, or dropped and came back) is rejected as kOutOfOrder and
-// the copy is resynchronised: the holder sends the neighbour a CopyRequest (at most one per
-// neighbour per round while it waits), the neighbour answers with its own public copy, dense and
-// lossless (GossipVector::kModelCopy, envelope round n = the deltas it holds), and the holder
-// replaces its copy and continues with delta n. Until then the neighbour stays out of this
-// peer's consensus (its weight on the diagonal). A peer sends a copy ahead of any delta it
-// queues for the same neighbour, so the delta that follows it on an ordered link applies.
-//
-// public_copies = false is the naive compressed gossip CHOCO improves on (the CHOCO paper's
-// baseline): every copy is reset to zero before each delta, so peers exchange C(x^{k+1/2})
-// itself and x_{k+1} = x^{k+1/2} + gamma * sum_j W_ij (C(x_j^{k+1/2}) - C(x_i^{k+1/2})). With an
-// aggressive compressor it stalls or diverges; it exists to show that, in comparisons.
+// Against public copies (CHOCO, BEER; R = 1): every peer keeps public copies ẑ_j of each
+// exchanged vector of itself and of each neighbour (degree δ: δ + 1 per vector, zero at the
+// start), identical at every holder, and sends C(z - ẑ_i) (GossipVector::kModelDelta,
+// kTrackerDelta, config.codec; the same bytes to every neighbour). x̂_j += decode(q_j) for j = i
+// and each neighbour, keyed by CodecContext{seed, round, j}; the sender decodes its own frame
+// through the same path, so the copies agree bit for bit. The step's mix is the consensus sum
+// sum_{j heard} W_ij (ẑ_j - ẑ_i). The copies stay identical only if every holder applies the same
+// deltas in the same order (float addition does not commute bit for bit), so a neighbour's deltas
+// are applied strictly in round order, as they arrive, whatever this peer's own round: one of the
+// current round joins this round's consensus; one of a later round (a neighbour that is ahead)
+// advances the copy at once, and each round the copy has passed counts the neighbour as heard,
+// with the copy as it stands when the round starts; one of a closed round (a neighbour that
+// missed the deadline) is still applied — that round's consensus went without it, its weight on
+// the diagonal, but the copy is whole again. A delta that would skip a round (the one before it
+// was lost) is rejected as kOutOfOrder and the copy is resynchronised: the holder sends the
+// neighbour a CopyRequest (at most one per neighbour per round while it waits), the neighbour
+// answers with its own public copy, dense and lossless (GossipVector::kModelCopy, envelope round
+// n = the deltas it holds; GossipInfo.step names the vector: 0 the model, 1 the tracker), and the
+// holder replaces its copy and continues with delta n. Until then the neighbour stays out of this
+// peer's consensus. A peer sends a copy ahead of any delta it queues for the same neighbour, so
+// the delta that follows it on an ordered link applies. Without public copies (CHOCO's naive
+// baseline) every copy is reset to zero before each delta.
 //
 // Re-weighting: a missed neighbour's weight (per vector) moves onto the diagonal, so the row
 // still sums to 1 and the update stays a convex mix. The matrix actually applied in such a step
 // is no longer symmetric (the neighbour may have heard this peer), so the network average drifts
 // a little in steps with misses; counters().neighbours_missed and reweighted_steps say how often
-// that happened. A tracker whose gradient call fails keeps g_{k-1} (its contribution to the
-// tracked mean is unchanged); D-PSGD then takes no gradient step.
-//
-// Received frames of the dense algorithms are checked and either accepted or counted by
-// GossipRejectReason and dropped: a frame of the current step is mixed in as it arrives (weighted
-// sum in arrival order); one of
-// the next step, from a neighbour that is ahead, goes into a second accumulator (one slot per
-// neighbour and vector: a second one is a duplicate); later steps are kFuture, earlier ones
-// kLate (the step that just closed) or kStale. The two accumulators replace per-neighbour
-// copies: memory is a fixed number of model-sized vectors whatever the degree (ArenaBytes).
-// CHOCO needs the copies themselves (δ + 1 of them, in ArenaBytes), BEER twice as many. Nothing a
-// neighbour sends can crash the peer or hold it past the deadline.
-//
-// kBeer is BEER (Zhao, Li, Li, Richtárik and Chi 2022): gradient tracking with both the model and
-// the tracker compressed against public copies, CHOCO-style, so tracking's immunity to data
-// heterogeneity survives compression. Every peer keeps copies x̂_j and ŷ_j (written ĥ and ĝ in
-// the paper) of itself and each neighbour: 2(δ + 1) model-sized copies, zero at the start. Each
-// round k (R = 1, eta_g = 0), with g_k the gradient at x_k:
-//
-//   v_k       = g_0 (k = 0);  v_k = v_{k-1} + gamma * sum_j W_ij (ŷ_j - ŷ_i) + g_k - g_{k-1}
-//                                     (the tracker copies as of the end of round k-1)
-//   q_i       = C(x_k - x̂_i)         GossipVector::kModelDelta      } both with config.codec,
-//   r_i       = C(v_k - ŷ_i)         GossipVector::kTrackerDelta    } keyed like CHOCO's
-//   x̂_j += decode(q_j), ŷ_j += decode(r_j)   for j = i and each neighbour, in round order
-//   x_{k+1}   = x_k + gamma * sum_{j heard} W_ij (x̂_j - x̂_i) - lr * v_k
-//
-// The tracker's consensus sum is collected during round k, as its deltas arrive, and added at
-// the round's close (tracker() is then v_k plus that sum until round k+1 adds g_{k+1} - g_k).
-// In the paper's matrix form (rows = peers) this is X_{k+1} = X_k + gamma (W - I) H_k - lr V_k,
-// H_{k+1} = H_k + C(X_{k+1} - H_k), V_{k+1} = V_k + gamma (W - I) G_k + grad F(X_{k+1}) -
-// grad F(X_k), G_{k+1} = G_k + C(V_{k+1} - G_k), with H_0 = C(X_0) and G_0 = C(V_0): the copies
-// start at zero and round 0 sends the compressed x_0 and v_0 (the paper's H_0 = X_0, G_0 = V_0
-// exactly with the identity codec), so there is no dense first exchange. The mean of the v_i is
-// the mean of the g_{k,i} at every round (the consensus sums cancel over the network because the
-// copies agree bit for bit), with any codec. A round is complete when every live neighbour's two
-// deltas of the round are in; one that missed the deadline has its weight on the diagonal for
-// the vector(s) it missed. Each vector's copies follow CHOCO's rules above independently (strict
-// round order, late and ahead deltas, kOutOfOrder and resynchronisation): the CopyRequest and
-// the kModelCopy answer carry GossipInfo.step = 0 for the model's copy and 1 for the tracker's.
-// A failed gradient call keeps g_k = g_{k-1}. public_copies must be true.
+// that happened. Received frames are checked and either accepted or counted by
+// GossipRejectReason and dropped: nothing a neighbour sends can crash the peer or hold it past
+// the deadline.
 //
 // Lost neighbours: OnPeerLost(j) or a Leave from j marks j lost. Lost neighbours are neither sent
 // to nor waited for (a step completes when every live neighbour was heard); when every neighbour
@@ -164,12 +103,18 @@
 
 namespace edgesgd::protocol {
 
-// The gradient callback is the workers' GradientFunction (worker_session.h), called once per
-// round with local_step 0. A non-ok Status or a non-finite gradient makes the peer mix without
-// a gradient step that round (counted as a gradient error): the neighbours still get its model,
-// so one bad batch never stalls them.
+namespace internal {
+class GossipRule;
+struct GossipState;
+}  // namespace internal
 
-// The decentralized algorithm a peer runs (see the top of this file).
+// The gradient callback is the workers' GradientFunction (worker_session.h), called once per
+// round with local_step 0. A non-ok Status or a non-finite gradient is counted as a gradient
+// error and the peer still mixes: D-PSGD and CHOCO take no gradient step that round, the
+// trackers keep g_{k-1}. The neighbours still get its vectors, so one bad batch never stalls them.
+
+// The decentralized algorithm a peer runs (docs/algorithms.md §6; each one's update rule is a
+// file of transport/protocol/src/gossip/).
 enum class GossipAlgorithm : std::uint8_t {
   kDpsgd = 0,
   kGradientTracking = 1,
@@ -181,17 +126,12 @@ enum class GossipAlgorithm : std::uint8_t {
 // Lower-case name ("dpsgd", "gt", "detag", "choco", "beer"); never null.
 const char* GossipAlgorithmName(GossipAlgorithm algorithm);
 
-// Whether the algorithm exchanges a tracker besides the model.
-constexpr bool TracksGradients(GossipAlgorithm algorithm) {
-  return algorithm == GossipAlgorithm::kGradientTracking || algorithm == GossipAlgorithm::kDetag ||
-         algorithm == GossipAlgorithm::kBeer;
-}
+// Whether the algorithm exchanges a tracker besides the model (false for an unknown value).
+bool TracksGradients(GossipAlgorithm algorithm);
 
 // Whether the algorithm sends compressed deltas against public copies (CHOCO and BEER) rather
-// than dense vectors.
-constexpr bool CompressesGossip(GossipAlgorithm algorithm) {
-  return algorithm == GossipAlgorithm::kChoco || algorithm == GossipAlgorithm::kBeer;
-}
+// than dense vectors (false for an unknown value).
+bool CompressesGossip(GossipAlgorithm algorithm);
 
 // Most gradient calls averaged per round.
 inline constexpr std::uint32_t kMaxPhaseBatches = 1u << 20;
@@ -363,71 +303,27 @@ class GossipPeerSession final : public Session {
       wire::FrameBuilderBytes(ModelCodec(), TensorLayout::Single(1).value());
 
   // Largest frame a peer of `config` sends or accepts (a payload of config.codec: the dense model
-  // for the dense algorithms); 0 when the layout cannot be sized. Size drivers' receive buffers
-  // with it.
-  static constexpr std::size_t MaxFrameBytes(const GossipConfig& config) {
-    const std::size_t sent = wire::MaxFrameBytes(config.codec, config.layout);
-    if (!ResynchronisesCopies(config)) return sent;
-    const std::size_t copy = wire::MaxFrameBytes(ModelCodec(), config.layout);
-    return sent == 0 || copy == 0 ? 0 : (sent > copy ? sent : copy);
-  }
+  // for the dense algorithms, and with public copies the dense copy if larger); 0 when the layout
+  // cannot be sized. Size drivers' receive buffers with it.
+  static std::size_t MaxFrameBytes(const GossipConfig& config);
 
   // Whether a peer of `config` sends and answers CopyRequests: CHOCO with public copies, BEER.
-  static constexpr bool ResynchronisesCopies(const GossipConfig& config) {
-    return CompressesGossip(config.algorithm) && config.public_copies;
-  }
+  static bool ResynchronisesCopies(const GossipConfig& config);
 
-  // Model-sized float vectors a peer of `config` keeps. Dense algorithms: per exchanged vector
-  // (the model, and the tracker when tracking) the working copy and two mixing accumulators,
-  // plus Z_{r-1} when eta_g != 0; the round's gradient (and a per-call buffer when B > 1); when
-  // tracking the previous gradient, and for R > 1 the round-start snapshots of x and y. CHOCO:
-  // the model, the consensus accumulator (which holds the encoder's input x^{k+1/2} - x̂_i
-  // before the round's first term), the gradient, a per-call buffer when B > 1, and the public
-  // copies: degree + 1. BEER: the same per exchanged vector (model and tracker: the working
-  // vector, its consensus accumulator and degree + 1 copies), the gradient, the previous
-  // gradient and the per-call buffer when B > 1.
-  static constexpr std::size_t ModelVectors(const GossipConfig& config) {
-    const std::size_t batch_buffer = config.phase_batches > 1 ? std::size_t{1} : std::size_t{0};
-    const bool tracking = TracksGradients(config.algorithm);
-    if (CompressesGossip(config.algorithm)) {
-      const std::size_t exchanged = tracking ? 2 : 1;
-      return exchanged * (2 + std::size_t{config.mixing.degree} + 1) + 1 + batch_buffer +
-             (tracking ? 1 : 0);
-    }
-    const std::size_t exchanged = tracking ? 2 : 1;
-    std::size_t count = exchanged * (config.accel != 0.0f ? 4 : 3) + 1 + batch_buffer;
-    if (tracking) count += config.gossip_steps > 1 ? 3 : 1;
-    return count;
-  }
+  // Model-sized float vectors a peer of `config` keeps. Per exchanged vector (the model, and the
+  // tracker when tracking) the working copy and its mixing accumulator, plus, for the dense
+  // algorithms, the accumulator of the next step's early vectors (and Z_{r-1} when eta_g != 0),
+  // or, against public copies, degree + 1 copies; the round's gradient (and a per-call buffer when
+  // B > 1); when tracking the previous gradient, and for R > 1 the round-start snapshots of x and
+  // y. 0 for an unknown algorithm.
+  static std::size_t ModelVectors(const GossipConfig& config);
 
   // Exact arena bytes Init takes: ModelVectors(config) vectors of d floats, two frame builders
   // (of config.codec's frames) per exchanged vector, the codec scratch (CHOCO, BEER), one
   // control-frame builder, and when copies are resynchronised, per exchanged vector the builders
-  // of its dense copy and its CopyRequest. 0 when the layout or codec cannot be sized (see
-  // ValidateGossipConfig for the full checks).
-  static constexpr std::size_t ArenaBytes(const GossipConfig& config) {
-    const std::size_t d = config.layout.dimension();
-    const std::size_t builder = wire::FrameBuilderBytes(config.codec, config.layout);
-    if (d == 0 || builder == 0) return 0;
-    const std::size_t exchanged = TracksGradients(config.algorithm) ? 2 : 1;
-    std::size_t resync = 0;
-    if (ResynchronisesCopies(config)) {
-      const std::size_t copy = wire::FrameBuilderBytes(ModelCodec(), config.layout);
-      if (copy == 0) return 0;
-      resync =
-          exchanged * (edgesgd::ArenaBytes(copy) + edgesgd::ArenaBytes(kCopyRequestBuilderBytes));
-    }
-    return ModelVectors(config) * ArenaBytesFor<float>(d) +
-           2 * exchanged * edgesgd::ArenaBytes(builder) +
-           edgesgd::ArenaBytes(CodecScratchBytesOf(config)) +
-           edgesgd::ArenaBytes(kControlBuilderBytes) + resync;
-  }
-
-  // Scratch bytes the codec of CHOCO and BEER needs to encode and decode, shared by the vectors
-  // (0 for the dense algorithms).
-  static constexpr std::size_t CodecScratchBytesOf(const GossipConfig& config) {
-    return CompressesGossip(config.algorithm) ? CodecScratchBytes(config.codec, config.layout) : 0;
-  }
+  // of its dense copy and its CopyRequest. 0 when the algorithm, layout or codec cannot be sized
+  // (see ValidateGossipConfig for the full checks).
+  static std::size_t ArenaBytes(const GossipConfig& config);
 
   GossipPeerSession() = default;
   GossipPeerSession(const GossipPeerSession&) = delete;
@@ -548,10 +444,10 @@ class GossipPeerSession final : public Session {
   bool DoPollFrame(OutgoingFrame& out);
   TimeNs DoNextWakeup() const;
 
-  bool choco() const { return config_.algorithm == GossipAlgorithm::kChoco; }
-  bool beer() const { return config_.algorithm == GossipAlgorithm::kBeer; }
-  // CHOCO or BEER: deltas against public copies.
-  bool compressed() const { return CompressesGossip(config_.algorithm); }
+  // Whether the exchange is deltas against public copies (false before Init).
+  bool compressed() const;
+  // The vectors as the rule updates them, at the current round and step.
+  internal::GossipState RuleState();
   // Index of `peer` in the mixing row, or -1.
   int NeighbourIndex(PeerId peer) const;
   void HandleExchange(std::size_t index, const wire::FrameView& view, TimeNs now);
@@ -602,8 +498,8 @@ class GossipPeerSession final : public Session {
                                                 std::span<const float> values) const;
   void CloseStep(TimeNs now, bool deadline_passed);
   // CHOCO, BEER: q_i = C(z - ẑ_i) of exchanged vector `vector` as a frame in the builder of
-  // `slot` (z: CHOCO's x^{k+1/2}, BEER's x_k or v_k), and ẑ_i += decode(q_i) from the frame's
-  // bytes. Errors: the codec's and the builder's.
+  // `slot` (the rule's DeltaInput), and ẑ_i += decode(q_i) from the frame's bytes. Errors: the
+  // codec's and the builder's.
   Result<std::span<const std::byte>> BuildDeltaFrame(std::size_t vector, std::size_t slot,
                                                      const wire::FrameHeader& header,
                                                      const wire::PayloadMessage& message);
@@ -633,6 +529,7 @@ class GossipPeerSession final : public Session {
   std::array<PendingBits, kMaxNeighbours> pending_{};      // pending bits per neighbour
   std::size_t pending_frames_ = 0;                         // set bits over pending_
 
+  const internal::GossipRule* rule_ = nullptr;  // the algorithm's update rule, set at Init
   std::array<Exchanged, kMaxVectors> exchanged_;
   std::size_t vectors_ = 1;             // exchanged vectors: 1, or 2 when tracking
   std::span<float> gradient_;           // g_k
