@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "edgesgd/wire/frame_decoder.h"
 #include "session_util.h"
@@ -31,24 +30,11 @@ Status ServerSession::Init(Arena& arena, const CodecRegistry& codecs, const RunC
   if (const Status check = ValidateRunConfig(config); !check.ok()) return check;
   if (const Status check = ValidateServerChoices(config); !check.ok()) return check;
   if (const Status check = ValidateServerOptions(options); !check.ok()) return check;
-  if (config.async.buffer > options.workers) {
-    return Status::InvalidArgument(
-        "the asynchronous buffer K is larger than the worker count: a version takes one update "
-        "from each of K different workers");
-  }
   if (config.privacy.mode == PrivacyMode::kCentral && options.noise_key == 0) {
     return Status::InvalidArgument("central noise needs a secret ServerOptions::noise_key");
   }
-  if (config.secure.enabled) {
-    if (options.noise_key == 0) {
-      return Status::InvalidArgument(
-          "secure aggregation draws its neighbour graph from a secret ServerOptions::noise_key");
-    }
-    if (options.workers < 2) {
-      return Status::InvalidArgument("secure aggregation needs at least two workers");
-    }
-    EDGESGD_TRY(CheckSecureCohort(config, options.workers));
-  }
+  RoundPolicy& rounds = RoundPolicyFor(config);
+  EDGESGD_TRY(rounds.Check(config, options));
   if (initial_model.size() != config.layout.dimension()) {
     return Status::InvalidArgument("the initial model's size is not the layout's dimension");
   }
@@ -63,6 +49,7 @@ Status ServerSession::Init(Arena& arena, const CodecRegistry& codecs, const RunC
   config_ = config;
   options_ = options;
   codecs_ = &codecs;
+  rounds_ = &rounds;
   aggregation_kind_ = FindAggregation(config_);
   // The arena holds ArenaBytes: none of these fails.
   model_ = arena.Allocate<float>(config_.layout.dimension()).value();
@@ -72,13 +59,9 @@ Status ServerSession::Init(Arena& arena, const CodecRegistry& codecs, const RunC
     EDGESGD_TRY(server_optimizer_.Init(arena, model_.size(), config_.server_optimizer));
     change_ = arena.Allocate<float>(model_.size()).value();
   }
-  if (config_.secure.enabled) {
-    EDGESGD_TRY(secure_.Init(arena, codecs, config_, options_.workers));
-    cohort_ = arena.Allocate<std::uint32_t>(options_.workers).value();
-  }
+  EDGESGD_TRY(rounds_->Init(arena, codecs));
   EDGESGD_TRY(outbox_.Init(arena, config_, options_.workers,
-                           aggregation_kind_->aggregate_is_payload,
-                           config_.secure.enabled ? &secure_ : nullptr));
+                           aggregation_kind_->aggregate_is_payload, rounds_->secure_round()));
   EDGESGD_TRY_ASSIGN(
       aggregation_,
       aggregation_kind_->create(arena, {codecs_, &config_, options_.workers, options_.noise_key}));
@@ -90,6 +73,12 @@ Status ServerSession::Init(Arena& arena, const CodecRegistry& codecs, const RunC
   max_receive_bytes_ = ServerReceiveFrameBytes(config_, options_.workers);
   phase_ = ServerPhase::kJoining;
   return Status::Ok();
+}
+
+RoundPolicy& ServerSession::RoundPolicyFor(const RunConfig& config) {
+  if (config.secure.enabled) return secure_rounds_;
+  if (IsAsynchronous(config.async)) return buffered_async_rounds_;
+  return synchronous_rounds_;
 }
 
 void ServerSession::DoStart(TimeNs now) {
@@ -170,15 +159,7 @@ TimeNs ServerSession::DoNextWakeup() const {
   if (phase_ == ServerPhase::kJoining) {
     if (!join_deadline_passed_) next = join_deadline_;
   } else if (phase_ == ServerPhase::kTraining) {
-    next = deadline_;
-    if (config_.secure.enabled && secure_.open()) next = std::min(next, secure_resend_at_);
-    if (asynchronous() && options_.round_deadline_ns != kNever) {
-      for (const WorkerSlot& slot : slots_) {
-        if (slot.live && InFlight(slot)) {
-          next = std::min(next, SaturatingAdd(slot.dispatched_at, options_.round_deadline_ns));
-        }
-      }
-    }
+    next = rounds_->NextWakeup();
   } else {
     return kNever;
   }
@@ -246,7 +227,7 @@ void ServerSession::HandleJoin(PeerId from, const wire::FrameView& view, TimeNs 
   // A (re)joining worker may hold any model or none: it gets the full model next.
   slot->held_round = kNoRound;
   outbox_.Owe(from, ServerOutbox::kWelcome);
-  if (phase_ == ServerPhase::kTraining && InFlight(*slot)) Resend(*slot, now);
+  if (phase_ == ServerPhase::kTraining && slot->in_flight()) Resend(*slot, now);
 }
 
 void ServerSession::HandleUpdate(PeerId from, const wire::FrameView& view, TimeNs now) {
@@ -265,23 +246,8 @@ void ServerSession::HandleUpdate(PeerId from, const wire::FrameView& view, TimeN
     Reject(from, RejectReason::kFuture, round, now);
     return;
   }
-  // Synchronous rounds take updates of the current round only; asynchronous aggregation takes
-  // them up to max_staleness versions old, and drops (and counts) older ones.
-  const std::uint32_t max_age = asynchronous() ? config_.async.max_staleness : 0;
-  if (round_ - round > max_age) {
-    const bool late = !asynchronous() && round + 1 == round_;
-    // An asynchronous worker that answered, too late, is free to train again.
-    if (asynchronous() && slot->selected && slot->dispatched_round == round) slot->reported = true;
-    Reject(from, late ? RejectReason::kLate : RejectReason::kStale, round, now);
-    return;
-  }
-  if (!slot->selected || slot->dispatched_round != round) {
-    Reject(from, RejectReason::kNotSelected, round, now);
-    return;
-  }
-  if (config_.secure.enabled) {
-    // Updates travel masked, in the round's phases; a plain one would reveal its device's.
-    Reject(from, RejectReason::kUnexpectedMessage, round, now);
+  if (const std::optional<RejectReason> refused = rounds_->RefuseUpdate(*slot, round)) {
+    Reject(from, *refused, round, now);
     return;
   }
   if (slot->reported) {
@@ -301,15 +267,10 @@ void ServerSession::HandleUpdate(PeerId from, const wire::FrameView& view, TimeN
     Reject(from, RejectReason::kBadPayload, round, now);
     return;
   }
-  slot->reported = true;
-  slot->held_round = round;
+  AcceptUpdate(*slot, round);
   payload_bits_this_round_ += PayloadBits(view.payload.view);
   if (view.has_control) payload_bits_this_round_ += PayloadBits(view.control.view);
-  // A broadcast queued by a revival is no longer needed: the worker has answered.
-  outbox_.Forgive(from, ServerOutbox::kBroadcast);
   ++reported_;
-  ++counters_.updates_accepted;
-  ++slot->updates_accepted;
 }
 
 void ServerSession::HandleSecure(PeerId from, const wire::FrameView& view, TimeNs now) {
@@ -320,29 +281,10 @@ void ServerSession::HandleSecure(PeerId from, const wire::FrameView& view, TimeN
     return;
   }
   MarkHeard(*slot, now);
-  if (phase_ != ServerPhase::kTraining || !secure_.open()) {
-    Reject(from, RejectReason::kUnexpectedMessage, round, now);
-    return;
-  }
-  if (round != round_) {
-    Reject(from, round > round_ ? RejectReason::kFuture : RejectReason::kLate, round, now);
-    return;
-  }
-  if (!slot->selected) {
-    Reject(from, RejectReason::kNotSelected, round, now);
-    return;
-  }
-  const wire::SecureView* message = internal::SecureMessageOf(view.secure);
-  if (message == nullptr) {
-    Reject(from, RejectReason::kUnexpectedMessage, round, now);
-    return;
-  }
-  if (const std::optional<RejectReason> refused = secure_.Add(from, *message)) {
-    Reject(from, *refused, round, now);
-    return;
-  }
-  // The keys answer the broadcast: a broadcast queued by a revival is no longer needed.
-  outbox_.Forgive(from, ServerOutbox::kBroadcast);
+  const std::optional<RejectReason> refused = phase_ == ServerPhase::kTraining
+                                                  ? rounds_->TakeSecureMessage(*slot, view)
+                                                  : RejectReason::kUnexpectedMessage;
+  if (refused) Reject(from, *refused, round, now);
 }
 
 Status ServerSession::AddUpdate(const wire::FrameView& view, const CodecParams& params,
@@ -360,6 +302,15 @@ Status ServerSession::AddUpdate(const wire::FrameView& view, const CodecParams& 
                                       context, view.message.update);
 }
 
+void ServerSession::AcceptUpdate(WorkerSlot& slot, std::uint32_t round) {
+  slot.reported = true;
+  slot.held_round = round;
+  ++slot.updates_accepted;
+  ++counters_.updates_accepted;
+  // A broadcast queued by a revival is no longer needed: the worker has answered.
+  outbox_.Forgive(PeerOf(slot), ServerOutbox::kBroadcast);
+}
+
 void ServerSession::MarkHeard(WorkerSlot& slot, TimeNs now) {
   slot.last_heard = now;
   if (slot.live) return;
@@ -369,7 +320,7 @@ void ServerSession::MarkHeard(WorkerSlot& slot, TimeNs now) {
   // its update, which is then accepted or a harmless duplicate).
   slot.live = true;
   ++counters_.revivals;
-  if (phase_ == ServerPhase::kTraining && InFlight(slot)) Resend(slot, now);
+  if (phase_ == ServerPhase::kTraining && slot.in_flight()) Resend(slot, now);
 }
 
 void ServerSession::Resend(WorkerSlot& slot, TimeNs now) {
@@ -408,55 +359,10 @@ void ServerSession::Advance(TimeNs now) {
     }
     return;
   }
-  if (phase_ != ServerPhase::kTraining) return;
-  if (asynchronous()) {
-    AdvanceAsync(now);
-    return;
-  }
-  if (config_.secure.enabled) {
-    // A round that could not be secured (too few participants) waits for its deadline.
-    if (secure_.open()) {
-      AdvanceSecure(now);
-    } else if (now >= deadline_) {
-      AbortSecureRound(now, secure_abort_);
-    }
-    return;
-  }
-
-  // Participants that can still report: sampled, alive, not reported yet.
-  const std::uint32_t waiting = LiveCount(true, true);
-  if (reported_ >= 1 && waiting == 0) {
-    CloseRound(now);
-    return;
-  }
-  if (now >= deadline_) {
-    std::uint32_t reachable = 0;
-    for (const WorkerSlot& slot : slots_) {
-      reachable += (slot.selected && (slot.live || slot.reported)) ? 1u : 0u;
-    }
-    const std::uint32_t quorum =
-        std::max<std::uint32_t>(1, std::min<std::uint32_t>(options_.quorum, reachable));
-    if (reported_ >= quorum) {
-      CloseRound(now);
-    } else {
-      ExtendRound(now);
-    }
-    return;
-  }
-  // Nobody sampled can report (all of them vanished): sample everyone else who is alive
-  // rather than wait for the deadline.
-  if (reported_ == 0 && waiting == 0) TopUp(now);
+  if (phase_ == ServerPhase::kTraining) rounds_->Advance(now);
 }
 
 void ServerSession::StartRound(TimeNs now) {
-  // Asynchronous workers keep training across versions.
-  if (!asynchronous()) {
-    for (WorkerSlot& slot : slots_) {
-      slot.selected = false;
-      slot.reported = false;
-      outbox_.Forgive(PeerOf(slot), ServerOutbox::kBroadcast);
-    }
-  }
   selected_ = 0;
   reported_ = 0;
   payload_bits_this_round_ = 0;
@@ -470,164 +376,7 @@ void ServerSession::StartRound(TimeNs now) {
            Status::Internal("the model broadcast frame could not be built"));
     return;
   }
-  if (asynchronous()) {
-    // A broadcast still owed goes out as the new version's frame.
-    for (WorkerSlot& slot : slots_) {
-      if (InFlight(slot) && outbox_.Owes(PeerOf(slot), ServerOutbox::kBroadcast)) {
-        slot.dispatched_round = round_;
-      }
-    }
-    dispatch_rng_ = CounterRng(config_.seed, round_, 1, StreamId(RandomPurpose::kParticipation));
-    Dispatch(now);
-    return;
-  }
-
-  std::uint32_t count = 0;
-  for (PeerId peer = 1; peer <= options_.workers; ++peer) {
-    if (slots_[peer].joined && slots_[peer].live) candidates_[count++] = peer;
-  }
-  const std::span<const std::uint32_t> participants = internal::SampleParticipants(
-      candidates_.first(count), config_.participation, config_.seed, round_);
-  for (const std::uint32_t peer : participants) Select(slots_[peer], now);
-  deadline_ = SaturatingAdd(now, options_.round_deadline_ns);
-  if (config_.secure.enabled) BeginSecureRound(now);
-}
-
-void ServerSession::BeginSecureRound(TimeNs now) {
-  std::uint32_t count = 0;
-  for (PeerId peer = 1; peer <= options_.workers; ++peer) {
-    if (slots_[peer].selected) cohort_[count++] = peer;
-  }
-  // The ring's order is the server's secret: no device can foresee its neighbours.
-  CounterRng graph(options_.noise_key, round_, 0, StreamId(RandomPurpose::kSecureAggregationGraph));
-  const std::uint64_t high = graph.NextU32();
-  const std::uint64_t graph_seed = (high << 32) | graph.NextU32();
-  // A round that cannot begin (fewer than two participants) stays closed; Advance aborts it at
-  // its deadline.
-  if (const Status begun = secure_.Begin(round_, cohort_.first(count), graph_seed); !begun.ok()) {
-    secure_abort_ = begun;
-  }
-  secure_resend_at_ = SecureResendTime(now);
-}
-
-void ServerSession::AdvanceSecure(TimeNs now) {
-  bool waiting = false;
-  for (PeerId peer = 1; peer <= options_.workers && !waiting; ++peer) {
-    waiting = slots_[peer].live && secure_.Awaits(peer);
-  }
-  if (!waiting || now >= deadline_) {
-    CloseSecurePhase(now);
-    return;
-  }
-  if (now < secure_resend_at_) return;
-  // Halfway through the phase: a lost frame either way would otherwise drop the device from
-  // the round. A device that already answered answers the same message again.
-  secure_resend_at_ = kNever;
-  for (PeerId peer = 1; peer <= options_.workers; ++peer) {
-    WorkerSlot& slot = slots_[peer];
-    if (!slot.live || !secure_.Awaits(peer)) continue;
-    if (secure_.phase() == SecureRound::kKeys) {
-      Resend(slot, now);  // the keys answer the model broadcast
-    } else {
-      outbox_.Owe(peer, ServerOutbox::kSecure);
-    }
-    ++counters_.secure_messages_resent;
-  }
-}
-
-TimeNs ServerSession::SecureResendTime(TimeNs phase_start) const {
-  return options_.round_deadline_ns == kNever
-             ? kNever
-             : SaturatingAdd(phase_start, options_.round_deadline_ns / 2);
-}
-
-void ServerSession::CloseSecurePhase(TimeNs now) {
-  const Result<bool> closed = secure_.Close();
-  if (!closed.ok()) {
-    AbortSecureRound(now, closed.status());
-    return;
-  }
-  payload_bits_this_round_ = secure_.masked_bits();
-  if (closed.value()) {
-    const Result<std::uint32_t> summed = secure_.AddSum(*aggregation_, model_);
-    if (!summed.ok()) {
-      AbortSecureRound(now, summed.status());
-      return;
-    }
-    for (PeerId peer = 1; peer <= options_.workers; ++peer) {
-      WorkerSlot& slot = slots_[peer];
-      if (!slot.selected || !secure_.Survived(peer)) continue;
-      slot.reported = true;
-      slot.held_round = round_;
-      ++slot.updates_accepted;
-      ++counters_.updates_accepted;
-      outbox_.Forgive(peer, ServerOutbox::kBroadcast);
-    }
-    reported_ = summed.value();
-    CloseRound(now);
-    return;
-  }
-  // The next phase: its own deadline, and its message to every device still in the round.
-  deadline_ = SaturatingAdd(now, options_.round_deadline_ns);
-  secure_resend_at_ = SecureResendTime(now);
-  for (PeerId peer = 1; peer <= options_.workers; ++peer) {
-    outbox_.Forgive(peer, ServerOutbox::kSecure);
-    if (slots_[peer].live && secure_.Awaits(peer)) outbox_.Owe(peer, ServerOutbox::kSecure);
-  }
-}
-
-void ServerSession::AbortSecureRound(TimeNs now, Status why) {
-  secure_.Abort();
-  secure_abort_ = why;
-  ++counters_.secure_rounds_aborted;
-  for (PeerId peer = 1; peer <= options_.workers; ++peer) {
-    outbox_.Forgive(peer, ServerOutbox::kSecure);
-  }
-  reported_ = 0;
-  CloseRound(now);
-}
-
-void ServerSession::AdvanceAsync(TimeNs now) {
-  bool more_can_report = false;
-  for (WorkerSlot& slot : slots_) {
-    if (!slot.live || !InFlight(slot)) {
-      more_can_report = more_can_report || Dispatchable(slot);
-      continue;
-    }
-    if (options_.round_deadline_ns != kNever &&
-        SaturatingAdd(slot.dispatched_at, options_.round_deadline_ns) <= now) {
-      // No answer within the deadline (offline, or the frames were lost): another worker takes
-      // its place; an update it still sends is refused as not selected.
-      slot.selected = false;
-      outbox_.Forgive(PeerOf(slot), ServerOutbox::kBroadcast);
-      ++counters_.deadline_extensions;
-      ++extensions_this_round_;
-      more_can_report = more_can_report || Dispatchable(slot);
-      continue;
-    }
-    more_can_report = true;
-  }
-  if (reported_ >= config_.async.buffer || (reported_ >= 1 && !more_can_report)) {
-    CloseRound(now);  // and starts the next version, dispatching to idle workers
-    return;
-  }
-  Dispatch(now);
-}
-
-void ServerSession::Dispatch(TimeNs now) {
-  const std::uint32_t target = SampledCount(config_.participation, LiveCount(false, false));
-  std::uint32_t training = 0;
-  std::uint32_t count = 0;
-  for (PeerId peer = 1; peer <= options_.workers; ++peer) {
-    const WorkerSlot& slot = slots_[peer];
-    if (slot.live && InFlight(slot)) ++training;
-    if (Dispatchable(slot)) candidates_[count++] = peer;
-  }
-  // A partial Fisher-Yates shuffle draws the idle workers that start training.
-  for (std::uint32_t i = 0; training < target && i < count; ++i, ++training) {
-    std::swap(candidates_[i], candidates_[i + dispatch_rng_.NextBelow(count - i)]);
-    Select(slots_[candidates_[i]], now);
-  }
+  rounds_->StartRound(now);
 }
 
 void ServerSession::Select(WorkerSlot& slot, TimeNs now) {
@@ -643,37 +392,8 @@ void ServerSession::Select(WorkerSlot& slot, TimeNs now) {
                                          aggregate_valid_ && holds_previous);
 }
 
-void ServerSession::ExtendRound(TimeNs now) {
-  ++counters_.deadline_extensions;
-  ++extensions_this_round_;
-  bool resent = false;
-  for (PeerId peer = 1; peer <= options_.workers; ++peer) {
-    WorkerSlot& slot = slots_[peer];
-    if (slot.selected && slot.live && !slot.reported) {
-      outbox_.Owe(peer, ServerOutbox::kBroadcast);
-      resent = true;
-    }
-  }
-  if (!resent) TopUp(now);
-  deadline_ = SaturatingAdd(now, options_.round_deadline_ns);
-}
-
-void ServerSession::TopUp(TimeNs now) {
-  std::uint32_t added = 0;
-  for (PeerId peer = 1; peer <= options_.workers; ++peer) {
-    WorkerSlot& slot = slots_[peer];
-    if (slot.joined && slot.live && !slot.selected) {
-      Select(slot, now);
-      ++added;
-    }
-  }
-  if (added > 0) ++counters_.top_ups;
-}
-
-void ServerSession::CloseRound(TimeNs now) {
-  // An aborted secure round has nothing to apply: the model stays as it was.
-  const bool aborted = config_.secure.enabled && reported_ == 0;
-  const Status applied = aborted ? Status::Ok() : ApplyRound();
+void ServerSession::CloseRound(TimeNs now, bool apply) {
+  const Status applied = apply ? ApplyRound() : Status::Ok();
   const RoundEvent event{round_,
                          now,
                          selected_,
@@ -689,7 +409,7 @@ void ServerSession::CloseRound(TimeNs now) {
     Finish(wire::LeaveReason::kFailure, applied);
     return;
   }
-  if (!aborted) ++counters_.rounds_completed;
+  if (apply) ++counters_.rounds_completed;
   ++round_;
   if (round_ >= config_.rounds) {
     Finish(wire::LeaveReason::kDone, Status::Ok());
@@ -748,7 +468,6 @@ void ServerSession::Finish(wire::LeaveReason reason, Status status) {
     if (slots_[peer].joined && leave) outbox_.Owe(peer, ServerOutbox::kLeave);
   }
   phase_ = ServerPhase::kDone;
-  deadline_ = kNever;
 }
 
 std::uint32_t ServerSession::LiveCount(bool selected_only, bool non_reporters_only) const {
@@ -760,50 +479,6 @@ std::uint32_t ServerSession::LiveCount(bool selected_only, bool non_reporters_on
     ++count;
   }
   return count;
-}
-
-std::size_t ServerSession::StateBytes() const {
-  if (aggregation_ == nullptr) return 0;
-  return CheckpointBytes(config_, options_.workers, aggregation_->SavedState().size());
-}
-
-Result<std::size_t> ServerSession::SaveState(std::span<std::byte> out) const {
-  if (phase_ == ServerPhase::kUninitialized) return Status::FailedPrecondition("not initialized");
-  CheckpointState state;
-  state.round = round_;
-  state.rounds = config_.rounds;
-  state.sequence = outbox_.sequence();
-  state.counters = {counters_.bytes_received, counters_.bytes_sent, counters_.frames_received,
-                    counters_.frames_sent, counters_.rounds_completed};
-  state.model = std::as_bytes(model_);
-  state.aggregation = aggregation_->SavedState();
-  state.server_optimizer = std::as_bytes(server_optimizer_.state());
-  return WriteCheckpoint(out, config_, options_.workers, state);
-}
-
-Status ServerSession::RestoreState(std::span<const std::byte> bytes,
-                                   std::string_view* differing_field) {
-  if (phase_ != ServerPhase::kJoining || started_) {
-    return Status::FailedPrecondition(
-        "a checkpoint can only be restored after Init and before Start");
-  }
-  CheckpointState state;
-  EDGESGD_TRY(ReadCheckpoint(bytes, config_, options_.workers, aggregation_->SavedState().size(),
-                             state, differing_field));
-  // Everything was checked before the live state changes: a failed restore changes nothing.
-  EDGESGD_TRY(server_optimizer_.CheckSavedState(state.server_optimizer));
-  EDGESGD_TRY(aggregation_->RestoreState(state.aggregation));
-  EDGESGD_TRY(server_optimizer_.RestoreState(state.server_optimizer));
-  std::memcpy(model_.data(), state.model.data(), state.model.size());
-  round_ = state.round;
-  outbox_.set_sequence(state.sequence);
-  counters_.bytes_received = state.counters.bytes_received;
-  counters_.bytes_sent = state.counters.bytes_sent;
-  counters_.frames_received = state.counters.frames_received;
-  counters_.frames_sent = state.counters.frames_sent;
-  counters_.rounds_completed = state.counters.rounds_completed;
-  if (round_ >= config_.rounds) Finish(wire::LeaveReason::kDone, Status::Ok());
-  return Status::Ok();
 }
 
 }  // namespace edgesgd::protocol

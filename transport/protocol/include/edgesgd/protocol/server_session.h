@@ -21,8 +21,9 @@
 // stays bit-identical to its own. Updates count with equal weight (Update.samples is
 // informational). How they combine — the mean, the payload mean, the mean re-compressed with the
 // server's own residual, or the majority vote — is the aggregation component the configuration
-// selects (aggregation_registry.h); the session only admits workers, runs rounds, deadlines and
-// timers, and sends frames.
+// selects (aggregation_registry.h); how rounds pick their workers and close is the round policy
+// the configuration selects (round_policy.h: synchronous, buffered asynchronous or secure); the
+// session admits workers, tracks their liveness, applies rounds and sends frames.
 //
 // Secure aggregation (RunConfig::secure, secure_round.h): the round's participants are its
 // cohort. Each of its four phases (keys, shares, masked inputs, unmasking) closes when every
@@ -62,6 +63,10 @@
 #include "edgesgd/protocol/aggregation_registry.h"
 #include "edgesgd/protocol/checkpoint.h"
 #include "edgesgd/protocol/event_log.h"
+#include "edgesgd/protocol/round_policy.h"
+#include "edgesgd/protocol/round_policy/buffered_async.h"
+#include "edgesgd/protocol/round_policy/secure.h"
+#include "edgesgd/protocol/round_policy/synchronous.h"
 #include "edgesgd/protocol/run_config.h"
 #include "edgesgd/protocol/server_outbox.h"
 #include "edgesgd/protocol/server_types.h"
@@ -91,9 +96,8 @@ class ServerSession final : public Session {
     if (outbox == 0 || component == 0) return 0;
     std::size_t secure = 0;
     if (config.secure.enabled) {
-      const std::size_t round = SecureRound::ArenaBytes(config, options.workers);
-      if (round == 0) return 0;
-      secure = round + ArenaBytesFor<std::uint32_t>(options.workers);
+      secure = SecureRoundPolicy::ArenaBytes(config, options.workers);
+      if (secure == 0) return 0;
     }
     // A server optimizer other than plain FedAvg keeps its state and the round's change.
     const std::size_t server_optimizer =
@@ -196,30 +200,24 @@ class ServerSession final : public Session {
   bool IsLive(PeerId peer) const { return Slot(peer) != nullptr && Slot(peer)->live; }
   bool IsSelected(PeerId peer) const { return Slot(peer) != nullptr && Slot(peer)->selected; }
   // Sent a round's broadcast and not yet reported for it (asynchronous: training).
-  bool IsTraining(PeerId peer) const { return Slot(peer) != nullptr && InFlight(*Slot(peer)); }
+  bool IsTraining(PeerId peer) const { return Slot(peer) != nullptr && Slot(peer)->in_flight(); }
   // When the current round's deadline falls (kNever outside training or without deadlines); in
   // a secure round, the current phase's.
-  TimeNs round_deadline() const { return phase_ == ServerPhase::kTraining ? deadline_ : kNever; }
+  TimeNs round_deadline() const {
+    return phase_ == ServerPhase::kTraining ? rounds_->RoundDeadline() : kNever;
+  }
   // Secure aggregation's round state (open() while a round's phases run).
-  const SecureRound& secure_round() const { return secure_; }
+  const SecureRound& secure_round() const { return secure_rounds_.round_state(); }
   // Why the last aborted secure round was aborted (kOk when none was).
-  Status secure_abort_reason() const { return secure_abort_; }
+  Status secure_abort_reason() const { return secure_rounds_.abort_reason(); }
 
  private:
-  // Per-worker state, zero-initialised by the arena (hence no member initialisers).
-  struct WorkerSlot {
-    TimeNs last_heard;
-    TimeNs dispatched_at;      // when the worker was last sent a round's broadcast
-    std::uint32_t held_round;  // a round whose start model the worker provably holds, or kNoRound
-    std::uint32_t dispatched_round;  // the round of that broadcast (asynchronous: the version)
-    std::uint32_t updates_accepted;  // since this session started (not checkpointed)
-    bool joined;
-    bool live;
-    bool selected;  // sent the broadcast of dispatched_round: training, or reported if `reported`
-    bool reported;
-  };
-  static constexpr std::uint32_t kNoRound = 0xFFFFFFFFu;
+  friend class RoundPolicy;  // lends a policy the session's state and steps
+  using WorkerSlot = ServerWorkerSlot;
+  static constexpr std::uint32_t kNoRound = ServerWorkerSlot::kNoRound;
 
+  // The policy that runs `config`'s rounds: the one place the round kind is chosen.
+  RoundPolicy& RoundPolicyFor(const RunConfig& config);
 
   void DoStart(TimeNs now);
   void DoFrame(PeerId from, std::span<const std::byte> frame, TimeNs now);
@@ -243,6 +241,8 @@ class ServerSession final : public Session {
   // to the aggregation component. Errors: why it cannot be aggregated (nothing is added).
   Status AddUpdate(const wire::FrameView& view, const CodecParams& params,
                    const CodecContext& context);
+  // Counts the worker's update of `round` as accepted into the aggregation.
+  void AcceptUpdate(WorkerSlot& slot, std::uint32_t round);
 
   void MarkHeard(WorkerSlot& slot, TimeNs now);
   // Sends an in-flight worker the current round's full model again (it reconnected or missed
@@ -254,31 +254,10 @@ class ServerSession final : public Session {
   // Moves the run forward as far as the current state and time allow.
   void Advance(TimeNs now);
   void StartRound(TimeNs now);
-  void CloseRound(TimeNs now);
-  // Re-sends the broadcast to participants that have not reported, or tops up the
-  // participants when none of them can report; moves the deadline.
-  void ExtendRound(TimeNs now);
-  void TopUp(TimeNs now);
+  // Ends the round — applying it to the model, or, when `apply` is false, leaving the model as
+  // it was — and starts the next.
+  void CloseRound(TimeNs now, bool apply);
   void Select(WorkerSlot& slot, TimeNs now);
-  // Asynchronous aggregation: closes the version when its buffer is full (or nothing else can
-  // fill it), replaces workers past their deadline, and keeps the concurrency's worth of
-  // workers training.
-  void AdvanceAsync(TimeNs now);
-  void Dispatch(TimeNs now);
-  // Secure aggregation: begins the round's phases with its participants; closes the current
-  // phase once nobody still in the round owes its message, or at its deadline, and halfway to
-  // it sends the phase's message again to those who do.
-  void BeginSecureRound(TimeNs now);
-  void AdvanceSecure(TimeNs now);
-  void CloseSecurePhase(TimeNs now);
-  TimeNs SecureResendTime(TimeNs phase_start) const;
-  // Ends the round without changing the model, and starts the next.
-  void AbortSecureRound(TimeNs now, Status why);
-  bool asynchronous() const { return IsAsynchronous(config_.async); }
-  bool InFlight(const WorkerSlot& slot) const { return slot.selected && !slot.reported; }
-  bool Dispatchable(const WorkerSlot& slot) const {
-    return slot.joined && slot.live && !InFlight(slot) && slot.dispatched_round != round_;
-  }
   Status ApplyRound();
   // For a component whose aggregate is a payload: builds the next round's aggregate frame, then
   // applies that frame's payload to the model.
@@ -304,18 +283,14 @@ class ServerSession final : public Session {
   std::span<WorkerSlot> slots_;          // indexed by peer id; slot 0 (the server) is unused
   std::span<std::uint32_t> candidates_;  // scratch for sampling participants
 
-  SecureRound secure_;
-  std::span<std::uint32_t> cohort_;  // secure aggregation: the round's participants
-  Status secure_abort_;
+  SynchronousRoundPolicy synchronous_rounds_{*this};
+  BufferedAsyncRoundPolicy buffered_async_rounds_{*this};
+  SecureRoundPolicy secure_rounds_{*this};
+  RoundPolicy* rounds_ = nullptr;  // the one of them RoundPolicyFor chose at Init
   ServerOutbox outbox_;
   bool aggregate_valid_ = false;  // the outbox holds the aggregate of round round_ - 1
 
   std::uint32_t round_ = 0;
-  CounterRng dispatch_rng_{0, 0, 0, 0};  // asynchronous: which idle workers train next
-  TimeNs deadline_ = kNever;
-  // Secure aggregation: when the current phase's message goes again to the devices that still
-  // owe their answer (halfway to the phase's deadline, once); kNever once done.
-  TimeNs secure_resend_at_ = kNever;
   TimeNs join_deadline_ = kNever;
   bool join_deadline_passed_ = false;
   std::uint32_t selected_ = 0;
