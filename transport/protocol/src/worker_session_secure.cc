@@ -1,16 +1,22 @@
 // The worker's side of secure aggregation (RunConfig::secure): its device stage and frame
-// builder, the round's input in fixed point (qsgd levels and votes: in lanes), and the answers to
-// the server's phase messages. worker_session.cc's Configure, ComputeUpdate and DoFrame hand over
-// here.
+// builder, the round's keys once the update chain has masked its input (worker_stages/masking.cc),
+// and the answers to the server's phase messages. worker_session.cc's Configure, ComputeUpdate
+// and DoFrame hand over here.
 
-#include <cmath>
 #include <new>
 #include <type_traits>
 
 #include "edgesgd/protocol/worker_session.h"
 #include "session_util.h"
+#include "worker_stages/update_stage.h"
 
 namespace edgesgd::protocol {
+
+using internal::SecureDevice;
+
+const secagg::DeviceStage* WorkerSession::secure_stage() const {
+  return secure_ != nullptr ? &secure_->stage : nullptr;
+}
 
 Status WorkerSession::ConfigureSecure(const RunConfig& config, std::uint32_t workers) {
   Arena& arena = *arena_;
@@ -53,19 +59,6 @@ std::size_t WorkerSession::SecureArenaBytes(const RunConfig& config, std::uint32
   if (frame == 0 || limits.words == 0 || limits.client.max_neighbours == 0) return 0;
   return edgesgd::ArenaBytes(sizeof(SecureDevice)) + secagg::DeviceStage::ArenaBytes(limits) +
          edgesgd::ArenaBytes(BuilderBytesFor(frame));
-}
-
-Status WorkerSession::EncodeSecureInput(const PayloadSpans& payload, const PayloadShape& shape) {
-  if (secure_->levels.lane_bits != 0) {
-    return secagg::EncodeQsgdPayloadLevels(
-        secure_->levels, config_.layout, payload.words.first(shape.words), secure_->stage.input());
-  }
-  const std::span<const float> values = payload.values.first(shape.values);
-  for (const float value : values) {
-    if (!(std::fabs(value) <= secure_->format.bound)) ++counters_.secure_clipped;
-  }
-  secagg::EncodeFixedPoint(secure_->format, values, secure_->stage.input());
-  return Status::Ok();
 }
 
 Status WorkerSession::StartSecureRound(std::uint32_t round) {

@@ -66,6 +66,11 @@
 
 namespace edgesgd::protocol {
 
+namespace internal {
+struct SecureDevice;
+class UpdateStage;
+}  // namespace internal
+
 // Computes the loss gradient (without weight decay) at `point` (the model's dimension) into
 // `gradient` (same size) for local step `local_step` of round `round`. `user` is
 // WorkerOptions::user. `point` is valid during the call only (it may be the received broadcast
@@ -276,9 +281,7 @@ class WorkerSession final : public Session {
   // SCAFFOLD's control variates (c_i and the round's c); nullptr outside SCAFFOLD runs.
   const ScaffoldDevice* scaffold() const { return scaffold_; }
   // Secure aggregation's device side; nullptr outside secure runs.
-  const secagg::DeviceStage* secure_stage() const {
-    return secure_ != nullptr ? &secure_->stage : nullptr;
-  }
+  const secagg::DeviceStage* secure_stage() const;
 
  private:
   // Secure aggregation's share of WelcomeArenaBytes: the device stage and its frame builder.
@@ -315,30 +318,13 @@ class WorkerSession final : public Session {
   // Reports the aggregate of this worker's last update, as far as a full-model broadcast (not
   // yet applied) reveals it, to the error-feedback worker's selector (reg_top_k).
   void LearnAggregate(const wire::FrameView& view);
-  // Computes this round's update from the round's `model` into the Update frame and queues it.
+  // Computes this round's update from the round's `model` with the run's chain of stages
+  // (worker_stages/update_stage.h) into the Update frame, and queues it.
   void ComputeUpdate(std::uint32_t round, std::span<const float> model);
-  Status ComputeMeanUpdate(std::uint32_t round, std::span<const float> model,
-                           const wire::FrameHeader& header, const wire::PayloadMessage& message);
-  // The round's H local steps of the error-feedback worker, each with the callback's gradient
-  // (corrected by SCAFFOLD's c - c_i when the run keeps control variates).
-  Status TakeLocalSteps(std::uint32_t round);
-  // SCAFFOLD, after the steps: the change of c_i, compressed into the begun Update frame's
-  // control payload.
-  Status CompressControlChange(const CodecContext& context);
   bool Scaffold() const { return kScaffold && scaffold_ != nullptr; }
   bool AddsNoise() const { return options_.add_noise != nullptr && options_.noise_key != 0; }
-  // Differential privacy after the update's Compress: the device's noise share on `sent_values`
-  // (distributed noise) and adaptive clipping's indicator in the frame's Update fields.
-  Status NotePrivacy(std::uint32_t round, wire::PayloadMessage message,
-                     std::span<float> sent_values);
-  Status ComputeMajorityUpdate(std::uint32_t round, const wire::FrameHeader& header,
-                               const wire::PayloadMessage& message);
-  // Secure aggregation: the payload's values in fixed point become the round's input (mean;
-  // majority vote packs its signs into lanes instead), then the round's keys (its first message)
-  // replace the Update in the frame to send.
-  // The round's masked input from the compressed payload: its values in fixed point, or its
-  // qsgd levels in lanes. Errors: a payload the lanes refuse.
-  Status EncodeSecureInput(const PayloadSpans& payload, const PayloadShape& shape);
+  // Secure aggregation, once the chain has masked the update: the round's keys (its first
+  // message) replace the Update in the frame to send.
   Status StartSecureRound(std::uint32_t round);
   bool Secure() const { return wire::kSecureAggregationFrames && secure_ != nullptr; }
   void SendJoin(TimeNs now);
@@ -365,16 +351,11 @@ class WorkerSession final : public Session {
   // SCAFFOLD runs only, in the arena (a member would cost every worker image its constructor).
   ScaffoldDevice* scaffold_ = nullptr;
   ErrorFeedbackWorker feedback_;
-  // Secure runs only, in the arena like scaffold_ (members would cost every worker image their
-  // initialisation): the device stage, its frame builder and the round input's encoding.
-  struct SecureDevice {
-    secagg::DeviceStage stage;
-    std::optional<wire::FrameBuilder> builder;
-    secagg::FixedPoint format;         // mean
-    secagg::SharedScaleLevels levels;  // mean of qsgd levels (lane_bits 0 otherwise)
-    std::uint32_t lane_bits = 0;       // majority vote
-  };
-  SecureDevice* secure_ = nullptr;
+  // Secure runs only, in the arena like scaffold_ (worker_stages/update_stage.h).
+  internal::SecureDevice* secure_ = nullptr;
+  // The stages that compute the update, chosen on the Welcome (worker_stages/update_stage.h).
+  std::array<const internal::UpdateStage*, 6> stages_{};
+  std::uint8_t stage_count_ = 0;
   // The phase of the server's last message this round's answer (update_frame_) answers.
   static constexpr std::uint8_t kNoSecurePhase = 0xFF;
   std::uint8_t secure_answered_ = kNoSecurePhase;
