@@ -73,21 +73,6 @@ std::string CheckAsyncFlags(const RunFlags& o) {
     return "--buffer cannot exceed --workers: a model version takes one update from each of K "
            "different workers";
   }
-  if (o.aggregate == "majority") {
-    return "--buffer weighs each update by its staleness; majority vote counts the votes of one "
-           "round (use --aggregate mean)";
-  }
-  if (o.downlink != "model") {
-    return "--buffer needs --downlink model: asynchronous workers hold different model "
-           "versions, so no aggregate fits them all";
-  }
-  if (o.robust != "none") {
-    return "--robust compares the updates of one round; asynchronous aggregation has none";
-  }
-  if (o.dp_mode != "off") {
-    return "differential privacy's accounting assumes synchronous rounds: drop --buffer or "
-           "--dp-mode";
-  }
   return "";
 }
 

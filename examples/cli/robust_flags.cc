@@ -74,17 +74,6 @@ std::string CheckRobustFlags(const RunFlags& o) {
            "--robust centered_clipping";
   }
   if (rule == RobustRule::kNone) return "";
-  if (o.aggregate == "majority") {
-    return "--robust replaces the mean of updates: majority vote is not one (use --aggregate "
-           "mean)";
-  }
-  if (o.downlink != "model") {
-    return "--robust aggregates decoded updates and broadcasts the model: use --downlink model";
-  }
-  if (o.dp_mode != "off") {
-    return "--robust does not combine with --dp-mode: differential privacy calibrates its noise "
-           "to a mean of clipped updates";
-  }
   const std::uint32_t cohort =
       protocol::SampledCount(o.participation, static_cast<std::uint32_t>(o.workers));
   if (rule == RobustRule::kTrimmedMean && cohort <= 2 * std::uint64_t{o.robust_f}) {

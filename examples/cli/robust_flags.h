@@ -19,7 +19,8 @@ void AddRobustFlags(CLI::App& command, RunFlags& flags);
 // Whether any --robust* flag was given (gossip runs refuse them).
 bool RobustFlagsGiven(const RunFlags& flags);
 
-// A one-line reason the --robust* flags do not fit the rule or the rest of the run, or empty.
+// A one-line reason the --robust* flags do not fit the rule or the cohort, or empty (the run
+// checks which features combine).
 std::string CheckRobustFlags(const RunFlags& flags);
 
 // The rule and parameters of the flags (CheckRobustFlags has accepted them).

@@ -241,39 +241,6 @@ std::string RunWarning(const RunFlags& o) {
   return "";
 }
 
-namespace {
-
-// The flags SCAFFOLD cannot run with, by name (ValidateRunConfig checks the run itself).
-std::string CheckScaffoldFlags(const RunFlags& o) {
-  if (!o.scaffold) return "";
-  if (o.aggregate == "majority") {
-    return "--scaffold corrects the local steps of --aggregate mean: majority vote takes one "
-           "gradient per round";
-  }
-  if (o.local_steps < 2) {
-    return "--scaffold needs --local-steps 2 or more: it corrects the drift of several local "
-           "steps";
-  }
-  if (o.downlink != "model") {
-    return "--scaffold sends the server's control variate with the model: use --downlink model";
-  }
-  if (o.dp_mode != "off") {
-    return "--scaffold and --dp-mode: differential privacy clips the model update alone, and "
-           "the control change would leave its bound";
-  }
-  if (o.robust != "none") {
-    return "--scaffold keeps the server's control variate the mean of every device's: a "
-           "--robust rule would drop some changes";
-  }
-  if (o.buffer != 0) {
-    return "--scaffold corrects steps that start from the round's model and variate: "
-           "asynchronous workers (--buffer) train on older ones";
-  }
-  return "";
-}
-
-}  // namespace
-
 std::string CheckRunConsistency(const RunFlags& o) {
   const bool majority = o.aggregate == "majority";
   CodecParams codec;
@@ -287,15 +254,6 @@ std::string CheckRunConsistency(const RunFlags& o) {
   if (!majority && o.optimizer == "signum") {
     return "--optimizer signum sends sign votes: it needs --aggregate majority --codec sign";
   }
-  if (o.prox_mu != 0.0f && majority) {
-    return "--prox-mu shapes local steps: majority vote takes one gradient per round (use "
-           "--aggregate mean)";
-  }
-  if (o.prox_mu != 0.0f && o.local_steps < 2) {
-    return "--prox-mu needs --local-steps 2 or more: with one step the local model never "
-           "leaves the round's model, so the proximal term is zero";
-  }
-  if (std::string why = CheckScaffoldFlags(o); !why.empty()) return why;
   if (majority && o.feedback_given && o.feedback != "none") {
     return "--aggregate majority has no error feedback (the vote is the update): drop "
            "--feedback or use --feedback none";
@@ -399,9 +357,15 @@ int SetUpTask(const char* command, const RunFlags& o, std::size_t workers, Task&
 
 int ValidateServerRun(const char* command, const protocol::RunConfig& config,
                       const protocol::ServerOptions& options) {
-  if (const Status check = protocol::ValidateRunConfig(config); !check.ok()) {
-    std::fprintf(stderr, "edgesgd %s: inconsistent configuration: %s\n", command, check.reason());
-    return 2;
+  // The server's features first: their refusals of a shared feature say more than the shared
+  // feature's own check (a robust rule adds no central noise because it does not combine with it).
+  for (const Status check :
+       {protocol::ValidateServerChoices(config), protocol::ValidateRunConfig(config)}) {
+    if (!check.ok()) {
+      std::fprintf(stderr, "edgesgd %s: inconsistent configuration: %s\n", command,
+                   check.reason());
+      return 2;
+    }
   }
   if (const Status check = protocol::ValidateServerOptions(options); !check.ok()) {
     std::fprintf(stderr, "edgesgd %s: %s\n", command, check.reason());
@@ -421,12 +385,15 @@ protocol::RunConfig BuildRunConfig(const RunFlags& o, const Task& task) {
   config.seed = o.seed;
   config.downlink =
       o.downlink == "aggregate" ? protocol::DownlinkKind::kAggregate : protocol::DownlinkKind::kModel;
+  // Given whatever the aggregation, so that the run's own check refuses what it cannot use.
+  config.feedback.local_steps = o.local_steps;
+  config.feedback.prox_mu = o.prox_mu;
+  config.scaffold = o.scaffold;
   if (o.aggregate == "majority") {
     config.aggregation = protocol::AggregationKind::kMajority;
     config.codec = VoteForm(config.codec).value();
     config.tie_rule = o.tie == "negative" ? TieRule::kNegative : TieRule::kPositive;
     config.optimizer = {OptimizerKind::kSignum, o.lr, o.momentum, o.weight_decay};
-    config.feedback.local_steps = 1;
   } else {
     config.aggregation = protocol::AggregationKind::kMean;
     FeedbackParams& feedback = config.feedback;
@@ -438,9 +405,6 @@ protocol::RunConfig BuildRunConfig(const RunFlags& o, const Task& task) {
     feedback.learning_rate = o.lr;
     feedback.momentum = o.optimizer == "sgd" ? 0.0f : o.momentum;
     feedback.weight_decay = o.weight_decay;
-    feedback.local_steps = o.local_steps;
-    feedback.prox_mu = o.prox_mu;
-    config.scaffold = o.scaffold;
   }
   if (o.dp_mode != "off") {
     config.privacy.mode =

@@ -137,8 +137,9 @@ void AddOutputFlags(CLI::App& command, RunFlags& flags);
 // Writes --model-out (if given): the model's floats, raw little-endian. False with `error`.
 bool SaveModel(const RunFlags& flags, std::span<const float> model, std::string& error);
 
-// A one-line reason the training flags cannot work together (parameter-server runs), or empty:
-// the codec's own checks of its flags, then the combinations.
+// A one-line reason the training flags cannot work (parameter-server runs), or empty: the
+// codec's own checks of its flags, and flags given without the feature they tune. Which
+// features run together is the run's own check (ValidateServerRun), not the flags'.
 std::string CheckRunConsistency(const RunFlags& flags);
 
 // A one-line warning about training flags that work together but are known to train poorly
@@ -166,7 +167,9 @@ struct TaskUse {
 int SetUpTask(const char* command, const RunFlags& flags, std::size_t workers, Task& task,
               const TaskUse& use = {});
 
-// Validates a parameter-server run: the RunConfig and the server's options. Returns the
+// Validates a parameter-server run: the RunConfig (ValidateRunConfig and
+// ValidateServerChoices, where features that cannot run together are refused) and the server's
+// options. Returns the
 // command's exit code: 0, or 2 with a one-line error on stderr naming `command`.
 int ValidateServerRun(const char* command, const protocol::RunConfig& config,
                       const protocol::ServerOptions& options);

@@ -60,25 +60,6 @@ std::string CheckSecureFlags(const RunFlags& o) {
            "or 0";
   }
   if (o.workers < 2) return "--secure-aggregation needs at least two --workers";
-  if (o.aggregate != "majority" && o.downlink != "model") {
-    return "--secure-aggregation needs --downlink model: the server unmasks the sum and "
-           "broadcasts the model";
-  }
-  if (o.robust != "none") {
-    return "--robust compares the devices' updates; secure aggregation shows the server only "
-           "their sum";
-  }
-  if (o.buffer != 0) {
-    return "--secure-aggregation masks the updates of one round's cohort; asynchronous "
-           "aggregation (--buffer) takes them one at a time";
-  }
-  if (o.scaffold) {
-    return "--scaffold's control changes would travel unmasked beside the masked update";
-  }
-  if (o.dp_target_quantile != 0.0f) {
-    return "--dp-target-quantile counts the devices that needed no clipping, one indicator "
-           "each, which secure aggregation does not carry: keep --dp-clip fixed";
-  }
   if (o.codec.codec() == QsgdCodec::kName) {
     // Levels, not fixed point: the run's own check sizes the lanes for the workers.
     return "";

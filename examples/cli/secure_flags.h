@@ -19,7 +19,8 @@ void AddSecureFlags(CLI::App& command, RunFlags& flags);
 // Whether any of them was given (gossip runs refuse them).
 bool SecureFlagsGiven(const RunFlags& flags);
 
-// A one-line reason the flags do not fit each other or the rest of the run, or empty.
+// A one-line reason the flags do not fit each other or the worker count, or empty (the run
+// checks which features combine).
 std::string CheckSecureFlags(const RunFlags& flags);
 
 // The parameters of the flags (CheckSecureFlags has accepted them).

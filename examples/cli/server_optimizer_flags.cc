@@ -80,15 +80,6 @@ std::string CheckServerOptimizerFlags(const RunFlags& o) {
   if (o.server_tau_given && !IsAdaptive(kind)) {
     return "--server-tau needs an adaptive server optimizer (fedadagrad, fedadam or fedyogi)";
   }
-  if (!ChangesFedAvg(ServerOptimizerParamsOf(o))) return "";
-  if (o.aggregate == "majority") {
-    return "--server-optimizer and --server-lr move the model by the mean update: majority "
-           "vote moves it by the vote (use --aggregate mean)";
-  }
-  if (o.downlink != "model") {
-    return "--server-optimizer and --server-lr need --downlink model: with the aggregate "
-           "downlink every worker applies the aggregate itself";
-  }
   return "";
 }
 

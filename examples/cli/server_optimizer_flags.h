@@ -23,7 +23,8 @@ void AddServerOptimizerFlags(CLI::App& command, RunFlags& flags);
 // Whether any --server-* optimizer flag was given (gossip runs refuse them).
 bool ServerOptimizerFlagsGiven(const RunFlags& flags);
 
-// A one-line reason the flags do not fit the optimizer or the rest of the run, or empty.
+// A one-line reason the flags do not fit the optimizer, or empty (the run checks which
+// features combine).
 std::string CheckServerOptimizerFlags(const RunFlags& flags);
 
 // The optimizer and parameters of the flags (CheckServerOptimizerFlags has accepted them).

@@ -580,6 +580,16 @@ TEST(ServerCheckpointTest, AResumeWithAnySettingChangedNamesTheSetting) {
                         with(fedavg, {"scaffold", "secure_aggregation", "secagg_threshold",
                                       "secagg_neighbours", "secagg_bound"}))});
 
+  // FedProx's mu shapes several local steps: a mean of one local step refuses every other value
+  // (majority vote's cases list it already). It follows the aggregation and downlink fields.
+  for (Case& test : cases) {
+    if (test.component == "majority_vote" || test.config.feedback.local_steps >= 2) continue;
+    const auto after = std::find_if(test.fixed.begin(), test.fixed.end(), [](std::string_view name) {
+      return name != "aggregate" && name != "downlink";
+    });
+    test.fixed.insert(after, "prox_mu");
+  }
+
   for (const Case& test : cases) {
     const ServerSettings original{test.config, 4};
     SCOPED_TRACE(std::string(test.component) + " with " +

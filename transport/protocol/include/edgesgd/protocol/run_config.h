@@ -113,38 +113,22 @@ inline constexpr std::uint64_t kMaxSamplesPerRound = std::uint64_t{1} << 24;
 // Checks everything a run needs before any memory is taken. Rules (each failure has its own
 // reason): a non-empty layout whose dense model fits one frame; codec parameters valid for the
 // codec (its descriptor's Validate) and its update frame within kMaxFrameBytes; rounds >= 1;
-// batch in 1..kMaxBatch; participation in (0, 1]; known enums.
-//   kMean: feedback parameters valid (lr > 0 finite, momentum in [0, 1), wd >= 0 finite,
-//          FedProx's mu >= 0 finite,
-//          detach in [0, 1] for DEF, local steps H in 1..kMaxLocalSteps with H * batch at most
-//          kMaxSamplesPerRound); the aggregate downlink needs a codec
-//          whose payloads sum across workers or one the server can re-compress with.
-//   kMajority: a codec in its vote form (VoteForm: sign with unit scales); the Signum optimizer
-//          with valid lr / momentum (beta) / wd; local steps H == 1 (one gradient per vote) and
-//          no proximal term.
-//   privacy (unless off): valid parameters (ValidatePrivacyParams); kMean aggregation; a codec
-//          that keeps the clipping bound (KeepsNormBound); central noise needs an aggregation
-//          component that adds it, distributed noise a codec whose payloads sum (every device
-//          sends the same coordinates and noises them).
-//   secure aggregation (when enabled): valid parameters (ValidateSecureParams); kMean with the
-//          model downlink and a codec that sends shared coordinates as plain values (identity,
-//          random_block, rand_k) or qsgd with a shared scale and a fixed schedule, no SCAFFOLD
-//          and no adaptive clipping; or kMajority. Whether the sum fits 32 bits for the worker
-//          count (CheckSecureCohort) is checked where the count is known.
-// The robust rule, the server optimizer and asynchronous aggregation are checked by
-// ValidateServerChoices, on the server only.
-// Reads only `config`; does not allocate. Errors: kInvalidArgument.
+// batch in 1..kMaxBatch; participation in (0, 1]; known enums; for kMean, feedback parameters
+// valid (lr > 0 finite, momentum in [0, 1), wd >= 0 finite, FedProx's mu >= 0 finite, detach in
+// [0, 1] for DEF, local steps H in 1..kMaxLocalSteps with H * batch at most
+// kMaxSamplesPerRound). Then the features the Welcome carries, each a component of its own
+// (src/features/; docs/architecture.md): majority vote, the aggregate downlink, the proximal
+// term, SCAFFOLD, differential privacy and secure aggregation. Each checks its own parameters
+// and the features it excludes; a refusal names the settings by their --flags. Whether a
+// secure sum fits 32 bits for the worker count (CheckSecureCohort) is checked where the count is
+// known. Reads only `config`; does not allocate. Errors: kInvalidArgument.
 Status ValidateRunConfig(const RunConfig& config);
 
-// The server's checks of the choices only it makes. `config.robust` (unless kNone): valid
-// parameters (ValidateRobustParams), kMean aggregation with the model downlink, no differential
-// privacy (its noise is calibrated to a mean). `config.server_optimizer`: valid parameters
-// (ValidateServerOptimizerParams) and, unless plain FedAvg (ChangesFedAvg), kMean aggregation
-// with the model downlink (workers apply an aggregate downlink themselves). `config.async`
-// (when asynchronous): valid parameters (ValidateAsyncParams), kMean aggregation with the model
-// downlink, no robust rule and no differential privacy. Apart from ValidateRunConfig because the
-// Welcome carries none of them: a worker never has them to check, and its image links none of
-// this. Does not allocate. Errors: kInvalidArgument.
+// The server's checks of the features only it runs, components like those of ValidateRunConfig:
+// the robust rule, the server optimizer (its parameters always, the rest unless plain FedAvg)
+// and buffered asynchronous aggregation. Apart from ValidateRunConfig because the Welcome carries
+// none of them: a worker never has them to check, and its image links none of this. Does not
+// allocate. Errors: kInvalidArgument.
 Status ValidateServerChoices(const RunConfig& config);
 
 // `config` with the parameters its aggregation does not use made equal to the ones it does

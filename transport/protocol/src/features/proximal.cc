@@ -1,0 +1,29 @@
+// FedProx's proximal term (docs/algorithms.md): local steps pulled towards the round's model.
+#include "run_feature.h"
+
+namespace edgesgd::protocol {
+namespace {
+
+bool Enabled(const RunConfig& config) { return config.feedback.prox_mu != 0.0f; }
+
+// The value itself (finite, non-negative) is checked with the other feedback parameters.
+Status Validate(const RunConfig& config) {
+  if (config.feedback.local_steps < 2) {
+    return Status::InvalidArgument(
+        "--prox-mu needs --local-steps 2 or more: with one step the local model never leaves "
+        "the round's model, so the proximal term is zero");
+  }
+  return Status::Ok();
+}
+
+constexpr FeatureExclusion kExcludes[] = {
+    {&kMajorityVoteFeature,
+     "--prox-mu shapes local steps: majority vote takes one gradient per round, with no "
+     "proximal term (use --aggregate mean)"},
+};
+
+}  // namespace
+
+constinit const RunFeature kProximalFeature{"--prox-mu", Enabled, Validate, kExcludes};
+
+}  // namespace edgesgd::protocol

@@ -1,0 +1,78 @@
+#pragma once
+
+// The features of a parameter-server run as components. Each feature lives in its own file with
+// a RunFeature descriptor: when it is on, what its own parameters must satisfy, and the features
+// it cannot run with, each with the reason. One checker (CheckRunFeatures) reads the
+// descriptors, so no pair of features is checked anywhere else. Adding a feature is its file and
+// one line in a registry of run_features.cc.
+
+#include <span>
+
+#include "edgesgd/core/status.h"
+#include "edgesgd/protocol/run_config.h"
+
+namespace edgesgd::protocol {
+
+struct RunFeature;
+
+// `text`, or nullptr where Status texts are dropped (EDGESGD_STATUS_REASONS=0, see status.h): a
+// literal kept in a table until it becomes a Status is then not stored in flash either.
+constexpr const char* KeptReason(const char* text) {
+#if defined(EDGESGD_STATUS_REASONS) && !EDGESGD_STATUS_REASONS
+  (void)text;
+  return nullptr;
+#else
+  return text;
+#endif
+}
+
+// A feature this one cannot run with. The reason names both by their flags and says why. Like
+// every Status text it is kept only where Status texts are (KeptReason): a build short of flash
+// stores none of it.
+struct FeatureExclusion {
+  constexpr FeatureExclusion(const RunFeature* excluded, const char* why)
+      : other(excluded), reason(KeptReason(why)) {}
+
+  const RunFeature* other;
+  const char* reason;
+};
+
+struct RunFeature {
+  using Predicate = bool (*)(const RunConfig& config);
+  using Check = Status (*)(const RunConfig& config);
+
+  constexpr RunFeature(const char* flag, Predicate on, Check check,
+                       std::span<const FeatureExclusion> excluded)
+      : name(KeptReason(flag)), enabled(on), validate(check), excludes(excluded) {}
+
+  const char* name;  // the --flag that turns it on (kept like a Status text)
+  Predicate enabled;
+  // Its own parameters, and what it needs of the codec, the schedule and the aggregation when
+  // that is not a feature of its own. Reads only `config`.
+  Check validate;
+  // Only features listed before it in the same registry, or in the shared one when this is a
+  // server feature: a worker image then links only the features its Welcome can name.
+  std::span<const FeatureExclusion> excludes;
+};
+
+// Features a worker learns from its Welcome.
+extern const RunFeature kMajorityVoteFeature;
+extern const RunFeature kAggregateDownlinkFeature;
+extern const RunFeature kProximalFeature;
+extern const RunFeature kScaffoldFeature;
+extern const RunFeature kPrivacyFeature;
+extern const RunFeature kSecureAggregationFeature;
+// Features only the server runs (the Welcome does not carry them).
+extern const RunFeature kRobustFeature;
+extern const RunFeature kServerOptimizerFeature;
+extern const RunFeature kAsyncFeature;
+
+// For each feature of `features` that `config` turns on, in order: kInvalidArgument with the
+// reason of the first excluded feature that is on too, else the feature's own validation.
+Status CheckRunFeatures(const RunConfig& config, std::span<const RunFeature* const> features);
+
+// The registries: the features of the Welcome, and those of the server alone.
+std::span<const RunFeature* const> SharedRunFeatures();
+std::span<const RunFeature* const> ServerRunFeatures();
+
+}  // namespace edgesgd::protocol

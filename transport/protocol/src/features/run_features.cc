@@ -1,0 +1,34 @@
+#include "run_feature.h"
+
+namespace edgesgd::protocol {
+
+Status CheckRunFeatures(const RunConfig& config, std::span<const RunFeature* const> features) {
+  for (const RunFeature* feature : features) {
+    if (!feature->enabled(config)) continue;
+    for (const FeatureExclusion& exclusion : feature->excludes) {
+      if (exclusion.other->enabled(config)) return Status::InvalidArgument(exclusion.reason);
+    }
+    EDGESGD_TRY(feature->validate(config));
+  }
+  return Status::Ok();
+}
+
+// The order is the order of the refusals a run with several faults meets first.
+std::span<const RunFeature* const> SharedRunFeatures() {
+  static constexpr const RunFeature* kFeatures[] = {
+      &kMajorityVoteFeature, &kAggregateDownlinkFeature, &kProximalFeature,
+      &kScaffoldFeature,     &kPrivacyFeature,           &kSecureAggregationFeature,
+  };
+  return kFeatures;
+}
+
+std::span<const RunFeature* const> ServerRunFeatures() {
+  static constexpr const RunFeature* kFeatures[] = {
+      &kRobustFeature,
+      &kServerOptimizerFeature,
+      &kAsyncFeature,
+  };
+  return kFeatures;
+}
+
+}  // namespace edgesgd::protocol
