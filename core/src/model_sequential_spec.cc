@@ -3,105 +3,37 @@
 #include <limits>
 
 #include "edgesgd/core/model/sequential.h"
+#include "layers/layer_type.h"
 
 namespace edgesgd {
 namespace {
 
 constexpr std::uint64_t kMax32 = std::numeric_limits<std::uint32_t>::max();
 
-struct KindName {
-  LayerKind kind;
-  std::string_view name;
-};
-
-constexpr std::array<KindName, 8> kKindNames = {{
-    {LayerKind::kDense, "dense"},
-    {LayerKind::kConv, "conv"},
-    {LayerKind::kDepthwiseConv, "dwconv"},
-    {LayerKind::kMaxPool, "maxpool"},
-    {LayerKind::kAvgPool, "avgpool"},
-    {LayerKind::kRelu, "relu"},
-    {LayerKind::kRelu6, "relu6"},
-    {LayerKind::kFlatten, "flatten"},
-}};
-
-bool IsPool(LayerKind kind) { return kind == LayerKind::kMaxPool || kind == LayerKind::kAvgPool; }
-
-bool IsConvolution(LayerKind kind) {
-  return kind == LayerKind::kConv || kind == LayerKind::kDepthwiseConv;
-}
-
-// Output side of a window sweep, or 0 if the window does not fit.
-std::uint64_t SweptSide(std::uint32_t in, std::uint32_t kernel, std::uint32_t stride,
-                        Padding padding) {
-  if (kernel > in) return 0;
-  if (padding == Padding::kSame) return (std::uint64_t{in} + stride - 1) / stride;
-  return (in - kernel) / stride + 1;
-}
-
 Result<Shape> LayerOutputShape(const LayerSpec& layer, Shape in) {
   // A spec may come from outside (a config, later the wire): enums are checked, not trusted.
-  if (layer.kind > LayerKind::kFlatten || layer.padding > Padding::kSame) {
+  const layers::LayerSchema* schema = layers::FindLayerSchema(layer.kind);
+  if (schema == nullptr || layer.padding > Padding::kSame) {
     return Status::InvalidArgument("a layer's kind or padding is not a known value");
   }
-  const bool uses_units = layer.kind == LayerKind::kDense || layer.kind == LayerKind::kConv;
-  const bool uses_window = IsConvolution(layer.kind) || IsPool(layer.kind);
-  if ((uses_units && layer.units == 0) ||
-      (uses_window && (layer.kernel == 0 || layer.stride == 0))) {
+  const layers::LayerFields& uses = schema->fields;
+  if ((uses.units && layer.units == 0) ||
+      (uses.window && (layer.kernel == 0 || layer.stride == 0))) {
     return Status::InvalidArgument("a layer's size, kernel or stride is zero");
   }
-  if ((!uses_units && layer.units != 0) ||
-      (!uses_window && (layer.kernel != 0 || layer.stride != 0)) ||
-      (!IsConvolution(layer.kind) && layer.padding != Padding::kValid)) {
+  if ((!uses.units && layer.units != 0) ||
+      (!uses.window && (layer.kernel != 0 || layer.stride != 0)) ||
+      (!uses.padding && layer.padding != Padding::kValid)) {
     return Status::InvalidArgument("a layer sets a field its kind does not use");
   }
-  Shape out = in;
-  switch (layer.kind) {
-    case LayerKind::kDense:
-      out = {1, 1, layer.units};
-      break;
-    case LayerKind::kFlatten:
-      out = {1, 1, static_cast<std::uint32_t>(in.size())};
-      break;
-    case LayerKind::kRelu:
-    case LayerKind::kRelu6:
-      break;
-    default: {
-      const std::uint64_t height = SweptSide(in.height, layer.kernel, layer.stride, layer.padding);
-      const std::uint64_t width = SweptSide(in.width, layer.kernel, layer.stride, layer.padding);
-      if (height == 0 || width == 0) {
-        return Status::InvalidArgument("a kernel or pool window is larger than its input");
-      }
-      out.height = static_cast<std::uint32_t>(height);
-      out.width = static_cast<std::uint32_t>(width);
-      if (layer.kind == LayerKind::kConv) out.channels = layer.units;
-      break;
-    }
+  const Shape out = schema->output_shape(layer, in);
+  if (out.size() == 0) {
+    return Status::InvalidArgument("a kernel or pool window is larger than its input");
   }
   if (out.size() > kMax32) {
     return Status::InvalidArgument("a layer's output has 2^32 or more values");
   }
   return out;
-}
-
-// Weight and bias counts of a parametric layer with input `in` (0 and 0 for the others).
-struct LayerTensors {
-  std::uint64_t weights = 0;
-  std::uint64_t bias = 0;
-};
-
-LayerTensors TensorsOf(const LayerSpec& layer, Shape in) {
-  const std::uint64_t field = std::uint64_t{layer.kernel} * layer.kernel;
-  switch (layer.kind) {
-    case LayerKind::kDense:
-      return {in.size() * layer.units, layer.units};
-    case LayerKind::kConv:
-      return {field * in.channels * layer.units, layer.units};
-    case LayerKind::kDepthwiseConv:
-      return {field * in.channels, in.channels};
-    default:
-      return {};
-  }
 }
 
 // Tensor sizes in layout order; 0 tensors if the spec is invalid, with the reason in `status`.
@@ -125,8 +57,9 @@ std::size_t TensorSizes(const SequentialSpec& spec,
   std::uint64_t total = 0;
   for (std::size_t l = 0; l < spec.layer_count; ++l) {
     // Every factor is below 2^32 and kernel <= side, so each product stays far below 2^64.
-    const LayerTensors tensors = TensorsOf(spec.layers[l], shapes->at[l]);
-    if (tensors.weights == 0) continue;
+    const layers::LayerSchema& schema = *layers::FindLayerSchema(spec.layers[l].kind);
+    if (!schema.parametric()) continue;
+    const layers::LayerTensors tensors = schema.tensors(spec.layers[l], shapes->at[l]);
     total += tensors.weights + tensors.bias;
     if (tensors.weights > kMax32 || total > kMax32) {
       status = Status::InvalidArgument("the network has 2^32 or more parameters");
@@ -188,49 +121,20 @@ Result<LayerSpec> ParseLayer(std::string_view text) {
   std::array<std::string_view, 5> fields;
   const std::size_t count = SplitFields(text, fields);
   LayerSpec layer;
-  const KindName* match = nullptr;
-  for (const KindName& entry : kKindNames) {
-    if (entry.name == fields[0]) match = &entry;
-  }
-  if (match == nullptr) {
-    return Status::InvalidArgument(
-        "unknown layer (dense, conv, dwconv, maxpool, avgpool, relu, relu6, flatten)");
-  }
-  layer.kind = match->kind;
-  // Fields after the name: required and optional counts per kind.
-  std::size_t required = 0;
-  std::size_t optional = 0;
-  switch (layer.kind) {
-    case LayerKind::kDense:
-      required = 1;
-      break;
-    case LayerKind::kConv:
-      required = 2;
-      optional = 2;
-      break;
-    case LayerKind::kDepthwiseConv:
-      required = 1;
-      optional = 2;
-      break;
-    case LayerKind::kMaxPool:
-    case LayerKind::kAvgPool:
-      required = 1;
-      optional = 1;
-      break;
-    default:
-      break;
-  }
+  EDGESGD_TRY_ASSIGN(layer.kind, layers::ParseLayerKind(fields[0]));
+  const layers::LayerFields& uses = layers::FindLayerSchema(layer.kind)->fields;
+  // Fields after the name: units and kernel required, stride and padding optional.
+  const std::size_t required = std::size_t{uses.units} + std::size_t{uses.window};
+  const std::size_t optional = std::size_t{uses.window} + std::size_t{uses.padding};
   const std::size_t given = count - 1;
   if (given < required || given > required + optional) {
     return Status::InvalidArgument("a layer has too few or too many ':' fields");
   }
   std::size_t next = 1;
-  if (layer.kind == LayerKind::kDense || layer.kind == LayerKind::kConv) {
-    EDGESGD_TRY(ParseField(fields[next++], layer.units));
-  }
-  if (IsConvolution(layer.kind) || IsPool(layer.kind)) {
+  if (uses.units) EDGESGD_TRY(ParseField(fields[next++], layer.units));
+  if (uses.window) {
     EDGESGD_TRY(ParseField(fields[next++], layer.kernel));
-    layer.stride = IsPool(layer.kind) ? layer.kernel : 1;
+    layer.stride = uses.stride_is_kernel ? layer.kernel : 1;
     if (next < count) EDGESGD_TRY(ParseField(fields[next++], layer.stride));
   }
   if (next < count) EDGESGD_TRY(ParsePadding(fields[next++], layer.padding));
@@ -335,15 +239,13 @@ Result<std::string_view> FormatSequentialSpec(const SequentialSpec& spec, std::s
   for (std::size_t l = 0; l < spec.layer_count; ++l) {
     const LayerSpec& layer = spec.layers[l];
     if (l > 0) writer.Append(",");
-    for (const KindName& entry : kKindNames) {
-      if (entry.kind == layer.kind) writer.Append(entry.name);
-    }
+    writer.Append(layers::LayerKindName(layer.kind));
     for (const std::uint32_t field : {layer.units, layer.kernel, layer.stride}) {
       if (field == 0) continue;
       writer.Append(":");
       writer.AppendNumber(field);
     }
-    if (IsConvolution(layer.kind)) {
+    if (layers::FindLayerSchema(layer.kind)->fields.padding) {
       writer.Append(layer.padding == Padding::kSame ? ":same" : ":valid");
     }
   }
