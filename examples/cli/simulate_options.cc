@@ -46,6 +46,12 @@ void AddSimulateFlags(CLI::App& command, SimulateOptions& o) {
                      "Compute time of one training sample on a speed-1 device, microseconds")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1e9));
+  command.add_option("--local-time-budget-ms", o.local_time_budget_ms,
+                     "Compute time a worker may spend on a round's local steps, ms: a worker "
+                     "whose speed fits fewer than --local-steps in it takes that many (at least "
+                     "one), so slow devices do less work. 0: every worker takes all of them")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e9));
   command.add_option("--threads", o.threads,
                      "Threads the devices compute on (server mode): the devices a round reaches "
                      "at one instant train in parallel, and the run is the same byte for byte "
@@ -114,6 +120,10 @@ std::string CheckSimulateConsistency(const SimulateOptions& o) {
   }
   if (o.mode == "gossip") {
     if (const std::string why = CheckGossipConsistency(o); !why.empty()) return why;
+    if (o.local_time_budget_ms > 0.0) {
+      return "--local-time-budget-ms limits the local steps of a server run's workers: gossip "
+             "peers take one step per phase";
+    }
   }
   if (const std::string why = CheckRunConsistency(o); !why.empty()) return why;
   if ((o.attack == "none") != (o.attackers == 0)) {
@@ -275,6 +285,16 @@ std::uint32_t DeviceThreads(const SimulateOptions& o) {
   return std::clamp<std::uint32_t>(cores, 1, sim::kMaxDeviceThreads);
 }
 
+std::uint32_t LocalStepLimit(double budget_ms, double sample_us, double speed,
+                              std::uint32_t samples_per_step) {
+  if (budget_ms <= 0.0) return 0;
+  const double step_ms = samples_per_step * sample_us * 1e-3 / speed;
+  if (!(step_ms > 0.0)) return 0;  // steps that take no time all fit
+  const double fitting = std::floor(budget_ms / step_ms);
+  if (fitting >= protocol::kMaxLocalSteps) return 0;
+  return std::max<std::uint32_t>(1, static_cast<std::uint32_t>(fitting));
+}
+
 std::vector<sim::SimDevice> MakeSimDevices(const SimulateOptions& o, std::span<const double> speeds,
                                            const Task& task) {
   std::vector<sim::SimDevice> devices(o.workers);
@@ -283,6 +303,8 @@ std::vector<sim::SimDevice> MakeSimDevices(const SimulateOptions& o, std::span<c
   for (std::size_t w = 0; w < o.workers; ++w) {
     devices[w].profile = sim::DeviceProfile{bps, bps, latency, speeds[w]};
     devices[w].samples_per_step = static_cast<std::uint32_t>(task.samples_per_step(w));
+    devices[w].local_step_limit =
+        LocalStepLimit(o.local_time_budget_ms, o.sample_us, speeds[w], devices[w].samples_per_step);
   }
   return devices;
 }

@@ -24,6 +24,7 @@ struct SimulateOptions : RunFlags {
   double latency_ms = 0;
   std::string device_speeds = "1";
   double sample_us = 100;
+  double local_time_budget_ms = 0;  // 0: every worker takes all H local steps
   std::uint32_t threads = 0;  // device threads; 0: one per core
   std::string idle_memory = "auto";  // auto | release | keep
   double dropout = 0;
@@ -70,6 +71,11 @@ std::vector<double> ParseSpeeds(const std::string& text, std::size_t workers,
 
 // One device per worker (or peer): the flags' link (--bandwidth-mbps both ways, --latency-ms),
 // its speed and the task's samples per step.
+// The local steps a worker of relative `speed` fits in a round's compute budget (at least one),
+// or 0 (all of the run's H) without a budget or when more than any H fits.
+std::uint32_t LocalStepLimit(double budget_ms, double sample_us, double speed,
+                             std::uint32_t samples_per_step);
+
 std::vector<sim::SimDevice> MakeSimDevices(const SimulateOptions& flags,
                                            std::span<const double> speeds, const Task& task);
 

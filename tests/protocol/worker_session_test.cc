@@ -283,6 +283,35 @@ TEST_F(WorkerSessionTest, ModelBroadcastIsAnsweredWithAnUpdateBuiltInTheFrame) {
   EXPECT_EQ(worker_.counters().updates_sent, 1u);
 }
 
+// A device whose time budget fits fewer steps than H takes its limit, and its Update says how
+// many it took (samples and the simulator's work shrink with them); a limit from H up is no
+// limit, and the Update names no steps.
+class WorkerStepLimitTest : public WorkerSessionTest,
+                            public ::testing::WithParamInterface<std::uint32_t> {};
+
+TEST_P(WorkerStepLimitTest, TakesTheLimitAndTheUpdateSaysSo) {
+  constexpr std::uint32_t kRunSteps = 5;
+  const std::uint32_t limit = GetParam();
+  RunConfig config = MeanConfig(kDim, kCodecId<TopKCodec>, 10);
+  config.feedback.local_steps = kRunSteps;
+  WorkerOptions options;
+  options.local_step_limit = limit;
+  Make(config, 0, options);
+  Join();
+  Feed(ModelFrame(0, PseudoRandom(kDim, 21, 2.0f)));
+  const std::uint32_t taken = limit != 0 && limit < kRunSteps ? limit : kRunSteps;
+  EXPECT_EQ(problem_.calls, taken);
+  const auto frames = Poll();
+  ASSERT_EQ(frames.size(), 1u);
+  const wire::FrameView update = frames[0].first.View();
+  ASSERT_EQ(update.kind, wire::MessageKind::kUpdate);
+  EXPECT_EQ(update.message.update.local_steps, taken < kRunSteps ? taken : 0u);
+  EXPECT_EQ(update.message.update.samples, taken * config.batch);
+  EXPECT_EQ(frames[0].second, taken * config.batch);
+}
+
+INSTANTIATE_TEST_SUITE_P(Limits, WorkerStepLimitTest, ::testing::Values(0u, 1u, 2u, 5u, 9u));
+
 // The worker keeps a model of its own only where something reads it after the round's update
 // is built: the aggregate downlink (applied to it), majority vote, a codec that selects with the
 // last aggregate (reg_top_k). Without one it holds d floats less.

@@ -336,7 +336,9 @@ Status WorkerSession::Configure(const RunConfig& config, std::uint32_t workers) 
 
 void WorkerSession::ComputeUpdate(std::uint32_t round, std::span<const float> model) {
   const bool majority = config_.aggregation == AggregationKind::kMajority;
-  const std::uint32_t steps = majority ? 1u : config_.feedback.local_steps;
+  const std::uint32_t run_steps = majority ? 1u : config_.feedback.local_steps;
+  const std::uint32_t limit = options_.local_step_limit;
+  const std::uint32_t steps = limit != 0 && limit < run_steps ? limit : run_steps;
   const std::uint64_t samples = std::uint64_t{StepSamples()} * steps;
   const auto reported = static_cast<std::uint32_t>(
       std::min<std::uint64_t>(samples, std::numeric_limits<std::uint32_t>::max()));
@@ -351,6 +353,7 @@ void WorkerSession::ComputeUpdate(std::uint32_t round, std::span<const float> mo
       .workers = welcome_.workers,
       .id = id_,
       .round = round,
+      .local_steps = steps,
       .model = model,
       .gradient = gradient_,
       .momentum = momentum_,
@@ -361,7 +364,8 @@ void WorkerSession::ComputeUpdate(std::uint32_t round, std::span<const float> mo
       .stages = std::span(stages_).first(stage_count_),
       .builder = *update_builder_,
       .header = NextHeader(round),
-      .message = wire::PayloadMessage::Update({id_, reported}),
+      .message = wire::PayloadMessage::Update(
+          {id_, reported, 0.0f, steps < run_steps ? steps : 0u}),
       .payload = {},
       .shape = {},
   };

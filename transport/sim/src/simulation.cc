@@ -130,6 +130,7 @@ Status ServerSimulation::Init(const ServerSimulationSettings& settings, std::str
     options.codecs = settings.codecs;
     options.user = &bindings_[w];
     options.samples_per_step = settings.workers[w].samples_per_step;
+    options.local_step_limit = settings.workers[w].local_step_limit;
     options.add_noise = &AddNoiseShare;
     options.noise_key = SimulatedNoiseKey(settings.run.seed, options.device_id);
     // A second secret of the device, apart from its noise key.

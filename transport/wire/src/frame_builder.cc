@@ -210,7 +210,8 @@ Result<std::span<const std::byte>> FrameBuilder::FinishPayloadFrame() {
       const fb::Payload control_type =
           control_set ? internal::ToFb(pending_control_.layout) : fb::Payload::NONE;
       message = fb::CreateUpdate(builder_, update.worker, update.samples, codec, payload_type,
-                                 payload, update.clip_indicator, control_type, control)
+                                 payload, update.clip_indicator, control_type, control,
+                                 update.local_steps)
                     .Union();
       break;
     }

@@ -371,7 +371,8 @@ Status DecodeMessage(const fb::Envelope& envelope, FrameView& view) {
       if (update == nullptr) return Status::DataLoss("the Update is missing");
       view.kind = MessageKind::kUpdate;
       view.message =
-          PayloadMessage::Update({update->worker(), update->samples(), update->clip_indicator()});
+          PayloadMessage::Update({update->worker(), update->samples(), update->clip_indicator(),
+                                 update->local_steps()});
       if (kScaffold && update->control_type() != fb::Payload::NONE) {
         view.has_control = true;
         EDGESGD_TRY(DecodePayload(update->codec(), update->control_type(), update->control(),

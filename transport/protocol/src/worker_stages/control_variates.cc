@@ -15,7 +15,7 @@ Status CompressChange(const UpdateRound& round) {
                      round.builder.ReserveControlPayload(config.codec, config.layout));
   return round.scaffold
       ->CompressChange({config.seed, round.round, round.id}, round.feedback.round_delta(),
-                       config.feedback.local_steps, config.feedback.learning_rate, round.gradient,
+                       round.local_steps, config.feedback.learning_rate, round.gradient,
                        spans)
       .status();
 }

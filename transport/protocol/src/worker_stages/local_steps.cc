@@ -3,11 +3,11 @@
 namespace edgesgd::protocol::internal {
 namespace {
 
-// The round's H local steps, each with the callback's gradient corrected by the chain.
+// The round's local steps (H, or the device's limit), each with the callback's gradient corrected by the chain.
 Status TakeSteps(const UpdateRound& round) {
   const WorkerOptions& options = round.options;
   ErrorFeedbackWorker& feedback = round.feedback;
-  for (std::uint32_t step = 0; step < round.config.feedback.local_steps; ++step) {
+  for (std::uint32_t step = 0; step < round.local_steps; ++step) {
     const Status gradient =
         options.gradient(options.user, feedback.GradientPoint(), round.round, step, round.gradient);
     if (!gradient.ok()) {

@@ -56,6 +56,7 @@ struct UpdateRound {
   std::uint32_t workers;
   std::uint32_t id;
   std::uint32_t round;
+  std::uint32_t local_steps;     // this round's: H, or the device's smaller limit
   std::span<const float> model;  // the round's start model
   std::span<float> gradient;
   std::span<float> momentum;      // kMajority

@@ -95,6 +95,10 @@ struct WorkerOptions {
   // Training samples behind one local step, reported in Update.samples and work_samples; 0
   // means the run's batch size.
   std::uint32_t samples_per_step = 0;
+  // The most local steps this device takes in a round, for a device whose time budget fits
+  // fewer than the run's H (a slow one); 0 or anything from H up: all H. Its Update says how
+  // many it took (the mean ignores it; an aggregation may weigh by it).
+  std::uint32_t local_step_limit = 0;
   TimeNs join_retry_ns = 1'000'000'000;  // Join is re-sent this often until a Welcome arrives
   // Heartbeats keep the server's liveness timer fed while the worker is not sampled; kNever
   // sends none (then the server must not use a liveness timeout).

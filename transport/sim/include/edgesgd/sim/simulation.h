@@ -54,6 +54,8 @@ struct SimDevice {
   // Training samples behind one gradient call: the compute time the network charges, and a
   // worker's Update.samples (WorkerOptions / GossipOptions::samples_per_step).
   std::uint32_t samples_per_step = 0;
+  // A worker's most local steps per round (WorkerOptions::local_step_limit); 0: the run's H.
+  std::uint32_t local_step_limit = 0;
 };
 
 // Arena bytes of the participants, as the sessions plan them.

@@ -189,6 +189,7 @@ struct UpdateInfo {
   std::uint32_t worker = 0;
   std::uint32_t samples = 0;
   float clip_indicator = 0.0f;  // adaptive clipping (see the schema)
+  std::uint32_t local_steps = 0;  // fewer than H local steps taken, or 0 for all H
 
   friend constexpr bool operator==(const UpdateInfo&, const UpdateInfo&) = default;
 };
