@@ -19,6 +19,7 @@
 #include "cli/server_optimizer_flags.h"
 #include "edgesgd/core/codec_registry.h"
 #include "edgesgd/core/error_feedback.h"
+#include "edgesgd/protocol/aggregation_registry.h"
 #include "edgesgd/protocol/worker_session.h"
 
 namespace edgesgd::cli {
@@ -185,6 +186,13 @@ void AddTrainingFlags(CLI::App& command, RunFlags& o, const char* deadline_help)
   AddServerOptimizerFlags(command, o);
   AddAsyncFlags(command, o);
   AddSecureFlags(command, o);
+  // Each aggregation component that a flag switches on declares the flag itself.
+  for (const protocol::AggregationDescriptor& aggregation : protocol::kAggregations) {
+    const protocol::AggregationOption* option = aggregation.option;
+    if (option == nullptr) continue;
+    command.add_flag_callback(
+        option->flag, [&o, bit = option->bit] { o.aggregation_options |= bit; }, option->help);
+  }
   command.add_option("--quorum", o.quorum,
                      "Updates a round needs once its deadline passed (0 = 1)")
       ->capture_default_str();
@@ -389,6 +397,7 @@ protocol::RunConfig BuildRunConfig(const RunFlags& o, const Task& task) {
   config.feedback.local_steps = o.local_steps;
   config.feedback.prox_mu = o.prox_mu;
   config.scaffold = o.scaffold;
+  config.aggregation_options = o.aggregation_options;
   if (o.aggregate == "majority") {
     config.aggregation = protocol::AggregationKind::kMajority;
     config.codec = VoteForm(config.codec).value();

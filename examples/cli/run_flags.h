@@ -41,6 +41,7 @@ struct RunFlags {
   std::size_t batch = 32;
   std::uint32_t local_steps = 1;
   float prox_mu = 0.0f;  // FedProx's mu (mean aggregation, H > 1)
+  std::uint32_t aggregation_options = 0;  // the aggregations' own flags (AggregationOption)
   bool scaffold = false;  // SCAFFOLD's control variates (mean aggregation, H > 1)
   std::uint32_t eval_every = 1;
   float lr = 0.05f;

@@ -9,15 +9,18 @@
 #include <string>
 #include <vector>
 
+#include "edgesgd/protocol/aggregation_registry.h"
 #include "features/run_feature.h"
 #include "protocol/protocol_harness.h"
 
 namespace edgesgd::protocol::testing {
 namespace {
 
-// How a test turns each feature on; a feature missing here fails EveryFeatureTurnsOnAlone.
+// How a test turns each feature on; a feature missing here fails EveryFeatureTurnsOnAlone. An
+// aggregation option's feature is turned on by its bit.
 const std::map<const RunFeature*, std::function<void(RunConfig&)>>& Enablers() {
-  static const std::map<const RunFeature*, std::function<void(RunConfig&)>> enablers = {
+  static const std::map<const RunFeature*, std::function<void(RunConfig&)>> enablers = [] {
+    std::map<const RunFeature*, std::function<void(RunConfig&)>> listed = {
       {&kMajorityVoteFeature,
        [](RunConfig& c) {
          c.aggregation = AggregationKind::kMajority;
@@ -42,12 +45,25 @@ const std::map<const RunFeature*, std::function<void(RunConfig&)>>& Enablers() {
       {&kServerOptimizerFeature,
        [](RunConfig& c) { c.server_optimizer.kind = ServerOptimizerKind::kFedAdam; }},
       {&kAsyncFeature, [](RunConfig& c) { c.async.buffer = 2; }},
-  };
+    };
+    for (const AggregationDescriptor& aggregation : kAggregations) {
+      if (aggregation.option == nullptr) continue;
+      listed[aggregation.option->feature] = [bit = aggregation.option->bit](RunConfig& c) {
+        c.aggregation_options |= bit;
+      };
+    }
+    return listed;
+  }();
   return enablers;
 }
 
 // A plain mean run with a codec every feature accepts alone (values at shared coordinates).
-RunConfig Base() { return MeanConfig(64, kCodecId<RandomBlockCodec>, 5); }
+// Plain SGD on the workers: an option may normalize by local steps of SGD.
+RunConfig Base() {
+  RunConfig config = MeanConfig(64, kCodecId<RandomBlockCodec>, 5);
+  config.feedback.momentum = 0.0f;
+  return config;
+}
 
 Status CheckWholeRun(const RunConfig& config) {
   EDGESGD_TRY(ValidateRunConfig(config));
@@ -58,6 +74,16 @@ template <typename F>
 void ForEachFeature(F&& f) {
   for (const RunFeature* feature : SharedRunFeatures()) f(*feature, false);
   for (const RunFeature* feature : ServerRunFeatures()) f(*feature, true);
+  for (const AggregationDescriptor& aggregation : kAggregations) {
+    if (aggregation.option != nullptr) f(*aggregation.option->feature, true);
+  }
+}
+
+TEST(RunFeaturesTest, AnOptionNoAggregationDeclaresIsRefused) {
+  RunConfig config = Base();
+  config.aggregation_options = 1u << 31;
+  ASSERT_EQ(kAggregationOptionBits & config.aggregation_options, 0u);
+  EXPECT_EQ(ValidateServerChoices(config), Status::InvalidArgument());
 }
 
 TEST(RunFeaturesTest, EveryFeatureTurnsOnAlone) {

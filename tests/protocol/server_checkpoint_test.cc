@@ -359,8 +359,9 @@ std::optional<ServerSettings> WithOtherValue(const ServerSettings& run, std::str
     c.feedback.learning_rate *= 0.5f;
     c.optimizer.learning_rate *= 0.5f;
   } else if (name == "momentum") {
-    c.feedback.momentum *= 0.5f;
-    c.optimizer.momentum *= 0.5f;
+    const auto other = [](float momentum) { return momentum == 0.0f ? 0.5f : momentum * 0.5f; };
+    c.feedback.momentum = other(c.feedback.momentum);
+    c.optimizer.momentum = other(c.optimizer.momentum);
   } else if (name == "weight_decay") {
     c.feedback.weight_decay += 1e-3f;
     c.optimizer.weight_decay += 1e-3f;
@@ -440,6 +441,10 @@ std::optional<ServerSettings> WithOtherValue(const ServerSettings& run, std::str
     if (name == "secagg_threshold") a.threshold = a.threshold == 0.75f ? 0.9f : 0.75f;
     if (name == "secagg_neighbours") a.neighbours += 2;
     if (name == "secagg_bound") a.bound *= 2.0f;
+  } else if (name == "aggregation_options") {
+    // The lowest option's bit stands for all of them.
+    if (kAggregationOptionBits == 0) return std::nullopt;
+    c.aggregation_options ^= kAggregationOptionBits & (~kAggregationOptionBits + 1);
   } else {
     ADD_FAILURE() << "no way to change the setting " << name;
     return std::nullopt;
@@ -559,6 +564,8 @@ TEST(ServerCheckpointTest, AResumeWithAnySettingChangedNamesTheSetting) {
          !AdaptsClipping(test.config.privacy));
     if (!can_secure) test.fixed.push_back("secure_aggregation");
     test.fixed = with(test.fixed, {"secagg_threshold", "secagg_neighbours", "secagg_bound"});
+    // No aggregation option serves these runs.
+    test.fixed.push_back("aggregation_options");
   }
   // Every secure aggregation field is read with it on; the mean admits no other downlink, robust
   // rule, asynchronous rounds or control variates (a majority vote it does).
@@ -569,7 +576,8 @@ TEST(ServerCheckpointTest, AResumeWithAnySettingChangedNamesTheSetting) {
        with(
            with(with(with({"downlink"}, privacy_off), with({"robust"}, robust_params)),
                 fedavg),
-           {"buffer", "staleness", "staleness_exponent", "max_staleness", "scaffold"})});
+           {"buffer", "staleness", "staleness_exponent", "max_staleness", "scaffold",
+            "aggregation_options"})});
   // Every asynchronous field is read with the polynomial; the run admits no other aggregation,
   // downlink, privacy, robust rule or control variates.
   RunConfig buffered = MeanConfig(kDim, kCodecId<TopKCodec>, 10);
@@ -578,7 +586,8 @@ TEST(ServerCheckpointTest, AResumeWithAnySettingChangedNamesTheSetting) {
                    with(with(with({"aggregate", "downlink", "dp_mode"}, privacy_off),
                              with({"robust"}, robust_params)),
                         with(fedavg, {"scaffold", "secure_aggregation", "secagg_threshold",
-                                      "secagg_neighbours", "secagg_bound"}))});
+                                      "secagg_neighbours", "secagg_bound",
+                                      "aggregation_options"}))});
 
   // FedProx's mu shapes several local steps: a mean of one local step refuses every other value
   // (majority vote's cases list it already). It follows the aggregation and downlink fields.

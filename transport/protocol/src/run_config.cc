@@ -84,7 +84,8 @@ Status ValidateRunConfig(const RunConfig& config) {
 Status ValidateServerChoices(const RunConfig& config) {
   // Read even when they leave FedAvg unchanged, so a bad value never passes unnoticed.
   EDGESGD_TRY(ValidateServerOptimizerParams(config.server_optimizer));
-  return CheckRunFeatures(config, ServerRunFeatures());
+  EDGESGD_TRY(CheckRunFeatures(config, ServerRunFeatures()));
+  return CheckAggregationOptions(config);
 }
 
 RunConfig NormalizedRunConfig(const RunConfig& config) {
@@ -103,6 +104,7 @@ RunConfig NormalizedRunConfig(const RunConfig& config) {
   out.robust = RobustParams{};
   out.server_optimizer = ServerOptimizerParams{};
   out.async = AsyncParams{};
+  out.aggregation_options = 0;
   return out;
 }
 

@@ -71,6 +71,10 @@ extern const RunFeature kAsyncFeature;
 // reason of the first excluded feature that is on too, else the feature's own validation.
 Status CheckRunFeatures(const RunConfig& config, std::span<const RunFeature* const> features);
 
+// The features of the aggregation components `config.aggregation_options` switches on
+// (AggregationOption), as CheckRunFeatures; kInvalidArgument for a bit no component declares.
+Status CheckAggregationOptions(const RunConfig& config);
+
 // The registries: the features of the Welcome, and those of the server alone.
 std::span<const RunFeature* const> SharedRunFeatures();
 std::span<const RunFeature* const> ServerRunFeatures();

@@ -1,5 +1,7 @@
 #include "run_feature.h"
 
+#include "edgesgd/protocol/aggregation_registry.h"
+
 namespace edgesgd::protocol {
 
 Status CheckRunFeatures(const RunConfig& config, std::span<const RunFeature* const> features) {
@@ -9,6 +11,19 @@ Status CheckRunFeatures(const RunConfig& config, std::span<const RunFeature* con
       if (exclusion.other->enabled(config)) return Status::InvalidArgument(exclusion.reason);
     }
     EDGESGD_TRY(feature->validate(config));
+  }
+  return Status::Ok();
+}
+
+Status CheckAggregationOptions(const RunConfig& config) {
+  if ((config.aggregation_options & ~kAggregationOptionBits) != 0) {
+    return Status::InvalidArgument("aggregation_options names an option no aggregation declares");
+  }
+  for (const AggregationDescriptor& descriptor : kAggregations) {
+    const AggregationOption* option = descriptor.option;
+    if (option == nullptr || (config.aggregation_options & option->bit) == 0) continue;
+    const RunFeature* const feature[] = {option->feature};
+    EDGESGD_TRY(CheckRunFeatures(config, feature));
   }
   return Status::Ok();
 }

@@ -129,6 +129,19 @@ class Aggregation {
   Status Apply(const PayloadView& broadcast, const CodecContext& context, std::span<float> model) \
       override
 
+struct RunFeature;  // a run feature's rules (src/features/run_feature.h)
+
+// A component a server switches on by a flag: the flag and its help (read by the CLI, which adds
+// the flag, and so by its TOML keys), the component's bit in RunConfig::aggregation_options, and
+// the run feature the component is — what it excludes and its own validation, which
+// ValidateServerChoices applies. Such a component is registered once, in the aggregation list.
+struct AggregationOption {
+  const char* flag;  // "--name"
+  const char* help;
+  std::uint32_t bit;  // one bit, its own in the registry
+  const RunFeature* feature;
+};
+
 // What creating a component needs.
 struct AggregationSetup {
   const CodecRegistry* codecs = nullptr;
@@ -153,6 +166,8 @@ struct AggregationDescriptor {
   // Builds the component in the arena. Errors: those of its buffers' Init (kInvalidArgument,
   // kFailedPrecondition, kResourceExhausted).
   Result<Aggregation*> (*create)(Arena& arena, const AggregationSetup& setup) = nullptr;
+  // The switch that selects it (T::kOption), or nullptr for one the run's other fields select.
+  const AggregationOption* option = nullptr;
 };
 
 namespace internal {

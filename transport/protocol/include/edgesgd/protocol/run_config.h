@@ -80,6 +80,9 @@ struct RunConfig {
   // sends shared coordinates as values, or kMajority): the server sees only the sum of each
   // round's updates, or each coordinate's count of +1 votes.
   SecureAggregationParams secure;
+  // Aggregation components the server switches on by their flags, a bit each (AggregationOption
+  // in aggregation.h). The server's alone, like `robust`.
+  std::uint32_t aggregation_options = 0;
 
   friend constexpr bool operator==(const RunConfig&, const RunConfig&) = default;
 };
@@ -125,8 +128,8 @@ inline constexpr std::uint64_t kMaxSamplesPerRound = std::uint64_t{1} << 24;
 Status ValidateRunConfig(const RunConfig& config);
 
 // The server's checks of the features only it runs, components like those of ValidateRunConfig:
-// the robust rule, the server optimizer (its parameters always, the rest unless plain FedAvg)
-// and buffered asynchronous aggregation. Apart from ValidateRunConfig because the Welcome carries
+// the robust rule, the server optimizer (its parameters always, the rest unless plain FedAvg),
+// buffered asynchronous aggregation and the aggregation options (CheckAggregationOptions). Apart from ValidateRunConfig because the Welcome carries
 // none of them: a worker never has them to check, and its image links none of this. Does not
 // allocate. Errors: kInvalidArgument.
 Status ValidateServerChoices(const RunConfig& config);
@@ -209,6 +212,7 @@ constexpr void ForEachRunConfigField(const RunConfig& config, std::uint32_t work
   f("secagg_threshold", bits(secure.threshold));
   f("secagg_neighbours", std::uint64_t{secure.neighbours});
   f("secagg_bound", bits(secure.bound));
+  f("aggregation_options", std::uint64_t{config.aggregation_options});
 }
 
 // ---- The Welcome's encoding of a RunConfig ----
