@@ -25,6 +25,7 @@
 #include "core/test_util.h"
 #include "edgesgd/core/arena.h"
 #include "edgesgd/core/codec_registry.h"
+#include "edgesgd/protocol/aggregation/fednova.h"
 #include "edgesgd/protocol/run_config.h"
 #include "edgesgd/protocol/server_session.h"
 #include "edgesgd/protocol/session.h"
@@ -480,12 +481,17 @@ inline std::vector<ComponentConfig> ConfigPerAggregation(std::size_t dimension,
   RunConfig scaffold = MeanConfig(dimension, kCodecId<TopKCodec>, rounds);
   scaffold.feedback.local_steps = 2;
   scaffold.scaffold = true;
+  RunConfig fednova = MeanConfig(dimension, kCodecId<TopKCodec>, rounds);
+  fednova.feedback.local_steps = 2;
+  fednova.feedback.momentum = 0.0f;
+  fednova.aggregation_options = FedNovaAggregation::kOption.bit;
   return {{"mean", MeanConfig(dimension, kCodecId<TopKCodec>, rounds)},
           {"payload_mean", payload_mean},
           {"recompressed_mean", recompressed_mean},
           {"majority_vote", MajorityConfig(dimension, rounds)},
           {"robust_mean", robust_mean},
-          {"scaffold", scaffold}};
+          {"scaffold", scaffold},
+          {"fednova", fednova}};
 }
 
 inline std::vector<std::vector<float>> Targets(std::size_t workers, std::size_t dimension,

@@ -492,6 +492,8 @@ TEST(ServerCheckpointTest, AResumeWithAnySettingChangedNamesTheSetting) {
       fixed = {"codec", "sign_scale", "local_steps", "prox_mu", "optimizer"};
     }
     if (component == "robust_mean" || component == "scaffold") fixed = {"aggregate", "downlink"};
+    // FedNova normalizes plain SGD's steps of the model downlink, and takes no privacy.
+    if (component == "fednova") fixed = {"aggregate", "downlink", "momentum", "dp_mode"};
     if (component == "majority_vote" || component == "recompressed_mean" ||
         component == "robust_mean" || component == "scaffold") {
       fixed.push_back("dp_mode");
@@ -505,7 +507,7 @@ TEST(ServerCheckpointTest, AResumeWithAnySettingChangedNamesTheSetting) {
     }
     if (component != "mean") fixed = with(with(fixed, privacy_off), {"robust"});
     else fixed = with(fixed, privacy_off);
-    const bool optimizes = component == "mean" || component == "scaffold";
+    const bool optimizes = component == "mean" || component == "scaffold" || component == "fednova";
     cases.push_back({component, config,
                      with(with(fixed, robust_params), optimizes ? fedavg : no_server_optimizer)});
   }
@@ -564,8 +566,8 @@ TEST(ServerCheckpointTest, AResumeWithAnySettingChangedNamesTheSetting) {
          !AdaptsClipping(test.config.privacy));
     if (!can_secure) test.fixed.push_back("secure_aggregation");
     test.fixed = with(test.fixed, {"secagg_threshold", "secagg_neighbours", "secagg_bound"});
-    // No aggregation option serves these runs.
-    test.fixed.push_back("aggregation_options");
+    // The workers of the other runs use momentum, and no aggregation option admits it.
+    if (test.component != "fednova") test.fixed.push_back("aggregation_options");
   }
   // Every secure aggregation field is read with it on; the mean admits no other downlink, robust
   // rule, asynchronous rounds or control variates (a majority vote it does).

@@ -6,6 +6,7 @@
 #include <array>
 
 #include "edgesgd/protocol/aggregation.h"
+#include "edgesgd/protocol/aggregation/fednova.h"
 #include "edgesgd/protocol/aggregation/majority_vote.h"
 #include "edgesgd/protocol/aggregation/mean.h"
 #include "edgesgd/protocol/aggregation/payload_mean.h"
@@ -89,6 +90,7 @@ using KnownAggregations = internal::AggregationList<
     RecompressedMeanAggregation,
     MajorityVoteAggregation,
     RobustMeanAggregation,
+    FedNovaAggregation,
     ScaffoldAggregation>;
 // clang-format on
 inline constexpr const auto& kAggregations = KnownAggregations::kDescriptors;
