@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 
+#include "cli/bounded_option.h"
+
 namespace edgesgd::cli {
 namespace {
 
@@ -48,11 +50,9 @@ void AddAsyncFlags(CLI::App& command, RunFlags& o) {
                      "(1), sqrt (1/sqrt(1+tau)) or poly:A ((1+tau)^-A); needs --buffer")
       ->capture_default_str()
       ->each([flags](const std::string&) { flags->async_flags_given = true; });
-  command.add_option("--max-staleness", o.max_staleness,
-                     "Versions an update may be behind before the server drops it (counted as "
-                     "stale in the metrics); needs --buffer")
-      ->capture_default_str()
-      ->check(CLI::Range(0u, protocol::kMaxStalenessBound))
+  AddBoundedOption(command, "--max-staleness", o.max_staleness, 0u, protocol::kMaxStalenessBound,
+                   "Versions an update may be behind before the server drops it (counted as "
+                   "stale in the metrics); needs --buffer")
       ->each([flags](const std::string&) { flags->async_flags_given = true; });
 }
 

@@ -9,9 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "cli/bounded_option.h"
+#include "cli/codec_flags.h"
 #include "cli/commands.h"
 #include "cli/config_file.h"
-#include "cli/codec_flags.h"
 #include "edgesgd/core/codec_registry.h"
 #include "edgesgd/core/random.h"
 #include "edgesgd/platform/clock.h"
@@ -203,12 +204,10 @@ void AddBenchCommand(CLI::App& app, int& exit_code) {
       "Encode/decode throughput of every codec (GB/s of input floats), encoded bytes, and memcpy "
       "of the same buffer measured in the same run; top_k is also compared with std::nth_element");
   AddConfigFlag(*codecs);
-  codecs->add_option("--dim", options->dimension, "Vector length in floats")
-      ->capture_default_str()
-      ->check(CLI::Range(std::size_t{1}, std::size_t{4294967295}));
-  codecs->add_option("--repeats", options->repeats, "Runs per figure; the best is reported")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1000));
+  AddBoundedOption(*codecs, "--dim", options->dimension, std::size_t{1}, std::size_t{4294967295},
+                   "Vector length in floats");
+  AddBoundedOption(*codecs, "--repeats", options->repeats, 1, 1000,
+                   "Runs per figure; the best is reported");
   codecs->add_option("--seed", options->seed, "Seed of the input data and codec randomness")
       ->capture_default_str();
   codecs->add_flag("--json", options->json, "Print one JSON object instead of a table");

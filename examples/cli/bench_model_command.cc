@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/bounded_option.h"
 #include "cli/commands.h"
 #include "cli/config_file.h"
 #include "cli/model_flags.h"
@@ -310,24 +311,17 @@ void AddBenchModelCommand(CLI::App& bench, int& exit_code) {
       ->capture_default_str();
   model->add_option("--input-shape", options->input_shape, "One sample's shape HxWxC")
       ->capture_default_str();
-  model->add_option("--classes", options->classes, "Outputs of the last layer")
-      ->capture_default_str()
-      ->check(CLI::Range(std::size_t{2}, std::size_t{256}));
-  model->add_option("--batch", options->batch, "Samples per forward + backward call")
-      ->capture_default_str()
-      ->check(CLI::Range(std::size_t{1}, std::size_t{4096}));
-  model->add_option("--seconds", options->seconds, "Length of one timed run")
-      ->capture_default_str()
-      ->check(CLI::Range(0.01, 600.0));
-  model->add_option("--repeats", options->repeats, "Timed runs per figure; the best is reported")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 100));
+  AddBoundedOption(*model, "--classes", options->classes, std::size_t{2}, std::size_t{256},
+                   "Outputs of the last layer");
+  AddBoundedOption(*model, "--batch", options->batch, std::size_t{1}, std::size_t{4096},
+                   "Samples per forward + backward call");
+  AddBoundedOption(*model, "--seconds", options->seconds, 0.01, 600.0, "Length of one timed run");
+  AddBoundedOption(*model, "--repeats", options->repeats, 1, 100,
+                   "Timed runs per figure; the best is reported");
   model->add_flag("!--no-torch", options->torch, "Measure edgesgd alone");
-  model->add_option("--torch-processes", options->torch_processes,
-                    "PyTorch runs, each in a new process; the best figures are reported (its "
-                    "speed can settle per process in a slower mode)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 20));
+  AddBoundedOption(*model, "--torch-processes", options->torch_processes, 1, 20,
+                   "PyTorch runs, each in a new process; the best figures are reported (its "
+                   "speed can settle per process in a slower mode)");
   model->add_option("--python", options->python, "The Python interpreter that has torch (Debian's python3-torch)")
       ->capture_default_str();
   model->add_flag("--json", options->json, "Print one JSON object instead of a table");

@@ -11,15 +11,16 @@
 #include <string>
 #include <vector>
 
+#include "cli/bounded_option.h"
 #include "cli/commands.h"
 #include "cli/config_file.h"
 #include "cli/tcp_flags.h"
-#include "edgesgd/tcp/loopback.h"
 #include "edgesgd/core/arena.h"
 #include "edgesgd/core/random.h"
 #include "edgesgd/platform/log.h"
 #include "edgesgd/protocol/server_session.h"
 #include "edgesgd/protocol/worker_session.h"
+#include "edgesgd/tcp/loopback.h"
 
 namespace edgesgd::cli {
 namespace {
@@ -243,21 +244,13 @@ void AddBenchTcpCommand(CLI::App& bench, int& exit_code) {
       "Effective MB/s counts every round as 4d bytes up and down per worker (what a dense run "
       "would move).");
   AddConfigFlag(*command);
-  command->add_option("--dim", o->dimension, "Model dimension d")
-      ->capture_default_str()
-      ->check(CLI::Range(std::size_t{1}, std::size_t{100'000'000}));
-  command->add_option("--workers", o->workers, "Worker threads")
-      ->capture_default_str()
-      ->check(CLI::Range(1u, protocol::kMaxWorkers));
-  command->add_option("--rounds", o->rounds, "Measured rounds")
-      ->capture_default_str()
-      ->check(CLI::Range(1u, 1'000'000u));
-  command->add_option("--warmup", o->warmup, "Rounds before measuring")
-      ->capture_default_str()
-      ->check(CLI::Range(1u, 1'000'000u));
-  command->add_option("--k-ratio", o->k_ratio, "top_k: fraction of coordinates sent")
-      ->capture_default_str()
-      ->check(CLI::Range(1e-9f, 1.0f));
+  AddBoundedOption(*command, "--dim", o->dimension, std::size_t{1}, std::size_t{100'000'000},
+                   "Model dimension d");
+  AddBoundedOption(*command, "--workers", o->workers, 1u, protocol::kMaxWorkers, "Worker threads");
+  AddBoundedOption(*command, "--rounds", o->rounds, 1u, 1'000'000u, "Measured rounds");
+  AddBoundedOption(*command, "--warmup", o->warmup, 1u, 1'000'000u, "Rounds before measuring");
+  AddBoundedOption(*command, "--k-ratio", o->k_ratio, 1e-9f, 1.0f,
+                   "top_k: fraction of coordinates sent");
   command->add_option("--uplink", o->uplinks,
                       "Run only these variants (repeat the flag or separate with commas): dense, "
                       "sign (+ majority vote), top_k (+ EF, model downlink), top_k_both (top_k "

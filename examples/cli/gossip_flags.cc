@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cli/async_flags.h"
+#include "cli/bounded_option.h"
 #include "cli/robust_flags.h"
 #include "cli/secure_flags.h"
 #include "cli/server_optimizer_flags.h"
@@ -40,24 +41,19 @@ void AddGossipFlags(CLI::App& command, RunFlags& o) {
       ->capture_default_str()
       ->check(CLI::IsMember({"metropolis", "uniform"}))
       ->each(gossip_given);
-  command.add_option("--gossip-rounds", o.gossip_rounds,
-                     "DeTAG: accelerated gossip steps R per round; 0 = the recipe "
-                     "max(1, floor(0.5 ln(n) / sqrt(1 - lambda)))")
-      ->capture_default_str()
-      ->check(CLI::Range(0u, protocol::kMaxGossipSteps))
+  AddBoundedOption(command, "--gossip-rounds", o.gossip_rounds, 0u, protocol::kMaxGossipSteps,
+                   "DeTAG: accelerated gossip steps R per round; 0 = the recipe "
+                   "max(1, floor(0.5 ln(n) / sqrt(1 - lambda)))")
       ->each(gossip_given);
-  command.add_option("--phase-batches", o.phase_batches,
-                     "Gossip: gradient mini-batches (of --batch samples each) averaged into "
-                     "every round's gradient (DeTAG's phase batch is B = this x --batch)")
-      ->capture_default_str()
-      ->check(CLI::Range(1u, protocol::kMaxPhaseBatches))
+  AddBoundedOption(command, "--phase-batches", o.phase_batches, 1u, protocol::kMaxPhaseBatches,
+                   "Gossip: gradient mini-batches (of --batch samples each) averaged into "
+                   "every round's gradient (DeTAG's phase batch is B = this x --batch)")
       ->each(gossip_given);
-  command.add_option("--consensus-step", o.consensus_step,
-                     "CHOCO and BEER: consensus step gamma in (0, 1], x += gamma * sum_j W_ij "
-                     "(x^_j - x^_i) (BEER: the tracker too); 0 = the codec's default: 1 for identity, fp16, natural and qsgd, "
-                     "0.5 for sign, 0.05 for top_k, rand_k and random_block (docs/algorithms.md)")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0f, 1.0f))
+  AddBoundedOption(command, "--consensus-step", o.consensus_step, 0.0f, 1.0f,
+                   "CHOCO and BEER: consensus step gamma in (0, 1], x += gamma * sum_j W_ij "
+                   "(x^_j - x^_i) (BEER: the tracker too); 0 = the codec's default: 1 for "
+                   "identity, fp16, natural and qsgd, "
+                   "0.5 for sign, 0.05 for top_k, rand_k and random_block (docs/algorithms.md)")
       ->each([flags](const std::string&) {
         flags->gossip_flags_given = true;
         flags->consensus_step_given = true;

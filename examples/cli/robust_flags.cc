@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/bounded_option.h"
 #include "cli/number_checks.h"
 
 namespace edgesgd::cli {
@@ -39,10 +40,8 @@ void AddRobustFlags(CLI::App& command, RunFlags& o) {
       ->capture_default_str()
       ->check(CLI::IsMember(names));
   RunFlags* flags = &o;
-  command.add_option("--robust-f", o.robust_f,
-                     "f: faulty updates per round the trimmed mean and multi_krum are sized for")
-      ->capture_default_str()
-      ->check(CLI::Range(0u, 255u))
+  AddBoundedOption(command, "--robust-f", o.robust_f, 0u, 255u,
+                   "f: faulty updates per round the trimmed mean and multi_krum are sized for")
       ->each([flags](const std::string&) { flags->robust_f_given = true; });
   const auto clip_given = [flags](const std::string&) { flags->robust_clip_given = true; };
   command
@@ -52,10 +51,8 @@ void AddRobustFlags(CLI::App& command, RunFlags& o) {
       ->capture_default_str()
       ->check(PositiveFloat())
       ->each(clip_given);
-  command.add_option("--robust-clip-iterations", o.robust_clip_iterations,
-                     "Centered clipping: L, clipping passes per round")
-      ->capture_default_str()
-      ->check(CLI::Range(1u, kMaxClipIterations))
+  AddBoundedOption(command, "--robust-clip-iterations", o.robust_clip_iterations, 1u,
+                   kMaxClipIterations, "Centered clipping: L, clipping passes per round")
       ->each(clip_given);
 }
 

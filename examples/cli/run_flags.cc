@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cli/async_flags.h"
+#include "cli/bounded_option.h"
 #include "cli/data_sources.h"
 #include "cli/number_checks.h"
 #include "cli/robust_flags.h"
@@ -35,15 +36,12 @@ void AddDataFlags(CLI::App& command, RunFlags& o) {
                      "How softmax/mlp data is split: iid, sorted (by label, unshuffled) or "
                      "dirichlet:ALPHA")
       ->capture_default_str();
-  command.add_option("--dim", o.dim, "Synthetic tasks: model dimension / features")
-      ->capture_default_str()
-      ->check(CLI::Range(std::size_t{1}, std::size_t{10000000}));
-  command.add_option("--samples", o.samples, "Synthetic tasks: samples per worker")
-      ->capture_default_str()
-      ->check(CLI::Range(std::size_t{1}, std::size_t{10000000}));
-  command.add_option("--hidden", o.hidden, "MLP hidden units")
-      ->capture_default_str()
-      ->check(CLI::Range(std::size_t{1}, std::size_t{65536}));
+  AddBoundedOption(command, "--dim", o.dim, std::size_t{1}, std::size_t{10000000},
+                   "Synthetic tasks: model dimension / features");
+  AddBoundedOption(command, "--samples", o.samples, std::size_t{1}, std::size_t{10000000},
+                   "Synthetic tasks: samples per worker");
+  AddBoundedOption(command, "--hidden", o.hidden, std::size_t{1}, std::size_t{65536},
+                   "MLP hidden units");
   AddModelFlags(command, o.network);
   command.add_option("--train-limit", o.train_limit,
                      "Fashion-MNIST or a data file: the first N training samples (0 = all)")
@@ -56,22 +54,17 @@ void AddSeedFlag(CLI::App& command, RunFlags& o) {
 }
 
 void AddJoinTimeoutFlag(CLI::App& command, RunFlags& o) {
-  command.add_option("--join-timeout-s", o.join_timeout_s,
-                     "Start training this long after starting once --quorum workers joined "
-                     "(0: wait for all --workers)")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0, 1e9));
+  AddBoundedOption(command, "--join-timeout-s", o.join_timeout_s, 0.0, 1e9,
+                   "Start training this long after starting once --quorum workers joined "
+                   "(0: wait for all --workers)");
 }
 
 void AddTrainingFlags(CLI::App& command, RunFlags& o, const char* deadline_help) {
   RunFlags* flags = &o;
-  command.add_option("--workers", o.workers, "Number of worker devices")
-      ->capture_default_str()
-      ->check(CLI::Range(std::size_t{1}, std::size_t{protocol::kMaxWorkers}))
+  AddBoundedOption(command, "--workers", o.workers, std::size_t{1},
+                   std::size_t{protocol::kMaxWorkers}, "Number of worker devices")
       ->each([flags](const std::string&) { flags->workers_given = true; });
-  command.add_option("--rounds", o.rounds, "Training rounds")
-      ->capture_default_str()
-      ->check(CLI::Range(1u, 100000000u));
+  AddBoundedOption(command, "--rounds", o.rounds, 1u, 100000000u, "Training rounds");
   command.add_option("--lr", o.lr, "Learning rate (workers' step size)")->capture_default_str();
   command.add_option("--momentum", o.momentum,
                      "Momentum beta of --optimizer momentum and signum, in [0, 1)")
@@ -79,27 +72,21 @@ void AddTrainingFlags(CLI::App& command, RunFlags& o, const char* deadline_help)
   command.add_option("--weight-decay", o.weight_decay, "L2 weight decay")->capture_default_str();
   command.add_option("--batch", o.batch, "Samples per local step (0 = the whole local shard)")
       ->capture_default_str();
-  command.add_option("--local-steps", o.local_steps,
-                     "H local steps per round; the model delta is then sent (H = 1 sends "
-                     "gradients)")
-      ->capture_default_str()
-      ->check(CLI::Range(1u, protocol::kMaxLocalSteps));
-  command.add_option("--prox-mu", o.prox_mu,
-                     "FedProx's mu: the local steps of a round minimise the loss plus "
-                     "(mu / 2) ||y - x||^2, keeping the local model y near the round's model x "
-                     "on heterogeneous data (needs --local-steps > 1; 0 = plain local SGD)")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0f, 1e6f));
+  AddBoundedOption(command, "--local-steps", o.local_steps, 1u, protocol::kMaxLocalSteps,
+                   "H local steps per round; the model delta is then sent (H = 1 sends "
+                   "gradients)");
+  AddBoundedOption(command, "--prox-mu", o.prox_mu, 0.0f, 1e6f,
+                   "FedProx's mu: the local steps of a round minimise the loss plus "
+                   "(mu / 2) ||y - x||^2, keeping the local model y near the round's model x "
+                   "on heterogeneous data (needs --local-steps > 1; 0 = plain local SGD)");
   command.add_flag("--scaffold", o.scaffold,
                    "SCAFFOLD (Karimireddy et al. 2020): control variates correct each local step "
                    "for the drift between a device's data and the federation's, at the price of "
                    "a second uplink payload (the change of the device's variate, in --codec) and "
                    "the server's variate beside each model broadcast (needs --local-steps > 1, "
                    "--aggregate mean and --downlink model)");
-  command.add_option("--participation", o.participation,
-                     "Fraction of live workers sampled each round, in (0, 1]")
-      ->capture_default_str()
-      ->check(CLI::Range(1e-6f, 1.0f));
+  AddBoundedOption(command, "--participation", o.participation, 1e-6f, 1.0f,
+                   "Fraction of live workers sampled each round, in (0, 1]");
   o.codec.Add(command, "identity", "Uplink compressor:");
   command.add_option("--feedback", o.feedback,
                      "Error feedback of --aggregate mean: none, ef, def (see --detach), saef, "
@@ -154,18 +141,14 @@ void AddTrainingFlags(CLI::App& command, RunFlags& o, const char* deadline_help)
       ->capture_default_str()
       ->check(NonNegativeFloat())
       ->each(dp_flag_given);
-  command.add_option("--dp-delta", o.dp_delta,
-                     "delta of the (epsilon, delta) guarantee the metrics report; keep it below "
-                     "1 / (number of devices)")
-      ->capture_default_str()
-      ->check(CLI::Range(1e-30f, 0.5f))
+  AddBoundedOption(command, "--dp-delta", o.dp_delta, 1e-30f, 0.5f,
+                   "delta of the (epsilon, delta) guarantee the metrics report; keep it below "
+                   "1 / (number of devices)")
       ->each(dp_flag_given);
-  command.add_option("--dp-target-quantile", o.dp_target_quantile,
-                     "Adaptive clipping (Andrew et al. 2021): the fraction of updates in (0, 1) "
-                     "the bound should leave unclipped, learnt from a noised count each round "
-                     "starting at --dp-clip; 0 keeps --dp-clip fixed")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0f, 0.999f))
+  AddBoundedOption(command, "--dp-target-quantile", o.dp_target_quantile, 0.0f, 0.999f,
+                   "Adaptive clipping (Andrew et al. 2021): the fraction of updates in (0, 1) "
+                   "the bound should leave unclipped, learnt from a noised count each round "
+                   "starting at --dp-clip; 0 keeps --dp-clip fixed")
       ->each(dp_flag_given);
   command
       .add_option("--dp-clip-lr", o.dp_clip_lr,
@@ -196,21 +179,15 @@ void AddTrainingFlags(CLI::App& command, RunFlags& o, const char* deadline_help)
   command.add_option("--quorum", o.quorum,
                      "Updates a round needs once its deadline passed (0 = 1)")
       ->capture_default_str();
-  command.add_option("--round-deadline-s", o.round_deadline_s, deadline_help)
-      ->capture_default_str()
-      ->check(CLI::Range(1e-6, 1e9));
-  command.add_option("--max-model-norm", o.max_model_norm,
-                     "The run fails, naming the round, once the model's Euclidean norm exceeds "
-                     "this (it diverged); 0 = no bound. A NaN or infinity always fails it")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0, 3e38));
+  AddBoundedOption(command, "--round-deadline-s", o.round_deadline_s, 1e-6, 1e9, deadline_help);
+  AddBoundedOption(command, "--max-model-norm", o.max_model_norm, 0.0, 3e38,
+                   "The run fails, naming the round, once the model's Euclidean norm exceeds "
+                   "this (it diverged); 0 = no bound. A NaN or infinity always fails it");
 }
 
 void AddOutputFlags(CLI::App& command, RunFlags& o) {
-  command.add_option("--eval-every", o.eval_every,
-                     "Rounds between evaluations (loss/accuracy cells are empty in between)")
-      ->capture_default_str()
-      ->check(CLI::Range(1u, 100000000u));
+  AddBoundedOption(command, "--eval-every", o.eval_every, 1u, 100000000u,
+                   "Rounds between evaluations (loss/accuracy cells are empty in between)");
   command.add_option("--metrics", o.metrics, "Write one CSV row per round to FILE.csv");
   command.add_option("--summary", o.summary,
                      "Write the final row, memory plan and fault counters to FILE.json");
@@ -467,6 +444,17 @@ MemoryPlan MakeMemoryPlan(const protocol::RunConfig& config,
   plan.update_frame = protocol::UpdateFrameBytes(config);
   plan.broadcast_frame = protocol::BroadcastFrameBytes(config);
   return plan;
+}
+
+void WriteServerCounters(SummaryWriter& summary, const protocol::ServerCounters& counters) {
+  summary.Field("server_rejected_frames", counters.total_rejected());
+  summary.Field("updates_accepted", counters.updates_accepted);
+  // Updates of a closed round, or (--buffer) older than --max-staleness: dropped.
+  summary.Field("stale_updates_dropped", counters.rejected_for(protocol::RejectReason::kStale) +
+                                             counters.rejected_for(protocol::RejectReason::kLate));
+  summary.Field("deadline_extensions", counters.deadline_extensions);
+  summary.Field("secure_rounds_aborted", counters.secure_rounds_aborted);
+  summary.Field("secure_messages_resent", counters.secure_messages_resent);
 }
 
 void WriteMemoryPlan(SummaryWriter& summary, const MemoryPlan& plan) {

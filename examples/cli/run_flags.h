@@ -197,6 +197,9 @@ MemoryPlan MakeMemoryPlan(const protocol::RunConfig& config,
                           const protocol::ServerOptions& options);
 void WriteMemoryPlan(SummaryWriter& summary, const MemoryPlan& plan);
 
+// The server's frame and round counters, as fields of the current summary section.
+void WriteServerCounters(SummaryWriter& summary, const protocol::ServerCounters& counters);
+
 // Bits per coordinate of an update's largest payload (the bits_per_coord column of a round
 // without uploads; ServerRoundRow uses the round's actual payloads).
 double PayloadBitsPerCoordinate(const protocol::RunConfig& config);

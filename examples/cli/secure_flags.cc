@@ -1,5 +1,6 @@
 #include "cli/secure_flags.h"
 
+#include "cli/bounded_option.h"
 #include "cli/number_checks.h"
 
 namespace edgesgd::cli {
@@ -16,21 +17,17 @@ void AddSecureFlags(CLI::App& command, RunFlags& o) {
                    "bits) or, with --aggregate majority, each coordinate's count of +1 votes "
                    "(ceil(log2(workers + 1)) bits per coordinate). Keys and shares add a few "
                    "hundred bytes per device and round");
-  command.add_option("--secagg-threshold", o.secagg_threshold,
-                     "Fraction of each neighbourhood (a device and the devices it masks with) "
-                     "whose shares recover a vanished device's masks, in (0.5, 1]: a round "
-                     "survives as long as that many of every neighbourhood stay to the end, "
-                     "and is aborted with the model unchanged otherwise")
-      ->capture_default_str()
-      ->check(CLI::Range(0.5f, 1.0f))
+  AddBoundedOption(command, "--secagg-threshold", o.secagg_threshold, 0.5f, 1.0f,
+                   "Fraction of each neighbourhood (a device and the devices it masks with) "
+                   "whose shares recover a vanished device's masks, in (0.5, 1]: a round "
+                   "survives as long as that many of every neighbourhood stay to the end, "
+                   "and is aborted with the model unchanged otherwise")
       ->each(given);
-  command.add_option("--secagg-neighbours", o.secagg_neighbours,
-                     "SecAgg+ (Bell et al. 2020): each device masks with this many others (even) "
-                     "on a random ring, so its keys and shares grow with k rather than with the "
-                     "cohort; about 2 log2(cohort) suits large cohorts. 0: every device masks "
-                     "with every other")
-      ->capture_default_str()
-      ->check(CLI::Range(0u, protocol::kMaxWorkers))
+  AddBoundedOption(command, "--secagg-neighbours", o.secagg_neighbours, 0u, protocol::kMaxWorkers,
+                   "SecAgg+ (Bell et al. 2020): each device masks with this many others (even) "
+                   "on a random ring, so its keys and shares grow with k rather than with the "
+                   "cohort; about 2 log2(cohort) suits large cohorts. 0: every device masks "
+                   "with every other")
       ->each(given);
   command
       .add_option("--secagg-bound", o.secagg_bound,

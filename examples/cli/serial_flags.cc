@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cstdio>
 
+#include "cli/bounded_option.h"
 #include "cli/tcp_flags.h"
 
 namespace edgesgd::cli {
@@ -31,32 +32,21 @@ std::vector<CLI::Option*> AddSerialFlags(CLI::App& command, SerialFlags& o) {
                    ? std::string()
                    : std::string("not a rate a tty takes (9600, 19200, ... 115200, ... 4000000)");
       });
-  command
-      .add_option("--serial-max-frame-kb", o.max_frame_kb,
-                  "Largest frame carried on the line, in KiB (the link keeps two buffers of "
-                  "about this size); the model broadcast of a dense run is 4 bytes per "
-                  "parameter")
-      ->capture_default_str()
-      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20));
-  command
-      .add_option("--serial-retransmit-ms", o.retransmit_ms,
-                  "Send an unacknowledged frame again after this long plus the frame's own "
-                  "time on the line (see --serial-bytes-per-s)")
-      ->capture_default_str()
-      ->check(CLI::Range(1.0, 3.6e6));
-  command
-      .add_option("--serial-bytes-per-s", o.bytes_per_s,
-                  "The line's speed, which gives a frame's time on it (a 32 KB model takes "
-                  "2.8 s at the default, 115200 baud); qemu's emulated UART moves about "
-                  "15-30 KB/s")
-      ->capture_default_str()
-      ->check(CLI::Range(100.0, 1e10));
-  command
-      .add_option("--serial-attempts", o.attempts,
-                  "Sends of one frame before the link is declared failed and started again "
-                  "(the session then joins again)")
-      ->capture_default_str()
-      ->check(CLI::Range(1u, 1000000u));
+  AddBoundedOption(command, "--serial-max-frame-kb", o.max_frame_kb, std::size_t{1},
+                   std::size_t{1} << 20,
+                   "Largest frame carried on the line, in KiB (the link keeps two buffers of "
+                   "about this size); the model broadcast of a dense run is 4 bytes per "
+                   "parameter");
+  AddBoundedOption(command, "--serial-retransmit-ms", o.retransmit_ms, 1.0, 3.6e6,
+                   "Send an unacknowledged frame again after this long plus the frame's own "
+                   "time on the line (see --serial-bytes-per-s)");
+  AddBoundedOption(command, "--serial-bytes-per-s", o.bytes_per_s, 100.0, 1e10,
+                   "The line's speed, which gives a frame's time on it (a 32 KB model takes "
+                   "2.8 s at the default, 115200 baud); qemu's emulated UART moves about "
+                   "15-30 KB/s");
+  AddBoundedOption(command, "--serial-attempts", o.attempts, 1u, 1000000u,
+                   "Sends of one frame before the link is declared failed and started again "
+                   "(the session then joins again)");
   return {device, connect, listen};
 }
 

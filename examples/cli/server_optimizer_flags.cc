@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/bounded_option.h"
 #include "cli/number_checks.h"
 
 namespace edgesgd::cli {
@@ -44,15 +45,11 @@ void AddServerOptimizerFlags(CLI::App& command, RunFlags& o) {
       ->check(PositiveFloat())
       ->each([flags](const std::string&) { flags->server_lr_given = true; });
   const auto given = [flags](const std::string&) { flags->server_moments_given = true; };
-  command.add_option("--server-beta1", o.server_beta1,
-                     "fedavgm's momentum; the adaptive optimizers' first-moment decay")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0f, 0.999999f))
+  AddBoundedOption(command, "--server-beta1", o.server_beta1, 0.0f, 0.999999f,
+                   "fedavgm's momentum; the adaptive optimizers' first-moment decay")
       ->each(given);
-  command.add_option("--server-beta2", o.server_beta2,
-                     "fedadam's and fedyogi's second-moment decay")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0f, 0.999999f))
+  AddBoundedOption(command, "--server-beta2", o.server_beta2, 0.0f, 0.999999f,
+                   "fedadam's and fedyogi's second-moment decay")
       ->each([flags](const std::string&) { flags->server_beta2_given = true; });
   command
       .add_option("--server-tau", o.server_tau,

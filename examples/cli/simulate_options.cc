@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "cli/attacks.h"
+#include "cli/bounded_option.h"
 #include "cli/config_file.h"
 #include "cli/gossip_flags.h"
 #include "edgesgd/core/random.h"
@@ -30,34 +31,24 @@ void AddSimulateFlags(CLI::App& command, SimulateOptions& o) {
       ->capture_default_str()
       ->check(CLI::IsMember({"server", "gossip"}));
   AddGossipFlags(command, o);
-  command.add_option("--bandwidth-mbps", o.bandwidth_mbps,
-                     "Every worker's uplink and downlink, Mbit/s (0 = unlimited)")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0, 1e6));
-  command.add_option("--latency-ms", o.latency_ms, "One-way link latency, ms")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0, 1e6));
+  AddBoundedOption(command, "--bandwidth-mbps", o.bandwidth_mbps, 0.0, 1e6,
+                   "Every worker's uplink and downlink, Mbit/s (0 = unlimited)");
+  AddBoundedOption(command, "--latency-ms", o.latency_ms, 0.0, 1e6, "One-way link latency, ms");
   command.add_option("--device-speeds", o.device_speeds,
                      "Relative compute speeds, comma-separated, cycled over the workers "
                      "(e.g. 1,1,0.5,0.25), or lognormal:SIGMA for heavy-tailed speeds exp(-SIGMA "
                      "z), z standard normal, drawn from --seed")
       ->capture_default_str();
-  command.add_option("--sample-us", o.sample_us,
-                     "Compute time of one training sample on a speed-1 device, microseconds")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0, 1e9));
-  command.add_option("--local-time-budget-ms", o.local_time_budget_ms,
-                     "Compute time a worker may spend on a round's local steps, ms: a worker "
-                     "whose speed fits fewer than --local-steps in it takes that many (at least "
-                     "one), so slow devices do less work. 0: every worker takes all of them")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0, 1e9));
-  command.add_option("--threads", o.threads,
-                     "Threads the devices compute on (server mode): the devices a round reaches "
-                     "at one instant train in parallel, and the run is the same byte for byte "
-                     "whatever the count. 0: one per core; gossip runs and --attack use one")
-      ->capture_default_str()
-      ->check(CLI::Range(0u, sim::kMaxDeviceThreads));
+  AddBoundedOption(command, "--sample-us", o.sample_us, 0.0, 1e9,
+                   "Compute time of one training sample on a speed-1 device, microseconds");
+  AddBoundedOption(command, "--local-time-budget-ms", o.local_time_budget_ms, 0.0, 1e9,
+                   "Compute time a worker may spend on a round's local steps, ms: a worker "
+                   "whose speed fits fewer than --local-steps in it takes that many (at least "
+                   "one), so slow devices do less work. 0: every worker takes all of them");
+  AddBoundedOption(command, "--threads", o.threads, 0u, sim::kMaxDeviceThreads,
+                   "Threads the devices compute on (server mode): the devices a round reaches "
+                   "at one instant train in parallel, and the run is the same byte for byte "
+                   "whatever the count. 0: one per core; gossip runs and --attack use one");
   command.add_option("--idle-memory", o.idle_memory,
                      "What a device does with its working buffers (model copy, gradient, local "
                      "model) between its rounds (server mode): release gives their pages back, "
@@ -67,14 +58,11 @@ void AddSimulateFlags(CLI::App& command, SimulateOptions& o) {
                      "The run is the same either way")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "release", "keep"}));
-  command.add_option("--dropout", o.dropout,
-                     "Probability a worker is offline for a drop-out epoch (see "
-                     "--dropout-epoch-s)")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0));
-  command.add_option("--dropout-epoch-s", o.dropout_epoch_s, "Length of a drop-out epoch")
-      ->capture_default_str()
-      ->check(CLI::Range(1e-6, 1e9));
+  AddBoundedOption(command, "--dropout", o.dropout, 0.0, 1.0,
+                   "Probability a worker is offline for a drop-out epoch (see "
+                   "--dropout-epoch-s)");
+  AddBoundedOption(command, "--dropout-epoch-s", o.dropout_epoch_s, 1e-6, 1e9,
+                   "Length of a drop-out epoch");
   AddJoinTimeoutFlag(command, o);
   command.add_option("--availability", o.availability,
                      "When devices are online: always; diurnal:PERIOD_S,ONLINE (each device "
@@ -83,15 +71,11 @@ void AddSimulateFlags(CLI::App& command, SimulateOptions& o) {
                      "END_S' giving each listed device's online intervals (unlisted devices are "
                      "always online)")
       ->capture_default_str();
-  command.add_option("--loss", o.loss, "Probability a frame is lost")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0));
-  command.add_option("--corrupt", o.corrupt, "Probability a frame arrives with flipped bits")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0));
-  command.add_option("--duplicate", o.duplicate, "Probability a frame arrives twice")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0));
+  AddBoundedOption(command, "--loss", o.loss, 0.0, 1.0, "Probability a frame is lost");
+  AddBoundedOption(command, "--corrupt", o.corrupt, 0.0, 1.0,
+                   "Probability a frame arrives with flipped bits");
+  AddBoundedOption(command, "--duplicate", o.duplicate, 0.0, 1.0,
+                   "Probability a frame arrives twice");
   command.add_option("--attack", o.attack,
                      "Byzantine workers 1..--attackers replace their gradient: sign_flip (-s g), "
                      "scale (s g), gaussian (N(0, s^2) noise), alie (mean - z std of the honest "
@@ -104,12 +88,10 @@ void AddSimulateFlags(CLI::App& command, SimulateOptions& o) {
                                                      std::end(kAttackNames))));
   command.add_option("--attackers", o.attackers, "How many workers attack (workers 1..N)")
       ->capture_default_str();
-  command.add_option("--attack-strength", o.attack_strength,
-                     "s of the attack (0 = its default: sign_flip 1, scale 10, gaussian 1, "
-                     "ipm 0.1, alie the largest z that stays inside the honest spread; "
-                     "label_flip has none)")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0f, 1e6f));
+  AddBoundedOption(command, "--attack-strength", o.attack_strength, 0.0f, 1e6f,
+                   "s of the attack (0 = its default: sign_flip 1, scale 10, gaussian 1, "
+                   "ipm 0.1, alie the largest z that stays inside the honest spread; "
+                   "label_flip has none)");
   AddOutputFlags(command, o);
 }
 
@@ -353,14 +335,7 @@ void WriteSimulatedNetwork(SummaryWriter& summary, const sim::DeviceCounters& ne
   summary.Field("frames_corrupted", network.frames_corrupted);
   summary.Field("frames_duplicated", network.frames_duplicated);
   summary.Field("frames_dropped_offline", network.frames_dropped_offline);
-  summary.Field("server_rejected_frames", server.total_rejected());
-  summary.Field("updates_accepted", server.updates_accepted);
-  // Updates of a closed round, or (--buffer) older than --max-staleness: dropped.
-  summary.Field("stale_updates_dropped", server.rejected_for(protocol::RejectReason::kStale) +
-                                             server.rejected_for(protocol::RejectReason::kLate));
-  summary.Field("deadline_extensions", server.deadline_extensions);
-  summary.Field("secure_rounds_aborted", server.secure_rounds_aborted);
-  summary.Field("secure_messages_resent", server.secure_messages_resent);
+  WriteServerCounters(summary, server);
   summary.End();
 }
 

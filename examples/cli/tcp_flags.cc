@@ -5,6 +5,7 @@
 #include <cstring>
 #include <optional>
 
+#include "cli/bounded_option.h"
 #include "cli/config_file.h"
 #include "edgesgd/auth/key_file.h"
 #include "edgesgd/platform/log.h"
@@ -16,20 +17,15 @@ namespace {
 constexpr int kExitInterrupted = 130;
 
 void AddListenerFlags(CLI::App& command, NetworkFlags& flags) {
-  command.add_option("--hello-timeout-s", flags.hello_timeout_s,
-                     "Close an accepted connection that sends no valid first frame within this")
-      ->capture_default_str()
-      ->check(CLI::Range(1e-3, 1e6));
-  command.add_option("--max-unidentified-connections", flags.max_unidentified_connections,
-                     "Accepted connections that may wait for their first frame at once; one "
-                     "more closes the oldest (each peer then has at most one connection)")
-      ->capture_default_str()
-      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20));
-  command.add_option("--idle-timeout-s", flags.idle_timeout_s,
-                     "Close an accepted connection that sends nothing for this long (workers "
-                     "send heartbeats; gossip neighbours send a model every round)")
-      ->capture_default_str()
-      ->check(CLI::Range(1e-3, 1e6));
+  AddSecondsOption(command, "--hello-timeout-s", flags.hello_timeout_s,
+                   "Close an accepted connection that sends no valid first frame within this");
+  AddBoundedOption(command, "--max-unidentified-connections", flags.max_unidentified_connections,
+                   std::size_t{1}, std::size_t{1} << 20,
+                   "Accepted connections that may wait for their first frame at once; one "
+                   "more closes the oldest (each peer then has at most one connection)");
+  AddSecondsOption(command, "--idle-timeout-s", flags.idle_timeout_s,
+                   "Close an accepted connection that sends nothing for this long (workers "
+                   "send heartbeats; gossip neighbours send a model every round)");
   command.add_option("--port-file", flags.port_file,
                      "Write the listening port to FILE once bound (useful with port 0)");
 }
@@ -47,38 +43,30 @@ std::optional<tcp::TlsFiles> TlsFilesOf(const NetworkFlags& flags) {
 }  // namespace
 
 void AddSocketFlags(CLI::App& command, std::size_t& send_buffer, std::size_t& low_watermark) {
-  command.add_option("--socket-send-buffer", send_buffer,
-                     "SO_SNDBUF of every connection in bytes (the kernel doubles it, up to "
-                     "net.core.wmem_max); 0 keeps the kernel's auto-tuning, usually the "
-                     "fastest: frames are written straight from where they were built as far as "
-                     "the socket takes them. A long, fast link needs about its bandwidth x "
-                     "round-trip time")
-      ->capture_default_str()
-      ->check(CLI::Range(std::size_t{0}, tcp::kMaxSocketOptionBytes));
-  command.add_option("--receive-low-watermark", low_watermark,
-                     "While a large frame arrives, wake the reader only once this many of its "
-                     "bytes (or the rest of it) are in; 0 wakes it on every arrival. Bytes held "
-                     "back still keep a connection from counting as idle. Not used with TLS")
-      ->capture_default_str()
-      ->check(CLI::Range(std::size_t{0}, tcp::kMaxSocketOptionBytes));
+  AddBoundedOption(command, "--socket-send-buffer", send_buffer, std::size_t{0},
+                   tcp::kMaxSocketOptionBytes,
+                   "SO_SNDBUF of every connection in bytes (the kernel doubles it, up to "
+                   "net.core.wmem_max); 0 keeps the kernel's auto-tuning, usually the "
+                   "fastest: frames are written straight from where they were built as far as "
+                   "the socket takes them. A long, fast link needs about its bandwidth x "
+                   "round-trip time");
+  AddBoundedOption(command, "--receive-low-watermark", low_watermark, std::size_t{0},
+                   tcp::kMaxSocketOptionBytes,
+                   "While a large frame arrives, wake the reader only once this many of its "
+                   "bytes (or the rest of it) are in; 0 wakes it on every arrival. Bytes held "
+                   "back still keep a connection from counting as idle. Not used with TLS");
 }
 
 void AddNetworkFlags(CLI::App& command, NetworkFlags& flags) {
-  command.add_option("--write-timeout-s", flags.write_timeout_s,
-                     "Close a connection whose frame write takes longer than this")
-      ->capture_default_str()
-      ->check(CLI::Range(1e-3, 1e6));
-  command.add_option("--send-queue", flags.send_queue,
-                     "Frames queued per connection; a connected peer that falls further behind "
-                     "is disconnected")
-      ->capture_default_str()
-      ->check(CLI::Range(std::size_t{1}, std::size_t{4096}));
+  AddSecondsOption(command, "--write-timeout-s", flags.write_timeout_s,
+                   "Close a connection whose frame write takes longer than this");
+  AddBoundedOption(command, "--send-queue", flags.send_queue, std::size_t{1}, std::size_t{4096},
+                   "Frames queued per connection; a connected peer that falls further behind "
+                   "is disconnected");
   AddSocketFlags(command, flags.socket_send_buffer, flags.receive_low_watermark);
-  command.add_option("--reconnect-max-s", flags.reconnect_max_s,
-                     "Longest delay between reconnect attempts (exponential backoff from 50 ms, "
-                     "with jitter)")
-      ->capture_default_str()
-      ->check(CLI::Range(0.05, 3600.0));
+  AddBoundedOption(command, "--reconnect-max-s", flags.reconnect_max_s, 0.05, 3600.0,
+                   "Longest delay between reconnect attempts (exponential backoff from 50 ms, "
+                   "with jitter)");
   CLI::Option* keys = command.add_option(
       "--keys", flags.keys,
       "Pre-shared device keys, one `DEVICE_ID HEX_KEY` line each (64 hex digits; keep the file "
@@ -118,11 +106,9 @@ void AddServerFlags(CLI::App& command, ServerFlags& o) {
   command.add_option("--checkpoint", o.checkpoint,
                      "Write model, round and counters to FILE (atomically: temp file, fsync, "
                      "rename) before any frame of the next round is sent");
-  command.add_option("--checkpoint-every", o.checkpoint_every,
-                     "Checkpoint every K rounds (and at the end); K > 1 may lose up to K-1 "
-                     "rounds on a crash")
-      ->capture_default_str()
-      ->check(CLI::Range(1u, 100000000u));
+  AddBoundedOption(command, "--checkpoint-every", o.checkpoint_every, 1u, 100000000u,
+                   "Checkpoint every K rounds (and at the end); K > 1 may lose up to K-1 "
+                   "rounds on a crash");
   command.add_flag("--resume", o.resume,
                    "Continue from --checkpoint (same flags); workers rejoin and get the model");
   AddNetworkFlags(command, o.network);
@@ -140,37 +126,27 @@ void AddWorkerFlags(CLI::App& command, WorkerFlags& o) {
       ->required()
       ->check(CLI::Range(1u, protocol::kMaxWorkers));
   AddDataFlags(command, o);
-  command.add_option("--slowdown", o.slowdown,
-                     "Make every gradient computation take F times as long (a slower device)")
-      ->capture_default_str()
-      ->check(CLI::Range(1.0, 1e6));
-  command.add_option("--heartbeat-s", o.heartbeat_s,
-                     "Heartbeat interval while not sampled (keeps the server's idle and "
-                     "liveness timers fed)")
-      ->capture_default_str()
-      ->check(CLI::Range(1e-3, 1e6));
-  command.add_option("--join-retry-s", o.join_retry_s,
-                     "Re-send Join this often until welcomed; every Join makes the server send "
-                     "the full model again, so keep it above a model's transfer time")
-      ->capture_default_str()
-      ->check(CLI::Range(1e-3, 1e6));
-  command.add_option("--secagg-min-neighbours", o.secagg_min_neighbours,
-                     "Secure aggregation: refuse to mask a round's update with fewer neighbours "
-                     "than this (a server that isolates a device with few or invented neighbours "
-                     "could otherwise learn its update); set it from the run's neighbourhood "
-                     "less the drop-outs this device accepts")
-      ->capture_default_str()
-      ->check(CLI::Range(1u, protocol::kMaxWorkers));
-  command.add_option("--give-up-s", o.give_up_s,
-                     "Exit with an error after this long without a connection to the server "
-                     "(over TCP; on a serial line, the gateway gives up instead)")
-      ->capture_default_str()
-      ->check(CLI::Range(1e-3, 1e9));
-  command.add_option("--memory-mb", o.memory_mb,
-                     "Memory this device offers the run (advertised in its Join; the server "
-                     "refuses a run that needs more)")
-      ->capture_default_str()
-      ->check(CLI::Range(std::size_t{1}, std::size_t{4095}));  // a Join states u32 bytes
+  AddBoundedOption(command, "--slowdown", o.slowdown, 1.0, 1e6,
+                   "Make every gradient computation take F times as long (a slower device)");
+  AddSecondsOption(command, "--heartbeat-s", o.heartbeat_s,
+                   "Heartbeat interval while not sampled (keeps the server's idle and "
+                   "liveness timers fed)");
+  AddSecondsOption(command, "--join-retry-s", o.join_retry_s,
+                   "Re-send Join this often until welcomed; every Join makes the server send "
+                   "the full model again, so keep it above a model's transfer time");
+  AddBoundedOption(command, "--secagg-min-neighbours", o.secagg_min_neighbours, 1u,
+                   protocol::kMaxWorkers,
+                   "Secure aggregation: refuse to mask a round's update with fewer neighbours "
+                   "than this (a server that isolates a device with few or invented neighbours "
+                   "could otherwise learn its update); set it from the run's neighbourhood "
+                   "less the drop-outs this device accepts");
+  AddSecondsOption(command, "--give-up-s", o.give_up_s,
+                   "Exit with an error after this long without a connection to the server "
+                   "(over TCP; on a serial line, the gateway gives up instead)",
+                   1e9);
+  AddBoundedOption(command, "--memory-mb", o.memory_mb, std::size_t{1}, std::size_t{4095},
+                   "Memory this device offers the run (advertised in its Join; the server "
+                   "refuses a run that needs more)");  // a Join states u32 bytes
   AddNetworkFlags(command, o.network);
   for (CLI::Option* line : AddSerialFlags(command, o.serial)) line->excludes(connect);
   command.add_flag("--quiet", o.quiet, "No summary line on stderr");
@@ -300,14 +276,7 @@ void WriteServerNetwork(SummaryWriter& summary, const NetworkFlags& flags,
   const protocol::ServerCounters& counters = session.counters();
   summary.Begin("network");
   WriteLinkSecurity(summary, flags);
-  summary.Field("server_rejected_frames", counters.total_rejected());
-  summary.Field("updates_accepted", counters.updates_accepted);
-  // Updates of a closed round, or (--buffer) older than --max-staleness: dropped.
-  summary.Field("stale_updates_dropped", counters.rejected_for(protocol::RejectReason::kStale) +
-                                             counters.rejected_for(protocol::RejectReason::kLate));
-  summary.Field("deadline_extensions", counters.deadline_extensions);
-  summary.Field("secure_rounds_aborted", counters.secure_rounds_aborted);
-  summary.Field("secure_messages_resent", counters.secure_messages_resent);
+  WriteServerCounters(summary, counters);
   summary.Field("rejoins", counters.rejoins);
   summary.Field("workers_lost", counters.workers_lost);
   summary.Field("refused_runs", counters.refused_runs);

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/bounded_option.h"
 #include "cli/codec_flags.h"
 #include "cli/commands.h"
 #include "cli/config_file.h"
@@ -288,33 +289,27 @@ void AddTrainCommand(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"none", "ef", "def", "saef"}));
   train->add_option("--detach", options->detach, "DEF detach coefficient c in [0, 1]")
       ->capture_default_str();
-  train->add_option("--rounds", options->rounds, "Training steps (one upload each)")
-      ->capture_default_str()
-      ->check(CLI::Range(std::size_t{1}, std::size_t{100000000}));
-  train->add_option("--batch", options->batch, "Mini-batch size")
-      ->capture_default_str()
-      ->check(CLI::Range(std::size_t{1}, std::size_t{65536}));
+  AddBoundedOption(*train, "--rounds", options->rounds, std::size_t{1}, std::size_t{100000000},
+                   "Training steps (one upload each)");
+  AddBoundedOption(*train, "--batch", options->batch, std::size_t{1}, std::size_t{65536},
+                   "Mini-batch size");
   train->add_option("--lr", options->lr, "Learning rate")->capture_default_str();
   train->add_option("--momentum", options->momentum, "Heavy-ball momentum in [0, 1)")
       ->capture_default_str();
   train->add_option("--weight-decay", options->weight_decay, "L2 weight decay")
       ->capture_default_str();
-  train->add_option("--hidden", options->hidden, "MLP hidden units")
-      ->capture_default_str()
-      ->check(CLI::Range(std::size_t{1}, std::size_t{65536}));
+  AddBoundedOption(*train, "--hidden", options->hidden, std::size_t{1}, std::size_t{65536},
+                   "MLP hidden units");
   AddModelFlags(*train, options->network);
-  train->add_option("--samples", options->samples, "Synthetic data: samples per split")
-      ->capture_default_str()
-      ->check(CLI::Range(std::size_t{10}, std::size_t{10000000}));
-  train->add_option("--dim", options->dim, "Synthetic data: features per sample")
-      ->capture_default_str()
-      ->check(CLI::Range(std::size_t{1}, std::size_t{1000000}));
+  AddBoundedOption(*train, "--samples", options->samples, std::size_t{10}, std::size_t{10000000},
+                   "Synthetic data: samples per split");
+  AddBoundedOption(*train, "--dim", options->dim, std::size_t{1}, std::size_t{1000000},
+                   "Synthetic data: features per sample");
   train->add_option("--limit", options->limit,
                     "Fashion-MNIST or a data file: only the first N training samples (0 = all)")
       ->capture_default_str();
-  train->add_option("--eval-every", options->eval_every, "Rounds between test evaluations")
-      ->capture_default_str()
-      ->check(CLI::Range(std::size_t{1}, std::size_t{100000000}));
+  AddBoundedOption(*train, "--eval-every", options->eval_every, std::size_t{1},
+                   std::size_t{100000000}, "Rounds between test evaluations");
   train->add_option("--seed", options->seed, "Seed of initialisation, batches and codecs")
       ->capture_default_str();
   train->callback([options, &exit_code] { exit_code = RunTrain(*options); });

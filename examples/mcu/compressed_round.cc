@@ -6,7 +6,7 @@
 #include "edgesgd/platform/log.h"
 #include "edgesgd/wire/frame_decoder.h"
 #include "memory_usage.h"
-#include "semihosting.h"
+#include "verdict.h"
 
 namespace edgesgd::mcu {
 namespace {
@@ -24,8 +24,8 @@ namespace {
   EDGESGD_TRY_ASSIGN(
       const CodecParams params,
       ParamsForPayload(run.codec, view->payload.codec, view->payload.layout, view->payload.header));
-  return run.codecs.DecodeAdd(params, run.layout, context, view->payload.view, -1.0f, run.vector,
-                              {});
+  return kRoundCodecs.DecodeAdd(params, run.layout, context, view->payload.view, -1.0f, run.vector,
+                                {});
 }
 
 // One round; returns the Update frame's size. Not inlined, so its locals occupy the stack only
@@ -33,7 +33,7 @@ namespace {
 [[gnu::noinline]] Result<std::size_t> RunRound(const CompressedRound& run, std::uint32_t round,
                                                wire::FrameBuilder& builder) {
   EDGESGD_TRY(run.worker.BeginRound(run.vector));  // copies x: the vector is free from here
-  CounterRng rng(run.seed, round, 0, StreamId(RandomPurpose::kDataSampling, 1));
+  CounterRng rng(kRoundSeed, round, 0, StreamId(RandomPurpose::kDataSampling, 1));
   EDGESGD_TRY_ASSIGN(const DatasetView batch,
                      SampleImages(run.train, 0, run.train.size(), run.batch, rng, run.buffers));
   EDGESGD_TRY(run.model.LossAndGradient(run.worker.GradientPoint(), batch, run.vector).status());
@@ -44,7 +44,7 @@ namespace {
                      builder.BeginPayloadFrame(
                          header, wire::PayloadMessage::Update({.worker = 1, .samples = run.batch}),
                          run.codec, run.layout));
-  const CodecContext context{run.seed, round, 1};
+  const CodecContext context{kRoundSeed, round, 1};
   if (const Result<PayloadShape> shape =
           run.worker.Compress(context, out, std::as_writable_bytes(run.vector));
       !shape.ok()) {
@@ -59,9 +59,16 @@ namespace {
 }  // namespace
 
 Status TrainRounds(const CompressedRound& run, std::uint32_t rounds, std::uint32_t log_every,
-                   const ImageSlice& loss_images, const ImageSlice& test, TrainingRecord& record) {
+                   const ImageSlice& test, TrainingRecord& record) {
   using platform::Log;
   using platform::LogLevel;
+  Arena arena(run.arena);
+  EDGESGD_TRY(
+      run.worker.Init(arena, kRoundCodecs, run.layout, run.codec, kRoundFeedback, run.scratch));
+  EDGESGD_TRY(run.model.Init(run.spec, arena));
+  arena.Seal();
+  EDGESGD_TRY(run.model.InitParameters(kRoundSeed, run.vector));
+  const ImageSlice loss_images = run.train.First(kLossImages);
   EDGESGD_TRY_ASSIGN(record.first,
                      EvaluateImages(run.model, run.vector, loss_images, run.buffers));
   record.last = record.first;
@@ -84,10 +91,14 @@ Status TrainRounds(const CompressedRound& run, std::uint32_t rounds, std::uint32
   return Status::Ok();
 }
 
-int ReportTraining(const CompressedRound& run, const TrainingRecord& record, std::uint32_t rounds,
-                   const TrainingTargets& targets) {
+int ReportTraining(const CompressedRound& run, const Status& trained, const TrainingRecord& record,
+                   std::uint32_t rounds, const TrainingTargets& targets) {
   using platform::Log;
   using platform::LogLevel;
+  if (!trained.ok()) {
+    Log(LogLevel::kError, "EDGESGD-MCU FAIL: training failed: %s", trained.reason());
+    return 1;
+  }
   Log(LogLevel::kInfo, "update frame %zu B (dense would be %zu B)", record.frame_bytes,
       wire::MaxFrameBytes(IdentityParams{}, run.layout));
   const double train_ms = static_cast<double>(record.train_ns) / 1e6;
@@ -109,14 +120,10 @@ int ReportTraining(const CompressedRound& run, const TrainingRecord& record, std
       static_cast<double>(loss_factor), static_cast<double>(targets.loss_factor),
       static_cast<double>(record.last.accuracy),
       static_cast<double>(chance + targets.accuracy_margin));
-  if (ram > targets.ram_bytes || !(loss_factor >= targets.loss_factor) ||
-      !(record.last.accuracy >= chance + targets.accuracy_margin) ||
-      unplanned > targets.unplanned_budget_bytes) {
-    Log(LogLevel::kError, "EDGESGD-MCU FAIL: RAM, training or the memory plan missed its target");
-    return 1;
-  }
-  platform::internal::ReportPass();
-  return 0;
+  return Verdict(ram <= targets.ram_bytes && loss_factor >= targets.loss_factor &&
+                     record.last.accuracy >= chance + targets.accuracy_margin &&
+                     unplanned <= targets.unplanned_budget_bytes,
+                 "RAM, training or the memory plan missed its target");
 }
 
 }  // namespace edgesgd::mcu

@@ -29,7 +29,7 @@
 #include "fashion_slice.h"
 #include "memory_usage.h"
 #include "softmax_constants.h"
-#include "semihosting.h"
+#include "verdict.h"
 
 namespace edgesgd::mcu {
 namespace {
@@ -371,15 +371,11 @@ int Run() {
       static_cast<double>(loss_factor), static_cast<double>(kRequiredLossFactor),
       static_cast<double>(progress.last_accuracy), static_cast<double>(chance),
       static_cast<double>(chance + kRequiredMargin));
-  if (!(loss_factor >= kRequiredLossFactor) ||
-      !(progress.last_accuracy >= chance + kRequiredMargin) ||
-      g_server.counters().rounds_completed != kRounds ||
-      g_server.counters().updates_accepted != std::uint64_t{kWorkers} * kRounds) {
-    Log(LogLevel::kError, "EDGESGD-MCU FAIL: training did not reach the targets");
-    return 1;
-  }
-  platform::internal::ReportPass();
-  return 0;
+  return Verdict(loss_factor >= kRequiredLossFactor &&
+                     progress.last_accuracy >= chance + kRequiredMargin &&
+                     g_server.counters().rounds_completed == kRounds &&
+                     g_server.counters().updates_accepted == std::uint64_t{kWorkers} * kRounds,
+                 "training did not reach the targets");
 }
 
 }  // namespace

@@ -29,7 +29,7 @@
 #include "edgesgd/wire/frame_builder.h"
 #include "edgesgd/wire/frame_decoder.h"
 #include "memory_usage.h"
-#include "semihosting.h"
+#include "verdict.h"
 
 namespace edgesgd::mcu {
 namespace {
@@ -179,12 +179,8 @@ int Run() {
   Log(LogLevel::kInfo, "distance %.4f -> %.6f (%.0fx, need %.0fx); flash %zu B of %zu B budget",
       static_cast<double>(start), static_cast<double>(end), static_cast<double>(start / end),
       static_cast<double>(kRequiredFactor), flash, kFlashBudgetBytes);
-  if (!(start / end >= kRequiredFactor) || flash > kFlashBudgetBytes) {
-    Log(LogLevel::kError, "EDGESGD-MCU FAIL: no convergence, or over the flash budget");
-    return 1;
-  }
-  platform::internal::ReportPass();
-  return 0;
+  return Verdict(start / end >= kRequiredFactor && flash <= kFlashBudgetBytes,
+                 "no convergence, or over the flash budget");
 }
 
 }  // namespace

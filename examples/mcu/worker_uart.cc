@@ -68,6 +68,7 @@
 #include "memory_usage.h"
 #include "softmax_constants.h"
 #include "semihosting.h"
+#include "verdict.h"
 #include "uart.h"
 
 namespace edgesgd::mcu {
@@ -415,13 +416,9 @@ int Run() {
     return 1;
   }
   Log(LogLevel::kInfo, "server's Leave: %s", LeaveReasonName(worker.leave_reason()));
-  if (worker.leave_reason() != wire::LeaveReason::kDone || worker.counters().updates_sent == 0 ||
-      flash > kFlashBudgetBytes) {
-    Log(LogLevel::kError, "EDGESGD-MCU FAIL: the run did not complete, or over the flash budget");
-    return 1;
-  }
-  platform::internal::ReportPass();
-  return 0;
+  return Verdict(worker.leave_reason() == wire::LeaveReason::kDone &&
+                     worker.counters().updates_sent != 0 && flash <= kFlashBudgetBytes,
+                 "the run did not complete, or over the flash budget");
 }
 
 }  // namespace

@@ -175,20 +175,21 @@ TEST(GossipSteadyStateTest, DetagRoundsDoNotAllocate) {
   ExpectRoundsDoNotAllocate(GossipAlgorithm::kDetag, 3, 0.3f, 2);
 }
 
-TEST(GossipSteadyStateTest, ChocoRoundsDoNotAllocate) {
-  ExpectRoundsDoNotAllocate(GossipAlgorithm::kChoco, 1, 0.0f, 1, TopKParams{.k_ratio = 0.05f},
-                            0.1f);
-  ExpectRoundsDoNotAllocate(GossipAlgorithm::kChoco, 1, 0.0f, 2, SignParams{}, 0.1f);
-  ExpectRoundsDoNotAllocate(GossipAlgorithm::kChoco, 1, 0.0f, 1,
+// A compressed algorithm (CHOCO, BEER) with top_k, sign (two phase batches) and DQ-scheduled
+// QSGD.
+void ExpectCompressedRoundsDoNotAllocate(GossipAlgorithm algorithm) {
+  ExpectRoundsDoNotAllocate(algorithm, 1, 0.0f, 1, TopKParams{.k_ratio = 0.05f}, 0.1f);
+  ExpectRoundsDoNotAllocate(algorithm, 1, 0.0f, 2, SignParams{}, 0.1f);
+  ExpectRoundsDoNotAllocate(algorithm, 1, 0.0f, 1,
                             QsgdParams{.schedule = QuantScheduleKind::kDq, .bits_min = 6}, 0.5f);
 }
 
+TEST(GossipSteadyStateTest, ChocoRoundsDoNotAllocate) {
+  ExpectCompressedRoundsDoNotAllocate(GossipAlgorithm::kChoco);
+}
+
 TEST(GossipSteadyStateTest, BeerRoundsDoNotAllocate) {
-  ExpectRoundsDoNotAllocate(GossipAlgorithm::kBeer, 1, 0.0f, 1, TopKParams{.k_ratio = 0.05f},
-                            0.1f);
-  ExpectRoundsDoNotAllocate(GossipAlgorithm::kBeer, 1, 0.0f, 2, SignParams{}, 0.1f);
-  ExpectRoundsDoNotAllocate(GossipAlgorithm::kBeer, 1, 0.0f, 1,
-                            QsgdParams{.schedule = QuantScheduleKind::kDq, .bits_min = 6}, 0.5f);
+  ExpectCompressedRoundsDoNotAllocate(GossipAlgorithm::kBeer);
 }
 
 }  // namespace

@@ -46,6 +46,23 @@ class ConnectionAuthTest : public ::testing::Test {
     ASSERT_TRUE(Handshake(worker, worker_keys_, server, server_keys_, kDevice, seed));
   }
 
+  // Inits `initiator` and `server`; `initiator`, holding `keys`, writes its hello as `device`
+  // (nonces from seed 1).
+  static void StartHello(ConnectionAuth& initiator, const KeyRing& keys, std::uint32_t device,
+                         ConnectionAuth& server, std::span<std::byte, kInitiatorHelloBytes> hello) {
+    ASSERT_TRUE(initiator.Init(kTestMaxPayload).ok());
+    ASSERT_TRUE(server.Init(kTestMaxPayload).ok());
+    ASSERT_TRUE(initiator.StartInitiator(keys, device, TestNonce(1), hello).ok());
+  }
+
+  // StartHello as kDevice, and `server` answers it into `reply` (nonces from seed 2).
+  void ExchangeHellos(ConnectionAuth& initiator, const KeyRing& keys, ConnectionAuth& server,
+                      std::span<std::byte, kInitiatorHelloBytes> hello,
+                      std::span<std::byte, kResponderHelloBytes> reply) {
+    ASSERT_NO_FATAL_FAILURE(StartHello(initiator, keys, kDevice, server, hello));
+    ASSERT_TRUE(server.StartResponder(server_keys_, hello, TestNonce(2), reply).ok());
+  }
+
   // Whether `receiver` refuses `record` with `status` and `reason`.
   static ::testing::AssertionResult Refuses(ConnectionAuth& receiver,
                                             std::span<const std::byte> record, Status status,
@@ -190,12 +207,9 @@ TEST_F(ConnectionAuthTest, FlippedBitInResponderHelloIsRejected) {
   for (std::size_t bit = 0; bit < kResponderHelloBytes * 8; ++bit) {
     ConnectionAuth worker;
     ConnectionAuth server;
-    ASSERT_TRUE(worker.Init(kTestMaxPayload).ok());
-    ASSERT_TRUE(server.Init(kTestMaxPayload).ok());
     std::array<std::byte, kInitiatorHelloBytes> hello;
     std::array<std::byte, kResponderHelloBytes> reply;
-    ASSERT_TRUE(worker.StartInitiator(worker_keys_, kDevice, TestNonce(1), hello).ok());
-    ASSERT_TRUE(server.StartResponder(server_keys_, hello, TestNonce(2), reply).ok());
+    ASSERT_NO_FATAL_FAILURE(ExchangeHellos(worker, worker_keys_, server, hello, reply));
     reply[bit / 8] ^= static_cast<std::byte>(1u << (bit % 8));
     EXPECT_FALSE(worker.AcceptResponderHello(reply).ok()) << "bit " << bit;
     EXPECT_TRUE(worker.rejected());
@@ -208,12 +222,10 @@ TEST_F(ConnectionAuthTest, FlippedBitInResponderHelloIsRejected) {
 TEST_F(ConnectionAuthTest, AlteredInitiatorNonceBreaksTheConnection) {
   ConnectionAuth worker;
   ConnectionAuth server;
-  ASSERT_TRUE(worker.Init(kTestMaxPayload).ok());
-  ASSERT_TRUE(server.Init(kTestMaxPayload).ok());
   std::array<std::byte, kInitiatorHelloBytes> hello;
-  std::array<std::byte, kResponderHelloBytes> reply;
-  ASSERT_TRUE(worker.StartInitiator(worker_keys_, kDevice, TestNonce(1), hello).ok());
+  ASSERT_NO_FATAL_FAILURE(StartHello(worker, worker_keys_, kDevice, server, hello));
   hello[kHelloPrefixBytes + 3] ^= std::byte{0x10};
+  std::array<std::byte, kResponderHelloBytes> reply;
   ASSERT_TRUE(server.StartResponder(server_keys_, hello, TestNonce(2), reply).ok());
   EXPECT_EQ(worker.AcceptResponderHello(reply), Status::Unauthenticated());
   EXPECT_EQ(worker.last_reject(), RejectReason::kBadTag);
@@ -224,12 +236,9 @@ TEST_F(ConnectionAuthTest, AlteredInitiatorNonceBreaksTheConnection) {
 TEST_F(ConnectionAuthTest, WrongKeyIsRejectedBothWays) {
   ConnectionAuth attacker;
   ConnectionAuth server;
-  ASSERT_TRUE(attacker.Init(kTestMaxPayload).ok());
-  ASSERT_TRUE(server.Init(kTestMaxPayload).ok());
   std::array<std::byte, kInitiatorHelloBytes> hello;
   std::array<std::byte, kResponderHelloBytes> reply;
-  ASSERT_TRUE(attacker.StartInitiator(attacker_keys_, kDevice, TestNonce(1), hello).ok());
-  ASSERT_TRUE(server.StartResponder(server_keys_, hello, TestNonce(2), reply).ok());
+  ASSERT_NO_FATAL_FAILURE(ExchangeHellos(attacker, attacker_keys_, server, hello, reply));
   EXPECT_EQ(attacker.AcceptResponderHello(reply), Status::Unauthenticated());
   EXPECT_EQ(attacker.last_reject(), RejectReason::kBadTag);
 
@@ -250,13 +259,11 @@ TEST_F(ConnectionAuthTest, WrongKeyIsRejectedBothWays) {
 TEST_F(ConnectionAuthTest, UnknownDeviceIsRejected) {
   ConnectionAuth stranger;
   ConnectionAuth server;
-  ASSERT_TRUE(stranger.Init(kTestMaxPayload).ok());
-  ASSERT_TRUE(server.Init(kTestMaxPayload).ok());
   FixedKeyRing<1> stranger_keys;
   ASSERT_TRUE(stranger_keys.Add(42, TestKey(42)).ok());
   std::array<std::byte, kInitiatorHelloBytes> hello;
   std::array<std::byte, kResponderHelloBytes> reply;
-  ASSERT_TRUE(stranger.StartInitiator(stranger_keys, 42, TestNonce(1), hello).ok());
+  ASSERT_NO_FATAL_FAILURE(StartHello(stranger, stranger_keys, 42, server, hello));
   EXPECT_EQ(server.StartResponder(server_keys_, hello, TestNonce(2), reply),
             Status::Unauthenticated());
   EXPECT_EQ(server.last_reject(), RejectReason::kUnknownDevice);

@@ -19,11 +19,7 @@
 namespace edgesgd {
 namespace {
 
-using test_util::ArenaBox;
-using test_util::DecodeDense;
-using test_util::kInf;
-using test_util::kNaN;
-using test_util::PayloadBuffers;
+using namespace test_util;  // NOLINT: the core tests' shared helpers
 
 bool SameBits(std::span<const float> a, std::span<const float> b) {
   return a.size() == b.size() &&

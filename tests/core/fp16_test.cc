@@ -177,8 +177,7 @@ TEST(Fp16Test, RefusesNonFiniteInputAndRejectsMalformedPayloads) {
 TEST(Fp16Test, ErrorFeedbackKeepsTheRoundingAndTheClippedPart) {
   const std::vector<std::uint64_t> sizes = {4};
   const TensorLayout layout = TensorLayout::FromSizes(sizes).value();
-  const FeedbackParams feedback{.kind = FeedbackKind::kEf, .detach = 0.0f, .learning_rate = 1.0f,
-                                .momentum = 0.0f, .weight_decay = 0.0f, .local_steps = 1};
+  const FeedbackParams& feedback = test_util::kUnitStepEf;
   test_util::ArenaBox box(ErrorFeedbackWorker::StateBytes(layout, kFp16, feedback));
   ErrorFeedbackWorker worker;
   ASSERT_TRUE(worker.Init(box.arena, AllCodecs(), layout, kFp16, feedback).ok());

@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "core/model_test_util.h"
 #include "edgesgd/core/data/synthetic.h"
 #include "edgesgd/core/model/linear_regression.h"
 #include "edgesgd/core/model/loss_functions.h"
@@ -17,47 +18,7 @@
 namespace edgesgd {
 namespace {
 
-// A small random dataset that owns its storage.
-struct OwnedData {
-  std::vector<float> features;
-  std::vector<std::uint8_t> labels;
-  std::vector<float> targets;
-  std::size_t samples = 0;
-  std::size_t dim = 0;
-  std::size_t classes = 0;
-
-  DatasetView View() const {
-    DatasetView view;
-    view.features = features;
-    view.labels = labels;
-    view.targets = targets;
-    view.num_samples = samples;
-    view.feature_dim = dim;
-    view.num_classes = classes;
-    return view;
-  }
-};
-
-OwnedData RandomData(std::size_t samples, std::size_t dim, std::size_t classes,
-                     std::uint32_t seed) {
-  std::mt19937 engine(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  OwnedData data;
-  data.samples = samples;
-  data.dim = dim;
-  data.classes = classes;
-  data.features.resize(samples * dim);
-  for (float& value : data.features) value = normal(engine);
-  if (classes == 0) {
-    data.targets.resize(samples);
-    for (float& value : data.targets) value = normal(engine);
-  } else {
-    std::uniform_int_distribution<int> label(0, static_cast<int>(classes) - 1);
-    data.labels.resize(samples);
-    for (auto& value : data.labels) value = static_cast<std::uint8_t>(label(engine));
-  }
-  return data;
-}
+using namespace test_util;  // NOLINT: the model tests' shared helpers
 
 // ---- Double-precision reference losses, written independently of the kernels. ----
 
@@ -160,18 +121,10 @@ void ExpectGradientMatchesFiniteDifferences(const ModelSpec& spec, std::uint32_t
   const double reference_loss = ReferenceLoss(spec, reference, data);
   EXPECT_NEAR(static_cast<double>(*loss), reference_loss, 1e-5 * (1.0 + reference_loss));
 
-  constexpr double kStep = 1e-5;
-  double max_abs = 0.0;
-  std::vector<double> numeric(params.size());
-  for (std::size_t j = 0; j < params.size(); ++j) {
-    std::vector<double> plus = reference;
-    std::vector<double> minus = reference;
-    plus[j] += kStep;
-    minus[j] -= kStep;
-    numeric[j] =
-        (ReferenceLoss(spec, plus, data) - ReferenceLoss(spec, minus, data)) / (2.0 * kStep);
-    max_abs = std::max(max_abs, std::fabs(numeric[j]));
-  }
+  const std::vector<double> numeric =
+      NumericGradient([&](const std::vector<double>& at) { return ReferenceLoss(spec, at, data); },
+                      reference, 1e-5);
+  const double max_abs = MaxAbs(numeric);
   for (std::size_t j = 0; j < params.size(); ++j) {
     EXPECT_NEAR(static_cast<double>(gradient[j]), numeric[j], 1e-4 * (1.0 + max_abs))
         << "parameter " << j;

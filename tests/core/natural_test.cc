@@ -195,8 +195,7 @@ TEST(NaturalTest, ErrorFeedbackKeepsWhatTheRoundingMoved) {
   // One worker, H = 1, no momentum: p = lr * g + e; e' = p - C(p). Then p - C(p) - e' = 0 and
   // the sent C(p) plus the new residual equals the input, coordinate by coordinate.
   const TensorLayout layout = Layout({64});
-  const FeedbackParams feedback{.kind = FeedbackKind::kEf, .detach = 0.0f, .learning_rate = 1.0f,
-                                .momentum = 0.0f, .weight_decay = 0.0f, .local_steps = 1};
+  const FeedbackParams& feedback = test_util::kUnitStepEf;
   test_util::ArenaBox box(ErrorFeedbackWorker::StateBytes(layout, kNatural, feedback));
   ErrorFeedbackWorker worker;
   ASSERT_TRUE(worker.Init(box.arena, AllCodecs(), layout, kNatural, feedback).ok());

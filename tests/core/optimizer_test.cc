@@ -28,6 +28,17 @@ OptimizerParams Params(OptimizerKind kind, float lr, float beta, float wd) {
   return params;
 }
 
+// An optimizer of `params` over `d` coordinates, initialised in an arena of its own.
+struct OwnedOptimizer {
+  OwnedOptimizer(std::size_t d, const OptimizerParams& params)
+      : box(Optimizer::StateBytes(d, params)) {
+    const Status init = optimizer.Init(box.arena, d, params);
+    EXPECT_TRUE(init.ok()) << init.reason();
+  }
+  ArenaBox box;
+  Optimizer optimizer;
+};
+
 // Packs sign bits the way SignCodec does: bit 1 = non-negative, tensors start on fresh words.
 std::vector<std::uint32_t> PackSigns(std::span<const float> values, const TensorLayout& layout) {
   std::vector<std::uint32_t> words;
@@ -86,9 +97,8 @@ TEST(OptimizerTest, MomentumMatchesHandComputedSteps) {
 
 TEST(OptimizerTest, SignumMatchesHandComputedSteps) {
   const OptimizerParams params = Params(OptimizerKind::kSignum, 0.25f, 0.5f, 0.5f);
-  ArenaBox box(Optimizer::StateBytes(3, params));
-  Optimizer signum;
-  ASSERT_TRUE(signum.Init(box.arena, 3, params).ok());
+  OwnedOptimizer owned(3, params);
+  Optimizer& signum = owned.optimizer;
   std::vector<float> x = {1.0f, 1.0f, 1.0f};
   ASSERT_TRUE(signum.Step(x, std::vector<float>{2.0f, -2.0f, 0.0f}).ok());
   // m = (1, -1, 0); sign = (+1, -1, +1); x -= 0.25 (sign + 0.5 x)
@@ -100,9 +110,8 @@ TEST(OptimizerTest, SignumMatchesHandComputedSteps) {
 
 TEST(OptimizerTest, SignumTreatsZeroAsPositive) {
   const OptimizerParams params = Params(OptimizerKind::kSignum, 0.125f, 0.9f, 0.0f);
-  ArenaBox box(Optimizer::StateBytes(3, params));
-  Optimizer signum;
-  ASSERT_TRUE(signum.Init(box.arena, 3, params).ok());
+  OwnedOptimizer owned(3, params);
+  Optimizer& signum = owned.optimizer;
   std::vector<float> x = {0.0f, 0.0f, 0.0f};
   ASSERT_TRUE(signum.Step(x, std::vector<float>{0.0f, -0.0f, -1e-30f}).ok());
   // m = (0, -0, -1e-31): sign(0) = sign(-0) = +1; a tiny negative is still -1.
@@ -116,9 +125,8 @@ TEST(OptimizerTest, SignumWorkerPiecesMatchSignumStep) {
   const TensorLayout layout = TensorLayout::FromSizes(sizes).value();
   const std::size_t d = layout.dimension();
   const OptimizerParams params = Params(OptimizerKind::kSignum, 0.01f, 0.9f, 1e-3f);
-  ArenaBox box(Optimizer::StateBytes(d, params));
-  Optimizer signum;
-  ASSERT_TRUE(signum.Init(box.arena, d, params).ok());
+  OwnedOptimizer owned(d, params);
+  Optimizer& signum = owned.optimizer;
 
   const SignParams sign_codec{.scale = SignScale::kUnit};
   const PayloadShape shape = EncodedShape(sign_codec, layout).value();
@@ -186,9 +194,8 @@ TEST(OptimizerTest, SignSgdBeatsSgdUnderSparseNoise) {
     for (const OptimizerKind kind : {OptimizerKind::kSgd, OptimizerKind::kSignum}) {
       const float lr = kind == OptimizerKind::kSgd ? 1e-3f : 1e-2f;
       const OptimizerParams params = Params(kind, lr, 0.0f, 0.0f);  // beta 0: plain signSGD
-      ArenaBox box(Optimizer::StateBytes(kDim, params));
-      Optimizer optimizer;
-      ASSERT_TRUE(optimizer.Init(box.arena, kDim, params).ok());
+      OwnedOptimizer owned(kDim, params);
+      Optimizer& optimizer = owned.optimizer;
       std::vector<float> x = start;
       std::vector<float> g(kDim);
       for (int step = 0; step < kSteps; ++step) {

@@ -21,6 +21,7 @@
 namespace edgesgd {
 namespace {
 
+using test_util::GaussianVector;
 using test_util::Layout;
 
 using internal::QsgdKernel;
@@ -37,14 +38,6 @@ std::vector<QsgdKernel> SupportedKernels() {
     if (internal::QsgdKernelSupported(kernel)) kernels.push_back(kernel);
   }
   return kernels;
-}
-
-std::vector<float> GaussianInput(std::size_t size, std::uint32_t seed) {
-  std::mt19937 engine(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> x(size);
-  for (float& v : x) v = normal(engine);
-  return x;
 }
 
 // Gaussian values with zeros of both signs, subnormals, tiny and large magnitudes mixed in.
@@ -377,7 +370,7 @@ TEST(QsgdDitherTest, EveryKernelMatchesScalarPhilox) {
 TEST(QsgdDitherTest, SameContextSameBytesOtherWorkerOtherBytes) {
   const QsgdParams params{.levels = 7, .bucket = 64};
   const TensorLayout layout = Layout({500, 77});
-  const std::vector<float> input = GaussianInput(577, 1);
+  const std::vector<float> input = GaussianVector(577, 1);
   const Encoded a = Encode(params, layout, CodecContext{9, 4, 1}, input);
   const Encoded b = Encode(params, layout, CodecContext{9, 4, 1}, input);
   EXPECT_EQ(a.words, b.words);
@@ -390,7 +383,7 @@ TEST(QsgdDitherTest, SameContextSameBytesOtherWorkerOtherBytes) {
   }
   // Tensors draw from different streams: the same values in two tensors quantise differently.
   const std::vector<float> twice = [] {
-    std::vector<float> x = GaussianInput(256, 2);
+    std::vector<float> x = GaussianVector(256, 2);
     x.insert(x.end(), x.begin(), x.end());
     return x;
   }();
@@ -424,7 +417,7 @@ TEST(QsgdEncodeTest, MatchesReferenceBitForBitOnEveryKernel) {
     const std::vector<float> input = MixedInput(layout.dimension(), ++seed);
     const CodecContext context{seed * 77u, seed, seed % 5u};
     const Encoded expected = ReferenceEncode(params, layout, context, input);
-    std::vector<float> expected_acc = GaussianInput(layout.dimension(), seed + 1000u);
+    std::vector<float> expected_acc = GaussianVector(layout.dimension(), seed + 1000u);
     const std::vector<float> initial_acc = expected_acc;
     ReferenceDecodeAdd(params, layout, expected, 0.375f, expected_acc);
     for (const QsgdKernel kernel : SupportedKernels()) {
@@ -464,7 +457,7 @@ TEST(QsgdEncodeTest, LevelsAndWidthsForTypicalLevelCounts) {
     const std::uint32_t width = QsgdBitsPerCoordinate(s);
     const QsgdParams params{.levels = s, .bucket = 100};  // 100 does not divide 1037 or 50
     const TensorLayout layout = Layout({1037, 50});
-    const std::vector<float> input = GaussianInput(layout.dimension(), s);
+    const std::vector<float> input = GaussianVector(layout.dimension(), s);
     const Encoded encoded = Encode(params, layout, CodecContext{5, 6, 7}, input);
     std::size_t first_word = 0;
     std::uint32_t max_level = 0;
@@ -514,7 +507,7 @@ TEST(QsgdEncodeTest, ZeroAndUnderflowingBucketsGetLevelZero) {
 TEST(QsgdEncodeTest, ASharedScaleQuantizesEveryBucketWithItOnEveryKernel) {
   const QsgdParams params{.levels = 7, .bucket = 16, .shared_scale = 1.5f};
   const TensorLayout layout = Layout({300, 45});
-  const std::vector<float> input = GaussianInput(layout.dimension(), 21);  // some beyond 1.5
+  const std::vector<float> input = GaussianVector(layout.dimension(), 21);  // some beyond 1.5
   const CodecContext context{9, 4, 2};
   const Encoded expected = Encode(params, layout, context, input, QsgdKernel::kPortable);
   for (const float norm : expected.norms) EXPECT_EQ(norm, 1.5f);
@@ -561,7 +554,7 @@ TEST(QsgdEncodeTest, RejectsNonFiniteInput) {
   const TensorLayout layout = Layout({100});
   for (const float bad : {kNan, kInf, -kInf, 3e19f}) {
     for (const std::size_t where : {0u, 50u, 99u}) {
-      std::vector<float> input = GaussianInput(100, 3);
+      std::vector<float> input = GaussianVector(100, 3);
       input[where] = bad;
       std::vector<std::uint32_t> words(25);
       std::vector<float> norms(7);
@@ -577,7 +570,7 @@ TEST(QsgdEncodeTest, RejectsNonFiniteInput) {
 TEST(QsgdEncodeTest, HighResolutionRoundTripIsClose) {
   const QsgdParams params{.levels = 32767, .bucket = 256};
   const TensorLayout layout = Layout({3000, 10});
-  const std::vector<float> input = GaussianInput(layout.dimension(), 11);
+  const std::vector<float> input = GaussianVector(layout.dimension(), 11);
   const Encoded encoded = Encode(params, layout, CodecContext{3, 3, 3}, input);
   const std::vector<float> decoded = Decode(params, layout, encoded);
   for (std::size_t i = 0; i < input.size(); ++i) {
@@ -589,7 +582,7 @@ TEST(QsgdEncodeTest, HighResolutionRoundTripIsClose) {
 TEST(QsgdEncodeTest, DecodeAddAccumulatesWithWeight) {
   const QsgdParams params{.levels = 3, .bucket = 32};
   const TensorLayout layout = Layout({100, 60});
-  const std::vector<float> input = GaussianInput(160, 4);
+  const std::vector<float> input = GaussianVector(160, 4);
   const Encoded encoded = Encode(params, layout, CodecContext{1, 1, 1}, input);
   const std::vector<float> once = Decode(params, layout, encoded, 1.0f);
   std::vector<float> acc(160, 1.0f);
@@ -601,7 +594,7 @@ TEST(QsgdEncodeTest, DecodeAddAccumulatesWithWeight) {
 TEST(QsgdEncodeTest, WorksThroughTheRegistry) {
   const QsgdParams params{.levels = 15, .bucket = 50};
   const TensorLayout layout = Layout({333});
-  const std::vector<float> input = GaussianInput(333, 5);
+  const std::vector<float> input = GaussianVector(333, 5);
   const PayloadShape shape = EncodedShape(params, layout).value();
   std::vector<std::uint32_t> words(shape.words);
   std::vector<float> norms(shape.scales);
@@ -623,7 +616,7 @@ TEST(QsgdStatisticsTest, DecodedMeanIsUnbiased) {
   for (const std::uint32_t s : {1u, 3u}) {
     const QsgdParams params{.levels = s, .bucket = 64};
     const TensorLayout layout = Layout({150, 70});
-    const std::vector<float> input = GaussianInput(layout.dimension(), 21 + s);
+    const std::vector<float> input = GaussianVector(layout.dimension(), 21 + s);
     constexpr int kTrials = 4000;
     std::vector<double> sum(input.size(), 0.0);
     std::vector<float> norms;
@@ -659,7 +652,7 @@ TEST(QsgdStatisticsTest, VarianceWithinTheQsgdBound) {
     const QsgdParams params{.levels = c.levels, .bucket = c.bucket};
     const std::size_t size = 4 * c.bucket;
     const TensorLayout layout = Layout({size});
-    std::vector<float> input = GaussianInput(size, c.levels + c.bucket);
+    std::vector<float> input = GaussianVector(size, c.levels + c.bucket);
     if (c.flat) {
       for (float& v : input) v = v < 0.0f ? -0.25f : 0.25f;
     }
@@ -697,13 +690,13 @@ class QsgdMalformedTest : public testing::Test {
   // s = 5 (4-bit fields, levels 6 and 7 representable but invalid); sizes leave padding.
   const QsgdParams params_{.levels = 5, .bucket = 16};
   const TensorLayout layout_ = Layout({37, 20});
-  const std::vector<float> input_ = GaussianInput(57, 8);
+  const std::vector<float> input_ = GaussianVector(57, 8);
   const Encoded good_ = Encode(params_, layout_, CodecContext{1, 2, 3}, input_);
 
   // Every kernel rejects `payload` with kDataLoss and leaves the accumulator bit-identical.
   void ExpectRejected(const PayloadView& payload) {
     for (const QsgdKernel kernel : SupportedKernels()) {
-      std::vector<float> acc = GaussianInput(57, 9);
+      std::vector<float> acc = GaussianVector(57, 9);
       const std::vector<std::uint32_t> before = Bits(acc);
       EXPECT_EQ(internal::QsgdDecodeAddWith(kernel, params_, layout_, CodecContext{}, payload, 1.0f,
                                             acc, {}),

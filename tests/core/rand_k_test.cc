@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <limits>
 #include <map>
-#include <random>
 #include <set>
 #include <vector>
 
@@ -16,6 +15,7 @@
 namespace edgesgd {
 namespace {
 
+using test_util::GaussianVector;
 using test_util::Layout;
 
 constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
@@ -48,14 +48,6 @@ std::vector<float> Encode(const RandKParams& params, const TensorLayout& layout,
   EXPECT_TRUE(
       RandKCodec::Encode(params, layout, context, x, {{}, values, {}, {}}, AsBytes(scratch)).ok());
   return values;
-}
-
-std::vector<float> Gaussian(std::size_t size, std::uint32_t seed) {
-  std::mt19937 engine(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> x(size);
-  for (float& v : x) v = normal(engine);
-  return x;
 }
 
 // The selection spelled out with a std::set: Floyd over the shared stream, drawing the left-out
@@ -168,8 +160,8 @@ TEST(RandKTest, SameSeedAndRoundGiveSameIndicesOnEveryWorker) {
   EXPECT_NE(Indices(params, layout, {11, 4, 0}, 1), reference);  // other tensor
 
   // Workers with different data send values at the same coordinates.
-  const std::vector<float> x0 = Gaussian(1000, 1);
-  const std::vector<float> x1 = Gaussian(1000, 2);
+  const std::vector<float> x0 = GaussianVector(1000, 1);
+  const std::vector<float> x1 = GaussianVector(1000, 2);
   const std::vector<float> v0 = Encode(params, layout, {11, 4, 0}, x0);
   const std::vector<float> v1 = Encode(params, layout, {11, 4, 3}, x1);
   for (std::size_t n = 0; n < reference.size(); ++n) {
@@ -222,7 +214,7 @@ TEST(RandKTest, ScaledDecodeIsUnbiased) {
   constexpr int kRounds = 20000;
   const TensorLayout layout = Layout({kSize});
   const RandKParams params{.k_ratio = 0.125f, .scaling = RandKScaling::kUnbiased};  // k = 8
-  const std::vector<float> x = Gaussian(kSize, 3);
+  const std::vector<float> x = GaussianVector(kSize, 3);
   std::vector<double> sum(kSize, 0.0);
   std::vector<std::uint32_t> scratch = ScratchFor(params, layout);
   for (int round = 0; round < kRounds; ++round) {
@@ -251,7 +243,7 @@ TEST(RandKTest, ScaledDecodeIsUnbiased) {
 
 TEST(RandKTest, ValuesAreInputAtSelectedIndices) {
   const TensorLayout layout = Layout({300, 45, 1000, 1});
-  const std::vector<float> x = Gaussian(layout.dimension(), 4);
+  const std::vector<float> x = GaussianVector(layout.dimension(), 4);
   const CodecContext context{5, 17, 2};
   for (const RandKScaling scaling : {RandKScaling::kNone, RandKScaling::kUnbiased}) {
     const RandKParams params{.k_ratio = 0.1f, .scaling = scaling};
@@ -273,9 +265,9 @@ TEST(RandKTest, RoundTripAddsWeightedValuesAtSelectedIndices) {
   const TensorLayout layout = Layout({300, 45, 1000});
   const RandKParams params{.k_ratio = 0.2f, .scaling = RandKScaling::kUnbiased};
   const CodecContext context{77, 3, 1};
-  const std::vector<float> x = Gaussian(layout.dimension(), 5);
+  const std::vector<float> x = GaussianVector(layout.dimension(), 5);
   const std::vector<float> values = Encode(params, layout, context, x);
-  std::vector<float> acc = Gaussian(layout.dimension(), 6);
+  std::vector<float> acc = GaussianVector(layout.dimension(), 6);
   std::vector<float> expected = acc;
   std::size_t n = 0;
   for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
@@ -295,7 +287,7 @@ TEST(RandKTest, DecodeRejectsMalformedPayloadsAndLeavesAccumulatorUntouched) {
   const TensorLayout layout = Layout({100, 20});
   const RandKParams params{.k_ratio = 0.1f};
   const CodecContext context{1, 2, 0};
-  const std::vector<float> good = Encode(params, layout, context, Gaussian(120, 7));
+  const std::vector<float> good = Encode(params, layout, context, GaussianVector(120, 7));
   std::vector<std::uint32_t> scratch = ScratchFor(params, layout);
   std::vector<float> acc(layout.dimension(), 2.0f);
   const std::vector<float> before = acc;
@@ -323,7 +315,7 @@ TEST(RandKTest, DecodeRejectsMalformedPayloadsAndLeavesAccumulatorUntouched) {
 
 TEST(RandKTest, RejectsBadParametersAndBuffers) {
   const TensorLayout layout = Layout({100, 20});
-  const std::vector<float> x = Gaussian(layout.dimension(), 8);
+  const std::vector<float> x = GaussianVector(layout.dimension(), 8);
   for (const float ratio : {0.0f, -0.1f, 1.5f, kNan, kInf}) {
     const RandKParams params{.k_ratio = ratio};
     EXPECT_EQ(RandKCodec::Shape(params, layout).status(), Status::InvalidArgument()) << ratio;

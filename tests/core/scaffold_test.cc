@@ -14,12 +14,7 @@
 namespace edgesgd {
 namespace {
 
-using test_util::ArenaBox;
-using test_util::DecodeDense;
-using test_util::kInf;
-using test_util::kNaN;
-using test_util::PayloadBuffers;
-using test_util::UniformVector;
+using namespace test_util;  // NOLINT: the core tests' shared helpers
 
 TensorLayout TestLayout() { return test_util::Layout({30, 12}); }
 

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/model_test_util.h"
 #include "edgesgd/core/model/mlp.h"
 #include "edgesgd/core/model/model.h"
 #include "edgesgd/core/model/softmax_regression.h"
@@ -20,37 +21,7 @@
 namespace edgesgd {
 namespace {
 
-// A labelled dataset that owns its storage.
-struct OwnedData {
-  std::vector<float> features;
-  std::vector<std::uint8_t> labels;
-  std::size_t samples = 0;
-  std::size_t dim = 0;
-
-  DatasetView View() const {
-    DatasetView view;
-    view.features = features;
-    view.labels = labels;
-    view.num_samples = samples;
-    view.feature_dim = dim;
-    return view;
-  }
-};
-
-OwnedData RandomData(std::size_t samples, std::size_t dim, std::size_t classes, float stddev,
-                     std::uint32_t seed) {
-  std::mt19937 engine(seed);
-  std::normal_distribution<float> normal(0.0f, stddev);
-  std::uniform_int_distribution<int> label(0, static_cast<int>(classes) - 1);
-  OwnedData data;
-  data.samples = samples;
-  data.dim = dim;
-  data.features.resize(samples * dim);
-  for (float& value : data.features) value = normal(engine);
-  data.labels.resize(samples);
-  for (auto& value : data.labels) value = static_cast<std::uint8_t>(label(engine));
-  return data;
-}
+using namespace test_util;  // NOLINT: the model tests' shared helpers
 
 std::vector<float> RandomParams(std::size_t count, std::uint32_t seed) {
   std::mt19937 engine(seed);
@@ -224,7 +195,7 @@ void ExpectGradientMatchesFiniteDifferences(std::string_view text, Shape input, 
                                             std::size_t stride = 1) {
   SCOPED_TRACE(text);
   const SequentialSpec spec = Parse(text, input, classes);
-  const OwnedData data = RandomData(3, spec.features(), classes, input_scale, seed);
+  const OwnedData data = RandomData(3, spec.features(), classes, seed, input_scale);
   const std::vector<float> params = RandomParams(ParameterCount(spec), seed + 1);
   std::vector<float> gradient(params.size(), 123.0f);
   std::vector<float> scratch(Sequential::ScratchFloats(spec));
@@ -236,18 +207,10 @@ void ExpectGradientMatchesFiniteDifferences(std::string_view text, Shape input, 
   const double reference_loss = ReferenceLoss(spec, reference, data);
   EXPECT_NEAR(static_cast<double>(*loss), reference_loss, 1e-5 * (1.0 + reference_loss));
 
-  constexpr double kStep = 1e-6;
-  std::vector<double> numeric(params.size());
-  double max_abs = 0.0;
-  for (std::size_t j = 0; j < params.size(); j += stride) {
-    std::vector<double> plus = reference;
-    std::vector<double> minus = reference;
-    plus[j] += kStep;
-    minus[j] -= kStep;
-    numeric[j] =
-        (ReferenceLoss(spec, plus, data) - ReferenceLoss(spec, minus, data)) / (2.0 * kStep);
-    max_abs = std::max(max_abs, std::fabs(numeric[j]));
-  }
+  const std::vector<double> numeric =
+      NumericGradient([&](const std::vector<double>& at) { return ReferenceLoss(spec, at, data); },
+                      reference, 1e-6, stride);
+  const double max_abs = MaxAbs(numeric);
   ASSERT_GT(max_abs, 1e-3);  // the check would be vacuous on a flat loss
   for (std::size_t j = 0; j < params.size(); j += stride) {
     EXPECT_NEAR(static_cast<double>(gradient[j]), numeric[j], 1e-4 * (1.0 + max_abs))
@@ -623,7 +586,7 @@ TEST(SequentialTest, DenseOnlyEqualsSoftmaxRegression) {
   const ModelSpec softmax{ModelKind::kSoftmaxRegression, 12, 4, 0, true};
   const SequentialSpec spec = Parse("dense:4", {2, 2, 3}, 4);
   ASSERT_EQ(ParameterCount(spec), ParameterCount(softmax));
-  const OwnedData data = RandomData(7, 12, 4, 1.0f, 31);
+  const OwnedData data = RandomData(7, 12, 4, 31);
   const std::vector<float> params = RandomParams(ParameterCount(spec), 32);
   std::vector<float> expected(params.size());
   std::vector<float> actual(params.size());
@@ -642,7 +605,7 @@ TEST(SequentialTest, DenseReluDenseEqualsTheMlp) {
   const ModelSpec mlp{ModelKind::kMlp, 10, 3, 6, true};
   const SequentialSpec spec = Parse("dense:6,relu,dense:3", {1, 1, 10}, 3);
   ASSERT_EQ(SequentialLayout(spec).value(), ModelLayout(mlp).value());
-  const OwnedData data = RandomData(9, 10, 3, 1.0f, 41);
+  const OwnedData data = RandomData(9, 10, 3, 41);
   std::vector<float> params(ParameterCount(spec));
   std::vector<float> mlp_params(params.size());
   ASSERT_TRUE(InitSequentialParameters(spec, 42, params).ok());
@@ -714,7 +677,7 @@ struct CallFixture {
 
   CallFixture()
       : spec(Parse("conv:3:3:1:same,relu,maxpool:2,dense:4", {6, 6, 2}, 4)),
-        data(RandomData(5, 72, 4, 1.0f, 51)),
+        data(RandomData(5, 72, 4, 51)),
         params(RandomParams(ParameterCount(spec), 52)),
         gradient(params.size(), -1.0f),
         scratch(Sequential::ScratchFloats(spec)) {}
@@ -751,7 +714,7 @@ TEST(SequentialTest, RefusesWrongSizesAndLabelsWithoutTouchingTheGradient) {
   EXPECT_EQ(Sequential::LossAndGradient(f.spec, f.params, f.data.View(), long_gradient, f.scratch)
                 .status(),
             Status::InvalidArgument());
-  OwnedData narrow = RandomData(5, 71, 4, 1.0f, 53);
+  OwnedData narrow = RandomData(5, 71, 4, 53);
   EXPECT_EQ(
       Sequential::LossAndGradient(f.spec, f.params, narrow.View(), f.gradient, f.scratch).status(),
       Status::InvalidArgument());
@@ -831,7 +794,7 @@ TEST(SequentialTest, BatchGradientIsTheMeanOfSampleGradients) {
 TEST(SequentialTest, EvaluationCountsCorrectPredictionsWithTiesToTheLowestClass) {
   // All-zero parameters: every logit is equal, so every sample is predicted class 0.
   const SequentialSpec spec = Parse("conv:2:3,relu,dense:3", {4, 4, 1}, 3);
-  const OwnedData data = RandomData(30, 16, 3, 1.0f, 61);
+  const OwnedData data = RandomData(30, 16, 3, 61);
   const std::vector<float> params(ParameterCount(spec), 0.0f);
   std::vector<float> scratch(Sequential::ScratchFloats(spec));
   EvaluationSums sums;

@@ -15,6 +15,7 @@
 
 #include "edgesgd/core/arena.h"
 #include "edgesgd/core/codec_registry.h"
+#include "edgesgd/core/error_feedback.h"
 #include "edgesgd/core/payload.h"
 #include "edgesgd/core/random.h"
 #include "edgesgd/core/tensor_layout.h"
@@ -33,6 +34,24 @@ inline std::vector<float> UniformVector(std::size_t d, std::uint64_t key, std::u
   CounterRng rng(key, 0, 0, stream);
   for (float& x : v) x = half_width * (2.0f * rng.NextFloat() - 1.0f);
   return v;
+}
+
+// Classic error feedback with learning rate 1, no momentum and one local step: p = g + e, and the
+// new residual is exactly what compression left out of p.
+inline constexpr FeedbackParams kUnitStepEf{.kind = FeedbackKind::kEf,
+                                            .detach = 0.0f,
+                                            .learning_rate = 1.0f,
+                                            .momentum = 0.0f,
+                                            .weight_decay = 0.0f,
+                                            .local_steps = 1};
+
+// `size` standard normal values from std::mt19937 seeded with `seed`.
+inline std::vector<float> GaussianVector(std::size_t size, std::uint32_t seed) {
+  std::mt19937 engine(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(size);
+  for (float& v : x) v = normal(engine);
+  return x;
 }
 
 // An arena of exactly `bytes` capacity over test-owned heap storage.

@@ -247,10 +247,7 @@ class AuthHarness {
 void Run(const std::uint8_t* data, std::size_t size) {
   FuzzInput in(data, size);
   AuthHarness harness;
-  if (!harness.Handshake(in)) return;
-  for (std::size_t event = 0; event < kMaxScriptEvents && !in.empty(); ++event) {
-    harness.Event(in);
-  }
+  if (harness.Handshake(in)) RunScript(in, harness);
 }
 
 }  // namespace

@@ -202,6 +202,15 @@ enum class ServerOp : std::uint8_t {
 inline constexpr std::uint8_t kServerOpCount = 8;
 inline constexpr std::size_t kMaxScriptEvents = 4096;
 
+// Feeds `harness` one event after another from `in` until the script ends, kMaxScriptEvents
+// have run or `go_on` says stop.
+template <typename Harness, typename GoOn = bool (*)()>
+void RunScript(FuzzInput& in, Harness& harness, GoOn go_on = [] { return true; }) {
+  for (std::size_t event = 0; event < kMaxScriptEvents && !in.empty() && go_on(); ++event) {
+    harness.Event(in);
+  }
+}
+
 inline PeerId ScriptPeer(std::uint8_t from) { return from % (kWorkers + 3); }
 
 inline protocol::ServerOptions ServerOptionsFor(std::uint8_t flags) {

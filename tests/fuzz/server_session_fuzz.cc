@@ -159,9 +159,7 @@ void Run(const std::uint8_t* data, std::size_t size) {
   const NamedRunConfig& run = RunConfigAt(in.U8());
   const protocol::ServerOptions options = ServerOptionsFor(in.U8());
   ServerHarness harness(run.config, options);
-  for (std::size_t event = 0; event < kMaxScriptEvents && !in.empty(); ++event) {
-    harness.Event(in);
-  }
+  RunScript(in, harness);
 }
 
 }  // namespace

@@ -210,11 +210,8 @@ class WorkerHarness {
 void Run(const std::uint8_t* data, std::size_t size) {
   FuzzInput in(data, size);
   WorkerHarness harness(in.U8());
-  for (std::size_t event = 0; event < kMaxScriptEvents && !in.empty() &&
-                              harness.gradient_total() < kMaxGradientCallsPerScript;
-       ++event) {
-    harness.Event(in);
-  }
+  RunScript(in, harness,
+            [&harness] { return harness.gradient_total() < kMaxGradientCallsPerScript; });
 }
 
 }  // namespace

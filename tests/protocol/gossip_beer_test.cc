@@ -12,18 +12,10 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
-#include <memory>
 #include <span>
-#include <string>
 #include <utility>
 #include <vector>
 
-#include "edgesgd/core/arena.h"
-#include "edgesgd/core/codec_registry.h"
-#include "edgesgd/protocol/gossip_peer_session.h"
-#include "edgesgd/wire/frame_builder.h"
-#include "edgesgd/wire/frame_decoder.h"
 #include "protocol/gossip_network.h"
 
 namespace edgesgd::protocol {
@@ -105,26 +97,15 @@ TEST(BeerTest, CopiesOfBothVectorsAgreeAndTheTrackersFollowTheMeanGradient) {
   };
   for (const auto& [name, codec] : codecs) {
     SCOPED_TRACE(name);
-    GossipNetwork network({TopologyKind::kRing, kPeers}, kRounds, 0.05f);
-    ConfigureBeer(network, codec, 0.3f);
-    network.InitAll();
+    CompressedRing network(GossipAlgorithm::kBeer, codec, kPeers, kRounds);
     TrackedMeanCheck mean_check(network, kPeers);
     ASSERT_TRUE(network.Run(kRounds * kDeadline));
     EXPECT_EQ(mean_check.rounds_checked(), kRounds);
     EXPECT_LT(mean_check.worst_gap(), 1e-5);
+    // Two neighbours, two deltas each per round.
+    ExpectCopiesFollowed(network, kPeers, kRounds, 4, kTrackerVector);
     for (PeerId id = 1; id <= kPeers; ++id) {
-      const GossipPeerSession& session = network.session(id);
-      EXPECT_TRUE(session.Finished());
-      EXPECT_TRUE(session.status().ok()) << session.status().reason();
-      EXPECT_EQ(session.counters().total_rejected(), 0u);
-      EXPECT_EQ(session.counters().neighbours_missed, 0u);
-      // Two neighbours, two deltas each per round.
-      EXPECT_EQ(session.counters().models_accepted, 4u * kRounds);
-      EXPECT_EQ(session.counters().frames_sent, 4u * kRounds + 2u);  // and two Leaves
-      ExpectCopiesAgree(network, id, kRounds);
-      bool moved = false;
-      for (const float v : session.public_copy(id, kTrackerVector)) moved = moved || v != 0.0f;
-      EXPECT_TRUE(moved);
+      EXPECT_EQ(network.session(id).counters().frames_sent, 4u * kRounds + 2u);  // and two Leaves
     }
   }
 }
@@ -137,18 +118,13 @@ TEST(BeerTest, CopiesOfBothVectorsAgreeAndTheTrackersFollowTheMeanGradient) {
 TEST(BeerTest, IdentityWithGammaOneIsTheFloat64BeerRecursion) {
   constexpr std::uint32_t kRounds = 40;
   constexpr float kLr = 0.1f;
-  for (const Topology topology :
-       {Topology{TopologyKind::kRing, 5}, Topology{TopologyKind::kComplete, 4},
-        Topology{TopologyKind::kRing, 2}}) {
-    SCOPED_TRACE(TopologyKindName(topology.kind));
+  ForEachReferenceTopology([&](const Topology& topology) {
     const std::uint32_t n = topology.peers;
-    GossipNetwork beer(topology, kRounds, kLr);
-    ConfigureBeer(beer, IdentityParams{}, 1.0f);
-    beer.InitAll();
+    IdentityRuns runs(topology, GossipAlgorithm::kBeer, GossipAlgorithm::kGradientTracking, kRounds,
+                      kLr);
+    GossipNetwork& beer = runs.compressed;
+    GossipNetwork& tracking = runs.reference;
     TrackedMeanCheck mean_check(beer, static_cast<PeerId>(n));
-    GossipNetwork tracking(topology, kRounds, kLr);  // the same seed: the same targets and start
-    tracking.base_config().algorithm = GossipAlgorithm::kGradientTracking;
-    tracking.InitAll();
 
     const std::size_t d = TestLayout().dimension();
     std::vector<std::vector<double>> x(n, std::vector<double>(d));
@@ -209,7 +185,7 @@ TEST(BeerTest, IdentityWithGammaOneIsTheFloat64BeerRecursion) {
       }
     }
     EXPECT_GT(tracking_gap, 1e-3);
-  }
+  });
 }
 
 // Ring of 8, f_i(x) = 0.5 ||x - target_i||^2 with targets spread over [-1, 1]: CHOCO's peers each
@@ -244,17 +220,8 @@ TEST(BeerTest, TopKReachesTheExactOptimumWhereChocoKeepsItsHeterogeneityBias) {
 
 // ---- Frames fed by hand ----
 
-class BeerSessionTest : public SingleSessionTest {
+class BeerSessionTest : public CompressedSessionTest<GossipAlgorithm::kBeer> {
  protected:
-  static constexpr float kGamma = 0.5f;
-
-  void SetUp() override {
-    config_.algorithm = GossipAlgorithm::kBeer;
-    config_.codec = TopKParams{.k_ratio = 0.3f};
-    config_.consensus_step = kGamma;
-    InitPeer(1);
-  }
-
   static FrameBytes ModelDelta(PeerId sender, std::uint32_t round,
                                std::array<std::uint32_t, 3> indices, std::array<float, 3> values) {
     return TopKDelta(sender, round, indices, values, wire::GossipVector::kModelDelta);
@@ -324,8 +291,7 @@ TEST_F(BeerSessionTest, SendsBothDeltasAndClosesTheRoundWithTheBeerUpdate) {
 }
 
 TEST_F(BeerSessionTest, CountsBadFramesAndKeepsEachVectorsCopiesInRoundOrder) {
-  session_.Start(0);
-  PollAll();
+  StartAndDrain();
   Feed(2, TrackerDelta(2, 0, {1, 4, 7}, {1.0f, 2.0f, 3.0f}));
   Feed(2, TrackerDelta(2, 0, {1, 4, 7}, {1.0f, 2.0f, 3.0f}));
   EXPECT_EQ(Rejected(GossipRejectReason::kDuplicate), 1u);
@@ -361,18 +327,11 @@ TEST_F(BeerSessionTest, CountsBadFramesAndKeepsEachVectorsCopiesInRoundOrder) {
 }
 
 TEST_F(BeerSessionTest, ATrackerGapIsRepairedWithTheNeighboursOwnTrackerCopy) {
-  session_.Start(0);
-  PollAll();
+  StartAndDrain();
   // Neighbour 4's round-0 tracker delta was lost: peer 1 asks for its tracker copy (step 1).
   Feed(4, ModelDelta(4, 0, {0, 1, 6}, {1.0f, 1.0f, 1.0f}));
   Feed(4, TrackerDelta(4, 1, {0, 1, 6}, {1.0f, 1.0f, 1.0f}));
-  EXPECT_EQ(Rejected(GossipRejectReason::kOutOfOrder), 1u);
-  const std::vector<Sent> requests = PollAll();
-  ASSERT_EQ(requests.size(), 1u);
-  EXPECT_EQ(requests[0].to, 4u);
-  EXPECT_EQ(requests[0].view().message.gossip.vector, wire::GossipVector::kCopyRequest);
-  EXPECT_EQ(requests[0].view().message.gossip.step, 1u);
-  EXPECT_EQ(session_.counters().copy_requests_sent, 1u);
+  ASSERT_NO_FATAL_FAILURE(ExpectGapRequest(4, 1, 1, 1, 0));
 
   // The tracker copy holding round 0 replaces peer 1's and counts neighbour 4 in; the model copy
   // is untouched.
@@ -393,12 +352,9 @@ TEST_F(BeerSessionTest, ATrackerGapIsRepairedWithTheNeighboursOwnTrackerCopy) {
   Feed(2, GossipFrame(2, 0, std::vector<float>{0.0f}, {0, 1, wire::GossipVector::kCopyRequest}));
   Feed(2, ModelDelta(2, 0, {1, 4, 7}, {1.0f, 2.0f, 3.0f}));
   Feed(2, TrackerDelta(2, 0, {1, 4, 7}, {1.0f, 2.0f, 3.0f}));
-  ASSERT_EQ(session_.round(), 1u);
-  const std::vector<Sent> frames = PollAll();
-  ASSERT_EQ(frames.size(), 5u);
-  EXPECT_EQ(frames[0].to, 2u);
+  std::vector<Sent> frames;
+  ASSERT_NO_FATAL_FAILURE(PollCopyFirst(1, 2, 5, frames));
   const wire::FrameView copy = frames[0].view();
-  EXPECT_EQ(copy.message.gossip.vector, wire::GossipVector::kModelCopy);
   EXPECT_EQ(copy.message.gossip.step, 1u);
   EXPECT_EQ(copy.header.round, 1u);
   EXPECT_TRUE(std::equal(copy.payload.view.values.begin(), copy.payload.view.values.end(),
@@ -473,9 +429,7 @@ TEST(BeerConfigTest, TakesTheCodecsChocoTakesAndSizesItsArenaExactly) {
 TEST(BeerTest, LostDeltasOfBothVectorsAreRepairedAndTheCopiesAgreeAgain) {
   constexpr std::uint32_t kRounds = 40;
   constexpr PeerId kPeers = 6;
-  GossipNetwork network({TopologyKind::kRing, kPeers}, kRounds, 0.05f);
-  ConfigureBeer(network, TopKParams{.k_ratio = 0.3f}, 0.3f);
-  network.InitAll();
+  CompressedRing network(GossipAlgorithm::kBeer, TopKParams{.k_ratio = 0.3f}, kPeers, kRounds);
   network.mutate = [&](PeerId from, PeerId to, FrameBytes& frame, std::mt19937&) {
     const wire::FrameView view = wire::DecodeFrame(frame.bytes()).value();
     const wire::GossipVector vector = view.message.gossip.vector;

@@ -12,19 +12,12 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
-#include <memory>
 #include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "edgesgd/core/arena.h"
-#include "edgesgd/core/codec_registry.h"
-#include "edgesgd/protocol/gossip_peer_session.h"
-#include "edgesgd/wire/frame_builder.h"
-#include "edgesgd/wire/frame_decoder.h"
 #include "protocol/gossip_network.h"
 
 namespace edgesgd::protocol {
@@ -63,23 +56,9 @@ TEST(ChocoTest, PublicCopiesAgreeBitForBitAtEveryHolderWithEveryCodec) {
   constexpr PeerId kPeers = 6;
   for (const auto& [name, codec] : ChocoCodecs()) {
     SCOPED_TRACE(name);
-    GossipNetwork network({TopologyKind::kRing, kPeers}, kRounds, 0.05f);
-    ConfigureChoco(network, codec, 0.3f);
-    network.InitAll();
+    CompressedRing network(GossipAlgorithm::kChoco, codec, kPeers, kRounds);
     ASSERT_TRUE(network.Run(kRounds * kDeadline));
-    for (PeerId id = 1; id <= kPeers; ++id) {
-      const GossipPeerSession& session = network.session(id);
-      EXPECT_TRUE(session.Finished());
-      EXPECT_TRUE(session.status().ok()) << session.status().reason();
-      EXPECT_EQ(session.counters().total_rejected(), 0u);
-      EXPECT_EQ(session.counters().neighbours_missed, 0u);
-      EXPECT_EQ(session.counters().models_accepted, 2u * kRounds);
-      ExpectCopiesAgree(network, id, kRounds);
-      // The copy follows the model: it is no longer the zero it started from.
-      bool moved = false;
-      for (const float v : session.public_copy(id)) moved = moved || v != 0.0f;
-      EXPECT_TRUE(moved);
-    }
+    ExpectCopiesFollowed(network, kPeers, kRounds, 2, 0);
   }
 }
 
@@ -90,16 +69,11 @@ TEST(ChocoTest, PublicCopiesAgreeBitForBitAtEveryHolderWithEveryCodec) {
 TEST(ChocoTest, IdentityWithGammaOneIsDpsgdWithTheStepBeforeTheMix) {
   constexpr std::uint32_t kRounds = 40;
   constexpr float kLr = 0.1f;
-  for (const Topology topology :
-       {Topology{TopologyKind::kRing, 5}, Topology{TopologyKind::kComplete, 4},
-        Topology{TopologyKind::kRing, 2}}) {
-    SCOPED_TRACE(TopologyKindName(topology.kind));
+  ForEachReferenceTopology([&](const Topology& topology) {
     const std::uint32_t n = topology.peers;
-    GossipNetwork choco(topology, kRounds, kLr);
-    ConfigureChoco(choco, IdentityParams{}, 1.0f);
-    choco.InitAll();
-    GossipNetwork dpsgd(topology, kRounds, kLr);  // the same seed: the same targets and start
-    dpsgd.InitAll();
+    IdentityRuns runs(topology, GossipAlgorithm::kChoco, GossipAlgorithm::kDpsgd, kRounds, kLr);
+    GossipNetwork& choco = runs.compressed;
+    GossipNetwork& dpsgd = runs.reference;
 
     std::vector<std::vector<double>> x;
     for (PeerId id = 1; id <= n; ++id) {
@@ -141,7 +115,7 @@ TEST(ChocoTest, IdentityWithGammaOneIsDpsgdWithTheStepBeforeTheMix) {
     if (n > 2) {  // on two peers W(x - lr g) and Wx - lr g differ less
       EXPECT_GT(dpsgd_gap, 1e-3);
     }
-  }
+  });
 }
 
 // Ring of 8, quadratic targets: the peers' mean follows SGD on the mean objective exactly (W is
@@ -181,17 +155,8 @@ TEST(ChocoTest, TopKReachesTheOptimumDenseDpsgdReaches) {
 
 // ---- Frames fed by hand ----
 
-class ChocoSessionTest : public SingleSessionTest {
+class ChocoSessionTest : public CompressedSessionTest<GossipAlgorithm::kChoco> {
  protected:
-  static constexpr float kGamma = 0.5f;
-
-  void SetUp() override {
-    config_.algorithm = GossipAlgorithm::kChoco;
-    config_.codec = TopKParams{.k_ratio = 0.3f};
-    config_.consensus_step = kGamma;
-    InitPeer(1);
-  }
-
   static FrameBytes Delta(PeerId sender, std::uint32_t round, std::array<std::uint32_t, 3> indices,
                           std::array<float, 3> values,
                           wire::GossipVector vector = wire::GossipVector::kModelDelta) {
@@ -222,8 +187,7 @@ TEST_F(ChocoSessionTest, SendsOneCompressedDeltaAndAppliesItToItsOwnCopy) {
 }
 
 TEST_F(ChocoSessionTest, AppliesDeltasInRoundOrderLateOnesTooAndCountsBadFrames) {
-  session_.Start(0);
-  PollAll();
+  StartAndDrain();
   const std::vector<float> own = Copy(1);
 
   Feed(2, Delta(2, 0, {1, 4, 7}, {1.0f, 2.0f, 3.0f}));
@@ -285,8 +249,7 @@ TEST_F(ChocoSessionTest, AppliesDeltasInRoundOrderLateOnesTooAndCountsBadFrames)
 }
 
 TEST_F(ChocoSessionTest, ANeighbourAheadIsCountedInWhenTheRoundStarts) {
-  session_.Start(0);
-  PollAll();
+  StartAndDrain();
   Feed(2, Delta(2, 0, {0, 1, 6}, {1.0f, 1.0f, 1.0f}));
   Feed(2, Delta(2, 1, {0, 1, 6}, {1.0f, 1.0f, 1.0f}));  // neighbour 2 already in round 1
   EXPECT_EQ(session_.counters().models_buffered, 1u);
@@ -334,19 +297,12 @@ TEST_F(ChocoSessionTest, NeighboursFarAheadAreCaughtUpTwoRoundsPerCall) {
 // ---- Configurations ----
 
 TEST_F(ChocoSessionTest, AGapIsRepairedWithTheNeighboursOwnCopy) {
-  session_.Start(0);
-  PollAll();
+  StartAndDrain();
   // Neighbour 4's round-0 delta was lost: its round-1 delta cannot apply, and peer 1 asks for
   // neighbour 4's copy — once per round, however many deltas arrive meanwhile.
-  Feed(4, Delta(4, 1, {0, 1, 6}, {1.0f, 1.0f, 1.0f}));
-  Feed(4, Delta(4, 2, {0, 1, 6}, {1.0f, 1.0f, 1.0f}));
-  EXPECT_EQ(Rejected(GossipRejectReason::kOutOfOrder), 2u);
-  const std::vector<Sent> requests = PollAll();
-  ASSERT_EQ(requests.size(), 1u);
-  EXPECT_EQ(requests[0].to, 4u);
-  EXPECT_EQ(requests[0].view().message.gossip.vector, wire::GossipVector::kCopyRequest);
-  EXPECT_EQ(requests[0].view().header.round, 0u);
-  EXPECT_EQ(session_.counters().copy_requests_sent, 1u);
+  for (const std::uint32_t round : {1u, 2u})
+    Feed(4, Delta(4, round, {0, 1, 6}, {1.0f, 1.0f, 1.0f}));
+  ASSERT_NO_FATAL_FAILURE(ExpectGapRequest(4, 2, 1, 0, 0));
 
   // Bad copies change nothing: another codec, the wrong size, a non-finite value, more rounds
   // than the run has.
@@ -389,15 +345,11 @@ TEST_F(ChocoSessionTest, AGapIsRepairedWithTheNeighboursOwnCopy) {
   ASSERT_EQ(session_.round(), 1u);
   PollAll();
   Feed(4, Delta(4, 5, {0, 1, 6}, {1.0f, 1.0f, 1.0f}));
-  const std::vector<Sent> again = PollAll();
-  ASSERT_EQ(again.size(), 1u);
-  EXPECT_EQ(again[0].view().message.gossip.vector, wire::GossipVector::kCopyRequest);
-  EXPECT_EQ(session_.counters().copy_requests_sent, 2u);
+  ASSERT_NO_FATAL_FAILURE(ExpectGapRequest(4, 3, 2, 0, 1));
 }
 
 TEST_F(ChocoSessionTest, AnswersACopyRequestWithItsOwnCopyAheadOfItsNextDelta) {
-  session_.Start(0);
-  PollAll();
+  StartAndDrain();
   const std::vector<float> own = Copy(1);
   const std::vector<float> one{0.0f};
   const wire::GossipInfo request{0, 0, wire::GossipVector::kCopyRequest};
@@ -410,12 +362,9 @@ TEST_F(ChocoSessionTest, AnswersACopyRequestWithItsOwnCopyAheadOfItsNextDelta) {
   Feed(2, GossipFrame(2, 0, one, request));
   Feed(2, Delta(2, 0, {1, 4, 7}, {1.0f, 2.0f, 3.0f}));
   Feed(4, Delta(4, 0, {0, 1, 6}, {1.0f, 1.0f, 1.0f}));
-  ASSERT_EQ(session_.round(), 1u);
-  const std::vector<Sent> frames = PollAll();
-  ASSERT_EQ(frames.size(), 3u);
-  EXPECT_EQ(frames[0].to, 2u);
+  std::vector<Sent> frames;
+  ASSERT_NO_FATAL_FAILURE(PollCopyFirst(1, 2, 3, frames));
   const wire::FrameView copy = frames[0].view();
-  EXPECT_EQ(copy.message.gossip.vector, wire::GossipVector::kModelCopy);
   EXPECT_EQ(copy.header.round, 1u);
   EXPECT_EQ(copy.payload.codec, CodecIdOf(IdentityParams{}));
   EXPECT_TRUE(std::equal(copy.payload.view.values.begin(), copy.payload.view.values.end(),
@@ -578,9 +527,7 @@ INSTANTIATE_TEST_SUITE_P(ChocoAndBeer, CompressedGossipFaultTest,
 TEST(ChocoTest, LostDeltasAreRepairedAndTheCopiesAgreeAgain) {
   constexpr std::uint32_t kRounds = 40;
   constexpr PeerId kPeers = 6;
-  GossipNetwork network({TopologyKind::kRing, kPeers}, kRounds, 0.05f);
-  ConfigureChoco(network, TopKParams{.k_ratio = 0.3f}, 0.3f);
-  network.InitAll();
+  CompressedRing network(GossipAlgorithm::kChoco, TopKParams{.k_ratio = 0.3f}, kPeers, kRounds);
   int requests_dropped = 0;
   network.mutate = [&](PeerId from, PeerId to, FrameBytes& frame, std::mt19937&) {
     const wire::FrameView view = wire::DecodeFrame(frame.bytes()).value();

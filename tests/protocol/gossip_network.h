@@ -391,6 +391,57 @@ inline GossipConfig& ConfigureCompressed(GossipNetwork& network, GossipAlgorithm
   return config;
 }
 
+// The topologies a gossip run is checked on against its float64 reference recursion.
+inline const Topology kReferenceTopologies[] = {Topology{TopologyKind::kRing, 5},
+                                                Topology{TopologyKind::kComplete, 4},
+                                                Topology{TopologyKind::kRing, 2}};
+
+// Runs `check` on each of kReferenceTopologies, traced by its kind.
+template <typename Check>
+void ForEachReferenceTopology(const Check& check) {
+  for (const Topology& topology : kReferenceTopologies) {
+    SCOPED_TRACE(TopologyKindName(topology.kind));
+    check(topology);
+  }
+}
+
+// A ring of `peers` running the compressed `algorithm` with `codec`, consensus step 0.3 and
+// learning rate 0.05, initialised.
+class CompressedRing : public GossipNetwork {
+ public:
+  CompressedRing(GossipAlgorithm algorithm, const CodecParams& codec, PeerId peers,
+                 std::uint32_t rounds)
+      : GossipNetwork({TopologyKind::kRing, peers}, rounds, 0.05f) {
+    ConfigureCompressed(*this, algorithm, codec, 0.3f);
+    InitAll();
+  }
+};
+
+// The two runs on `topology` that a compressed algorithm with the identity codec and consensus
+// step 1 is checked against each other with: `compressed`, of `algorithm`, and `reference`, of
+// `reference_algorithm`; both initialised from the same seed (the same targets and start).
+struct IdentityRuns {
+  IdentityRuns(const Topology& topology, GossipAlgorithm algorithm,
+               GossipAlgorithm reference_algorithm, std::uint32_t rounds, float lr)
+      : compressed(topology, rounds, lr), reference(topology, rounds, lr) {
+    ConfigureCompressed(compressed, algorithm, IdentityParams{}, 1.0f);
+    compressed.InitAll();
+    reference.base_config().algorithm = reference_algorithm;
+    reference.InitAll();
+  }
+
+  GossipNetwork compressed;
+  GossipNetwork reference;
+};
+
+// `session` finished its run with no frame rejected and no neighbour missed.
+inline void ExpectFinishedClean(const GossipPeerSession& session) {
+  EXPECT_TRUE(session.Finished());
+  EXPECT_TRUE(session.status().ok()) << session.status().reason();
+  EXPECT_EQ(session.counters().total_rejected(), 0u);
+  EXPECT_EQ(session.counters().neighbours_missed, 0u);
+}
+
 // Every public copy `holder` keeps (its own and its neighbours', of every vector its algorithm
 // copies) equals the owner's own copy bit for bit, and holds `rounds` deltas.
 inline void ExpectCopiesAgree(GossipNetwork& network, PeerId holder, std::uint64_t rounds) {
@@ -411,6 +462,22 @@ inline void ExpectCopiesAgree(GossipNetwork& network, PeerId holder, std::uint64
       EXPECT_EQ(session.public_copy_rounds(owner, vector), rounds);
       EXPECT_EQ(std::memcmp(held.data(), own.data(), held.size_bytes()), 0);
     }
+  }
+}
+
+// After `rounds` rounds of a compressed algorithm on peers 1..`peers`: every peer finished clean,
+// accepted `deltas_per_round` deltas a round, holds copies that agree, and its own copy of
+// `vector` has moved off the zero it started from.
+inline void ExpectCopiesFollowed(GossipNetwork& network, PeerId peers, std::uint64_t rounds,
+                                 std::uint64_t deltas_per_round, std::size_t vector) {
+  for (PeerId id = 1; id <= peers; ++id) {
+    const GossipPeerSession& session = network.session(id);
+    ExpectFinishedClean(session);
+    EXPECT_EQ(session.counters().models_accepted, deltas_per_round * rounds);
+    ExpectCopiesAgree(network, id, rounds);
+    bool moved = false;
+    for (const float v : session.public_copy(id, vector)) moved = moved || v != 0.0f;
+    EXPECT_TRUE(moved);
   }
 }
 
@@ -484,6 +551,38 @@ class SingleSessionTest : public ::testing::Test {
     return sent;
   }
 
+  // Starts round 0 and drops the frames it sends.
+  void StartAndDrain() {
+    session_.Start(0);
+    PollAll();
+  }
+
+  // A gap in `owner`'s copy: `out_of_order` deltas rejected so far, and the one frame queued is
+  // the `requests_sent`th request to `owner`, in round `round`, for its copy of the vector of
+  // step `step`.
+  void ExpectGapRequest(PeerId owner, std::uint64_t out_of_order, std::uint64_t requests_sent,
+                        std::uint32_t step, std::uint32_t round) {
+    EXPECT_EQ(Rejected(GossipRejectReason::kOutOfOrder), out_of_order);
+    const std::vector<Sent> requests = PollAll();
+    ASSERT_EQ(requests.size(), 1u);
+    EXPECT_EQ(requests[0].to, owner);
+    const wire::FrameView request = requests[0].view();
+    EXPECT_EQ(request.message.gossip.vector, wire::GossipVector::kCopyRequest);
+    EXPECT_EQ(request.message.gossip.step, step);
+    EXPECT_EQ(request.header.round, round);
+    EXPECT_EQ(session_.counters().copy_requests_sent, requests_sent);
+  }
+
+  // In round `round`, polls the `count` frames queued into `frames`: the first is a model copy
+  // to `to`.
+  void PollCopyFirst(std::uint32_t round, PeerId to, std::size_t count, std::vector<Sent>& frames) {
+    ASSERT_EQ(session_.round(), round);
+    frames = PollAll();
+    ASSERT_EQ(frames.size(), count);
+    EXPECT_EQ(frames[0].to, to);
+    EXPECT_EQ(frames[0].view().message.gossip.vector, wire::GossipVector::kModelCopy);
+  }
+
   std::uint64_t Rejected(GossipRejectReason reason) const {
     return session_.counters().rejected_for(reason);
   }
@@ -501,6 +600,21 @@ class SingleSessionTest : public ::testing::Test {
   std::vector<std::byte> storage_;
   std::unique_ptr<Arena> arena_;
   GossipPeerSession session_;
+};
+
+// A peer of the compressed algorithm kAlgorithm (CHOCO, BEER) with top_k 30% and consensus step
+// kGamma, fed by hand.
+template <GossipAlgorithm kAlgorithm>
+class CompressedSessionTest : public SingleSessionTest {
+ protected:
+  static constexpr float kGamma = 0.5f;
+
+  void SetUp() override {
+    config_.algorithm = kAlgorithm;
+    config_.codec = TopKParams{.k_ratio = 0.3f};
+    config_.consensus_step = kGamma;
+    InitPeer(1);
+  }
 };
 
 }  // namespace edgesgd::protocol::gossip_test

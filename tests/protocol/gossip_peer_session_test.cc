@@ -86,9 +86,7 @@ TEST(GossipTest, DpsgdOnRingOfEightConvergesToTheMeanTarget) {
 TEST(GossipTest, LosslessRunMatchesReferenceDpsgd) {
   constexpr std::uint32_t kRounds = 40;
   constexpr float kLr = 0.1f;
-  for (const Topology topology :
-       {Topology{TopologyKind::kRing, 5}, Topology{TopologyKind::kComplete, 4},
-        Topology{TopologyKind::kRing, 2}}) {
+  for (const Topology topology : kReferenceTopologies) {
     SCOPED_TRACE(TopologyKindName(topology.kind));
     GossipNetwork network(topology, kRounds, kLr);
     network.InitAll();

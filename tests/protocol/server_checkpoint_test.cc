@@ -53,6 +53,18 @@ struct FreshServer {
   ServerSession server;
 };
 
+// A server of `config` with FourWorkers and a zero model, to restore a checkpoint into.
+struct RestoringServer {
+  explicit RestoringServer(const RunConfig& config)
+      : storage(ServerSession::ArenaBytes(config, FourWorkers())) {
+    const Status init = server.Init(storage.arena, AllCodecs(), config, FourWorkers(),
+                                    std::vector<float>(config.layout.dimension()));
+    EXPECT_TRUE(init.ok()) << init.reason();
+  }
+  ArenaStorage storage;
+  ServerSession server;
+};
+
 // A checkpoint of a fresh server of `run`.
 std::vector<std::byte> CheckpointOf(const ServerSettings& run) {
   const FreshServer fresh(run);
@@ -78,11 +90,8 @@ TEST(ServerCheckpointTest, RestoredServerHoldsTheSavedRoundModelAndCounters) {
   ASSERT_FALSE(cluster.server().Finished());
   const std::vector<std::byte> state = Save(cluster.server());
 
-  ArenaStorage storage(ServerSession::ArenaBytes(config, FourWorkers()));
-  ServerSession restored;
-  ASSERT_TRUE(
-      restored.Init(storage.arena, AllCodecs(), config, FourWorkers(), std::vector<float>(kDim))
-          .ok());
+  RestoringServer restoring(config);
+  ServerSession& restored = restoring.server;
   const Status check = restored.RestoreState(state);
   ASSERT_TRUE(check.ok()) << check.reason();
   EXPECT_EQ(restored.round(), cluster.server().round());
@@ -639,11 +648,8 @@ TEST(ServerCheckpointTest, CheckpointOfAFinishedRunRestoresAsFinished) {
   cluster.Start();
   ASSERT_TRUE(cluster.RunUntilFinished(1000 * kSecond));
   const std::vector<std::byte> state = Save(cluster.server());
-  ArenaStorage storage(ServerSession::ArenaBytes(config, FourWorkers()));
-  ServerSession restored;
-  ASSERT_TRUE(
-      restored.Init(storage.arena, AllCodecs(), config, FourWorkers(), std::vector<float>(kDim))
-          .ok());
+  RestoringServer restoring(config);
+  ServerSession& restored = restoring.server;
   ASSERT_TRUE(restored.RestoreState(state).ok());
   EXPECT_TRUE(restored.Finished());
   EXPECT_EQ(restored.round(), 5u);

@@ -34,12 +34,49 @@ ServerOptions Options(std::uint32_t workers, std::uint32_t quorum, TimeNs deadli
 
 std::vector<RoundEvent> RoundsFor(Cluster& cluster) { return cluster.DrainRounds(); }
 
+// Workers that send heartbeats every `interval` while not sampled.
+WorkerOptions Heartbeats(TimeNs interval) {
+  WorkerOptions options;
+  options.heartbeat_interval_ns = interval;
+  return options;
+}
+
+// A run of options.workers workers (Targets) from a model of ones, on 1 ms links.
+class LinkedCluster : public Cluster {
+ public:
+  LinkedCluster(const RunConfig& config, const ServerOptions& options,
+                WorkerOptions worker_options = {})
+      : Cluster(config, options, Targets(options.workers, kDim), std::vector<float>(kDim, 1.0f),
+                std::move(worker_options)) {
+    net().SetLatencyAll(kMs);
+  }
+
+  // Starts the run and runs it until round `round` begins (within 100 s).
+  bool StartUntilRound(std::uint32_t round) {
+    Start();
+    return RunUntilRound(round, 100 * kSecond);
+  }
+};
+
+// A started server of a five-round mean run of two workers (quorum 1), fed frames by hand.
+struct StartedServer {
+  StartedServer() {
+    const Status init =
+        server.Init(storage.arena, AllCodecs(), config, Options(2, 1), std::vector<float>(kDim));
+    EXPECT_TRUE(init.ok()) << init.reason();
+    server.Start(0);
+  }
+
+  const RunConfig config = MeanConfig(kDim, kCodecId<TopKCodec>, 5);
+  ArenaStorage storage{ServerSession::ArenaBytes(config, Options(2, 1))};
+  ServerSession server;
+  FrameFactory factory;
+};
+
 // ---- Joining ----
 
 TEST(ServerSessionTest, WaitsForAllWorkersThenStarts) {
-  Cluster cluster(MeanConfig(kDim, kCodecId<TopKCodec>, 5), Options(3, 3), Targets(3, kDim),
-                  std::vector<float>(kDim, 1.0f));
-  cluster.net().SetLatencyAll(kMs);
+  LinkedCluster cluster(MeanConfig(kDim, kCodecId<TopKCodec>, 5), Options(3, 3));
   cluster.net().SetWorkerDown(3, true);
   cluster.Start();
   cluster.net().RunUntil([] { return false; }, 5 * kSecond);
@@ -58,9 +95,7 @@ TEST(ServerSessionTest, WaitsForAllWorkersThenStarts) {
 TEST(ServerSessionTest, JoinTimeoutStartsWithAQuorumOfWorkers) {
   ServerOptions options = Options(3, 2);
   options.join_timeout_ns = 2 * kSecond;
-  Cluster cluster(MeanConfig(kDim, kCodecId<TopKCodec>, 5), options, Targets(3, kDim),
-                  std::vector<float>(kDim, 1.0f));
-  cluster.net().SetLatencyAll(kMs);
+  LinkedCluster cluster(MeanConfig(kDim, kCodecId<TopKCodec>, 5), options);
   cluster.net().SetWorkerDown(3, true);
   cluster.Start();
   ASSERT_TRUE(cluster.RunUntilFinished(100 * kSecond));
@@ -74,14 +109,9 @@ TEST(ServerSessionTest, JoinTimeoutStartsWithAQuorumOfWorkers) {
 }
 
 TEST(ServerSessionTest, IncompatibleWorkerGetsAnErrorWithTheReason) {
-  const RunConfig config = MeanConfig(kDim, kCodecId<TopKCodec>, 5);
-  ArenaStorage storage(ServerSession::ArenaBytes(config, Options(2, 1)));
-  ServerSession server;
-  ASSERT_TRUE(
-      server.Init(storage.arena, AllCodecs(), config, Options(2, 1), std::vector<float>(kDim))
-          .ok());
-  server.Start(0);
-  FrameFactory factory;
+  StartedServer started;
+  ServerSession& server = started.server;
+  FrameFactory& factory = started.factory;
   wire::JoinInfo join;
   join.memory_bytes = 64;  // far below WorkerSession::WelcomeArenaBytes
   const Frame frame = factory.Join(1, join);
@@ -115,11 +145,8 @@ TEST(ServerSessionTest, IncompatibleWorkerGetsAnErrorWithTheReason) {
 // ---- Quorum, deadlines, stragglers ----
 
 TEST(ServerSessionTest, QuorumClosesTheRoundAtTheDeadline) {
-  Cluster cluster(MeanConfig(kDim, kCodecId<TopKCodec>, 8), Options(4, 3), Targets(4, kDim),
-                  std::vector<float>(kDim, 1.0f));
-  cluster.net().SetLatencyAll(kMs);
-  cluster.Start();
-  ASSERT_TRUE(cluster.RunUntilRound(2, 100 * kSecond));
+  LinkedCluster cluster(MeanConfig(kDim, kCodecId<TopKCodec>, 8), Options(4, 3));
+  ASSERT_TRUE(cluster.StartUntilRound(2));
   const TimeNs round_two_started = cluster.net().now();
   cluster.net().SetWorkerDown(4, true);  // silently: no liveness timeout, no OnPeerLost
   ASSERT_TRUE(cluster.RunUntilFinished(100 * kSecond));
@@ -138,13 +165,10 @@ TEST(ServerSessionTest, QuorumClosesTheRoundAtTheDeadline) {
 }
 
 TEST(ServerSessionTest, BelowQuorumResendsAndExtendsUntilTheWorkerReturns) {
-  Cluster cluster(MeanConfig(kDim, kCodecId<TopKCodec>, 4), Options(3, 3), Targets(3, kDim),
-                  std::vector<float>(kDim, 1.0f));
-  cluster.net().SetLatencyAll(kMs);
+  LinkedCluster cluster(MeanConfig(kDim, kCodecId<TopKCodec>, 4), Options(3, 3));
   Recorder recorder;
   cluster.net().SetInterceptor(&recorder);
-  cluster.Start();
-  ASSERT_TRUE(cluster.RunUntilRound(2, 100 * kSecond));
+  ASSERT_TRUE(cluster.StartUntilRound(2));
   cluster.net().SetWorkerDown(3, true);
   cluster.net().RunUntil([] { return false; }, cluster.net().now() + 3500 * kMs);
   EXPECT_EQ(cluster.server().round(), 2u);
@@ -164,9 +188,7 @@ TEST(ServerSessionTest, BelowQuorumResendsAndExtendsUntilTheWorkerReturns) {
 }
 
 TEST(ServerSessionTest, StragglerIsLeftBehindAndItsUpdateRejectedAsLate) {
-  Cluster cluster(MeanConfig(kDim, kCodecId<TopKCodec>, 6), Options(3, 2), Targets(3, kDim),
-                  std::vector<float>(kDim, 1.0f));
-  cluster.net().SetLatencyAll(kMs);
+  LinkedCluster cluster(MeanConfig(kDim, kCodecId<TopKCodec>, 6), Options(3, 2));
   // An update costs 8 samples * 10 ms: a full round takes 82 ms from broadcast to last update.
   for (PeerId w = 1; w <= 3; ++w) cluster.net().SetComputeNsPerSample(w, 10 * kMs);
   Recorder recorder;
@@ -202,13 +224,9 @@ TEST(ServerSessionTest, StragglerIsLeftBehindAndItsUpdateRejectedAsLate) {
 // ---- Drop-outs ----
 
 TEST(ServerSessionTest, SilentDropOutIsTimedOutAndRoundsKeepCompleting) {
-  WorkerOptions worker_options;
-  worker_options.heartbeat_interval_ns = 500 * kMs;
-  Cluster cluster(MeanConfig(kDim, kCodecId<TopKCodec>, 10), Options(4, 4, kSecond, 3 * kSecond),
-                  Targets(4, kDim), std::vector<float>(kDim, 1.0f), worker_options);
-  cluster.net().SetLatencyAll(kMs);
-  cluster.Start();
-  ASSERT_TRUE(cluster.RunUntilRound(3, 100 * kSecond));
+  LinkedCluster cluster(MeanConfig(kDim, kCodecId<TopKCodec>, 10),
+                        Options(4, 4, kSecond, 3 * kSecond), Heartbeats(500 * kMs));
+  ASSERT_TRUE(cluster.StartUntilRound(3));
   cluster.net().SetWorkerDown(2, true);
   ASSERT_TRUE(cluster.RunUntilFinished(100 * kSecond));
   EXPECT_EQ(cluster.server().counters().rounds_completed, 10u);
@@ -225,12 +243,10 @@ TEST(ServerSessionTest, SilentDropOutIsTimedOutAndRoundsKeepCompleting) {
 TEST(ServerSessionTest, LostLinkDropsTheWorkerAndARejoinGetsTheFullModel) {
   RunConfig config = MeanConfig(kDim, kCodecId<RandKCodec>, 12);
   config.downlink = DownlinkKind::kAggregate;
-  Cluster cluster(config, Options(3, 3), Targets(3, kDim), std::vector<float>(kDim, 1.0f));
-  cluster.net().SetLatencyAll(kMs);
+  LinkedCluster cluster(config, Options(3, 3));
   Recorder recorder;
   cluster.net().SetInterceptor(&recorder);
-  cluster.Start();
-  ASSERT_TRUE(cluster.RunUntilRound(3, 100 * kSecond));
+  ASSERT_TRUE(cluster.StartUntilRound(3));
   cluster.net().SetWorkerDown(2, true);
   cluster.net().LoseLink(2);
   EXPECT_FALSE(cluster.server().IsLive(2));
@@ -264,13 +280,9 @@ TEST(ServerSessionTest, LostLinkDropsTheWorkerAndARejoinGetsTheFullModel) {
 }
 
 TEST(ServerSessionTest, TimedOutWorkerIsRevivedByItsHeartbeats) {
-  WorkerOptions worker_options;
-  worker_options.heartbeat_interval_ns = 500 * kMs;
-  Cluster cluster(MeanConfig(kDim, kCodecId<TopKCodec>, 12), Options(3, 2, kSecond, 2 * kSecond),
-                  Targets(3, kDim), std::vector<float>(kDim, 1.0f), worker_options);
-  cluster.net().SetLatencyAll(kMs);
-  cluster.Start();
-  ASSERT_TRUE(cluster.RunUntilRound(2, 100 * kSecond));
+  LinkedCluster cluster(MeanConfig(kDim, kCodecId<TopKCodec>, 12),
+                        Options(3, 2, kSecond, 2 * kSecond), Heartbeats(500 * kMs));
+  ASSERT_TRUE(cluster.StartUntilRound(2));
   cluster.net().SetWorkerDown(3, true);
   cluster.net().RunUntil([&] { return !cluster.server().IsLive(3); }, 100 * kSecond);
   EXPECT_FALSE(cluster.server().IsLive(3));
@@ -283,13 +295,8 @@ TEST(ServerSessionTest, TimedOutWorkerIsRevivedByItsHeartbeats) {
 TEST(ServerSessionTest, NeverStallsWhenEverySampledWorkerVanishes) {
   RunConfig config = MeanConfig(kDim, kCodecId<TopKCodec>, 8);
   config.participation = 0.25f;  // one worker per round
-  WorkerOptions worker_options;
-  worker_options.heartbeat_interval_ns = 300 * kMs;
-  Cluster cluster(config, Options(4, 1, kSecond, 2 * kSecond), Targets(4, kDim),
-                  std::vector<float>(kDim, 1.0f), worker_options);
-  cluster.net().SetLatencyAll(kMs);
-  cluster.Start();
-  ASSERT_TRUE(cluster.RunUntilRound(3, 100 * kSecond));
+  LinkedCluster cluster(config, Options(4, 1, kSecond, 2 * kSecond), Heartbeats(300 * kMs));
+  ASSERT_TRUE(cluster.StartUntilRound(3));
   PeerId sampled = 0;
   for (PeerId w = 1; w <= 4; ++w) {
     if (cluster.server().IsSelected(w)) sampled = w;
@@ -324,8 +331,7 @@ std::vector<std::set<PeerId>> SampledSets(std::uint64_t seed) {
   RunConfig config = MeanConfig(kDim, kCodecId<TopKCodec>, 20);
   config.participation = 0.3f;
   config.seed = seed;
-  Cluster cluster(config, Options(10, 1), Targets(10, kDim), std::vector<float>(kDim, 1.0f));
-  cluster.net().SetLatencyAll(kMs);
+  LinkedCluster cluster(config, Options(10, 1));
   Recorder recorder;
   cluster.net().SetInterceptor(&recorder);
   cluster.Start();
@@ -361,8 +367,7 @@ TEST(ServerSessionTest, PartialParticipationSamplesDeterministically) {
 TEST(ServerSessionTest, WorkerThatMissedARoundGetsTheFullModel) {
   RunConfig config = MeanConfig(kDim, kCodecId<RandomBlockCodec>, 8);
   config.downlink = DownlinkKind::kAggregate;
-  Cluster cluster(config, Options(3, 2), Targets(3, kDim), std::vector<float>(kDim, 1.0f));
-  cluster.net().SetLatencyAll(kMs);
+  LinkedCluster cluster(config, Options(3, 2));
   Recorder recorder;
   recorder.policy = [](const Recorder::Record& record) {
     Verdict verdict;
@@ -444,6 +449,14 @@ class ServerRejectionTest : public ::testing::Test {
     }
   }
 
+  // One field of each rejection logged since the last drain, in order.
+  template <typename Field>
+  std::vector<Field> DrainRejected(Field RejectEvent::*field) {
+    std::vector<Field> values;
+    for (const RejectEvent& event : cluster_->DrainRejects()) values.push_back(event.*field);
+    return values;
+  }
+
   RunConfig config_;
   std::unique_ptr<Cluster> cluster_;
   Recorder recorder_;
@@ -488,11 +501,7 @@ TEST_F(ServerRejectionTest, UnknownSender) {
   Frame heartbeat = factory_.Heartbeat(7);
   cluster_->net().DeliverNow(7, 0, heartbeat.bytes());
   EXPECT_EQ(cluster_->server().counters().rejected_for(RejectReason::kUnknownSender), 3u);
-  const std::vector<RejectEvent> events = cluster_->DrainRejects();
-  ASSERT_EQ(events.size(), 3u);
-  EXPECT_EQ(events[0].peer, 9u);
-  EXPECT_EQ(events[1].peer, 2u);
-  EXPECT_EQ(events[2].peer, 7u);
+  EXPECT_EQ(DrainRejected(&RejectEvent::peer), (std::vector<PeerId>{9, 2, 7}));
   ExpectRunCompletes();
 }
 
@@ -503,10 +512,7 @@ TEST_F(ServerRejectionTest, LateAndStaleReplays) {
   EXPECT_EQ(cluster_->server().counters().rejected_for(RejectReason::kLate), 1u);
   Inject(1, updates[0]->frame);  // round 0: stale
   EXPECT_EQ(cluster_->server().counters().rejected_for(RejectReason::kStale), 1u);
-  const std::vector<RejectEvent> events = cluster_->DrainRejects();
-  ASSERT_EQ(events.size(), 2u);
-  EXPECT_EQ(events[0].round, 1u);
-  EXPECT_EQ(events[1].round, 0u);
+  EXPECT_EQ(DrainRejected(&RejectEvent::round), (std::vector<std::uint32_t>{1, 0}));
   ExpectRunCompletes();
 }
 
@@ -549,10 +555,8 @@ TEST(ServerScheduleTest, AcceptsOnlyTheSchedulesLevelCounts) {
                       .dq_k = 20.0f,
                       .dq_rho = 0.99f};
   config.codec = dq;
-  Cluster cluster(config, Options(3, 3), Targets(3, kDim), std::vector<float>(kDim, 1.0f));
-  cluster.net().SetLatencyAll(kMs);
-  cluster.Start();
-  ASSERT_TRUE(cluster.RunUntilRound(2, 100 * kSecond));
+  LinkedCluster cluster(config, Options(3, 3));
+  ASSERT_TRUE(cluster.StartUntilRound(2));
   ASSERT_EQ(cluster.server().reported_count(), 0u);
   FrameFactory factory;
   // What a sender's round parameters look like: a fixed level count in the run's buckets.
@@ -609,7 +613,7 @@ TEST_F(ServerRejectionTest, UnexpectedMessage) {
   EXPECT_EQ(cluster_->server().counters().rejected_for(RejectReason::kUnexpectedMessage), 2u);
   const std::vector<RejectEvent> events = cluster_->DrainRejects();
   ASSERT_EQ(events.size(), 2u);
-  EXPECT_EQ(events[0].peer, 1u);
+  EXPECT_EQ(events[0].peer, 1u);  // the Welcome's sender
   EXPECT_EQ(events[1].round, 2u);
   ExpectRunCompletes();
 }
@@ -617,10 +621,8 @@ TEST_F(ServerRejectionTest, UnexpectedMessage) {
 TEST(ServerRejectionStandaloneTest, NotSelected) {
   RunConfig config = MeanConfig(kDim, kCodecId<TopKCodec>, 5);
   config.participation = 0.5f;
-  Cluster cluster(config, Options(4, 1), Targets(4, kDim), std::vector<float>(kDim, 1.0f));
-  cluster.net().SetLatencyAll(kMs);
-  cluster.Start();
-  ASSERT_TRUE(cluster.RunUntilRound(2, 100 * kSecond));
+  LinkedCluster cluster(config, Options(4, 1));
+  ASSERT_TRUE(cluster.StartUntilRound(2));
   PeerId idle = 0;
   for (PeerId w = 1; w <= 4; ++w) {
     if (!cluster.server().IsSelected(w)) idle = w;
@@ -639,10 +641,8 @@ TEST(ServerRejectionStandaloneTest, NotSelected) {
 // worker's own update is taken after it, and the model stays finite to the end of the run.
 TEST(ServerRejectionStandaloneTest, ADenseUpdateHoldingANaNIsRefusedAndTheRunGoesOn) {
   const RunConfig config = MeanConfig(kDim, kCodecId<IdentityCodec>, 4);
-  Cluster cluster(config, Options(2, 2), Targets(2, kDim), std::vector<float>(kDim, 1.0f));
-  cluster.net().SetLatencyAll(kMs);
-  cluster.Start();
-  ASSERT_TRUE(cluster.RunUntilRound(2, 100 * kSecond));
+  LinkedCluster cluster(config, Options(2, 2));
+  ASSERT_TRUE(cluster.StartUntilRound(2));
   std::vector<float> poisoned = PseudoRandom(kDim, 1, 1.0f);
   poisoned[kDim / 2] = std::numeric_limits<float>::quiet_NaN();
   FrameFactory factory;
@@ -656,18 +656,13 @@ TEST(ServerRejectionStandaloneTest, ADenseUpdateHoldingANaNIsRefusedAndTheRunGoe
 }
 
 TEST(ServerRejectionStandaloneTest, UpdateBeforeTrainingIsUnexpected) {
-  const RunConfig config = MeanConfig(kDim, kCodecId<TopKCodec>, 5);
-  ArenaStorage storage(ServerSession::ArenaBytes(config, Options(2, 1)));
-  ServerSession server;
-  ASSERT_TRUE(
-      server.Init(storage.arena, AllCodecs(), config, Options(2, 1), std::vector<float>(kDim))
-          .ok());
-  server.Start(0);
-  FrameFactory factory;
-  server.OnFrame(1, factory.Join(1).bytes(), 0);
+  StartedServer started;
+  ServerSession& server = started.server;
+  const RunConfig& config = started.config;
+  server.OnFrame(1, started.factory.Join(1).bytes(), 0);
   server.OnFrame(
       1,
-      factory
+      started.factory
           .Update(1, 1, 0, config.codec, config.layout, std::vector<float>(kDim, 1.0f), config.seed)
           .bytes(),
       0);
@@ -735,8 +730,7 @@ TEST(ServerInitTest, DivergedModelEndsTheRunWithAFailure) {
   RunConfig config = MeanConfig(kDim, kCodecId<IdentityCodec>, 500);
   config.feedback.learning_rate = 3.0f;  // |1 - 3| > 1: x - t doubles every round
   config.feedback.momentum = 0.0f;
-  Cluster cluster(config, Options(2, 2), Targets(2, kDim), std::vector<float>(kDim, 1.0f));
-  cluster.net().SetLatencyAll(kMs);
+  LinkedCluster cluster(config, Options(2, 2));
   cluster.Start();
   ASSERT_TRUE(cluster.RunUntilFinished(100 * kSecond));
   EXPECT_EQ(cluster.server().status(), Status::DataLoss());

@@ -396,17 +396,9 @@ TEST(TopologyTest, DisconnectedGraphIsRejected) {
 
 // ---- Random regular graphs ----
 
-struct RandomRegular {
-  std::vector<std::uint32_t> offsets;
-  std::vector<PeerId> neighbours;
+// A drawn graph, and what drawing it returned.
+struct RandomRegular : OwnedGraph {
   Status check;
-  Topology topology() const {
-    Topology t;
-    t.kind = TopologyKind::kGraph;
-    t.peers = static_cast<std::uint32_t>(offsets.size() - 1);
-    t.graph = AdjacencyView{offsets, neighbours};
-    return t;
-  }
 };
 
 RandomRegular Draw(std::uint32_t n, std::uint32_t degree, std::uint64_t seed) {

@@ -21,11 +21,8 @@
 namespace edgesgd::secagg {
 namespace {
 
-using testing::Arenas;
-using testing::Phase;
+using namespace testing;  // NOLINT: the secure aggregation tests' shared helpers
 using enum testing::Phase;
-using testing::Plan;
-using testing::TestKey;
 
 // A message through the wire: encoded into a frame and decoded from it again; counts the
 // frame's bytes.

@@ -43,6 +43,12 @@ struct Fleet {
   }
 
   void SilenceFrom(Phase phase, std::uint32_t index) { silent_from[index] = phase; }
+  // One device drops out in each phase: devices[0] from kKeys on, devices[1] from kShares, ...
+  void SilenceOnePerPhase(std::array<std::uint32_t, 4> devices) {
+    for (const Phase phase : {kKeys, kShares, kInputs, kUnmasking}) {
+      SilenceFrom(phase, devices[phase]);
+    }
+  }
   bool Speaks(std::uint32_t index, Phase phase) const {
     const auto found = silent_from.find(index);
     return found == silent_from.end() || found->second > phase;
@@ -151,10 +157,7 @@ TEST(SecureAggregationRoundTest, RecoversFromDropOutsInEveryPhase) {
 
 TEST(SecureAggregationRoundTest, DropOutsSpreadOverThePhasesAreRecovered) {
   Fleet fleet(12, 40, 0);
-  fleet.SilenceFrom(kKeys, 0);
-  fleet.SilenceFrom(kShares, 3);
-  fleet.SilenceFrom(kInputs, 5);
-  fleet.SilenceFrom(kUnmasking, 11);
+  fleet.SilenceOnePerPhase({0, 3, 5, 11});
   ASSERT_TRUE(fleet.Run(Plan(3, 7, 40)).ok());
   EXPECT_EQ(fleet.server.survivor_count(), 9u);
   EXPECT_EQ(fleet.Sum(), fleet.ExpectedSum());
@@ -293,10 +296,7 @@ TEST(SecureAggregationRoundTest, AWrongRevealedShareAbortsTheRoundInsteadOfCorru
 TEST(SecureAggregationRoundTest, SparseNeighbourGraphSumsExactlyWithDropOuts) {
   // SecAgg+: 30 devices, 8 neighbours each (t = 6 of 9 holders).
   Fleet fleet(30, 64, 8);
-  fleet.SilenceFrom(kKeys, 3);
-  fleet.SilenceFrom(kShares, 17);
-  fleet.SilenceFrom(kInputs, 25);
-  fleet.SilenceFrom(kUnmasking, 29);
+  fleet.SilenceOnePerPhase({3, 17, 25, 29});
   ASSERT_TRUE(fleet.Run(Plan(11, 6, 64, 8)).ok());
   EXPECT_EQ(fleet.server.neighbourhood_size(), 8u);
   EXPECT_EQ(fleet.server.survivor_count(), 27u);

@@ -65,6 +65,14 @@ std::vector<SimDevice> UnevenDevices(std::size_t count) {
   return devices;
 }
 
+// Each device's gradient from its quadratic problem.
+auto GradientsOf(std::vector<QuadraticProblem>& problems) {
+  return [&problems](std::size_t device, std::span<const float> point, std::uint32_t round,
+                     std::uint32_t step, std::span<float> gradient) {
+    return QuadraticGradient(&problems[device], point, round, step, gradient);
+  };
+}
+
 ServerSimulationSettings ServerRun(protocol::RunConfig run, std::span<const float> initial,
                                    std::vector<QuadraticProblem>& problems) {
   ServerSimulationSettings settings;
@@ -76,11 +84,7 @@ ServerSimulationSettings ServerRun(protocol::RunConfig run, std::span<const floa
   settings.initial_model.assign(initial.begin(), initial.end());
   settings.network = FaultyNetwork();
   settings.workers = UnevenDevices(kWorkers);
-  settings.gradient = [&problems](std::size_t device, std::span<const float> point,
-                                  std::uint32_t round, std::uint32_t step,
-                                  std::span<float> gradient) {
-    return QuadraticGradient(&problems[device], point, round, step, gradient);
-  };
+  settings.gradient = GradientsOf(problems);
   return settings;
 }
 
@@ -364,11 +368,7 @@ TEST(SimulationTest, GossipSimulationIsThePeersOnASimNetwork) {
   settings.initial_model = initial;
   settings.network = FaultyNetwork();
   settings.devices = UnevenDevices(kPeers);
-  settings.gradient = [&problems](std::size_t device, std::span<const float> point,
-                                  std::uint32_t round, std::uint32_t step,
-                                  std::span<float> gradient) {
-    return QuadraticGradient(&problems[device], point, round, step, gradient);
-  };
+  settings.gradient = GradientsOf(problems);
 
   // By hand: the peers on a network, nothing else.
   std::vector<std::vector<std::byte>> storages(kPeers);
@@ -449,11 +449,7 @@ TEST(SimulationTest, ChocoGossipKeepsPublicCopiesIdenticalAndSendsLess) {
     settings.network.seed = 5;
     settings.network.faults.duplication = 0.05;
     settings.devices = UnevenDevices(kPeers);
-    settings.gradient = [&problems](std::size_t device, std::span<const float> point,
-                                    std::uint32_t round, std::uint32_t step,
-                                    std::span<float> gradient) {
-      return QuadraticGradient(&problems[device], point, round, step, gradient);
-    };
+    settings.gradient = GradientsOf(problems);
     std::string detail;
     EXPECT_TRUE(simulation.Init(settings, detail).ok()) << detail;
     std::uint64_t bytes_sent = 0;

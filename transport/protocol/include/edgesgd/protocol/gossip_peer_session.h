@@ -292,7 +292,7 @@ struct GossipCounters {
 
 enum class GossipPhase : std::uint8_t { kUninitialized, kReady, kRunning, kFinished };
 
-class GossipPeerSession final : public Session {
+class GossipPeerSession final : public InlineSession<GossipPeerSession> {
  public:
   static constexpr std::size_t kRejectLogCapacity = 32;
   static constexpr std::size_t kRoundLogCapacity = 32;
@@ -337,24 +337,12 @@ class GossipPeerSession final : public Session {
   // kResourceExhausted (arena smaller than ArenaBytes; nothing is taken then).
   Status Init(Arena& arena, const GossipConfig& config, const GossipOptions& options);
 
-  // ---- Session ----
+  // ---- Session (InlineSession's forwarders) ----
   // Start begins round 0. OnFrame takes any bytes from any peer. None of these allocates.
-  // The overrides are inline forwarders (as in ServerSession): the vtable, with its deleting
-  // destructor that references the global operator delete, is then emitted only where a session
-  // object is created — in the driver, never in the heap-free library.
-  void Start(TimeNs now) override { DoStart(now); }
-  void OnFrame(PeerId from, std::span<const std::byte> frame, TimeNs now) override {
-    DoFrame(from, frame, now);
-  }
-  void OnPeerLost(PeerId peer, TimeNs now) override { DoPeerLost(peer, now); }
-  void OnTimer(TimeNs now) override { DoTimer(now); }
-  bool PollFrame(OutgoingFrame& out) override { return DoPollFrame(out); }
-  TimeNs NextWakeup() const override { return DoNextWakeup(); }
   bool Finished() const override { return phase_ == GossipPhase::kFinished; }
 
-  // The oldest undrained rejection / completed round, removed from the log; false when there is
-  // none. The logs keep the last kRejectLogCapacity / kRoundLogCapacity entries (older ones are
-  // overwritten and counted as dropped). Do not allocate.
+  // As ServerSession's: the oldest undrained rejection / completed round, from logs of the last
+  // kRejectLogCapacity / kRoundLogCapacity entries.
   bool PollRejectEvent(GossipRejectEvent& out);
   bool PollRoundEvent(GossipRoundEvent& out);
 
@@ -437,10 +425,11 @@ class GossipPeerSession final : public Session {
 
   Status TakeBuffers(Arena& arena);
 
+  friend class InlineSession<GossipPeerSession>;
   void DoStart(TimeNs now);
+  void DoTimer(TimeNs now);
   void DoFrame(PeerId from, std::span<const std::byte> frame, TimeNs now);
   void DoPeerLost(PeerId peer, TimeNs now);
-  void DoTimer(TimeNs now);
   bool DoPollFrame(OutgoingFrame& out);
   TimeNs DoNextWakeup() const;
 
@@ -522,6 +511,9 @@ class GossipPeerSession final : public Session {
   GossipOptions options_;
   GossipPhase phase_ = GossipPhase::kUninitialized;
   Status status_;
+  GossipCounters counters_;
+  EventLog<GossipRejectEvent, kRejectLogCapacity> reject_log_;
+  EventLog<GossipRoundEvent, kRoundLogCapacity> round_log_;
   std::size_t max_receive_bytes_ = 0;
   std::uint64_t all_neighbours_ = 0;                       // mask of every neighbour
   std::uint64_t live_ = 0;                                 // mask of live neighbours
@@ -555,10 +547,6 @@ class GossipPeerSession final : public Session {
   std::uint32_t round_heard_ = 0;
   std::uint32_t round_missed_ = 0;
   bool round_deadline_passed_ = false;
-
-  GossipCounters counters_;
-  EventLog<GossipRejectEvent, kRejectLogCapacity> reject_log_;
-  EventLog<GossipRoundEvent, kRoundLogCapacity> round_log_;
 };
 
 }  // namespace edgesgd::protocol

@@ -78,7 +78,7 @@ namespace edgesgd::protocol {
 
 enum class ServerPhase : std::uint8_t { kUninitialized, kJoining, kTraining, kDone };
 
-class ServerSession final : public Session {
+class ServerSession final : public InlineSession<ServerSession> {
  public:
   static constexpr std::size_t kRejectLogCapacity = 32;
   static constexpr std::size_t kRoundLogCapacity = 32;
@@ -123,22 +123,9 @@ class ServerSession final : public Session {
   Status Init(Arena& arena, const CodecRegistry& codecs, const RunConfig& config,
               const ServerOptions& options, std::span<const float> initial_model);
 
-  // ---- Session ----
+  // ---- Session (InlineSession's forwarders) ----
   // Start begins the join timeout. OnFrame takes any bytes from any peer; bad frames are
   // rejected with a counter and a RejectEvent. None of these allocates.
-  //
-  // The overrides are defined here, in the header, and forward to out-of-line functions: a
-  // class whose virtual functions are all inline has its vtable (and with it the deleting
-  // destructor, which references the global operator delete) emitted only where an object is
-  // created — in the driver, never in the heap-free library.
-  void Start(TimeNs now) override { DoStart(now); }
-  void OnFrame(PeerId from, std::span<const std::byte> frame, TimeNs now) override {
-    DoFrame(from, frame, now);
-  }
-  void OnPeerLost(PeerId peer, TimeNs now) override { DoPeerLost(peer, now); }
-  void OnTimer(TimeNs now) override { DoTimer(now); }
-  bool PollFrame(OutgoingFrame& out) override { return DoPollFrame(out); }
-  TimeNs NextWakeup() const override { return DoNextWakeup(); }
   bool Finished() const override { return phase_ == ServerPhase::kDone; }
 
   // The oldest undrained rejection / closed round, removed from the log; false when there is
@@ -213,6 +200,7 @@ class ServerSession final : public Session {
 
  private:
   friend class RoundPolicy;  // lends a policy the session's state and steps
+  friend class InlineSession<ServerSession>;
   using WorkerSlot = ServerWorkerSlot;
   static constexpr std::uint32_t kNoRound = ServerWorkerSlot::kNoRound;
 

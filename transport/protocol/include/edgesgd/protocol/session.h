@@ -64,4 +64,26 @@ class Session {
   virtual bool Finished() const = 0;
 };
 
+// Session's calls as inline forwarders to Derived's DoStart, DoFrame, DoPeerLost, DoTimer,
+// DoPollFrame and DoNextWakeup (Derived befriends this class and overrides Finished). A class
+// whose virtual functions are all inline has its vtable (and with it the deleting destructor,
+// which references the global operator delete) emitted only where an object is created: in the
+// driver, never in the heap-free library.
+template <typename Derived>
+class InlineSession : public Session {
+ public:
+  void Start(TimeNs now) override { self().DoStart(now); }
+  void OnFrame(PeerId from, std::span<const std::byte> frame, TimeNs now) override {
+    self().DoFrame(from, frame, now);
+  }
+  void OnPeerLost(PeerId peer, TimeNs now) override { self().DoPeerLost(peer, now); }
+  void OnTimer(TimeNs now) override { self().DoTimer(now); }
+  bool PollFrame(OutgoingFrame& out) override { return self().DoPollFrame(out); }
+  TimeNs NextWakeup() const override { return self().DoNextWakeup(); }
+
+ private:
+  Derived& self() { return static_cast<Derived&>(*this); }
+  const Derived& self() const { return static_cast<const Derived&>(*this); }
+};
+
 }  // namespace edgesgd::protocol

@@ -153,7 +153,7 @@ Status CheckWorkerCanRun(const RunConfig& config, const wire::JoinInfo& join,
 
 enum class WorkerPhase : std::uint8_t { kUninitialized, kIdle, kJoining, kTraining, kFinished };
 
-class WorkerSession final : public Session {
+class WorkerSession final : public InlineSession<WorkerSession> {
  public:
   // The builder buffer of one control frame (Join, Heartbeat, Leave).
   static constexpr std::size_t kControlBuilderBytes =
@@ -233,18 +233,10 @@ class WorkerSession final : public Session {
   // kResourceExhausted (arena smaller than InitArenaBytes()).
   Status Init(Arena& arena, const WorkerOptions& options);
 
-  // ---- Session (see ServerSession for why the overrides are inline forwarders) ----
+  // ---- Session (InlineSession's forwarders) ----
   // Start sends the first Join. None of these allocates; the first Welcome takes
   // WelcomeArenaBytes from the arena (if the arena is too small the worker sends Leave{Failure}
   // and finishes with status() kResourceExhausted).
-  void Start(TimeNs now) override { DoStart(now); }
-  void OnFrame(PeerId from, std::span<const std::byte> frame, TimeNs now) override {
-    DoFrame(from, frame, now);
-  }
-  void OnPeerLost(PeerId peer, TimeNs now) override { DoPeerLost(peer, now); }
-  void OnTimer(TimeNs now) override { DoTimer(now); }
-  bool PollFrame(OutgoingFrame& out) override { return DoPollFrame(out); }
-  TimeNs NextWakeup() const override { return DoNextWakeup(); }
   bool Finished() const override { return phase_ == WorkerPhase::kFinished; }
 
   // ---- State, for drivers and tests ----
@@ -297,6 +289,7 @@ class WorkerSession final : public Session {
   static constexpr std::uint8_t kPendingUpdate = 2;
   static constexpr std::uint8_t kPendingHeartbeat = 4;
 
+  friend class InlineSession<WorkerSession>;
   void DoStart(TimeNs now);
   void DoFrame(PeerId from, std::span<const std::byte> frame, TimeNs now);
   void DoPeerLost(PeerId peer, TimeNs now);
