@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "cli/bounded_option.h"
+#include "cli/flag_error.h"
 
 namespace edgesgd::cli {
 namespace {
@@ -58,22 +59,25 @@ void AddAsyncFlags(CLI::App& command, RunFlags& o) {
 
 bool AsyncFlagsGiven(const RunFlags& o) { return o.buffer != 0 || o.async_flags_given; }
 
-std::string CheckAsyncFlags(const RunFlags& o) {
+HostResult<> CheckAsyncFlags(const RunFlags& o) {
   protocol::AsyncParams parsed;
   if (!ParseStaleness(o.staleness, parsed)) {
-    return "--staleness must be " + std::string(kStalenessForms) + ", not '" + o.staleness + "'";
+    return FlagError("--staleness must be " + std::string(kStalenessForms) + ", not '" +
+                     o.staleness + "'");
   }
   if (o.buffer == 0) {
     if (o.async_flags_given) {
-      return "--staleness and --max-staleness weigh asynchronous updates: they need --buffer K";
+      return FlagError(
+          "--staleness and --max-staleness weigh asynchronous updates: they need --buffer K");
     }
-    return "";
+    return {};
   }
   if (o.buffer > o.workers) {
-    return "--buffer cannot exceed --workers: a model version takes one update from each of K "
-           "different workers";
+    return FlagError(
+        "--buffer cannot exceed --workers: a model version takes one update from each of K "
+        "different workers");
   }
-  return "";
+  return {};
 }
 
 protocol::AsyncParams AsyncParamsOf(const RunFlags& o) {

@@ -9,6 +9,7 @@
 
 #include "cli/metrics.h"
 #include "cli/run_flags.h"
+#include "edgesgd/platform/result.h"
 #include "edgesgd/protocol/buffered_async.h"
 
 namespace edgesgd::cli {
@@ -19,9 +20,9 @@ void AddAsyncFlags(CLI::App& command, RunFlags& flags);
 // Whether any of them was given (gossip runs refuse them).
 bool AsyncFlagsGiven(const RunFlags& flags);
 
-// A one-line reason the flags do not fit each other or the worker count, or empty (the run
-// checks which features combine).
-std::string CheckAsyncFlags(const RunFlags& flags);
+// Ok, or a one-line reason the flags do not fit each other or the worker count (the run checks
+// which features combine).
+HostResult<> CheckAsyncFlags(const RunFlags& flags);
 
 // The parameters of the flags (CheckAsyncFlags has accepted them).
 protocol::AsyncParams AsyncParamsOf(const RunFlags& flags);

@@ -90,17 +90,17 @@ int RunBenchCodecs(const BenchOptions& options) {
 
   std::vector<CodecFigures> figures;
   CodecParams top_k_params = TopKParams{};
-  std::string error;
   bool failed = false;
   ForEachCodec([&](auto codec) {
     using Codec = typename decltype(codec)::type;
     if (failed) return;
-    CodecParams params;
-    if (!options.codec.ParamsFor(Codec::kName, false, params, error)) {
-      std::fprintf(stderr, "edgesgd bench: %s\n", error.c_str());
+    const HostResult<CodecParams> parsed = options.codec.ParamsFor(Codec::kName, false);
+    if (!parsed.ok()) {
+      std::fprintf(stderr, "edgesgd bench: %s\n", parsed.message().c_str());
       failed = true;
       return;
     }
+    const CodecParams params = *parsed;
     if (std::holds_alternative<TopKParams>(params)) top_k_params = params;
     const Result<PayloadShape> shape = EncodedShape(params, *layout);
     if (!shape.ok()) {

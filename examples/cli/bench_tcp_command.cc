@@ -101,8 +101,7 @@ struct TcpFigures {
   double down_bytes_per_round = 0;
 };
 
-bool Measure(const BenchTcpOptions& o, const protocol::RunConfig& config, TcpFigures& figures,
-             std::string& error) {
+HostResult<TcpFigures> Measure(const BenchTcpOptions& o, const protocol::RunConfig& config) {
   protocol::ServerOptions options;
   options.workers = o.workers;
   options.quorum = o.workers;
@@ -112,8 +111,7 @@ bool Measure(const BenchTcpOptions& o, const protocol::RunConfig& config, TcpFig
   if (const Status check =
           server.Init(server_storage.arena, AllCodecs(), config, options, initial);
       !check.ok()) {
-    error = check.reason();
-    return false;
+    return HostError(check);
   }
   std::vector<std::unique_ptr<SyntheticGradient>> gradients;
   std::vector<std::unique_ptr<ArenaStorage>> storages;
@@ -134,8 +132,7 @@ bool Measure(const BenchTcpOptions& o, const protocol::RunConfig& config, TcpFig
     if (const Status check = workers.back()->Init(storages.back()->arena,
                                                                  worker_options);
         !check.ok()) {
-      error = check.reason();
-      return false;
+      return HostError(check);
     }
     pointers.push_back(workers.back().get());
   }
@@ -162,17 +159,15 @@ bool Measure(const BenchTcpOptions& o, const protocol::RunConfig& config, TcpFig
       }
     }
   };
-  tcp::LoopbackResult result;
-  if (!tcp::RunOnLoopback(server, pointers, hook, result, error,
-                          {.socket_send_buffer_bytes = o.socket_send_buffer,
-                           .receive_low_watermark_bytes = o.receive_low_watermark})
-           .ok()) {
-    return false;
-  }
+  const HostResult<tcp::LoopbackResult> ran =
+      tcp::RunOnLoopback(server, pointers, hook,
+                         {.socket_send_buffer_bytes = o.socket_send_buffer,
+                          .receive_low_watermark_bytes = o.receive_low_watermark});
+  if (!ran.ok()) return ran.error();
   if (!started || !ended || !server.Finished()) {
-    error = "the run did not complete";
-    return false;
+    return HostError(Status::Internal(), "the run did not complete");
   }
+  TcpFigures figures;
   const double seconds = std::chrono::duration<double>(end - start).count();
   const double bytes = static_cast<double>(up_at_end + down_at_end - bytes_at_start);
   figures.rounds_per_second = o.rounds / seconds;
@@ -181,7 +176,7 @@ bool Measure(const BenchTcpOptions& o, const protocol::RunConfig& config, TcpFig
       2.0 * 4.0 * static_cast<double>(o.dimension) * o.workers * o.rounds / seconds / 1e6;
   figures.up_bytes_per_round = static_cast<double>(up_at_end - up_at_start) / o.rounds;
   figures.down_bytes_per_round = static_cast<double>(down_at_end - down_at_start) / o.rounds;
-  return true;
+  return figures;
 }
 
 int RunBenchTcp(const BenchTcpOptions& o) {
@@ -207,12 +202,12 @@ int RunBenchTcp(const BenchTcpOptions& o) {
         std::find(o.uplinks.begin(), o.uplinks.end(), variant.key) == o.uplinks.end()) {
       continue;
     }
-    TcpFigures figures;
-    std::string error;
-    if (!Measure(o, variant.config, figures, error)) {
-      std::fprintf(stderr, "edgesgd bench tcp: %s: %s\n", variant.name, error.c_str());
+    const HostResult<TcpFigures> measured = Measure(o, variant.config);
+    if (!measured.ok()) {
+      std::fprintf(stderr, "edgesgd bench tcp: %s: %s\n", variant.name, measured.message().c_str());
       return 1;
     }
+    const TcpFigures& figures = *measured;
     if (o.json) {
       std::printf("%s{\"uplink\": \"%s\", \"rounds_per_second\": %.3f, \"up_bytes_per_round\": %.0f, "
                   "\"down_bytes_per_round\": %.0f, \"wire_mb_per_second\": %.2f, "

@@ -52,11 +52,10 @@ void PrintSummary(const BridgeFlags& o, const tcp::SerialBridge& bridge) {
 
 int RunBridge(const BridgeFlags& o) {
   tcp::SerialBridgeSettings settings;
-  std::string error;
   if (!SerialLineOf(o.serial, kBridge, settings.device)) return 2;
-  if (!tcp::ParseEndpoint(o.connect, settings.server, error).ok()) {
-    return Fail(kBridge, "--connect " + error, 2);
-  }
+  HostResult<tcp::Endpoint> server = tcp::ParseEndpoint(o.connect);
+  if (!server.ok()) return Fail(kBridge, "--connect " + server.message(), 2);
+  settings.server = *server;
   AuthKeys keys;
   if (!LoadAuthKeys(o.network, o.id, KeysKept::kEveryDevice, kBridge, keys)) return 2;
   settings.device_id = o.id;
@@ -66,7 +65,9 @@ int RunBridge(const BridgeFlags& o) {
   settings.network = NetworkOptions(o.network, o.id, kBridge, keys);
   settings.network.give_up_ns = Seconds(o.give_up_s);
   tcp::SerialBridge bridge;
-  if (!bridge.Open(settings, error).ok()) return Fail(kBridge, error, 1);
+  if (const HostResult<> opened = bridge.Open(settings); !opened.ok()) {
+    return Fail(kBridge, opened.message(), 1);
+  }
   if (!o.serial.listen.empty()) {
     if (!WritePortFile(o.network, bridge.serial_listen_port(), kBridge)) return 1;
   }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/config_file.h"
+#include "cli/flag_error.h"
 
 namespace edgesgd::cli {
 namespace {
@@ -31,9 +32,8 @@ std::string FormatWord(ParamKind kind, std::span<const std::string_view> choices
   return std::to_string(word);
 }
 
-// The word for what the user wrote. False with `error` for text that is not such a value.
-bool ParseWord(const CodecFieldValue& field, const std::string& text, std::uint32_t& word,
-               std::string& error) {
+// The word for what the user wrote. Errors: text that is not such a value.
+HostResult<std::uint32_t> ParseWord(const CodecFieldValue& field, const std::string& text) {
   const std::string flag = FlagOf(field.name);
   // A value from a --config file is reported at its line there.
   const std::string where = ConfigLinePrefix(flag);
@@ -42,39 +42,31 @@ bool ParseWord(const CodecFieldValue& field, const std::string& text, std::uint3
     case ParamKind::kReal: {
       const double value = std::strtod(text.c_str(), &end);
       if (text.empty() || *end != '\0' || !std::isfinite(value)) {
-        error = where + flag + " expects a finite number, got '" + text + "'";
-        return false;
+        return FlagError(where + flag + " expects a finite number, got '" + text + "'");
       }
-      word = std::bit_cast<std::uint32_t>(static_cast<float>(value));
-      return true;
+      return std::bit_cast<std::uint32_t>(static_cast<float>(value));
     }
     case ParamKind::kInteger:
     case ParamKind::kBitWidth: {
       const unsigned long long value = std::strtoull(text.c_str(), &end, 10);
       const unsigned long long limit = field.kind == ParamKind::kBitWidth ? 32 : 0xFFFFFFFFull;
       if (text.empty() || text[0] == '-' || *end != '\0' || value > limit) {
-        error = where + flag + " expects a whole number up to " + std::to_string(limit) +
-                ", got '" + text + "'";
-        return false;
+        return FlagError(where + flag + " expects a whole number up to " + std::to_string(limit) +
+                         ", got '" + text + "'");
       }
-      word = field.kind == ParamKind::kBitWidth && value > 0
+      return field.kind == ParamKind::kBitWidth && value > 0
                  ? static_cast<std::uint32_t>((std::uint64_t{1} << (value - 1)) - 1)
                  : static_cast<std::uint32_t>(value);
-      return true;
     }
     case ParamKind::kChoice:
       for (std::size_t i = 0; i < field.choices.size(); ++i) {
-        if (field.choices[i] == text) {
-          word = static_cast<std::uint32_t>(i);
-          return true;
-        }
+        if (field.choices[i] == text) return static_cast<std::uint32_t>(i);
       }
-      error = where + flag + " must be one of";
-      for (const std::string_view choice : field.choices) error += " " + std::string(choice);
-      error += ", got '" + text + "'";
-      return false;
+      std::string message = where + flag + " must be one of";
+      for (const std::string_view choice : field.choices) message += " " + std::string(choice);
+      return FlagError(message + ", got '" + text + "'");
   }
-  return false;
+  return HostError(Status::Internal());
 }
 
 }  // namespace
@@ -146,13 +138,9 @@ void CodecFlags::AddParameters(CLI::App& command) {
   }
 }
 
-bool CodecFlags::ParamsFor(std::string_view name, bool strict, CodecParams& out,
-                           std::string& error) const {
+HostResult<CodecParams> CodecFlags::ParamsFor(std::string_view name, bool strict) const {
   const Result<CodecParams> defaults = DefaultCodecParams(name);
-  if (!defaults.ok()) {
-    error = "--codec " + std::string(name) + " is not a codec";
-    return false;
-  }
+  if (!defaults.ok()) return FlagError("--codec " + std::string(name) + " is not a codec");
   // Fields in descriptor order, so a field's applicability (unused_because) is judged with the
   // settings before it (the schedule comes before the dq parameters it enables).
   std::vector<std::uint32_t> default_words;
@@ -160,20 +148,24 @@ bool CodecFlags::ParamsFor(std::string_view name, bool strict, CodecParams& out,
     default_words.push_back(field.word);
   });
   std::vector<std::uint32_t> words = default_words;
-  bool parsed = true;
+  HostResult<> parsed;
   std::size_t index = 0;
   ForEachParamField(defaults.value(), [&](const CodecFieldValue& field) {
     const Flag* flag = Find(field.name);
-    if (parsed && flag != nullptr && flag->option->count() > 0 &&
-        !ParseWord(field, flag->value, words[index], error)) {
-      parsed = false;
+    if (parsed.ok() && flag != nullptr && flag->option->count() > 0) {
+      HostResult<std::uint32_t> word = ParseWord(field, flag->value);
+      if (word.ok()) {
+        words[index] = *word;
+      } else {
+        parsed = std::move(word).error();
+      }
     }
     ++index;
   });
-  if (!parsed) return false;
+  if (!parsed.ok()) return std::move(parsed).error();
   const Result<CodecParams> params = ParamsFromWords(CodecIdOf(defaults.value()), words);
   if (!params.ok()) {
-    error = "--codec " + std::string(name) + ": " + params.status().reason();
+    std::string message = "--codec " + std::string(name) + ": " + params.status().reason();
     // Name the flag: the first one that, applied after those before it, makes the
     // parameters invalid.
     std::vector<std::uint32_t> applied = default_words;
@@ -184,14 +176,14 @@ bool CodecFlags::ParamsFor(std::string_view name, bool strict, CodecParams& out,
       if (!named && words[index] != default_words[index]) {
         const Result<CodecParams> check = ParamsFromWords(CodecIdOf(defaults.value()), applied);
         if (!check.ok()) {
-          error = ConfigLinePrefix(FlagOf(field.name)) + FlagOf(field.name) + " " +
-                  Find(field.name)->value + ": " + check.status().reason();
+          message = ConfigLinePrefix(FlagOf(field.name)) + FlagOf(field.name) + " " +
+                    Find(field.name)->value + ": " + check.status().reason();
           named = true;
         }
       }
       ++index;
     });
-    return false;
+    return HostError(params.status(), std::move(message));
   }
   if (strict) {
     for (const Flag& flag : flags_) {
@@ -204,17 +196,12 @@ bool CodecFlags::ParamsFor(std::string_view name, bool strict, CodecParams& out,
         unused = field.unused_because;
       });
       if (!read) {
-        error = FlagOf(flag.name) + " is not a parameter of --codec " + std::string(name);
-        return false;
+        return FlagError(FlagOf(flag.name) + " is not a parameter of --codec " + std::string(name));
       }
-      if (unused != nullptr) {
-        error = FlagOf(flag.name) + " does not apply: " + unused;
-        return false;
-      }
+      if (unused != nullptr) return FlagError(FlagOf(flag.name) + " does not apply: " + unused);
     }
   }
-  out = params.value();
-  return true;
+  return params.value();
 }
 
 std::string CodecNamesWith(bool (*has)(const CodecTraits&)) {

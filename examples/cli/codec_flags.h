@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "edgesgd/core/codec_registry.h"
+#include "edgesgd/platform/result.h"
 
 namespace edgesgd::cli {
 
@@ -30,13 +31,11 @@ class CodecFlags {
   // given on the command line that these parameters do not read — another codec's, or one the
   // chosen settings ignore (--bits under --quant-schedule dq) — is an error; flags from a
   // --config file (base settings shared by runs of several codecs) are then ignored, as are all
-  // such flags without `strict`. False with a one-line `error` naming the flag.
-  bool ParamsFor(std::string_view name, bool strict, CodecParams& out, std::string& error) const;
+  // such flags without `strict`. Errors: a one-line message naming the flag.
+  HostResult<CodecParams> ParamsFor(std::string_view name, bool strict) const;
 
   // ParamsFor(codec(), strict).
-  bool Params(CodecParams& out, std::string& error, bool strict = true) const {
-    return ParamsFor(codec_, strict, out, error);
-  }
+  HostResult<CodecParams> Params(bool strict = true) const { return ParamsFor(codec_, strict); }
 
  private:
   struct Flag {

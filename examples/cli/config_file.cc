@@ -6,6 +6,8 @@
 #include <map>
 #include <set>
 
+#include "cli/flag_error.h"
+
 namespace edgesgd::cli {
 namespace {
 
@@ -32,11 +34,10 @@ std::map<std::string, ConfigOrigin>& ConfigFileFlags() {
   return flags;
 }
 
-bool ReadConfig(const std::string& path, std::vector<std::string>& flags, std::string& error) {
+HostResult<> ReadConfig(const std::string& path, std::vector<std::string>& flags) {
   std::ifstream file(path);
   if (!file) {
-    error = "cannot read config file " + path + ": " + std::strerror(errno);
-    return false;
+    return FlagError("cannot read config file " + path + ": " + std::strerror(errno));
   }
   std::string line;
   int number = 0;
@@ -46,19 +47,17 @@ bool ReadConfig(const std::string& path, std::vector<std::string>& flags, std::s
     if (content.empty()) continue;
     const auto where = [&] { return ConfigOrigin{path, number, ""}.where(); };
     if (content.front() == '[') {
-      error = where() + ": tables are not supported; write top-level `flag = value` lines";
-      return false;
+      return FlagError(where() +
+                       ": tables are not supported; write top-level `flag = value` lines");
     }
     const auto equals = content.find('=');
     if (equals == std::string::npos) {
-      error = where() + ": expected `flag = value`";
-      return false;
+      return FlagError(where() + ": expected `flag = value`");
     }
     const std::string key = Trim(content.substr(0, equals));
     std::string value = Trim(content.substr(equals + 1));
     if (key.empty() || key.find_first_of(" \t\"") != std::string::npos) {
-      error = where() + ": invalid flag name '" + key + "'";
-      return false;
+      return FlagError(where() + ": invalid flag name '" + key + "'");
     }
     std::string flag = "--" + key;
     for (char& c : flag) {
@@ -67,15 +66,14 @@ bool ReadConfig(const std::string& path, std::vector<std::string>& flags, std::s
     if (value.size() >= 2 && value.front() == '"' && value.back() == '"') {
       value = value.substr(1, value.size() - 2);
     } else if (value.empty() || value.front() == '"') {
-      error = where() + ": value of '" + key + "' is missing or has an unclosed quote";
-      return false;
+      return FlagError(where() + ": value of '" + key + "' is missing or has an unclosed quote");
     }
     if (value == "false") continue;
     flags.push_back(flag);
     if (value != "true") flags.push_back(value);
     ConfigFileFlags()[flag] = {path, number, key};
   }
-  return true;
+  return {};
 }
 
 // The flags of the last command line ExpandConfigFiles saw (one per process).
@@ -103,7 +101,7 @@ std::string ConfigLinePrefix(const std::string& flag) {
   return origin == nullptr ? "" : origin->where() + ", key '" + origin->key + "': ";
 }
 
-bool ExpandConfigFiles(std::vector<std::string>& args, std::string& error) {
+HostResult<> ExpandConfigFiles(std::vector<std::string>& args) {
   std::size_t insert_at = 0;
   while (insert_at < args.size() && !args[insert_at].empty() && args[insert_at][0] != '-') {
     ++insert_at;
@@ -114,8 +112,7 @@ bool ExpandConfigFiles(std::vector<std::string>& args, std::string& error) {
     std::string path;
     if (args[i] == "--config") {
       if (i + 1 >= args.size()) {
-        error = "--config needs a file name";
-        return false;
+        return FlagError("--config needs a file name");
       }
       path = args[++i];
     } else if (args[i].rfind("--config=", 0) == 0) {
@@ -125,12 +122,12 @@ bool ExpandConfigFiles(std::vector<std::string>& args, std::string& error) {
       rest.push_back(args[i]);
       continue;
     }
-    if (!ReadConfig(path, from_files, error)) return false;
+    EDGESGD_HOST_TRY(ReadConfig(path, from_files));
   }
   args.resize(insert_at);
   args.insert(args.end(), from_files.begin(), from_files.end());
   args.insert(args.end(), rest.begin(), rest.end());
-  return true;
+  return {};
 }
 
 void AddConfigFlag(CLI::App& command) {

@@ -8,13 +8,14 @@
 #include <string>
 #include <vector>
 
+#include "edgesgd/platform/result.h"
+
 namespace edgesgd::cli {
 
 // Replaces every `--config FILE` / `--config=FILE` in `args` (the arguments after the program
 // name) by the flags the file holds, inserted right after the subcommand path (the leading
-// arguments that do not start with '-'). On failure returns false with a one-line `error`
-// naming the file and line.
-bool ExpandConfigFiles(std::vector<std::string>& args, std::string& error);
+// arguments that do not start with '-'). Errors: a one-line message naming the file and line.
+HostResult<> ExpandConfigFiles(std::vector<std::string>& args);
 
 // Lists --config in `command`'s --help (ExpandConfigFiles consumes it before parsing) and lets a
 // flag given both in the file and on the command line take the command line's value. Call

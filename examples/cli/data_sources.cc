@@ -2,22 +2,13 @@
 
 #include <utility>
 
+#include "cli/flag_error.h"
 #include "edgesgd/platform/fashion_mnist.h"
 
 namespace edgesgd::cli {
 namespace {
 
 bool IsBuiltIn(const std::string& data) { return data == "synthetic" || data == "fashion-mnist"; }
-
-// The data of a successful load, or its message.
-bool Loaded(platform::LabeledDataLoad load, platform::LabeledData& out, std::string& error) {
-  if (!load.ok()) {
-    error = std::move(load.message);
-    return false;
-  }
-  out = std::move(load.data);
-  return true;
-}
 
 // A CSV label that is not a whole number is most often a feature, the file holding its labels
 // in the other column: the reader's note says which column it read, this adds the flag that reads
@@ -29,13 +20,15 @@ void NameTheOtherColumn(platform::CsvLabelColumn column, std::string& message) {
 }
 
 // Loads a spec the validator has accepted.
-bool LoadFile(const std::string& text, const platform::DataReadOptions& options,
-              platform::LabeledData& out, std::string& error) {
-  if (Loaded(platform::LoadDataFile(platform::ParseDataFileSpec(text).spec, options), out, error)) {
-    return true;
-  }
-  NameTheOtherColumn(options.csv_label, error);
-  return false;
+HostResult<platform::LabeledData> LoadFile(const std::string& text,
+                                           const platform::DataReadOptions& options) {
+  HostResult<platform::DataFileSpec> spec = platform::ParseDataFileSpec(text);
+  if (!spec.ok()) return std::move(spec).error();
+  HostResult<platform::LabeledData> load = platform::LoadDataFile(*spec, options);
+  if (load.ok()) return load;
+  std::string message = load.message();
+  NameTheOtherColumn(options.csv_label, message);
+  return HostError(load.status(), std::move(message));
 }
 
 bool IsCsv(const std::string& data) { return data.starts_with("csv:"); }
@@ -50,8 +43,7 @@ CLI::Validator DataValidator() {
           return "'" + value + "' is not synthetic, fashion-mnist or a data file (" +
                  platform::DataFileSyntax() + ")";
         }
-        const platform::DataFileSpecParse parse = platform::ParseDataFileSpec(value);
-        return parse.ok() ? "" : parse.message;
+        return platform::ParseDataFileSpec(value).message();
       },
       "DATA");
 }
@@ -79,57 +71,65 @@ platform::CsvLabelColumn CsvLabelColumnOf(const std::string& column) {
   return column == "last" ? platform::CsvLabelColumn::kLast : platform::CsvLabelColumn::kFirst;
 }
 
-std::string CheckDataFiles(const std::string& data, const std::string& test_data,
-                           const std::string& csv_label) {
+HostResult<> CheckDataFiles(const std::string& data, const std::string& test_data,
+                            const std::string& csv_label) {
   if (csv_label == "last" && !IsCsv(data) && !IsCsv(test_data)) {
-    return "--csv-label last applies to CSV data files, and neither --data nor --test-data names "
-           "one (csv:PATH)";
+    return FlagError(
+        "--csv-label last applies to CSV data files, and neither --data nor "
+        "--test-data names one (csv:PATH)");
   }
-  if (test_data.empty()) return "";
+  if (test_data.empty()) return {};
   if (IsBuiltIn(data)) {
-    return "--test-data needs a data file in --data (" + platform::DataFileSyntax() + ")";
+    return FlagError("--test-data needs a data file in --data (" + platform::DataFileSyntax() +
+                     ")");
   }
-  const platform::DataFileSpecParse parse = platform::ParseDataFileSpec(test_data);
-  return parse.ok() ? "" : "--test-data: " + parse.message;
+  HostResult<platform::DataFileSpec> parse = platform::ParseDataFileSpec(test_data);
+  if (!parse.ok()) return std::move(parse).error().WithContext("--test-data");
+  return {};
 }
 
-bool LoadLabeledData(const std::string& data, const std::string& test_data,
-                     platform::CsvLabelColumn csv_label, std::size_t limit, LabeledSets& sets,
-                     std::string& error, bool training_labels_only) {
-  platform::LabeledData& train = sets.train;
-  platform::LabeledData& test = sets.test;
-  test = {};
+HostResult<LabeledSets> LoadLabeledData(const std::string& data, const std::string& test_data,
+                                        platform::CsvLabelColumn csv_label, std::size_t limit,
+                                        bool training_labels_only) {
   platform::DataReadOptions train_options;
   train_options.csv_label = csv_label;
   train_options.labels_only =
       training_labels_only && (data == "fashion-mnist" || !test_data.empty());
-  if (!LoadTrainingRows(data, limit, train_options, train, error)) return false;
+  HostResult<platform::LabeledData> train = LoadTrainingRows(data, limit, train_options);
+  if (!train.ok()) return std::move(train).error();
+  LabeledSets sets;
+  sets.train = std::move(train).value();
   if (data == "fashion-mnist") {
-    return Loaded(platform::LoadFashionMnist(platform::FashionMnistSplit::kTest), test, error);
+    HostResult<platform::LabeledData> test =
+        platform::LoadFashionMnist(platform::FashionMnistSplit::kTest);
+    if (!test.ok()) return std::move(test).error();
+    sets.test = std::move(test).value();
+    return sets;
   }
-  if (test_data.empty()) return true;
+  if (test_data.empty()) return sets;
   // The model's classes are the training set's: a test label beyond them is an error.
   platform::DataReadOptions test_options;
-  test_options.classes = train.num_classes;
+  test_options.classes = sets.train.num_classes;
   test_options.csv_label = csv_label;
-  if (!LoadFile(test_data, test_options, test, error)) return false;
-  if (test.feature_dim != train.feature_dim) {
-    error = "--test-data " + test_data + " has " + std::to_string(test.feature_dim) +
-            " features per sample, --data " + data + " has " + std::to_string(train.feature_dim);
-    return false;
+  HostResult<platform::LabeledData> test = LoadFile(test_data, test_options);
+  if (!test.ok()) return std::move(test).error();
+  sets.test = std::move(test).value();
+  if (sets.test.feature_dim != sets.train.feature_dim) {
+    return FlagError("--test-data " + test_data + " has " + std::to_string(sets.test.feature_dim) +
+                     " features per sample, --data " + data + " has " +
+                     std::to_string(sets.train.feature_dim));
   }
-  return true;
+  return sets;
 }
 
-bool LoadTrainingRows(const std::string& data, std::size_t limit, platform::DataReadOptions options,
-                      platform::LabeledData& out, std::string& error) {
+HostResult<platform::LabeledData> LoadTrainingRows(const std::string& data, std::size_t limit,
+                                                   platform::DataReadOptions options) {
   options.max_rows = limit;
   if (data == "fashion-mnist") {
-    return Loaded(platform::LoadFashionMnist(platform::FashionMnistDirectory(),
-                                             platform::FashionMnistSplit::kTrain, options),
-                  out, error);
+    return platform::LoadFashionMnist(platform::FashionMnistDirectory(),
+                                      platform::FashionMnistSplit::kTrain, options);
   }
-  return LoadFile(data, options, out, error);
+  return LoadFile(data, options);
 }
 
 }  // namespace edgesgd::cli

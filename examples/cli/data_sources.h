@@ -11,6 +11,7 @@
 #include <string>
 
 #include "edgesgd/platform/data_file.h"
+#include "edgesgd/platform/result.h"
 
 namespace edgesgd::cli {
 
@@ -27,10 +28,10 @@ void AddCsvLabelFlag(CLI::App& command, std::string& column);
 // The column --csv-label names (a value its check admitted).
 platform::CsvLabelColumn CsvLabelColumnOf(const std::string& column);
 
-// A one-line reason the data flags do not fit together, or empty: --test-data names a data file,
+// Ok, or a one-line reason the data flags do not fit together: --test-data names a data file,
 // and only with one in --data; --csv-label last needs a CSV file in one of them.
-std::string CheckDataFiles(const std::string& data, const std::string& test_data,
-                           const std::string& csv_label);
+HostResult<> CheckDataFiles(const std::string& data, const std::string& test_data,
+                            const std::string& csv_label);
 
 // The samples of --data fashion-mnist or a data file (not synthetic), owned.
 struct LabeledSets {
@@ -45,14 +46,14 @@ struct LabeledSets {
 // test split, or --test-data's file (its features and labels must fit the training set's), or
 // none; CSV files with their labels in `csv_label`. With `training_labels_only`, a process that
 // only scores the model keeps the training set's labels alone whenever a test set is what gets
-// scored. False with a one-line `error` naming the file.
-bool LoadLabeledData(const std::string& data, const std::string& test_data,
-                     platform::CsvLabelColumn csv_label, std::size_t limit, LabeledSets& sets,
-                     std::string& error, bool training_labels_only = false);
+// scored. Errors: a one-line message naming the file.
+HostResult<LabeledSets> LoadLabeledData(const std::string& data, const std::string& test_data,
+                                        platform::CsvLabelColumn csv_label, std::size_t limit,
+                                        bool training_labels_only = false);
 
 // Loads what `options` asks for (rows, labels alone) among the training set's first `limit`
-// samples (all when 0), e.g. one worker's shard. False with a one-line `error` naming the file.
-bool LoadTrainingRows(const std::string& data, std::size_t limit, platform::DataReadOptions options,
-                      platform::LabeledData& out, std::string& error);
+// samples (all when 0), e.g. one worker's shard. Errors: a one-line message naming the file.
+HostResult<platform::LabeledData> LoadTrainingRows(const std::string& data, std::size_t limit,
+                                                   platform::DataReadOptions options);
 
 }  // namespace edgesgd::cli

@@ -6,6 +6,7 @@
 
 #include "cli/async_flags.h"
 #include "cli/bounded_option.h"
+#include "cli/flag_error.h"
 #include "cli/robust_flags.h"
 #include "cli/secure_flags.h"
 #include "cli/server_optimizer_flags.h"
@@ -66,81 +67,97 @@ void AddGossipFlags(CLI::App& command, RunFlags& o) {
       ->each(gossip_given);
 }
 
-std::string CheckGossipConsistency(const RunFlags& o) {
+HostResult<> CheckGossipConsistency(const RunFlags& o) {
   const RunFlags defaults;
   const bool choco = o.gossip == "choco";
   const bool compressed = choco || o.gossip == "beer";
   if (!compressed && o.codec.codec() != CodecName(protocol::ModelCodec())) {
-    return "--gossip " + o.gossip +
-           " exchanges dense models: use --gossip choco or beer to compress (or --codec "
-           "identity)";
+    return FlagError("--gossip " + o.gossip +
+                     " exchanges dense models: use --gossip choco or beer to compress (or --codec "
+                     "identity)");
   }
   if (!compressed && o.consensus_step_given) {
-    return "--consensus-step is the consensus step gamma of CHOCO and BEER: it needs --gossip "
-           "choco or beer";
+    return FlagError(
+        "--consensus-step is the consensus step gamma of CHOCO and BEER: it needs --gossip "
+        "choco or beer");
   }
   if (!choco && o.no_public_copies) {
-    return "--no-public-copies turns off CHOCO's public copies: it needs --gossip choco";
+    return FlagError("--no-public-copies turns off CHOCO's public copies: it needs --gossip choco");
   }
   if (compressed) {
-    CodecParams codec;
-    if (std::string why; !o.codec.Params(codec, why)) return why;
+    const HostResult<CodecParams> parsed = o.codec.Params();
+    if (!parsed.ok()) return parsed.error();
+    const CodecParams& codec = *parsed;
     if (const Status usable = protocol::CheckChocoCodec(codec); !usable.ok()) {
-      return "--gossip " + o.gossip + ": " + usable.reason();
+      return FlagError("--gossip " + o.gossip + ": " + usable.reason());
     }
   }
   if (o.aggregate != defaults.aggregate || o.optimizer != defaults.optimizer) {
-    return "gossip mixes models with plain SGD steps instead of a server aggregate: drop "
-           "--aggregate and --optimizer";
+    return FlagError(
+        "gossip mixes models with plain SGD steps instead of a server aggregate: drop "
+        "--aggregate and --optimizer");
   }
   if (o.feedback_given && o.feedback != "none") {
-    return "gossip has no error feedback (CHOCO's public copies keep what compression left "
-           "out): drop --feedback";
+    return FlagError(
+        "gossip has no error feedback (CHOCO's public copies keep what compression left "
+        "out): drop --feedback");
   }
   if (o.local_steps != defaults.local_steps || o.participation != defaults.participation ||
       o.prox_mu != defaults.prox_mu || o.scaffold) {
-    return "gossip takes one gradient step per round with every peer: drop --local-steps, "
-           "--prox-mu, --scaffold and --participation";
+    return FlagError(
+        "gossip takes one gradient step per round with every peer: drop --local-steps, "
+        "--prox-mu, --scaffold and --participation");
   }
   if (o.momentum != defaults.momentum || o.weight_decay != defaults.weight_decay ||
       o.detach != defaults.detach) {
-    return "gossip steps are plain SGD steps: drop --momentum, --weight-decay and --detach";
+    return FlagError(
+        "gossip steps are plain SGD steps: drop --momentum, --weight-decay and --detach");
   }
   if (o.quorum != defaults.quorum || o.downlink != defaults.downlink || o.tie != defaults.tie ||
       o.join_timeout_s != defaults.join_timeout_s) {
-    return "--quorum, --downlink, --tie and --join-timeout-s shape a server's rounds: gossip has "
-           "no server";
+    return FlagError(
+        "--quorum, --downlink, --tie and --join-timeout-s shape a server's rounds: gossip has "
+        "no server");
   }
   if (o.dp_mode != defaults.dp_mode || o.dp_flags_given) {
-    return "differential privacy clips and noises the updates a server averages: gossip has "
-           "no server (drop the --dp-* flags)";
+    return FlagError(
+        "differential privacy clips and noises the updates a server averages: gossip has "
+        "no server (drop the --dp-* flags)");
   }
   if (RobustFlagsGiven(o)) {
-    return "robust aggregation replaces a server's mean: gossip has no server (drop the "
-           "--robust* flags)";
+    return FlagError(
+        "robust aggregation replaces a server's mean: gossip has no server (drop the "
+        "--robust* flags)");
   }
   if (ServerOptimizerFlagsGiven(o)) {
-    return "a server optimizer moves a server's model: gossip has no server (drop the "
-           "--server-* flags)";
+    return FlagError(
+        "a server optimizer moves a server's model: gossip has no server (drop the "
+        "--server-* flags)");
   }
   if (SecureFlagsGiven(o)) {
-    return "secure aggregation hides updates from a server: gossip has no server (drop "
-           "--secure-aggregation and the --secagg-* flags)";
+    return FlagError(
+        "secure aggregation hides updates from a server: gossip has no server (drop "
+        "--secure-aggregation and the --secagg-* flags)");
   }
   if (AsyncFlagsGiven(o)) {
-    return "buffered asynchronous aggregation is a server's: gossip has no server (drop "
-           "--buffer, --staleness and --max-staleness)";
+    return FlagError(
+        "buffered asynchronous aggregation is a server's: gossip has no server (drop "
+        "--buffer, --staleness and --max-staleness)");
   }
   if (o.gossip_rounds != 0 && o.gossip != "detag") {
-    return "--gossip-rounds sets DeTAG's gossip steps per round: it needs --gossip detag "
-           "(dpsgd and gt take one)";
+    return FlagError(
+        "--gossip-rounds sets DeTAG's gossip steps per round: it needs --gossip detag "
+        "(dpsgd and gt take one)");
   }
-  return "";
+  return {};
 }
 
-bool BuildGossipPlan(const RunFlags& o, std::size_t peers, GossipPlan& plan, std::string& error) {
+HostResult<GossipPlan> BuildGossipPlan(const RunFlags& o, std::size_t peers) {
   const auto n = static_cast<std::uint32_t>(peers);
-  if (!MakeGossipTopology(o.topology, n, o.seed, plan.graph, error)) return false;
+  HostResult<GossipTopology> graph = MakeGossipTopology(o.topology, n, o.seed);
+  if (!graph.ok()) return std::move(graph).error();
+  GossipPlan plan;
+  plan.graph = std::move(graph).value();
   const protocol::Topology topology = plan.graph.view();
   plan.rule = o.gossip_weights == "uniform" ? protocol::MixingRule::kMaxDegree
                                             : protocol::MixingRule::kMetropolisHastings;
@@ -149,8 +166,7 @@ bool BuildGossipPlan(const RunFlags& o, std::size_t peers, GossipPlan& plan, std
   if (const Status check =
           protocol::ComputeMixingSpectrum(topology, plan.rule, scratch, plan.spectrum);
       !check.ok()) {
-    error = "--topology " + o.topology + ": " + check.reason();
-    return false;
+    return FlagError("--topology " + o.topology + ": " + check.reason());
   }
   plan.algorithm = o.gossip == "gt"      ? protocol::GossipAlgorithm::kGradientTracking
                    : o.gossip == "detag" ? protocol::GossipAlgorithm::kDetag
@@ -158,15 +174,16 @@ bool BuildGossipPlan(const RunFlags& o, std::size_t peers, GossipPlan& plan, std
                    : o.gossip == "beer"  ? protocol::GossipAlgorithm::kBeer
                                          : protocol::GossipAlgorithm::kDpsgd;
   if (protocol::CompressesGossip(plan.algorithm)) {
-    if (!o.codec.Params(plan.codec, error)) return false;
+    const HostResult<CodecParams> codec = o.codec.Params();
+    if (!codec.ok()) return codec.error();
+    plan.codec = *codec;
     if (o.consensus_step != 0.0f) {
       plan.consensus_step = o.consensus_step;
     } else if (const Result<float> step = protocol::DefaultConsensusStep(plan.codec); step.ok()) {
       plan.consensus_step = step.value();
     } else {
-      error = std::string("--codec ") + std::string(CodecName(plan.codec)) + ": " +
-              step.status().reason() + " with --consensus-step";
-      return false;
+      return FlagError(std::string("--codec ") + std::string(CodecName(plan.codec)) + ": " +
+                       step.status().reason() + " with --consensus-step");
     }
     plan.public_copies = !o.no_public_copies;
   }
@@ -175,7 +192,7 @@ bool BuildGossipPlan(const RunFlags& o, std::size_t peers, GossipPlan& plan, std
                       : (o.gossip_rounds != 0 ? o.gossip_rounds
                                               : protocol::DetagGossipSteps(n, plan.spectrum.lambda));
   plan.eta = detag ? protocol::AcceleratedGossipRate(plan.spectrum.lambda) : 0.0f;
-  return true;
+  return plan;
 }
 
 void PrintGossipPlan(const char* command, const RunFlags& o, const GossipPlan& plan) {

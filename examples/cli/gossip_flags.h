@@ -13,6 +13,7 @@
 #include "cli/run_flags.h"
 #include "cli/task.h"
 #include "edgesgd/core/codec_registry.h"
+#include "edgesgd/platform/result.h"
 #include "edgesgd/protocol/gossip_peer_session.h"
 
 namespace edgesgd::cli {
@@ -21,11 +22,11 @@ namespace edgesgd::cli {
 // --no-public-copies.
 void AddGossipFlags(CLI::App& command, RunFlags& flags);
 
-// A one-line reason the flags do not fit a gossip run (dense models unless CHOCO or BEER, plain
-// SGD steps, no server) or the gossip flags do not work together, or empty. For CHOCO and BEER
+// Ok, or a one-line reason the flags do not fit a gossip run (dense models unless CHOCO or BEER,
+// plain SGD steps, no server) or the gossip flags do not work together. For CHOCO and BEER
 // also the codec's own checks of its flags and whether public copies can track it
 // (CheckChocoCodec).
-std::string CheckGossipConsistency(const RunFlags& flags);
+HostResult<> CheckGossipConsistency(const RunFlags& flags);
 
 // Everything every peer of a gossip run derives from the flags, once: the graph, its mixing rule,
 // the spectrum of W, what follows from lambda (DeTAG's exchange steps R and rate eta_g) and
@@ -42,10 +43,9 @@ struct GossipPlan {
   bool public_copies = true;                   // false: CHOCO's naive baseline
 };
 
-// The plan of the flags over `peers` peers, once CheckGossipConsistency passed. False with a
-// one-line `error` (a bad --topology, a disconnected graph, ...).
-bool BuildGossipPlan(const RunFlags& flags, std::size_t peers, GossipPlan& plan,
-                     std::string& error);
+// The plan of the flags over `peers` peers, once CheckGossipConsistency passed. Errors: a
+// one-line message (a bad --topology, a disconnected graph, ...).
+HostResult<GossipPlan> BuildGossipPlan(const RunFlags& flags, std::size_t peers);
 
 // One line on stderr naming the algorithm, graph, weights, lambda, gap, eta_g, R and B (and
 // CHOCO's codec and gamma).

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "cli/flag_error.h"
+
 namespace edgesgd::cli {
 namespace {
 
@@ -33,13 +35,12 @@ protocol::Topology GossipTopology::view() const {
   return topology;
 }
 
-bool ReadEdgeListFile(const std::string& path, std::uint32_t peers,
-                      std::vector<std::uint32_t>& offsets,
-                      std::vector<protocol::PeerId>& neighbours, std::string& error) {
+HostResult<> ReadEdgeListFile(const std::string& path, std::uint32_t peers,
+                              std::vector<std::uint32_t>& offsets,
+                              std::vector<protocol::PeerId>& neighbours) {
   std::ifstream file(path);
   if (!file) {
-    error = "cannot read topology file " + path + ": " + std::strerror(errno);
-    return false;
+    return FlagError("cannot read topology file " + path + ": " + std::strerror(errno));
   }
   std::vector<std::vector<protocol::PeerId>> rows(static_cast<std::size_t>(peers) + 1);
   std::string line;
@@ -57,23 +58,19 @@ bool ReadEdgeListFile(const std::string& path, std::uint32_t peers,
     std::uint64_t b = 0;
     if (fields.size() != 2 || !ParseCount(fields[0], UINT32_MAX, a) ||
         !ParseCount(fields[1], UINT32_MAX, b)) {
-      error = where() + ": expected an edge as two peer ids `I J`";
-      return false;
+      return FlagError(where() + ": expected an edge as two peer ids `I J`");
     }
     if (a > peers || b > peers) {
-      error = where() + ": peer id outside 1.." + std::to_string(peers) + " (--workers)";
-      return false;
+      return FlagError(where() + ": peer id outside 1.." + std::to_string(peers) + " (--workers)");
     }
     if (a == b) {
-      error = where() + ": a peer cannot be its own neighbour";
-      return false;
+      return FlagError(where() + ": a peer cannot be its own neighbour");
     }
     rows[static_cast<std::size_t>(a)].push_back(static_cast<protocol::PeerId>(b));
     rows[static_cast<std::size_t>(b)].push_back(static_cast<protocol::PeerId>(a));
   }
   if (file.bad()) {
-    error = "cannot read topology file " + path;
-    return false;
+    return FlagError("cannot read topology file " + path);
   }
   offsets.assign(1, 0);
   neighbours.clear();
@@ -82,23 +79,21 @@ bool ReadEdgeListFile(const std::string& path, std::uint32_t peers,
     std::sort(row.begin(), row.end());
     row.erase(std::unique(row.begin(), row.end()), row.end());  // an edge listed both ways
     if (row.size() > protocol::kMaxNeighbours) {
-      error = "topology file " + path + ": peer " + std::to_string(peer) + " has " +
-              std::to_string(row.size()) + " neighbours (at most 32)";
-      return false;
+      return FlagError("topology file " + path + ": peer " + std::to_string(peer) + " has " +
+                       std::to_string(row.size()) + " neighbours (at most 32)");
     }
     neighbours.insert(neighbours.end(), row.begin(), row.end());
     offsets.push_back(static_cast<std::uint32_t>(neighbours.size()));
   }
-  return true;
+  return {};
 }
 
-bool MakeGossipTopology(const std::string& spec, std::uint32_t peers, std::uint64_t seed,
-                        GossipTopology& out, std::string& error) {
-  out = GossipTopology{};
+HostResult<GossipTopology> MakeGossipTopology(const std::string& spec, std::uint32_t peers,
+                                              std::uint64_t seed) {
+  GossipTopology out;
   out.peers = peers;
   const auto fail = [&](const std::string& why) {
-    error = "--topology " + spec + ": " + why;
-    return false;
+    return FlagError("--topology " + spec + ": " + why);
   };
   const std::string family = spec.substr(0, spec.find(':'));
   const std::string argument =
@@ -166,7 +161,7 @@ bool MakeGossipTopology(const std::string& spec, std::uint32_t peers, std::uint6
   } else if (family == "file") {
     out.kind = protocol::TopologyKind::kGraph;
     if (argument.empty()) return fail("expected file:PATH");
-    if (!ReadEdgeListFile(argument, peers, out.offsets, out.neighbours, error)) return false;
+    EDGESGD_HOST_TRY(ReadEdgeListFile(argument, peers, out.offsets, out.neighbours));
     out.description = "graph of " + argument + " on " + n_text + " peers";
   } else {
     return fail(
@@ -181,7 +176,7 @@ bool MakeGossipTopology(const std::string& spec, std::uint32_t peers, std::uint6
   if (const Status check = protocol::CheckConnected(view, words); !check.ok()) {
     return fail(check.reason());
   }
-  return true;
+  return out;
 }
 
 }  // namespace edgesgd::cli

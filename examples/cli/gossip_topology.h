@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "edgesgd/platform/result.h"
 #include "edgesgd/protocol/topology.h"
 
 namespace edgesgd::cli {
@@ -37,14 +38,14 @@ struct GossipTopology {
 };
 
 // Parses `spec` for `peers` peers (`seed` is the default seed of random graphs) and builds the
-// graph: validated and checked to be connected. On failure returns false with a one-line `error`.
-bool MakeGossipTopology(const std::string& spec, std::uint32_t peers, std::uint64_t seed,
-                        GossipTopology& out, std::string& error);
+// graph: validated and checked to be connected. Errors: a one-line message naming the flag.
+HostResult<GossipTopology> MakeGossipTopology(const std::string& spec, std::uint32_t peers,
+                                              std::uint64_t seed);
 
-// Reads an edge-list file (format above) for `peers` peers into compressed rows. On failure
-// returns false with a one-line `error` naming the file and line.
-bool ReadEdgeListFile(const std::string& path, std::uint32_t peers,
-                      std::vector<std::uint32_t>& offsets,
-                      std::vector<protocol::PeerId>& neighbours, std::string& error);
+// Reads an edge-list file (format above) for `peers` peers into compressed rows. Errors: a
+// one-line message naming the file and line.
+HostResult<> ReadEdgeListFile(const std::string& path, std::uint32_t peers,
+                              std::vector<std::uint32_t>& offsets,
+                              std::vector<protocol::PeerId>& neighbours);
 
 }  // namespace edgesgd::cli

@@ -18,6 +18,7 @@
 #include "edgesgd/auth/key_file.h"
 #include "edgesgd/auth/key_ring.h"
 #include "edgesgd/platform/random_bytes.h"
+#include "edgesgd/platform/result.h"
 #include "edgesgd/protocol/server_types.h"
 
 namespace edgesgd::cli {
@@ -66,12 +67,12 @@ std::string NewKeyFile(std::uint32_t devices) {
 // Writes `text` to `path` with mode 0600: into a new temporary file beside it, synced, then
 // renamed over `path`, so a reader never sees half a file and the keys never exist with wider
 // permissions.
-bool WriteOwnerOnly(const std::string& path, std::string_view text, std::string& error) {
+HostResult<> WriteOwnerOnly(const std::string& path, std::string_view text) {
   const std::string temporary = path + ".tmp";
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
-    error = "cannot create " + temporary + ": " + std::strerror(errno);
-    return false;
+    return HostError(Status::Unavailable(),
+                     "cannot create " + temporary + ": " + std::strerror(errno));
   }
   std::size_t written = 0;
   bool ok = ::fchmod(fd, 0600) == 0;  // whatever the umask
@@ -84,10 +85,10 @@ bool WriteOwnerOnly(const std::string& path, std::string_view text, std::string&
   ok = ok && ::fsync(fd) == 0;
   const int saved = errno;
   ok = (::close(fd) == 0) && ok;
-  if (ok && ::rename(temporary.c_str(), path.c_str()) == 0) return true;
-  error = "cannot write " + path + ": " + std::strerror(ok ? errno : saved);
+  if (ok && ::rename(temporary.c_str(), path.c_str()) == 0) return {};
+  const std::string why = std::strerror(ok ? errno : saved);
   ::unlink(temporary.c_str());
-  return false;
+  return HostError(Status::Unavailable(), "cannot write " + path + ": " + why);
 }
 
 // The file of device `id` alone under --per-device-dir.
@@ -108,18 +109,18 @@ bool MayReplace(const KeygenFlags& flags, const std::string& path) {
 
 // Writes each device's line of `text` (NewKeyFile's) alone to its file under --per-device-dir,
 // creating the directory (mode 0700) if it is missing.
-bool WritePerDeviceFiles(const KeygenFlags& flags, std::string_view text, std::string& error) {
+HostResult<> WritePerDeviceFiles(const KeygenFlags& flags, std::string_view text) {
   if (::mkdir(flags.per_device_dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    error = "cannot create directory " + flags.per_device_dir + ": " + std::strerror(errno);
-    return false;
+    return HostError(Status::Unavailable(), "cannot create directory " + flags.per_device_dir +
+                                                ": " + std::strerror(errno));
   }
   text.remove_prefix(text.find('\n') + 1);  // the comment line
   for (std::uint32_t id = 1; !text.empty(); ++id) {
     const std::size_t line_end = text.find('\n') + 1;
-    if (!WriteOwnerOnly(DeviceKeyPath(flags, id), text.substr(0, line_end), error)) return false;
+    EDGESGD_HOST_TRY(WriteOwnerOnly(DeviceKeyPath(flags, id), text.substr(0, line_end)));
     text.remove_prefix(line_end);
   }
-  return true;
+  return {};
 }
 
 int RunKeygen(const KeygenFlags& flags) {
@@ -136,19 +137,23 @@ int RunKeygen(const KeygenFlags& flags) {
   // The file must load as written: check it with the loader every node uses.
   auth::FixedKeyRing<kMaxDevices> ring;
   const auth::KeyFileLoad check = auth::ParseKeyFile(text, flags.out, ring);
-  std::string error;
+  HostResult<> written;
+  if (check.ok() && check.keys != flags.devices) {
+    written =
+        HostError(Status::Internal(), "the generated key file holds " + std::to_string(check.keys) +
+                                          " keys, not " + std::to_string(flags.devices));
+  }
   // The shared file last: once it exists, so does every device's own.
-  const bool written = check.ok() && check.keys == flags.devices &&
-                       (!per_device || WritePerDeviceFiles(flags, text, error)) &&
-                       WriteOwnerOnly(flags.out, text, error);
+  if (check.ok() && written.ok() && per_device) written = WritePerDeviceFiles(flags, text);
+  if (check.ok() && written.ok()) written = WriteOwnerOnly(flags.out, text);
   Zeroize(text);
   if (!check.ok()) {
     std::fprintf(stderr, "edgesgd %s: generated keys do not load: %s\n", kKeygen,
                  check.message.c_str());
     return 1;
   }
-  if (!written) {
-    std::fprintf(stderr, "edgesgd %s: %s\n", kKeygen, error.c_str());
+  if (!written.ok()) {
+    std::fprintf(stderr, "edgesgd %s: %s\n", kKeygen, written.message().c_str());
     return 1;
   }
   std::string files = flags.out;

@@ -32,9 +32,9 @@ int main(int argc, char** argv) {
   edgesgd::cli::AddKeygenCommand(app, exit_code);
   edgesgd::cli::AddPrivacyBudgetCommand(app, exit_code);
   std::vector<std::string> args(argv + 1, argv + argc);
-  std::string config_error;
-  if (!edgesgd::cli::ExpandConfigFiles(args, config_error)) {
-    std::fprintf(stderr, "edgesgd: %s\n", config_error.c_str());
+  if (const edgesgd::HostResult<> expanded = edgesgd::cli::ExpandConfigFiles(args);
+      !expanded.ok()) {
+    std::fprintf(stderr, "edgesgd: %s\n", expanded.message().c_str());
     return 2;
   }
   // CLI11 parses a reversed vector (it pops arguments from the back).

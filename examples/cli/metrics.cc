@@ -37,15 +37,15 @@ MetricsWriter::~MetricsWriter() {
   if (file_ != nullptr) std::fclose(file_);
 }
 
-bool MetricsWriter::Open(const std::string& path, std::string& error) {
+HostResult<> MetricsWriter::Open(const std::string& path) {
   file_ = std::fopen(path.c_str(), "w");
   if (file_ == nullptr) {
-    error = "cannot write metrics file " + path + ": " + std::strerror(errno);
-    return false;
+    return HostError(Status::Unavailable(),
+                     "cannot write metrics file " + path + ": " + std::strerror(errno));
   }
   path_ = path;
   std::fprintf(file_, "%s\n", kMetricsHeader);
-  return true;
+  return {};
 }
 
 void MetricsWriter::Write(const MetricsRow& row) {
@@ -61,16 +61,16 @@ void MetricsWriter::Write(const MetricsRow& row) {
   std::fflush(file_);
 }
 
-bool MetricsWriter::Close(std::string& error) {
-  if (file_ == nullptr) return true;
+HostResult<> MetricsWriter::Close() {
+  if (file_ == nullptr) return {};
   const bool failed = std::ferror(file_) != 0;
   const bool closed = std::fclose(file_) == 0;
   file_ = nullptr;
   if (failed || !closed) {
-    error = "writing metrics file " + path_ + " failed (disk full?)";
-    return false;
+    return HostError(Status::Unavailable(),
+                     "writing metrics file " + path_ + " failed (disk full?)");
   }
-  return true;
+  return {};
 }
 
 void SummaryWriter::Key(const char* name) {
@@ -127,19 +127,19 @@ void SummaryWriter::Row(const char* name, const MetricsRow& row) {
 
 std::string SummaryWriter::Text() const { return "{" + body_ + "\n}\n"; }
 
-bool SummaryWriter::Save(const std::string& path, std::string& error) const {
+HostResult<> SummaryWriter::Save(const std::string& path) const {
   std::FILE* file = std::fopen(path.c_str(), "w");
   if (file == nullptr) {
-    error = "cannot write summary file " + path + ": " + std::strerror(errno);
-    return false;
+    return HostError(Status::Unavailable(),
+                     "cannot write summary file " + path + ": " + std::strerror(errno));
   }
   const std::string text = Text();
   const bool written = std::fwrite(text.data(), 1, text.size(), file) == text.size();
   if (std::fclose(file) != 0 || !written) {
-    error = "writing summary file " + path + " failed (disk full?)";
-    return false;
+    return HostError(Status::Unavailable(),
+                     "writing summary file " + path + " failed (disk full?)");
   }
-  return true;
+  return {};
 }
 
 std::string FormatAccuracy(double accuracy) {

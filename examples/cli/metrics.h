@@ -11,6 +11,8 @@
 #include <limits>
 #include <string>
 
+#include "edgesgd/platform/result.h"
+
 namespace edgesgd::cli {
 
 inline constexpr double kNotApplicable = std::numeric_limits<double>::quiet_NaN();
@@ -35,12 +37,12 @@ inline constexpr const char* kMetricsHeader =
 class MetricsWriter {
  public:
   ~MetricsWriter();
-  // Creates/truncates `path` and writes the header. On failure: false and a one-line `error`.
-  bool Open(const std::string& path, std::string& error);
+  // Creates/truncates `path` and writes the header. Errors: a one-line message naming the file.
+  HostResult<> Open(const std::string& path);
   // Appends one row (no-op when not open).
   void Write(const MetricsRow& row);
-  // Flushes and closes; false with `error` if the file could not be written completely.
-  bool Close(std::string& error);
+  // Flushes and closes. Errors: the file could not be written completely.
+  HostResult<> Close();
 
  private:
   std::FILE* file_ = nullptr;
@@ -62,7 +64,8 @@ class SummaryWriter {
   // The row as a nested object `name`.
   void Row(const char* name, const MetricsRow& row);
   std::string Text() const;
-  bool Save(const std::string& path, std::string& error) const;
+  // Writes Text() to `path`. Errors: a one-line message naming the file.
+  HostResult<> Save(const std::string& path) const;
 
  private:
   void Key(const char* name);

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "cli/flag_error.h"
 #include "edgesgd/core/model/sequential.h"
 
 namespace edgesgd::cli {
@@ -37,30 +38,26 @@ bool ParseInputShape(const std::string& text, Shape& shape) {
   return true;
 }
 
-bool NetworkFor(const ModelFlags& flags, const std::string& data, std::size_t features,
-                std::size_t classes, SequentialSpec& network, std::string& error) {
+HostResult<SequentialSpec> NetworkFor(const ModelFlags& flags, const std::string& data,
+                                      std::size_t features, std::size_t classes) {
   Shape input{};
   if (!flags.input_shape.empty() && !ParseInputShape(flags.input_shape, input)) {
-    error = "--input-shape " + flags.input_shape + ": expected HxWxC, three positive integers";
-    return false;
+    return FlagError("--input-shape " + flags.input_shape +
+                     ": expected HxWxC, three positive integers");
   }
   if (input.size() == 0) {
     input = data == "fashion-mnist" ? Shape{28, 28, 1}
                                     : Shape{1, 1, static_cast<std::uint32_t>(features)};
   }
   if (input.size() != features) {
-    error = "--input-shape " + std::to_string(input.height) + "x" + std::to_string(input.width) +
-            "x" + std::to_string(input.channels) + " holds " + std::to_string(input.size()) +
-            " values, but the data's samples have " + std::to_string(features);
-    return false;
+    return FlagError("--input-shape " + std::to_string(input.height) + "x" +
+                     std::to_string(input.width) + "x" + std::to_string(input.channels) +
+                     " holds " + std::to_string(input.size()) +
+                     " values, but the data's samples have " + std::to_string(features));
   }
   const Result<SequentialSpec> parsed = ParseSequentialSpec(flags.model, input, classes);
-  if (!parsed.ok()) {
-    error = "--model " + flags.model + ": " + parsed.status().reason();
-    return false;
-  }
-  network = *parsed;
-  return true;
+  if (!parsed.ok()) return HostError(parsed.status()).WithContext("--model " + flags.model);
+  return *parsed;
 }
 
 }  // namespace edgesgd::cli

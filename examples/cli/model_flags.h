@@ -8,6 +8,7 @@
 #include <string>
 
 #include "edgesgd/core/model/sequential_spec.h"
+#include "edgesgd/platform/result.h"
 
 namespace edgesgd::cli {
 
@@ -23,9 +24,9 @@ void AddModelFlags(CLI::App& command, ModelFlags& flags);
 bool ParseInputShape(const std::string& text, Shape& shape);
 
 // The network of `flags` for samples of `features` values from `data` (a --data value) and
-// `classes` classes. False with a one-line `error` naming the flag (a bad or mismatched
+// `classes` classes. Errors: a one-line message naming the flag (a bad or mismatched
 // --input-shape, a spec the parser refuses, with its reason).
-bool NetworkFor(const ModelFlags& flags, const std::string& data, std::size_t features,
-                std::size_t classes, SequentialSpec& network, std::string& error);
+HostResult<SequentialSpec> NetworkFor(const ModelFlags& flags, const std::string& data,
+                                      std::size_t features, std::size_t classes);
 
 }  // namespace edgesgd::cli

@@ -23,13 +23,12 @@ constexpr const char* kPeer = "peer";
 
 int RunPeer(const PeerFlags& o) {
   tcp::PeerSettings settings;
-  std::vector<tcp::Endpoint> addresses;
-  std::string error;
-  if (!tcp::ParseEndpoint(o.listen, settings.listen, error).ok()) {
-    return Fail(kPeer, "--listen " + error, 2);
-  }
-  if (!tcp::ParseEndpointList(o.peers, addresses, error).ok())
-    return Fail(kPeer, "--peers " + error, 2);
+  HostResult<tcp::Endpoint> listen = tcp::ParseEndpoint(o.listen);
+  if (!listen.ok()) return Fail(kPeer, "--listen " + listen.message(), 2);
+  settings.listen = *listen;
+  HostResult<std::vector<tcp::Endpoint>> parsed = tcp::ParseEndpointList(o.peers);
+  if (!parsed.ok()) return Fail(kPeer, "--peers " + parsed.message(), 2);
+  const std::vector<tcp::Endpoint> addresses = std::move(parsed).value();
   AuthKeys keys;
   if (!LoadAuthKeys(o.network, o.id, KeysKept::kEveryDevice, kPeer, keys)) return 2;
   const std::size_t n = addresses.size();
@@ -42,9 +41,12 @@ int RunPeer(const PeerFlags& o) {
   if (o.workers_given && o.workers != n) {
     return Fail(kPeer, "the number of peers is the length of --peers: drop --workers", 2);
   }
-  if (const std::string why = CheckGossipConsistency(o); !why.empty()) return Fail(kPeer, why, 2);
-  GossipPlan plan;
-  if (!BuildGossipPlan(o, n, plan, error)) return Fail(kPeer, error, 2);
+  if (const HostResult<> checked = CheckGossipConsistency(o); !checked.ok()) {
+    return Fail(kPeer, checked.message(), 2);
+  }
+  HostResult<GossipPlan> built = BuildGossipPlan(o, n);
+  if (!built.ok()) return Fail(kPeer, built.message(), 2);
+  const GossipPlan plan = std::move(built).value();
   if (!o.quiet) PrintGossipPlan(kPeer, o, plan);
   Task task;
   if (const int code = SetUpTask(kPeer, o, n, task); code != 0) return code;
@@ -62,15 +64,19 @@ int RunPeer(const PeerFlags& o) {
   settings.network = NetworkOptions(o.network, o.seed * 1000003u + o.id, kPeer, keys);
   settings.network.max_peer_id = static_cast<protocol::PeerId>(n);
   tcp::Peer peer;
-  if (!peer.Open(settings, error).ok()) {
+  if (const HostResult<> opened = peer.Open(settings); !opened.ok()) {
     // The session refused the flags (2), or the network is not usable (1).
-    return Fail(kPeer, error,
+    return Fail(kPeer, opened.message(),
                 peer.session().phase() == protocol::GossipPhase::kUninitialized ? 2 : 1);
   }
   if (!WritePortFile(o.network, peer.listen_port(), kPeer)) return 1;
 
   MetricsWriter metrics;
-  if (!o.metrics.empty() && !metrics.Open(o.metrics, error)) return Fail(kPeer, error, 1);
+  if (!o.metrics.empty()) {
+    if (const HostResult<> opened = metrics.Open(o.metrics); !opened.ok()) {
+      return Fail(kPeer, opened.message(), 1);
+    }
+  }
   ProgressLine progress(o.quiet, IsTerminal(), o.rounds);
   MetricsRow last;
   peer.OnRound([&](const protocol::GossipRoundEvent& event, std::span<const float> model) {
@@ -90,7 +96,9 @@ int RunPeer(const PeerFlags& o) {
   WarnIfUnauthenticated(o.network, kPeer);
   const tcp::DriverStop stop = peer.Run();
   progress.Finish();
-  if (!metrics.Close(error)) return Fail(kPeer, error, 1);
+  if (const HostResult<> closed = metrics.Close(); !closed.ok()) {
+    return Fail(kPeer, closed.message(), 1);
+  }
   const protocol::GossipPeerSession& session = peer.session();
   if (stop != tcp::DriverStop::kFinished || !session.Finished()) {
     char detail[64];
@@ -102,10 +110,9 @@ int RunPeer(const PeerFlags& o) {
   WriteGossipRunSummary(summary, o, n, task.dimension(), last);
   summary.Field("peer", o.id);
   WritePeerGossip(summary, o, plan, session.counters(), peer.network_counters());
-  if ((!o.summary.empty() && !summary.Save(o.summary, error)) ||
-      !SaveModel(o, session.model(), error)) {
-    return Fail(kPeer, error, 1);
-  }
+  HostResult<> saved = o.summary.empty() ? HostResult<>() : summary.Save(o.summary);
+  if (saved.ok()) saved = SaveModel(o, session.model());
+  if (!saved.ok()) return Fail(kPeer, saved.message(), 1);
   if (!o.quiet) {
     std::fprintf(stderr, "edgesgd peer %u: done: %u rounds in %.1f s; loss %.4f, accuracy %s\n",
                  o.id, o.rounds, last.time_s, last.loss, FormatAccuracy(last.accuracy).c_str());

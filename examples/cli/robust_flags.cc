@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "cli/bounded_option.h"
+#include "cli/flag_error.h"
 #include "cli/number_checks.h"
 
 namespace edgesgd::cli {
@@ -60,28 +61,34 @@ bool RobustFlagsGiven(const RunFlags& o) {
   return o.robust != RunFlags{}.robust || o.robust_f_given || o.robust_clip_given;
 }
 
-std::string CheckRobustFlags(const RunFlags& o) {
+HostResult<> CheckRobustFlags(const RunFlags& o) {
   const RobustRule rule = RuleNamed(o.robust);
   if (o.robust_f_given && !SizedByF(rule)) {
-    return "--robust-f sizes the trimmed mean and multi_krum: it needs --robust trimmed_mean or "
-           "--robust multi_krum";
+    return FlagError(
+        "--robust-f sizes the trimmed mean and multi_krum: it needs --robust trimmed_mean or "
+        "--robust multi_krum");
   }
   if (o.robust_clip_given && rule != RobustRule::kCenteredClipping) {
-    return "--robust-clip-radius and --robust-clip-iterations tune centered clipping: they need "
-           "--robust centered_clipping";
+    return FlagError(
+        "--robust-clip-radius and --robust-clip-iterations tune centered clipping: they need "
+        "--robust centered_clipping");
   }
-  if (rule == RobustRule::kNone) return "";
+  if (rule == RobustRule::kNone) return {};
   const std::uint32_t cohort =
       protocol::SampledCount(o.participation, static_cast<std::uint32_t>(o.workers));
   if (rule == RobustRule::kTrimmedMean && cohort <= 2 * std::uint64_t{o.robust_f}) {
-    return "--robust trimmed_mean drops --robust-f values from each end: it needs more than "
-           "2f updates per round (a round samples " + std::to_string(cohort) + ")";
+    return FlagError(
+        "--robust trimmed_mean drops --robust-f values from each end: it needs more than "
+        "2f updates per round (a round samples " +
+        std::to_string(cohort) + ")");
   }
   if (rule == RobustRule::kMultiKrum && cohort <= 2 * std::uint64_t{o.robust_f} + 2) {
-    return "--robust multi_krum needs more than 2f + 2 updates per round to tell f faulty ones "
-           "apart (a round samples " + std::to_string(cohort) + ")";
+    return FlagError(
+        "--robust multi_krum needs more than 2f + 2 updates per round to tell f faulty ones "
+        "apart (a round samples " +
+        std::to_string(cohort) + ")");
   }
-  return "";
+  return {};
 }
 
 RobustParams RobustParamsOf(const RunFlags& o) {

@@ -10,6 +10,7 @@
 #include "cli/metrics.h"
 #include "cli/run_flags.h"
 #include "edgesgd/core/robust_aggregator.h"
+#include "edgesgd/platform/result.h"
 
 namespace edgesgd::cli {
 
@@ -19,9 +20,9 @@ void AddRobustFlags(CLI::App& command, RunFlags& flags);
 // Whether any --robust* flag was given (gossip runs refuse them).
 bool RobustFlagsGiven(const RunFlags& flags);
 
-// A one-line reason the --robust* flags do not fit the rule or the cohort, or empty (the run
+// Ok, or a one-line reason the --robust* flags do not fit the rule or the cohort (the run
 // checks which features combine).
-std::string CheckRobustFlags(const RunFlags& flags);
+HostResult<> CheckRobustFlags(const RunFlags& flags);
 
 // The rule and parameters of the flags (CheckRobustFlags has accepted them).
 RobustParams RobustParamsOf(const RunFlags& flags);

@@ -14,6 +14,7 @@
 #include "cli/async_flags.h"
 #include "cli/bounded_option.h"
 #include "cli/data_sources.h"
+#include "cli/flag_error.h"
 #include "cli/number_checks.h"
 #include "cli/robust_flags.h"
 #include "cli/secure_flags.h"
@@ -196,27 +197,24 @@ void AddOutputFlags(CLI::App& command, RunFlags& o) {
   command.add_flag("--quiet", o.quiet, "No progress on stderr");
 }
 
-bool SaveModel(const RunFlags& o, std::span<const float> model, std::string& error) {
-  if (o.model_out.empty()) return true;
+HostResult<> SaveModel(const RunFlags& o, std::span<const float> model) {
+  if (o.model_out.empty()) return {};
   std::FILE* file = std::fopen(o.model_out.c_str(), "wb");
   if (file == nullptr) {
-    error = "cannot write --model-out " + o.model_out + ": " + std::strerror(errno);
-    return false;
+    return HostError(Status::Unavailable(),
+                     "cannot write --model-out " + o.model_out + ": " + std::strerror(errno));
   }
   const bool written = std::fwrite(model.data(), sizeof(float), model.size(), file) == model.size();
   if (std::fclose(file) != 0 || !written) {
-    error = "cannot write --model-out " + o.model_out;
-    return false;
+    return HostError(Status::Unavailable(), "cannot write --model-out " + o.model_out);
   }
-  return true;
+  return {};
 }
 
 std::string RunWarning(const RunFlags& o) {
-  CodecParams codec;
-  std::string unused;
-  const bool parsed = o.codec.Params(codec, unused, /*strict=*/false);
-  const auto* sign = std::get_if<SignParams>(&codec);
-  const bool stochastic = parsed && sign != nullptr && sign->noise_bound > 0.0f;
+  const HostResult<CodecParams> codec = o.codec.Params(/*strict=*/false);
+  const auto* sign = codec.ok() ? std::get_if<SignParams>(&*codec) : nullptr;
+  const bool stochastic = sign != nullptr && sign->noise_bound > 0.0f;
   if (o.aggregate == "majority" && o.split != "iid" && !stochastic) {
     return "plain majority vote tends to collapse on a non-iid --split: each device's sign "
            "follows its own labels and the vote cancels the rest; stochastic signs "
@@ -226,44 +224,50 @@ std::string RunWarning(const RunFlags& o) {
   return "";
 }
 
-std::string CheckRunConsistency(const RunFlags& o) {
+HostResult<> CheckRunConsistency(const RunFlags& o) {
   const bool majority = o.aggregate == "majority";
-  CodecParams codec;
-  if (std::string why; !o.codec.Params(codec, why)) return why;
+  const HostResult<CodecParams> parsed = o.codec.Params();
+  if (!parsed.ok()) return parsed.error();
+  const CodecParams& codec = *parsed;
   if (majority && !VoteForm(codec).ok()) {
-    return std::string("--aggregate majority: ") + VoteForm(codec).status().reason();
+    return FlagError(std::string("--aggregate majority: ") + VoteForm(codec).status().reason());
   }
   if (majority && o.optimizer != "signum") {
-    return "--aggregate majority trains with Signum on the workers: use --optimizer signum";
+    return FlagError(
+        "--aggregate majority trains with Signum on the workers: use --optimizer signum");
   }
   if (!majority && o.optimizer == "signum") {
-    return "--optimizer signum sends sign votes: it needs --aggregate majority --codec sign";
+    return FlagError(
+        "--optimizer signum sends sign votes: it needs --aggregate majority --codec sign");
   }
   if (majority && o.feedback_given && o.feedback != "none") {
-    return "--aggregate majority has no error feedback (the vote is the update): drop "
-           "--feedback or use --feedback none";
+    return FlagError(
+        "--aggregate majority has no error feedback (the vote is the update): drop "
+        "--feedback or use --feedback none");
   }
   if (o.dp_mode == "off" && o.dp_flags_given) {
-    return "the --dp-* flags need --dp-mode central or distributed";
+    return FlagError("the --dp-* flags need --dp-mode central or distributed");
   }
   if (o.dp_target_quantile == 0.0f && (o.dp_clip_lr != RunFlags{}.dp_clip_lr ||
                                        o.dp_count_noise != RunFlags{}.dp_count_noise)) {
-    return "--dp-clip-lr and --dp-count-noise tune adaptive clipping: they need "
-           "--dp-target-quantile";
+    return FlagError(
+        "--dp-clip-lr and --dp-count-noise tune adaptive clipping: they need "
+        "--dp-target-quantile");
   }
-  if (std::string why = CheckRobustFlags(o); !why.empty()) return why;
-  if (std::string why = CheckServerOptimizerFlags(o); !why.empty()) return why;
-  if (std::string why = CheckAsyncFlags(o); !why.empty()) return why;
-  if (std::string why = CheckSecureFlags(o); !why.empty()) return why;
-  if (o.quorum > o.workers) return "--quorum cannot exceed --workers";
+  EDGESGD_HOST_TRY(CheckRobustFlags(o));
+  EDGESGD_HOST_TRY(CheckServerOptimizerFlags(o));
+  EDGESGD_HOST_TRY(CheckAsyncFlags(o));
+  EDGESGD_HOST_TRY(CheckSecureFlags(o));
+  if (o.quorum > o.workers) return FlagError("--quorum cannot exceed --workers");
   if (o.task == "logreg-toy" && o.workers != 2) {
-    return "--task logreg-toy is the two-client toy: it needs --workers 2";
+    return FlagError("--task logreg-toy is the two-client toy: it needs --workers 2");
   }
-  return "";
+  return {};
 }
 
-bool BuildTaskOptions(const RunFlags& o, std::size_t workers, std::uint64_t seed,
-                      std::size_t batch, TaskOptions& task, std::string& error) {
+HostResult<TaskOptions> BuildTaskOptions(const RunFlags& o, std::size_t workers, std::uint64_t seed,
+                                         std::size_t batch) {
+  TaskOptions task;
   if (o.task == "linreg") {
     task.kind = TaskKind::kLinreg;
   } else if (o.task == "logreg-toy") {
@@ -275,8 +279,9 @@ bool BuildTaskOptions(const RunFlags& o, std::size_t workers, std::uint64_t seed
   } else {
     task.kind = TaskKind::kSoftmax;
   }
-  error = CheckDataFiles(o.data, o.test_data, o.csv_label);
-  if (!error.empty()) return false;
+  if (HostResult<> checked = CheckDataFiles(o.data, o.test_data, o.csv_label); !checked.ok()) {
+    return std::move(checked).error();
+  }
   task.data = o.data;
   task.test_data = o.test_data;
   task.csv_label = CsvLabelColumnOf(o.csv_label);
@@ -291,12 +296,10 @@ bool BuildTaskOptions(const RunFlags& o, std::size_t workers, std::uint64_t seed
     task.dirichlet_alpha = std::strtof(alpha.c_str(), &end);
     if (alpha.empty() || *end != '\0' || !(task.dirichlet_alpha > 0) ||
         !std::isfinite(task.dirichlet_alpha)) {
-      error = "--split dirichlet:ALPHA needs a positive number, e.g. dirichlet:0.5";
-      return false;
+      return FlagError("--split dirichlet:ALPHA needs a positive number, e.g. dirichlet:0.5");
     }
   } else {
-    error = "--split must be iid, sorted or dirichlet:ALPHA";
-    return false;
+    return FlagError("--split must be iid, sorted or dirichlet:ALPHA");
   }
   task.workers = workers;
   task.batch = batch;
@@ -304,37 +307,36 @@ bool BuildTaskOptions(const RunFlags& o, std::size_t workers, std::uint64_t seed
   task.samples = o.samples;
   task.hidden = o.hidden;
   if (!o.network.input_shape.empty() && o.network.model.empty()) {
-    error = "--input-shape describes --model's input: give --model too";
-    return false;
+    return FlagError("--input-shape describes --model's input: give --model too");
   }
   if (!o.network.model.empty() && o.task != "softmax") {
-    error = "--model replaces softmax regression: it needs --task softmax (an MLP is "
-            "--model dense:H,relu,dense:CLASSES)";
-    return false;
+    return FlagError(
+        "--model replaces softmax regression: it needs --task softmax (an MLP is "
+        "--model dense:H,relu,dense:CLASSES)");
   }
   if (Shape shape; !o.network.input_shape.empty() && !ParseInputShape(o.network.input_shape, shape)) {
-    error = "--input-shape " + o.network.input_shape + ": expected HxWxC, three positive integers";
-    return false;
+    return FlagError("--input-shape " + o.network.input_shape +
+                     ": expected HxWxC, three positive integers");
   }
   task.network = o.network;
   task.train_limit = o.train_limit;
   task.seed = seed;
-  return true;
+  return task;
 }
 
 int SetUpTask(const char* command, const RunFlags& o, std::size_t workers, Task& task,
               const TaskUse& use) {
-  TaskOptions options;
-  std::string error;
-  if (!BuildTaskOptions(o, workers, o.seed, o.batch, options, error)) {
-    std::fprintf(stderr, "edgesgd %s: %s\n", command, error.c_str());
+  HostResult<TaskOptions> built = BuildTaskOptions(o, workers, o.seed, o.batch);
+  if (!built.ok()) {
+    std::fprintf(stderr, "edgesgd %s: %s\n", command, built.message().c_str());
     return 2;
   }
+  TaskOptions options = std::move(built).value();
   options.label_flipped_workers = use.label_flipped_workers;
   options.evaluates_only = use.evaluates_only;
   options.compute_threads = use.compute_threads;
-  if (!task.Setup(options, error)) {
-    std::fprintf(stderr, "edgesgd %s: %s\n", command, error.c_str());
+  if (const HostResult<> set_up = task.Setup(options); !set_up.ok()) {
+    std::fprintf(stderr, "edgesgd %s: %s\n", command, set_up.message().c_str());
     return 1;
   }
   return 0;
@@ -362,8 +364,8 @@ int ValidateServerRun(const char* command, const protocol::RunConfig& config,
 protocol::RunConfig BuildRunConfig(const RunFlags& o, const Task& task) {
   protocol::RunConfig config;
   config.layout = task.layout();
-  std::string unused;
-  (void)o.codec.Params(config.codec, unused);  // CheckRunConsistency has accepted the flags
+  // CheckRunConsistency has accepted the flags.
+  if (const HostResult<CodecParams> codec = o.codec.Params(); codec.ok()) config.codec = *codec;
   config.batch = static_cast<std::uint32_t>(task.samples_per_step(0));
   config.participation = o.participation;
   config.rounds = o.rounds;
@@ -631,9 +633,10 @@ void WriteRunSummary(SummaryWriter& summary, const RunFlags& o, const protocol::
 int FinishServerRun(const char* command, const char* seconds, const RunFlags& o,
                     const SummaryWriter& summary, std::span<const float> model,
                     const MetricsRow& last) {
-  std::string error;
-  if ((!o.summary.empty() && !summary.Save(o.summary, error)) || !SaveModel(o, model, error)) {
-    std::fprintf(stderr, "edgesgd %s: %s\n", command, error.c_str());
+  HostResult<> saved = o.summary.empty() ? HostResult<>() : summary.Save(o.summary);
+  if (saved.ok()) saved = SaveModel(o, model);
+  if (!saved.ok()) {
+    std::fprintf(stderr, "edgesgd %s: %s\n", command, saved.message().c_str());
     return 1;
   }
   if (!o.quiet) {

@@ -17,6 +17,7 @@
 #include "cli/model_flags.h"
 #include "cli/task.h"
 #include "edgesgd/core/privacy/rdp_accountant.h"
+#include "edgesgd/platform/result.h"
 #include "edgesgd/protocol/gossip_peer_session.h"
 #include "edgesgd/protocol/run_config.h"
 #include "edgesgd/protocol/server_session.h"
@@ -135,23 +136,24 @@ void AddTrainingFlags(CLI::App& command, RunFlags& flags, const char* deadline_h
 // --eval-every, --metrics, --summary, --model-out, --quiet.
 void AddOutputFlags(CLI::App& command, RunFlags& flags);
 
-// Writes --model-out (if given): the model's floats, raw little-endian. False with `error`.
-bool SaveModel(const RunFlags& flags, std::span<const float> model, std::string& error);
+// Writes --model-out (if given): the model's floats, raw little-endian. Errors: a one-line
+// message naming the file.
+HostResult<> SaveModel(const RunFlags& flags, std::span<const float> model);
 
-// A one-line reason the training flags cannot work (parameter-server runs), or empty: the
-// codec's own checks of its flags, and flags given without the feature they tune. Which
+// Ok, or a one-line reason the training flags cannot work (parameter-server runs): the codec's
+// own checks of its flags, and flags given without the feature they tune. Which
 // features run together is the run's own check (ValidateServerRun), not the flags'.
-std::string CheckRunConsistency(const RunFlags& flags);
+HostResult<> CheckRunConsistency(const RunFlags& flags);
 
 // A one-line warning about training flags that work together but are known to train poorly
 // (parameter-server runs), or empty: plain majority vote on a non-iid split.
 std::string RunWarning(const RunFlags& flags);
 
 // The task of the data flags for `workers` workers, drawn from `seed` with `batch` samples per
-// step. False with a one-line `error` for a bad --split, a --test-data without a data file or
+// step. Errors: a one-line message for a bad --split, a --test-data without a data file or
 // --csv-label last without a CSV file.
-bool BuildTaskOptions(const RunFlags& flags, std::size_t workers, std::uint64_t seed,
-                      std::size_t batch, TaskOptions& task, std::string& error);
+HostResult<TaskOptions> BuildTaskOptions(const RunFlags& flags, std::size_t workers,
+                                         std::uint64_t seed, std::size_t batch);
 
 // What a command does with its task beyond the flags (TaskOptions' fields of the same names).
 struct TaskUse {

@@ -1,6 +1,7 @@
 #include "cli/secure_flags.h"
 
 #include "cli/bounded_option.h"
+#include "cli/flag_error.h"
 #include "cli/number_checks.h"
 
 namespace edgesgd::cli {
@@ -41,32 +42,35 @@ void AddSecureFlags(CLI::App& command, RunFlags& o) {
 
 bool SecureFlagsGiven(const RunFlags& o) { return o.secure_aggregation || o.secagg_flags_given; }
 
-std::string CheckSecureFlags(const RunFlags& o) {
+HostResult<> CheckSecureFlags(const RunFlags& o) {
   if (!o.secure_aggregation) {
     if (o.secagg_flags_given) {
-      return "the --secagg-* flags tune secure aggregation: they need --secure-aggregation";
+      return FlagError(
+          "the --secagg-* flags tune secure aggregation: they need --secure-aggregation");
     }
-    return "";
+    return {};
   }
   if (o.secagg_threshold <= 0.5f) {
-    return "--secagg-threshold must exceed 0.5: a majority of each neighbourhood must hold a "
-           "secret's shares";
+    return FlagError(
+        "--secagg-threshold must exceed 0.5: a majority of each neighbourhood must hold a "
+        "secret's shares");
   }
   if (o.secagg_neighbours % 2 != 0) {
-    return "--secagg-neighbours must be even (half of them on either side of a device's ring), "
-           "or 0";
+    return FlagError(
+        "--secagg-neighbours must be even (half of them on either side of a device's ring), "
+        "or 0");
   }
-  if (o.workers < 2) return "--secure-aggregation needs at least two --workers";
+  if (o.workers < 2) return FlagError("--secure-aggregation needs at least two --workers");
   if (o.codec.codec() == QsgdCodec::kName) {
     // Levels, not fixed point: the run's own check sizes the lanes for the workers.
-    return "";
+    return {};
   }
   if (const Result<secagg::FixedPoint> format =
           protocol::SecureFixedPoint(SecureParamsOf(o), static_cast<std::uint32_t>(o.workers));
       !format.ok()) {
-    return std::string("--secagg-bound: ") + format.status().reason();
+    return FlagError(std::string("--secagg-bound: ") + format.status().reason());
   }
-  return "";
+  return {};
 }
 
 protocol::SecureAggregationParams SecureParamsOf(const RunFlags& o) {

@@ -9,6 +9,7 @@
 
 #include "cli/metrics.h"
 #include "cli/run_flags.h"
+#include "edgesgd/platform/result.h"
 #include "edgesgd/protocol/secure_aggregation.h"
 
 namespace edgesgd::cli {
@@ -19,9 +20,9 @@ void AddSecureFlags(CLI::App& command, RunFlags& flags);
 // Whether any of them was given (gossip runs refuse them).
 bool SecureFlagsGiven(const RunFlags& flags);
 
-// A one-line reason the flags do not fit each other or the worker count, or empty (the run
-// checks which features combine).
-std::string CheckSecureFlags(const RunFlags& flags);
+// Ok, or a one-line reason the flags do not fit each other or the worker count (the run checks
+// which features combine).
+HostResult<> CheckSecureFlags(const RunFlags& flags);
 
 // The parameters of the flags (CheckSecureFlags has accepted them).
 protocol::SecureAggregationParams SecureParamsOf(const RunFlags& flags);

@@ -55,7 +55,6 @@ bool HasSerialLine(const SerialFlags& o) {
 }
 
 bool SerialLineOf(const SerialFlags& o, const char* command, tcp::SerialLine& line) {
-  std::string detail;
   if (!o.device.empty()) {
     line.kind = tcp::SerialLine::Kind::kDevice;
     line.device = o.device;
@@ -71,11 +70,13 @@ bool SerialLineOf(const SerialFlags& o, const char* command, tcp::SerialLine& li
     return false;
   }
   line.kind = connect ? tcp::SerialLine::Kind::kConnect : tcp::SerialLine::Kind::kListen;
-  if (!tcp::ParseEndpoint(connect ? o.connect : o.listen, line.endpoint, detail).ok()) {
+  HostResult<tcp::Endpoint> endpoint = tcp::ParseEndpoint(connect ? o.connect : o.listen);
+  if (!endpoint.ok()) {
     std::fprintf(stderr, "edgesgd %s: %s %s\n", command,
-                 connect ? "--connect-serial" : "--listen-serial", detail.c_str());
+                 connect ? "--connect-serial" : "--listen-serial", endpoint.message().c_str());
     return false;
   }
+  line.endpoint = *endpoint;
   return true;
 }
 

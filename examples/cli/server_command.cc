@@ -24,14 +24,15 @@ constexpr const char* kServer = "server";
 
 int RunServer(const ServerFlags& o) {
   tcp::ServerSettings settings;
-  std::string error;
-  if (!tcp::ParseEndpoint(o.listen, settings.listen, error).ok()) {
-    return Fail(kServer, "--listen " + error, 2);
-  }
+  HostResult<tcp::Endpoint> listen = tcp::ParseEndpoint(o.listen);
+  if (!listen.ok()) return Fail(kServer, "--listen " + listen.message(), 2);
+  settings.listen = *listen;
   AuthKeys keys;
   if (!LoadAuthKeys(o.network, 0, KeysKept::kEveryDevice, kServer, keys)) return 2;
   if (o.resume && o.checkpoint.empty()) return Fail(kServer, "--resume needs --checkpoint FILE", 2);
-  if (const std::string why = CheckRunConsistency(o); !why.empty()) return Fail(kServer, why, 2);
+  if (const HostResult<> checked = CheckRunConsistency(o); !checked.ok()) {
+    return Fail(kServer, checked.message(), 2);
+  }
   if (const std::string warning = RunWarning(o); !warning.empty()) {
     platform::Log(platform::LogLevel::kWarning, "%s: %s", kServer, warning.c_str());
   }
@@ -60,7 +61,7 @@ int RunServer(const ServerFlags& o) {
   settings.checkpoint_every = o.checkpoint_every;
   settings.resume = o.resume;
   tcp::Server server;
-  if (!server.Open(settings, error).ok()) {
+  if (const HostResult<> opened = server.Open(settings); !opened.ok()) {
     // A checkpoint of another run: name the flag that changed rather than the setting.
     if (const std::string_view differs = server.resume_differs_in(); !differs.empty()) {
       const std::string flag =
@@ -70,7 +71,7 @@ int RunServer(const ServerFlags& o) {
                       ": it belongs to another run: it differs in " + flag,
                   1);
     }
-    return Fail(kServer, error, 1);
+    return Fail(kServer, opened.message(), 1);
   }
   if (!WritePortFile(o.network, server.listen_port(), kServer)) return 1;
   if (!o.quiet) {
@@ -79,7 +80,11 @@ int RunServer(const ServerFlags& o) {
   }
 
   MetricsWriter metrics;
-  if (!o.metrics.empty() && !metrics.Open(o.metrics, error)) return Fail(kServer, error, 1);
+  if (!o.metrics.empty()) {
+    if (const HostResult<> opened = metrics.Open(o.metrics); !opened.ok()) {
+      return Fail(kServer, opened.message(), 1);
+    }
+  }
   ProgressLine progress(o.quiet, IsTerminal(), o.rounds);
   ServerRunOutput output(o, settings.run, task, metrics, progress);
   server.OnRound(std::bind_front(&ServerRunOutput::OnRound, &output));
@@ -87,8 +92,11 @@ int RunServer(const ServerFlags& o) {
   WarnIfUnauthenticated(o.network, kServer);
   const tcp::DriverStop stop = server.Run();
   progress.Finish();
-  if (!metrics.Close(error)) return Fail(kServer, error, 1);
-  if (!server.status().ok()) return Fail(kServer, server.detail(), 1);  // a checkpoint failed
+  if (const HostResult<> closed = metrics.Close(); !closed.ok()) {
+    return Fail(kServer, closed.message(), 1);
+  }
+  // A checkpoint failed.
+  if (!server.status().ok()) return Fail(kServer, server.status().message(), 1);
   const protocol::ServerSession& session = server.session();
   if (stop != tcp::DriverStop::kFinished || !session.Finished()) {
     char detail[160];

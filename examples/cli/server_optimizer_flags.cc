@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "cli/bounded_option.h"
+#include "cli/flag_error.h"
 #include "cli/number_checks.h"
 
 namespace edgesgd::cli {
@@ -65,19 +66,21 @@ bool ServerOptimizerFlagsGiven(const RunFlags& o) {
          o.server_moments_given || o.server_beta2_given || o.server_tau_given;
 }
 
-std::string CheckServerOptimizerFlags(const RunFlags& o) {
+HostResult<> CheckServerOptimizerFlags(const RunFlags& o) {
   const ServerOptimizerKind kind = KindNamed(o.server_optimizer);
   if (o.server_moments_given && kind == ServerOptimizerKind::kFedAvg) {
-    return "--server-beta1 needs a server optimizer with momentum (--server-optimizer fedavgm, "
-           "fedadagrad, fedadam or fedyogi)";
+    return FlagError(
+        "--server-beta1 needs a server optimizer with momentum (--server-optimizer fedavgm, "
+        "fedadagrad, fedadam or fedyogi)");
   }
   if (o.server_beta2_given && !ReadsBeta2(kind)) {
-    return "--server-beta2 needs --server-optimizer fedadam or fedyogi";
+    return FlagError("--server-beta2 needs --server-optimizer fedadam or fedyogi");
   }
   if (o.server_tau_given && !IsAdaptive(kind)) {
-    return "--server-tau needs an adaptive server optimizer (fedadagrad, fedadam or fedyogi)";
+    return FlagError(
+        "--server-tau needs an adaptive server optimizer (fedadagrad, fedadam or fedyogi)");
   }
-  return "";
+  return {};
 }
 
 ServerOptimizerParams ServerOptimizerParamsOf(const RunFlags& o) {

@@ -10,6 +10,7 @@
 #include "cli/metrics.h"
 #include "cli/run_flags.h"
 #include "edgesgd/core/server_optimizer.h"
+#include "edgesgd/platform/result.h"
 
 namespace edgesgd::cli {
 
@@ -23,9 +24,9 @@ void AddServerOptimizerFlags(CLI::App& command, RunFlags& flags);
 // Whether any --server-* optimizer flag was given (gossip runs refuse them).
 bool ServerOptimizerFlagsGiven(const RunFlags& flags);
 
-// A one-line reason the flags do not fit the optimizer, or empty (the run checks which
-// features combine).
-std::string CheckServerOptimizerFlags(const RunFlags& flags);
+// Ok, or a one-line reason the flags do not fit the optimizer (the run checks which features
+// combine).
+HostResult<> CheckServerOptimizerFlags(const RunFlags& flags);
 
 // The optimizer and parameters of the flags (CheckServerOptimizerFlags has accepted them).
 ServerOptimizerParams ServerOptimizerParamsOf(const RunFlags& flags);

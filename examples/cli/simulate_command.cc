@@ -34,18 +34,24 @@ int StoppedEarly(const char* what, const sim::SimulationResult& result, std::uin
 // Gossip among peers 1..n, no server. A round's row is written once every peer completed it,
 // scored on the peers' average (`consensus`: how far they are from it); bytes are per peer.
 int RunGossip(const SimulateOptions& o, Task& task, std::vector<sim::SimDevice> devices) {
-  GossipPlan plan;
-  std::string error;
-  if (!BuildGossipPlan(o, o.workers, plan, error)) return Fail(kSimulate, error, 2);
+  HostResult<GossipPlan> built = BuildGossipPlan(o, o.workers);
+  if (!built.ok()) return Fail(kSimulate, built.message(), 2);
+  const GossipPlan plan = std::move(built).value();
   if (!o.quiet) PrintGossipPlan(kSimulate, o, plan);
   std::vector<float> initial(task.dimension());
   task.InitialModel(initial);
   const sim::GossipSimulationSettings settings =
       MakeGossipSimulation(o, task, plan, initial, std::move(devices));
   sim::GossipSimulation simulation;
-  if (!simulation.Init(settings, error).ok()) return Fail(kSimulate, error, 2);
+  if (const HostResult<> init = simulation.Init(settings); !init.ok()) {
+    return Fail(kSimulate, init.message(), 2);
+  }
   MetricsWriter metrics;
-  if (!o.metrics.empty() && !metrics.Open(o.metrics, error)) return Fail(kSimulate, error, 1);
+  if (!o.metrics.empty()) {
+    if (const HostResult<> opened = metrics.Open(o.metrics); !opened.ok()) {
+      return Fail(kSimulate, opened.message(), 1);
+    }
+  }
   ProgressLine progress(o.quiet, IsTerminal(), o.rounds);
   MetricsRow last;
   simulation.OnRound([&](const sim::GossipRound& round) {
@@ -62,17 +68,18 @@ int RunGossip(const SimulateOptions& o, Task& task, std::vector<sim::SimDevice> 
   });
   const sim::SimulationResult result = simulation.Run();
   progress.Finish();
-  if (!metrics.Close(error)) return Fail(kSimulate, error, 1);
+  if (const HostResult<> closed = metrics.Close(); !closed.ok()) {
+    return Fail(kSimulate, closed.message(), 1);
+  }
   if (!result.status.ok()) return Fail(kSimulate, RunFailure(result.rounds, result.status), 1);
   if (!result.finished) return StoppedEarly("gossip", result, o.rounds);
   SummaryWriter summary;
   WriteGossipRunSummary(summary, o, o.workers, task.dimension(), last);
   WriteGossipSimulation(summary, o, plan, result);
   // The model of a gossip run is the peers' average.
-  if ((!o.summary.empty() && !summary.Save(o.summary, error)) ||
-      !SaveModel(o, result.model, error)) {
-    return Fail(kSimulate, error, 1);
-  }
+  HostResult<> saved = o.summary.empty() ? HostResult<>() : summary.Save(o.summary);
+  if (saved.ok()) saved = SaveModel(o, result.model);
+  if (!saved.ok()) return Fail(kSimulate, saved.message(), 1);
   if (!o.quiet) {
     std::fprintf(stderr,
                  "edgesgd simulate: done: %u rounds in %.1f virtual s; loss %.4f, accuracy %s, "
@@ -103,10 +110,15 @@ int RunServerMode(const SimulateOptions& o, Task& task, std::vector<sim::SimDevi
       o.idle_memory == "release" ||
       (o.idle_memory == "auto" && settings.run.participation < 1.0f);
   sim::ServerSimulation simulation;
-  std::string error;
-  if (!simulation.Init(settings, error).ok()) return Fail(kSimulate, error, 1);
+  if (const HostResult<> init = simulation.Init(settings); !init.ok()) {
+    return Fail(kSimulate, init.message(), 1);
+  }
   MetricsWriter metrics;
-  if (!o.metrics.empty() && !metrics.Open(o.metrics, error)) return Fail(kSimulate, error, 1);
+  if (!o.metrics.empty()) {
+    if (const HostResult<> opened = metrics.Open(o.metrics); !opened.ok()) {
+      return Fail(kSimulate, opened.message(), 1);
+    }
+  }
   ProgressLine progress(o.quiet, IsTerminal(), o.rounds);
   ServerRunOutput::Readout readout;
   if (settings.run.aggregation == protocol::AggregationKind::kMean && o.feedback == "defa") {
@@ -117,7 +129,9 @@ int RunServerMode(const SimulateOptions& o, Task& task, std::vector<sim::SimDevi
   simulation.OnReject(std::bind_front(&ServerRunOutput::OnReject, &output));
   const sim::SimulationResult result = simulation.Run();
   progress.Finish();
-  if (!metrics.Close(error)) return Fail(kSimulate, error, 1);
+  if (const HostResult<> closed = metrics.Close(); !closed.ok()) {
+    return Fail(kSimulate, closed.message(), 1);
+  }
   if (!result.status.ok()) return Fail(kSimulate, RunFailure(result.rounds, result.status), 1);
   if (output.non_finite_loss_round() != 0) {
     return Fail(kSimulate, RunFailure(output.non_finite_loss_round() - 1,
@@ -156,10 +170,12 @@ int RunServerMode(const SimulateOptions& o, Task& task, std::vector<sim::SimDevi
 }
 
 int RunSimulate(SimulateOptions& o) {
-  if (const std::string why = CheckSimulateConsistency(o); !why.empty()) {
-    return Fail(kSimulate, why, 2);
+  if (const HostResult<> checked = CheckSimulateConsistency(o); !checked.ok()) {
+    return Fail(kSimulate, checked.message(), 2);
   }
-  if (std::string error; !ResolveAvailability(o, error)) return Fail(kSimulate, error, 2);
+  if (const HostResult<> resolved = ResolveAvailability(o); !resolved.ok()) {
+    return Fail(kSimulate, resolved.message(), 2);
+  }
   if (o.mode == "server") {
     if (const std::string warning = RunWarning(o); !warning.empty()) {
       platform::Log(platform::LogLevel::kWarning, "%s: %s", kSimulate, warning.c_str());

@@ -12,6 +12,7 @@
 #include "cli/attacks.h"
 #include "cli/bounded_option.h"
 #include "cli/config_file.h"
+#include "cli/flag_error.h"
 #include "cli/gossip_flags.h"
 #include "edgesgd/core/random.h"
 
@@ -95,41 +96,46 @@ void AddSimulateFlags(CLI::App& command, SimulateOptions& o) {
   AddOutputFlags(command, o);
 }
 
-std::string CheckSimulateConsistency(const SimulateOptions& o) {
+HostResult<> CheckSimulateConsistency(const SimulateOptions& o) {
   if (o.mode != "gossip" && o.gossip_flags_given) {
-    return "--gossip, --topology, --gossip-weights, --gossip-rounds, --phase-batches, "
-           "--consensus-step and --no-public-copies need --mode gossip";
+    return FlagError(
+        "--gossip, --topology, --gossip-weights, --gossip-rounds, --phase-batches, "
+        "--consensus-step and --no-public-copies need --mode gossip");
   }
   if (o.mode == "gossip") {
-    if (const std::string why = CheckGossipConsistency(o); !why.empty()) return why;
+    EDGESGD_HOST_TRY(CheckGossipConsistency(o));
     if (o.local_time_budget_ms > 0.0) {
-      return "--local-time-budget-ms limits the local steps of a server run's workers: gossip "
-             "peers take one step per phase";
+      return FlagError(
+          "--local-time-budget-ms limits the local steps of a server run's workers: gossip "
+          "peers take one step per phase");
     }
   }
-  if (const std::string why = CheckRunConsistency(o); !why.empty()) return why;
+  EDGESGD_HOST_TRY(CheckRunConsistency(o));
   if ((o.attack == "none") != (o.attackers == 0)) {
-    return "--attack and --attackers go together: name the attack and how many workers run it";
+    return FlagError(
+        "--attack and --attackers go together: name the attack and how many workers run it");
   }
   if (o.attack_strength != 0.0f && o.attack == "none") {
-    return "--attack-strength needs --attack";
+    return FlagError("--attack-strength needs --attack");
   }
   if (o.attack == "label_flip") {
     if (o.task != "softmax" && o.task != "mlp") {
-      return "--attack label_flip needs a classification task (--task softmax or mlp)";
+      return FlagError("--attack label_flip needs a classification task (--task softmax or mlp)");
     }
     if (o.attack_strength != 0.0f) {
-      return "--attack-strength does not apply to --attack label_flip (its attackers train on "
-             "flipped labels: there is no strength to set)";
+      return FlagError(
+          "--attack-strength does not apply to --attack label_flip (its attackers train on "
+          "flipped labels: there is no strength to set)");
     }
   }
   if (o.attackers >= o.workers) {
-    return "--attackers must leave at least one honest worker (fewer than --workers)";
+    return FlagError("--attackers must leave at least one honest worker (fewer than --workers)");
   }
   if (o.mode == "gossip" && o.attack != "none") {
-    return "--attack makes parameter-server workers Byzantine: gossip runs do not take it";
+    return FlagError(
+        "--attack makes parameter-server workers Byzantine: gossip runs do not take it");
   }
-  return "";
+  return {};
 }
 
 std::vector<double> ParseSpeeds(const std::string& text, std::size_t workers,
@@ -187,12 +193,12 @@ sim::SimConfig MakeSimConfig(const SimulateOptions& o) {
 
 namespace {
 
-bool ReadAvailabilityTrace(const std::string& path, std::size_t workers,
-                           std::vector<sim::OnlineInterval>& trace, std::string& error) {
+HostResult<std::vector<sim::OnlineInterval>> ReadAvailabilityTrace(const std::string& path,
+                                                                   std::size_t workers) {
+  std::vector<sim::OnlineInterval> trace;
   std::ifstream file(path);
   if (!file) {
-    error = "--availability trace:" + path + ": cannot open the file";
-    return false;
+    return FlagError("--availability trace:" + path + ": cannot open the file");
   }
   std::string line;
   for (std::size_t number = 1; std::getline(file, line); ++number) {
@@ -205,16 +211,14 @@ bool ReadAvailabilityTrace(const std::string& path, std::size_t workers,
     std::string extra;
     if ((fields >> std::ws).eof()) continue;  // blank or comment
     if (!(fields >> device >> start >> end) || (fields >> extra)) {
-      error = where + "expected 'DEVICE START_S END_S'";
-      return false;
+      return FlagError(where + "expected 'DEVICE START_S END_S'");
     }
     if (device != std::floor(device) || device < 1 || device > static_cast<double>(workers)) {
-      error = where + "the device must be a worker number in 1.." + std::to_string(workers);
-      return false;
+      return FlagError(where + "the device must be a worker number in 1.." +
+                       std::to_string(workers));
     }
     if (!(start >= 0 && end > start && end <= 1e9)) {
-      error = where + "the interval must have 0 <= START_S < END_S <= 1e9";
-      return false;
+      return FlagError(where + "the interval must have 0 <= START_S < END_S <= 1e9");
     }
     trace.push_back({static_cast<protocol::PeerId>(device),
                      static_cast<protocol::TimeNs>(start * 1e9),
@@ -225,24 +229,27 @@ bool ReadAvailabilityTrace(const std::string& path, std::size_t workers,
   });
   for (std::size_t i = 1; i < trace.size(); ++i) {
     if (trace[i].device == trace[i - 1].device && trace[i].start_ns < trace[i - 1].end_ns) {
-      error = "--availability trace:" + path + ": device " + std::to_string(trace[i].device) +
-              " has overlapping intervals";
-      return false;
+      return FlagError("--availability trace:" + path + ": device " +
+                       std::to_string(trace[i].device) + " has overlapping intervals");
     }
   }
-  return true;
+  return trace;
 }
 
 }  // namespace
 
-bool ResolveAvailability(SimulateOptions& o, std::string& error) {
+HostResult<> ResolveAvailability(SimulateOptions& o) {
   o.diurnal_period_s = 0;
   o.diurnal_online = 1;
   o.availability_trace.clear();
   const std::string& text = o.availability;
-  if (text == "always") return true;
+  if (text == "always") return {};
   if (text.rfind("trace:", 0) == 0) {
-    return ReadAvailabilityTrace(text.substr(6), o.workers, o.availability_trace, error);
+    HostResult<std::vector<sim::OnlineInterval>> trace =
+        ReadAvailabilityTrace(text.substr(6), o.workers);
+    if (!trace.ok()) return std::move(trace).error();
+    o.availability_trace = std::move(trace).value();
+    return {};
   }
   double period = 0;
   double online = 0;
@@ -251,13 +258,14 @@ bool ResolveAvailability(SimulateOptions& o, std::string& error) {
   std::istringstream fields(text.rfind("diurnal:", 0) == 0 ? text.substr(8) : std::string());
   if (!(fields >> period >> comma >> online) || comma != ',' || (fields >> rest) ||
       !(period >= 1e-6 && period <= 1e9) || !(online > 0 && online <= 1)) {
-    error = "--availability must be always, diurnal:PERIOD_S,ONLINE (PERIOD_S in [1e-6, 1e9], "
-            "ONLINE in (0, 1]) or trace:FILE, not '" + text + "'";
-    return false;
+    return FlagError(
+        "--availability must be always, diurnal:PERIOD_S,ONLINE (PERIOD_S in [1e-6, 1e9], "
+        "ONLINE in (0, 1]) or trace:FILE, not '" +
+        text + "'");
   }
   o.diurnal_period_s = period;
   o.diurnal_online = online;
-  return true;
+  return {};
 }
 
 std::uint32_t DeviceThreads(const SimulateOptions& o) {

@@ -13,6 +13,7 @@
 #include "cli/gossip_flags.h"
 #include "cli/run_flags.h"
 #include "cli/task.h"
+#include "edgesgd/platform/result.h"
 #include "edgesgd/sim/sim_config.h"
 #include "edgesgd/sim/simulation.h"
 
@@ -45,14 +46,14 @@ struct SimulateOptions : RunFlags {
 // Registers every flag of `simulate` (--config included, for --help) on `command`.
 void AddSimulateFlags(CLI::App& command, SimulateOptions& flags);
 
-// A one-line reason the flags cannot work together, or empty.
-std::string CheckSimulateConsistency(const SimulateOptions& flags);
+// Ok, or a one-line reason the flags cannot work together.
+HostResult<> CheckSimulateConsistency(const SimulateOptions& flags);
 
 // Resolves --availability: "always", "diurnal:PERIOD_S,ONLINE" (every device online for the
 // fraction ONLINE of each period, at its own phase) or "trace:FILE" (lines "DEVICE START_S
 // END_S": the device's online intervals; '#' starts a comment) into the options' diurnal and
-// trace fields. False with a one-line `error` (naming the file and line) otherwise.
-bool ResolveAvailability(SimulateOptions& flags, std::string& error);
+// trace fields. Errors: a one-line message (naming the file and line).
+HostResult<> ResolveAvailability(SimulateOptions& flags);
 
 // The network model of the flags: seed, compute cost per sample, injected faults, availability
 // (ResolveAvailability first: the config points into the flags' trace) and device threads.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "cli/flag_error.h"
 #include "edgesgd/core/data/partition.h"
 #include "edgesgd/core/data/random_variates.h"
 #include "edgesgd/core/data/synthetic.h"
@@ -33,46 +34,44 @@ std::unique_ptr<Model> MakeModel(const ModelSpec& spec, std::vector<std::byte>& 
 
 }  // namespace
 
-bool Task::Setup(const TaskOptions& options, std::string& error) {
+HostResult<> Task::Setup(const TaskOptions& options) {
   options_ = options;
   if (options.workers == 0) {
-    error = "--workers must be at least 1";
-    return false;
+    return FlagError("--workers must be at least 1");
   }
   switch (options.kind) {
     case TaskKind::kLinreg:
-      return SetupLinreg(error) && SetupWorkers(error);
+      EDGESGD_HOST_TRY(SetupLinreg());
+      return SetupWorkers();
     case TaskKind::kLogregToy: {
       if (options.workers != 2) {
-        error = "--task logreg-toy is the two-client toy: it needs --workers 2";
-        return false;
+        return FlagError("--task logreg-toy is the two-client toy: it needs --workers 2");
       }
       spec_ = {ModelKind::kLogisticRegression, 2, 2, 0, false};
       train_ = ToyLogisticDataset();
       test_ = train_;
       layout_ = ModelLayout(spec_).value();
-      return SetupWorkers(error);
+      return SetupWorkers();
     }
     case TaskKind::kQuadraticNoise:
     {
       // d = --dim (experiment C uses SparseNoiseQuadratic::kDimension = 100, the default).
       const Result<TensorLayout> layout = TensorLayout::Single(options_.dimension);
       if (!layout.ok()) {
-        error = "--task quadratic-noise needs --dim >= 1";
-        return false;
+        return FlagError("--task quadratic-noise needs --dim >= 1");
       }
       layout_ = layout.value();
-      return SetupWorkers(error);
+      return SetupWorkers();
     }
     case TaskKind::kSoftmax:
     case TaskKind::kMlp:
-      return SetupClassification(error) && SetupWorkers(error);
+      EDGESGD_HOST_TRY(SetupClassification());
+      return SetupWorkers();
   }
-  error = "unknown task";
-  return false;
+  return FlagError("unknown task");
 }
 
-bool Task::SetupLinreg(std::string& error) {
+HostResult<> Task::SetupLinreg() {
   LinearRegressionTaskParams params;
   params.clients = options_.workers;
   params.dimension = options_.dimension;
@@ -83,40 +82,41 @@ bool Task::SetupLinreg(std::string& error) {
   targets_.resize(rows);
   std::vector<float> true_models(params.clients * params.dimension);
   if (!GenerateLinearRegressionTask(params, train_features_, targets_, true_models).ok()) {
-    error = "cannot generate the linear-regression task (check --dim and --samples)";
-    return false;
+    return FlagError("cannot generate the linear-regression task (check --dim and --samples)");
   }
   train_ = LinearRegressionTaskView(params, train_features_, targets_);
   test_ = train_;
   optimum_.resize(params.dimension);
   std::vector<std::byte> scratch(LeastSquaresScratchBytes(params.dimension));
   if (!SolveLeastSquares(train_, optimum_, scratch).ok()) {
-    error = "linear-regression task: fewer samples than unknowns, no unique optimum "
-            "(raise --samples)";
-    return false;
+    return FlagError(
+        "linear-regression task: fewer samples than unknowns, no unique optimum "
+        "(raise --samples)");
   }
   spec_ = {ModelKind::kLinearRegression, params.dimension, 0, 0, false};
   layout_ = ModelLayout(spec_).value();
-  return true;
+  return {};
 }
 
-bool Task::SetupClassification(std::string& error) {
+HostResult<> Task::SetupClassification() {
   std::size_t classes = 10;
   if (options_.data != "synthetic" && options_.own_worker != TaskOptions::kEveryWorker) {
     // The features of its own rows are loaded once the labels have been split (KeepOwnShard).
     platform::DataReadOptions labels;
     labels.labels_only = true;
     labels.csv_label = options_.csv_label;
-    if (!LoadTrainingRows(options_.data, options_.train_limit, labels, labeled_.train, error)) {
-      return false;
-    }
+    HostResult<platform::LabeledData> train =
+        LoadTrainingRows(options_.data, options_.train_limit, labels);
+    if (!train.ok()) return std::move(train).error();
+    labeled_.train = std::move(train).value();
     classes = labeled_.train.num_classes;
     train_ = labeled_.train.View();
   } else if (options_.data != "synthetic") {
-    if (!LoadLabeledData(options_.data, options_.test_data, options_.csv_label,
-                         options_.train_limit, labeled_, error, options_.evaluates_only)) {
-      return false;
-    }
+    HostResult<LabeledSets> labeled =
+        LoadLabeledData(options_.data, options_.test_data, options_.csv_label, options_.train_limit,
+                        options_.evaluates_only);
+    if (!labeled.ok()) return std::move(labeled).error();
+    labeled_ = std::move(labeled).value();
     classes = labeled_.train.num_classes;
     train_ = labeled_.train.View();
     test_ = labeled_.Evaluated();
@@ -135,8 +135,8 @@ bool Task::SetupClassification(std::string& error) {
     test_labels_.resize(params.samples);
     if (status.ok()) status = GenerateGaussianMixture(params, test_features_, test_labels_);
     if (!status.ok()) {
-      error = "cannot generate the synthetic classification data (check --dim, --samples)";
-      return false;
+      return FlagError(
+          "cannot generate the synthetic classification data (check --dim, --samples)");
     }
     params.samples = options_.samples * options_.workers;
     params.split = 0;
@@ -150,30 +150,28 @@ bool Task::SetupClassification(std::string& error) {
   spec_.classes = classes;
   spec_.hidden = options_.hidden;
   spec_.bias = true;
-  if (!options_.network.model.empty() && !SetupNetwork(error)) return false;
+  if (!options_.network.model.empty()) EDGESGD_HOST_TRY(SetupNetwork());
   const Result<TensorLayout> layout = ModelLayout(spec_);
   if (!layout.ok()) {
-    error = "invalid model shape (check --hidden)";
-    return false;
+    return FlagError("invalid model shape (check --hidden)");
   }
   layout_ = *layout;
   if (train_.num_samples < options_.workers) {
-    error = "fewer training samples than workers";
-    return false;
+    return FlagError("fewer training samples than workers");
   }
-  return true;
+  return {};
 }
 
-bool Task::SetupNetwork(std::string& error) {
-  if (!NetworkFor(options_.network, options_.data, spec_.features, spec_.classes, spec_.network,
-                  error)) {
-    return false;
-  }
+HostResult<> Task::SetupNetwork() {
+  HostResult<SequentialSpec> network =
+      NetworkFor(options_.network, options_.data, spec_.features, spec_.classes);
+  if (!network.ok()) return std::move(network).error();
+  spec_.network = std::move(network).value();
   spec_.kind = ModelKind::kSequential;
-  return true;
+  return {};
 }
 
-bool Task::SetupWorkers(std::string& error) {
+HostResult<> Task::SetupWorkers() {
   const std::size_t n = options_.workers;
   states_.clear();
   states_.resize(n);
@@ -198,8 +196,7 @@ bool Task::SetupWorkers(std::string& error) {
       }
     }
     if (!status.ok()) {
-      error = std::string("cannot split the data over the workers: ") + status.str();
-      return false;
+      return FlagError(std::string("cannot split the data over the workers: ") + status.str());
     }
   }
   const bool has_model = options_.kind != TaskKind::kQuadraticNoise;
@@ -222,12 +219,10 @@ bool Task::SetupWorkers(std::string& error) {
         state.pool = std::span<const std::uint32_t>(shard_indices_)
                          .subspan(shard_offsets_[w], shard_offsets_[w + 1] - shard_offsets_[w]);
         if (state.pool.empty()) {
-          error = "a worker received no samples (too many workers for this split)";
-          return false;
+          return FlagError("a worker received no samples (too many workers for this split)");
         }
-        if (w == options_.own_worker && options_.data != "synthetic" &&
-            !KeepOwnShard(state, error)) {
-          return false;
+        if (w == options_.own_worker && options_.data != "synthetic") {
+          EDGESGD_HOST_TRY(KeepOwnShard(state));
         }
         break;
       }
@@ -242,25 +237,23 @@ bool Task::SetupWorkers(std::string& error) {
     if (states_.front().source.has_targets()) scratch.batch_targets.resize(most_rows);
     scratch.model = MakeModel(spec_, scratch.model_arena);
     if (scratch.model == nullptr) {
-      error = "invalid model";
-      return false;
+      return FlagError("invalid model");
     }
   }
   if (has_model) {
     eval_model_ = MakeModel(spec_, eval_arena_);
     if (eval_model_ == nullptr) {
-      error = "invalid model";
-      return false;
+      return FlagError("invalid model");
     }
   }
   if (test_.has_byte_features()) {
     eval_features_.resize(kEvaluationRows * test_.feature_dim);
     eval_labels_.resize(kEvaluationRows);
   }
-  return true;
+  return {};
 }
 
-bool Task::KeepOwnShard(WorkerState& state, std::string& error) {
+HostResult<> Task::KeepOwnShard(WorkerState& state) {
   // Rows in file order, read in one pass; the pool renumbered into them draws the same samples.
   std::vector<std::uint32_t> rows(state.pool.begin(), state.pool.end());
   std::sort(rows.begin(), rows.end());
@@ -273,12 +266,13 @@ bool Task::KeepOwnShard(WorkerState& state, std::string& error) {
   options.rows = rows;
   options.classes = labeled_.train.num_classes;
   options.csv_label = options_.csv_label;
-  if (!LoadTrainingRows(options_.data, options_.train_limit, options, own_shard_, error)) {
-    return false;
-  }
+  HostResult<platform::LabeledData> shard =
+      LoadTrainingRows(options_.data, options_.train_limit, options);
+  if (!shard.ok()) return std::move(shard).error();
+  own_shard_ = std::move(shard).value();
   state.source = own_shard_.View();
   state.pool = own_pool_;
-  return true;
+  return {};
 }
 
 std::size_t Task::samples_per_step(std::size_t worker) const {

@@ -67,9 +67,9 @@ struct TaskEvaluation {
 
 class Task {
  public:
-  // Builds the data and per-worker buffers. On failure returns false with a one-line
-  // explanation in `error` (missing data files, invalid sizes).
-  bool Setup(const TaskOptions& options, std::string& error);
+  // Builds the data and per-worker buffers. Errors: a one-line explanation (missing data files,
+  // invalid sizes).
+  HostResult<> Setup(const TaskOptions& options);
 
   std::size_t dimension() const { return layout_.dimension(); }
   const TensorLayout& layout() const { return layout_; }
@@ -118,11 +118,11 @@ class Task {
     std::unique_ptr<Model> model;
   };
 
-  bool SetupClassification(std::string& error);
-  bool SetupNetwork(std::string& error);
-  bool SetupLinreg(std::string& error);
-  bool SetupWorkers(std::string& error);
-  bool KeepOwnShard(WorkerState& state, std::string& error);
+  HostResult<> SetupClassification();
+  HostResult<> SetupNetwork();
+  HostResult<> SetupLinreg();
+  HostResult<> SetupWorkers();
+  HostResult<> KeepOwnShard(WorkerState& state);
 
   TaskOptions options_;
   ModelSpec spec_;

@@ -59,12 +59,13 @@ struct Data {
 
 bool LoadData(const TrainOptions& options, Data& data) {
   if (options.data != "synthetic") {
-    std::string error;
-    if (!LoadLabeledData(options.data, options.test_data, CsvLabelColumnOf(options.csv_label),
-                         options.limit, data.labeled, error)) {
-      std::fprintf(stderr, "edgesgd train: %s\n", error.c_str());
+    HostResult<LabeledSets> labeled = LoadLabeledData(
+        options.data, options.test_data, CsvLabelColumnOf(options.csv_label), options.limit);
+    if (!labeled.ok()) {
+      std::fprintf(stderr, "edgesgd train: %s\n", labeled.message().c_str());
       return false;
     }
+    data.labeled = std::move(labeled).value();
     data.classes = data.labeled.train.num_classes;
     data.train = data.labeled.train.View();
     data.test = data.labeled.Evaluated();
@@ -103,11 +104,12 @@ Result<FeedbackKind> ParseFeedback(const std::string& name) {
 }
 
 int RunTrain(const TrainOptions& options) {
-  CodecParams codec;
-  if (std::string error; !options.codec.Params(codec, error)) {
-    std::fprintf(stderr, "edgesgd train: %s\n", error.c_str());
+  const HostResult<CodecParams> parsed = options.codec.Params();
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "edgesgd train: %s\n", parsed.message().c_str());
     return 2;
   }
+  const CodecParams codec = *parsed;
   FeedbackParams feedback;
   feedback.kind = ParseFeedback(options.feedback).value();
   feedback.detach = options.detach;
@@ -120,9 +122,10 @@ int RunTrain(const TrainOptions& options) {
     return 2;
   }
 
-  if (const std::string error = CheckDataFiles(options.data, options.test_data, options.csv_label);
-      !error.empty()) {
-    std::fprintf(stderr, "edgesgd train: %s\n", error.c_str());
+  if (const HostResult<> checked =
+          CheckDataFiles(options.data, options.test_data, options.csv_label);
+      !checked.ok()) {
+    std::fprintf(stderr, "edgesgd train: %s\n", checked.message().c_str());
     return 2;
   }
   Data data;
@@ -133,17 +136,19 @@ int RunTrain(const TrainOptions& options) {
   spec.classes = data.classes;
   spec.hidden = options.hidden;
   if (!options.network.model.empty()) {
-    std::string error;
     if (options.task != "softmax") {
-      error = "--model replaces softmax regression: it needs --task softmax";
-    } else if (NetworkFor(options.network, options.data, spec.features, spec.classes,
-                          spec.network, error)) {
-      spec.kind = ModelKind::kSequential;
-    }
-    if (spec.kind != ModelKind::kSequential) {
-      std::fprintf(stderr, "edgesgd train: %s\n", error.c_str());
+      std::fprintf(stderr,
+                   "edgesgd train: --model replaces softmax regression: it needs --task softmax\n");
       return 2;
     }
+    HostResult<SequentialSpec> network =
+        NetworkFor(options.network, options.data, spec.features, spec.classes);
+    if (!network.ok()) {
+      std::fprintf(stderr, "edgesgd train: %s\n", network.message().c_str());
+      return 2;
+    }
+    spec.network = std::move(network).value();
+    spec.kind = ModelKind::kSequential;
   } else if (!options.network.input_shape.empty()) {
     std::fprintf(stderr, "edgesgd train: --input-shape describes --model's input: give --model too\n");
     return 2;

@@ -25,7 +25,7 @@ constexpr const char* kWorker = "worker";
 struct WorkerTask {
   const WorkerFlags* flags = nullptr;
   Task task;
-  std::string error;  // why the run was refused
+  HostResult<> refusal;  // why the run was refused
 
   static Status Gradient(void* user, std::span<const float> point, std::uint32_t round,
                          std::uint32_t local_step, std::span<float> gradient) {
@@ -43,23 +43,26 @@ struct WorkerTask {
   }
 
   Status Setup(const protocol::RunConfig& config, std::uint32_t workers) {
-    TaskOptions options;
-    if (!BuildTaskOptions(*flags, workers, config.seed, config.batch, options, error)) {
-      return Status::FailedPrecondition("the data flags do not build a task");
+    HostResult<TaskOptions> options = BuildTaskOptions(*flags, workers, config.seed, config.batch);
+    if (options.ok()) {
+      // Only this worker's rows of the data are kept (an id beyond the run's workers is refused
+      // below, with the run's shape).
+      if (flags->id <= workers) options->own_worker = flags->id - 1;
+      refusal = task.Setup(*options);
+    } else {
+      refusal = std::move(options).error();
     }
-    // Only this worker's rows of the data are kept (an id beyond the run's workers is refused
-    // below, with the run's shape).
-    if (flags->id <= workers) options.own_worker = flags->id - 1;
-    if (!task.Setup(options, error)) {
-      return Status::FailedPrecondition("the data flags do not build a task");
-    }
+    if (!refusal.ok()) return Status::FailedPrecondition("the data flags do not build a task");
     if (task.dimension() != config.layout.dimension() || flags->id > workers) {
-      error = "the server's model has " + std::to_string(config.layout.dimension()) +
-              " parameters and " + std::to_string(workers) +
-              " workers, but these data flags give " + std::to_string(task.dimension()) +
-              " parameters for worker " + std::to_string(flags->id) +
-              ": pass the server's --task/--data/--dim/--hidden/--model";
-      return Status::FailedPrecondition("the data flags do not fit the server's run");
+      const Status status =
+          Status::FailedPrecondition("the data flags do not fit the server's run");
+      refusal = HostError(
+          status, "the server's model has " + std::to_string(config.layout.dimension()) +
+                      " parameters and " + std::to_string(workers) +
+                      " workers, but these data flags give " + std::to_string(task.dimension()) +
+                      " parameters for worker " + std::to_string(flags->id) +
+                      ": pass the server's --task/--data/--dim/--hidden/--model");
+      return status;
     }
     return Status::Ok();
   }
@@ -67,7 +70,6 @@ struct WorkerTask {
 
 int RunWorker(const WorkerFlags& o) {
   tcp::WorkerSettings settings;
-  std::string error;
   const bool on_serial = HasSerialLine(o.serial);
   AuthKeys keys;
   if (on_serial) {
@@ -83,9 +85,9 @@ int RunWorker(const WorkerFlags& o) {
                   "--connect-serial or --listen-serial)",
                   2);
     }
-    if (!tcp::ParseEndpoint(o.connect, settings.server, error).ok()) {
-      return Fail(kWorker, "--connect " + error, 2);
-    }
+    HostResult<tcp::Endpoint> server = tcp::ParseEndpoint(o.connect);
+    if (!server.ok()) return Fail(kWorker, "--connect " + server.message(), 2);
+    settings.server = *server;
   }
   // On a serial line too: the line is authenticated with this device's key, as a TCP connection
   // would be, and the bridge at its other end holds the same key file.
@@ -104,14 +106,15 @@ int RunWorker(const WorkerFlags& o) {
   settings.network = NetworkOptions(o.network, o.id, kWorker, keys);
   settings.network.give_up_ns = Seconds(o.give_up_s);
   tcp::Worker worker;
-  if (!worker.Open(settings, error).ok()) {
+  if (const HostResult<> opened = worker.Open(settings); !opened.ok()) {
     // The session refused the flags (2), or the network is not usable (1).
-    return Fail(kWorker, error,
+    return Fail(kWorker, opened.message(),
                 worker.session().phase() == protocol::WorkerPhase::kUninitialized ? 2 : 1);
   }
   WarnIfUnauthenticated(o.network, kWorker);
   const tcp::DriverStop stop = worker.Run();
-  if (!oracle.error.empty()) return Fail(kWorker, oracle.error, 1);  // on_welcome refused the run
+  // on_welcome refused the run.
+  if (!oracle.refusal.ok()) return Fail(kWorker, oracle.refusal.message(), 1);
   const protocol::WorkerSession& session = worker.session();
   if (!session.status().ok()) {
     return Fail(kWorker, std::string("the server refused this worker: ") + session.failure_reason(),

@@ -130,7 +130,10 @@ RunReport TrainInSimulator(const RunConfig& config, MlpShape shape,
   };
 
   edgesgd::sim::ServerSimulation simulation;
-  if (!simulation.Init(settings, report.failure).ok()) return report;
+  if (const edgesgd::HostResult<> init = simulation.Init(settings); !init.ok()) {
+    report.failure = init.message();
+    return report;
+  }
   Progress progress("simulator", shape, test, config.rounds);
   simulation.OnRound([&progress](const RoundEvent& round, std::span<const float> model) {
     progress(round, model);
@@ -166,7 +169,10 @@ RunReport TrainOverTcp(const RunConfig& config, MlpShape shape,
   server_settings.listen = {"127.0.0.1", 0};  // port 0: any free port (listen_port())
   server_settings.network.auth_keys = &server_keys;
   server_settings.network.log_name = "server";
-  if (!server.Open(server_settings, report.failure).ok()) return report;
+  if (const edgesgd::HostResult<> opened = server.Open(server_settings); !opened.ok()) {
+    report.failure = opened.message();
+    return report;
+  }
   Progress progress("tcp", shape, test, config.rounds);
   server.OnRound([&progress](const RoundEvent& round, std::span<const float> model) {
     progress(round, model);
@@ -195,7 +201,10 @@ RunReport TrainOverTcp(const RunConfig& config, MlpShape shape,
     settings.network.auth_keys = &device.key;
     settings.network.log_name = device.name.c_str();
     settings.network.give_up_ns = 10'000'000'000;  // stop when the server is unreachable for 10 s
-    if (!device.node.Open(settings, report.failure).ok()) return report;
+    if (const edgesgd::HostResult<> opened = device.node.Open(settings); !opened.ok()) {
+      report.failure = opened.message();
+      return report;
+    }
   }
 
   // One process runs every node, so the first one to end early ends them all (the server would
@@ -211,7 +220,7 @@ RunReport TrainOverTcp(const RunConfig& config, MlpShape shape,
     if (stop == DriverStop::kFinished) return;
     std::string failure =
         std::string("the server ended early: ") + edgesgd::tcp::DriverStopName(stop);
-    if (!server.detail().empty()) failure += ", " + server.detail();
+    if (!server.status().ok()) failure += ", " + server.status().message();
     fail(std::move(failure));
   });
   for (const std::unique_ptr<WorkerDevice>& device : devices) {

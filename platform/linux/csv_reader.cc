@@ -58,7 +58,7 @@ class CsvParser {
       : path_(path), options_(options), data_(data) {}
 
   // One line (without its '\n'). Sets `done` once the rows asked for are loaded.
-  FileStatus Line(std::string_view line, bool& done) {
+  HostResult<> Line(std::string_view line, bool& done) {
     ++line_number_;
     if (line_number_ == 1 && line.starts_with(kByteOrderMark)) {
       line.remove_prefix(kByteOrderMark.size());
@@ -94,7 +94,7 @@ class CsvParser {
     }
     const std::size_t label_column =
         options_.csv_label == CsvLabelColumn::kFirst ? 0 : columns_ - 1;
-    if (FileStatus label = Label(label_column, sample); !label.ok()) return label;
+    if (HostResult<> label = Label(label_column, sample); !label.ok()) return label;
     for (std::size_t column = 0; column < columns_ && !options_.labels_only; ++column) {
       if (column == label_column) continue;
       float value = 0;
@@ -107,7 +107,7 @@ class CsvParser {
   }
 
   // After the last line: the feature count, or why not every row asked for was loaded.
-  FileStatus Finish() {
+  HostResult<> Finish() {
     if (data_.num_samples == 0 || data_.num_samples < options_.rows.size()) {
       RowRange unused;
       return ResolveRows(options_, rows_, path_, unused);
@@ -117,7 +117,7 @@ class CsvParser {
   }
 
  private:
-  FileStatus Label(std::size_t column, std::size_t sample) {
+  HostResult<> Label(std::size_t column, std::size_t sample) {
     const std::string_view cell = cells_[column];
     double label = 0;
     if (!ParseNumber(cell, label)) return NotANumber(column);
@@ -133,17 +133,17 @@ class CsvParser {
     return {};
   }
 
-  FileStatus NotANumber(std::size_t column) const {
+  HostError NotANumber(std::size_t column) const {
     const std::string where = ", column " + std::to_string(column + 1);
     if (cells_[column].empty()) return Corrupt(where + " is empty", "");
     return Corrupt(where, Quoted(cells_[column]) + " is not a number");
   }
 
   // "corrupt: PATH line N`where`: `what`" (or without ": " when `what` is empty).
-  FileStatus Corrupt(const std::string& where, const std::string& what) const {
+  HostError Corrupt(const std::string& where, const std::string& what) const {
     std::string message = "corrupt: " + path_ + " line " + std::to_string(line_number_) + where;
     if (!what.empty()) message += ": " + what;
-    return Failure(Status::DataLoss(), std::move(message));
+    return HostError(Status::DataLoss(), std::move(message));
   }
 
   const std::string& path_;
@@ -157,18 +157,19 @@ class CsvParser {
 
 }  // namespace
 
-LabeledDataLoad ReadCsv(std::span<const std::string> paths, const DataReadOptions& options) {
+HostResult<LabeledData> ReadCsv(std::span<const std::string> paths,
+                                const DataReadOptions& options) {
   InputFile file;
-  if (FileStatus open = file.Open(paths[0]); !open.ok()) return Failed(std::move(open));
-  LabeledDataLoad load;
-  CsvParser parser(file.path(), options, load.data);
+  if (HostResult<> open = file.Open(paths[0]); !open.ok()) return std::move(open).error();
+  LabeledData data;
+  CsvParser parser(file.path(), options, data);
   std::string pending;  // the start of a line the last read cut
   const auto chunk = std::make_unique_for_overwrite<std::byte[]>(kReadBytes);
   bool done = false;
   for (bool end = false; !end && !done;) {
     std::size_t got = 0;
-    if (FileStatus read = file.Read(std::span(chunk.get(), kReadBytes), got); !read.ok()) {
-      return Failed(std::move(read));
+    if (HostResult<> read = file.Read(std::span(chunk.get(), kReadBytes), got); !read.ok()) {
+      return std::move(read).error();
     }
     end = got < kReadBytes;
     pending.append(reinterpret_cast<const char*>(chunk.get()), got);
@@ -177,20 +178,20 @@ LabeledDataLoad ReadCsv(std::span<const std::string> paths, const DataReadOption
       const std::size_t newline = pending.find('\n', start);
       if (newline == std::string::npos) break;
       const std::string_view line(pending.data() + start, newline - start);
-      if (FileStatus parsed = parser.Line(line, done); !parsed.ok()) {
-        return Failed(std::move(parsed));
+      if (HostResult<> parsed = parser.Line(line, done); !parsed.ok()) {
+        return std::move(parsed).error();
       }
       start = newline + 1;
     }
     pending.erase(0, start);
   }
   if (!done && !pending.empty()) {
-    if (FileStatus parsed = parser.Line(pending, done); !parsed.ok()) {
-      return Failed(std::move(parsed));
+    if (HostResult<> parsed = parser.Line(pending, done); !parsed.ok()) {
+      return std::move(parsed).error();
     }
   }
-  if (FileStatus finished = parser.Finish(); !finished.ok()) return Failed(std::move(finished));
-  return load;
+  if (HostResult<> finished = parser.Finish(); !finished.ok()) return std::move(finished).error();
+  return data;
 }
 
 }  // namespace edgesgd::platform::internal

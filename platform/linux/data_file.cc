@@ -23,7 +23,8 @@ struct DataFormat {
   const char* syntax;
   std::size_t min_paths;
   std::size_t max_paths;
-  LabeledDataLoad (*read)(std::span<const std::string> paths, const DataReadOptions& options);
+  HostResult<LabeledData> (*read)(std::span<const std::string> paths,
+                                  const DataReadOptions& options);
 };
 constexpr std::array<DataFormat, 3> kDataFormats = {{
     {"idx", "idx:IMAGES[,LABELS]", 1, 2, internal::ReadIdx},
@@ -38,11 +39,8 @@ const DataFormat* FindFormat(std::string_view name) {
   return nullptr;
 }
 
-DataFileSpecParse SpecError(std::string message) {
-  DataFileSpecParse parse;
-  parse.status = Status::InvalidArgument();
-  parse.message = std::move(message);
-  return parse;
+HostError SpecError(std::string message) {
+  return HostError(Status::InvalidArgument(), std::move(message));
 }
 
 }  // namespace
@@ -68,59 +66,51 @@ std::string DataFileSyntax() {
   return syntax;
 }
 
-DataFileSpecParse ParseDataFileSpec(std::string_view text) {
+HostResult<DataFileSpec> ParseDataFileSpec(std::string_view text) {
   const std::size_t colon = text.find(':');
   const DataFormat* format =
       colon == std::string_view::npos ? nullptr : FindFormat(text.substr(0, colon));
   if (format == nullptr) {
     return SpecError("unknown data format in " + Quoted(text) + " (" + DataFileSyntax() + ")");
   }
-  DataFileSpecParse parse;
-  parse.spec.format = format->name;
+  DataFileSpec spec;
+  spec.format = format->name;
   for (std::string_view rest = text.substr(colon + 1);;) {
     const std::size_t comma = rest.find(',');
     const std::string_view path = rest.substr(0, comma);
     if (path.empty()) {
       return SpecError(Quoted(text) + " has an empty path (" + format->syntax + ")");
     }
-    parse.spec.paths.emplace_back(path);
+    spec.paths.emplace_back(path);
     if (comma == std::string_view::npos) break;
     rest.remove_prefix(comma + 1);
   }
-  const std::size_t count = parse.spec.paths.size();
+  const std::size_t count = spec.paths.size();
   if (count < format->min_paths || count > format->max_paths) {
     return SpecError(Quoted(text) + " gives " + std::to_string(count) +
                      (count == 1 ? " path" : " paths") + ", expected " + format->syntax);
   }
-  return parse;
+  return spec;
 }
 
-LabeledDataLoad LoadDataFile(const DataFileSpec& spec, const DataReadOptions& options) {
+HostResult<LabeledData> LoadDataFile(const DataFileSpec& spec, const DataReadOptions& options) {
   const DataFormat* format = FindFormat(spec.format);
   if (format == nullptr || spec.paths.size() < format->min_paths ||
       spec.paths.size() > format->max_paths) {
-    LabeledDataLoad load;
-    load.status = Status::InvalidArgument();
-    load.message =
-        "invalid data file spec of format '" + spec.format + "' (" + DataFileSyntax() + ")";
-    return load;
+    return HostError(Status::InvalidArgument(), "invalid data file spec of format '" + spec.format +
+                                                    "' (" + DataFileSyntax() + ")");
   }
   if (options.classes > kMaxDataClasses) {
-    LabeledDataLoad load;
-    load.status = Status::InvalidArgument();
-    load.message = "at most " + std::to_string(kMaxDataClasses) + " classes can be read";
-    return load;
+    return HostError(Status::InvalidArgument(),
+                     "at most " + std::to_string(kMaxDataClasses) + " classes can be read");
   }
   if (std::adjacent_find(options.rows.begin(), options.rows.end(), std::greater_equal<>()) !=
       options.rows.end()) {
-    LabeledDataLoad load;
-    load.status = Status::InvalidArgument();
-    load.message = "the rows to load must ascend strictly";
-    return load;
+    return HostError(Status::InvalidArgument(), "the rows to load must ascend strictly");
   }
-  LabeledDataLoad load = format->read(spec.paths, options);
+  HostResult<LabeledData> load = format->read(spec.paths, options);
   if (!load.ok()) return load;
-  LabeledData& data = load.data;
+  LabeledData& data = *load;
   data.num_classes =
       options.classes != 0
           ? options.classes

@@ -13,10 +13,10 @@
 namespace edgesgd::platform::internal {
 
 // idx:IMAGES[,LABELS]
-LabeledDataLoad ReadIdx(std::span<const std::string> paths, const DataReadOptions& options);
+HostResult<LabeledData> ReadIdx(std::span<const std::string> paths, const DataReadOptions& options);
 // csv:PATH
-LabeledDataLoad ReadCsv(std::span<const std::string> paths, const DataReadOptions& options);
+HostResult<LabeledData> ReadCsv(std::span<const std::string> paths, const DataReadOptions& options);
 // npy:FEATURES,LABELS
-LabeledDataLoad ReadNpy(std::span<const std::string> paths, const DataReadOptions& options);
+HostResult<LabeledData> ReadNpy(std::span<const std::string> paths, const DataReadOptions& options);
 
 }  // namespace edgesgd::platform::internal

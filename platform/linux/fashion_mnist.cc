@@ -7,16 +7,6 @@
 #include <cstring>
 
 namespace edgesgd::platform {
-namespace {
-
-LabeledDataLoad Failure(Status status, std::string message) {
-  LabeledDataLoad load;
-  load.status = status;
-  load.message = std::move(message);
-  return load;
-}
-
-}  // namespace
 
 std::string FashionMnistDirectory() {
   const char* from_env = std::getenv(kFashionMnistDirectoryEnv);
@@ -24,34 +14,34 @@ std::string FashionMnistDirectory() {
   return kFashionMnistDefaultDirectory;
 }
 
-LabeledDataLoad LoadFashionMnist(FashionMnistSplit split, std::size_t limit) {
+HostResult<LabeledData> LoadFashionMnist(FashionMnistSplit split, std::size_t limit) {
   return LoadFashionMnist(FashionMnistDirectory(), split, limit);
 }
 
-LabeledDataLoad LoadFashionMnist(const std::string& directory, FashionMnistSplit split,
-                                 std::size_t limit) {
+HostResult<LabeledData> LoadFashionMnist(const std::string& directory, FashionMnistSplit split,
+                                         std::size_t limit) {
   DataReadOptions options;
   options.max_rows = limit;
   return LoadFashionMnist(directory, split, options);
 }
 
-LabeledDataLoad LoadFashionMnist(const std::string& directory, FashionMnistSplit split,
-                                 const DataReadOptions& options) {
+HostResult<LabeledData> LoadFashionMnist(const std::string& directory, FashionMnistSplit split,
+                                         const DataReadOptions& options) {
   if (!GzipAvailable()) {
-    return Failure(Status::Unavailable(),
-                   "Fashion-MNIST reader unavailable: edgesgd was built without zlib");
+    return HostError(Status::Unavailable(),
+                     "Fashion-MNIST reader unavailable: edgesgd was built without zlib");
   }
   if (directory.empty()) {
-    return Failure(Status::InvalidArgument(), "empty Fashion-MNIST directory path");
+    return HostError(Status::InvalidArgument(), "empty Fashion-MNIST directory path");
   }
   struct stat info {};
   if (::stat(directory.c_str(), &info) != 0) {
     const int error = errno;
-    return Failure(error == ENOENT ? Status::NotFound() : Status::Unavailable(),
-                   "missing directory " + directory + ": " + std::strerror(error));
+    return HostError(error == ENOENT ? Status::NotFound() : Status::Unavailable(),
+                     "missing directory " + directory + ": " + std::strerror(error));
   }
   if (!S_ISDIR(info.st_mode)) {
-    return Failure(Status::NotFound(), "not a directory: " + directory);
+    return HostError(Status::NotFound(), "not a directory: " + directory);
   }
   const std::string prefix = directory + (directory.back() == '/' ? "" : "/") +
                              (split == FashionMnistSplit::kTrain ? "train" : "t10k");
@@ -59,11 +49,11 @@ LabeledDataLoad LoadFashionMnist(const std::string& directory, FashionMnistSplit
                           {prefix + "-images-idx3-ubyte.gz", prefix + "-labels-idx1-ubyte.gz"}};
   DataReadOptions ten_classes = options;
   ten_classes.classes = kFashionMnistClasses;
-  LabeledDataLoad load = LoadDataFile(spec, ten_classes);
-  if (load.ok() && load.data.feature_dim != kFashionMnistFeatures) {
-    return Failure(Status::DataLoss(), "corrupt: " + spec.paths[0] + " holds images of " +
-                                           std::to_string(load.data.feature_dim) +
-                                           " pixels, expected 28x28");
+  HostResult<LabeledData> load = LoadDataFile(spec, ten_classes);
+  if (load.ok() && load->feature_dim != kFashionMnistFeatures) {
+    return HostError(Status::DataLoss(), "corrupt: " + spec.paths[0] + " holds images of " +
+                                             std::to_string(load->feature_dim) +
+                                             " pixels, expected 28x28");
   }
   return load;
 }

@@ -67,25 +67,25 @@ std::optional<std::string> LabelsPathBeside(const std::string& images) {
 }
 
 // The images header: element type, sample count and values per sample.
-FileStatus ReadImagesHeader(InputFile& file, BinaryArray& array) {
+HostResult<> ReadImagesHeader(InputFile& file, BinaryArray& array) {
   std::array<std::byte, 4> magic_bytes;
-  if (FileStatus read = ReadHeader(file, magic_bytes); !read.ok()) return read;
+  if (HostResult<> read = ReadHeader(file, magic_bytes); !read.ok()) return read;
   const std::uint32_t magic = BigEndian32(magic_bytes.data());
   const auto type_code = static_cast<std::uint8_t>(magic >> 8);
   const auto dimensions = static_cast<std::uint8_t>(magic);
   if ((magic >> 16) != 0 || dimensions < 2 || !IsIdxTypeCode(type_code)) {
-    return Failure(Status::DataLoss(),
-                   "corrupt: bad magic " + Hex(magic, 8) + " in " + file.path() +
-                       " (IDX images begin 0x0000, a type byte and at least 2 dimensions)");
+    return HostError(Status::DataLoss(),
+                     "corrupt: bad magic " + Hex(magic, 8) + " in " + file.path() +
+                         " (IDX images begin 0x0000, a type byte and at least 2 dimensions)");
   }
   const std::optional<ElementType> type = ImageElementType(type_code);
   if (!type.has_value()) {
-    return Failure(Status::InvalidArgument(),
-                   "unsupported IDX type " + Hex(type_code, 2) + " in " + file.path() +
-                       " (read: 0x08 unsigned byte, 0x0d float, 0x0e double)");
+    return HostError(Status::InvalidArgument(),
+                     "unsupported IDX type " + Hex(type_code, 2) + " in " + file.path() +
+                         " (read: 0x08 unsigned byte, 0x0d float, 0x0e double)");
   }
   std::vector<std::byte> sizes(4 * std::size_t{dimensions});
-  if (FileStatus read = ReadHeader(file, sizes, magic_bytes.size()); !read.ok()) return read;
+  if (HostResult<> read = ReadHeader(file, sizes, magic_bytes.size()); !read.ok()) return read;
   array.format = {*type, true};
   array.rows = BigEndian32(sizes.data());
   array.row_values = 1;
@@ -97,23 +97,23 @@ FileStatus ReadImagesHeader(InputFile& file, BinaryArray& array) {
     array.row_values = product.value_or(0);
   }
   if (fits && array.row_values == 0) {
-    return Failure(Status::DataLoss(), "corrupt: " + file.path() + " declares empty samples");
+    return HostError(Status::DataLoss(), "corrupt: " + file.path() + " declares empty samples");
   }
   if (!fits || !FitsInMemoryRange(array)) {
-    return Failure(Status::DataLoss(),
-                   "corrupt: " + file.path() + " declares more data than memory can address");
+    return HostError(Status::DataLoss(),
+                     "corrupt: " + file.path() + " declares more data than memory can address");
   }
   return {};
 }
 
-FileStatus ReadLabelsHeader(InputFile& file, BinaryArray& array) {
+HostResult<> ReadLabelsHeader(InputFile& file, BinaryArray& array) {
   std::array<std::byte, kLabelsHeaderBytes> header;
-  if (FileStatus read = ReadHeader(file, header); !read.ok()) return read;
+  if (HostResult<> read = ReadHeader(file, header); !read.ok()) return read;
   const std::uint32_t magic = BigEndian32(header.data());
   if (magic != kLabelsMagic) {
-    return Failure(Status::DataLoss(), "corrupt: bad magic " + Hex(magic, 8) + " in " +
-                                           file.path() + " (expected " + Hex(kLabelsMagic, 8) +
-                                           " for IDX labels)");
+    return HostError(Status::DataLoss(), "corrupt: bad magic " + Hex(magic, 8) + " in " +
+                                             file.path() + " (expected " + Hex(kLabelsMagic, 8) +
+                                             " for IDX labels)");
   }
   array.format = {ElementType::kUint8, true};
   array.rows = BigEndian32(header.data() + 4);
@@ -124,7 +124,8 @@ FileStatus ReadLabelsHeader(InputFile& file, BinaryArray& array) {
 
 }  // namespace
 
-LabeledDataLoad ReadIdx(std::span<const std::string> paths, const DataReadOptions& options) {
+HostResult<LabeledData> ReadIdx(std::span<const std::string> paths,
+                                const DataReadOptions& options) {
   const std::string& images_path = paths[0];
   std::string labels_path;
   if (paths.size() > 1) {
@@ -132,23 +133,23 @@ LabeledDataLoad ReadIdx(std::span<const std::string> paths, const DataReadOption
   } else if (std::optional<std::string> beside = LabelsPathBeside(images_path)) {
     labels_path = *beside;
   } else {
-    return Failed(Failure(Status::InvalidArgument(),
-                          "cannot tell the labels file of " + images_path +
-                              " (its name has no 'images'): give idx:IMAGES,LABELS"));
+    return HostError(Status::InvalidArgument(),
+                     "cannot tell the labels file of " + images_path +
+                         " (its name has no 'images'): give idx:IMAGES,LABELS");
   }
 
   InputFile images;
   InputFile labels;
-  if (FileStatus open = images.Open(images_path); !open.ok()) return Failed(std::move(open));
-  if (FileStatus open = labels.Open(labels_path); !open.ok()) return Failed(std::move(open));
+  if (HostResult<> open = images.Open(images_path); !open.ok()) return std::move(open).error();
+  if (HostResult<> open = labels.Open(labels_path); !open.ok()) return std::move(open).error();
   BinaryArray pixels;
   pixels.what = "pixels";
   BinaryArray classes;
-  if (FileStatus read = ReadImagesHeader(images, pixels); !read.ok()) {
-    return Failed(std::move(read));
+  if (HostResult<> read = ReadImagesHeader(images, pixels); !read.ok()) {
+    return std::move(read).error();
   }
-  if (FileStatus read = ReadLabelsHeader(labels, classes); !read.ok()) {
-    return Failed(std::move(read));
+  if (HostResult<> read = ReadLabelsHeader(labels, classes); !read.ok()) {
+    return std::move(read).error();
   }
   return ReadSamples(images, pixels, labels, classes, options);
 }

@@ -25,8 +25,8 @@ namespace {
 
 constexpr std::array<unsigned char, 2> kGzipMagic = {0x1f, 0x8b};
 
-FileStatus ErrnoFailure(const char* doing, const std::string& path, int error) {
-  return Failure(Status::Unavailable(), std::string(doing) + path + ": " + std::strerror(error));
+HostError ErrnoFailure(const char* doing, const std::string& path, int error) {
+  return HostError(Status::Unavailable(), std::string(doing) + path + ": " + std::strerror(error));
 }
 
 }  // namespace
@@ -41,20 +41,20 @@ InputFile::~InputFile() {
   if (descriptor_ >= 0) ::close(descriptor_);
 }
 
-FileStatus InputFile::Open(const std::string& path) {
+HostResult<> InputFile::Open(const std::string& path) {
   path_ = path;
   descriptor_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (descriptor_ < 0) {
     const int error = errno;
     if (error == ENOENT) {
-      return Failure(Status::NotFound(), "missing file " + path + ": " + std::strerror(error));
+      return HostError(Status::NotFound(), "missing file " + path + ": " + std::strerror(error));
     }
     return ErrnoFailure("cannot open ", path, error);
   }
   struct stat info {};
   if (::fstat(descriptor_, &info) != 0) return ErrnoFailure("cannot read ", path, errno);
   if (!S_ISREG(info.st_mode)) {
-    return Failure(Status::Unavailable(), "cannot read " + path + ": not a regular file");
+    return HostError(Status::Unavailable(), "cannot read " + path + ": not a regular file");
   }
   size_ = static_cast<std::size_t>(info.st_size);
   std::array<unsigned char, 2> magic{};
@@ -64,7 +64,7 @@ FileStatus InputFile::Open(const std::string& path) {
 #if EDGESGD_HAVE_ZLIB
   gzFile gzip = gzdopen(descriptor_, "rb");
   if (gzip == nullptr) {
-    return Failure(Status::Unavailable(), "cannot open " + path + ": zlib could not attach");
+    return HostError(Status::Unavailable(), "cannot open " + path + ": zlib could not attach");
   }
   gzip_ = gzip;
   // 32 KiB in (and zlib's 64 KiB out) inflates as fast as larger buffers, and stays clear of
@@ -72,18 +72,18 @@ FileStatus InputFile::Open(const std::string& path) {
   gzbuffer(gzip, 1u << 15);
   return {};
 #else
-  return Failure(
+  return HostError(
       Status::Unavailable(),
       "cannot read " + path + ": it is gzip-compressed and edgesgd was built without zlib");
 #endif
 }
 
-FileStatus InputFile::Read(std::span<std::byte> out, std::size_t& got) {
+HostResult<> InputFile::Read(std::span<std::byte> out, std::size_t& got) {
   got = 0;
   return gzip_ != nullptr ? ReadGzip(out, got) : ReadPlain(out, got);
 }
 
-FileStatus InputFile::ReadPlain(std::span<std::byte> out, std::size_t& got) {
+HostResult<> InputFile::ReadPlain(std::span<std::byte> out, std::size_t& got) {
   while (got < out.size()) {
     const std::size_t request = std::min<std::size_t>(out.size() - got, INT_MAX);
     const ssize_t read = ::read(descriptor_, out.data() + got, request);
@@ -98,7 +98,7 @@ FileStatus InputFile::ReadPlain(std::span<std::byte> out, std::size_t& got) {
   return {};
 }
 
-FileStatus InputFile::ReadGzip(std::span<std::byte> out, std::size_t& got) {
+HostResult<> InputFile::ReadGzip(std::span<std::byte> out, std::size_t& got) {
 #if EDGESGD_HAVE_ZLIB
   const auto file = static_cast<gzFile>(gzip_);
   while (got < out.size()) {
@@ -122,15 +122,15 @@ FileStatus InputFile::ReadGzip(std::span<std::byte> out, std::size_t& got) {
     return {};
   }
   if (code == Z_ERRNO) return ErrnoFailure("cannot read ", path_, errno);
-  return Failure(Status::DataLoss(), "corrupt gzip data in " + path_ + ": " + std::string(text));
+  return HostError(Status::DataLoss(), "corrupt gzip data in " + path_ + ": " + std::string(text));
 #else
   static_cast<void>(out);
   static_cast<void>(got);
-  return Failure(Status::Internal(), "gzip read without zlib");
+  return HostError(Status::Internal(), "gzip read without zlib");
 #endif
 }
 
-FileStatus InputFile::Skip(std::size_t size, std::size_t& skipped) {
+HostResult<> InputFile::Skip(std::size_t size, std::size_t& skipped) {
   skipped = 0;
   if (gzip_ == nullptr) {
     skipped = std::min(size, size_ - std::min(position_, size_));
@@ -145,26 +145,26 @@ FileStatus InputFile::Skip(std::size_t size, std::size_t& skipped) {
   while (skipped < size) {
     const std::size_t want = std::min(discard.size(), size - skipped);
     std::size_t got = 0;
-    if (FileStatus read = ReadGzip(std::span(discard).first(want), got); !read.ok()) return read;
+    if (HostResult<> read = ReadGzip(std::span(discard).first(want), got); !read.ok()) return read;
     skipped += got;
     if (got < want) break;
   }
   return {};
 }
 
-FileStatus InputFile::AtEnd(bool& at_end) {
+HostResult<> InputFile::AtEnd(bool& at_end) {
   std::byte extra{};
   std::size_t got = 0;
-  FileStatus read = Read(std::span(&extra, 1), got);
+  HostResult<> read = Read(std::span(&extra, 1), got);
   at_end = got == 0;
   return read;
 }
 
-FileStatus InputFile::Truncated(const char* what, std::size_t expected, std::size_t got) const {
+HostError InputFile::Truncated(const char* what, std::size_t expected, std::size_t got) const {
   std::string message = "truncated: expected " + std::to_string(expected) + " bytes of " + what +
                         " in " + path_ + ", got " + std::to_string(got);
   if (!end_note_.empty()) message += " (" + end_note_ + ")";
-  return Failure(Status::DataLoss(), std::move(message));
+  return HostError(Status::DataLoss(), std::move(message));
 }
 
 }  // namespace edgesgd::platform::internal

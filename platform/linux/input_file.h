@@ -1,28 +1,15 @@
 #pragma once
 
-// What the data-file readers share below their formats: a failure with its message, and a file
-// read front to back that may be gzip-compressed.
+// A file read front to back that may be gzip-compressed, below the data-file readers' formats.
+// Failures are HostResults whose message names the file.
 
 #include <cstddef>
 #include <span>
 #include <string>
-#include <utility>
 
-#include "edgesgd/core/status.h"
+#include "edgesgd/platform/result.h"
 
 namespace edgesgd::platform::internal {
-
-// A Status with the message the user sees (Status's own text is static; this one names a file).
-struct FileStatus {
-  Status status;
-  std::string message;
-
-  bool ok() const { return status.ok(); }
-};
-
-inline FileStatus Failure(Status status, std::string message) {
-  return {status, std::move(message)};
-}
 
 // A regular file read sequentially; one starting with the gzip magic is inflated as it is read.
 // Plain files skip by seeking, gzip files by inflating. Closed on destruction.
@@ -35,27 +22,27 @@ class InputFile {
 
   // kNotFound for a missing file, kUnavailable when it cannot be opened or is not a regular
   // file, or is gzip-compressed in a build without zlib.
-  FileStatus Open(const std::string& path);
+  HostResult<> Open(const std::string& path);
 
   // Reads up to out.size() bytes into `out`, fewer only at the end of the data; `got` says how
   // many. Fails (kUnavailable, or kDataLoss for corrupt gzip data) on a read error.
-  FileStatus Read(std::span<std::byte> out, std::size_t& got);
+  HostResult<> Read(std::span<std::byte> out, std::size_t& got);
 
   // Moves `size` bytes on, fewer at the end of the data; `skipped` says how many.
-  FileStatus Skip(std::size_t size, std::size_t& skipped);
+  HostResult<> Skip(std::size_t size, std::size_t& skipped);
 
   // Whether the data ends here; for a gzip file, reading to the end also checks its CRC.
-  FileStatus AtEnd(bool& at_end);
+  HostResult<> AtEnd(bool& at_end);
 
   // "truncated: expected EXPECTED bytes of WHAT in PATH, got GOT", with zlib's note when the
   // compressed stream itself was cut short.
-  FileStatus Truncated(const char* what, std::size_t expected, std::size_t got) const;
+  HostError Truncated(const char* what, std::size_t expected, std::size_t got) const;
 
   const std::string& path() const { return path_; }
 
  private:
-  FileStatus ReadPlain(std::span<std::byte> out, std::size_t& got);
-  FileStatus ReadGzip(std::span<std::byte> out, std::size_t& got);
+  HostResult<> ReadPlain(std::span<std::byte> out, std::size_t& got);
+  HostResult<> ReadGzip(std::span<std::byte> out, std::size_t& got);
 
   std::string path_;
   int descriptor_ = -1;

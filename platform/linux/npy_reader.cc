@@ -187,27 +187,27 @@ class HeaderParser {
   std::size_t at_ = 0;
 };
 
-FileStatus BadHeader(const InputFile& file, const std::string& what) {
-  return Failure(Status::DataLoss(), "corrupt: bad .npy header in " + file.path() + ": " + what);
+HostError BadHeader(const InputFile& file, const std::string& what) {
+  return HostError(Status::DataLoss(), "corrupt: bad .npy header in " + file.path() + ": " + what);
 }
 
-FileStatus ReadNpyHeader(InputFile& file, NpyHeader& header) {
+HostResult<> ReadNpyHeader(InputFile& file, NpyHeader& header) {
   std::array<std::byte, 8> preamble;
-  if (FileStatus read = ReadHeader(file, preamble); !read.ok()) return read;
+  if (HostResult<> read = ReadHeader(file, preamble); !read.ok()) return read;
   if (std::memcmp(preamble.data(), kMagic.data(), kMagic.size()) != 0) {
-    return Failure(Status::DataLoss(),
-                   "corrupt: bad magic in " + file.path() + " (a .npy file begins \\x93NUMPY)");
+    return HostError(Status::DataLoss(),
+                     "corrupt: bad magic in " + file.path() + " (a .npy file begins \\x93NUMPY)");
   }
   const auto major = std::to_integer<unsigned>(preamble[6]);
   const auto minor = std::to_integer<unsigned>(preamble[7]);
   if (major < 1 || major > 3) {
-    return Failure(Status::InvalidArgument(), "unsupported .npy version " + std::to_string(major) +
-                                                  "." + std::to_string(minor) + " of " +
-                                                  file.path() + " (read: 1.0 to 3.0)");
+    return HostError(Status::InvalidArgument(),
+                     "unsupported .npy version " + std::to_string(major) + "." +
+                         std::to_string(minor) + " of " + file.path() + " (read: 1.0 to 3.0)");
   }
   std::array<std::byte, 4> length_bytes{};
   const std::size_t length_size = major == 1 ? 2 : 4;
-  if (FileStatus read =
+  if (HostResult<> read =
           ReadHeader(file, std::span(length_bytes).first(length_size), preamble.size());
       !read.ok()) {
     return read;
@@ -221,7 +221,7 @@ FileStatus ReadNpyHeader(InputFile& file, NpyHeader& header) {
                                std::to_string(kMaxHeaderBytes));
   }
   std::vector<std::byte> text(length);
-  if (FileStatus read = ReadHeader(file, text, preamble.size() + length_size); !read.ok()) {
+  if (HostResult<> read = ReadHeader(file, text, preamble.size() + length_size); !read.ok()) {
     return read;
   }
   const std::string error =
@@ -233,21 +233,21 @@ FileStatus ReadNpyHeader(InputFile& file, NpyHeader& header) {
 
 // The array of `header` as `role` ("features", "labels") with one of `types`, or why not.
 template <std::size_t N>
-FileStatus ArrayOf(const InputFile& file, const NpyHeader& header, const char* role,
-                   const std::array<NamedType, N>& types, BinaryArray& array) {
+HostResult<> ArrayOf(const InputFile& file, const NpyHeader& header, const char* role,
+                     const std::array<NamedType, N>& types, BinaryArray& array) {
   const NamedType* named = nullptr;
   for (const NamedType& candidate : types) {
     if (candidate.descr == header.descr) named = &candidate;
   }
   if (named == nullptr) {
-    return Failure(Status::InvalidArgument(), "unsupported dtype " + Quoted(header.descr) +
-                                                  " of the " + role + " in " + file.path() +
-                                                  " (read: " + TypeList(types) + ")");
+    return HostError(Status::InvalidArgument(), "unsupported dtype " + Quoted(header.descr) +
+                                                    " of the " + role + " in " + file.path() +
+                                                    " (read: " + TypeList(types) + ")");
   }
   if (header.fortran_order && header.shape.size() > 1) {
-    return Failure(Status::InvalidArgument(),
-                   "unsupported layout of " + file.path() +
-                       ": Fortran order (save a C-order array, numpy.ascontiguousarray)");
+    return HostError(Status::InvalidArgument(),
+                     "unsupported layout of " + file.path() +
+                         ": Fortran order (save a C-order array, numpy.ascontiguousarray)");
   }
   array.format = {named->type, false};
   array.what = role;
@@ -256,42 +256,43 @@ FileStatus ArrayOf(const InputFile& file, const NpyHeader& header, const char* r
 
 }  // namespace
 
-LabeledDataLoad ReadNpy(std::span<const std::string> paths, const DataReadOptions& options) {
+HostResult<LabeledData> ReadNpy(std::span<const std::string> paths,
+                                const DataReadOptions& options) {
   InputFile features;
   InputFile labels;
-  if (FileStatus open = features.Open(paths[0]); !open.ok()) return Failed(std::move(open));
-  if (FileStatus open = labels.Open(paths[1]); !open.ok()) return Failed(std::move(open));
+  if (HostResult<> open = features.Open(paths[0]); !open.ok()) return std::move(open).error();
+  if (HostResult<> open = labels.Open(paths[1]); !open.ok()) return std::move(open).error();
   NpyHeader feature_header;
   NpyHeader label_header;
-  if (FileStatus read = ReadNpyHeader(features, feature_header); !read.ok()) {
-    return Failed(std::move(read));
+  if (HostResult<> read = ReadNpyHeader(features, feature_header); !read.ok()) {
+    return std::move(read).error();
   }
-  if (FileStatus read = ReadNpyHeader(labels, label_header); !read.ok()) {
-    return Failed(std::move(read));
+  if (HostResult<> read = ReadNpyHeader(labels, label_header); !read.ok()) {
+    return std::move(read).error();
   }
 
   BinaryArray values;
   BinaryArray classes;
-  if (FileStatus typed = ArrayOf(features, feature_header, "features", kFeatureTypes, values);
+  if (HostResult<> typed = ArrayOf(features, feature_header, "features", kFeatureTypes, values);
       !typed.ok()) {
-    return Failed(std::move(typed));
+    return std::move(typed).error();
   }
-  if (FileStatus typed = ArrayOf(labels, label_header, "labels", kLabelTypes, classes);
+  if (HostResult<> typed = ArrayOf(labels, label_header, "labels", kLabelTypes, classes);
       !typed.ok()) {
-    return Failed(std::move(typed));
+    return std::move(typed).error();
   }
   const std::vector<std::size_t>& shape = feature_header.shape;
   if (shape.size() < 2) {
-    return Failed(Failure(Status::InvalidArgument(), "unsupported shape " + ShapeText(shape) +
-                                                         " of the features in " + paths[0] +
-                                                         ": they need (samples, features...)"));
+    return HostError(Status::InvalidArgument(), "unsupported shape " + ShapeText(shape) +
+                                                    " of the features in " + paths[0] +
+                                                    ": they need (samples, features...)");
   }
   const std::vector<std::size_t>& label_shape = label_header.shape;
   if (label_shape.empty() || label_shape.size() > 2 ||
       (label_shape.size() == 2 && label_shape[1] != 1)) {
-    return Failed(Failure(Status::InvalidArgument(), "unsupported shape " + ShapeText(label_shape) +
-                                                         " of the labels in " + paths[1] +
-                                                         ": they need (samples,) or (samples, 1)"));
+    return HostError(Status::InvalidArgument(), "unsupported shape " + ShapeText(label_shape) +
+                                                    " of the labels in " + paths[1] +
+                                                    ": they need (samples,) or (samples, 1)");
   }
   values.rows = shape[0];
   values.row_values = 1;
@@ -303,8 +304,8 @@ LabeledDataLoad ReadNpy(std::span<const std::string> paths, const DataReadOption
   classes.rows = label_shape[0];
   classes.row_values = 1;
   if (values.row_values == 0 || !FitsInMemoryRange(values) || !FitsInMemoryRange(classes)) {
-    return Failed(Failure(Status::DataLoss(), "corrupt: shape " + ShapeText(shape) + " in " +
-                                                  paths[0] + " has no features or is too large"));
+    return HostError(Status::DataLoss(), "corrupt: shape " + ShapeText(shape) + " in " + paths[0] +
+                                             " has no features or is too large");
   }
   return ReadSamples(features, values, labels, classes, options);
 }

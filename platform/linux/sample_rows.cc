@@ -45,13 +45,13 @@ std::string FormatDouble(double value) {
 // indices count from the array's start), then checks the file ends there if the range reaches
 // the array's end.
 template <typename Convert>
-FileStatus ReadRows(InputFile& file, const BinaryArray& array, RowRange range,
-                    std::span<const std::uint32_t> rows, Convert convert) {
+HostResult<> ReadRows(InputFile& file, const BinaryArray& array, RowRange range,
+                      std::span<const std::uint32_t> rows, Convert convert) {
   const std::size_t element_bytes = ElementBytes(array.format.type);
   const std::size_t row_bytes = array.row_values * element_bytes;
   const std::size_t total = array.rows * row_bytes;  // FitsInMemoryRange was checked
   std::size_t skipped = 0;
-  if (FileStatus skip = file.Skip(range.first * row_bytes, skipped); !skip.ok()) return skip;
+  if (HostResult<> skip = file.Skip(range.first * row_bytes, skipped); !skip.ok()) return skip;
   if (skipped < range.first * row_bytes) return file.Truncated(array.what, total, skipped);
 
   const std::size_t wanted = range.count * row_bytes;
@@ -62,11 +62,11 @@ FileStatus ReadRows(InputFile& file, const BinaryArray& array, RowRange range,
   for (std::size_t done = 0; done < wanted;) {
     const std::size_t bytes = std::min(chunk_bytes, wanted - done);
     std::size_t got = 0;
-    if (FileStatus read = file.Read(std::span(chunk.get(), bytes), got); !read.ok()) return read;
+    if (HostResult<> read = file.Read(std::span(chunk.get(), bytes), got); !read.ok()) return read;
     if (got < bytes) return file.Truncated(array.what, total, skipped + done + got);
     const std::size_t count = bytes / element_bytes;
     if (rows.empty()) {
-      if (FileStatus converted = convert(chunk.get(), count, element); !converted.ok()) {
+      if (HostResult<> converted = convert(chunk.get(), count, element); !converted.ok()) {
         return converted;
       }
     }
@@ -78,7 +78,7 @@ FileStatus ReadRows(InputFile& file, const BinaryArray& array, RowRange range,
       if (row_begin >= chunk_end) break;
       const std::size_t from = std::max(row_begin, element);
       const std::size_t to = std::min(row_end, chunk_end);
-      if (FileStatus converted =
+      if (HostResult<> converted =
               convert(chunk.get() + (from - element) * element_bytes, to - from, from);
           !converted.ok()) {
         return converted;
@@ -91,10 +91,10 @@ FileStatus ReadRows(InputFile& file, const BinaryArray& array, RowRange range,
   }
   if (range.first + range.count < array.rows) return {};
   bool at_end = false;
-  if (FileStatus end = file.AtEnd(at_end); !end.ok()) return end;
+  if (HostResult<> end = file.AtEnd(at_end); !end.ok()) return end;
   if (!at_end) {
-    return Failure(Status::DataLoss(), "corrupt: " + file.path() + " has data after its " +
-                                           std::to_string(array.rows) + " declared items");
+    return HostError(Status::DataLoss(), "corrupt: " + file.path() + " has data after its " +
+                                             std::to_string(array.rows) + " declared items");
   }
   return {};
 }
@@ -102,13 +102,13 @@ FileStatus ReadRows(InputFile& file, const BinaryArray& array, RowRange range,
 // Reads rows `range` (those of `rows` when not empty) of `array` (of unsigned bytes, float32 or
 // float64) as features, appended to out.feature_bytes (bytes) or out.features (floats, required
 // to be finite). Bytes are read in bounded chunks, so memory grows only with data kept.
-FileStatus ReadFeatureRows(InputFile& file, const BinaryArray& array, RowRange range,
-                           std::span<const std::uint32_t> rows, LabeledData& out) {
+HostResult<> ReadFeatureRows(InputFile& file, const BinaryArray& array, RowRange range,
+                             std::span<const std::uint32_t> rows, LabeledData& out) {
   const ElementFormat format = array.format;
   const std::size_t element_bytes = ElementBytes(format.type);
   return ReadRows(
       file, array, range, rows,
-      [&](const std::byte* bytes, std::size_t count, std::size_t first) -> FileStatus {
+      [&](const std::byte* bytes, std::size_t count, std::size_t first) -> HostResult<> {
         if (format.type == ElementType::kUint8) {
           const auto* values = reinterpret_cast<const std::uint8_t*>(bytes);
           out.feature_bytes.insert(out.feature_bytes.end(), values, values + count);
@@ -133,31 +133,31 @@ FileStatus ReadFeatureRows(InputFile& file, const BinaryArray& array, RowRange r
 
 // As ReadFeatureRows for an array of integer labels (one per row), each required to be below
 // `classes` (kMaxDataClasses when 0).
-FileStatus ReadLabelRows(InputFile& file, const BinaryArray& array, RowRange range,
-                         std::span<const std::uint32_t> rows, std::size_t classes,
-                         std::vector<std::uint8_t>& out) {
+HostResult<> ReadLabelRows(InputFile& file, const BinaryArray& array, RowRange range,
+                           std::span<const std::uint32_t> rows, std::size_t classes,
+                           std::vector<std::uint8_t>& out) {
   const ElementFormat format = array.format;
   const std::size_t element_bytes = ElementBytes(format.type);
   const std::uint64_t limit = classes == 0 ? kMaxDataClasses : classes;
-  return ReadRows(file, array, range, rows,
-                  [&](const std::byte* bytes, std::size_t count, std::size_t first) -> FileStatus {
-                    for (std::size_t i = 0; i < count; ++i) {
-                      const std::uint64_t bits =
-                          LoadBits(bytes + i * element_bytes, element_bytes, format.big_endian);
-                      const std::size_t sample = (first + i) / array.row_values;
-                      if (IsSigned(format.type)) {
-                        const std::int64_t label = SignExtend(bits, element_bytes);
-                        if (label < 0 || static_cast<std::uint64_t>(label) >= limit) {
-                          return LabelOutOfRange(std::to_string(label), sample, file.path(),
-                                                 classes);
-                        }
-                      } else if (bits >= limit) {
-                        return LabelOutOfRange(std::to_string(bits), sample, file.path(), classes);
-                      }
-                      out.push_back(static_cast<std::uint8_t>(bits));
-                    }
-                    return {};
-                  });
+  return ReadRows(
+      file, array, range, rows,
+      [&](const std::byte* bytes, std::size_t count, std::size_t first) -> HostResult<> {
+        for (std::size_t i = 0; i < count; ++i) {
+          const std::uint64_t bits =
+              LoadBits(bytes + i * element_bytes, element_bytes, format.big_endian);
+          const std::size_t sample = (first + i) / array.row_values;
+          if (IsSigned(format.type)) {
+            const std::int64_t label = SignExtend(bits, element_bytes);
+            if (label < 0 || static_cast<std::uint64_t>(label) >= limit) {
+              return LabelOutOfRange(std::to_string(label), sample, file.path(), classes);
+            }
+          } else if (bits >= limit) {
+            return LabelOutOfRange(std::to_string(bits), sample, file.path(), classes);
+          }
+          out.push_back(static_cast<std::uint8_t>(bits));
+        }
+        return {};
+      });
 }
 
 }  // namespace
@@ -177,13 +177,6 @@ std::string Quoted(std::string_view text) {
   quoted += '\'';
   if (text.size() > kShown) quoted += "...";
   return quoted;
-}
-
-LabeledDataLoad Failed(FileStatus status) {
-  LabeledDataLoad load;
-  load.status = status.status;
-  load.message = std::move(status.message);
-  return load;
 }
 
 std::size_t ElementBytes(ElementType type) {
@@ -206,22 +199,22 @@ std::size_t ElementBytes(ElementType type) {
   return 1;
 }
 
-FileStatus ResolveRows(const DataReadOptions& options, std::size_t rows, const std::string& path,
-                       RowRange& range) {
+HostResult<> ResolveRows(const DataReadOptions& options, std::size_t rows, const std::string& path,
+                         RowRange& range) {
   if (options.first_row >= rows) {
-    if (rows == 0) return Failure(Status::OutOfRange(), "no samples in " + path);
-    return Failure(Status::OutOfRange(), "no samples in " + path + " from row " +
-                                             std::to_string(options.first_row) + ": it holds " +
-                                             std::to_string(rows));
+    if (rows == 0) return HostError(Status::OutOfRange(), "no samples in " + path);
+    return HostError(Status::OutOfRange(), "no samples in " + path + " from row " +
+                                               std::to_string(options.first_row) + ": it holds " +
+                                               std::to_string(rows));
   }
   range.first = options.first_row;
   range.count = rows - options.first_row;
   if (options.max_rows != 0) range.count = std::min(range.count, options.max_rows);
   if (!options.rows.empty() && options.rows.back() >= range.count) {
-    return Failure(Status::OutOfRange(), "no sample " + std::to_string(options.rows.back()) +
-                                             " in " + path + " from row " +
-                                             std::to_string(options.first_row) + ": it holds " +
-                                             std::to_string(range.count));
+    return HostError(Status::OutOfRange(), "no sample " + std::to_string(options.rows.back()) +
+                                               " in " + path + " from row " +
+                                               std::to_string(options.first_row) + ": it holds " +
+                                               std::to_string(range.count));
   }
   return {};
 }
@@ -232,13 +225,13 @@ std::optional<std::size_t> CheckedProduct(std::size_t a, std::size_t b) {
   return product;
 }
 
-FileStatus ReadHeader(InputFile& file, std::span<std::byte> out, std::size_t offset) {
+HostResult<> ReadHeader(InputFile& file, std::span<std::byte> out, std::size_t offset) {
   std::size_t got = 0;
-  if (FileStatus read = file.Read(out, got); !read.ok()) return read;
+  if (HostResult<> read = file.Read(out, got); !read.ok()) return read;
   if (got == out.size()) return {};
-  return Failure(Status::DataLoss(), "truncated: " + file.path() + " ends after " +
-                                         std::to_string(offset + got) + " of " +
-                                         std::to_string(offset + out.size()) + " header bytes");
+  return HostError(Status::DataLoss(), "truncated: " + file.path() + " ends after " +
+                                           std::to_string(offset + got) + " of " +
+                                           std::to_string(offset + out.size()) + " header bytes");
 }
 
 bool FitsInMemoryRange(const BinaryArray& array) {
@@ -246,52 +239,52 @@ bool FitsInMemoryRange(const BinaryArray& array) {
   return values.has_value() && CheckedProduct(*values, ElementBytes(array.format.type)).has_value();
 }
 
-LabeledDataLoad ReadSamples(InputFile& features, const BinaryArray& values, InputFile& labels,
-                            const BinaryArray& classes, const DataReadOptions& options) {
+HostResult<LabeledData> ReadSamples(InputFile& features, const BinaryArray& values,
+                                    InputFile& labels, const BinaryArray& classes,
+                                    const DataReadOptions& options) {
   if (values.rows != classes.rows) {
-    return Failed(SampleCountMismatch(features.path(), values.rows, labels.path(), classes.rows));
+    return SampleCountMismatch(features.path(), values.rows, labels.path(), classes.rows);
   }
   RowRange range;
-  if (FileStatus rows = ResolveRows(options, values.rows, features.path(), range); !rows.ok()) {
-    return Failed(std::move(rows));
+  if (HostResult<> rows = ResolveRows(options, values.rows, features.path(), range); !rows.ok()) {
+    return std::move(rows).error();
   }
-  LabeledDataLoad load;
-  LabeledData& data = load.data;
-  if (FileStatus read =
+  LabeledData data;
+  if (HostResult<> read =
           ReadLabelRows(labels, classes, range, options.rows, options.classes, data.labels);
       !read.ok()) {
-    return Failed(std::move(read));
+    return std::move(read).error();
   }
   if (!options.labels_only) {
-    if (FileStatus read = ReadFeatureRows(features, values, range, options.rows, data);
+    if (HostResult<> read = ReadFeatureRows(features, values, range, options.rows, data);
         !read.ok()) {
-      return Failed(std::move(read));
+      return std::move(read).error();
     }
   }
   data.num_samples = options.rows.empty() ? range.count : options.rows.size();
   data.feature_dim = values.row_values;
-  return load;
+  return data;
 }
 
-FileStatus LabelOutOfRange(const std::string& value, std::size_t sample, const std::string& path,
-                           std::size_t classes) {
+HostError LabelOutOfRange(const std::string& value, std::size_t sample, const std::string& path,
+                          std::size_t classes) {
   const std::size_t limit = classes == 0 ? kMaxDataClasses : classes;
-  return Failure(Status::DataLoss(), "corrupt: label " + value + " of sample " +
-                                         std::to_string(sample) + " in " + path + " is outside 0-" +
-                                         std::to_string(limit - 1));
+  return HostError(Status::DataLoss(), "corrupt: label " + value + " of sample " +
+                                           std::to_string(sample) + " in " + path +
+                                           " is outside 0-" + std::to_string(limit - 1));
 }
 
-FileStatus NotFinite(const std::string& value, std::size_t sample, const std::string& path) {
-  return Failure(Status::DataLoss(), "corrupt: value " + value + " of sample " +
-                                         std::to_string(sample) + " in " + path +
-                                         " is not a finite float");
+HostError NotFinite(const std::string& value, std::size_t sample, const std::string& path) {
+  return HostError(Status::DataLoss(), "corrupt: value " + value + " of sample " +
+                                           std::to_string(sample) + " in " + path +
+                                           " is not a finite float");
 }
 
-FileStatus SampleCountMismatch(const std::string& features_path, std::size_t samples,
-                               const std::string& labels_path, std::size_t labels) {
-  return Failure(Status::DataLoss(), "shape mismatch: " + features_path + " holds " +
-                                         std::to_string(samples) + " samples but " + labels_path +
-                                         " holds " + std::to_string(labels) + " labels");
+HostError SampleCountMismatch(const std::string& features_path, std::size_t samples,
+                              const std::string& labels_path, std::size_t labels) {
+  return HostError(Status::DataLoss(), "shape mismatch: " + features_path + " holds " +
+                                           std::to_string(samples) + " samples but " + labels_path +
+                                           " holds " + std::to_string(labels) + " labels");
 }
 
 }  // namespace edgesgd::platform::internal

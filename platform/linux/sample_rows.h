@@ -20,9 +20,6 @@ namespace edgesgd::platform::internal {
 // keeps the message on one line, and cut after 40 characters ("...").
 std::string Quoted(std::string_view text);
 
-// A failed load carrying `status`.
-LabeledDataLoad Failed(FileStatus status);
-
 // The element type of a binary array.
 enum class ElementType : std::uint8_t {
   kUint8,
@@ -52,15 +49,15 @@ struct RowRange {
 
 // The rows `options` asks for among a file's `rows`: kOutOfRange when none (an empty file, or a
 // first row at or past its end) or when a row of options.rows lies past them.
-FileStatus ResolveRows(const DataReadOptions& options, std::size_t rows, const std::string& path,
-                       RowRange& range);
+HostResult<> ResolveRows(const DataReadOptions& options, std::size_t rows, const std::string& path,
+                         RowRange& range);
 
 // a * b, or nothing when it does not fit in a size_t.
 std::optional<std::size_t> CheckedProduct(std::size_t a, std::size_t b);
 
 // Reads exactly out.size() header bytes, the part of a header that starts `offset` bytes into
 // it: a short file is "truncated: PATH ends after N of M header bytes", counted from the start.
-FileStatus ReadHeader(InputFile& file, std::span<std::byte> out, std::size_t offset = 0);
+HostResult<> ReadHeader(InputFile& file, std::span<std::byte> out, std::size_t offset = 0);
 
 // One array of a binary file, from the reader's position on: `rows` rows of `row_values`
 // elements of `format`; `what` names its contents in messages ("pixels", "labels").
@@ -78,18 +75,19 @@ bool FitsInMemoryRange(const BinaryArray& array);
 // `features` and `labels` have just read past, the tail every binary format shares: their
 // lengths must match, every label kept is checked against options.classes, every float feature
 // kept for finiteness; unsigned-byte features stay bytes. Leaves num_classes to LoadDataFile.
-LabeledDataLoad ReadSamples(InputFile& features, const BinaryArray& values, InputFile& labels,
-                            const BinaryArray& classes, const DataReadOptions& options);
+HostResult<LabeledData> ReadSamples(InputFile& features, const BinaryArray& values,
+                                    InputFile& labels, const BinaryArray& classes,
+                                    const DataReadOptions& options);
 
 // "corrupt: label VALUE of sample SAMPLE in PATH is outside 0-(CLASSES - 1)" (classes 0: 256).
-FileStatus LabelOutOfRange(const std::string& value, std::size_t sample, const std::string& path,
-                           std::size_t classes);
+HostError LabelOutOfRange(const std::string& value, std::size_t sample, const std::string& path,
+                          std::size_t classes);
 
 // "corrupt: value VALUE of sample SAMPLE in PATH is not finite".
-FileStatus NotFinite(const std::string& value, std::size_t sample, const std::string& path);
+HostError NotFinite(const std::string& value, std::size_t sample, const std::string& path);
 
 // "shape mismatch: FEATURES holds N samples but LABELS holds M labels".
-FileStatus SampleCountMismatch(const std::string& features_path, std::size_t samples,
-                               const std::string& labels_path, std::size_t labels);
+HostError SampleCountMismatch(const std::string& features_path, std::size_t samples,
+                              const std::string& labels_path, std::size_t labels);
 
 }  // namespace edgesgd::platform::internal

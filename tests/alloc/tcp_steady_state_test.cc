@@ -84,10 +84,10 @@ void RunCase(const char* name, const protocol::RunConfig& config,
     pointers.push_back(workers.back().get());
   }
 
-  tcp::LoopbackResult result;
-  std::string error;
-  ASSERT_TRUE(tcp::RunOnLoopback(server, pointers, hook, result, error, {.keys = keys}).ok())
-      << error;
+  const HostResult<tcp::LoopbackResult> ran =
+      tcp::RunOnLoopback(server, pointers, hook, {.keys = keys});
+  ASSERT_TRUE(ran.ok()) << ran.message();
+  const tcp::LoopbackResult& result = *ran;
 
   ASSERT_EQ(result.server_stop, tcp::DriverStop::kFinished) << name;
   ASSERT_TRUE(server.Finished()) << name;
@@ -131,8 +131,8 @@ TEST(TcpSteadyStateTest, LibraryNodesOnOneLoopDoNotAllocate) {
   settings.server.quorum = kWorkers;
   settings.initial_model = initial;
   settings.listen = tcp::Endpoint{"127.0.0.1", 0};
-  std::string detail;
-  ASSERT_TRUE(server.Open(settings, detail).ok()) << detail;
+  const HostResult<> opened = server.Open(settings);
+  ASSERT_TRUE(opened.ok()) << opened.message();
   std::size_t at_warmup = 0;
   std::size_t at_end = 0;
   std::uint64_t rounds = 0;
@@ -156,7 +156,8 @@ TEST(TcpSteadyStateTest, LibraryNodesOnOneLoopDoNotAllocate) {
     worker_settings.worker.user = &problems[w];
     worker_settings.worker.heartbeat_interval_ns = 5 * tcp::kNsPerMs;
     workers.push_back(std::make_unique<tcp::Worker>(io));
-    ASSERT_TRUE(workers.back()->Open(worker_settings, detail).ok()) << detail;
+    const HostResult<> worker_opened = workers.back()->Open(worker_settings);
+    ASSERT_TRUE(worker_opened.ok()) << worker_opened.message();
     workers.back()->Start([](tcp::DriverStop) {});
   }
   tcp::DriverStop stop = tcp::DriverStop::kStopped;

@@ -75,13 +75,15 @@ TEST_F(TaskTest, LabelFlippingWorkersTrainOnFlippedLabels) {
     Task honest;
     Task attacked;
     Task reference;  // every worker honest on the mirrored labels
-    std::string error;
-    ASSERT_TRUE(honest.Setup(options, error)) << error;
+    const HostResult<> honest_set_up = honest.Setup(options);
+    ASSERT_TRUE(honest_set_up.ok()) << honest_set_up.message();
     options.label_flipped_workers = 1;
-    ASSERT_TRUE(attacked.Setup(options, error)) << error;
+    const HostResult<> attacked_set_up = attacked.Setup(options);
+    ASSERT_TRUE(attacked_set_up.ok()) << attacked_set_up.message();
     options.label_flipped_workers = 0;
     options.data = mirrored;
-    ASSERT_TRUE(reference.Setup(options, error)) << error;
+    const HostResult<> reference_set_up = reference.Setup(options);
+    ASSERT_TRUE(reference_set_up.ok()) << reference_set_up.message();
     // The split depends on the sample count alone, so worker 0's shard and batches are the same
     // rows in both files.
     for (std::uint32_t round = 0; round < 3; ++round) {
@@ -103,11 +105,12 @@ TEST_F(TaskTest, EvaluatingTaskScoresLikeATrainingTaskWithoutTrainingFeatures) {
   options.data = WriteData("train.csv", false);
   options.test_data = WriteData("test.csv", true);
   Task training;
-  std::string error;
-  ASSERT_TRUE(training.Setup(options, error)) << error;
+  const HostResult<> training_set_up = training.Setup(options);
+  ASSERT_TRUE(training_set_up.ok()) << training_set_up.message();
   options.evaluates_only = true;
   Task evaluating;
-  ASSERT_TRUE(evaluating.Setup(options, error)) << error;
+  const HostResult<> evaluating_set_up = evaluating.Setup(options);
+  ASSERT_TRUE(evaluating_set_up.ok()) << evaluating_set_up.message();
 
   ASSERT_EQ(evaluating.dimension(), training.dimension());
   for (std::size_t w = 0; w < options.workers; ++w) {

@@ -89,9 +89,8 @@ std::vector<float> Simulated(const std::vector<float>& initial) {
     return Gradient(nullptr, point, round, step, gradient);
   };
   edgesgd::sim::ServerSimulation simulation;
-  std::string detail;
-  if (!simulation.Init(settings, detail).ok()) {
-    std::fprintf(stderr, "consumer: simulation: %s\n", detail.c_str());
+  if (const edgesgd::HostResult<> init = simulation.Init(settings); !init.ok()) {
+    std::fprintf(stderr, "consumer: simulation: %s\n", init.message().c_str());
     return {};
   }
   const edgesgd::sim::SimulationResult result = simulation.Run();
@@ -110,9 +109,8 @@ std::vector<float> OverTcp(const std::vector<float>& initial) {
   settings.initial_model = initial;
   settings.listen = {"127.0.0.1", 0};
   settings.network.auth_keys = &keys;
-  std::string detail;
-  if (!server.Open(settings, detail).ok()) {
-    std::fprintf(stderr, "consumer: server: %s\n", detail.c_str());
+  if (const edgesgd::HostResult<> opened = server.Open(settings); !opened.ok()) {
+    std::fprintf(stderr, "consumer: server: %s\n", opened.message().c_str());
     return {};
   }
   std::uint32_t rounds = 0;
@@ -126,8 +124,8 @@ std::vector<float> OverTcp(const std::vector<float>& initial) {
   worker_settings.worker.gradient = &Gradient;
   worker_settings.network.auth_keys = &keys;
   worker_settings.network.give_up_ns = 10'000'000'000;
-  if (!worker.Open(worker_settings, detail).ok()) {
-    std::fprintf(stderr, "consumer: worker: %s\n", detail.c_str());
+  if (const edgesgd::HostResult<> opened = worker.Open(worker_settings); !opened.ok()) {
+    std::fprintf(stderr, "consumer: worker: %s\n", opened.message().c_str());
     return {};
   }
   edgesgd::tcp::DriverStop stop = edgesgd::tcp::DriverStop::kStopped;

@@ -57,24 +57,27 @@ class MemoryFile {
   std::string path_;
 };
 
-inline bool SameLoad(const platform::LabeledDataLoad& a, const platform::LabeledDataLoad& b) {
-  return a.status == b.status && a.message == b.message && a.data.features == b.data.features &&
-         a.data.feature_bytes == b.data.feature_bytes && a.data.labels == b.data.labels && a.data.num_samples == b.data.num_samples &&
-         a.data.feature_dim == b.data.feature_dim && a.data.num_classes == b.data.num_classes;
+inline bool SameLoad(const HostResult<platform::LabeledData>& a,
+                     const HostResult<platform::LabeledData>& b) {
+  if (a.ok() != b.ok()) return false;
+  if (!a.ok()) return a.status() == b.status() && a.message() == b.message();
+  return a->features == b->features && a->feature_bytes == b->feature_bytes &&
+         a->labels == b->labels && a->num_samples == b->num_samples &&
+         a->feature_dim == b->feature_dim && a->num_classes == b->num_classes;
 }
 
-inline void CheckOutcome(const platform::LabeledDataLoad& load,
+inline void CheckOutcome(const HostResult<platform::LabeledData>& load,
                          const platform::DataFileSpec& spec) {
   if (!load.ok()) {
-    EDGESGD_FUZZ_CHECK(!load.message.empty() && load.message.find('\n') == std::string::npos,
+    EDGESGD_FUZZ_CHECK(!load.message().empty() && load.message().find('\n') == std::string::npos,
                        "a failure is explained in one line");
     const bool names_a_file = std::any_of(
         spec.paths.begin(), spec.paths.end(),
-        [&](const std::string& path) { return load.message.find(path) != std::string::npos; });
+        [&](const std::string& path) { return load.message().find(path) != std::string::npos; });
     EDGESGD_FUZZ_CHECK(names_a_file, "a failure names the file");
     return;
   }
-  const platform::LabeledData& data = load.data;
+  const platform::LabeledData& data = load.value();
   EDGESGD_FUZZ_CHECK(data.num_samples >= 1 && data.feature_dim >= 1,
                      "a load holds at least one sample of at least one feature");
   // Unsigned bytes stay bytes; every other type becomes floats.
@@ -95,20 +98,20 @@ inline void CheckOutcome(const platform::LabeledDataLoad& load,
 // invariants above.
 inline void CheckReader(const platform::DataFileSpec& spec, std::size_t first_row,
                         std::size_t max_rows) {
-  const platform::LabeledDataLoad whole = platform::LoadDataFile(spec, {});
+  const HostResult<platform::LabeledData> whole = platform::LoadDataFile(spec, {});
   CheckOutcome(whole, spec);
   EDGESGD_FUZZ_CHECK(SameLoad(whole, platform::LoadDataFile(spec, {})), "loading is deterministic");
 
   platform::DataReadOptions options;
   options.first_row = first_row;
   options.max_rows = max_rows;
-  options.classes = whole.ok() ? whole.data.num_classes : 0;
-  const platform::LabeledDataLoad rows = platform::LoadDataFile(spec, options);
+  options.classes = whole.ok() ? whole->num_classes : 0;
+  const HostResult<platform::LabeledData> rows = platform::LoadDataFile(spec, options);
   CheckOutcome(rows, spec);
   if (!whole.ok()) return;
-  const platform::LabeledData& all = whole.data;
+  const platform::LabeledData& all = whole.value();
   if (first_row >= all.num_samples) {
-    EDGESGD_FUZZ_CHECK(rows.status == Status::OutOfRange(),
+    EDGESGD_FUZZ_CHECK(rows.status() == Status::OutOfRange(),
                        "rows past the end are refused as out of range");
     return;
   }
@@ -128,27 +131,26 @@ inline void CheckReader(const platform::DataFileSpec& spec, std::size_t first_ro
            equal(slice(part.feature_bytes, row), slice(all.feature_bytes, whole_row)) &&
            part.labels[row] == all.labels[whole_row];
   };
-  bool same = rows.data.num_samples == count && rows.data.feature_dim == dim &&
-              rows.data.num_classes == all.num_classes;
-  for (std::size_t i = 0; same && i < count; ++i) same = same_row(rows.data, i, first_row + i);
+  bool same = rows->num_samples == count && rows->feature_dim == dim &&
+              rows->num_classes == all.num_classes;
+  for (std::size_t i = 0; same && i < count; ++i) same = same_row(rows.value(), i, first_row + i);
   EDGESGD_FUZZ_CHECK(same, "a row range is those rows of the whole load");
 
   // Chosen rows (every other one of the range, as a worker's shard) and labels alone.
   std::vector<std::uint32_t> chosen;
   for (std::size_t i = 0; i < count; i += 2) chosen.push_back(static_cast<std::uint32_t>(i));
   options.rows = chosen;
-  const platform::LabeledDataLoad picked = platform::LoadDataFile(spec, options);
-  EDGESGD_FUZZ_CHECK(picked.ok() && picked.data.num_samples == chosen.size(),
+  const HostResult<platform::LabeledData> picked = platform::LoadDataFile(spec, options);
+  EDGESGD_FUZZ_CHECK(picked.ok() && picked->num_samples == chosen.size(),
                      "the chosen rows of a file that loads whole load too");
   for (std::size_t i = 0; same && i < chosen.size(); ++i) {
-    same = same_row(picked.data, i, first_row + chosen[i]);
+    same = same_row(picked.value(), i, first_row + chosen[i]);
   }
   EDGESGD_FUZZ_CHECK(same, "chosen rows are those rows of the whole load");
   platform::DataReadOptions labels_only;
   labels_only.labels_only = true;
-  const platform::LabeledDataLoad labels = platform::LoadDataFile(spec, labels_only);
-  EDGESGD_FUZZ_CHECK(labels.ok() && labels.data.labels == all.labels &&
-                         labels.data.feature_dim == dim,
+  const HostResult<platform::LabeledData> labels = platform::LoadDataFile(spec, labels_only);
+  EDGESGD_FUZZ_CHECK(labels.ok() && labels->labels == all.labels && labels->feature_dim == dim,
                      "labels alone are the whole load's labels");
 }
 

@@ -57,17 +57,19 @@ class DataFileTest : public ::testing::Test {
     return path;
   }
 
-  static LabeledDataLoad Load(const std::string& spec, const DataReadOptions& options = {}) {
-    const DataFileSpecParse parse = ParseDataFileSpec(spec);
-    EXPECT_TRUE(parse.ok()) << parse.message;
-    return LoadDataFile(parse.spec, options);
+  static HostResult<LabeledData> Load(const std::string& spec,
+                                      const DataReadOptions& options = {}) {
+    const HostResult<DataFileSpec> parse = ParseDataFileSpec(spec);
+    EXPECT_TRUE(parse.ok()) << parse.message();
+    if (!parse.ok()) return parse.error();
+    return LoadDataFile(*parse, options);
   }
 
   // The load fails with `status` and exactly `message`.
-  static void ExpectFailure(const LabeledDataLoad& load, Status status,
+  static void ExpectFailure(const HostResult<LabeledData>& load, Status status,
                             const std::string& message) {
-    EXPECT_EQ(load.status, status) << load.message;
-    EXPECT_EQ(load.message, message);
+    EXPECT_EQ(load.status(), status) << load.message();
+    EXPECT_EQ(load.message(), message);
   }
 
   std::string dir_;
@@ -77,26 +79,26 @@ class DataFileTest : public ::testing::Test {
 // ---- Specs ----
 
 TEST(DataFileSpecTest, SplitsFormatAndPaths) {
-  DataFileSpecParse parse = ParseDataFileSpec("idx:/d/train-images-idx3-ubyte.gz");
-  ASSERT_TRUE(parse.ok()) << parse.message;
-  EXPECT_EQ(parse.spec.format, "idx");
-  EXPECT_EQ(parse.spec.paths, std::vector<std::string>{"/d/train-images-idx3-ubyte.gz"});
+  HostResult<DataFileSpec> parse = ParseDataFileSpec("idx:/d/train-images-idx3-ubyte.gz");
+  ASSERT_TRUE(parse.ok()) << parse.message();
+  EXPECT_EQ(parse->format, "idx");
+  EXPECT_EQ(parse->paths, std::vector<std::string>{"/d/train-images-idx3-ubyte.gz"});
   parse = ParseDataFileSpec("npy:x.npy,y.npy");
-  ASSERT_TRUE(parse.ok()) << parse.message;
-  EXPECT_EQ(parse.spec.paths, (std::vector<std::string>{"x.npy", "y.npy"}));
+  ASSERT_TRUE(parse.ok()) << parse.message();
+  EXPECT_EQ(parse->paths, (std::vector<std::string>{"x.npy", "y.npy"}));
   EXPECT_EQ(DataFileSyntax(), "idx:IMAGES[,LABELS], csv:PATH, npy:FEATURES,LABELS");
 }
 
 TEST(DataFileSpecTest, RefusesUnknownFormatsEmptyPathsAndWrongCounts) {
-  EXPECT_EQ(ParseDataFileSpec("parquet:a").message,
+  EXPECT_EQ(ParseDataFileSpec("parquet:a").message(),
             "unknown data format in 'parquet:a' (" + DataFileSyntax() + ")");
-  EXPECT_EQ(ParseDataFileSpec("mnist").status, Status::InvalidArgument());
-  EXPECT_EQ(ParseDataFileSpec("csv:").message, "'csv:' has an empty path (csv:PATH)");
-  EXPECT_EQ(ParseDataFileSpec("idx:a,").message,
+  EXPECT_EQ(ParseDataFileSpec("mnist").status(), Status::InvalidArgument());
+  EXPECT_EQ(ParseDataFileSpec("csv:").message(), "'csv:' has an empty path (csv:PATH)");
+  EXPECT_EQ(ParseDataFileSpec("idx:a,").message(),
             "'idx:a,' has an empty path (idx:IMAGES[,LABELS])");
-  EXPECT_EQ(ParseDataFileSpec("npy:x.npy").message,
+  EXPECT_EQ(ParseDataFileSpec("npy:x.npy").message(),
             "'npy:x.npy' gives 1 path, expected npy:FEATURES,LABELS");
-  EXPECT_EQ(ParseDataFileSpec("csv:a,b").message, "'csv:a,b' gives 2 paths, expected csv:PATH");
+  EXPECT_EQ(ParseDataFileSpec("csv:a,b").message(), "'csv:a,b' gives 2 paths, expected csv:PATH");
 }
 
 TEST_F(DataFileTest, RefusesMoreClassesThanLabelsHold) {
@@ -112,20 +114,20 @@ TEST_F(DataFileTest, RefusesMoreClassesThanLabelsHold) {
 TEST_F(DataFileTest, IdxLoadsBytesScaledToUnitRangeWithLabelsBeside) {
   const std::string images = Write("train-images-idx3-ubyte", Images(3));
   Write("train-labels-idx1-ubyte", Labels({2, 0, 1}));
-  const LabeledDataLoad load = Load("idx:" + images);
-  ASSERT_TRUE(load.ok()) << load.message;
-  EXPECT_EQ(load.data.num_samples, 3u);
-  EXPECT_EQ(load.data.feature_dim, 4u);
-  EXPECT_EQ(load.data.num_classes, 3u);  // 1 + the largest label
-  EXPECT_TRUE(load.data.features.empty());  // bytes stay bytes
-  ASSERT_EQ(load.data.feature_bytes.size(), 12u);
-  const std::vector<float> floats = Floats(load.data);
+  const HostResult<LabeledData> load = Load("idx:" + images);
+  ASSERT_TRUE(load.ok()) << load.message();
+  EXPECT_EQ(load->num_samples, 3u);
+  EXPECT_EQ(load->feature_dim, 4u);
+  EXPECT_EQ(load->num_classes, 3u);     // 1 + the largest label
+  EXPECT_TRUE(load->features.empty());  // bytes stay bytes
+  ASSERT_EQ(load->feature_bytes.size(), 12u);
+  const std::vector<float> floats = Floats(load.value());
   for (std::size_t i = 0; i < 12; ++i) {
-    EXPECT_EQ(load.data.feature_bytes[i], i) << i;
+    EXPECT_EQ(load->feature_bytes[i], i) << i;
     EXPECT_EQ(floats[i], static_cast<float>(i) / 255.0f) << i;
   }
-  EXPECT_EQ(load.data.labels, (std::vector<std::uint8_t>{2, 0, 1}));
-  EXPECT_TRUE(ValidateDataset(load.data.View()).ok());
+  EXPECT_EQ(load->labels, (std::vector<std::uint8_t>{2, 0, 1}));
+  EXPECT_TRUE(ValidateDataset(load->View()).ok());
 }
 
 // The gzip tests read with zlib; a build without it (a cross sysroot that has none) refuses gzip
@@ -138,13 +140,13 @@ TEST_F(DataFileTest, IdxReadsGzipAndExplicitLabelsAndARowRange) {
   options.first_row = 1;
   options.max_rows = 2;
   options.classes = 10;
-  const LabeledDataLoad load = Load("idx:" + images + "," + labels, options);
-  ASSERT_TRUE(load.ok()) << load.message;
-  EXPECT_EQ(load.data.num_samples, 2u);
-  EXPECT_EQ(load.data.num_classes, 10u);
-  EXPECT_EQ(load.data.labels, (std::vector<std::uint8_t>{1, 4}));
-  EXPECT_EQ(Floats(load.data).front(), 4.0f / 255.0f);  // sample 1 starts at pixel 4
-  EXPECT_EQ(Floats(load.data).back(), 11.0f / 255.0f);
+  const HostResult<LabeledData> load = Load("idx:" + images + "," + labels, options);
+  ASSERT_TRUE(load.ok()) << load.message();
+  EXPECT_EQ(load->num_samples, 2u);
+  EXPECT_EQ(load->num_classes, 10u);
+  EXPECT_EQ(load->labels, (std::vector<std::uint8_t>{1, 4}));
+  EXPECT_EQ(Floats(load.value()).front(), 4.0f / 255.0f);  // sample 1 starts at pixel 4
+  EXPECT_EQ(Floats(load.value()).back(), 11.0f / 255.0f);
 
   options.first_row = 4;
   ExpectFailure(Load("idx:" + images + "," + labels, options), Status::OutOfRange(),
@@ -174,9 +176,9 @@ TEST_F(DataFileTest, IdxReadsBigEndianFloats) {
     data_files::PutBig32(images, std::bit_cast<std::uint32_t>(value));
   const std::string path = Write("f-images-idx2-float", images);
   Write("f-labels-idx1-float", Labels({0, 1}));
-  const LabeledDataLoad load = Load("idx:" + path);
-  ASSERT_TRUE(load.ok()) << load.message;
-  EXPECT_EQ(load.data.features, (std::vector<float>{0.5f, -3.25f}));
+  const HostResult<LabeledData> load = Load("idx:" + path);
+  ASSERT_TRUE(load.ok()) << load.message();
+  EXPECT_EQ(load->features, (std::vector<float>{0.5f, -3.25f}));
 }
 
 TEST_F(DataFileTest, IdxReportsBadMagicAndUnsupportedTypes) {
@@ -186,7 +188,7 @@ TEST_F(DataFileTest, IdxReportsBadMagicAndUnsupportedTypes) {
                 "corrupt: bad magic 0x08030000 in " + images +
                     " (IDX images begin 0x0000, a type byte and at least 2 dimensions)");
   images = Write("i1", data_files::ImagesIdx(0x00000801, 1, 2, 2, 1));
-  EXPECT_EQ(Load("idx:" + images + "," + labels).status, Status::DataLoss());
+  EXPECT_EQ(Load("idx:" + images + "," + labels).status(), Status::DataLoss());
   images = Write("i2", data_files::ImagesIdx(0x00000B03, 1, 2, 2, 1));
   ExpectFailure(Load("idx:" + images + "," + labels), Status::InvalidArgument(),
                 "unsupported IDX type 0x0b in " + images +
@@ -251,9 +253,9 @@ TEST_F(DataFileTest, IdxReportsCorruptGzip) {
   Bytes gz = Gzip(Images(1));
   gz[gz.size() - 6] ^= 0xFF;  // a CRC byte
   const std::string images = Write("i.gz", gz);
-  const LabeledDataLoad load = Load("idx:" + images + "," + labels);
-  EXPECT_EQ(load.status, Status::DataLoss());
-  EXPECT_EQ(load.message, "corrupt gzip data in " + images + ": incorrect data check");
+  const HostResult<LabeledData> load = Load("idx:" + images + "," + labels);
+  EXPECT_EQ(load.status(), Status::DataLoss());
+  EXPECT_EQ(load.message(), "corrupt gzip data in " + images + ": incorrect data check");
 }
 #endif
 
@@ -262,13 +264,13 @@ TEST_F(DataFileTest, IdxReportsCorruptGzip) {
 TEST_F(DataFileTest, CsvSkipsAHeaderAndToleratesSpacingLineEndsAndAByteOrderMark) {
   const std::string path =
       Write("d.csv", Text("\xEF\xBB\xBFlabel, x, y\r\n2, 0.5, -1e-3\r\n\n  0 ,+4,5.0\n1.0,6,7"));
-  const LabeledDataLoad load = Load("csv:" + path);
-  ASSERT_TRUE(load.ok()) << load.message;
-  EXPECT_EQ(load.data.num_samples, 3u);
-  EXPECT_EQ(load.data.feature_dim, 2u);
-  EXPECT_EQ(load.data.num_classes, 3u);
-  EXPECT_EQ(load.data.labels, (std::vector<std::uint8_t>{2, 0, 1}));
-  EXPECT_EQ(load.data.features, (std::vector<float>{0.5f, -1e-3f, 4.0f, 5.0f, 6.0f, 7.0f}));
+  const HostResult<LabeledData> load = Load("csv:" + path);
+  ASSERT_TRUE(load.ok()) << load.message();
+  EXPECT_EQ(load->num_samples, 3u);
+  EXPECT_EQ(load->feature_dim, 2u);
+  EXPECT_EQ(load->num_classes, 3u);
+  EXPECT_EQ(load->labels, (std::vector<std::uint8_t>{2, 0, 1}));
+  EXPECT_EQ(load->features, (std::vector<float>{0.5f, -1e-3f, 4.0f, 5.0f, 6.0f, 7.0f}));
 }
 
 TEST_F(DataFileTest, CsvWithoutHeaderReadsARowRangeAcrossReadChunks) {
@@ -281,17 +283,17 @@ TEST_F(DataFileTest, CsvWithoutHeaderReadsARowRangeAcrossReadChunks) {
     text += ",0.125,0.25\n";
   }
   const std::string path = Write("d.csv", Text(text));
-  LabeledDataLoad load = Load("csv:" + path);
-  ASSERT_TRUE(load.ok()) << load.message;
-  EXPECT_EQ(load.data.num_samples, 6000u);
-  EXPECT_EQ(load.data.features[3 * 4321], 4321.0f);
+  HostResult<LabeledData> load = Load("csv:" + path);
+  ASSERT_TRUE(load.ok()) << load.message();
+  EXPECT_EQ(load->num_samples, 6000u);
+  EXPECT_EQ(load->features[3 * 4321], 4321.0f);
   DataReadOptions options;
   options.first_row = 5000;
   options.max_rows = 3;
   load = Load("csv:" + path, options);
-  ASSERT_TRUE(load.ok()) << load.message;
-  EXPECT_EQ(load.data.num_samples, 3u);
-  EXPECT_EQ(load.data.features,
+  ASSERT_TRUE(load.ok()) << load.message();
+  EXPECT_EQ(load->num_samples, 3u);
+  EXPECT_EQ(load->features,
             (std::vector<float>{5000, 0.125f, 0.25f, 5001, 0.125f, 0.25f, 5002, 0.125f, 0.25f}));
   options.first_row = 6000;
   ExpectFailure(Load("csv:" + path, options), Status::OutOfRange(),
@@ -309,7 +311,7 @@ TEST_F(DataFileTest, CsvReportsCellsThatAreNotNumbers) {
   ExpectFailure(Load("csv:" + path), Status::DataLoss(),
                 "corrupt: " + path + " line 2, column 1: 'x' is not a number");
   path = Write("d.csv", Text("1,0x10\n"));
-  EXPECT_EQ(Load("csv:" + path).status, Status::DataLoss());
+  EXPECT_EQ(Load("csv:" + path).status(), Status::DataLoss());
   // Text from the file keeps the message on one line and short.
   path = Write("e.csv", Text("1,a\x01\xff\rb\n"));
   ExpectFailure(Load("csv:" + path), Status::DataLoss(),
@@ -339,27 +341,27 @@ TEST_F(DataFileTest, CsvReportsLabelsOutOfRangeOrFractionalAndValuesNotFinite) {
   ExpectFailure(Load("csv:" + path), Status::DataLoss(),
                 "corrupt: value 1e39 of sample 1 in " + path + " is not a finite float");
   path = Write("f.csv", Text("1,1e-50\n"));  // below float's range: rounds to zero, a number
-  const LabeledDataLoad tiny = Load("csv:" + path);
-  ASSERT_TRUE(tiny.ok()) << tiny.message;
-  EXPECT_EQ(tiny.data.features, std::vector<float>{0.0f});
+  const HostResult<LabeledData> tiny = Load("csv:" + path);
+  ASSERT_TRUE(tiny.ok()) << tiny.message();
+  EXPECT_EQ(tiny->features, std::vector<float>{0.0f});
 }
 
 TEST_F(DataFileTest, CsvReadsTheLabelFromTheLastColumnWhenAsked) {
   const std::string path = Write("d.csv", Text("x,y,label\n0.5,-1,2\n4,5.0,0\n"));
   DataReadOptions options;
   options.csv_label = CsvLabelColumn::kLast;
-  LabeledDataLoad load = Load("csv:" + path, options);
-  ASSERT_TRUE(load.ok()) << load.message;
-  EXPECT_EQ(load.data.num_samples, 2u);
-  EXPECT_EQ(load.data.feature_dim, 2u);
-  EXPECT_EQ(load.data.num_classes, 3u);
-  EXPECT_EQ(load.data.labels, (std::vector<std::uint8_t>{2, 0}));
-  EXPECT_EQ(load.data.features, (std::vector<float>{0.5f, -1.0f, 4.0f, 5.0f}));
+  HostResult<LabeledData> load = Load("csv:" + path, options);
+  ASSERT_TRUE(load.ok()) << load.message();
+  EXPECT_EQ(load->num_samples, 2u);
+  EXPECT_EQ(load->feature_dim, 2u);
+  EXPECT_EQ(load->num_classes, 3u);
+  EXPECT_EQ(load->labels, (std::vector<std::uint8_t>{2, 0}));
+  EXPECT_EQ(load->features, (std::vector<float>{0.5f, -1.0f, 4.0f, 5.0f}));
   options.labels_only = true;
   load = Load("csv:" + path, options);
-  ASSERT_TRUE(load.ok()) << load.message;
-  EXPECT_EQ(load.data.labels, (std::vector<std::uint8_t>{2, 0}));
-  EXPECT_TRUE(load.data.features.empty());
+  ASSERT_TRUE(load.ok()) << load.message();
+  EXPECT_EQ(load->labels, (std::vector<std::uint8_t>{2, 0}));
+  EXPECT_TRUE(load->features.empty());
 }
 
 TEST_F(DataFileTest, CsvSaysWhichColumnALabelThatIsNotAWholeNumberWasReadFrom) {
@@ -402,10 +404,10 @@ TEST_F(DataFileTest, CsvReportsRaggedRowsSingleColumnsAndNoSamples) {
 #if EDGESGD_TEST_READS_GZIP
 TEST_F(DataFileTest, CsvReadsGzip) {
   const std::string path = Write("d.csv.gz", Gzip(Text("label,x\n4,0.5\n")));
-  const LabeledDataLoad load = Load("csv:" + path);
-  ASSERT_TRUE(load.ok()) << load.message;
-  EXPECT_EQ(load.data.labels, std::vector<std::uint8_t>{4});
-  EXPECT_EQ(load.data.num_classes, 5u);
+  const HostResult<LabeledData> load = Load("csv:" + path);
+  ASSERT_TRUE(load.ok()) << load.message();
+  EXPECT_EQ(load->labels, std::vector<std::uint8_t>{4});
+  EXPECT_EQ(load->num_classes, 5u);
 }
 #endif
 
@@ -447,21 +449,21 @@ class PickedRowsTest : public DataFileTest {
 TEST_F(PickedRowsTest, AreTheRowsOfAFullLoad) {
   const std::vector<std::uint32_t> rows = {0, 1, 290, 291, 292, 433, 599};
   for (const std::string& spec : Specs()) {
-    const LabeledDataLoad full = Load(spec);
-    ASSERT_TRUE(full.ok()) << full.message;
+    const HostResult<LabeledData> full = Load(spec);
+    ASSERT_TRUE(full.ok()) << full.message();
     DataReadOptions options;
     options.rows = rows;
-    options.classes = full.data.num_classes;
-    const LabeledDataLoad picked = Load(spec, options);
-    ASSERT_TRUE(picked.ok()) << picked.message;
-    ASSERT_EQ(picked.data.num_samples, rows.size()) << spec;
-    EXPECT_EQ(picked.data.feature_dim, full.data.feature_dim) << spec;
-    EXPECT_EQ(picked.data.feature_bytes.empty(), full.data.feature_bytes.empty()) << spec;
-    const std::vector<float> all = Floats(full.data);
-    const std::vector<float> some = Floats(picked.data);
-    const std::size_t dim = full.data.feature_dim;
+    options.classes = full->num_classes;
+    const HostResult<LabeledData> picked = Load(spec, options);
+    ASSERT_TRUE(picked.ok()) << picked.message();
+    ASSERT_EQ(picked->num_samples, rows.size()) << spec;
+    EXPECT_EQ(picked->feature_dim, full->feature_dim) << spec;
+    EXPECT_EQ(picked->feature_bytes.empty(), full->feature_bytes.empty()) << spec;
+    const std::vector<float> all = Floats(full.value());
+    const std::vector<float> some = Floats(picked.value());
+    const std::size_t dim = full->feature_dim;
     for (std::size_t i = 0; i < rows.size(); ++i) {
-      EXPECT_EQ(picked.data.labels[i], full.data.labels[rows[i]]) << spec << " row " << rows[i];
+      EXPECT_EQ(picked->labels[i], full->labels[rows[i]]) << spec << " row " << rows[i];
       EXPECT_TRUE(std::equal(some.begin() + static_cast<std::ptrdiff_t>(i * dim),
                              some.begin() + static_cast<std::ptrdiff_t>((i + 1) * dim),
                              all.begin() + static_cast<std::ptrdiff_t>(rows[i] * dim)))
@@ -470,31 +472,31 @@ TEST_F(PickedRowsTest, AreTheRowsOfAFullLoad) {
     // Rows count from first_row.
     options.first_row = 290;
     options.rows = std::span(rows).subspan(2, 1);  // row 290 + 290
-    const LabeledDataLoad shifted = Load(spec, options);
-    ASSERT_TRUE(shifted.ok()) << shifted.message;
-    EXPECT_EQ(shifted.data.labels, std::vector<std::uint8_t>{full.data.labels[580]}) << spec;
+    const HostResult<LabeledData> shifted = Load(spec, options);
+    ASSERT_TRUE(shifted.ok()) << shifted.message();
+    EXPECT_EQ(shifted->labels, std::vector<std::uint8_t>{full->labels[580]}) << spec;
   }
 }
 
 TEST_F(PickedRowsTest, LabelsAloneKeepTheShapeButNoFeatures) {
   for (const std::string& spec : Specs()) {
-    const LabeledDataLoad full = Load(spec);
-    ASSERT_TRUE(full.ok()) << full.message;
+    const HostResult<LabeledData> full = Load(spec);
+    ASSERT_TRUE(full.ok()) << full.message();
     DataReadOptions options;
     options.labels_only = true;
-    const LabeledDataLoad labels = Load(spec, options);
-    ASSERT_TRUE(labels.ok()) << labels.message;
-    EXPECT_EQ(labels.data.labels, full.data.labels) << spec;
-    EXPECT_EQ(labels.data.num_samples, full.data.num_samples) << spec;
-    EXPECT_EQ(labels.data.feature_dim, full.data.feature_dim) << spec;
-    EXPECT_EQ(labels.data.num_classes, 7u) << spec;
-    EXPECT_TRUE(labels.data.features.empty() && labels.data.feature_bytes.empty()) << spec;
+    const HostResult<LabeledData> labels = Load(spec, options);
+    ASSERT_TRUE(labels.ok()) << labels.message();
+    EXPECT_EQ(labels->labels, full->labels) << spec;
+    EXPECT_EQ(labels->num_samples, full->num_samples) << spec;
+    EXPECT_EQ(labels->feature_dim, full->feature_dim) << spec;
+    EXPECT_EQ(labels->num_classes, 7u) << spec;
+    EXPECT_TRUE(labels->features.empty() && labels->feature_bytes.empty()) << spec;
   }
 }
 
 TEST_F(PickedRowsTest, MustAscendAndLieInTheRowsAskedFor) {
   for (const std::string& spec : Specs()) {
-    const std::string path = ParseDataFileSpec(spec).spec.paths[0];
+    const std::string path = ParseDataFileSpec(spec)->paths[0];
     DataReadOptions options;
     const std::vector<std::uint32_t> descending = {2, 1};
     options.rows = descending;
@@ -519,20 +521,20 @@ TEST_F(DataFileTest, NpyLoadsFloatsAndIntegerLabels) {
       Write("x.npy", Npy("<f4", "(3, 2)", LittleEndian(std::vector<float>{1, 2, 3, 4, 5, 6})));
   const std::string y =
       Write("y.npy", Npy("<i8", "(3,)", LittleEndian(std::vector<std::int64_t>{0, 2, 1})));
-  LabeledDataLoad load = Load("npy:" + x + "," + y);
-  ASSERT_TRUE(load.ok()) << load.message;
-  EXPECT_EQ(load.data.num_samples, 3u);
-  EXPECT_EQ(load.data.feature_dim, 2u);
-  EXPECT_EQ(load.data.num_classes, 3u);
-  EXPECT_EQ(load.data.features, (std::vector<float>{1, 2, 3, 4, 5, 6}));
-  EXPECT_EQ(load.data.labels, (std::vector<std::uint8_t>{0, 2, 1}));
+  HostResult<LabeledData> load = Load("npy:" + x + "," + y);
+  ASSERT_TRUE(load.ok()) << load.message();
+  EXPECT_EQ(load->num_samples, 3u);
+  EXPECT_EQ(load->feature_dim, 2u);
+  EXPECT_EQ(load->num_classes, 3u);
+  EXPECT_EQ(load->features, (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(load->labels, (std::vector<std::uint8_t>{0, 2, 1}));
 
   DataReadOptions options;
   options.first_row = 2;
   load = Load("npy:" + x + "," + y, options);
-  ASSERT_TRUE(load.ok()) << load.message;
-  EXPECT_EQ(load.data.features, (std::vector<float>{5, 6}));
-  EXPECT_EQ(load.data.labels, std::vector<std::uint8_t>{1});
+  ASSERT_TRUE(load.ok()) << load.message();
+  EXPECT_EQ(load->features, (std::vector<float>{5, 6}));
+  EXPECT_EQ(load->labels, std::vector<std::uint8_t>{1});
 }
 
 TEST_F(DataFileTest, NpyReadsBytesDoublesImagesAndColumnLabels) {
@@ -542,15 +544,16 @@ TEST_F(DataFileTest, NpyReadsBytesDoublesImagesAndColumnLabels) {
       Write("d.npy", Npy("<f8", "(2, 2)", LittleEndian(std::vector<double>{0.5, 1, 2, -4})));
   const std::string column =
       Write("c.npy", Npy("|u1", "(2, 1)", Bytes{9, 3}));  // (samples, 1) labels
-  LabeledDataLoad load = Load("npy:" + bytes + "," + column);
-  ASSERT_TRUE(load.ok()) << load.message;
-  EXPECT_EQ(load.data.feature_dim, 2u);
-  EXPECT_EQ(load.data.feature_bytes, (Bytes{0, 51, 255, 102}));
-  EXPECT_EQ(Floats(load.data), (std::vector<float>{0.0f, 51.0f / 255.0f, 1.0f, 102.0f / 255.0f}));
-  EXPECT_EQ(load.data.labels, (std::vector<std::uint8_t>{9, 3}));
+  HostResult<LabeledData> load = Load("npy:" + bytes + "," + column);
+  ASSERT_TRUE(load.ok()) << load.message();
+  EXPECT_EQ(load->feature_dim, 2u);
+  EXPECT_EQ(load->feature_bytes, (Bytes{0, 51, 255, 102}));
+  EXPECT_EQ(Floats(load.value()),
+            (std::vector<float>{0.0f, 51.0f / 255.0f, 1.0f, 102.0f / 255.0f}));
+  EXPECT_EQ(load->labels, (std::vector<std::uint8_t>{9, 3}));
   load = Load("npy:" + doubles + "," + column);
-  ASSERT_TRUE(load.ok()) << load.message;
-  EXPECT_EQ(load.data.features, (std::vector<float>{0.5f, 1, 2, -4}));
+  ASSERT_TRUE(load.ok()) << load.message();
+  EXPECT_EQ(load->features, (std::vector<float>{0.5f, 1, 2, -4}));
 
   // Version 2.0: a four-byte header length.
   Bytes v2 = Npy("<i4", "(2,)", LittleEndian(std::vector<std::int32_t>{1, 0}));
@@ -558,8 +561,8 @@ TEST_F(DataFileTest, NpyReadsBytesDoublesImagesAndColumnLabels) {
   v2.insert(v2.begin() + 10, {0, 0});
   const std::string labels_v2 = Write("v2.npy", v2);
   load = Load("npy:" + bytes + "," + labels_v2);
-  ASSERT_TRUE(load.ok()) << load.message;
-  EXPECT_EQ(load.data.labels, (std::vector<std::uint8_t>{1, 0}));
+  ASSERT_TRUE(load.ok()) << load.message();
+  EXPECT_EQ(load->labels, (std::vector<std::uint8_t>{1, 0}));
 }
 
 TEST_F(DataFileTest, NpyReportsBadMagicVersionsAndHeaders) {
@@ -624,7 +627,7 @@ TEST_F(DataFileTest, NpyReportsUnsupportedTypesLayoutsAndShapes) {
                 "unsupported shape (1, 2) of the labels in " + bad +
                     ": they need (samples,) or (samples, 1)");
   bad = Write("f.npy", Npy("|V8", "(2,)", Bytes(16)));
-  EXPECT_EQ(Load("npy:" + x + "," + bad).status, Status::InvalidArgument());
+  EXPECT_EQ(Load("npy:" + x + "," + bad).status(), Status::InvalidArgument());
   bad = Write("g.npy", Npy("<f4", "(2, 0)", Bytes{}));
   ExpectFailure(Load("npy:" + bad + "," + y), Status::DataLoss(),
                 "corrupt: shape (2, 0) in " + bad + " has no features or is too large");

@@ -53,7 +53,7 @@ class FashionMnistFilesTest : public ::testing::Test {
     WriteFile(ImagesPath(), Gzip(images));
     WriteFile(LabelsPath(), Gzip(labels));
   }
-  LabeledDataLoad Load(std::size_t limit = 0) const {
+  HostResult<LabeledData> Load(std::size_t limit = 0) const {
     return LoadFashionMnist(dir_, FashionMnistSplit::kTest, limit);
   }
 
@@ -62,66 +62,67 @@ class FashionMnistFilesTest : public ::testing::Test {
 
 TEST_F(FashionMnistFilesTest, LoadsAValidSmallSetScaledToUnitRange) {
   Write(ImagesIdx(2051, 3, 28, 28, 3), LabelsIdx(2049, {9, 0, 4}));
-  const LabeledDataLoad load = Load();
-  ASSERT_TRUE(load.ok()) << load.message;
-  EXPECT_EQ(load.data.num_samples, 3u);
-  ASSERT_EQ(load.data.feature_bytes.size(), 3u * 784u);  // pixels stay bytes
+  const HostResult<LabeledData> load = Load();
+  ASSERT_TRUE(load.ok()) << load.message();
+  EXPECT_EQ(load->num_samples, 3u);
+  ASSERT_EQ(load->feature_bytes.size(), 3u * 784u);  // pixels stay bytes
   std::vector<float> floats(3 * 784);
   std::vector<std::uint8_t> labels(3);
-  ASSERT_TRUE(GatherRows(load.data.View(), {}, {floats, labels, {}}).ok());
+  ASSERT_TRUE(GatherRows(load->View(), {}, {floats, labels, {}}).ok());
   EXPECT_EQ(floats[0], 0.0f);
   EXPECT_EQ(floats[255], 1.0f);
   EXPECT_EQ(floats[1], 1.0f / 255.0f);
-  EXPECT_EQ(load.data.labels, (std::vector<std::uint8_t>{9, 0, 4}));
-  const DatasetView view = load.data.View();
+  EXPECT_EQ(load->labels, (std::vector<std::uint8_t>{9, 0, 4}));
+  const DatasetView view = load->View();
   EXPECT_TRUE(ValidateDataset(view).ok());
   EXPECT_EQ(view.num_classes, 10u);
 
-  const LabeledDataLoad limited = Load(2);
-  ASSERT_TRUE(limited.ok()) << limited.message;
-  EXPECT_EQ(limited.data.num_samples, 2u);
-  EXPECT_EQ(limited.data.feature_bytes.size(), 2u * 784u);
+  const HostResult<LabeledData> limited = Load(2);
+  ASSERT_TRUE(limited.ok()) << limited.message();
+  EXPECT_EQ(limited->num_samples, 2u);
+  EXPECT_EQ(limited->feature_bytes.size(), 2u * 784u);
 }
 
 TEST_F(FashionMnistFilesTest, ReportsAMissingFile) {
   WriteFile(ImagesPath(), Gzip(ImagesIdx(2051, 1, 28, 28, 1)));
-  const LabeledDataLoad load = Load();
-  EXPECT_EQ(load.status, Status::NotFound());
-  EXPECT_EQ(load.message, "missing file " + LabelsPath() + ": No such file or directory");
+  const HostResult<LabeledData> load = Load();
+  EXPECT_EQ(load.status(), Status::NotFound());
+  EXPECT_EQ(load.message(), "missing file " + LabelsPath() + ": No such file or directory");
 }
 
 TEST_F(FashionMnistFilesTest, ReportsBadMagic) {
   Write(ImagesIdx(0x00010803, 1, 28, 28, 1), LabelsIdx(2049, {1}));
-  const LabeledDataLoad load = Load();
-  EXPECT_EQ(load.status, Status::DataLoss());
-  EXPECT_EQ(load.message, "corrupt: bad magic 0x00010803 in " + ImagesPath() +
-                              " (IDX images begin 0x0000, a type byte and at least 2 dimensions)");
+  const HostResult<LabeledData> load = Load();
+  EXPECT_EQ(load.status(), Status::DataLoss());
+  EXPECT_EQ(load.message(),
+            "corrupt: bad magic 0x00010803 in " + ImagesPath() +
+                " (IDX images begin 0x0000, a type byte and at least 2 dimensions)");
   Write(ImagesIdx(2051, 1, 28, 28, 1), LabelsIdx(2051, {1}));
-  const LabeledDataLoad labels = Load();
-  EXPECT_EQ(labels.status, Status::DataLoss());
-  EXPECT_NE(labels.message.find("bad magic 0x00000803 in " + LabelsPath()), std::string::npos)
-      << labels.message;
+  const HostResult<LabeledData> labels = Load();
+  EXPECT_EQ(labels.status(), Status::DataLoss());
+  EXPECT_NE(labels.message().find("bad magic 0x00000803 in " + LabelsPath()), std::string::npos)
+      << labels.message();
 }
 
 TEST_F(FashionMnistFilesTest, ReportsWrongDimensionsAndCountMismatch) {
   Write(ImagesIdx(2051, 1, 28, 27, 1), LabelsIdx(2049, {1}));
-  LabeledDataLoad load = Load();
-  EXPECT_EQ(load.status, Status::DataLoss());
-  EXPECT_EQ(load.message,
+  HostResult<LabeledData> load = Load();
+  EXPECT_EQ(load.status(), Status::DataLoss());
+  EXPECT_EQ(load.message(),
             "corrupt: " + ImagesPath() + " holds images of 756 pixels, expected 28x28");
   Write(ImagesIdx(2051, 2, 28, 28, 2), LabelsIdx(2049, {1}));
   load = Load();
-  EXPECT_EQ(load.status, Status::DataLoss());
-  EXPECT_EQ(load.message, "shape mismatch: " + ImagesPath() + " holds 2 samples but " +
-                              LabelsPath() + " holds 1 labels");
+  EXPECT_EQ(load.status(), Status::DataLoss());
+  EXPECT_EQ(load.message(), "shape mismatch: " + ImagesPath() + " holds 2 samples but " +
+                                LabelsPath() + " holds 1 labels");
 }
 
 TEST_F(FashionMnistFilesTest, ReportsTruncatedData) {
   // Header promises 3 images, the (well-formed) gzip stream holds 2.
   Write(ImagesIdx(2051, 3, 28, 28, 2), LabelsIdx(2049, {1, 2, 3}));
-  LabeledDataLoad load = Load();
-  EXPECT_EQ(load.status, Status::DataLoss());
-  EXPECT_EQ(load.message,
+  HostResult<LabeledData> load = Load();
+  EXPECT_EQ(load.status(), Status::DataLoss());
+  EXPECT_EQ(load.message(),
             "truncated: expected 2352 bytes of pixels in " + ImagesPath() + ", got 1568");
 
   // The gzip stream itself cut short (a partial download).
@@ -129,24 +130,24 @@ TEST_F(FashionMnistFilesTest, ReportsTruncatedData) {
   gz.resize(gz.size() / 2);
   WriteFile(ImagesPath(), gz);
   load = Load();
-  EXPECT_EQ(load.status, Status::DataLoss());
-  EXPECT_EQ(load.message.rfind("truncated: expected 2352 bytes of pixels in " + ImagesPath(), 0),
+  EXPECT_EQ(load.status(), Status::DataLoss());
+  EXPECT_EQ(load.message().rfind("truncated: expected 2352 bytes of pixels in " + ImagesPath(), 0),
             0u)
-      << load.message;
-  EXPECT_NE(load.message.find("unexpected end of file"), std::string::npos) << load.message;
+      << load.message();
+  EXPECT_NE(load.message().find("unexpected end of file"), std::string::npos) << load.message();
 
   // A header cut short.
   WriteFile(ImagesPath(), Gzip({0, 0, 8, 3, 0, 0}));
   load = Load();
-  EXPECT_EQ(load.status, Status::DataLoss());
-  EXPECT_EQ(load.message, "truncated: " + ImagesPath() + " ends after 6 of 16 header bytes");
+  EXPECT_EQ(load.status(), Status::DataLoss());
+  EXPECT_EQ(load.message(), "truncated: " + ImagesPath() + " ends after 6 of 16 header bytes");
 }
 
 TEST_F(FashionMnistFilesTest, ReportsLabelsOutOfRange) {
   Write(ImagesIdx(2051, 3, 28, 28, 3), LabelsIdx(2049, {1, 12, 3}));
-  const LabeledDataLoad load = Load();
-  EXPECT_EQ(load.status, Status::DataLoss());
-  EXPECT_EQ(load.message, "corrupt: label 12 of sample 1 in " + LabelsPath() + " is outside 0-9");
+  const HostResult<LabeledData> load = Load();
+  EXPECT_EQ(load.status(), Status::DataLoss());
+  EXPECT_EQ(load.message(), "corrupt: label 12 of sample 1 in " + LabelsPath() + " is outside 0-9");
 }
 
 TEST_F(FashionMnistFilesTest, ReportsBadChecksumAndTrailingData) {
@@ -154,32 +155,32 @@ TEST_F(FashionMnistFilesTest, ReportsBadChecksumAndTrailingData) {
   gz[gz.size() - 6] ^= 0xFF;  // a CRC byte
   WriteFile(ImagesPath(), gz);
   WriteFile(LabelsPath(), Gzip(LabelsIdx(2049, {1})));
-  LabeledDataLoad load = Load();
-  EXPECT_EQ(load.status, Status::DataLoss());
-  EXPECT_EQ(load.message, "corrupt gzip data in " + ImagesPath() + ": incorrect data check");
+  HostResult<LabeledData> load = Load();
+  EXPECT_EQ(load.status(), Status::DataLoss());
+  EXPECT_EQ(load.message(), "corrupt gzip data in " + ImagesPath() + ": incorrect data check");
 
   Write(ImagesIdx(2051, 1, 28, 28, 2), LabelsIdx(2049, {1}));
   load = Load();
-  EXPECT_EQ(load.status, Status::DataLoss());
-  EXPECT_EQ(load.message, "corrupt: " + ImagesPath() + " has data after its 1 declared items");
+  EXPECT_EQ(load.status(), Status::DataLoss());
+  EXPECT_EQ(load.message(), "corrupt: " + ImagesPath() + " has data after its 1 declared items");
 }
 
 TEST(FashionMnistTest, ReportsAMissingDirectory) {
-  const LabeledDataLoad load =
+  const HostResult<LabeledData> load =
       LoadFashionMnist("/nonexistent/edgesgd-fmnist", FashionMnistSplit::kTrain);
-  EXPECT_EQ(load.status, Status::NotFound());
-  EXPECT_EQ(load.message,
+  EXPECT_EQ(load.status(), Status::NotFound());
+  EXPECT_EQ(load.message(),
             "missing directory /nonexistent/edgesgd-fmnist: No such file or directory");
-  EXPECT_EQ(LoadFashionMnist("", FashionMnistSplit::kTrain).status, Status::InvalidArgument());
+  EXPECT_EQ(LoadFashionMnist("", FashionMnistSplit::kTrain).status(), Status::InvalidArgument());
 }
 
 #else
 
 TEST(FashionMnistTest, IsUnavailableWithoutZlib) {
   EXPECT_FALSE(GzipAvailable());
-  const LabeledDataLoad load = LoadFashionMnist(FashionMnistSplit::kTrain);
-  EXPECT_EQ(load.status, Status::Unavailable());
-  EXPECT_EQ(load.message, "Fashion-MNIST reader unavailable: edgesgd was built without zlib");
+  const HostResult<LabeledData> load = LoadFashionMnist(FashionMnistSplit::kTrain);
+  EXPECT_EQ(load.status(), Status::Unavailable());
+  EXPECT_EQ(load.message(), "Fashion-MNIST reader unavailable: edgesgd was built without zlib");
 }
 
 #endif
@@ -212,26 +213,26 @@ TEST(FashionMnistTest, DirectoryComesFromTheEnvironment) {
 
 TEST(FashionMnistRealDataTest, LoadsBothSplitsWithBalancedLabels) {
   ASSERT_TRUE(RealDataPresent());
-  const LabeledDataLoad train = LoadFashionMnist(FashionMnistSplit::kTrain);
-  ASSERT_TRUE(train.ok()) << train.message;
-  const LabeledDataLoad test = LoadFashionMnist(FashionMnistSplit::kTest);
-  ASSERT_TRUE(test.ok()) << test.message;
-  EXPECT_EQ(train.data.num_samples, 60000u);
-  EXPECT_EQ(test.data.num_samples, 10000u);
-  for (const LabeledDataLoad* load : {&train, &test}) {
-    ASSERT_TRUE(ValidateDataset(load->data.View()).ok());
+  const HostResult<LabeledData> train = LoadFashionMnist(FashionMnistSplit::kTrain);
+  ASSERT_TRUE(train.ok()) << train.message();
+  const HostResult<LabeledData> test = LoadFashionMnist(FashionMnistSplit::kTest);
+  ASSERT_TRUE(test.ok()) << test.message();
+  EXPECT_EQ(train->num_samples, 60000u);
+  EXPECT_EQ(test->num_samples, 10000u);
+  for (const HostResult<LabeledData>* load : {&train, &test}) {
+    ASSERT_TRUE(ValidateDataset((*load)->View()).ok());
     std::array<std::size_t, 10> counts{};
-    for (const auto label : load->data.labels) ++counts[label];
-    for (const std::size_t count : counts) EXPECT_EQ(count, load->data.num_samples / 10);
+    for (const auto label : (*load)->labels) ++counts[label];
+    for (const std::size_t count : counts) EXPECT_EQ(count, (*load)->num_samples / 10);
     const auto [low, high] =
-        std::minmax_element(load->data.feature_bytes.begin(), load->data.feature_bytes.end());
+        std::minmax_element((*load)->feature_bytes.begin(), (*load)->feature_bytes.end());
     EXPECT_EQ(*low, 0);
     EXPECT_EQ(*high, 255);
   }
-  const LabeledDataLoad limited = LoadFashionMnist(FashionMnistSplit::kTrain, 100);
-  ASSERT_TRUE(limited.ok()) << limited.message;
-  EXPECT_EQ(limited.data.num_samples, 100u);
-  EXPECT_EQ(limited.data.labels[7], train.data.labels[7]);
+  const HostResult<LabeledData> limited = LoadFashionMnist(FashionMnistSplit::kTrain, 100);
+  ASSERT_TRUE(limited.ok()) << limited.message();
+  EXPECT_EQ(limited->num_samples, 100u);
+  EXPECT_EQ(limited->labels[7], train->labels[7]);
 }
 
 // Plain single-process SGD on softmax regression: the baseline every distributed experiment
@@ -242,10 +243,10 @@ TEST(FashionMnistRealDataTest, LoadsBothSplitsWithBalancedLabels) {
 #if !EDGESGD_UNDER_ASAN
 TEST(FashionMnistAccuracyTest, SoftmaxSgdReachesEightyThreePercent) {
   ASSERT_TRUE(RealDataPresent());
-  const LabeledDataLoad train = LoadFashionMnist(FashionMnistSplit::kTrain);
-  ASSERT_TRUE(train.ok()) << train.message;
-  const LabeledDataLoad test = LoadFashionMnist(FashionMnistSplit::kTest);
-  ASSERT_TRUE(test.ok()) << test.message;
+  const HostResult<LabeledData> train = LoadFashionMnist(FashionMnistSplit::kTrain);
+  ASSERT_TRUE(train.ok()) << train.message();
+  const HostResult<LabeledData> test = LoadFashionMnist(FashionMnistSplit::kTest);
+  ASSERT_TRUE(test.ok()) << test.message();
 
   const ModelSpec spec{ModelKind::kSoftmaxRegression, kFashionMnistFeatures, kFashionMnistClasses,
                        0, true};
@@ -263,7 +264,7 @@ TEST(FashionMnistAccuracyTest, SoftmaxSgdReachesEightyThreePercent) {
   constexpr float kLearningRate = 0.05f;
   std::vector<float> batch_x(kBatch * kFashionMnistFeatures);
   std::vector<std::uint8_t> batch_y(kBatch);
-  const DatasetView train_view = train.data.View();
+  const DatasetView train_view = train->View();
   const auto start = std::chrono::steady_clock::now();
   for (int step = 0; step < kSteps; ++step) {
     CounterRng rng(2024, static_cast<std::uint32_t>(step), 0,
@@ -274,8 +275,7 @@ TEST(FashionMnistAccuracyTest, SoftmaxSgdReachesEightyThreePercent) {
     ASSERT_TRUE(model.LossAndGradient(params, *batch, gradient).ok());
     for (std::size_t j = 0; j < params.size(); ++j) params[j] -= kLearningRate * gradient[j];
   }
-  const Result<Evaluation> result =
-      model.Evaluate(params, test.data.View(), {batch_x, batch_y, {}});
+  const Result<Evaluation> result = model.Evaluate(params, test->View(), {batch_x, batch_y, {}});
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ASSERT_TRUE(result.ok());

@@ -151,8 +151,8 @@ Trace ServerRunByHand(const ServerSimulationSettings& settings,
 
 Trace ServerRunByLibrary(const ServerSimulationSettings& settings) {
   ServerSimulation simulation;
-  std::string detail;
-  EXPECT_TRUE(simulation.Init(settings, detail).ok()) << detail;
+  const HostResult<> init = simulation.Init(settings);
+  EXPECT_TRUE(init.ok()) << init.message();
   Trace trace;
   simulation.OnRound([&trace](const protocol::RoundEvent& round, std::span<const float> model) {
     trace.times.push_back(round.time_closed);
@@ -196,8 +196,8 @@ TEST(SimulationTest, SettingsKeepATemporaryInitialModel) {
   settings.initial_model = std::vector<float>(kDim, 2.0f);
   std::vector<float> filler(kDim * 64, -7.0f);  // reuses freed memory, were it freed
   ServerSimulation simulation;
-  std::string detail;
-  ASSERT_TRUE(simulation.Init(settings, detail).ok()) << detail;
+  const HostResult<> init = simulation.Init(settings);
+  ASSERT_TRUE(init.ok()) << init.message();
   for (float value : simulation.server().model()) EXPECT_EQ(value, 2.0f);
   EXPECT_EQ(filler.front(), -7.0f);
 }
@@ -210,8 +210,8 @@ TEST(SimulationTest, ADivergingRunFailsWithTheRound) {
   ServerSimulationSettings settings = ServerRun(run, std::vector<float>(kDim, 2.0f), problems);
   settings.server.max_model_norm = 1e3f;
   ServerSimulation simulation;
-  std::string detail;
-  ASSERT_TRUE(simulation.Init(settings, detail).ok()) << detail;
+  const HostResult<> init = simulation.Init(settings);
+  ASSERT_TRUE(init.ok()) << init.message();
   const SimulationResult result = simulation.Run();
   EXPECT_FALSE(result.finished);
   EXPECT_EQ(result.status.code(), StatusCode::kDataLoss);
@@ -328,8 +328,8 @@ TEST(SimulationTest, DeaveragedModelSubtractsTheWorkersMeanResidual) {
   def.feedback.kind = FeedbackKind::kDef;
   def.feedback.detach = 0.5f;
   ServerSimulation simulation;
-  std::string detail;
-  ASSERT_TRUE(simulation.Init(ServerRun(def, initial, problems), detail).ok()) << detail;
+  const HostResult<> init = simulation.Init(ServerRun(def, initial, problems));
+  ASSERT_TRUE(init.ok()) << init.message();
   std::uint32_t checked = 0;
   simulation.OnRound([&](const protocol::RoundEvent&, std::span<const float> model) {
     const std::span<const float> readout = simulation.DeaveragedModel();
@@ -391,8 +391,8 @@ TEST(SimulationTest, GossipSimulationIsThePeersOnASimNetwork) {
   network.Run();
 
   GossipSimulation simulation;
-  std::string detail;
-  ASSERT_TRUE(simulation.Init(settings, detail).ok()) << detail;
+  const HostResult<> init = simulation.Init(settings);
+  ASSERT_TRUE(init.ok()) << init.message();
   std::vector<std::uint32_t> rounds;
   protocol::TimeNs last_time = 0;
   simulation.OnRound([&](const GossipRound& round) {
@@ -450,8 +450,8 @@ TEST(SimulationTest, ChocoGossipKeepsPublicCopiesIdenticalAndSendsLess) {
     settings.network.faults.duplication = 0.05;
     settings.devices = UnevenDevices(kPeers);
     settings.gradient = GradientsOf(problems);
-    std::string detail;
-    EXPECT_TRUE(simulation.Init(settings, detail).ok()) << detail;
+    const HostResult<> init = simulation.Init(settings);
+    EXPECT_TRUE(init.ok()) << init.message();
     std::uint64_t bytes_sent = 0;
     simulation.OnRound([&bytes_sent](const GossipRound& round) { bytes_sent = round.bytes_sent; });
     EXPECT_TRUE(simulation.Run().finished);
@@ -499,21 +499,22 @@ TEST(SimulationTest, ChocoGossipKeepsPublicCopiesIdenticalAndSendsLess) {
 TEST(SimulationTest, InitNamesWhatItCouldNotSetUp) {
   std::vector<QuadraticProblem> problems = Problems(kWorkers);
   const std::vector<float> wrong_size(kDim + 1, 0.0f);
-  std::string detail;
   {
     ServerSimulation simulation;
     const ServerSimulationSettings settings = ServerRun(
         protocol::testing::MeanConfig(kDim, kCodecId<TopKCodec>, kRounds), wrong_size, problems);
-    EXPECT_EQ(simulation.Init(settings, detail).code(), StatusCode::kInvalidArgument);
-    EXPECT_EQ(detail.rfind("server: ", 0), 0u) << detail;
+    const HostResult<> init = simulation.Init(settings);
+    EXPECT_EQ(init.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(init.message().rfind("server: ", 0), 0u) << init.message();
   }
   {
     ServerSimulation simulation;
     ServerSimulationSettings settings = ServerRun(
         protocol::testing::MeanConfig(kDim, kCodecId<TopKCodec>, kRounds), wrong_size, problems);
     settings.workers.pop_back();
-    EXPECT_EQ(simulation.Init(settings, detail).code(), StatusCode::kInvalidArgument);
-    EXPECT_EQ(detail, "one device per worker");
+    const HostResult<> init = simulation.Init(settings);
+    EXPECT_EQ(init.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(init.message(), "one device per worker");
   }
   {
     GossipSimulation simulation;
@@ -522,8 +523,9 @@ TEST(SimulationTest, InitNamesWhatItCouldNotSetUp) {
     settings.devices.resize(2);
     settings.gradient = [](std::size_t, std::span<const float>, std::uint32_t, std::uint32_t,
                            std::span<float>) { return Status::Ok(); };
-    EXPECT_EQ(simulation.Init(settings, detail).code(), StatusCode::kInvalidArgument);
-    EXPECT_EQ(detail.rfind("peer 1: ", 0), 0u) << detail;
+    const HostResult<> init = simulation.Init(settings);
+    EXPECT_EQ(init.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(init.message().rfind("peer 1: ", 0), 0u) << init.message();
   }
 }
 

@@ -55,12 +55,13 @@ std::string Text(const std::vector<std::byte>& bytes) {
 
 TEST_F(CheckpointFileTest, WritesWholeFileOwnerOnlyAndLeavesNoTemporary) {
   const std::string path = (directory_ / "run.ckpt").string();
-  std::string detail;
-  ASSERT_TRUE(WriteFileAtomically(path, Bytes("first"), detail).ok()) << detail;
-  ASSERT_TRUE(WriteFileAtomically(path, Bytes("second, longer"), detail).ok()) << detail;
-  std::vector<std::byte> read;
-  ASSERT_TRUE(ReadWholeFile(path, read, detail).ok()) << detail;
-  EXPECT_EQ(Text(read), "second, longer");
+  const HostResult<> first = WriteFileAtomically(path, Bytes("first"));
+  ASSERT_TRUE(first.ok()) << first.message();
+  const HostResult<> second = WriteFileAtomically(path, Bytes("second, longer"));
+  ASSERT_TRUE(second.ok()) << second.message();
+  const HostResult<std::vector<std::byte>> read = ReadWholeFile(path);
+  ASSERT_TRUE(read.ok()) << read.message();
+  EXPECT_EQ(Text(*read), "second, longer");
   struct stat info {};
   ASSERT_EQ(::stat(path.c_str(), &info), 0);
   EXPECT_EQ(info.st_mode & 0777, 0600u);
@@ -72,8 +73,8 @@ TEST_F(CheckpointFileTest, SymbolicLinkAtTheOldTemporaryNameIsNotFollowed) {
   { std::ofstream(victim) << "precious"; }
   const std::string path = (directory_ / "run.ckpt").string();
   fs::create_symlink(victim, path + ".tmp");
-  std::string detail;
-  ASSERT_TRUE(WriteFileAtomically(path, Bytes("model"), detail).ok()) << detail;
+  const HostResult<> written = WriteFileAtomically(path, Bytes("model"));
+  ASSERT_TRUE(written.ok()) << written.message();
   std::ifstream in(victim);
   std::string contents((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_EQ(contents, "precious");
@@ -85,16 +86,15 @@ TEST_F(CheckpointFileTest, FailureNamesTheFileAndLeavesNothingBehind) {
   // The target is a directory: the write succeeds, the rename fails.
   const fs::path occupied = directory_ / "run.ckpt";
   fs::create_directory(occupied);
-  std::string detail;
-  const Status status = WriteFileAtomically(occupied.string(), Bytes("model"), detail);
-  EXPECT_EQ(status.code(), StatusCode::kUnavailable);
-  EXPECT_NE(detail.find(occupied.string()), std::string::npos) << detail;
+  const HostResult<> renamed = WriteFileAtomically(occupied.string(), Bytes("model"));
+  EXPECT_EQ(renamed.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(renamed.message().find(occupied.string()), std::string::npos) << renamed.message();
   EXPECT_EQ(Entries(), std::vector<std::string>{"run.ckpt"});
 
   const std::string missing = (directory_ / "no-such-dir" / "run.ckpt").string();
-  detail.clear();
-  EXPECT_EQ(WriteFileAtomically(missing, Bytes("model"), detail).code(), StatusCode::kUnavailable);
-  EXPECT_NE(detail.find("no-such-dir"), std::string::npos) << detail;
+  const HostResult<> created = WriteFileAtomically(missing, Bytes("model"));
+  EXPECT_EQ(created.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(created.message().find("no-such-dir"), std::string::npos) << created.message();
 }
 
 }  // namespace

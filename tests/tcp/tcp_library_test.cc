@@ -89,8 +89,8 @@ TEST(TcpLibraryTest, ServerAndTwoWorkersShareTheCallersLoop) {
   const std::vector<std::vector<float>> targets = protocol::testing::Targets(2, kDim);
   asio::io_context io;
   Server server(io);
-  std::string detail;
-  ASSERT_TRUE(server.Open(LoopbackServer(2, kRounds, initial), detail).ok()) << detail;
+  const HostResult<> opened = server.Open(LoopbackServer(2, kRounds, initial));
+  ASSERT_TRUE(opened.ok()) << opened.message();
   std::vector<std::uint32_t> rounds_seen;
   std::vector<float> last_model;
   server.OnRound([&](const protocol::RoundEvent& round, std::span<const float> model) {
@@ -116,7 +116,8 @@ TEST(TcpLibraryTest, ServerAndTwoWorkersShareTheCallersLoop) {
       return Status::Ok();
     };
     workers.push_back(std::make_unique<Worker>(io));
-    ASSERT_TRUE(workers.back()->Open(settings, detail).ok()) << detail;
+    const HostResult<> worker_opened = workers.back()->Open(settings);
+    ASSERT_TRUE(worker_opened.ok()) << worker_opened.message();
     workers.back()->Start([&worker_stops, w](DriverStop stop) { worker_stops[w] = stop; });
   }
   io.run();  // returns once the three have nothing pending: each completed and let go
@@ -153,8 +154,8 @@ TEST(TcpLibraryTest, LibraryLeavesSignalsAloneUnlessAsked) {
     Server server(io);
     ServerSettings settings = LoopbackServer(1, 1, initial);
     settings.network.handle_signals = asked;
-    std::string detail;
-    ASSERT_TRUE(server.Open(settings, detail).ok()) << detail;
+    const HostResult<> opened = server.Open(settings);
+    ASSERT_TRUE(opened.ok()) << opened.message();
     std::optional<DriverStop> stop;
     server.Start([&stop](DriverStop reason) { stop = reason; });
     io.poll();
@@ -173,8 +174,8 @@ TEST(TcpLibraryTest, IdleServerLeavesTheLoopIdleBesideTheCallersWork) {
   const std::vector<float> initial(kDim, 0.0f);
   asio::io_context io;
   Server server(io);
-  std::string detail;
-  ASSERT_TRUE(server.Open(LoopbackServer(1, 1, initial), detail).ok()) << detail;
+  const HostResult<> opened = server.Open(LoopbackServer(1, 1, initial));
+  ASSERT_TRUE(opened.ok()) << opened.message();
   std::optional<DriverStop> stop;
   server.Start([&stop](DriverStop reason) { stop = reason; });
   // The caller's own work on the same loop: a timer that ends the server after 300 ms.
@@ -211,12 +212,13 @@ TEST(TcpLibraryTest, CheckpointedRunResumesWhereItStopped) {
     settings.resume = resume;
     asio::io_context io;
     Server server(io);
-    std::string detail;
-    ASSERT_TRUE(server.Open(settings, detail).ok()) << detail;
+    const HostResult<> opened = server.Open(settings);
+    ASSERT_TRUE(opened.ok()) << opened.message();
     EXPECT_EQ(server.session().round(), resume ? kStopAfter : 0u);
     Worker worker(io);
-    ASSERT_TRUE(worker.Open(LoopbackWorker(1, server.listen_port(), problem), detail).ok())
-        << detail;
+    const HostResult<> worker_opened =
+        worker.Open(LoopbackWorker(1, server.listen_port(), problem));
+    ASSERT_TRUE(worker_opened.ok()) << worker_opened.message();
     server.OnRound([&](const protocol::RoundEvent& round, std::span<const float>) {
       rounds_seen.push_back(round.round);
       if (!resume && round.round + 1 == kStopAfter) server.Stop();
@@ -229,7 +231,7 @@ TEST(TcpLibraryTest, CheckpointedRunResumesWhereItStopped) {
     worker.Start([](DriverStop) {});
     io.run();
     EXPECT_EQ(stop, resume ? DriverStop::kFinished : DriverStop::kStopped);
-    EXPECT_TRUE(server.status().ok()) << server.detail();
+    EXPECT_TRUE(server.status().ok()) << server.status().message();
     EXPECT_TRUE(std::filesystem::exists(checkpoint));
   }
   ASSERT_EQ(rounds_seen.size(), kRounds);
@@ -240,8 +242,8 @@ TEST(TcpLibraryTest, WorkerThatRefusesTheRunStopsBeforeAnyGradient) {
   const std::vector<float> initial(kDim, 0.0f);
   asio::io_context io;
   Server server(io);
-  std::string detail;
-  ASSERT_TRUE(server.Open(LoopbackServer(1, 5, initial), detail).ok()) << detail;
+  const HostResult<> opened = server.Open(LoopbackServer(1, 5, initial));
+  ASSERT_TRUE(opened.ok()) << opened.message();
   Worker worker(io);
   QuadraticProblem problem;
   problem.target.assign(kDim, 1.0f);
@@ -249,7 +251,8 @@ TEST(TcpLibraryTest, WorkerThatRefusesTheRunStopsBeforeAnyGradient) {
   settings.on_welcome = [](const protocol::RunConfig&, std::uint32_t) {
     return Status::FailedPrecondition("no data for this run");
   };
-  ASSERT_TRUE(worker.Open(settings, detail).ok()) << detail;
+  const HostResult<> worker_opened = worker.Open(settings);
+  ASSERT_TRUE(worker_opened.ok()) << worker_opened.message();
   std::optional<DriverStop> worker_stop;
   worker.Start([&](DriverStop stop) {
     worker_stop = stop;
@@ -282,8 +285,8 @@ TEST(TcpLibraryTest, WorkerStatusSaysItGaveUpWithoutAServer) {
   WorkerSettings settings = LoopbackWorker(1, port, problem);
   settings.network.give_up_ns = 300 * kNsPerMs;
   Worker worker;
-  std::string detail;
-  ASSERT_TRUE(worker.Open(settings, detail).ok()) << detail;
+  const HostResult<> worker_opened = worker.Open(settings);
+  ASSERT_TRUE(worker_opened.ok()) << worker_opened.message();
   EXPECT_TRUE(worker.status().ok());
   EXPECT_FALSE(worker.stop().has_value());
   EXPECT_EQ(worker.Run(), DriverStop::kGaveUp);
@@ -325,8 +328,8 @@ TEST(TcpLibraryTest, GossipPeersOnOneLoopAgreeOnTheMeanTarget) {
     settings.network.max_peer_id = kPeers;
     settings.network.log_name = "test peer";
     peers.push_back(std::make_unique<Peer>(io));
-    std::string detail;
-    ASSERT_TRUE(peers.back()->Open(settings, detail).ok()) << detail;
+    const HostResult<> opened = peers.back()->Open(settings);
+    ASSERT_TRUE(opened.ok()) << opened.message();
     peers.back()->OnRound(
         [&rounds_seen, i](const protocol::GossipRoundEvent& round, std::span<const float> model) {
           EXPECT_EQ(round.round, rounds_seen[i]++);

@@ -83,27 +83,20 @@ Status SimulatedEntropy(void* user, std::uint32_t round, std::span<std::byte> ou
   return Status::Ok();
 }
 
-// "NAME INDEX: reason" for an Init error of a participant, returned as `detail`.
-Status Refused(Status status, const std::string& who, std::string& detail) {
-  detail = who + ": " + status.reason();
-  return status;
-}
-
 }  // namespace
 
 // ---- ServerSimulation ----
 
-Status ServerSimulation::Init(const ServerSimulationSettings& settings, std::string& detail) {
+HostResult<> ServerSimulation::Init(const ServerSimulationSettings& settings) {
   if (network_) {  // the sessions are registered on it
-    detail = "already initialised";
-    return Status::FailedPrecondition("already initialised");
+    return HostError(Status::FailedPrecondition("already initialised"));
   }
   const std::size_t n = settings.workers.size();
   if (n != settings.server.workers || !settings.gradient || settings.codecs == nullptr) {
-    detail = n != settings.server.workers ? "one device per worker"
-             : !settings.gradient         ? "no gradient function"
-                                          : "no codec registry";
-    return Status::InvalidArgument("inconsistent simulation settings");
+    return HostError(Status::InvalidArgument("inconsistent simulation settings"),
+                     n != settings.server.workers ? "one device per worker"
+                     : !settings.gradient         ? "no gradient function"
+                                                  : "no codec registry");
   }
   gradient_ = settings.gradient;
   bindings_ = BindDevices(gradient_, n);
@@ -119,7 +112,7 @@ Status ServerSimulation::Init(const ServerSimulationSettings& settings, std::str
           server_.Init(server_arena_->arena, *settings.codecs, settings.run, server_options,
                        settings.initial_model);
       !init.ok()) {
-    return Refused(init, "server", detail);
+    return HostError(init).WithContext("server");
   }
   for (std::size_t w = 0; w < n; ++w) {
     worker_arenas_.push_back(std::make_unique<OwnedArena>(memory_.device_arena_bytes));
@@ -137,7 +130,7 @@ Status ServerSimulation::Init(const ServerSimulationSettings& settings, std::str
     bindings_[w].secret = SimulatedNoiseKey(~settings.run.seed, options.device_id);
     options.secure_entropy = &SimulatedEntropy;
     if (const Status init = workers_[w]->Init(worker_arenas_[w]->arena, options); !init.ok()) {
-      return Refused(init, "worker " + std::to_string(w + 1), detail);
+      return HostError(init).WithContext("worker " + std::to_string(w + 1));
     }
   }
   network_.emplace(settings.network);
@@ -154,7 +147,7 @@ Status ServerSimulation::Init(const ServerSimulationSettings& settings, std::str
   });
   residuals_.resize(n);
   readout_.resize(settings.run.layout.dimension());
-  return Status::Ok();
+  return {};
 }
 
 void ServerSimulation::Drain() {
@@ -201,17 +194,16 @@ std::span<const float> ServerSimulation::DeaveragedModel() {
 
 // ---- GossipSimulation ----
 
-Status GossipSimulation::Init(const GossipSimulationSettings& settings, std::string& detail) {
+HostResult<> GossipSimulation::Init(const GossipSimulationSettings& settings) {
   if (network_) {  // the sessions are registered on it
-    detail = "already initialised";
-    return Status::FailedPrecondition("already initialised");
+    return HostError(Status::FailedPrecondition("already initialised"));
   }
   const std::size_t n = settings.peers.size();
   if (n == 0 || n != settings.devices.size() || !settings.gradient) {
-    detail = n == 0               ? "no peers"
-             : !settings.gradient ? "no gradient function"
-                                  : "one device per peer";
-    return Status::InvalidArgument("inconsistent simulation settings");
+    return HostError(Status::InvalidArgument("inconsistent simulation settings"),
+                     n == 0               ? "no peers"
+                     : !settings.gradient ? "no gradient function"
+                                          : "one device per peer");
   }
   gradient_ = settings.gradient;
   bindings_ = BindDevices(gradient_, n);
@@ -219,8 +211,8 @@ Status GossipSimulation::Init(const GossipSimulationSettings& settings, std::str
     const protocol::GossipConfig& config = settings.peers[i];
     const std::string who = "peer " + std::to_string(i + 1);
     if (config.mixing.peer != i + 1) {
-      return Refused(Status::InvalidArgument("a peer's configuration names another peer"), who,
-                     detail);
+      return HostError(Status::InvalidArgument("a peer's configuration names another peer"))
+          .WithContext(who);
     }
     const std::size_t bytes = protocol::GossipPeerSession::ArenaBytes(config);
     memory_.device_arena_bytes = std::max(memory_.device_arena_bytes, bytes);
@@ -233,7 +225,7 @@ Status GossipSimulation::Init(const GossipSimulationSettings& settings, std::str
     options.initial_model = settings.initial_model;
     options.codecs = settings.codecs;
     if (const Status init = peers_[i]->Init(arenas_[i]->arena, config, options); !init.ok()) {
-      return Refused(init, who, detail);
+      return HostError(init).WithContext(who);
     }
   }
   // One thread: a completed round reads every peer's model, which must not run ahead of it.
@@ -249,7 +241,7 @@ Status GossipSimulation::Init(const GossipSimulationSettings& settings, std::str
   bytes_sent_.assign(n, 0);
   bytes_received_.assign(n, 0);
   average_.resize(settings.peers.front().layout.dimension());
-  return Status::Ok();
+  return {};
 }
 
 void GossipSimulation::Drain() {

@@ -12,9 +12,9 @@ namespace edgesgd::tcp::internal {
 
 namespace {
 
-Status Failed(const char* what, const std::string& file, int error, std::string& detail) {
-  detail = std::string(what) + file + ": " + std::strerror(error);
-  return Status::Unavailable("cannot write the checkpoint");
+HostError Failed(const char* what, const std::string& file, int error) {
+  return HostError(Status::Unavailable("cannot write the checkpoint"),
+                   std::string(what) + file + ": " + std::strerror(error));
 }
 
 Status WriteAll(int fd, std::span<const std::byte> bytes) {
@@ -34,54 +34,53 @@ Status WriteAll(int fd, std::span<const std::byte> bytes) {
 
 }  // namespace
 
-Status WriteFileAtomically(const std::string& path, std::span<const std::byte> bytes,
-                           std::string& detail) {
+HostResult<> WriteFileAtomically(const std::string& path, std::span<const std::byte> bytes) {
   // A fresh name created exclusively (mkostemp: O_CREAT | O_EXCL, mode 0600): nothing placed
   // at a predictable name beforehand, a symbolic link included, is opened or overwritten, and
   // the model is readable by the server's user only.
   std::string temporary = path + ".tmp.XXXXXX";
   const int fd = ::mkostemp(temporary.data(), O_CLOEXEC);
-  if (fd < 0) return Failed("cannot create a temporary file for checkpoint ", path, errno, detail);
+  if (fd < 0) return Failed("cannot create a temporary file for checkpoint ", path, errno);
   const auto abandon = [&](const char* what) {
     const int error = errno;
     ::close(fd);
     ::unlink(temporary.c_str());
-    return Failed(what, temporary, error, detail);
+    return Failed(what, temporary, error);
   };
   if (!WriteAll(fd, bytes).ok()) return abandon("cannot write checkpoint ");
   if (::fsync(fd) != 0) return abandon("cannot sync checkpoint ");
   if (::close(fd) != 0) {
     const int error = errno;
     ::unlink(temporary.c_str());
-    return Failed("cannot close checkpoint ", temporary, error, detail);
+    return Failed("cannot close checkpoint ", temporary, error);
   }
   if (std::rename(temporary.c_str(), path.c_str()) != 0) {
     const int error = errno;
     ::unlink(temporary.c_str());
-    return Failed("cannot rename a checkpoint onto ", path, error, detail);
+    return Failed("cannot rename a checkpoint onto ", path, error);
   }
   // Until the directory is synced the rename may not survive a crash: the checkpoint is not
   // durable, which is an error like any other.
   const std::size_t slash = path.rfind('/');
   const std::string directory = slash == std::string::npos ? "." : path.substr(0, slash + 1);
   const int dir_fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd < 0) return Failed("cannot open the checkpoint's directory ", directory, errno, detail);
+  if (dir_fd < 0) return Failed("cannot open the checkpoint's directory ", directory, errno);
   if (::fsync(dir_fd) != 0) {
     const int error = errno;
     ::close(dir_fd);
-    return Failed("cannot sync the checkpoint's directory ", directory, error, detail);
+    return Failed("cannot sync the checkpoint's directory ", directory, error);
   }
   ::close(dir_fd);
-  return Status::Ok();
+  return {};
 }
 
-Status ReadWholeFile(const std::string& path, std::vector<std::byte>& out, std::string& detail) {
+HostResult<std::vector<std::byte>> ReadWholeFile(const std::string& path) {
   std::FILE* file = std::fopen(path.c_str(), "rb");
   if (file == nullptr) {
-    detail = "cannot read checkpoint " + path + ": " + std::strerror(errno);
-    return Status::Unavailable("cannot read the checkpoint");
+    return HostError(Status::Unavailable("cannot read the checkpoint"),
+                     "cannot read checkpoint " + path + ": " + std::strerror(errno));
   }
-  out.clear();
+  std::vector<std::byte> out;
   std::byte chunk[65536];
   std::size_t n = 0;
   while ((n = std::fread(chunk, 1, sizeof(chunk), file)) > 0) {
@@ -90,10 +89,10 @@ Status ReadWholeFile(const std::string& path, std::vector<std::byte>& out, std::
   const bool failed = std::ferror(file) != 0;
   std::fclose(file);
   if (failed) {
-    detail = "cannot read checkpoint " + path;
-    return Status::Unavailable("cannot read the checkpoint");
+    return HostError(Status::Unavailable("cannot read the checkpoint"),
+                     "cannot read checkpoint " + path);
   }
-  return Status::Ok();
+  return out;
 }
 
 }  // namespace edgesgd::tcp::internal

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "edgesgd/core/status.h"
+#include "edgesgd/platform/result.h"
 
 namespace edgesgd::tcp::internal {
 
@@ -16,12 +16,11 @@ namespace edgesgd::tcp::internal {
 // created exclusively with mode 0600): write, fsync, rename over `path`, fsync the directory.
 // On any failure the temporary file is removed and `path` is left as it was (or, when only the
 // directory's fsync failed, holds the new contents without the guarantee that they survive a
-// crash). Errors: kUnavailable, with `detail` naming the file and the system's error.
-Status WriteFileAtomically(const std::string& path, std::span<const std::byte> bytes,
-                           std::string& detail);
+// crash). Errors: kUnavailable, the message naming the file and the system's error.
+HostResult<> WriteFileAtomically(const std::string& path, std::span<const std::byte> bytes);
 
-// Reads the whole file at `path` into `out` (replacing its contents). Errors: kUnavailable, with
-// `detail` naming the file and the system's error.
-Status ReadWholeFile(const std::string& path, std::vector<std::byte>& out, std::string& detail);
+// The whole file at `path`. Errors: kUnavailable, the message naming the file and the system's
+// error.
+HostResult<std::vector<std::byte>> ReadWholeFile(const std::string& path);
 
 }  // namespace edgesgd::tcp::internal

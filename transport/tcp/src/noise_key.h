@@ -8,23 +8,22 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
-#include <string>
 
-#include "edgesgd/core/status.h"
 #include "edgesgd/platform/random_bytes.h"
+#include "edgesgd/platform/result.h"
 
 namespace edgesgd::tcp {
 
-inline Status DrawNoiseKey(std::uint64_t& key, std::string& detail) {
+inline HostResult<std::uint64_t> DrawNoiseKey() {
   std::array<std::byte, sizeof(std::uint64_t)> bytes{};
+  std::uint64_t key = 0;
   do {
     if (const Status drawn = platform::FillRandomBytes(bytes); !drawn.ok()) {
-      detail = "no operating-system entropy for the noise key";
-      return drawn;
+      return HostError(drawn, "no operating-system entropy for the noise key");
     }
     key = std::bit_cast<std::uint64_t>(bytes);
   } while (key == 0);  // 0 means "no key"
-  return Status::Ok();
+  return key;
 }
 
 }  // namespace edgesgd::tcp

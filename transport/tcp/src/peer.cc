@@ -6,7 +6,7 @@
 
 namespace edgesgd::tcp {
 
-Status Peer::Open(const PeerSettings& settings, std::string& detail) {
+HostResult<> Peer::Open(const PeerSettings& settings) {
   DriverOptions options = settings.network;
   options.listen = settings.listen;
   options.dial.clear();
@@ -15,25 +15,24 @@ Status Peer::Open(const PeerSettings& settings, std::string& detail) {
         settings.neighbours.begin(), settings.neighbours.end(),
         [neighbour](const DialTarget& candidate) { return candidate.peer == neighbour; });
     if (target == settings.neighbours.end()) {
-      detail = "neighbour " + std::to_string(neighbour) + " has no address";
-      return Status::InvalidArgument("a neighbour has no address");
+      return HostError(Status::InvalidArgument("a neighbour has no address"),
+                       "neighbour " + std::to_string(neighbour) + " has no address");
     }
     options.dial.push_back(*target);
   }
-  EDGESGD_TRY(TakeMemory(protocol::GossipPeerSession::ArenaBytes(settings.config), detail));
+  EDGESGD_HOST_TRY(TakeMemory(protocol::GossipPeerSession::ArenaBytes(settings.config)));
   if (const Status init = session_.Init(arena(), settings.config, settings.gossip); !init.ok()) {
-    detail = init.reason();
-    return init;
+    return HostError(init);
   }
   options.max_frame_bytes = protocol::GossipPeerSession::MaxFrameBytes(settings.config);
   options.auth_device = settings.config.mixing.peer;
-  EDGESGD_TRY(driver_.Open(options, detail));
+  EDGESGD_HOST_TRY(driver_.Open(options));
   const char* log_name = options.log_name;
   driver_.SetAfterSessionCall([this, log_name] {
     internal::DrainSessionEvents<protocol::GossipRoundEvent, protocol::GossipRejectEvent>(
         session_, on_round_, on_reject_, log_name, protocol::GossipRejectReasonName);
   });
-  return Status::Ok();
+  return {};
 }
 
 }  // namespace edgesgd::tcp

@@ -29,7 +29,7 @@ class SerialBridge::Impl final : public protocol::Session, public internal::Seri
  public:
   Impl() : driver_(io_), port_(io_, *this, "bridge") {}
 
-  Status Open(const SerialBridgeSettings& settings, std::string& detail);
+  HostResult<> Open(const SerialBridgeSettings& settings);
   DriverStop Run();
 
   // ---- protocol::Session ----
@@ -84,27 +84,25 @@ class SerialBridge::Impl final : public protocol::Session, public internal::Seri
   TimeNs device_retry_at_ = protocol::kNever;
 };
 
-Status SerialBridge::Impl::Open(const SerialBridgeSettings& settings, std::string& detail) {
+HostResult<> SerialBridge::Impl::Open(const SerialBridgeSettings& settings) {
   if (settings.device_id == 0 || settings.device_id == wire::kUnassignedDevice) {
-    detail = "the bridge needs the device's id (1 or more)";
-    return Status::InvalidArgument("no device id");
+    return HostError(Status::InvalidArgument("no device id"),
+                     "the bridge needs the device's id (1 or more)");
   }
   if (settings.max_frame_bytes < wire::kMinFrameBytes || settings.queue_frames == 0) {
-    detail = "the largest frame must be at least " + std::to_string(wire::kMinFrameBytes) +
-             " bytes, and the queue must hold a frame";
-    return Status::InvalidArgument("bad frame or queue size");
+    return HostError(Status::InvalidArgument("bad frame or queue size"),
+                     "the largest frame must be at least " + std::to_string(wire::kMinFrameBytes) +
+                         " bytes, and the queue must hold a frame");
   }
   settings_ = settings;
   const std::size_t link_payload = serial::SessionLink::LinkPayloadBytes(settings.max_frame_bytes);
   link_memory_.resize(serial::Link::BufferBytes(link_payload));
   if (const Status status = link_.Init(link_memory_, link_payload, settings.link); !status.ok()) {
-    detail = std::string("the serial link: ") + status.reason();
-    return status;
+    return HostError(status).WithContext("the serial link");
   }
   if (authenticating()) {
     if (const Status status = line_auth_.Init(settings.max_frame_bytes); !status.ok()) {
-      detail = std::string("the serial line's authentication: ") + status.reason();
-      return status;
+      return HostError(status).WithContext("the serial line's authentication");
     }
   }
   queue_.resize(settings.queue_frames);
@@ -113,8 +111,8 @@ Status SerialBridge::Impl::Open(const SerialBridgeSettings& settings, std::strin
   network.listen.reset();
   network.auth_device = settings.device_id;
   network.max_frame_bytes = std::min(network.max_frame_bytes, settings.max_frame_bytes);
-  EDGESGD_TRY(driver_.Open(network, detail));
-  return port_.Open(settings.device, detail);
+  EDGESGD_HOST_TRY(driver_.Open(network));
+  return port_.Open(settings.device);
 }
 
 DriverStop SerialBridge::Impl::Run() {
@@ -289,8 +287,8 @@ void SerialBridge::Impl::OnPortWritten(std::size_t bytes) {
 
 SerialBridge::SerialBridge() : impl_(std::make_unique<Impl>()) {}
 SerialBridge::~SerialBridge() = default;
-Status SerialBridge::Open(const SerialBridgeSettings& settings, std::string& detail) {
-  return impl_->Open(settings, detail);
+HostResult<> SerialBridge::Open(const SerialBridgeSettings& settings) {
+  return impl_->Open(settings);
 }
 DriverStop SerialBridge::Run() { return impl_->Run(); }
 const SerialBridgeCounters& SerialBridge::counters() const { return impl_->counters_; }

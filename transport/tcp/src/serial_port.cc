@@ -53,28 +53,30 @@ SerialPort::SerialPort(asio::io_context& io, Events& events, const char* log_nam
       tty_(io),
       retry_(io) {}
 
-Status SerialPort::Open(const SerialLine& line, std::string& detail) {
+HostResult<> SerialPort::Open(const SerialLine& line) {
   line_ = line;
   if (line.kind == SerialLine::Kind::kDevice) {
     if (!SerialBaudSupported(line.baud)) {
-      detail = "baud rate " + std::to_string(line.baud) + " is not one a tty takes";
-      return Status::InvalidArgument("an unsupported baud rate");
+      return HostError(Status::InvalidArgument("an unsupported baud rate"),
+                       "baud rate " + std::to_string(line.baud) + " is not one a tty takes");
     }
-    return Status::Ok();
+    return {};
   }
-  EDGESGD_TRY(Resolve(io_, line.endpoint, endpoint_, detail));
-  if (line.kind == SerialLine::Kind::kConnect) return Status::Ok();
+  HostResult<asio::ip::tcp::endpoint> endpoint = Resolve(io_, line.endpoint);
+  if (!endpoint.ok()) return std::move(endpoint).error();
+  endpoint_ = *endpoint;
+  if (line.kind == SerialLine::Kind::kConnect) return {};
   asio::error_code code;
   acceptor_.open(endpoint_.protocol(), code);
   if (!code) acceptor_.set_option(asio::ip::tcp::acceptor::reuse_address(true), code);
   if (!code) acceptor_.bind(endpoint_, code);
   if (!code) acceptor_.listen(1, code);
   if (code) {
-    detail = "cannot listen on " + line.endpoint.host + ":" + std::to_string(line.endpoint.port) +
-             ": " + code.message();
-    return Status::Unavailable("cannot listen");
+    return HostError(Status::Unavailable("cannot listen"),
+                     "cannot listen on " + line.endpoint.host + ":" +
+                         std::to_string(line.endpoint.port) + ": " + code.message());
   }
-  return Status::Ok();
+  return {};
 }
 
 std::uint16_t SerialPort::listen_port() const {

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "edgesgd/core/status.h"
+#include "edgesgd/platform/result.h"
 #include "edgesgd/tcp/asio.h"
 #include "edgesgd/tcp/serial_line.h"
 
@@ -37,8 +38,8 @@ class SerialPort {
   // Checks `line` and, for kListen, binds its port now (so a busy port fails at once); a tty
   // that does not exist yet or a device not listening yet is waited for by Start. Errors:
   // kInvalidArgument (an unsupported baud rate), kNotFound (a host that does not resolve),
-  // kUnavailable (cannot listen), with `detail`.
-  Status Open(const SerialLine& line, std::string& detail);
+  // kUnavailable (cannot listen), the message naming the rate or address.
+  HostResult<> Open(const SerialLine& line);
   void Start();
   // Closes the line for good (pending handlers finish with operation_aborted).
   void Stop();

@@ -7,9 +7,9 @@
 
 namespace edgesgd::tcp::internal {
 
-Status SerialSession::Open(const SerialLine& line, std::size_t max_frame_bytes,
-                           const serial::LinkOptions& options, const auth::KeyRing* keys,
-                           std::uint32_t device, std::string& detail) {
+HostResult<> SerialSession::Open(const SerialLine& line, std::size_t max_frame_bytes,
+                                 const serial::LinkOptions& options, const auth::KeyRing* keys,
+                                 std::uint32_t device) {
   memory_.resize(serial::SessionLink::BufferBytes(max_frame_bytes));
   Status status = link_.Init(memory_, max_frame_bytes, session_, protocol::kServerPeer, options);
   if (status.ok() && keys != nullptr) {
@@ -18,11 +18,8 @@ Status SerialSession::Open(const SerialLine& line, std::size_t max_frame_bytes,
     if (status.ok()) status = platform::FillRandomBytes(boot_nonce);
     if (status.ok()) status = link_.EnableAuthentication(auth_, *keys, device, boot_nonce);
   }
-  if (!status.ok()) {
-    detail = std::string("the serial link: ") + status.reason();
-    return status;
-  }
-  return port_.Open(line, detail);
+  if (!status.ok()) return HostError(status).WithContext("the serial link");
+  return port_.Open(line);
 }
 
 void SerialSession::Start(TimeNs /*now*/) {

@@ -30,10 +30,10 @@ class SerialSession final : public protocol::Session, public SerialPort::Events 
   // Sizes the link for frames up to `max_frame_bytes` and checks the line. With `keys` (which
   // must hold `device`'s key and outlive this object) the line is authenticated as that device;
   // without, it carries plain frames. Errors as serial::SessionLink::Init and
-  // EnableAuthentication, auth::ConnectionAuth::Init and SerialPort::Open, with `detail`.
-  Status Open(const SerialLine& line, std::size_t max_frame_bytes,
-              const serial::LinkOptions& options, const auth::KeyRing* keys, std::uint32_t device,
-              std::string& detail);
+  // EnableAuthentication, auth::ConnectionAuth::Init and SerialPort::Open.
+  HostResult<> Open(const SerialLine& line, std::size_t max_frame_bytes,
+                    const serial::LinkOptions& options, const auth::KeyRing* keys,
+                    std::uint32_t device);
   // Closes the line (after the driver stopped).
   void Close() { port_.Stop(); }
 

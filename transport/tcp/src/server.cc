@@ -1,51 +1,47 @@
 #include "edgesgd/tcp/server.h"
 
 #include "checkpoint_file.h"
-#include "noise_key.h"
 #include "edgesgd/platform/log.h"
+#include "noise_key.h"
 #include "session_events.h"
 
 namespace edgesgd::tcp {
 
-Status Server::Open(const ServerSettings& settings, std::string& detail) {
+HostResult<> Server::Open(const ServerSettings& settings) {
   if (settings.resume && settings.checkpoint.empty()) {
-    detail = "resuming needs a checkpoint file";
-    return Status::InvalidArgument("resuming needs a checkpoint file");
+    return HostError(Status::InvalidArgument("resuming needs a checkpoint file"));
   }
   if (settings.checkpoint_every == 0) {
-    detail = "checkpoints come every 1 or more rounds";
-    return Status::InvalidArgument("checkpoints come every 1 or more rounds");
+    return HostError(Status::InvalidArgument("checkpoints come every 1 or more rounds"));
   }
-  if (settings.codecs == nullptr) {
-    detail = "no codec registry";
-    return Status::InvalidArgument("no codec registry");
-  }
-  EDGESGD_TRY(
-      TakeMemory(protocol::ServerSession::ArenaBytes(settings.run, settings.server), detail));
+  if (settings.codecs == nullptr) return HostError(Status::InvalidArgument("no codec registry"));
+  EDGESGD_HOST_TRY(TakeMemory(protocol::ServerSession::ArenaBytes(settings.run, settings.server)));
   protocol::ServerOptions session_options = settings.server;
   if (session_options.noise_key == 0) {
-    EDGESGD_TRY(DrawNoiseKey(session_options.noise_key, detail));
+    HostResult<std::uint64_t> key = DrawNoiseKey();
+    if (!key.ok()) return std::move(key).error();
+    session_options.noise_key = *key;
   }
   if (const Status init = session_.Init(arena(), *settings.codecs, settings.run, session_options,
                                         settings.initial_model);
       !init.ok()) {
-    detail = init.reason();
-    return init;
+    return HostError(init);
   }
   checkpoint_ = settings.checkpoint;
   checkpoint_every_ = settings.checkpoint_every;
   log_name_ = settings.network.log_name;
   state_.resize(session_.StateBytes());
   if (settings.resume) {
-    std::vector<std::byte> saved;
-    EDGESGD_TRY(internal::ReadWholeFile(checkpoint_, saved, detail));
-    if (const Status restored = session_.RestoreState(saved, &resume_differs_in_);
+    HostResult<std::vector<std::byte>> saved = internal::ReadWholeFile(checkpoint_);
+    if (!saved.ok()) return std::move(saved).error();
+    if (const Status restored = session_.RestoreState(*saved, &resume_differs_in_);
         !restored.ok()) {
-      detail = "cannot resume from checkpoint " + checkpoint_ + ": " + restored.reason();
+      std::string message =
+          "cannot resume from checkpoint " + checkpoint_ + ": " + restored.reason();
       if (!resume_differs_in_.empty()) {
-        detail += " (it differs in " + std::string(resume_differs_in_) + ")";
+        message += " (it differs in " + std::string(resume_differs_in_) + ")";
       }
-      return restored;
+      return HostError(restored, std::move(message));
     }
     platform::Log(platform::LogLevel::kInfo, "%s: resuming at round %u of %u from %s", log_name_,
                   session_.round() + 1, settings.run.rounds, checkpoint_.c_str());
@@ -61,9 +57,9 @@ Status Server::Open(const ServerSettings& settings, std::string& detail) {
   options.auth_device = 0;  // accepts only: each connection authenticates as its worker
   // A worker opens with a Join: nothing larger before a connection has proved its device.
   options.max_first_frame_bytes = wire::kMaxControlFrameBytes;
-  EDGESGD_TRY(driver_.Open(options, detail));
+  EDGESGD_HOST_TRY(driver_.Open(options));
   driver_.SetAfterSessionCall([this] { AfterSessionCall(); });
-  return Status::Ok();
+  return {};
 }
 
 void Server::AfterSessionCall() {
@@ -80,14 +76,10 @@ void Server::AfterSessionCall() {
       session_, on_round_, on_reject_, log_name_, protocol::RejectReasonName);
 }
 
-Status Server::SaveCheckpoint() {
+HostResult<> Server::SaveCheckpoint() {
   const Result<std::size_t> bytes = session_.SaveState(state_);
-  if (!bytes.ok()) {
-    detail_ = "cannot encode the checkpoint";
-    return bytes.status();
-  }
-  return internal::WriteFileAtomically(checkpoint_, std::span(state_).first(bytes.value()),
-                                       detail_);
+  if (!bytes.ok()) return HostError(bytes.status(), "cannot encode the checkpoint");
+  return internal::WriteFileAtomically(checkpoint_, std::span(state_).first(bytes.value()));
 }
 
 }  // namespace edgesgd::tcp

@@ -28,11 +28,11 @@ using internal::TlsContext;
 using platform::Log;
 using platform::LogLevel;
 
-Status ParseEndpoint(std::string_view text, Endpoint& out, std::string& detail) {
+HostResult<Endpoint> ParseEndpoint(std::string_view text) {
   const std::size_t colon = text.rfind(':');
   if (colon == std::string_view::npos || colon == 0 || colon + 1 == text.size()) {
-    detail = "'" + std::string(text) + "' is not HOST:PORT";
-    return Status::InvalidArgument("an address is not HOST:PORT");
+    return HostError(Status::InvalidArgument("an address is not HOST:PORT"),
+                     "'" + std::string(text) + "' is not HOST:PORT");
   }
   std::string_view host = text.substr(0, colon);
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
@@ -43,29 +43,24 @@ Status ParseEndpoint(std::string_view text, Endpoint& out, std::string& detail) 
   const auto [end, parse_error] =
       std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
   if (parse_error != std::errc() || end != port_text.data() + port_text.size() || port > 65535) {
-    detail = "'" + std::string(text) + "': the port must be a number in 0..65535";
-    return Status::InvalidArgument("a port is not a number in 0..65535");
+    return HostError(Status::InvalidArgument("a port is not a number in 0..65535"),
+                     "'" + std::string(text) + "': the port must be a number in 0..65535");
   }
-  out.host = std::string(host);
-  out.port = static_cast<std::uint16_t>(port);
-  return Status::Ok();
+  return Endpoint{std::string(host), static_cast<std::uint16_t>(port)};
 }
 
-Status ParseEndpointList(std::string_view text, std::vector<Endpoint>& out, std::string& detail) {
-  out.clear();
+HostResult<std::vector<Endpoint>> ParseEndpointList(std::string_view text) {
+  std::vector<Endpoint> endpoints;
   while (!text.empty()) {
     const std::size_t comma = text.find(',');
-    Endpoint endpoint;
-    EDGESGD_TRY(ParseEndpoint(text.substr(0, comma), endpoint, detail));
-    out.push_back(endpoint);
+    HostResult<Endpoint> endpoint = ParseEndpoint(text.substr(0, comma));
+    if (!endpoint.ok()) return std::move(endpoint).error();
+    endpoints.push_back(std::move(endpoint).value());
     if (comma == std::string_view::npos) break;
     text.remove_prefix(comma + 1);
   }
-  if (out.empty()) {
-    detail = "an empty address list";
-    return Status::InvalidArgument("an empty address list");
-  }
-  return Status::Ok();
+  if (endpoints.empty()) return HostError(Status::InvalidArgument("an empty address list"));
+  return endpoints;
 }
 
 const char* DriverStopName(DriverStop stop) {
@@ -78,22 +73,18 @@ const char* DriverStopName(DriverStop stop) {
   return "?";
 }
 
-Status internal::Resolve(asio::io_context& io, const Endpoint& endpoint,
-                         asio::ip::tcp::endpoint& out, std::string& detail) {
+HostResult<asio::ip::tcp::endpoint> internal::Resolve(asio::io_context& io,
+                                                      const Endpoint& endpoint) {
   asio::error_code code;
   const asio::ip::address address = asio::ip::make_address(endpoint.host, code);
-  if (!code) {
-    out = asio::ip::tcp::endpoint(address, endpoint.port);
-    return Status::Ok();
-  }
+  if (!code) return asio::ip::tcp::endpoint(address, endpoint.port);
   asio::ip::tcp::resolver resolver(io);
   const auto results = resolver.resolve(endpoint.host, std::to_string(endpoint.port), code);
   if (code || results.empty()) {
-    detail = "cannot resolve '" + endpoint.host + "': " + code.message();
-    return Status::NotFound("a host name does not resolve");
+    return HostError(Status::NotFound("a host name does not resolve"),
+                     "cannot resolve '" + endpoint.host + "': " + code.message());
   }
-  out = results.begin()->endpoint();
-  return Status::Ok();
+  return results.begin()->endpoint();
 }
 
 namespace {
@@ -118,7 +109,7 @@ class SessionDriver::Impl final : public ChannelEvents {
         session_timer_(io_),
         deadline_timer_(io_) {}
 
-  Status Open(const DriverOptions& options, std::string& detail);
+  HostResult<> Open(const DriverOptions& options);
   void Start(protocol::Session& session, DoneCallback on_done);
   DriverStop Run(protocol::Session& session);
   void RequestStop() {
@@ -160,7 +151,7 @@ class SessionDriver::Impl final : public ChannelEvents {
   };
 
   // Loads DriverOptions::tls into the context every channel shares. Errors as Open's.
-  Status OpenTls(const TlsFiles& files, std::string& detail);
+  HostResult<> OpenTls(const TlsFiles& files);
   FrameChannel& NewChannel();
   void Accept();
   std::size_t CountUnidentified() const;
@@ -242,7 +233,7 @@ class SessionDriver::Impl final : public ChannelEvents {
   std::uint64_t jitter_state_ = 0;
 };
 
-Status SessionDriver::Impl::Open(const DriverOptions& options, std::string& detail) {
+HostResult<> SessionDriver::Impl::Open(const DriverOptions& options) {
   options_ = options;
   options_.max_frame_bytes = std::min(options_.max_frame_bytes, wire::kMaxFrameBytes);
   options_.socket_send_buffer_bytes =
@@ -251,25 +242,27 @@ Status SessionDriver::Impl::Open(const DriverOptions& options, std::string& deta
       std::min(options_.receive_low_watermark_bytes, kMaxSocketOptionBytes);
   jitter_state_ = options_.seed ^ 0x5DEECE66Dull;
   start_ = std::chrono::steady_clock::now();
-  if (options_.tls) EDGESGD_TRY(OpenTls(*options_.tls, detail));
+  if (options_.tls) EDGESGD_HOST_TRY(OpenTls(*options_.tls));
   if (options_.listen) {
-    asio::ip::tcp::endpoint endpoint;
-    EDGESGD_TRY(Resolve(io_, *options_.listen, endpoint, detail));
+    HostResult<asio::ip::tcp::endpoint> endpoint = Resolve(io_, *options_.listen);
+    if (!endpoint.ok()) return std::move(endpoint).error();
     asio::error_code code;
-    acceptor_.open(endpoint.protocol(), code);
+    acceptor_.open(endpoint->protocol(), code);
     if (!code) acceptor_.set_option(asio::socket_base::reuse_address(true), code);
-    if (!code) acceptor_.bind(endpoint, code);
+    if (!code) acceptor_.bind(*endpoint, code);
     if (!code) acceptor_.listen(asio::socket_base::max_listen_connections, code);
     if (code) {
-      detail = "cannot listen on " + options_.listen->host + ":" +
-               std::to_string(options_.listen->port) + ": " + code.message();
-      return Status::Unavailable("cannot listen on the address");
+      return HostError(Status::Unavailable("cannot listen on the address"),
+                       "cannot listen on " + options_.listen->host + ":" +
+                           std::to_string(options_.listen->port) + ": " + code.message());
     }
     listen_port_ = acceptor_.local_endpoint(code).port();
   }
   for (const DialTarget& target : options_.dial) {
+    HostResult<asio::ip::tcp::endpoint> endpoint = Resolve(io_, target.endpoint);
+    if (!endpoint.ok()) return std::move(endpoint).error();
     Dial dial;
-    EDGESGD_TRY(Resolve(io_, target.endpoint, dial.endpoint, detail));
+    dial.endpoint = *endpoint;
     FrameChannel& channel = NewChannel();
     channel.peer = target.peer;
     channel.bound = true;
@@ -279,17 +272,18 @@ Status SessionDriver::Impl::Open(const DriverOptions& options, std::string& deta
     dials_.push_back(dial);
   }
   lost_.reserve(64);
-  return Status::Ok();
+  return {};
 }
 
-Status SessionDriver::Impl::OpenTls(const TlsFiles& files, std::string& detail) {
+HostResult<> SessionDriver::Impl::OpenTls(const TlsFiles& files) {
 #if EDGESGD_TCP_TLS
   TlsContext& context = tls_context_.emplace(asio::ssl::context::tls);
   asio::error_code code;
   const auto failed = [&](const char* what, const std::string& file) {
-    detail = std::string("TLS: cannot use the ") + what + " " + file + ": " + code.message();
     tls_context_.reset();
-    return Status::FailedPrecondition("TLS: a certificate or key does not load");
+    return HostError(
+        Status::FailedPrecondition("TLS: a certificate or key does not load"),
+        std::string("TLS: cannot use the ") + what + " " + file + ": " + code.message());
   };
   // TLS 1.2 and later only.
   context.set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
@@ -306,11 +300,12 @@ Status SessionDriver::Impl::OpenTls(const TlsFiles& files, std::string& detail) 
   if (code) return failed("CA certificate", files.ca);
   context.set_verify_mode(asio::ssl::verify_peer | asio::ssl::verify_fail_if_no_peer_cert, code);
   if (code) return failed("verify mode", "");
-  return Status::Ok();
+  return {};
 #else
   (void)files;
-  detail = "TLS: this edgesgd was built without it (OpenSSL was not found for this target)";
-  return Status::FailedPrecondition("TLS: not in this build");
+  return HostError(
+      Status::FailedPrecondition("TLS: not in this build"),
+      "TLS: this edgesgd was built without it (OpenSSL was not found for this target)");
 #endif
 }
 
@@ -785,9 +780,7 @@ SessionDriver::~SessionDriver() = default;
 
 bool TlsAvailable() { return EDGESGD_TCP_TLS != 0; }
 
-Status SessionDriver::Open(const DriverOptions& options, std::string& detail) {
-  return impl_->Open(options, detail);
-}
+HostResult<> SessionDriver::Open(const DriverOptions& options) { return impl_->Open(options); }
 std::uint16_t SessionDriver::listen_port() const { return impl_->listen_port_; }
 void SessionDriver::SetAfterSessionCall(std::function<void()> hook) {
   impl_->after_call_ = std::move(hook);

@@ -19,27 +19,27 @@ Worker::Worker() = default;
 Worker::Worker(asio::io_context& io) : SessionNode(io) {}
 Worker::~Worker() = default;
 
-Status Worker::Open(const WorkerSettings& settings, std::string& detail) {
+HostResult<> Worker::Open(const WorkerSettings& settings) {
   const std::uint32_t device = settings.worker.device_id;
   if (device == 0 || device == wire::kUnassignedDevice) {
-    detail = "a worker over TCP needs its device id";
-    return Status::InvalidArgument("a worker over TCP needs its device id");
+    return HostError(Status::InvalidArgument("a worker over TCP needs its device id"));
   }
-  EDGESGD_TRY(TakeMemory(settings.memory_bytes, detail));
+  EDGESGD_HOST_TRY(TakeMemory(settings.memory_bytes));
   gradient_ = settings.worker.gradient;
   user_ = settings.worker.user;
   on_welcome_ = settings.on_welcome;
   protocol::WorkerOptions options = settings.worker;
   if (options.add_noise == nullptr) options.add_noise = &AddNoiseShare;
-  if (options.noise_key == 0) EDGESGD_TRY(DrawNoiseKey(options.noise_key, detail));
+  if (options.noise_key == 0) {
+    HostResult<std::uint64_t> key = DrawNoiseKey();
+    if (!key.ok()) return std::move(key).error();
+    options.noise_key = *key;
+  }
   if (options.secure_entropy == nullptr) options.secure_entropy = &OperatingSystemEntropy;
   options.gradient = gradient_ != nullptr ? &Gradient : nullptr;  // none: the session refuses
   options.user = this;
   if (options.codecs == nullptr) options.codecs = &AllCodecs();
-  if (const Status init = session_.Init(arena(), options); !init.ok()) {
-    detail = init.reason();
-    return init;
-  }
+  if (const Status init = session_.Init(arena(), options); !init.ok()) return HostError(init);
   DriverOptions network = settings.network;
   network.listen.reset();
   if (settings.serial) {
@@ -47,10 +47,10 @@ Status Worker::Open(const WorkerSettings& settings, std::string& detail) {
     network.dial.clear();
     network.auth_keys = nullptr;
     network.tls.reset();
-    EDGESGD_TRY(driver_.Open(network, detail));
+    EDGESGD_HOST_TRY(driver_.Open(network));
     serial_ = std::make_unique<internal::SerialSession>(driver_.io(), driver_, session_);
-    EDGESGD_TRY(serial_->Open(*settings.serial, settings.serial_max_frame_bytes,
-                              settings.serial_link, settings.network.auth_keys, device, detail));
+    EDGESGD_HOST_TRY(serial_->Open(*settings.serial, settings.serial_max_frame_bytes,
+                                   settings.serial_link, settings.network.auth_keys, device));
     wrapper_ = serial_.get();
   } else {
     network.dial.assign(1, DialTarget{protocol::kServerPeer, settings.server});
@@ -58,10 +58,10 @@ Status Worker::Open(const WorkerSettings& settings, std::string& detail) {
     // Until the Welcome, the server sends control frames only: a server cannot make the worker
     // take a large buffer before the worker has accepted the run (see AfterSessionCall).
     network.max_frame_bytes = wire::kMaxControlFrameBytes;
-    EDGESGD_TRY(driver_.Open(network, detail));
+    EDGESGD_HOST_TRY(driver_.Open(network));
   }
   driver_.SetAfterSessionCall([this] { AfterSessionCall(); });
-  return Status::Ok();
+  return {};
 }
 
 Status Worker::Gradient(void* user, std::span<const float> point, std::uint32_t round,

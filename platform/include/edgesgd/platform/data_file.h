@@ -20,6 +20,7 @@
 
 #include "edgesgd/core/data/dataset.h"
 #include "edgesgd/core/status.h"
+#include "edgesgd/platform/result.h"
 
 namespace edgesgd::platform {
 
@@ -42,21 +43,14 @@ struct LabeledData {
   DatasetView View() const;
 };
 
-// The outcome of a load: status kOk with data, or a code plus a one-line message naming the file
-// and the problem, e.g. "corrupt: label 12 of sample 1 in /d/labels.npy is outside 0-9".
+// The errors of a load (LoadDataFile, LoadFashionMnist): a code and a one-line message naming
+// the file and the problem, e.g. "corrupt: label 12 of sample 1 in /d/labels.npy is outside 0-9".
 // Codes: kNotFound (missing file), kUnavailable (other open/read failures, or a gzip file in a
 // build without zlib), kDataLoss (bad magic or header, truncation, trailing data, a shape
 // mismatch between features and labels, a label out of range, a cell that is not a number, a
 // value that is not finite, corrupt gzip), kInvalidArgument (a valid file this reader does not
 // take: an unsupported value type or layout; a bad spec; rows that do not ascend), kOutOfRange
 // (the rows asked for are not in the file).
-struct LabeledDataLoad {
-  Status status;
-  std::string message;
-  LabeledData data;
-
-  bool ok() const { return status.ok(); }
-};
 
 // The column of a CSV file that holds the label: the first (as in the MNIST CSV files) or the
 // last (as many exported tables have it).
@@ -89,18 +83,9 @@ struct DataFileSpec {
   std::vector<std::string> paths;
 };
 
-// The outcome of parsing a spec: kOk, or kInvalidArgument with a one-line message.
-struct DataFileSpecParse {
-  Status status;
-  std::string message;
-  DataFileSpec spec;
-
-  bool ok() const { return status.ok(); }
-};
-
 // Splits "FORMAT:PATH[,PATH]" and checks the format is known and takes that many paths (paths
-// cannot contain commas). Reads no file.
-DataFileSpecParse ParseDataFileSpec(std::string_view text);
+// cannot contain commas). Reads no file. Errors: kInvalidArgument with a one-line message.
+HostResult<DataFileSpec> ParseDataFileSpec(std::string_view text);
 
 // The syntax of every format, for help texts: "idx:IMAGES[,LABELS], csv:PATH, ...".
 std::string DataFileSyntax();
@@ -109,7 +94,7 @@ std::string DataFileSyntax();
 // every loaded value (finite) and label (in range), features and labels must hold the same
 // number of samples, and at least one sample must be loaded. A load that reaches the end of a
 // binary file also checks that nothing follows the declared data (and the gzip checksum).
-LabeledDataLoad LoadDataFile(const DataFileSpec& spec, const DataReadOptions& options);
+HostResult<LabeledData> LoadDataFile(const DataFileSpec& spec, const DataReadOptions& options);
 
 // Whether this build reads gzip-compressed files (zlib was found for the target).
 bool GzipAvailable();

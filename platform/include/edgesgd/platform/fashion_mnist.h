@@ -36,14 +36,14 @@ std::string FashionMnistDirectory();
 // missing directory, kUnavailable in a build without zlib (GzipAvailable()) and
 // kInvalidArgument for an empty directory string, e.g.
 // "missing file /d/train-images-idx3-ubyte.gz: No such file or directory".
-LabeledDataLoad LoadFashionMnist(const std::string& directory, FashionMnistSplit split,
-                                 std::size_t limit = 0);
+HostResult<LabeledData> LoadFashionMnist(const std::string& directory, FashionMnistSplit split,
+                                         std::size_t limit = 0);
 
 // As above, the rows `options` asks for (its classes are always 10), e.g. one worker's shard.
-LabeledDataLoad LoadFashionMnist(const std::string& directory, FashionMnistSplit split,
-                                 const DataReadOptions& options);
+HostResult<LabeledData> LoadFashionMnist(const std::string& directory, FashionMnistSplit split,
+                                         const DataReadOptions& options);
 
 // As above, from FashionMnistDirectory().
-LabeledDataLoad LoadFashionMnist(FashionMnistSplit split, std::size_t limit = 0);
+HostResult<LabeledData> LoadFashionMnist(FashionMnistSplit split, std::size_t limit = 0);
 
 }  // namespace edgesgd::platform

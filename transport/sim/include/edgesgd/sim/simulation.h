@@ -9,8 +9,7 @@
 // settings give the same run, byte for byte.
 //
 //   sim::ServerSimulation simulation;
-//   std::string detail;
-//   if (Status s = simulation.Init(settings, detail); !s.ok()) { /* print detail */ }
+//   if (HostResult<> init = simulation.Init(settings); !init.ok()) { /* print init.message() */ }
 //   simulation.OnRound([&](const protocol::RoundEvent& round, std::span<const float> model) {});
 //   const sim::SimulationResult result = simulation.Run();
 //
@@ -30,6 +29,7 @@
 #include "edgesgd/core/arena.h"
 #include "edgesgd/core/codec_registry.h"
 #include "edgesgd/core/status.h"
+#include "edgesgd/platform/result.h"
 #include "edgesgd/protocol/gossip_peer_session.h"
 #include "edgesgd/protocol/run_config.h"
 #include "edgesgd/protocol/server_session.h"
@@ -141,11 +141,11 @@ class ServerSimulation {
   ServerSimulation& operator=(const ServerSimulation&) = delete;
 
   // Creates the server and worker sessions with their arenas and registers them on the
-  // network. Once. Reads `settings` (keeping a copy of the gradient function). Errors, with
-  // `detail` naming the participant ("worker 3: ..."): kFailedPrecondition (initialised
+  // network. Once. Reads `settings` (keeping a copy of the gradient function). Errors, the
+  // message naming the participant ("worker 3: ..."): kFailedPrecondition (initialised
   // before), kInvalidArgument (not one device per worker, no gradient) and what
   // ServerSession::Init or WorkerSession::Init refuse.
-  Status Init(const ServerSimulationSettings& settings, std::string& detail);
+  HostResult<> Init(const ServerSimulationSettings& settings);
 
   void OnRound(RoundCallback callback) { on_round_ = std::move(callback); }
   void OnReject(RejectCallback callback) { on_reject_ = std::move(callback); }
@@ -227,11 +227,11 @@ class GossipSimulation {
   GossipSimulation& operator=(const GossipSimulation&) = delete;
 
   // Creates the peer sessions with their arenas and registers them on the network. Once. Reads
-  // `settings` (keeping a copy of the gradient function). Errors, with `detail` naming the peer
+  // `settings` (keeping a copy of the gradient function). Errors, the message naming the peer
   // ("peer 3: ..."): kFailedPrecondition (initialised before), kInvalidArgument (no peers, not
   // one device per peer, a configuration naming another peer, no gradient) and what
   // GossipPeerSession::Init refuses.
-  Status Init(const GossipSimulationSettings& settings, std::string& detail);
+  HostResult<> Init(const GossipSimulationSettings& settings);
 
   void OnRound(RoundCallback callback) { on_round_ = std::move(callback); }
 

@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 
+#include "edgesgd/platform/result.h"
 #include "edgesgd/protocol/server_session.h"
 #include "edgesgd/protocol/worker_session.h"
 #include "edgesgd/tcp/session_driver.h"
@@ -32,10 +33,10 @@ struct LoopbackResult {
 // Runs `server` and `workers` (initialized, not started; worker i must have device id i + 1)
 // until the server's driver returns, then joins the worker threads (they end when the server
 // sends Leave or goes away). `after_server_call` is the server driver's SetAfterSessionCall hook.
-// Errors: those of SessionDriver::Open (no loopback, no free port), with `detail`.
-Status RunOnLoopback(protocol::ServerSession& server,
-                     std::span<protocol::WorkerSession* const> workers,
-                     std::function<void()> after_server_call, LoopbackResult& result,
-                     std::string& detail, const LoopbackOptions& options = {});
+// Errors: those of SessionDriver::Open (no loopback, no free port).
+HostResult<LoopbackResult> RunOnLoopback(protocol::ServerSession& server,
+                                         std::span<protocol::WorkerSession* const> workers,
+                                         std::function<void()> after_server_call,
+                                         const LoopbackOptions& options = {});
 
 }  // namespace edgesgd::tcp

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "edgesgd/core/status.h"
+#include "edgesgd/platform/result.h"
 #include "edgesgd/protocol/gossip_peer_session.h"
 #include "edgesgd/tcp/session_driver.h"
 #include "edgesgd/tcp/session_node.h"
@@ -53,11 +54,11 @@ class Peer : public SessionNode<protocol::GossipPeerSession> {
 
   // Checks that every neighbour has an address, takes the session's memory
   // (GossipPeerSession::ArenaBytes), initialises it, opens the listening socket and resolves
-  // the neighbours. Once. Reads `settings` (auth_keys must outlive the Peer). Errors, with
-  // `detail` a line for people: kFailedPrecondition (opened before), kInvalidArgument (a
+  // the neighbours. Once. Reads `settings` (auth_keys must outlive the Peer). Errors, the
+  // message a line for people: kFailedPrecondition (opened before), kInvalidArgument (a
   // neighbour without an address, or what GossipPeerSession::Init refuses) and those of
   // SessionDriver::Open.
-  Status Open(const PeerSettings& settings, std::string& detail);
+  HostResult<> Open(const PeerSettings& settings);
 
   // Install the callbacks before Start.
   void OnRound(RoundCallback callback) { on_round_ = std::move(callback); }

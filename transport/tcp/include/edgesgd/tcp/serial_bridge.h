@@ -33,6 +33,7 @@
 #include <string>
 
 #include "edgesgd/core/status.h"
+#include "edgesgd/platform/result.h"
 #include "edgesgd/serial/link.h"
 #include "edgesgd/tcp/serial_line.h"
 #include "edgesgd/tcp/session_driver.h"
@@ -77,10 +78,10 @@ class SerialBridge {
   SerialBridge& operator=(const SerialBridge&) = delete;
 
   // Sizes the link, opens the server connection's driver and the serial line (see
-  // SessionDriver::Open and SerialLine). Once. Errors, with `detail` for people:
+  // SessionDriver::Open and SerialLine). Once. Errors, the message for people:
   // kInvalidArgument (no device id, a max_frame_bytes below the smallest frame, no queue,
   // what serial::Link::Init refuses), and those of SessionDriver::Open and the line.
-  Status Open(const SerialBridgeSettings& settings, std::string& detail);
+  HostResult<> Open(const SerialBridgeSettings& settings);
   // Relays until the run ends (kFinished), a signal, or the give-up time.
   DriverStop Run();
 

@@ -7,8 +7,7 @@
 // stops the run as it goes; the run's configuration reaches every worker in its Welcome.
 //
 //   tcp::Server server(io);
-//   std::string detail;
-//   if (Status s = server.Open(settings, detail); !s.ok()) { /* print detail */ }
+//   if (HostResult<> opened = server.Open(settings); !opened.ok()) { /* print opened.message() */ }
 //   server.OnRound([&](const protocol::RoundEvent& round, std::span<const float> model) { ... });
 //   server.Start([&](tcp::DriverStop stop) { ... });   // then io.run()
 
@@ -23,6 +22,7 @@
 
 #include "edgesgd/core/codec_registry.h"
 #include "edgesgd/core/status.h"
+#include "edgesgd/platform/result.h"
 #include "edgesgd/protocol/run_config.h"
 #include "edgesgd/protocol/server_session.h"
 #include "edgesgd/tcp/session_driver.h"
@@ -70,22 +70,21 @@ class Server : public SessionNode<protocol::ServerSession> {
   // Checks the settings, takes the session's memory (ServerSession::ArenaBytes), initialises it
   // with the initial model, restores the checkpoint when resuming (and logs the round), then
   // opens the listening socket. Once. Reads `settings` (auth_keys must outlive the Server).
-  // Errors, with `detail` a line for people naming the file or address and the system's
+  // Errors, the message a line for people naming the file or address and the system's
   // message: kFailedPrecondition (opened before), kInvalidArgument (resume without a checkpoint
   // file, checkpoint_every 0, or what ServerSession::Init refuses), kUnavailable (the
   // checkpoint cannot be read), those of ServerSession::RestoreState (a damaged checkpoint or
   // another run's) and of SessionDriver::Open.
-  Status Open(const ServerSettings& settings, std::string& detail);
+  HostResult<> Open(const ServerSettings& settings);
 
   // Install the callbacks before Start.
   void OnRound(RoundCallback callback) { on_round_ = std::move(callback); }
   void OnReject(RejectCallback callback) { on_reject_ = std::move(callback); }
 
-  // kOk, or why the Server stopped the run itself: a checkpoint that could not be written
-  // (kUnavailable) or encoded; detail() then says which file and why. The run's own outcome is
+  // Ok, or why the Server stopped the run itself: a checkpoint that could not be written
+  // (kUnavailable, the message naming the file and why) or encoded. The run's own outcome is
   // the session's: session().Finished(), session().status() (kDataLoss: the model diverged).
-  Status status() const { return status_; }
-  const std::string& detail() const { return detail_; }
+  const HostResult<>& status() const { return status_; }
 
   // After Open refused a checkpoint of another configuration: the first setting that differs,
   // as protocol::ForEachRunConfigField names it ("k_ratio", "workers", "model"); else empty.
@@ -95,13 +94,12 @@ class Server : public SessionNode<protocol::ServerSession> {
   // After every call into the session: the checkpoint, then the callbacks.
   void AfterSessionCall();
   // Writes the committed state to the checkpoint file. Errors as SaveState's, or kUnavailable
-  // (the file cannot be written) with detail_.
-  Status SaveCheckpoint();
+  // (the file cannot be written).
+  HostResult<> SaveCheckpoint();
 
   RoundCallback on_round_;
   RejectCallback on_reject_;
-  Status status_;
-  std::string detail_;
+  HostResult<> status_;
   std::vector<std::byte> state_;  // SaveState's bytes
   std::string checkpoint_;
   std::uint32_t checkpoint_every_ = 1;

@@ -55,6 +55,7 @@
 
 #include "edgesgd/auth/key_ring.h"
 #include "edgesgd/core/status.h"
+#include "edgesgd/platform/result.h"
 #include "edgesgd/protocol/session.h"
 #include "edgesgd/wire/wire_format.h"
 
@@ -66,9 +67,9 @@ class io_context;
 
 namespace edgesgd::tcp {
 
+using protocol::kNever;
 using protocol::PeerId;
 using protocol::TimeNs;
-using protocol::kNever;
 
 inline constexpr TimeNs kNsPerMs = 1'000'000;
 // DriverOptions' socket byte counts are capped here (socket options are ints).
@@ -81,12 +82,12 @@ struct Endpoint {
   std::uint16_t port = 0;
 };
 
-// Parses "HOST:PORT" (port 0..65535; 0 on a listen address picks a free port) into `out`. Does
-// not touch the network. Errors: kInvalidArgument, with `detail` quoting the text.
-Status ParseEndpoint(std::string_view text, Endpoint& out, std::string& detail);
-// Parses "HOST:PORT,HOST:PORT,..." into `out` (replacing its contents). Errors: kInvalidArgument
-// (an empty list, or an item ParseEndpoint refuses), with `detail` naming the bad item.
-Status ParseEndpointList(std::string_view text, std::vector<Endpoint>& out, std::string& detail);
+// Parses "HOST:PORT" (port 0..65535; 0 on a listen address picks a free port). Does not touch
+// the network. Errors: kInvalidArgument, the message quoting the text.
+HostResult<Endpoint> ParseEndpoint(std::string_view text);
+// Parses "HOST:PORT,HOST:PORT,...". Errors: kInvalidArgument (an empty list, or an item
+// ParseEndpoint refuses), the message naming the bad item.
+HostResult<std::vector<Endpoint>> ParseEndpointList(std::string_view text);
 
 struct DialTarget {
   PeerId peer = protocol::kServerPeer;
@@ -219,10 +220,10 @@ class SessionDriver {
   SessionDriver& operator=(const SessionDriver&) = delete;
 
   // Reads `options` (kept), loads the TLS files, binds the listening socket (if any) and resolves
-  // the dial targets. Errors, with `detail` naming the address or file and the system's message:
+  // the dial targets. Errors, the message naming the address or file and the system's message:
   // kNotFound (a host that does not resolve), kUnavailable (cannot listen: port in use, no such
   // interface), kFailedPrecondition (the TLS files do not load, or this build has no TLS).
-  Status Open(const DriverOptions& options, std::string& detail);
+  HostResult<> Open(const DriverOptions& options);
 
   // The bound listening port (the chosen one when the listen port was 0), or 0.
   std::uint16_t listen_port() const;

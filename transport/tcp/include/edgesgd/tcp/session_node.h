@@ -14,6 +14,7 @@
 
 #include "edgesgd/core/arena.h"
 #include "edgesgd/core/status.h"
+#include "edgesgd/platform/result.h"
 #include "edgesgd/tcp/session_driver.h"
 
 namespace edgesgd::tcp {
@@ -61,15 +62,12 @@ class SessionNode {
   // Takes `bytes` of heap memory for the session's arena, left uninitialised so that pages the
   // session never takes are never touched (a generous budget costs what the run uses). Errors:
   // kFailedPrecondition when it already has memory (a second Open: the session keeps pointers
-  // into the first), with `detail`.
-  Status TakeMemory(std::size_t bytes, std::string& detail) {
-    if (arena_) {
-      detail = "already open";
-      return Status::FailedPrecondition("already open");
-    }
+  // into the first).
+  HostResult<> TakeMemory(std::size_t bytes) {
+    if (arena_) return HostError(Status::FailedPrecondition("already open"));
     memory_.reset(new std::byte[bytes + kArenaAlignment]);
     arena_.emplace(std::span<std::byte>(memory_.get(), bytes + kArenaAlignment));
-    return Status::Ok();
+    return {};
   }
   Arena& arena() { return *arena_; }
   // What the driver runs: the session, or a derived class's wrapper that feeds it another way

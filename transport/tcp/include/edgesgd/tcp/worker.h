@@ -16,6 +16,7 @@
 #include <string>
 
 #include "edgesgd/core/status.h"
+#include "edgesgd/platform/result.h"
 #include "edgesgd/protocol/run_config.h"
 #include "edgesgd/protocol/worker_session.h"
 #include "edgesgd/serial/link.h"
@@ -65,11 +66,11 @@ class Worker : public SessionNode<protocol::WorkerSession> {
   ~Worker();
 
   // Takes the memory budget, initialises the session and resolves the server's address. Once.
-  // Reads `settings` (auth_keys must outlive the Worker). Errors, with `detail` a line for
+  // Reads `settings` (auth_keys must outlive the Worker). Errors, the message a line for
   // people: kFailedPrecondition (opened before), kInvalidArgument (no device id, or what
   // WorkerSession::Init refuses: no gradient, zero intervals, a budget below
   // WorkerSession::InitArenaBytes()) and those of SessionDriver::Open.
-  Status Open(const WorkerSettings& settings, std::string& detail);
+  HostResult<> Open(const WorkerSettings& settings);
 
   // kOk while the worker runs and once the server ended the run; otherwise why the worker
   // stopped short: on_welcome's refusal (its Status), the server's refusal (the session's
