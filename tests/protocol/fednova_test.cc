@@ -71,7 +71,7 @@ TEST(FedNovaTest, StepsByTheMeanProgressPerLocalStep) {
   for (std::size_t j = 0; j < kDim; ++j) {
     double normalized = 0.0;
     for (std::size_t i = 0; i < deltas.size(); ++i) {
-      normalized += double{deltas[i][j]} / taken_steps[i];
+      normalized += static_cast<double>(deltas[i][j]) / taken_steps[i];
     }
     EXPECT_NEAR(model[j], 0.5 - tau_eff * normalized / 3.0, 1e-5) << j;
   }
@@ -119,7 +119,9 @@ TEST(FedNovaTest, RemovesTheLeanTowardsWorkersWithMoreSteps) {
     for (const double w : weights) total += w;
     for (std::size_t j = 0; j < kDim; ++j) {
       double sum = 0.0;
-      for (std::size_t i = 0; i < weights.size(); ++i) sum += weights[i] * double{targets[i][j]};
+      for (std::size_t i = 0; i < weights.size(); ++i) {
+        sum += weights[i] * static_cast<double>(targets[i][j]);
+      }
       point[j] = static_cast<float>(sum / total);
     }
     return point;
