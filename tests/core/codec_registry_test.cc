@@ -208,6 +208,21 @@ TEST(CodecRegistryTest, ARegistryKnowsOnlyTheCodecsItWasBuiltFrom) {
   EXPECT_EQ(AllCodecs().ops().size(), kCodecCount);
 }
 
+// A host build compiles every codec; EDGESGD_CODECS, which a microcontroller build sets, is a
+// list of names separated by commas (the Cortex-M smoke image checks what it leaves out).
+TEST(CodecRegistryTest, AHostBuildCompilesEveryCodecAndBuildListsSplitOnCommas) {
+  EXPECT_EQ(kBuiltCodecCount, kCodecCount);
+  ForEachCodec([](auto codec) { EXPECT_TRUE(kCodecInBuild<typename decltype(codec)::type>); });
+  std::vector<std::string_view> names;
+  internal::ForEachListedName("identity,top_k,sign", [&](std::string_view name) {
+    names.push_back(name);
+  });
+  EXPECT_EQ(names, (std::vector<std::string_view>{"identity", "top_k", "sign"}));
+  names.clear();
+  internal::ForEachListedName("", [&](std::string_view name) { names.push_back(name); });
+  EXPECT_TRUE(names.empty());
+}
+
 // The operations check which codec their parameters belong to: a registry entry never reads
 // another codec's parameters as its own.
 TEST(CodecRegistryTest, OperationsRefuseAnotherCodecsParams) {

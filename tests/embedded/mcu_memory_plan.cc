@@ -55,10 +55,11 @@ struct NamedCodec {
   CodecParams params;
 };
 
-// Every known codec with its default parameters (top_k and rand_k keep 1 %, random_block 1/64,
-// qsgd 8 bits), from the registry: a new codec joins the report by being registered.
-constexpr std::array<NamedCodec, kCodecCount> kCodecs = [] {
-  std::array<NamedCodec, kCodecCount> codecs{};
+// Every codec of this build (EDGESGD_CODECS) with its default parameters (top_k and rand_k keep
+// 1 %, random_block 1/64, qsgd 8 bits), from the registry: a new codec joins the report by being
+// registered.
+constexpr std::array<NamedCodec, kBuiltCodecCount> kCodecs = [] {
+  std::array<NamedCodec, kBuiltCodecCount> codecs{};
   std::size_t next = 0;
   ForEachCodec([&](auto codec) {
     using Codec = typename decltype(codec)::type;
@@ -373,7 +374,7 @@ Status NoGradient(void*, std::span<const float>, std::uint32_t, std::uint32_t,
 
 std::array<float, kTableDimension> g_initial_model{};
 // Sessions cannot be re-initialised: one per codec and algorithm.
-protocol::GossipPeerSession g_gossip_peers[kCodecCount][kCompressedGossip.size()];
+protocol::GossipPeerSession g_gossip_peers[kBuiltCodecCount][kCompressedGossip.size()];
 
 int CheckCompressedGossipPlanIsExact() {
   int failures = 0;

@@ -169,6 +169,19 @@ bool HasArgument(std::string_view command_line, std::string_view argument) {
   return command_line.find(argument) != std::string_view::npos;
 }
 
+// The build compiles the codecs EDGESGD_CODECS names (the Cortex-M default leaves qsgd out): the
+// others keep their ids, but no name, id or Welcome words make their parameters.
+void CheckCodecsLeftOutOfTheBuild() {
+  static_assert(kCodecInBuild<TopKCodec> && !kCodecInBuild<QsgdCodec>);
+  static_assert(kBuiltCodecCount < kCodecCount);
+  SMOKE_EXPECT(DefaultCodecParams("top_k").ok());
+  SMOKE_EXPECT(DefaultCodecParams(QsgdCodec::kName).status() == Status::NotFound());
+  SMOKE_EXPECT(DefaultCodecParams(Opaque(kCodecId<QsgdCodec>)).status() == Status::NotFound());
+  const std::array<std::uint32_t, 8> words{};
+  SMOKE_EXPECT(ParamsFromWords(Opaque(kCodecId<QsgdCodec>), words).status() == Status::NotFound());
+  SMOKE_EXPECT(CodecName(Opaque(kCodecId<QsgdCodec>)) == "unknown");
+}
+
 int Run() {
   char command_line_buffer[128];
   const std::string_view command_line(
@@ -182,11 +195,19 @@ int Run() {
     EDGESGD_CHECK(Opaque(1) == 2);
   }
 
+  if (HasArgument(command_line, "--left-out-codec")) {
+    Log(LogLevel::kInfo, "visiting qsgd, which this build leaves out: expect exit code 2");
+    const CodecParams qsgd = QsgdParams{};
+    const Result<TensorLayout> layout = TensorLayout::Single(Opaque(std::size_t{8}));
+    return static_cast<int>(CodecScratchBytes(qsgd, layout.value()));
+  }
+
   const std::uint64_t start_ns = platform::MonotonicNanos();
   CheckStartup();
   CheckPhilox();
   CheckArena();
   CheckIdentityCodec();
+  CheckCodecsLeftOutOfTheBuild();
   CheckEigen();
   CheckFormat();
   CheckClock(start_ns);

@@ -591,7 +591,7 @@ TEST(WireReject, InvalidWelcome) {
   ExpectRefusedWelcome(f, "parameter count");
   f = {};
   f.codec = static_cast<CodecId>(kCodecCount);
-  ExpectRefusedWelcome(f, "no codec has this id");
+  ExpectRefusedWelcome(f, "no codec of this build has this id");
   f = {};
   f.codec = kCodecId<RegTopKCodec>;
   f.parameters = {std::bit_cast<std::uint32_t>(0.5f), std::bit_cast<std::uint32_t>(4.0f),

@@ -12,6 +12,12 @@
 //     program registers. A program links only the codecs in its table (a microcontroller image
 //     that registers top_k carries no qsgd), like an inference runtime's op resolver. Host
 //     programs use AllCodecs(); MakeCodecOps<TopKCodec, ...>() builds a smaller table.
+//
+// A build may compile fewer codecs than it knows: EDGESGD_CODECS (a CMake cache list, the
+// Cortex-M default is identity;top_k;rand_k;random_block;sign) names them. The parameter visits
+// then have no branch for the others, so a flash-bound image pays for neither their operations
+// nor their parameter code; wire ids stay those of KnownCodecs. Identity, the default of every
+// configuration, is always compiled in.
 
 #include <array>
 #include <cstddef>
@@ -48,10 +54,79 @@ using KnownCodecs = CodecList<IdentityCodec, TopKCodec, RandKCodec, RandomBlockC
 // The parameters of one codec of KnownCodecs: which codec (index() is its CodecId) and its own
 // parameter struct. A run configuration holds one; the default is identity.
 using CodecParams = KnownCodecs::Params;
+// Codec ids run from 0 to kCodecCount - 1, whether or not this build compiles each codec.
 inline constexpr std::size_t kCodecCount = KnownCodecs::kCount;
 static_assert(kCodecCount <= 32, "JoinInfo advertises codecs as bits of a u32");
 
 namespace internal {
+
+// The EDGESGD_CODECS compile definition: codec names separated by commas; empty for every codec.
+#ifdef EDGESGD_CODECS
+inline constexpr std::string_view kBuildCodecNames = EDGESGD_CODECS;
+#else
+inline constexpr std::string_view kBuildCodecNames;
+#endif
+
+// Calls f(name) for each comma-separated name of `list`.
+template <typename F>
+constexpr void ForEachListedName(std::string_view list, F&& f) {
+  while (!list.empty()) {
+    const std::size_t comma = list.find(',');
+    f(list.substr(0, comma));
+    list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+  }
+}
+
+constexpr bool NamedInBuild(std::string_view name) {
+  if (kBuildCodecNames.empty() || name == IdentityCodec::kName) return true;
+  bool listed = false;
+  ForEachListedName(kBuildCodecNames, [&](std::string_view listed_name) {
+    listed |= listed_name == name;
+  });
+  return listed;
+}
+
+}  // namespace internal
+
+// Whether this build compiles `Codec` in (EDGESGD_CODECS).
+template <typename Codec>
+inline constexpr bool kCodecInBuild = internal::NamedInBuild(Codec::kName);
+
+namespace internal {
+
+template <typename List>
+struct BuildMask;
+template <typename... Codecs>
+struct BuildMask<CodecList<Codecs...>> {
+  static constexpr std::array<bool, sizeof...(Codecs)> kBuilt{kCodecInBuild<Codecs>...};
+  static constexpr bool kNamesKnown = [] {
+    bool known = true;
+    ForEachListedName(kBuildCodecNames, [&](std::string_view name) {
+      known &= ((name == Codecs::kName) || ...);
+    });
+    return known;
+  }();
+};
+inline constexpr std::array<bool, kCodecCount> kBuilt = BuildMask<KnownCodecs>::kBuilt;
+static_assert(BuildMask<KnownCodecs>::kNamesKnown, "EDGESGD_CODECS names a codec edgesgd does not know");
+
+constexpr bool EveryCodecBuilt() {
+  for (const bool built : kBuilt) {
+    if (!built) return false;
+  }
+  return true;
+}
+constexpr std::size_t LastBuiltIndex() {
+  std::size_t last = 0;
+  for (std::size_t i = 0; i < kCodecCount; ++i) {
+    if (kBuilt[i]) last = i;
+  }
+  return last;
+}
+
+// Parameters of a codec this build leaves out reach a visit only if a program built them by
+// hand: no name, id or Welcome produces them. Such a program stops here, loudly.
+[[noreturn]] void CodecLeftOutOfBuild();
 
 template <typename Params, typename... Codecs>
 struct CodecForImpl;
@@ -91,7 +166,11 @@ template <typename... Codecs>
 struct ForEachCodecImpl<CodecList<Codecs...>> {
   template <typename F>
   static constexpr void Run(F&& f) {
-    (f(std::type_identity<Codecs>{}), ...);
+    (RunIfBuilt<Codecs>(f), ...);
+  }
+  template <typename Codec, typename F>
+  static constexpr void RunIfBuilt(F& f) {
+    if constexpr (kCodecInBuild<Codec>) f(std::type_identity<Codec>{});
   }
 };
 
@@ -107,9 +186,15 @@ constexpr const std::variant_alternative_t<I, CodecParams>& Alternative(const Co
 }
 
 // Calls f(params as its own type) for the alternative `params` holds and returns its result.
+// Only the codecs of this build have a branch.
 template <std::size_t I = 0, typename F>
 constexpr decltype(auto) VisitParams(const CodecParams& params, F&& f) {
-  if constexpr (I + 1 == kCodecCount) {
+  if constexpr (!kBuilt[I]) {
+    return VisitParams<I + 1>(params, std::forward<F>(f));
+  } else if constexpr (I == LastBuiltIndex()) {
+    if constexpr (!EveryCodecBuilt()) {
+      if (params.index() != I) CodecLeftOutOfBuild();
+    }
     return f(Alternative<I>(params));
   } else {
     if (params.index() == I) return f(Alternative<I>(params));
@@ -127,7 +212,7 @@ using CodecFor = typename internal::CodecForList<Params, KnownCodecs>::Type;
 template <typename Codec>
 inline constexpr CodecId kCodecId = static_cast<CodecId>(internal::IndexOf<Codec, KnownCodecs>::kValue);
 
-// Calls f(std::type_identity<Codec>{}) for every known codec, in id order.
+// Calls f(std::type_identity<Codec>{}) for every codec of this build, in id order.
 template <typename F>
 constexpr void ForEachCodec(F&& f) {
   internal::ForEachCodecImpl<KnownCodecs>::Run(std::forward<F>(f));
@@ -151,9 +236,9 @@ constexpr CodecId CodecIdOf(const CodecParams& params) {
 // Lower-snake name used by the CLI, logs and docs ("top_k"); "unknown" for an id no codec has.
 constexpr std::string_view CodecName(CodecId id) {
   std::string_view name = "unknown";
-  std::size_t index = 0;
   ForEachCodec([&](auto codec) {
-    if (index++ == id) name = decltype(codec)::type::kName;
+    using Codec = typename decltype(codec)::type;
+    if (kCodecId<Codec> == id) name = Codec::kName;
   });
   return name;
 }
@@ -163,16 +248,16 @@ constexpr std::string_view CodecName(const CodecParams& params) {
 
 // The default parameters of the codec with wire id `id`. Errors: kNotFound.
 constexpr Result<CodecParams> DefaultCodecParams(CodecId id) {
-  Result<CodecParams> found = Status::NotFound("no codec has this id");
-  std::size_t index = 0;
+  Result<CodecParams> found = Status::NotFound("no codec of this build has this id");
   ForEachCodec([&](auto codec) {
-    if (index++ == id) found = CodecParams(typename decltype(codec)::type::Params{});
+    using Codec = typename decltype(codec)::type;
+    if (kCodecId<Codec> == id) found = CodecParams(typename Codec::Params{});
   });
   return found;
 }
 // The default parameters of the codec named `name`. Errors: kNotFound.
 constexpr Result<CodecParams> DefaultCodecParams(std::string_view name) {
-  Result<CodecParams> found = Status::NotFound("no codec has this name");
+  Result<CodecParams> found = Status::NotFound("no codec of this build has this name");
   ForEachCodec([&](auto codec) {
     using Codec = typename decltype(codec)::type;
     if (Codec::kName == name) found = CodecParams(typename Codec::Params{});
@@ -370,12 +455,11 @@ constexpr bool SameCodecParams(const CodecParams& a, const CodecParams& b) {
 // kInvalidArgument with its reason for values outside their domain.
 constexpr Result<CodecParams> ParamsFromWords(CodecId id, std::span<const std::uint32_t> words) {
   // One pass over the codecs that fills the variant in place: small on a microcontroller.
-  Status status = Status::NotFound("no codec has this id");
+  Status status = Status::NotFound("no codec of this build has this id");
   CodecParams params;
-  std::size_t index = 0;
   ForEachCodec([&](auto codec) {
     using Codec = typename decltype(codec)::type;
-    if (index++ != id) return;
+    if (kCodecId<Codec> != id) return;
     using Fields = internal::FieldWords<Codec>;
     if (words.size() != Fields::kCount) {
       status = Status::DataLoss("the codec's parameter count does not match");
@@ -504,6 +588,7 @@ constexpr CodecOps OpsOf() {
 template <CodecDescriptor... Codecs>
 constexpr std::array<CodecOps, sizeof...(Codecs)> MakeCodecOps() {
   static_assert(((kCodecId<Codecs> < kCodecCount) && ...), "register only KnownCodecs");
+  static_assert((kCodecInBuild<Codecs> && ...), "this build leaves a registered codec out (EDGESGD_CODECS)");
   return {internal::OpsOf<Codecs>()...};
 }
 
@@ -574,11 +659,24 @@ template <typename List>
 struct OpsOfList;
 template <typename... Codecs>
 struct OpsOfList<CodecList<Codecs...>> {
-  static constexpr std::array<CodecOps, sizeof...(Codecs)> kOps = MakeCodecOps<Codecs...>();
+  static constexpr std::size_t kBuiltCount = (std::size_t{kCodecInBuild<Codecs>} + ...);
+  template <typename Codec>
+  static constexpr void AddIfBuilt(std::array<CodecOps, kBuiltCount>& ops, std::size_t& next) {
+    if constexpr (kCodecInBuild<Codec>) ops[next++] = OpsOf<Codec>();
+  }
+  static constexpr std::array<CodecOps, kBuiltCount> kOps = [] {
+    std::array<CodecOps, kBuiltCount> ops{};
+    std::size_t next = 0;
+    (AddIfBuilt<Codecs>(ops, next), ...);
+    return ops;
+  }();
 };
 }  // namespace internal
 
-// Every known codec's operations (links every codec).
+// How many codecs this build compiles in (kCodecCount unless EDGESGD_CODECS names fewer).
+inline constexpr std::size_t kBuiltCodecCount = internal::OpsOfList<KnownCodecs>::kBuiltCount;
+
+// The operations of every codec of this build (links each of them).
 const CodecRegistry& AllCodecs();
 
 }  // namespace edgesgd
