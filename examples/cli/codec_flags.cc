@@ -132,6 +132,7 @@ void CodecFlags::AddParameters(CLI::App& command) {
     Flag& flag = flags_.emplace_back();
     flag.name = entry.name;
     flag.kind = entry.kind;
+    flag.codecs = entry.codecs;
     flag.option = command.add_option(FlagOf(entry.name), flag.value,
                                      entry.codecs + ": " + entry.help)
                       ->default_str(entry.default_text);
@@ -196,7 +197,8 @@ HostResult<CodecParams> CodecFlags::ParamsFor(std::string_view name, bool strict
         unused = field.unused_because;
       });
       if (!read) {
-        return FlagError(FlagOf(flag.name) + " is not a parameter of --codec " + std::string(name));
+        return FlagError(FlagOf(flag.name) + " is not a parameter of --codec " +
+                         std::string(name) + "; it is one of " + flag.codecs);
       }
       if (unused != nullptr) return FlagError(FlagOf(flag.name) + " does not apply: " + unused);
     }

@@ -43,6 +43,7 @@ class CodecFlags {
     ParamKind kind = ParamKind::kReal;
     std::string value;
     CLI::Option* option = nullptr;
+    std::string codecs;  // the codecs that read it, "sign, stochastic_sign"
   };
   const Flag* Find(std::string_view name) const;
 

@@ -213,13 +213,12 @@ HostResult<> SaveModel(const RunFlags& o, std::span<const float> model) {
 
 std::string RunWarning(const RunFlags& o) {
   const HostResult<CodecParams> codec = o.codec.Params(/*strict=*/false);
-  const auto* sign = codec.ok() ? std::get_if<SignParams>(&*codec) : nullptr;
-  const bool stochastic = sign != nullptr && sign->noise_bound > 0.0f;
+  const bool stochastic = codec.ok() && std::holds_alternative<StochasticSignParams>(*codec);
   if (o.aggregate == "majority" && o.split != "iid" && !stochastic) {
     return "plain majority vote tends to collapse on a non-iid --split: each device's sign "
            "follows its own labels and the vote cancels the rest; stochastic signs "
-           "(--sign-noise-bound B, about the largest |momentum| a device sends) keep one bit "
-           "per coordinate each way and train";
+           "(--codec stochastic_sign --sign-noise-bound B, B about the largest |momentum| a "
+           "device sends) keep one bit per coordinate each way and train";
   }
   return "";
 }

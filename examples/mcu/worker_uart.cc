@@ -3,9 +3,8 @@
 // the far end of the line (`edgesgd bridge`), which relays its frames to an `edgesgd server`.
 // The worker trains softmax regression on Fashion-MNIST (784 features, 10 classes, 7,850
 // parameters: the model of `--task softmax`) on a shard of 28x28 images in flash, with the codec
-// and error feedback the server's Welcome names among those registered here (top_k,
-// random_block, sign; rand_k is left out to keep the image, with its line's authentication,
-// within its 64 KiB flash budget). When the server ends the run (its Leave) the image prints a
+// and error feedback the server's Welcome names among those registered here (top_k, rand_k,
+// random_block, sign). When the server ends the run (its Leave) the image prints a
 // summary and "EDGESGD-MCU PASS", and exits through semihosting.
 //
 // Running it on qemu (7.2), with the UART on a TCP port the gateway connects to (one command):
@@ -86,7 +85,7 @@ constexpr ModelSpec kSpec = SoftmaxRegressionSpec(kShardFeatures, kShardClasses)
 constexpr TensorLayout kLayout = SoftmaxRegressionLayout(kSpec);
 
 // The codecs this device runs; the server refuses a run with any other (the Join lists them).
-constexpr auto kCodecOps = MakeCodecOps<TopKCodec, RandomBlockCodec, SignCodec>();
+constexpr auto kCodecOps = MakeCodecOps<TopKCodec, RandKCodec, RandomBlockCodec, SignCodec>();
 constexpr CodecRegistry kCodecs(kCodecOps);
 
 // The runs the device is sized for: each registered codec at a generous ratio (k = 10% of the
@@ -107,6 +106,7 @@ constexpr RunConfig EnvelopeConfig(const CodecParams& codec, protocol::DownlinkK
   return config;
 }
 constexpr CodecParams kEnvelopeCodecs[] = {TopKParams{.k_ratio = 0.1f},
+                                           RandKParams{.k_ratio = 0.1f},
                                            RandomBlockParams{.block_ratio = 10}, SignParams{}};
 
 // The largest of f(config) over the envelope, or 0 if any configuration cannot be sized.

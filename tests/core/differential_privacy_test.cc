@@ -88,8 +88,8 @@ TEST(DifferentialPrivacyTest, CodecsThatKeepTheBoundNeverDecodeLonger) {
       EXPECT_GT(longest, input_norm) << "refused but never longer";
     }
   }
-  EXPECT_EQ(keeping,
-            6u);  // identity, top_k, rand_k (none), random_block, sign (mean_abs), reg_top_k
+  // identity, top_k, rand_k (none), random_block, sign and stochastic_sign (mean_abs), reg_top_k
+  EXPECT_EQ(keeping, 7u);
 }
 
 TEST(DifferentialPrivacyTest, ErrorFeedbackSendsAtMostTheClipNormAndKeepsTheRest) {

@@ -37,7 +37,7 @@ TEST(DownlinkFeedbackTest, SupportsExactlyTheStatelessCodecsWithoutPayloadSums) 
     const CodecParams codec = Codec(id);
     const bool supported = id == kCodecId<TopKCodec> || id == kCodecId<SignCodec> ||
                            id == kCodecId<QsgdCodec> || id == kCodecId<NaturalCodec> ||
-                           id == kCodecId<Fp16Codec>;
+                           id == kCodecId<Fp16Codec> || id == kCodecId<StochasticSignCodec>;
     EXPECT_EQ(TraitsOf(codec).downlink_recompress, supported) << CodecName(id);
     EXPECT_EQ(DownlinkFeedback::StateBytes(layout, codec) > 0, supported) << CodecName(id);
     ArenaBox box(1 << 16);

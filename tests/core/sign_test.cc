@@ -1,4 +1,5 @@
 #include "edgesgd/core/codecs/sign.h"
+#include "edgesgd/core/codecs/stochastic_sign.h"
 
 #include <gtest/gtest.h>
 
@@ -271,13 +272,14 @@ TEST(SignTest, RejectsBadParametersAndBuffers) {
 
 Encoded EncodeStochastic(float bound, const TensorLayout& layout, const std::vector<float>& x,
                          const CodecContext& context, SignScale scale = SignScale::kUnit) {
-  const SignParams params{.scale = scale, .noise_bound = bound};
-  const PayloadShape shape = SignCodec::Shape(params, layout).value();
+  const StochasticSignParams params{.scale = scale, .noise_bound = bound};
+  const PayloadShape shape = StochasticSignCodec::Shape(params, layout).value();
+  EXPECT_EQ(shape.words, SignCodec::Shape(SignParams{scale}, layout).value().words);
   Encoded encoded;
   encoded.words.assign(shape.words, 0xDEADBEEFu);
   encoded.scales.assign(shape.scales, -7.0f);
   PayloadSpans out{{}, {}, encoded.words, encoded.scales};
-  EXPECT_TRUE(SignCodec::Encode(params, layout, context, x, out, {}).ok());
+  EXPECT_TRUE(StochasticSignCodec::Encode(params, layout, context, x, out, {}).ok());
   return encoded;
 }
 
@@ -345,15 +347,42 @@ TEST(SignTest, StochasticVotesOfDisagreeingDevicesFollowTheMean) {
 }
 
 TEST(SignTest, StochasticSignParametersAreCheckedAndKeptByTheVoteForm) {
-  for (const float bad : {-1.0f, kNan, kInf, -0.0f - 1e-30f}) {
-    EXPECT_EQ(SignCodec::Validate(SignParams{.noise_bound = bad}), Status::InvalidArgument())
+  for (const float bad : {0.0f, -1.0f, kNan, kInf, -0.0f - 1e-30f}) {
+    EXPECT_EQ(StochasticSignCodec::Validate(StochasticSignParams{.noise_bound = bad}),
+              Status::InvalidArgument())
         << bad;
   }
-  EXPECT_TRUE(SignCodec::Validate(SignParams{.noise_bound = 0.0f}).ok());
-  EXPECT_TRUE(SignCodec::Validate(SignParams{.noise_bound = 3.5f}).ok());
-  const SignParams vote = SignCodec::VoteForm(SignParams{.noise_bound = 0.25f});
+  EXPECT_EQ(StochasticSignCodec::Validate(
+                StochasticSignParams{.scale = static_cast<SignScale>(7), .noise_bound = 1.0f}),
+            Status::InvalidArgument());
+  EXPECT_TRUE(StochasticSignCodec::Validate(StochasticSignParams{.noise_bound = 3.5f}).ok());
+  const StochasticSignParams vote =
+      StochasticSignCodec::VoteForm(StochasticSignParams{.noise_bound = 0.25f});
   EXPECT_EQ(vote.scale, SignScale::kUnit);
   EXPECT_EQ(vote.noise_bound, 0.25f);
+}
+
+// The two codecs share a payload: a stochastic payload decodes as a sign payload would, and is
+// refused as one when malformed.
+TEST(SignTest, StochasticPayloadsDecodeAsSignPayloads) {
+  const TensorLayout layout = Layout({37, 5});
+  const std::vector<float> x = MixedInput(layout.dimension(), 9);
+  const Encoded encoded = EncodeStochastic(0.5f, layout, x, CodecContext{3, 1, 4},
+                                           SignScale::kMeanAbs);
+  std::vector<float> as_sign(layout.dimension(), 0.25f);
+  std::vector<float> as_stochastic = as_sign;
+  ASSERT_TRUE(SignCodec::DecodeAdd(SignParams{}, layout, {}, encoded.View(), 2.0f, as_sign, {})
+                  .ok());
+  ASSERT_TRUE(StochasticSignCodec::DecodeAdd(StochasticSignParams{}, layout, {}, encoded.View(),
+                                             2.0f, as_stochastic, {})
+                  .ok());
+  EXPECT_EQ(as_sign, as_stochastic);
+  Encoded padded = encoded;
+  padded.words[1] |= 1u << 31;  // a padding bit of the 37-coordinate tensor
+  EXPECT_EQ(StochasticSignCodec::DecodeAdd(StochasticSignParams{}, layout, {}, padded.View(),
+                                           1.0f, as_stochastic, {}),
+            Status::DataLoss());
+  EXPECT_EQ(as_sign, as_stochastic);
 }
 
 }  // namespace

@@ -6,7 +6,7 @@ training image measured on qemu (static + stack peak, its "memory:" line, via ru
 memory plan the edgesgd_mcu_memory_plan image computes on the target, and checks the
 targets: core + wire + worker session + one registered codec within 48 KiB of flash (the
 minimal worker image), a 10,000-parameter model with top_k + EF training in under 128 KiB
-of RAM, a small CNN with top_k + EF training within 256 KiB, and the UART worker (three codecs,
+of RAM, a small CNN with top_k + EF training within 256 KiB, and the UART worker (four codecs,
 the serial link, authentication and the UART driver) within 64 KiB of flash beyond its data
 shard (measured with nm; that image needs a server, so it is sized here but not run). Also the
 device side of secure aggregation: its flash and RAM from the secagg image's link map, and its
@@ -48,7 +48,7 @@ IMAGES = [
      "one WorkerSession (top_k + EF), core + wire only, top_k the one registered codec"),
     ("edgesgd_mcu_worker_uart", "examples/mcu",
      "federated worker over UART0 (WorkerSession + serial::SessionLink, authenticated), "
-     "softmax 784x10 (7,850 params), top_k, random_block and sign registered; flash holds a "
+     "softmax 784x10 (7,850 params), top_k, rand_k, random_block and sign registered; flash holds a "
      "28x28 shard. Needs a server, so not run here: RAM is static only"),
     ("edgesgd_mcu_smoke", "tests/embedded", "smoke test: core, no wire"),
     ("edgesgd_mcu_golden", "tests/embedded", "golden vectors: core + wire"),
@@ -266,7 +266,7 @@ def main():
               f"| 1,898-parameter CNN training with top_k + EF: RAM of `edgesgd_mcu_train_cnn` "
               f"(static + stack peak) | {ram_cnn} B ({kib(ram_cnn)}) | {CNN_RAM_TARGET} B | "
               f"{'yes' if ram_cnn <= CNN_RAM_TARGET else 'no'} |",
-              f"| federated worker over a UART with three codecs and authentication: flash of "
+              f"| federated worker over a UART with four codecs and authentication: flash of "
               f"`edgesgd_mcu_worker_uart` without its {uart_flash[1]} B data shard | "
               f"{uart_flash[0]} B ({kib(uart_flash[0])}) | {UART_FLASH_TARGET} B | "
               f"{'yes' if uart_flash[0] <= UART_FLASH_TARGET else 'no'} |", ""]

@@ -77,7 +77,7 @@ inline constexpr CodecCase kCodecCases[] = {
     {"sign_mean_abs", SignParams{.scale = SignScale::kMeanAbs}, "26db64136cb20100967bda3fe535d43f"},
     {"sign_unit", SignParams{.scale = SignScale::kUnit}, "26db64136cb201000000803f0000803f"},
     // The thresholds draw from the worker's private sign-noise stream.
-    {"sign_stochastic", SignParams{.scale = SignScale::kUnit, .noise_bound = 2.0f},
+    {"sign_stochastic", StochasticSignParams{.scale = SignScale::kUnit, .noise_bound = 2.0f},
      "66cb2c136cd201000000803f0000803f"},
     {"qsgd_s7", QsgdParams{.levels = 7, .bucket = 16},
      "39901ba802399013a9823a9113b90200a8123a911ab80239a20e0000ad71fc408ccfdd40e696f440"

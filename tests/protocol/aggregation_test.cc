@@ -115,6 +115,7 @@ TEST(AggregationTest, EachConfigurationSelectsItsComponent) {
       expected = "payload_mean";
     } else if (std::holds_alternative<TopKParams>(codec) ||
                std::holds_alternative<SignParams>(codec) ||
+               std::holds_alternative<StochasticSignParams>(codec) ||
                std::holds_alternative<QsgdParams>(codec) ||
                std::holds_alternative<NaturalParams>(codec) ||
                std::holds_alternative<Fp16Params>(codec)) {

@@ -601,8 +601,11 @@ TEST(WireReject, InvalidWelcome) {
   ExpectRefusedWelcome(f, "mu");
   f = {};
   f.codec = kCodecId<SignCodec>;
-  f.parameters = {2, 0};  // a sign scale outside the schema, no noise
+  f.parameters = {2};  // a sign scale outside the schema
   ExpectRefusedWelcome(f, "sign scale");
+  f.parameters = {1, std::bit_cast<std::uint32_t>(0.5f)};  // the plain sign has no noise bound
+  ExpectRefusedWelcome(f, "parameter count");
+  f.codec = kCodecId<StochasticSignCodec>;
   f.parameters = {1, std::bit_cast<std::uint32_t>(-0.5f)};
   ExpectRefusedWelcome(f, "noise bound");
   // A codec without parameters needs no vector.

@@ -787,6 +787,7 @@ std::size_t TheoreticalPayloadBytes(const CodecParams& params, const TensorLayou
                    },
                    // 1 bit per coordinate in whole u32 words + one f32 scale
                    [n](const SignParams&) { return 4 * ((n + 31) / 32) + 4; },
+                   [n](const StochasticSignParams&) { return 4 * ((n + 31) / 32) + 4; },
                    // (1 + ceil(log2(s+1))) bits per coordinate + a norm per bucket
                    [n](const QsgdParams& p) {
                      const std::size_t bits = n * QsgdBitsPerCoordinate(p.levels);

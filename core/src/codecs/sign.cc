@@ -171,20 +171,9 @@ float SignPackPortable(std::span<const float> x, std::span<std::uint32_t> words)
   return FinishPortable(x, words, 0, lanes);
 }
 
-void StochasticSignPack(std::span<const float> x, float bound, CounterRng& rng,
-                        std::span<std::uint32_t> words) {
-  EDGESGD_CHECK(words.size() >= SignCodec::WordsFor(x.size()));
-  for (std::size_t base = 0, w = 0; base < x.size(); base += kWordBits, ++w) {
-    const std::size_t count = std::min(kWordBits, x.size() - base);
-    std::uint32_t word = 0;
-    for (std::size_t j = 0; j < count; ++j) {
-      // 1 - 2u is exact (a multiple of 2^-23 in (-1, 1]), so the threshold is one rounding;
-      // comparing rather than adding noise to x leaves nothing for an FMA to fuse.
-      const float threshold = bound * (1.0f - 2.0f * rng.NextFloat());
-      word |= (x[base + j] < threshold ? 0u : 1u) << j;
-    }
-    words[w] = word;
-  }
+float MeanAbsScale(float sum_abs, std::size_t size) {
+  const float scale = sum_abs / static_cast<float>(size);
+  return std::isnan(scale) ? std::bit_cast<float>(kCanonicalNanBits) : scale;
 }
 
 float SignPack(std::span<const float> x, std::span<std::uint32_t> words) {
@@ -201,7 +190,7 @@ float SignPack(std::span<const float> x, std::span<std::uint32_t> words) {
 }  // namespace internal
 
 Status SignCodec::Encode(const SignParams& params, const TensorLayout& layout,
-                         const CodecContext& context, std::span<const float> input,
+                         const CodecContext&, std::span<const float> input,
                          const PayloadSpans& out, std::span<std::byte> scratch) {
   EDGESGD_TRY(internal::CheckedEncodeShape<SignCodec>(params, layout, input, out, scratch));
   std::size_t word = 0;
@@ -209,21 +198,9 @@ Status SignCodec::Encode(const SignParams& params, const TensorLayout& layout,
     const std::span<const float> x = layout.Slice(input, t);
     const std::size_t word_count = WordsFor(x.size());
     const std::span<std::uint32_t> words = out.words.subspan(word, word_count);
-    float sum_abs = 0.0f;
-    if (params.noise_bound > 0.0f) {
-      CounterRng rng(context.seed, context.round, static_cast<std::uint32_t>(t),
-                     StreamId(RandomPurpose::kSignNoise, context.worker));
-      internal::StochasticSignPack(x, params.noise_bound, rng, words);
-      if (params.scale == SignScale::kMeanAbs) sum_abs = internal::SumAbs(x);
-    } else {
-      sum_abs = internal::SignPack(x, words);
-    }
-    float scale = 1.0f;
-    if (params.scale == SignScale::kMeanAbs) {
-      scale = sum_abs / static_cast<float>(x.size());
-      if (std::isnan(scale)) scale = std::bit_cast<float>(kCanonicalNanBits);
-    }
-    out.scales[t] = scale;
+    const float sum_abs = internal::SignPack(x, words);
+    out.scales[t] =
+        params.scale == SignScale::kMeanAbs ? internal::MeanAbsScale(sum_abs, x.size()) : 1.0f;
     word += word_count;
   }
   return Status::Ok();
@@ -234,6 +211,13 @@ Status SignCodec::DecodeAdd(const SignParams& params, const TensorLayout& layout
                             std::span<float> accumulator, std::span<std::byte> scratch) {
   EDGESGD_TRY(
       internal::CheckedDecodeShape<SignCodec>(params, layout, payload, accumulator, scratch));
+  return internal::AddSignWords(layout, payload, weight, accumulator);
+}
+
+namespace internal {
+
+Status AddSignWords(const TensorLayout& layout, const PayloadView& payload, float weight,
+                    std::span<float> accumulator) {
   // Verify everything before the first write, so a rejected payload changes nothing.
   if (!internal::AllFinite(payload.scales)) {
     return Status::DataLoss("a sign scale is a NaN or an infinity");
@@ -244,7 +228,7 @@ Status SignCodec::DecodeAdd(const SignParams& params, const TensorLayout& layout
   std::size_t word = 0;
   for (std::size_t t = 0; t < layout.tensor_count(); ++t) {
     const std::size_t size = layout.size(t);
-    word += WordsFor(size);
+    word += SignCodec::WordsFor(size);
     const std::size_t used_bits = size % kWordBits;
     if (used_bits != 0 && (payload.words[word - 1] >> used_bits) != 0) {
       return Status::DataLoss("a sign payload has padding bits set");
@@ -274,5 +258,7 @@ Status SignCodec::DecodeAdd(const SignParams& params, const TensorLayout& layout
   }
   return Status::Ok();
 }
+
+}  // namespace internal
 
 }  // namespace edgesgd

@@ -28,7 +28,8 @@ CLAIM = (
 SEEDS = [1, 2, 3]
 PLAIN = [("plain signs, lr 0.002", ["--lr", "0.002"]),
          ("plain signs, lr 0.005", ["--lr", "0.005"])]
-STOCHASTIC = [(f"stochastic B {bound}, lr 0.005", ["--lr", "0.005", "--sign-noise-bound", bound])
+STOCHASTIC = [(f"stochastic B {bound}, lr 0.005",
+               ["--lr", "0.005", "--codec", "stochastic_sign", "--sign-noise-bound", bound])
               for bound in ["0.1", "0.3", "1"]]
 CHOSEN = "stochastic B 0.3, lr 0.005"
 

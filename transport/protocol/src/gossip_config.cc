@@ -76,10 +76,12 @@ Status CheckChocoCodec(const CodecParams& codec) {
         "reg_top_k scores coordinates by a server's aggregate, which gossip has none of: use "
         "top_k (the same selection without it)");
   }
-  if (const auto* sign_params = std::get_if<SignParams>(&codec);
-      sign_params != nullptr && sign_params->scale == SignScale::kUnit) {
+  const auto* sign_params = std::get_if<SignParams>(&codec);
+  const auto* stochastic_params = std::get_if<StochasticSignParams>(&codec);
+  if ((sign_params != nullptr && sign_params->scale == SignScale::kUnit) ||
+      (stochastic_params != nullptr && stochastic_params->scale == SignScale::kUnit)) {
     return Status::InvalidArgument(
-        "sign with unit scales would add +-1 to every coordinate of a public copy: use "
+        "signs with unit scales would add +-1 to every coordinate of a public copy: use "
         "--sign-scale mean_abs");
   }
   if (const auto* rand_k_params = std::get_if<RandKParams>(&codec);

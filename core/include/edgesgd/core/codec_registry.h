@@ -37,6 +37,7 @@
 #include "edgesgd/core/codecs/random_block.h"
 #include "edgesgd/core/codecs/reg_top_k.h"
 #include "edgesgd/core/codecs/sign.h"
+#include "edgesgd/core/codecs/stochastic_sign.h"
 #include "edgesgd/core/codecs/top_k.h"
 
 namespace edgesgd {
@@ -49,7 +50,8 @@ struct CodecList {
 
 // Every codec edgesgd knows. The position is the codec's CodecId on the wire: append only.
 using KnownCodecs = CodecList<IdentityCodec, TopKCodec, RandKCodec, RandomBlockCodec, SignCodec,
-                              QsgdCodec, RegTopKCodec, NaturalCodec, Fp16Codec>;
+                              QsgdCodec, RegTopKCodec, NaturalCodec, Fp16Codec,
+                              StochasticSignCodec>;
 
 // The parameters of one codec of KnownCodecs: which codec (index() is its CodecId) and its own
 // parameter struct. A run configuration holds one; the default is identity.

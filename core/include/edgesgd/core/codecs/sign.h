@@ -1,11 +1,11 @@
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
 
 #include "edgesgd/core/codec.h"
-#include "edgesgd/core/random.h"
 
 namespace edgesgd {
 
@@ -17,18 +17,13 @@ enum class SignScale : std::uint8_t {
 
 struct SignParams {
   SignScale scale = SignScale::kMeanAbs;
-  // B of the stochastic sign (Jin et al., 2020): coordinate x is sent as +1 with probability
-  // (B + x) / (2B), clamped to [0, 1], so votes of devices whose data disagree add up to the sign
-  // of their mean rather than of their majority. 0 sends the plain sign.
-  float noise_bound = 0.0f;
   friend constexpr bool operator==(const SignParams&, const SignParams&) = default;
 };
 
+inline constexpr std::array<std::string_view, 2> kSignScaleNames{"mean_abs", "unit"};
+
 // 1-bit sign per coordinate. Bit j of word w of a tensor is coordinate 32w + j of that tensor;
 // bit 1 means x >= 0 — so sign(0) = +1, the majority-vote convention (also for -0.0 and NaN).
-// With a noise bound B > 0 bit 1 means x >= B (1 - 2u) instead, u uniform in [0, 1) from the
-// sender's private stream (seed, round, tensor, RandomPurpose::kSignNoise, worker): u is exact
-// and the threshold one multiply, so the bits are the same on every architecture.
 // Each tensor starts on a fresh word; unused high bits of its last word are 0. `scales` holds
 // one scale per tensor: mean |x| (SignScale::kMeanAbs) or 1 (kUnit). Decoded value: +-scale.
 //
@@ -47,23 +42,15 @@ struct SignCodec {
   static constexpr bool KeepsNormBound(const Params& params) {
     return params.scale == SignScale::kMeanAbs;
   }
-  static constexpr std::array<std::string_view, 2> kScaleNames{"mean_abs", "unit"};
-  static constexpr std::array<ParamField<Params>, 2> kFields{
+  static constexpr std::array<ParamField<Params>, 1> kFields{
       Field<&Params::scale>("sign_scale",
                             "each tensor's scale: mean_abs (mean |x|, for error feedback) or unit "
                             "(plain signs; majority vote always sends these)",
-                            kScaleNames),
-      Field<&Params::noise_bound>(
-          "sign_noise_bound",
-          "stochastic sign: x is sent as +1 with probability (B + x) / (2B), clamped to [0, 1]; "
-          "about the largest |x| a device sends; 0 sends the plain sign")};
+                            kSignScaleNames)};
 
   static constexpr Status Validate(const Params& params) {
     if (params.scale != SignScale::kMeanAbs && params.scale != SignScale::kUnit) {
       return Status::InvalidArgument("unknown sign scale");
-    }
-    if (!(params.noise_bound == 0.0f || PositiveFinite(params.noise_bound))) {
-      return Status::InvalidArgument("the sign noise bound must be 0 or positive and finite");
     }
     return Status::Ok();
   }
@@ -76,10 +63,8 @@ struct SignCodec {
   }
   // Needs no scratch (0 bytes).
   static constexpr std::size_t ScratchBytes(const Params&, const TensorLayout&) { return 0; }
-  // Majority vote counts plain (unit) signs, stochastic ones if the run asks for them.
-  static constexpr Params VoteForm(const Params& params) {
-    return Params{SignScale::kUnit, params.noise_bound};
-  }
+  // Majority vote counts plain (unit) signs.
+  static constexpr Params VoteForm(const Params&) { return Params{SignScale::kUnit}; }
   // Encode reads `input` (layout.dimension() floats) and writes Shape().words words and one
   // scale per tensor into `out`. Errors: kInvalidArgument (parameters, input length),
   // kResourceExhausted (an output span too small). Does not allocate.
@@ -98,11 +83,12 @@ namespace internal {
 // WordsFor(x.size()). Do not allocate.
 float SignPack(std::span<const float> x, std::span<std::uint32_t> words);
 float SignPackPortable(std::span<const float> x, std::span<std::uint32_t> words);
-// Packs the stochastic signs of `x` (bit 1 iff x >= bound * (1 - 2u), u = UniformFloat of the
-// next word of `rng`) into `words`, padding bits 0. Preconditions (CHECKed): words.size() >=
-// WordsFor(x.size()). Does not allocate.
-void StochasticSignPack(std::span<const float> x, float bound, CounterRng& rng,
-                        std::span<std::uint32_t> words);
+// A tensor's mean_abs scale from its internal::SumAbs: the canonical quiet NaN for a NaN.
+float MeanAbsScale(float sum_abs, std::size_t size);
+// DecodeAdd of a payload laid out as kSignWords, whose shape the caller checked: verifies the
+// scales and padding bits (kDataLoss, nothing written), then adds weight * +-scale.
+Status AddSignWords(const TensorLayout& layout, const PayloadView& payload, float weight,
+                    std::span<float> accumulator);
 }  // namespace internal
 
 }  // namespace edgesgd
