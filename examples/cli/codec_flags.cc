@@ -198,7 +198,7 @@ HostResult<CodecParams> CodecFlags::ParamsFor(std::string_view name, bool strict
       });
       if (!read) {
         return FlagError(FlagOf(flag.name) + " is not a parameter of --codec " +
-                         std::string(name) + "; it is one of " + flag.codecs);
+                         std::string(name) + "; it belongs to " + flag.codecs);
       }
       if (unused != nullptr) return FlagError(FlagOf(flag.name) + " does not apply: " + unused);
     }
