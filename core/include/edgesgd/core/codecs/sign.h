@@ -20,7 +20,15 @@ struct SignParams {
   friend constexpr bool operator==(const SignParams&, const SignParams&) = default;
 };
 
+// The sign_scale field, shared by the codecs that send sign words (Params has a SignScale scale).
 inline constexpr std::array<std::string_view, 2> kSignScaleNames{"mean_abs", "unit"};
+template <typename Params>
+constexpr ParamField<Params> SignScaleField() {
+  return Field<&Params::scale>("sign_scale",
+                               "each tensor's scale: mean_abs (mean |x|, for error feedback) or "
+                               "unit (plain signs; majority vote always sends these)",
+                               kSignScaleNames);
+}
 
 // 1-bit sign per coordinate. Bit j of word w of a tensor is coordinate 32w + j of that tensor;
 // bit 1 means x >= 0 — so sign(0) = +1, the majority-vote convention (also for -0.0 and NaN).
@@ -42,11 +50,7 @@ struct SignCodec {
   static constexpr bool KeepsNormBound(const Params& params) {
     return params.scale == SignScale::kMeanAbs;
   }
-  static constexpr std::array<ParamField<Params>, 1> kFields{
-      Field<&Params::scale>("sign_scale",
-                            "each tensor's scale: mean_abs (mean |x|, for error feedback) or unit "
-                            "(plain signs; majority vote always sends these)",
-                            kSignScaleNames)};
+  static constexpr std::array<ParamField<Params>, 1> kFields{SignScaleField<Params>()};
 
   static constexpr Status Validate(const Params& params) {
     if (params.scale != SignScale::kMeanAbs && params.scale != SignScale::kUnit) {

@@ -39,10 +39,7 @@ struct StochasticSignCodec {
     return params.scale == SignScale::kMeanAbs;
   }
   static constexpr std::array<ParamField<Params>, 2> kFields{
-      Field<&Params::scale>("sign_scale",
-                            "each tensor's scale: mean_abs (mean |x|, for error feedback) or unit "
-                            "(plain signs; majority vote always sends these)",
-                            kSignScaleNames),
+      SignScaleField<Params>(),
       Field<&Params::noise_bound>(
           "sign_noise_bound",
           "B: x is sent as +1 with probability (B + x) / (2B), clamped to [0, 1]; about the "
