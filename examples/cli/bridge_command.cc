@@ -52,12 +52,17 @@ void PrintSummary(const BridgeFlags& o, const tcp::SerialBridge& bridge) {
 
 int RunBridge(const BridgeFlags& o) {
   tcp::SerialBridgeSettings settings;
-  if (!SerialLineOf(o.serial, kBridge, settings.device)) return 2;
+  const HostResult<tcp::SerialLine> line = SerialLineOf(o.serial);
+  if (!line.ok()) return Fail(kBridge, line.message(), 2);
+  settings.device = *line;
   HostResult<tcp::Endpoint> server = tcp::ParseEndpoint(o.connect);
   if (!server.ok()) return Fail(kBridge, "--connect " + server.message(), 2);
   settings.server = *server;
   AuthKeys keys;
-  if (!LoadAuthKeys(o.network, o.id, KeysKept::kEveryDevice, kBridge, keys)) return 2;
+  if (const HostResult<> loaded = LoadAuthKeys(o.network, o.id, KeysKept::kEveryDevice, keys);
+      !loaded.ok()) {
+    return Fail(kBridge, loaded.message(), 2);
+  }
   settings.device_id = o.id;
   settings.max_frame_bytes = MaxFrameBytesOf(o.serial);
   settings.queue_frames = o.queue_frames;

@@ -136,11 +136,11 @@ int RunKeygen(const KeygenFlags& flags) {
   }
   // The file must load as written: check it with the loader every node uses.
   auth::FixedKeyRing<kMaxDevices> ring;
-  const auth::KeyFileLoad check = auth::ParseKeyFile(text, flags.out, ring);
+  const HostResult<std::size_t> check = auth::ParseKeyFile(text, flags.out, ring);
   HostResult<> written;
-  if (check.ok() && check.keys != flags.devices) {
+  if (check.ok() && *check != flags.devices) {
     written =
-        HostError(Status::Internal(), "the generated key file holds " + std::to_string(check.keys) +
+        HostError(Status::Internal(), "the generated key file holds " + std::to_string(*check) +
                                           " keys, not " + std::to_string(flags.devices));
   }
   // The shared file last: once it exists, so does every device's own.
@@ -149,7 +149,7 @@ int RunKeygen(const KeygenFlags& flags) {
   Zeroize(text);
   if (!check.ok()) {
     std::fprintf(stderr, "edgesgd %s: generated keys do not load: %s\n", kKeygen,
-                 check.message.c_str());
+                 check.message().c_str());
     return 1;
   }
   if (!written.ok()) {

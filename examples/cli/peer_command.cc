@@ -30,7 +30,10 @@ int RunPeer(const PeerFlags& o) {
   if (!parsed.ok()) return Fail(kPeer, "--peers " + parsed.message(), 2);
   const std::vector<tcp::Endpoint> addresses = std::move(parsed).value();
   AuthKeys keys;
-  if (!LoadAuthKeys(o.network, o.id, KeysKept::kEveryDevice, kPeer, keys)) return 2;
+  if (const HostResult<> loaded = LoadAuthKeys(o.network, o.id, KeysKept::kEveryDevice, keys);
+      !loaded.ok()) {
+    return Fail(kPeer, loaded.message(), 2);
+  }
   const std::size_t n = addresses.size();
   if (o.id < 1 || o.id > n) {
     return Fail(kPeer,

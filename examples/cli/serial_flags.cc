@@ -1,9 +1,9 @@
 #include "cli/serial_flags.h"
 
 #include <charconv>
-#include <cstdio>
 
 #include "cli/bounded_option.h"
+#include "cli/flag_error.h"
 #include "cli/tcp_flags.h"
 
 namespace edgesgd::cli {
@@ -54,30 +54,29 @@ bool HasSerialLine(const SerialFlags& o) {
   return !o.device.empty() || !o.connect.empty() || !o.listen.empty();
 }
 
-bool SerialLineOf(const SerialFlags& o, const char* command, tcp::SerialLine& line) {
+HostResult<tcp::SerialLine> SerialLineOf(const SerialFlags& o) {
+  tcp::SerialLine line;
   if (!o.device.empty()) {
     line.kind = tcp::SerialLine::Kind::kDevice;
     line.device = o.device;
     line.baud = o.baud;
-    return true;
+    return line;
   }
   const bool connect = !o.connect.empty();
   if (!connect && o.listen.empty()) {
-    std::fprintf(stderr,
-                 "edgesgd %s: no serial line: give --serial PATH, --connect-serial HOST:PORT or "
-                 "--listen-serial HOST:PORT\n",
-                 command);
-    return false;
+    return FlagError(
+        "no serial line: give --serial PATH, --connect-serial HOST:PORT or --listen-serial "
+        "HOST:PORT");
   }
   line.kind = connect ? tcp::SerialLine::Kind::kConnect : tcp::SerialLine::Kind::kListen;
   HostResult<tcp::Endpoint> endpoint = tcp::ParseEndpoint(connect ? o.connect : o.listen);
   if (!endpoint.ok()) {
-    std::fprintf(stderr, "edgesgd %s: %s %s\n", command,
-                 connect ? "--connect-serial" : "--listen-serial", endpoint.message().c_str());
-    return false;
+    return HostError(
+        endpoint.status(),
+        std::string(connect ? "--connect-serial " : "--listen-serial ") + endpoint.message());
   }
   line.endpoint = *endpoint;
-  return true;
+  return line;
 }
 
 serial::LinkOptions LinkOptionsOf(const SerialFlags& o) {

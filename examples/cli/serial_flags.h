@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "edgesgd/platform/result.h"
 #include "edgesgd/serial/link.h"
 #include "edgesgd/tcp/serial_line.h"
 
@@ -35,8 +36,8 @@ std::vector<CLI::Option*> AddSerialFlags(CLI::App& command, SerialFlags& flags);
 // Whether any of the three line flags was given.
 bool HasSerialLine(const SerialFlags& flags);
 
-// The line of the flags, or a one-line error naming `command` (then false).
-bool SerialLineOf(const SerialFlags& flags, const char* command, tcp::SerialLine& line);
+// The line of the flags; the error's line names the flag.
+HostResult<tcp::SerialLine> SerialLineOf(const SerialFlags& flags);
 
 serial::LinkOptions LinkOptionsOf(const SerialFlags& flags);
 std::size_t MaxFrameBytesOf(const SerialFlags& flags);

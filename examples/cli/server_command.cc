@@ -28,7 +28,10 @@ int RunServer(const ServerFlags& o) {
   if (!listen.ok()) return Fail(kServer, "--listen " + listen.message(), 2);
   settings.listen = *listen;
   AuthKeys keys;
-  if (!LoadAuthKeys(o.network, 0, KeysKept::kEveryDevice, kServer, keys)) return 2;
+  if (const HostResult<> loaded = LoadAuthKeys(o.network, 0, KeysKept::kEveryDevice, keys);
+      !loaded.ok()) {
+    return Fail(kServer, loaded.message(), 2);
+  }
   if (o.resume && o.checkpoint.empty()) return Fail(kServer, "--resume needs --checkpoint FILE", 2);
   if (const HostResult<> checked = CheckRunConsistency(o); !checked.ok()) {
     return Fail(kServer, checked.message(), 2);

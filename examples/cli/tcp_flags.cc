@@ -7,6 +7,7 @@
 
 #include "cli/bounded_option.h"
 #include "cli/config_file.h"
+#include "cli/flag_error.h"
 #include "edgesgd/auth/key_file.h"
 #include "edgesgd/platform/log.h"
 
@@ -176,28 +177,22 @@ void AddPeerFlags(CLI::App& command, PeerFlags& o) {
 
 protocol::TimeNs Seconds(double seconds) { return static_cast<protocol::TimeNs>(seconds * 1e9); }
 
-bool LoadAuthKeys(const NetworkFlags& flags, std::uint32_t own_device, KeysKept kept,
-                  const char* command, AuthKeys& keys) {
-  if (flags.insecure) return true;
+HostResult<> LoadAuthKeys(const NetworkFlags& flags, std::uint32_t own_device, KeysKept kept,
+                          AuthKeys& keys) {
+  if (flags.insecure) return {};
   if (flags.keys.empty()) {
-    std::fprintf(stderr, "edgesgd %s: --keys FILE is required (or --insecure for plain frames)\n",
-                 command);
-    return false;
+    return FlagError("--keys FILE is required (or --insecure for plain frames)");
   }
-  const auth::KeyFileLoad load = kept == KeysKept::kOwnDevice
+  HostResult<std::size_t> load = kept == KeysKept::kOwnDevice
                                      ? auth::LoadDeviceKey(flags.keys, own_device, keys.ring)
                                      : auth::LoadKeyFile(flags.keys, keys.ring);
-  if (!load.ok()) {
-    std::fprintf(stderr, "edgesgd %s: --keys: %s\n", command, load.message.c_str());
-    return false;
-  }
+  if (!load.ok()) return std::move(load).error().WithContext("--keys");
   if (own_device != 0 && keys.ring.Find(own_device) == nullptr) {
-    std::fprintf(stderr, "edgesgd %s: --keys %s has no key for device %u (this --id)\n", command,
-                 flags.keys.c_str(), own_device);
-    return false;
+    return FlagError("--keys " + flags.keys + " has no key for device " +
+                     std::to_string(own_device) + " (this --id)");
   }
   keys.enabled = true;
-  return true;
+  return {};
 }
 
 void WarnIfUnauthenticated(const NetworkFlags& flags, const char* command) {

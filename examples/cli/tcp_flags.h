@@ -14,6 +14,7 @@
 #include "cli/run_flags.h"
 #include "cli/serial_flags.h"
 #include "edgesgd/auth/key_ring.h"
+#include "edgesgd/platform/result.h"
 #include "edgesgd/protocol/gossip_peer_session.h"
 #include "edgesgd/protocol/server_session.h"
 #include "edgesgd/tcp/session_driver.h"
@@ -94,9 +95,9 @@ struct AuthKeys {
 enum class KeysKept { kEveryDevice, kOwnDevice };
 
 // Loads --keys into `keys` (unless --insecure); `own_device` (0 for the server, which only
-// accepts connections) must have a key. False after printing a one-line error naming `command`.
-bool LoadAuthKeys(const NetworkFlags& flags, std::uint32_t own_device, KeysKept kept,
-                  const char* command, AuthKeys& keys);
+// accepts connections) must have a key. The error's line names the flag.
+HostResult<> LoadAuthKeys(const NetworkFlags& flags, std::uint32_t own_device, KeysKept kept,
+                          AuthKeys& keys);
 
 // Under --insecure, a warning that frames are not authenticated and who can therefore send them:
 // printed when the run starts (after every check that could refuse it).

@@ -73,9 +73,9 @@ int RunWorker(const WorkerFlags& o) {
   const bool on_serial = HasSerialLine(o.serial);
   AuthKeys keys;
   if (on_serial) {
-    tcp::SerialLine line;
-    if (!SerialLineOf(o.serial, kWorker, line)) return 2;
-    settings.serial = line;
+    const HostResult<tcp::SerialLine> line = SerialLineOf(o.serial);
+    if (!line.ok()) return Fail(kWorker, line.message(), 2);
+    settings.serial = *line;
     settings.serial_max_frame_bytes = MaxFrameBytesOf(o.serial);
     settings.serial_link = LinkOptionsOf(o.serial);
   } else {
@@ -91,7 +91,10 @@ int RunWorker(const WorkerFlags& o) {
   }
   // On a serial line too: the line is authenticated with this device's key, as a TCP connection
   // would be, and the bridge at its other end holds the same key file.
-  if (!LoadAuthKeys(o.network, o.id, KeysKept::kOwnDevice, kWorker, keys)) return 2;
+  if (const HostResult<> loaded = LoadAuthKeys(o.network, o.id, KeysKept::kOwnDevice, keys);
+      !loaded.ok()) {
+    return Fail(kWorker, loaded.message(), 2);
+  }
   WorkerTask oracle{&o, {}, {}};
   settings.worker.device_id = o.id;
   settings.worker.gradient = &WorkerTask::Gradient;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cstddef>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -25,9 +26,9 @@ TEST(KeyFileTest, ParsesKeysCommentsAndBlankLines) {
   FixedKeyRing<4> ring;
   const std::string text = "# edgesgd keys\n\n1 " + kKeyA + "\n  \t# indented comment\n" +
                            "4294967294\t" + kKeyB + "  \r\n";
-  const KeyFileLoad load = ParseKeyFile(text, "keys", ring);
-  ASSERT_TRUE(load.ok()) << load.message;
-  EXPECT_EQ(load.keys, 2u);
+  const HostResult<std::size_t> load = ParseKeyFile(text, "keys", ring);
+  ASSERT_TRUE(load.ok()) << load.message();
+  EXPECT_EQ(*load, 2u);
   const DeviceKey* first = ring.Find(1);
   ASSERT_NE(first, nullptr);
   EXPECT_EQ(testing::Hex(first->key),
@@ -72,10 +73,10 @@ TEST(KeyFileTest, RejectsBadLinesWithOneLineErrors) {
   };
   for (const BadKeyFile& test : cases) {
     FixedKeyRing<2> ring;
-    const KeyFileLoad load = ParseKeyFile(test.text, "keys", ring);
-    EXPECT_EQ(load.status.code(), test.code) << test.text;
-    EXPECT_EQ(load.message, test.message) << test.text;
-    EXPECT_EQ(load.message.find('\n'), std::string::npos);
+    const HostResult<std::size_t> load = ParseKeyFile(test.text, "keys", ring);
+    EXPECT_EQ(load.status().code(), test.code) << test.text;
+    EXPECT_EQ(load.message(), test.message) << test.text;
+    EXPECT_EQ(load.message().find('\n'), std::string::npos);
   }
 }
 
@@ -95,9 +96,9 @@ class KeyFileOnDiskTest : public ::testing::Test {
 TEST_F(KeyFileOnDiskTest, LoadsPrivateFile) {
   Write("5 " + kKeyA + "\n", 0600);
   FixedKeyRing<2> ring;
-  const KeyFileLoad load = LoadKeyFile(path_, ring);
-  ASSERT_TRUE(load.ok()) << load.message;
-  EXPECT_EQ(load.keys, 1u);
+  const HostResult<std::size_t> load = LoadKeyFile(path_, ring);
+  ASSERT_TRUE(load.ok()) << load.message();
+  EXPECT_EQ(*load, 1u);
   EXPECT_NE(ring.Find(5), nullptr);
 }
 
@@ -105,41 +106,41 @@ TEST_F(KeyFileOnDiskTest, RefusesAFileOthersCanAccess) {
   for (const mode_t mode : {0644u, 0640u, 0604u, 0660u, 0710u}) {
     Write("5 " + kKeyA + "\n", mode);
     FixedKeyRing<2> ring;
-    const KeyFileLoad load = LoadKeyFile(path_, ring);
-    EXPECT_EQ(load.status.code(), StatusCode::kFailedPrecondition) << std::oct << mode;
+    const HostResult<std::size_t> load = LoadKeyFile(path_, ring);
+    EXPECT_EQ(load.status().code(), StatusCode::kFailedPrecondition) << std::oct << mode;
     char text[8];
     std::snprintf(text, sizeof(text), "%04o", static_cast<unsigned>(mode));
-    EXPECT_EQ(load.message, "key file " + path_ + " is accessible by group or others (mode " +
-                                text + "): run chmod 600 " + path_ +
-                                " (and make new keys if others read it)");
+    EXPECT_EQ(load.message(), "key file " + path_ + " is accessible by group or others (mode " +
+                                  text + "): run chmod 600 " + path_ +
+                                  " (and make new keys if others read it)");
     EXPECT_EQ(ring.Find(5), nullptr) << "a refused file's keys must not be loaded";
   }
 }
 
 TEST_F(KeyFileOnDiskTest, ErrorsNameTheFile) {
   FixedKeyRing<2> ring;
-  const KeyFileLoad missing = LoadKeyFile(path_ + ".missing", ring);
-  EXPECT_EQ(missing.status.code(), StatusCode::kNotFound);
-  EXPECT_EQ(missing.message,
+  const HostResult<std::size_t> missing = LoadKeyFile(path_ + ".missing", ring);
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(missing.message(),
             "cannot open key file " + path_ + ".missing: No such file or directory");
-  const KeyFileLoad directory = LoadKeyFile(::testing::TempDir(), ring);
-  EXPECT_EQ(directory.status.code(), StatusCode::kUnavailable);
+  const HostResult<std::size_t> directory = LoadKeyFile(::testing::TempDir(), ring);
+  EXPECT_EQ(directory.status().code(), StatusCode::kUnavailable);
 
   Write("5 " + kKeyA + "\nbad line\n", 0600);
-  const KeyFileLoad bad = LoadKeyFile(path_, ring);
-  EXPECT_EQ(bad.status.code(), StatusCode::kDataLoss);
-  EXPECT_EQ(bad.message, path_ + ":2: device id must be a decimal number, got 'bad'");
+  const HostResult<std::size_t> bad = LoadKeyFile(path_, ring);
+  EXPECT_EQ(bad.status().code(), StatusCode::kDataLoss);
+  EXPECT_EQ(bad.message(), path_ + ":2: device id must be a decimal number, got 'bad'");
 }
 
 // The shared file `edgesgd keygen` writes, which a worker's one-key ring cannot hold whole.
 TEST_F(KeyFileOnDiskTest, LoadDeviceKeyTakesOneLineOfAFileOfMany) {
   Write("# edgesgd keys\n1 " + kKeyA + "\n7 " + kKeyB + "\n9 " + kKeyC + "\n", 0600);
   FixedKeyRing<1> ring;
-  EXPECT_EQ(LoadKeyFile(path_, ring).status.code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(LoadKeyFile(path_, ring).status().code(), StatusCode::kResourceExhausted);
   ring.Clear();
-  const KeyFileLoad load = LoadDeviceKey(path_, 7, ring);
-  ASSERT_TRUE(load.ok()) << load.message;
-  EXPECT_EQ(load.keys, 1u);
+  const HostResult<std::size_t> load = LoadDeviceKey(path_, 7, ring);
+  ASSERT_TRUE(load.ok()) << load.message();
+  EXPECT_EQ(*load, 1u);
   EXPECT_EQ(ring.size(), 1u);
   ASSERT_NE(ring.Find(7), nullptr);
   EXPECT_EQ(testing::Hex(ring.Find(7)->key), kKeyB);
@@ -153,38 +154,38 @@ TEST_F(KeyFileOnDiskTest, LoadDeviceKeyTakesOneLineOfAFileOfMany) {
 TEST_F(KeyFileOnDiskTest, LoadDeviceKeyChecksEveryLine) {
   Write("1 " + kKeyA + "\n7 " + kKeyB + "\n8 " + kKeyC.substr(1) + "\n", 0600);
   FixedKeyRing<1> ring;
-  const KeyFileLoad load = LoadDeviceKey(path_, 7, ring);
-  EXPECT_EQ(load.status.code(), StatusCode::kDataLoss);
-  EXPECT_EQ(load.message, path_ + ":3: key must be 64 hex digits, got 63 characters");
+  const HostResult<std::size_t> load = LoadDeviceKey(path_, 7, ring);
+  EXPECT_EQ(load.status().code(), StatusCode::kDataLoss);
+  EXPECT_EQ(load.message(), path_ + ":3: key must be 64 hex digits, got 63 characters");
 }
 
 TEST_F(KeyFileOnDiskTest, LoadDeviceKeyNamesAMissingDevice) {
   Write("1 " + kKeyA + "\n2 " + kKeyB + "\n", 0600);
   FixedKeyRing<1> ring;
-  const KeyFileLoad load = LoadDeviceKey(path_, 7, ring);
-  EXPECT_EQ(load.status.code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(load.message, "key file " + path_ + " has no key for device 7");
+  const HostResult<std::size_t> load = LoadDeviceKey(path_, 7, ring);
+  EXPECT_EQ(load.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(load.message(), "key file " + path_ + " has no key for device 7");
   EXPECT_EQ(ring.size(), 0u);
   // Told apart from a missing file.
-  EXPECT_EQ(LoadDeviceKey(path_ + ".missing", 7, ring).status.code(), StatusCode::kNotFound);
+  EXPECT_EQ(LoadDeviceKey(path_ + ".missing", 7, ring).status().code(), StatusCode::kNotFound);
 }
 
 TEST_F(KeyFileOnDiskTest, LoadDeviceKeyRefusesTheDeviceTwice) {
   Write("7 " + kKeyA + "\n1 " + kKeyB + "\n7 " + kKeyC + "\n", 0600);
   FixedKeyRing<1> ring;  // full after the first line: the second must still read as a duplicate
-  const KeyFileLoad load = LoadDeviceKey(path_, 7, ring);
-  EXPECT_EQ(load.status.code(), StatusCode::kAlreadyExists);
-  EXPECT_EQ(load.message, path_ + ":3: device 7 has a key already");
+  const HostResult<std::size_t> load = LoadDeviceKey(path_, 7, ring);
+  EXPECT_EQ(load.status().code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(load.message(), path_ + ":3: device 7 has a key already");
 }
 
 TEST_F(KeyFileOnDiskTest, LoadDeviceKeyRefusesAFileOthersCanAccess) {
   Write("5 " + kKeyA + "\n", 0640);
   FixedKeyRing<1> ring;
-  const KeyFileLoad load = LoadDeviceKey(path_, 5, ring);
-  EXPECT_EQ(load.status.code(), StatusCode::kFailedPrecondition);
-  EXPECT_EQ(load.message, "key file " + path_ +
-                              " is accessible by group or others (mode 0640): run chmod 600 " +
-                              path_ + " (and make new keys if others read it)");
+  const HostResult<std::size_t> load = LoadDeviceKey(path_, 5, ring);
+  EXPECT_EQ(load.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(load.message(), "key file " + path_ +
+                                " is accessible by group or others (mode 0640): run chmod 600 " +
+                                path_ + " (and make new keys if others read it)");
   EXPECT_EQ(ring.Find(5), nullptr);
 }
 

@@ -33,11 +33,8 @@ std::string_view TakeField(std::string_view& text) {
   return field;
 }
 
-KeyFileLoad Failure(StatusCode code, std::string message) {
-  KeyFileLoad load;
-  load.status = Status(code);
-  load.message = std::move(message);
-  return load;
+HostError Failure(StatusCode code, std::string message) {
+  return HostError(Status(code), std::move(message));
 }
 
 std::string LinePrefix(std::string_view name, std::size_t line) {
@@ -47,8 +44,8 @@ std::string LinePrefix(std::string_view name, std::size_t line) {
 // The parser of ParseKeyFile, LoadKeyFile and LoadDeviceKey: adds the key of every line of
 // `text` to `ring`, or with `only_device` that device's key alone (the other lines' syntax is
 // checked, their keys dropped).
-KeyFileLoad ParseKeys(std::string_view text, std::string_view name,
-                      std::optional<std::uint32_t> only_device, KeyRing& ring) {
+HostResult<std::size_t> ParseKeys(std::string_view text, std::string_view name,
+                                  std::optional<std::uint32_t> only_device, KeyRing& ring) {
   std::size_t line_number = 0;
   std::size_t added = 0;
   while (!text.empty()) {
@@ -120,14 +117,12 @@ KeyFileLoad ParseKeys(std::string_view text, std::string_view name,
   if (added == 0) {
     return Failure(StatusCode::kInvalidArgument, std::string(name) + ": no keys");
   }
-  KeyFileLoad load;
-  load.keys = added;
-  return load;
+  return added;
 }
 
 // Reads the key file at `path` into `text`, refusing it unread when group or others have any
 // access to it. On failure `text` may hold part of the file.
-KeyFileLoad ReadKeyFile(const std::string& path, std::string& text) {
+HostResult<> ReadKeyFile(const std::string& path, std::string& text) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int error = errno;
@@ -170,30 +165,32 @@ KeyFileLoad ReadKeyFile(const std::string& path, std::string& text) {
   if (read_error != nullptr) {
     return Failure(StatusCode::kUnavailable, "cannot read key file " + path + ": " + read_error);
   }
-  return KeyFileLoad();
+  return {};
 }
 
 // Reads the key file at `path` and parses it with ParseKeys; zeroizes the read buffer after.
-KeyFileLoad LoadKeys(const std::string& path, std::optional<std::uint32_t> only_device,
-                     KeyRing& ring) {
+HostResult<std::size_t> LoadKeys(const std::string& path, std::optional<std::uint32_t> only_device,
+                                 KeyRing& ring) {
   std::string text;
-  KeyFileLoad load = ReadKeyFile(path, text);
-  if (load.ok()) load = ParseKeys(text, path, only_device, ring);
+  HostResult<> read = ReadKeyFile(path, text);
+  HostResult<std::size_t> load =
+      read.ok() ? ParseKeys(text, path, only_device, ring) : std::move(read).error();
   Zeroize(std::as_writable_bytes(std::span<char>(text)));
   return load;
 }
 
 }  // namespace
 
-KeyFileLoad ParseKeyFile(std::string_view text, std::string_view name, KeyRing& ring) {
+HostResult<std::size_t> ParseKeyFile(std::string_view text, std::string_view name, KeyRing& ring) {
   return ParseKeys(text, name, std::nullopt, ring);
 }
 
-KeyFileLoad LoadKeyFile(const std::string& path, KeyRing& ring) {
+HostResult<std::size_t> LoadKeyFile(const std::string& path, KeyRing& ring) {
   return LoadKeys(path, std::nullopt, ring);
 }
 
-KeyFileLoad LoadDeviceKey(const std::string& path, std::uint32_t device, KeyRing& ring) {
+HostResult<std::size_t> LoadDeviceKey(const std::string& path, std::uint32_t device,
+                                      KeyRing& ring) {
   return LoadKeys(path, device, ring);
 }
 

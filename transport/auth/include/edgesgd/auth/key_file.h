@@ -22,41 +22,34 @@
 #include <string_view>
 
 #include "edgesgd/auth/key_ring.h"
-#include "edgesgd/core/status.h"
+#include "edgesgd/platform/result.h"
 
 namespace edgesgd::auth {
 
 // Largest key file read (about 10,000 keys).
 inline constexpr std::size_t kMaxKeyFileBytes = 1 << 20;
 
-// The outcome of loading keys: status kOk and the number of keys added, or a code and a one-line
+// Each loader returns the number of keys it added, or a HostError: a status code and a one-line
 // message naming the file and line, e.g. "keys.txt:3: key must be 64 hex digits, got 62".
 // Codes: kNotFound (missing file), kUnavailable (other open/read failures), kFailedPrecondition
-// (group or others have access to the file),
-// kDataLoss (syntax), kAlreadyExists (a device twice), kResourceExhausted (more keys than the
-// ring holds), kInvalidArgument (no key at all, or an all-zero key; LoadDeviceKey: no key for
-// the device, e.g. "key file keys.txt has no key for device 7").
-struct KeyFileLoad {
-  Status status;
-  std::string message;
-  std::size_t keys = 0;
-
-  bool ok() const { return status.ok(); }
-};
+// (group or others have access to the file), kDataLoss (syntax), kAlreadyExists (a device
+// twice), kResourceExhausted (more keys than the ring holds), kInvalidArgument (no key at all,
+// or an all-zero key; LoadDeviceKey: no key for the device, e.g. "key file keys.txt has no key
+// for device 7").
 
 // Parses key-file `text` into `ring` (which keeps the keys it had); `name` prefixes messages.
 // On error, the keys added from this text are still in the ring: discard it.
-KeyFileLoad ParseKeyFile(std::string_view text, std::string_view name, KeyRing& ring);
+HostResult<std::size_t> ParseKeyFile(std::string_view text, std::string_view name, KeyRing& ring);
 
 // Reads the file at `path` (at most kMaxKeyFileBytes) and parses it as above; refuses it,
 // unread, when group or others have any access to it. The read buffer is zeroized before it is
 // freed.
-KeyFileLoad LoadKeyFile(const std::string& path, KeyRing& ring);
+HostResult<std::size_t> LoadKeyFile(const std::string& path, KeyRing& ring);
 
 // Adds the key of `device` alone from the key file at `path`, which may hold other devices'
 // keys too (a worker's line of the file its server loads): read and checked as by LoadKeyFile,
-// every line's syntax included, but the other devices' keys are dropped, not added. keys is 1
-// on success. Fails when no line, or more than one, is the device's.
-KeyFileLoad LoadDeviceKey(const std::string& path, std::uint32_t device, KeyRing& ring);
+// every line's syntax included, but the other devices' keys are dropped, not added: 1 key on
+// success. Fails when no line, or more than one, is the device's.
+HostResult<std::size_t> LoadDeviceKey(const std::string& path, std::uint32_t device, KeyRing& ring);
 
 }  // namespace edgesgd::auth
