@@ -9,10 +9,13 @@
 #include <numbers>
 #include <random>
 #include <string_view>
-#include <utility>
 
 namespace custom_model {
 namespace {
+
+using edgesgd::HostError;
+using edgesgd::HostResult;
+using edgesgd::Status;
 
 // Labels are class indices, and the model has one output per class: a typo such as 10000
 // would otherwise build a huge model.
@@ -43,6 +46,10 @@ bool ParseWhole(std::string_view text, T& value) {
   return error == std::errc() && stop == end;
 }
 
+HostError CannotWrite(const std::string& path) {
+  return HostError(Status::Unavailable(), "cannot write " + path + ": " + std::strerror(errno));
+}
+
 }  // namespace
 
 std::uint32_t Dataset::class_count() const {
@@ -61,13 +68,10 @@ Dataset Rows(const Dataset& data, std::size_t begin, std::size_t end) {
   return part;
 }
 
-bool WriteTwoMoonsCsv(const std::string& path, std::size_t rows, float noise, std::uint64_t seed,
-                      std::string& error) {
+HostResult<> WriteTwoMoonsCsv(const std::string& path, std::size_t rows, float noise,
+                              std::uint64_t seed) {
   std::ofstream file(path);
-  if (!file) {
-    error = "cannot write " + path + ": " + std::strerror(errno);
-    return false;
-  }
+  if (!file) return CannotWrite(path);
   std::mt19937_64 random(seed);
   std::bernoulli_distribution upper_moon(0.5);
   std::uniform_real_distribution<float> angle(0.0f, std::numbers::pi_v<float>);
@@ -85,22 +89,17 @@ bool WriteTwoMoonsCsv(const std::string& path, std::size_t rows, float noise, st
     file << (upper ? 0 : 1) << ',' << x << ',' << y << '\n';
   }
   file.close();
-  if (!file) {
-    error = "cannot write " + path + ": " + std::strerror(errno);
-    return false;
-  }
-  return true;
+  if (!file) return CannotWrite(path);
+  return {};
 }
 
-bool ReadCsv(const std::string& path, bool label_last, Dataset& out, std::string& error) {
+HostResult<Dataset> ReadCsv(const std::string& path, bool label_last) {
   std::ifstream file(path);
   if (!file) {
-    error = "cannot open " + path + ": " + std::strerror(errno);
-    return false;
+    return HostError(Status::Unavailable(), "cannot open " + path + ": " + std::strerror(errno));
   }
-  const auto fail = [&](std::size_t line_number, const std::string& reason) {
-    error = path + ":" + std::to_string(line_number) + ": " + reason;
-    return false;
+  const auto fail = [&path](std::size_t line_number, const std::string& reason) {
+    return HostError(Status::DataLoss(), path + ":" + std::to_string(line_number) + ": " + reason);
   };
 
   std::string line;
@@ -142,15 +141,12 @@ bool ReadCsv(const std::string& path, bool label_last, Dataset& out, std::string
     data.labels.push_back(label);
   }
   if (file.bad()) {
-    error = "cannot read " + path + ": " + std::strerror(errno);
-    return false;
+    return HostError(Status::Unavailable(), "cannot read " + path + ": " + std::strerror(errno));
   }
   if (data.rows() == 0) {
-    error = path + ": no data rows after the header";
-    return false;
+    return HostError(Status::DataLoss(), path + ": no data rows after the header");
   }
-  out = std::move(data);
-  return true;
+  return data;
 }
 
 }  // namespace custom_model

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "edgesgd/platform/result.h"
+
 namespace custom_model {
 
 // Samples in rows: `features` holds rows() x feature_count floats, row after row.
@@ -32,14 +34,14 @@ Dataset Rows(const Dataset& data, std::size_t begin, std::size_t end);
 
 // Writes `rows` samples of "two moons" — two interleaved half circles, one per class, blurred by
 // Gaussian noise of standard deviation `noise` — in random order, so any contiguous block of
-// rows is a fair sample, each row its label first. No straight line separates the classes: a model needs a hidden layer.
-// The same seed writes the same file. On failure returns false with `error` naming the file.
-bool WriteTwoMoonsCsv(const std::string& path, std::size_t rows, float noise, std::uint64_t seed,
-                      std::string& error);
+// rows is a fair sample, each row its label first. No straight line separates the classes: a
+// model needs a hidden layer. The same seed writes the same file. The error names the file.
+edgesgd::HostResult<> WriteTwoMoonsCsv(const std::string& path, std::size_t rows, float noise,
+                                       std::uint64_t seed);
 
 // Reads a CSV laid out as above (any number of feature columns, at least one), its label the
-// first field of each row or, with `label_last`, the last, into `out`. On failure returns false
-// with `error` saying why, as "FILE:LINE: reason" for a malformed line.
-bool ReadCsv(const std::string& path, bool label_last, Dataset& out, std::string& error);
+// first field of each row or, with `label_last`, the last. The error says why, as
+// "FILE:LINE: reason" for a malformed line.
+edgesgd::HostResult<Dataset> ReadCsv(const std::string& path, bool label_last);
 
 }  // namespace custom_model

@@ -14,11 +14,13 @@
 #include <initializer_list>
 #include <string>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include "csv_data.h"
 #include "edgesgd/core/codec_registry.h"
 #include "edgesgd/platform/log.h"
+#include "edgesgd/platform/result.h"
 #include "edgesgd/protocol/run_config.h"
 #include "model.h"
 #include "options.h"
@@ -63,16 +65,13 @@ void PrintReport(const char* run, const custom_model::RunReport& report) {
               static_cast<unsigned long long>(report.bytes_down), report.seconds);
 }
 
-// Writes the two-moons CSV unless the user brought one, and returns its path ("" on failure,
-// with `error`).
-std::string PrepareCsv(const custom_model::Options& options, std::string& error) {
+// Writes the two-moons CSV unless the user brought one, and returns its path.
+edgesgd::HostResult<std::string> PrepareCsv(const custom_model::Options& options) {
   if (!options.csv.empty()) return options.csv;
   std::error_code ignored;  // a directory that cannot be made shows up as the write's error
   std::filesystem::create_directories(options.out_dir, ignored);
   const std::string path = (std::filesystem::path(options.out_dir) / "two_moons.csv").string();
-  if (!custom_model::WriteTwoMoonsCsv(path, kGeneratedRows, kMoonNoise, options.seed, error)) {
-    return "";
-  }
+  EDGESGD_HOST_TRY(custom_model::WriteTwoMoonsCsv(path, kGeneratedRows, kMoonNoise, options.seed));
   return path;
 }
 
@@ -80,32 +79,33 @@ std::string PrepareCsv(const custom_model::Options& options, std::string& error)
 
 int main(int argc, char** argv) {
   custom_model::Options options;
-  std::string error;
-  switch (custom_model::ParseOptions(argc, argv, options, error)) {
-    case custom_model::Parsed::kHelp:
-      std::fputs(custom_model::kUsage, stdout);
-      return 0;
-    case custom_model::Parsed::kError:
-      std::fprintf(stderr, "custom_model: %s (see --help)\n", error.c_str());
-      return kExitUsage;
-    case custom_model::Parsed::kRun:
-      break;
+  const edgesgd::HostResult<custom_model::Parsed> parsed =
+      custom_model::ParseOptions(argc, argv, options);
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "custom_model: %s (see --help)\n", parsed.message().c_str());
+    return kExitUsage;
+  }
+  if (*parsed == custom_model::Parsed::kHelp) {
+    std::fputs(custom_model::kUsage, stdout);
+    return 0;
   }
   // The TCP nodes log every connection made and closed; only errors matter to this summary.
   edgesgd::platform::SetLogLevel(options.verbose ? edgesgd::platform::LogLevel::kInfo
                                                  : edgesgd::platform::LogLevel::kError);
 
-  const std::string csv = PrepareCsv(options, error);
-  Dataset all;
-  if (csv.empty() || !custom_model::ReadCsv(csv, options.label_last, all, error)) {
-    std::fprintf(stderr, "custom_model: %s\n", error.c_str());
+  const edgesgd::HostResult<std::string> csv = PrepareCsv(options);
+  edgesgd::HostResult<Dataset> read =
+      csv.ok() ? custom_model::ReadCsv(*csv, options.label_last) : csv.error();
+  if (!read.ok()) {
+    std::fprintf(stderr, "custom_model: %s\n", read.message().c_str());
     return kExitUsage;
   }
+  const Dataset all = std::move(read).value();
   if (all.rows() < kMinRows || all.class_count() < 2) {
     std::fprintf(stderr,
                  "custom_model: %s has %zu rows of %u classes; it needs at least %zu rows and "
                  "2 classes\n",
-                 csv.c_str(), all.rows(), all.class_count(), kMinRows);
+                 csv->c_str(), all.rows(), all.class_count(), kMinRows);
     return kExitUsage;
   }
   const std::size_t train_rows = all.rows() - all.rows() * kHeldOutPercent / 100;
@@ -122,7 +122,7 @@ int main(int argc, char** argv) {
   const std::vector<float> initial_model = model.InitialParameters(options.seed);
 
   std::printf("data      %s: %zu rows, %zu features, %zu classes; %zu for training, %zu held out\n",
-              csv.c_str(), all.rows(), shape.inputs, shape.classes, train.rows(), test.rows());
+              csv->c_str(), all.rows(), shape.inputs, shape.classes, train.rows(), test.rows());
   std::printf("model     MLP %zu-%zu-%zu: %zu parameters in %zu tensors\n", shape.inputs,
               shape.hidden, shape.classes, config.layout.dimension(), config.layout.tensor_count());
   // The payload of one update, frame headers aside: top_k sends an index and a value for each

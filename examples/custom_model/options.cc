@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <string_view>
+#include <utility>
 
 namespace custom_model {
 namespace {
@@ -12,6 +13,10 @@ bool ParseNumber(std::string_view text, T& value) {
   const char* end = text.data() + text.size();
   const auto [stop, error] = std::from_chars(text.data(), end, value);
   return error == std::errc() && stop == end;
+}
+
+edgesgd::HostError UsageError(std::string message) {
+  return edgesgd::HostError(edgesgd::Status::InvalidArgument(), std::move(message));
 }
 
 }  // namespace
@@ -39,7 +44,7 @@ exit status: 0 both runs reached --min-accuracy, 1 a run failed or fell short,
              2 bad arguments or unusable data
 )";
 
-Parsed ParseOptions(int argc, char** argv, Options& options, std::string& error) {
+edgesgd::HostResult<Parsed> ParseOptions(int argc, char** argv, Options& options) {
   for (int i = 1; i < argc; ++i) {
     const std::string_view flag = argv[i];
     if (flag == "--help" || flag == "-h") return Parsed::kHelp;
@@ -48,17 +53,13 @@ Parsed ParseOptions(int argc, char** argv, Options& options, std::string& error)
       continue;
     }
     if (!flag.starts_with("--")) {
-      error = "unexpected argument '" + std::string(flag) + "'";
-      return Parsed::kError;
+      return UsageError("unexpected argument '" + std::string(flag) + "'");
     }
-    if (i + 1 == argc) {
-      error = std::string(flag) + " needs a value";
-      return Parsed::kError;
-    }
+    if (i + 1 == argc) return UsageError(std::string(flag) + " needs a value");
     const std::string_view value = argv[++i];
-    const auto bad = [&](const char* expected) {
-      error = std::string(flag) + " expects " + expected + ", got '" + std::string(value) + "'";
-      return Parsed::kError;
+    const auto bad = [flag, value](const char* expected) {
+      return UsageError(std::string(flag) + " expects " + expected + ", got '" +
+                        std::string(value) + "'");
     };
     if (flag == "--out") {
       options.out_dir = value;
@@ -81,13 +82,12 @@ Parsed ParseOptions(int argc, char** argv, Options& options, std::string& error)
         return bad("a fraction in [0, 1]");
       }
     } else {
-      error = "unknown option " + std::string(flag);
-      return Parsed::kError;
+      return UsageError("unknown option " + std::string(flag));
     }
   }
   if (options.label_last && options.csv.empty()) {
-    error = "--csv-label last describes the file of --csv; the generated data has its label first";
-    return Parsed::kError;
+    return UsageError(
+        "--csv-label last describes the file of --csv; the generated data has its label first");
   }
   return Parsed::kRun;
 }

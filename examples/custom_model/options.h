@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "edgesgd/platform/result.h"
+
 namespace custom_model {
 
 struct Options {
@@ -20,10 +22,10 @@ struct Options {
   bool verbose = false;  // the library's connection log on stderr
 };
 
-enum class Parsed { kRun, kHelp, kError };
+enum class Parsed { kRun, kHelp };
 
-// Reads the arguments into `options`. kError comes with a one-line `error`.
-Parsed ParseOptions(int argc, char** argv, Options& options, std::string& error);
+// Reads the arguments into `options`; the error is one line naming the bad argument.
+edgesgd::HostResult<Parsed> ParseOptions(int argc, char** argv, Options& options);
 
 extern const char* const kUsage;
 

@@ -73,11 +73,12 @@ std::array<DeviceKey, kWorkers> RandomKeys() {
   return keys;
 }
 
-bool AddKey(edgesgd::auth::KeyRing& ring, std::uint32_t id, const DeviceKey& key,
-            std::string& failure) {
+edgesgd::HostResult<> AddKey(edgesgd::auth::KeyRing& ring, std::uint32_t id, const DeviceKey& key) {
   const Status status = ring.Add(id, key);
-  if (!status.ok()) failure = "the key of device " + std::to_string(id) + ": " + status.reason();
-  return status.ok();
+  if (!status.ok()) {
+    return edgesgd::HostError(status).WithContext("the key of device " + std::to_string(id));
+  }
+  return {};
 }
 
 // What one worker device holds. The node is declared last: it points at the key and trainer.
@@ -156,7 +157,10 @@ RunReport TrainOverTcp(const RunConfig& config, MlpShape shape,
   const std::array<DeviceKey, kWorkers> keys = RandomKeys();
   edgesgd::auth::FixedKeyRing<kWorkers> server_keys;
   for (std::uint32_t id = 1; id <= kWorkers; ++id) {
-    if (!AddKey(server_keys, id, keys[id - 1], report.failure)) return report;
+    if (const edgesgd::HostResult<> added = AddKey(server_keys, id, keys[id - 1]); !added.ok()) {
+      report.failure = added.message();
+      return report;
+    }
   }
 
   asio::io_context io;  // one event loop runs the server and every worker
@@ -181,7 +185,10 @@ RunReport TrainOverTcp(const RunConfig& config, MlpShape shape,
   std::vector<std::unique_ptr<WorkerDevice>> devices;
   for (std::uint32_t id = 1; id <= kWorkers; ++id) {
     WorkerDevice& device = *devices.emplace_back(std::make_unique<WorkerDevice>(io, shape, id));
-    if (!AddKey(device.key, id, keys[id - 1], report.failure)) return report;
+    if (const edgesgd::HostResult<> added = AddKey(device.key, id, keys[id - 1]); !added.ok()) {
+      report.failure = added.message();
+      return report;
+    }
     edgesgd::tcp::WorkerSettings settings;
     settings.server = {"127.0.0.1", server.listen_port()};
     settings.worker.device_id = id;
