@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "cli/commands.h"
+#include "cli/run_flags.h"
 #include "edgesgd/auth/key_file.h"
 #include "edgesgd/auth/key_ring.h"
 #include "edgesgd/platform/random_bytes.h"
@@ -97,14 +98,11 @@ std::string DeviceKeyPath(const KeygenFlags& flags, std::uint32_t id) {
 }
 
 // False, after saying so, when `path` exists and --force was not given.
-bool MayReplace(const KeygenFlags& flags, const std::string& path) {
+HostResult<> MayReplace(const KeygenFlags& flags, const std::string& path) {
   struct stat existing {};
-  if (flags.force || ::stat(path.c_str(), &existing) != 0) return true;
-  std::fprintf(stderr,
-               "edgesgd %s: %s exists; pass --force to replace it (its devices then need the "
-               "new keys)\n",
-               kKeygen, path.c_str());
-  return false;
+  if (flags.force || ::stat(path.c_str(), &existing) != 0) return {};
+  return HostError(Status::AlreadyExists(),
+                   path + " exists; pass --force to replace it (its devices then need the new keys)");
 }
 
 // Writes each device's line of `text` (NewKeyFile's) alone to its file under --per-device-dir,
@@ -125,10 +123,11 @@ HostResult<> WritePerDeviceFiles(const KeygenFlags& flags, std::string_view text
 
 int RunKeygen(const KeygenFlags& flags) {
   const bool per_device = !flags.per_device_dir.empty();
-  if (!MayReplace(flags, flags.out)) return 1;
-  for (std::uint32_t id = 1; per_device && id <= flags.devices; ++id) {
-    if (!MayReplace(flags, DeviceKeyPath(flags, id))) return 1;
+  HostResult<> replaceable = MayReplace(flags, flags.out);
+  for (std::uint32_t id = 1; replaceable.ok() && per_device && id <= flags.devices; ++id) {
+    replaceable = MayReplace(flags, DeviceKeyPath(flags, id));
   }
+  if (!replaceable.ok()) return Fail(kKeygen, replaceable.message(), 1);
   std::string text = NewKeyFile(flags.devices);
   if (text.empty()) {
     std::fprintf(stderr, "edgesgd %s: the system's random source failed\n", kKeygen);

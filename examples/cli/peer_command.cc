@@ -72,7 +72,9 @@ int RunPeer(const PeerFlags& o) {
     return Fail(kPeer, opened.message(),
                 peer.session().phase() == protocol::GossipPhase::kUninitialized ? 2 : 1);
   }
-  if (!WritePortFile(o.network, peer.listen_port(), kPeer)) return 1;
+  if (const HostResult<> written = WritePortFile(o.network, peer.listen_port()); !written.ok()) {
+    return Fail(kPeer, written.message(), 1);
+  }
 
   MetricsWriter metrics;
   if (!o.metrics.empty()) {

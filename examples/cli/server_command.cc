@@ -76,7 +76,9 @@ int RunServer(const ServerFlags& o) {
     }
     return Fail(kServer, opened.message(), 1);
   }
-  if (!WritePortFile(o.network, server.listen_port(), kServer)) return 1;
+  if (const HostResult<> written = WritePortFile(o.network, server.listen_port()); !written.ok()) {
+    return Fail(kServer, written.message(), 1);
+  }
   if (!o.quiet) {
     std::fprintf(stderr, "edgesgd server: listening on %s:%u for %zu workers\n",
                  settings.listen.host.c_str(), server.listen_port(), o.workers);

@@ -226,18 +226,17 @@ tcp::DriverOptions NetworkOptions(const NetworkFlags& flags, std::uint64_t seed,
   return options;
 }
 
-bool WritePortFile(const NetworkFlags& flags, std::uint16_t port, const char* command) {
-  if (flags.port_file.empty()) return true;
+HostResult<> WritePortFile(const NetworkFlags& flags, std::uint16_t port) {
+  if (flags.port_file.empty()) return {};
   // Written whole under a temporary name and renamed, so a reader never sees half a number.
   const std::string temporary = flags.port_file + ".tmp";
   std::FILE* file = std::fopen(temporary.c_str(), "w");
   if (file == nullptr || std::fprintf(file, "%u\n", port) < 0 || std::fclose(file) != 0 ||
       std::rename(temporary.c_str(), flags.port_file.c_str()) != 0) {
-    std::fprintf(stderr, "edgesgd %s: cannot write --port-file %s: %s\n", command,
-                 flags.port_file.c_str(), std::strerror(errno));
-    return false;
+    return HostError(Status::Unavailable(), "cannot write --port-file " + flags.port_file + ": " +
+                                                std::strerror(errno));
   }
-  return true;
+  return {};
 }
 
 int ExitCodeFor(tcp::DriverStop stop, const char* command, const char* detail) {

@@ -108,9 +108,9 @@ void WarnIfUnauthenticated(const NetworkFlags& flags, const char* command);
 tcp::DriverOptions NetworkOptions(const NetworkFlags& flags, std::uint64_t seed,
                                   const char* log_name, const AuthKeys& keys);
 
-// Writes --port-file (if given) with `port`, whole under a temporary name and renamed. False
-// after printing a one-line error naming `command`.
-bool WritePortFile(const NetworkFlags& flags, std::uint16_t port, const char* command);
+// Writes --port-file (if given) with `port`, whole under a temporary name and renamed. Errors:
+// kUnavailable, naming the file and the system's reason.
+HostResult<> WritePortFile(const NetworkFlags& flags, std::uint16_t port);
 
 // The exit code of a run that ended with `stop`: 0 when finished, else 130 for a signal or 1,
 // with a line on stderr naming `command` and ending in `detail`.
