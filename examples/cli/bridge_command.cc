@@ -74,9 +74,10 @@ int RunBridge(const BridgeFlags& o) {
     return Fail(kBridge, opened.message(), 1);
   }
   if (!o.serial.listen.empty()) {
-    if (const HostResult<> written = WritePortFile(o.network, bridge.serial_listen_port()); !written.ok()) {
-    return Fail(kBridge, written.message(), 1);
-  }
+    if (const HostResult<> written = WritePortFile(o.network, bridge.serial_listen_port());
+        !written.ok()) {
+      return Fail(kBridge, written.message(), 1);
+    }
   }
   WarnIfUnauthenticated(o.network, kBridge);
   const tcp::DriverStop stop = bridge.Run();

@@ -101,8 +101,9 @@ std::string DeviceKeyPath(const KeygenFlags& flags, std::uint32_t id) {
 HostResult<> MayReplace(const KeygenFlags& flags, const std::string& path) {
   struct stat existing {};
   if (flags.force || ::stat(path.c_str(), &existing) != 0) return {};
-  return HostError(Status::AlreadyExists(),
-                   path + " exists; pass --force to replace it (its devices then need the new keys)");
+  return HostError(
+      Status::AlreadyExists(),
+      path + " exists; pass --force to replace it (its devices then need the new keys)");
 }
 
 // Writes each device's line of `text` (NewKeyFile's) alone to its file under --per-device-dir,

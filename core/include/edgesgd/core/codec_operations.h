@@ -116,7 +116,8 @@ constexpr CodecOps OpsOf() {
 template <CodecDescriptor... Codecs>
 constexpr std::array<CodecOps, sizeof...(Codecs)> MakeCodecOps() {
   static_assert(((kCodecId<Codecs> < kCodecCount) && ...), "register only KnownCodecs");
-  static_assert((kCodecInBuild<Codecs> && ...), "this build leaves a registered codec out (EDGESGD_CODECS)");
+  static_assert((kCodecInBuild<Codecs> && ...),
+                "this build leaves a registered codec out (EDGESGD_CODECS)");
   return {internal::OpsOf<Codecs>()...};
 }
 

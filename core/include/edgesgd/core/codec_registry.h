@@ -110,7 +110,8 @@ struct BuildMask<CodecList<Codecs...>> {
   }();
 };
 inline constexpr std::array<bool, kCodecCount> kBuilt = BuildMask<KnownCodecs>::kBuilt;
-static_assert(BuildMask<KnownCodecs>::kNamesKnown, "EDGESGD_CODECS names a codec edgesgd does not know");
+static_assert(BuildMask<KnownCodecs>::kNamesKnown,
+              "EDGESGD_CODECS names a codec edgesgd does not know");
 
 constexpr bool EveryCodecBuilt() {
   for (const bool built : kBuilt) {
