@@ -544,8 +544,19 @@ TEST(QsgdEncodeTest, ASharedScaleQuantizesEveryBucketWithItOnEveryKernel) {
   EXPECT_EQ(QsgdCodec::Encode(params, layout, context, bad, PayloadSpans{{}, {}, words, norms}, {})
                 .code(),
             StatusCode::kInvalidArgument);
-  for (const float scale : {-1.0f, kNan, kInf}) {
+  for (const float scale : {-1.0f, kNan, kInf, 1e-38f, 1e-44f}) {
     EXPECT_FALSE(QsgdCodec::Validate({.shared_scale = scale}).ok()) << scale;
+  }
+  EXPECT_TRUE(QsgdCodec::Validate({.levels = kMaxQsgdLevels, .shared_scale = kMinQsgdSharedScale})
+                  .ok());
+  // At the smallest scale a zero coordinate still quantises to level 0.
+  const QsgdParams tiny{.levels = kMaxQsgdLevels, .bucket = 16, .shared_scale = kMinQsgdSharedScale};
+  std::vector<float> zeros(input.size(), 0.0f);
+  zeros[3] = 1.0f;
+  const std::vector<float> tiny_decoded =
+      Decode(tiny, layout, Encode(tiny, layout, context, zeros, QsgdKernel::kPortable));
+  for (std::size_t i = 0; i < zeros.size(); ++i) {
+    ASSERT_EQ(tiny_decoded[i], i == 3 ? kMinQsgdSharedScale : 0.0f) << i;
   }
 }
 

@@ -11,6 +11,9 @@ namespace edgesgd {
 // 2^15 - 1: the most levels a 16-bit field (sign + 15 level bits) holds.
 inline constexpr std::uint32_t kMaxQsgdLevels = 32767;
 inline constexpr std::uint32_t kMinQsgdBits = 2;
+// The smallest shared scale: the encoder multiplies by levels / S, which must stay finite (a
+// tinier S would turn a zero coordinate into 0 * inf).
+inline constexpr float kMinQsgdSharedScale = 1e-30f;
 inline constexpr std::uint32_t kMaxQsgdBits = 16;
 
 // Bits one quantized coordinate occupies: a sign bit plus ceil(log2(levels + 1)) level bits.
@@ -157,9 +160,10 @@ struct QsgdCodec {
       return Status::InvalidArgument("qsgd levels must be in 1..32767 (2..16 bits)");
     }
     if (params.bucket < 1) return Status::InvalidArgument("qsgd bucket must be at least 1");
-    if (!(params.shared_scale == 0.0f || PositiveFinite(params.shared_scale))) {
+    if (!(params.shared_scale == 0.0f ||
+          (PositiveFinite(params.shared_scale) && params.shared_scale >= kMinQsgdSharedScale))) {
       return Status::InvalidArgument(
-          "the qsgd shared scale must be 0 (off) or positive and finite");
+          "the qsgd shared scale must be 0 (off) or finite and at least 1e-30");
     }
     switch (params.schedule) {
       case QuantScheduleKind::kFixed:
