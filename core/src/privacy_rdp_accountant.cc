@@ -171,6 +171,41 @@ Result<PrivacySpent> RdpAccountant::Epsilon(double delta) const {
   return ClampedAtZero(best);
 }
 
+Status PrivacyLedger::Charge(double sampling_rate, double noise_multiplier) {
+  if (!(sampling_rate >= 0 && sampling_rate <= 1)) {
+    return Status::InvalidArgument("sampling rate must be in [0, 1]");
+  }
+  if (!(noise_multiplier >= 0)) return Status::InvalidArgument("noise multiplier must be >= 0");
+  if (sampling_rate != last_rate_ || noise_multiplier != last_noise_) {
+    for (std::size_t k = 0; k < kRdpOrders.size(); ++k) {
+      last_[k] = SampledGaussianRdp(sampling_rate, noise_multiplier, kRdpOrders[k]);
+    }
+    last_rate_ = sampling_rate;
+    last_noise_ = noise_multiplier;
+  }
+  for (std::size_t k = 0; k < kRdpOrders.size(); ++k) total_[k] += last_[k];
+  ++rounds_;
+  return Status::Ok();
+}
+
+Result<PrivacySpent> PrivacyLedger::Epsilon(double delta) const {
+  if (!IsDelta(delta)) return Status::InvalidArgument("delta must be in (0, 1)");
+  if (rounds_ == 0) return PrivacySpent{};
+  return EpsilonFromRdp(kRdpOrders, total_, delta);
+}
+
+Status PrivacyLedger::Restore(std::span<const double> rdp, std::uint64_t rounds) {
+  if (rdp.size() != total_.size()) {
+    return Status::InvalidArgument("a saved privacy account has one value per RDP order");
+  }
+  for (const double value : rdp) {
+    if (!(value >= 0)) return Status::InvalidArgument("a saved RDP value is negative or NaN");
+  }
+  std::copy(rdp.begin(), rdp.end(), total_.begin());
+  rounds_ = rounds;
+  return Status::Ok();
+}
+
 Result<double> NoiseMultiplierForEpsilon(double sampling_rate, std::uint64_t steps,
                                          double target_epsilon, double delta) {
   if (!IsSamplingRate(sampling_rate)) {

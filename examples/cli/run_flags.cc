@@ -495,26 +495,8 @@ ServerRunOutput::ServerRunOutput(const RunFlags& flags, const protocol::RunConfi
       metrics_(metrics),
       progress_(progress),
       readout_(std::move(readout)),
-      bits_per_coord_(PayloadBitsPerCoordinate(config)) {
-  const PrivacyParams& privacy = config.privacy;
-  if (privacy.mode == PrivacyMode::kOff) return;
-  delta_ = static_cast<double>(privacy.delta);
-  epsilon_ = std::numeric_limits<double>::infinity();  // no noise, no privacy
-  if (privacy.noise_multiplier > 0.0f &&
-      accountant_
-          .Configure(PrivacySamplingRate(config, flags.workers),
-                     static_cast<double>(privacy.noise_multiplier))
-          .ok()) {
-    accounting_ = true;
-    epsilon_ = 0.0;
-  }
-}
-
-double PrivacySamplingRate(const protocol::RunConfig& config, std::size_t workers) {
-  const auto n = static_cast<std::uint32_t>(workers);
-  return static_cast<double>(protocol::SampledCount(config.participation, n)) /
-         static_cast<double>(n);
-}
+      bits_per_coord_(PayloadBitsPerCoordinate(config)),
+      private_(config.privacy.mode != PrivacyMode::kOff) {}
 
 void ServerRunOutput::OnRound(const protocol::RoundEvent& event, std::span<const float> model) {
   MetricsRow row;
@@ -527,11 +509,7 @@ void ServerRunOutput::OnRound(const protocol::RoundEvent& event, std::span<const
                            : static_cast<double>(event.payload_bits) /
                                  (static_cast<double>(event.reported) *
                                   static_cast<double>(task_.dimension()));
-  if (accounting_) {
-    accountant_.AddSteps(row.round - accountant_.steps());
-    epsilon_ = accountant_.Epsilon(delta_).value().epsilon;
-  }
-  row.epsilon = epsilon_;
+  row.epsilon = private_ ? event.epsilon : kNotApplicable;
   if (EvaluatesRound(flags_, row.round)) {
     EvaluateInto(task_, readout_ ? readout_(model) : model, row);
     last_ = row;
@@ -611,7 +589,8 @@ void WriteRunSummary(SummaryWriter& summary, const RunFlags& o, const protocol::
     summary.Field("clip", static_cast<double>(config.privacy.clip));
     summary.Field("noise_multiplier", static_cast<double>(config.privacy.noise_multiplier));
     summary.Field("delta", static_cast<double>(config.privacy.delta));
-    summary.Field("sampling_rate", PrivacySamplingRate(config, o.workers));
+    // Poisson sampling: each live device joins a round with probability P.
+    summary.Field("sampling_rate", static_cast<double>(config.participation));
     if (AdaptsClipping(config.privacy)) {
       summary.Field("target_quantile", static_cast<double>(config.privacy.target_quantile));
       summary.Field("clip_lr", static_cast<double>(config.privacy.clip_learning_rate));

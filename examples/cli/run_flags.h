@@ -16,7 +16,6 @@
 #include "cli/metrics.h"
 #include "cli/model_flags.h"
 #include "cli/task.h"
-#include "edgesgd/core/privacy/rdp_accountant.h"
 #include "edgesgd/platform/result.h"
 #include "edgesgd/protocol/gossip_peer_session.h"
 #include "edgesgd/protocol/run_config.h"
@@ -243,12 +242,7 @@ class ServerRunOutput {
   ProgressLine& progress_;
   Readout readout_;
   double bits_per_coord_;  // of a round without uploads
-  // Differential privacy's account (configured for a private run with noise) and the
-  // epsilon column: NaN (empty) without privacy, +inf without noise.
-  RdpAccountant accountant_;
-  bool accounting_ = false;
-  double delta_ = 0.0;
-  double epsilon_ = kNotApplicable;
+  bool private_ = false;   // the epsilon column holds the session's account; else it is empty
   MetricsRow last_;
   std::uint32_t non_finite_loss_round_ = 0;
 };
@@ -256,10 +250,6 @@ class ServerRunOutput {
 // Why a parameter-server run failed, for people: "the run failed in round R: REASON" with a hint
 // when the model diverged. `rounds` is the number of rounds that closed.
 std::string RunFailure(std::uint32_t rounds, Status status);
-
-// The fraction of devices a round of `config` samples from `workers`: the sampling rate the
-// privacy accountant amplifies by.
-double PrivacySamplingRate(const protocol::RunConfig& config, std::size_t workers);
 
 // The metrics row of gossip round `round` (0-based) completed at `time_ns`, before evaluation:
 // cumulative bytes (per peer) and the bits per coordinate of what a peer of `config` sends (32

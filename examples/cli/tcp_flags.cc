@@ -109,7 +109,7 @@ void AddServerFlags(CLI::App& command, ServerFlags& o) {
                      "rename) before any frame of the next round is sent");
   AddBoundedOption(command, "--checkpoint-every", o.checkpoint_every, 1u, 100000000u,
                    "Checkpoint every K rounds (and at the end); K > 1 may lose up to K-1 "
-                   "rounds on a crash");
+                   "rounds on a crash, and a private run (--dp-mode) needs 1");
   command.add_flag("--resume", o.resume,
                    "Continue from --checkpoint (same flags); workers rejoin and get the model");
   AddNetworkFlags(command, o.network);

@@ -262,6 +262,56 @@ TEST(RdpAccountantTest, RejectsBadParameters) {
   }
 }
 
+TEST(PrivacyLedgerTest, RoundsOfTheirOwnRateAndNoiseAddUp) {
+  const std::vector<double> orders(kRdpOrders.begin(), kRdpOrders.end());
+  PrivacyLedger ledger;
+  EXPECT_EQ(ledger.Epsilon(1e-5)->epsilon, 0);
+  const struct {
+    double q, z;
+  } rounds[] = {{0.1, 1.2}, {0.1, 1.2}, {0.05, 0.9}, {0.1, 1.2}, {0.2, 2.0}, {0, 1.0}};
+  std::vector<double> expected(orders.size(), 0.0);
+  for (const auto& round : rounds) {
+    ASSERT_TRUE(ledger.Charge(round.q, round.z).ok());
+    for (std::size_t k = 0; k < orders.size(); ++k) {
+      expected[k] += SampledGaussianRdp(round.q, round.z, orders[k]);
+    }
+  }
+  EXPECT_EQ(ledger.rounds(), 6u);
+  for (std::size_t k = 0; k < orders.size(); ++k) {
+    EXPECT_NEAR(ledger.rdp()[k], expected[k], 1e-12 * expected[k]) << orders[k];
+  }
+  EXPECT_DOUBLE_EQ(ledger.Epsilon(1e-5)->epsilon, EpsilonFromRdp(orders, expected, 1e-5).epsilon);
+  // Equal rounds agree with the single-rate accountant.
+  PrivacyLedger equal;
+  for (int round = 0; round < 40; ++round) ASSERT_TRUE(equal.Charge(0.05, 1.1).ok());
+  EXPECT_NEAR(equal.Epsilon(1e-5)->epsilon, SpentEpsilon(0.05, 1.1, 40, 1e-5), 1e-9);
+  // A round without noise leaves no finite bound.
+  ASSERT_TRUE(equal.Charge(0.05, 0).ok());
+  EXPECT_EQ(equal.Epsilon(1e-5)->epsilon, kInf);
+}
+
+TEST(PrivacyLedgerTest, RefusesBadChargesAndRestores) {
+  PrivacyLedger ledger;
+  for (const double q : {-0.1, 1.01, std::nan("")}) {
+    EXPECT_EQ(ledger.Charge(q, 1).code(), StatusCode::kInvalidArgument) << q;
+  }
+  for (const double z : {-1.0, std::nan("")}) {
+    EXPECT_EQ(ledger.Charge(0.1, z).code(), StatusCode::kInvalidArgument) << z;
+  }
+  EXPECT_EQ(ledger.rounds(), 0u);
+  EXPECT_EQ(ledger.Epsilon(1.0).status().code(), StatusCode::kInvalidArgument);
+  PrivacyLedger saved;
+  for (int round = 0; round < 5; ++round) ASSERT_TRUE(saved.Charge(0.2, 1.5).ok());
+  ASSERT_TRUE(ledger.Restore(saved.rdp(), saved.rounds()).ok());
+  EXPECT_EQ(ledger.rounds(), 5u);
+  EXPECT_EQ(ledger.Epsilon(1e-5)->epsilon, saved.Epsilon(1e-5)->epsilon);
+  std::vector<double> bad(saved.rdp().begin(), saved.rdp().end());
+  bad[0] = std::nan("");
+  EXPECT_EQ(ledger.Restore(bad, 5).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ledger.Restore(std::span(bad).first(3), 5).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ledger.rounds(), 5u);  // a refused restore changes nothing
+}
+
 TEST(NoiseMultiplierForEpsilonTest, RoundTrips) {
   const struct {
     double q;

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "edgesgd/core/privacy/rdp_accountant.h"
+
 namespace edgesgd::protocol {
 namespace {
 
@@ -107,11 +109,16 @@ Status CompareConfiguration(std::span<const std::byte> records, const RunConfig&
 
 }  // namespace
 
+// Doubles of a private run's privacy account: its RDP at every order.
+std::size_t PrivacyValues(const RunConfig& config) {
+  return IsPrivate(config.privacy) ? kRdpOrders.size() : 0;
+}
+
 std::size_t CheckpointBytes(const RunConfig& config, std::uint32_t workers,
                             std::size_t aggregation_bytes) {
   return sizeof(kMagic) + 4 + 4 + ConfigurationBytes(config, workers) + kStateFixedBytes + 4 +
          4 * config.layout.dimension() + 4 + aggregation_bytes + 4 +
-         4 * ServerOptimizerFloats(config) + 8;
+         4 * ServerOptimizerFloats(config) + 4 + 8 + 8 * PrivacyValues(config) + 8;
 }
 
 Result<std::size_t> WriteCheckpoint(std::span<std::byte> out, const RunConfig& config,
@@ -121,6 +128,9 @@ Result<std::size_t> WriteCheckpoint(std::span<std::byte> out, const RunConfig& c
   }
   if (state.server_optimizer.size() != 4 * ServerOptimizerFloats(config)) {
     return Status::InvalidArgument("the server optimizer's state is not the configuration's size");
+  }
+  if (state.privacy_rdp.size() != 8 * PrivacyValues(config)) {
+    return Status::InvalidArgument("the privacy account is not the configuration's size");
   }
   if (out.size() < CheckpointBytes(config, workers, state.aggregation.size())) {
     return Status::ResourceExhausted("the checkpoint buffer is too small");
@@ -148,6 +158,9 @@ Result<std::size_t> WriteCheckpoint(std::span<std::byte> out, const RunConfig& c
   writer.Bytes(state.aggregation);
   writer.Put(static_cast<std::uint32_t>(ServerOptimizerFloats(config)));
   writer.Bytes(state.server_optimizer);
+  writer.Put(static_cast<std::uint32_t>(PrivacyValues(config)));
+  writer.Put(state.privacy_rounds);
+  writer.Bytes(state.privacy_rdp);
   writer.Put(Fnv1a(writer.written()));
   return writer.size();
 }
@@ -182,6 +195,7 @@ Status ReadCheckpoint(std::span<const std::byte> bytes, const RunConfig& config,
   std::uint32_t dimension = 0;
   std::uint32_t aggregation_size = 0;
   std::uint32_t server_optimizer_floats = 0;
+  std::uint32_t privacy_values = 0;
   if (!reader.Get(state.round) || !reader.Get(state.rounds) || !reader.Get(state.sequence) ||
       !reader.Get(state.counters.bytes_received) || !reader.Get(state.counters.bytes_sent) ||
       !reader.Get(state.counters.frames_received) || !reader.Get(state.counters.frames_sent) ||
@@ -192,6 +206,9 @@ Status ReadCheckpoint(std::span<const std::byte> bytes, const RunConfig& config,
       !reader.Get(server_optimizer_floats) ||
       server_optimizer_floats != ServerOptimizerFloats(config) ||
       !reader.Take(4 * std::size_t{server_optimizer_floats}, state.server_optimizer) ||
+      !reader.Get(privacy_values) || privacy_values != PrivacyValues(config) ||
+      !reader.Get(state.privacy_rounds) || (privacy_values == 0 && state.privacy_rounds != 0) ||
+      !reader.Take(8 * std::size_t{privacy_values}, state.privacy_rdp) ||
       reader.position() != bytes.size() - 8) {
     return damaged;
   }

@@ -30,8 +30,10 @@ Status ServerSession::Init(Arena& arena, const CodecRegistry& codecs, const RunC
   if (const Status check = ValidateRunConfig(config); !check.ok()) return check;
   if (const Status check = ValidateServerChoices(config); !check.ok()) return check;
   if (const Status check = ValidateServerOptions(options); !check.ok()) return check;
-  if (config.privacy.mode == PrivacyMode::kCentral && options.noise_key == 0) {
-    return Status::InvalidArgument("central noise needs a secret ServerOptions::noise_key");
+  if (IsPrivate(config.privacy) && options.noise_key == 0) {
+    return Status::InvalidArgument(
+        "a private run draws its cohorts (and central noise) from a secret "
+        "ServerOptions::noise_key");
   }
   RoundPolicy& rounds = RoundPolicyFor(config);
   EDGESGD_TRY(rounds.Check(config, options));
@@ -394,15 +396,20 @@ void ServerSession::Select(WorkerSlot& slot, TimeNs now) {
 
 void ServerSession::CloseRound(TimeNs now, bool apply) {
   const Status applied = apply ? ApplyRound() : Status::Ok();
-  const RoundEvent event{round_,
-                         now,
-                         selected_,
-                         reported_,
-                         rejected_this_round_,
-                         extensions_this_round_,
-                         counters_.bytes_received,
-                         counters_.bytes_sent,
-                         payload_bits_this_round_};
+  if (applied.ok() && apply) ChargePrivacy();
+  const RoundEvent event{
+      round_,
+      now,
+      selected_,
+      reported_,
+      rejected_this_round_,
+      extensions_this_round_,
+      counters_.bytes_received,
+      counters_.bytes_sent,
+      payload_bits_this_round_,
+      IsPrivate(config_.privacy)
+          ? privacy_ledger_.Epsilon(static_cast<double>(config_.privacy.delta)).value().epsilon
+          : 0.0};
   round_log_.Push(event, counters_.round_events_dropped);
   last_reported_ = reported_;
   if (!applied.ok()) {
@@ -416,6 +423,26 @@ void ServerSession::CloseRound(TimeNs now, bool apply) {
     return;
   }
   StartRound(now);
+}
+
+void ServerSession::ChargePrivacy() {
+  const PrivacyParams& privacy = config_.privacy;
+  if (!IsPrivate(privacy) || reported_ == 0) return;  // no update released, nothing spent
+  // Every participant was sampled with probability P. The noise on the sum is z C when the
+  // server adds it; when the devices do, each adds the share of an expected cohort, so the sum
+  // carries only the shares of those who reported.
+  double noise = static_cast<double>(privacy.noise_multiplier);
+  if (privacy.mode == PrivacyMode::kDistributed) {
+    const std::uint32_t shares = SampledCount(config_.participation, options_.workers);
+    noise *= std::sqrt(static_cast<double>(reported_) / static_cast<double>(shares));
+  }
+  // Both values are in range by the run's validation.
+  (void)privacy_ledger_.Charge(static_cast<double>(config_.participation), noise);
+}
+
+Status ServerSession::RestorePrivacyLedger(std::span<const double> rdp, std::uint64_t rounds) {
+  if (started_) return Status::FailedPrecondition("the privacy account is restored before Start");
+  return privacy_ledger_.Restore(rdp, rounds);
 }
 
 Status ServerSession::ApplyRound() {

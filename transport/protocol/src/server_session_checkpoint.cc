@@ -2,6 +2,7 @@
 
 #include "edgesgd/protocol/server_session.h"
 
+#include <array>
 #include <cstring>
 
 namespace edgesgd::protocol {
@@ -22,6 +23,10 @@ Result<std::size_t> ServerSession::SaveState(std::span<std::byte> out) const {
   state.model = std::as_bytes(model_);
   state.aggregation = aggregation_->SavedState();
   state.server_optimizer = std::as_bytes(server_optimizer_.state());
+  if (IsPrivate(config_.privacy)) {
+    state.privacy_rdp = std::as_bytes(privacy_ledger_.rdp());
+    state.privacy_rounds = privacy_ledger_.rounds();
+  }
   return WriteCheckpoint(out, config_, options_.workers, state);
 }
 
@@ -36,9 +41,14 @@ Status ServerSession::RestoreState(std::span<const std::byte> bytes,
                              state, differing_field));
   // Everything was checked before the live state changes: a failed restore changes nothing.
   EDGESGD_TRY(server_optimizer_.CheckSavedState(state.server_optimizer));
+  std::array<double, kRdpOrders.size()> rdp{};
+  std::memcpy(rdp.data(), state.privacy_rdp.data(), state.privacy_rdp.size());
+  PrivacyLedger ledger;
+  if (IsPrivate(config_.privacy)) EDGESGD_TRY(ledger.Restore(rdp, state.privacy_rounds));
   EDGESGD_TRY(aggregation_->RestoreState(state.aggregation));
   EDGESGD_TRY(server_optimizer_.RestoreState(state.server_optimizer));
   std::memcpy(model_.data(), state.model.data(), state.model.size());
+  privacy_ledger_ = ledger;
   round_ = state.round;
   outbox_.set_sequence(state.sequence);
   counters_.bytes_received = state.counters.bytes_received;

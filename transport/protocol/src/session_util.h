@@ -56,6 +56,26 @@ inline std::span<std::uint32_t> SampleParticipants(std::span<std::uint32_t> cand
   return candidates.first(take);
 }
 
+// The participants of a private round: each of `candidates` independently with probability q,
+// the Poisson sampling differential privacy's accountant assumes. The draw is keyed by the
+// server's secret, not the run's seed, which every worker holds: amplification by sampling
+// needs a cohort nobody else can predict. Keeps the sampled ones at the front of `candidates`,
+// in order, and returns them (possibly none). Does not allocate.
+inline std::span<std::uint32_t> SamplePoisson(std::span<std::uint32_t> candidates,
+                                              float participation, std::uint64_t secret,
+                                              std::uint32_t round) {
+  if (participation >= 1.0f) return candidates;
+  CounterRng rng(secret, round, 0, StreamId(RandomPurpose::kParticipation));
+  std::size_t kept = 0;
+  for (const std::uint32_t candidate : candidates) {
+    // One draw per candidate, kept or not, so a device's fate does not depend on the others'.
+    if (static_cast<double>(rng.NextU32()) < static_cast<double>(participation) * 4294967296.0) {
+      candidates[kept++] = candidate;
+    }
+  }
+  return candidates.first(kept);
+}
+
 // Bits of a payload's fields (every field element is 32 bits; the frame around it not counted).
 inline std::uint64_t PayloadBits(const PayloadView& payload) {
   return 32u * (std::uint64_t{payload.indices.size()} + payload.values.size() +

@@ -14,6 +14,12 @@ HostResult<> Server::Open(const ServerSettings& settings) {
   if (settings.checkpoint_every == 0) {
     return HostError(Status::InvalidArgument("checkpoints come every 1 or more rounds"));
   }
+  if (IsPrivate(settings.run.privacy) && !settings.checkpoint.empty() &&
+      settings.checkpoint_every != 1) {
+    return HostError(Status::InvalidArgument(
+        "a private run checkpoints every round: rounds re-run after a resume from an older "
+        "checkpoint would spend privacy its account does not hold"));
+  }
   if (settings.codecs == nullptr) return HostError(Status::InvalidArgument("no codec registry"));
   EDGESGD_HOST_TRY(TakeMemory(protocol::ServerSession::ArenaBytes(settings.run, settings.server)));
   protocol::ServerOptions session_options = settings.server;

@@ -63,10 +63,15 @@ void RoundPolicy::SelectSampledParticipants(TimeNs now) {
     outbox().Forgive(peer, ServerOutbox::kBroadcast);
     if (worker.joined && worker.live) live[count++] = peer;
   }
-  const std::span<const std::uint32_t> participants = internal::SampleParticipants(
-      live.first(count), config().participation, config().seed, current_round());
+  const std::span<const std::uint32_t> participants =
+      SamplesPoisson() ? internal::SamplePoisson(live.first(count), config().participation,
+                                                 options().noise_key, current_round())
+                       : internal::SampleParticipants(live.first(count), config().participation,
+                                                      config().seed, current_round());
   for (const std::uint32_t peer : participants) Select(SlotOf(peer), now);
 }
+
+bool RoundPolicy::SamplesPoisson() const { return IsPrivate(config().privacy); }
 
 std::optional<RejectReason> RoundPolicy::RefuseOutsideCurrentRound(const ServerWorkerSlot& slot,
                                                                    std::uint32_t round) const {

@@ -10,7 +10,11 @@ using internal::SaturatingAdd;
 
 void SynchronousRoundPolicy::StartRound(TimeNs now) {
   SelectSampledParticipants(now);
-  deadline_ = SaturatingAdd(now, options().round_deadline_ns);
+  // A private round that sampled nobody closes empty at the next wakeup, a nanosecond on: not
+  // within this call, so that a run of empty rounds neither recurses nor floods the round log
+  // before a driver drains it.
+  const bool empty = SamplesPoisson() && LiveCount(true, false) == 0;
+  deadline_ = SaturatingAdd(now, empty ? 1 : options().round_deadline_ns);
 }
 
 std::optional<RejectReason> SynchronousRoundPolicy::RefuseUpdate(ServerWorkerSlot& slot,
@@ -44,8 +48,20 @@ void SynchronousRoundPolicy::Advance(TimeNs now) {
   if (reported() == 0 && waiting == 0) TopUp(now);
 }
 
+void SynchronousRoundPolicy::TopUp(TimeNs now) {
+  if (!SamplesPoisson()) {
+    AddEveryLiveWorker(now);
+    return;
+  }
+  // More participants would raise their inclusion above P: the round ends with what it has.
+  if (reported() > 0) {
+    CloseRound(now);
+  } else {
+    AbortRound(now);
+  }
+}
+
 void SynchronousRoundPolicy::ExtendRound(TimeNs now) {
-  CountExtension();
   bool resent = false;
   for (PeerId peer = 1; peer <= options().workers; ++peer) {
     ServerWorkerSlot& slot = SlotOf(peer);
@@ -54,11 +70,16 @@ void SynchronousRoundPolicy::ExtendRound(TimeNs now) {
       resent = true;
     }
   }
+  if (!resent && SamplesPoisson()) {
+    TopUp(now);  // ends the round
+    return;
+  }
+  CountExtension();
   if (!resent) TopUp(now);
   deadline_ = SaturatingAdd(now, options().round_deadline_ns);
 }
 
-void SynchronousRoundPolicy::TopUp(TimeNs now) {
+void SynchronousRoundPolicy::AddEveryLiveWorker(TimeNs now) {
   std::uint32_t added = 0;
   for (PeerId peer = 1; peer <= options().workers; ++peer) {
     ServerWorkerSlot& slot = SlotOf(peer);

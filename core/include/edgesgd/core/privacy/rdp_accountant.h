@@ -89,6 +89,37 @@ class RdpAccountant {
   bool configured_ = false;
 };
 
+// The privacy spent by rounds that each have their own sampling rate and noise multiplier: a
+// server charges every round it releases with what really happened in it (the rate devices
+// were sampled at, the noise the aggregate really carried). RDP adds up over the rounds. The
+// last round's per-order RDP is kept, so a run of equal rounds costs one evaluation.
+class PrivacyLedger {
+ public:
+  // Charges one round at sampling rate q in [0, 1] and noise multiplier z >= 0 (z = 0: no
+  // noise, an unbounded epsilon from then on; q = 0 or z = +inf: nothing released, no cost).
+  // Errors: kInvalidArgument for NaN or out-of-range values (nothing is charged).
+  Status Charge(double sampling_rate, double noise_multiplier);
+
+  std::uint64_t rounds() const { return rounds_; }
+  // The total RDP at each order of kRdpOrders.
+  std::span<const double> rdp() const { return total_; }
+
+  // The (epsilon, delta) guarantee of the rounds so far: epsilon 0 before any charge.
+  // Errors: kInvalidArgument for delta outside (0, 1).
+  Result<PrivacySpent> Epsilon(double delta) const;
+
+  // Replaces the account with a saved one (`rdp` at kRdpOrders, `rounds` charged).
+  // Errors: kInvalidArgument for the wrong length or a negative or NaN value.
+  Status Restore(std::span<const double> rdp, std::uint64_t rounds);
+
+ private:
+  std::array<double, kRdpOrders.size()> total_{};
+  std::array<double, kRdpOrders.size()> last_{};
+  double last_rate_ = -1;
+  double last_noise_ = -1;
+  std::uint64_t rounds_ = 0;
+};
+
 // The smallest noise multiplier (within 0.01 %) for which `steps` runs at sampling rate q
 // spend at most `target_epsilon` at `delta`, over kRdpOrders: bracketed by doubling or
 // halving, then bisected. Errors: kInvalidArgument for q outside (0, 1], no steps, a target

@@ -14,6 +14,8 @@
 //   u32 model floats, the floats            the model the round started from
 //   u32 aggregation bytes, the bytes        the aggregation component's state (a residual)
 //   u32 server optimizer floats, the floats its state (ServerOptimizer::StateFloats)
+//   u32 privacy values, u64 rounds charged, a private run's account (PrivacyLedger): its total
+//     the doubles                           RDP at each of kRdpOrders (no values when not private)
 //   u64 FNV-1a of everything before it
 // Nothing here allocates.
 
@@ -28,7 +30,7 @@
 
 namespace edgesgd::protocol {
 
-inline constexpr std::uint32_t kCheckpointVersion = 5;
+inline constexpr std::uint32_t kCheckpointVersion = 6;
 
 // Cumulative counters a resumed run continues from.
 struct CheckpointCounters {
@@ -50,6 +52,9 @@ struct CheckpointState {
   std::span<const std::byte> aggregation;  // the component's CheckpointBytes
   // ServerOptimizer::StateFloats(d, config.server_optimizer) floats
   std::span<const std::byte> server_optimizer;
+  // A private run's privacy account: RDP doubles at kRdpOrders (none when not private).
+  std::span<const std::byte> privacy_rdp;
+  std::uint64_t privacy_rounds = 0;
 };
 
 // Bytes of the checkpoint of a run of `config` and `workers` whose aggregation component keeps

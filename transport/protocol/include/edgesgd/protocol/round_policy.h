@@ -116,8 +116,12 @@ class RoundPolicy {
   void AbortRound(TimeNs now);
 
   // ---- Steps of rounds that take updates of the current round only ----
-  // Clears the last round's participants and selects round(P * n) of the n live workers.
+  // Clears the last round's participants and selects round(P * n) of the n live workers, or
+  // in a private run each live worker with probability P (SamplesPoisson).
   void SelectSampledParticipants(TimeNs now);
+  // Whether rounds sample by Poisson from the server's secret: under differential privacy,
+  // whose accountant charges every round at rate P. No round may then add a participant.
+  bool SamplesPoisson() const;
   // kLate or kStale for an update of an earlier round, kNotSelected for one of a round its
   // worker does not take part in; nullopt when neither.
   std::optional<RejectReason> RefuseOutsideCurrentRound(const ServerWorkerSlot& slot,

@@ -57,6 +57,7 @@
 
 #include "edgesgd/core/arena.h"
 #include "edgesgd/core/codec_registry.h"
+#include "edgesgd/core/privacy/rdp_accountant.h"
 #include "edgesgd/core/random.h"
 #include "edgesgd/core/server_optimizer.h"
 #include "edgesgd/core/status.h"
@@ -193,6 +194,15 @@ class ServerSession final : public InlineSession<ServerSession> {
   TimeNs round_deadline() const {
     return phase_ == ServerPhase::kTraining ? rounds_->RoundDeadline() : kNever;
   }
+  // The privacy a private run has spent: every round that released an aggregate, charged at
+  // the rate its participants were sampled at and with the noise the aggregate really carried
+  // (docs/privacy.md, "What the epsilon counts"). Empty when the run is not private.
+  const PrivacyLedger& privacy_ledger() const { return privacy_ledger_; }
+  // Continues an account kept outside the checkpoint (a resumed run's driver restores the
+  // rounds the last run charged after its checkpoint, which this run re-runs and charges
+  // again). Errors: as PrivacyLedger::Restore; kFailedPrecondition after Start.
+  Status RestorePrivacyLedger(std::span<const double> rdp, std::uint64_t rounds);
+
   // Secure aggregation's round state (open() while a round's phases run).
   const SecureRound& secure_round() const { return secure_rounds_.round_state(); }
   // Why the last aborted secure round was aborted (kOk when none was).
@@ -247,6 +257,8 @@ class ServerSession final : public InlineSession<ServerSession> {
   void CloseRound(TimeNs now, bool apply);
   void Select(WorkerSlot& slot, TimeNs now);
   Status ApplyRound();
+  // Charges the closed round to the privacy ledger (private runs).
+  void ChargePrivacy();
   // For a component whose aggregate is a payload: builds the next round's aggregate frame, then
   // applies that frame's payload to the model.
   Status BroadcastAndApplyAggregate();
@@ -288,6 +300,7 @@ class ServerSession final : public InlineSession<ServerSession> {
   std::uint32_t extensions_this_round_ = 0;
   std::uint32_t last_reported_ = 0;
   bool started_ = false;
+  PrivacyLedger privacy_ledger_;
 
   ServerCounters counters_;
   EventLog<RejectEvent, kRejectLogCapacity> reject_log_;

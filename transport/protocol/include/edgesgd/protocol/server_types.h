@@ -38,9 +38,10 @@ struct ServerOptions {
   // `quorum` live workers have joined. kNever (default): wait for all n.
   TimeNs join_timeout_ns = kNever;
   // The server's secret (never 0) keying differential privacy's central noise
-  // (PrivacyMode::kCentral) and secure aggregation's neighbour graph: drawn from the operating
-  // system's entropy by a real deployment, so that no worker can subtract the noise or foresee
-  // its neighbours; a simulator may derive it from its seed.
+  // (PrivacyMode::kCentral) and cohorts (any private run), and secure aggregation's neighbour
+  // graph: drawn from the operating system's entropy by a real deployment, so that no worker
+  // can subtract the noise or foresee the cohort or its neighbours; a simulator may derive it
+  // from its seed.
   std::uint64_t noise_key = 0;
   // A model whose Euclidean norm exceeds this after a round has diverged: the session finishes
   // with kDataLoss, as it does for a NaN or an infinity, instead of training on. 0: no bound.
@@ -90,6 +91,9 @@ struct RoundEvent {
   // them): payload_bits / (reported * d) is the round's mean bits per coordinate, which a
   // quantization schedule changes from round to round. SCAFFOLD's control changes count too.
   std::uint64_t payload_bits = 0;
+  // A private run's epsilon after this round, at the run's delta (+inf without noise); 0 when
+  // the run is not private.
+  double epsilon = 0;
 };
 
 struct ServerCounters {

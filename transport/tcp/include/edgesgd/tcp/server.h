@@ -47,7 +47,9 @@ struct ServerSettings {
   // atomically (temporary file, fsync, rename, fsync of the directory), every checkpoint_every
   // rounds and after the last, before any frame of the next round leaves. Empty: none.
   std::string checkpoint;
-  std::uint32_t checkpoint_every = 1;  // >= 1; K > 1 may lose up to K-1 rounds on a crash
+  // >= 1; K > 1 may lose up to K-1 rounds on a crash, and is refused for a private run: the
+  // privacy ledger travels in the checkpoint, and lost rounds re-run would spend privacy twice.
+  std::uint32_t checkpoint_every = 1;
   // Continue from `checkpoint`, written by a run of the same run and server settings: the run
   // goes on at the saved round with the saved model; workers rejoin and get the model.
   bool resume = false;
