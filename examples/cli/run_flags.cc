@@ -510,6 +510,11 @@ void ServerRunOutput::OnRound(const protocol::RoundEvent& event, std::span<const
                                  (static_cast<double>(event.reported) *
                                   static_cast<double>(task_.dimension()));
   row.epsilon = private_ ? event.epsilon : kNotApplicable;
+  if (!event.abort_reason.ok()) {
+    progress_.Note(
+        "round %u was aborted, the model unchanged: %s", row.round,
+        event.abort_reason.reason() != nullptr ? event.abort_reason.reason() : "no reason given");
+  }
   if (EvaluatesRound(flags_, row.round)) {
     EvaluateInto(task_, readout_ ? readout_(model) : model, row);
     last_ = row;

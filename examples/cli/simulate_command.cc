@@ -153,17 +153,21 @@ int RunServerMode(const SimulateOptions& o, Task& task, std::vector<sim::SimDevi
   WriteMemoryPlan(summary, MakeMemoryPlan(settings.run, settings.server));
   WriteSimulatedNetwork(summary, result.network, simulation.server().counters());
   if (settings.run.secure.enabled) {
-    // What the devices saw of secure aggregation: values beyond --secagg-bound, and messages
-    // of the server they refused (each costs the device its round).
+    // What the devices saw of secure aggregation: values beyond --secagg-bound, messages of
+    // the server they refused (each costs the device its round), and neighbours' shares that
+    // did not open (dropped; the round goes on).
     std::uint64_t clipped = 0;
     std::uint64_t refused = 0;
+    std::uint64_t unopened = 0;
     for (std::size_t w = 0; w < o.workers; ++w) {
       clipped += simulation.worker(w).counters().secure_clipped;
       refused += simulation.worker(w).counters().secure_errors;
+      unopened += simulation.worker(w).counters().secure_shares_unopened;
     }
     summary.Begin("secure_devices");
     summary.Field("values_clipped", clipped);
     summary.Field("messages_refused", refused);
+    summary.Field("shares_unopened", unopened);
     summary.End();
   }
   return FinishServerRun(kSimulate, "virtual s", o, summary, result.model, output.last());

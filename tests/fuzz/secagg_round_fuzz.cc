@@ -6,11 +6,11 @@
 // any owner, kind and point), once or twice. Sealed shares on their way to a device may be
 // altered. Invariants:
 //   - a plan the server accepts is one ValidatePlan accepts;
-//   - an honest device refuses altered shares (kUnauthenticated) and reveals at most one share
-//     per owner (never both secrets of a neighbour);
+//   - an honest device drops an altered share (counts it, holds nothing of it) and stays in the
+//     round, and reveals at most one share per owner (never both secrets of a neighbour);
 //   - a finished round whose survivors are all honest holds exactly the sum of their inputs
 //     (hostile messages can abort a round, never corrupt its sum);
-//   - a round in which every device is honest and speaks finishes;
+//   - a round in which every device is honest and speaks, and no share was altered, finishes;
 //   - an aborted or finished server accepts no further message of the round.
 
 #include <array>
@@ -100,6 +100,7 @@ class Harness {
                        "the server accepts exactly the plans ValidatePlan accepts");
     if (!started.ok()) return;
     for (Device& device : devices_) device.hostile = device.silent = false;
+    shares_altered_ = false;
     bool all_spoke = true;
     for (Device& device : devices_) {
       const Conduct conduct = NextConduct(device);
@@ -114,7 +115,7 @@ class Harness {
     for (Device& device : devices_) Unmask(device, NextConduct(device));
     const Status finished = server_.Finish();
     bool honest_survivors = true;
-    bool everyone_honest = all_spoke;
+    bool everyone_honest = all_spoke && !shares_altered_;
     std::vector<std::uint32_t> expected(words_, 0);
     for (const Device& device : devices_) {
       everyone_honest = everyone_honest && !device.hostile && !device.silent;
@@ -221,16 +222,19 @@ class Harness {
       std::vector<secagg::SealedShares> delivered(server_.neighbourhood_size());
       const Result<std::size_t> count = server_.SharesFor(device.id, delivered);
       if (!count.ok()) return;
-      // Shares altered on their way: the device must refuse them.
+      // Shares altered on their way: the device must drop them.
       const bool altered = count.value() > 0 && (in_.U8() & 0xF) == 0;
       if (altered) {
+        shares_altered_ = true;
         secagg::SealedShares& victim = delivered[in_.U8() % count.value()];
         victim.sealed[in_.U8() % victim.sealed.size()] ^= std::byte{1} << (in_.U8() % 8);
       }
       const bool expecting = device.client.phase() == Client::Phase::kSharesSent;
+      const std::uint64_t unopened = device.client.unopened_shares();
       const Status received = device.client.ReceiveShares({delivered.data(), count.value()});
-      EDGESGD_FUZZ_CHECK(!altered || !expecting || received.code() == StatusCode::kUnauthenticated,
-                         "a device refuses altered shares");
+      EDGESGD_FUZZ_CHECK(!altered || !expecting || !received.ok() ||
+                             device.client.unopened_shares() == unopened + 1,
+                         "a device drops an altered share");
       words = device.input;
       if (!received.ok() || !device.client.MaskInput(words).ok()) {
         device.silent = true;
@@ -288,6 +292,7 @@ class Harness {
   std::uint32_t n_ = 0;
   std::uint32_t neighbours_ = 0;
   std::uint32_t words_ = 0;
+  bool shares_altered_ = false;  // this round, on their way to a device
 };
 
 }  // namespace

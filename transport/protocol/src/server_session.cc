@@ -409,7 +409,9 @@ void ServerSession::CloseRound(TimeNs now, bool apply) {
       payload_bits_this_round_,
       IsPrivate(config_.privacy)
           ? privacy_ledger_.Epsilon(static_cast<double>(config_.privacy.delta)).value().epsilon
-          : 0.0};
+          : 0.0,
+      abort_reason_this_round_};
+  abort_reason_this_round_ = Status::Ok();
   round_log_.Push(event, counters_.round_events_dropped);
   last_reported_ = reported_;
   if (!applied.ok()) {

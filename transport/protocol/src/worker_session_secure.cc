@@ -101,6 +101,7 @@ void WorkerSession::HandleSecure(const wire::FrameView& view) {
     return;
   }
   const Result<wire::SecureMessage> answer = secure_->stage.Handle(*message);
+  counters_.secure_shares_unopened = secure_->stage.client().unopened_shares();
   if (!answer.ok()) {
     // Out of order, tampered or beyond this device's limits: the stage aborted its round.
     ++counters_.secure_errors;

@@ -51,6 +51,7 @@ void Client::WipeRound() {
     WipeShare(neighbours_[i].seed_share);
     WipeShare(neighbours_[i].mask_key_share);
     neighbours_[i].delivered = false;
+    neighbours_[i].shares_held = false;
   }
   for (Share& share : scratch_shares_) WipeShare(share);
   neighbour_count_ = 0;
@@ -116,7 +117,7 @@ Result<std::size_t> Client::ShareKeys(std::uint32_t threshold, std::uint32_t own
         return Fail(Status::InvalidArgument("the roster names a device twice"));
       }
     }
-    neighbours_[i] = Neighbour{roster[i], false, {}, {}, {}};
+    neighbours_[i] = Neighbour{roster[i], false, false, {}, {}, {}};
     points_[i + 1] = roster[i].share_point;
   }
   neighbour_count_ = roster.size();
@@ -176,14 +177,19 @@ Status Client::ReceiveShares(std::span<const SealedShares> delivered) {
                           internal::MakePairContext(round_, message.device, device_),
                           message.sealed, plaintext);
     Wipe(sender->opening_key);
-    if (!s.ok()) return Fail(s);
+    sender->delivered = true;
+    if (!s.ok()) {
+      ++unopened_shares_;
+      Wipe(plaintext);
+      continue;
+    }
     // The shares are at this device's point: the sealing key and associated data name it.
     sender->seed_share =
         ReadShare(std::span<const std::byte>(plaintext).first<kShareBytes>(), points_[0]);
     sender->mask_key_share =
         ReadShare(std::span<const std::byte>(plaintext).last<kShareBytes>(), points_[0]);
     Wipe(plaintext);
-    sender->delivered = true;
+    sender->shares_held = true;
   }
   phase_ = Phase::kSharesReceived;
   return Status::Ok();
@@ -242,7 +248,7 @@ Result<std::size_t> Client::Unmask(std::span<const std::uint32_t> survivors,
   out[written++] = RevealedShare{device_, SecretKind::kSelfMaskSeed, own_seed_share_};
   for (std::size_t i = 0; i < neighbour_count_; ++i) {
     const Neighbour& neighbour = neighbours_[i];
-    if (!neighbour.delivered) continue;
+    if (!neighbour.shares_held) continue;
     const bool survived =
         std::find(survivors.begin(), survivors.end(), neighbour.entry.device) != survivors.end();
     out[written++] =

@@ -47,8 +47,8 @@ std::size_t Server::ArenaBytes(const ServerLimits& limits) {
          ArenaBytesFor<SealedShares>(devices * degree) +
          ArenaBytesFor<std::uint8_t>(devices * degree) +
          ArenaBytesFor<Share>(devices * (degree + 1)) +
-         ArenaBytesFor<std::uint8_t>(devices * (degree + 1)) + ArenaBytesFor<Share>(degree + 1) +
-         ArenaBytesFor<std::uint32_t>(limits.max_words);
+         ArenaBytesFor<std::uint8_t>(devices * (degree + 1)) +
+         2 * ArenaBytesFor<Share>(degree + 1) + ArenaBytesFor<std::uint32_t>(limits.max_words);
 }
 
 Status Server::Init(Arena& arena, const ServerLimits& limits) {
@@ -71,6 +71,7 @@ Status Server::Init(Arena& arena, const ServerLimits& limits) {
   EDGESGD_TRY_ASSIGN(revealed_, ConstructInArena<Share>(arena, devices * (degree + 1)));
   EDGESGD_TRY_ASSIGN(revealed_present_, arena.Allocate<std::uint8_t>(devices * (degree + 1)));
   EDGESGD_TRY_ASSIGN(combine_, ConstructInArena<Share>(arena, degree + 1));
+  EDGESGD_TRY_ASSIGN(chosen_, ConstructInArena<Share>(arena, degree + 1));
   EDGESGD_TRY_ASSIGN(sum_, arena.Allocate<std::uint32_t>(limits.max_words));
   limits_ = limits;
   initialized_ = true;
@@ -332,6 +333,12 @@ Status Server::CloseInputs() {
   return Status::Ok();
 }
 
+std::size_t Server::wrong_revealers() const {
+  return static_cast<std::size_t>(
+      std::count_if(members_.begin(), members_.begin() + cohort_size_,
+                    [](const Member& member) { return member.revealed_wrong; }));
+}
+
 std::size_t Server::survivor_count() const {
   std::size_t count = 0;
   for (std::uint32_t i = 0; i < cohort_size_; ++i) count += InU3(i) ? 1u : 0u;
@@ -395,23 +402,72 @@ Status Server::AddUnmasking(std::uint32_t device, std::span<const RevealedShare>
   return Status::Ok();
 }
 
-Status Server::Reconstruct(std::uint32_t owner, SecretKind kind, Key& secret) {
-  std::size_t count = 0;
-  const std::size_t base = std::size_t{owner} * (degree_ + 1);
-  for (std::uint32_t slot = 0; slot <= degree_ && count < plan_.threshold; ++slot) {
-    if (revealed_present_[base + slot]) combine_[count++] = revealed_[base + slot];
+bool Server::SecretMatches(std::uint32_t owner, SecretKind kind, Key& secret) const {
+  if (kind == SecretKind::kSelfMaskSeed) {
+    return SecretsEqual(Sha256(secret), members_[owner].commitment);
   }
-  if (count < plan_.threshold) {
+  secret = PrivateKeyFromSecret(secret);
+  Key public_key;
+  return PublicKeyOf(secret, public_key).ok() &&
+         SecretsEqual(public_key, members_[owner].keys.mask_public);
+}
+
+Status Server::Reconstruct(std::uint32_t owner, SecretKind kind, Key& secret) {
+  // The shares held, those of devices not caught lying first.
+  const std::size_t base = std::size_t{owner} * (degree_ + 1);
+  std::uint32_t held = 0;
+  for (const bool trusted : {true, false}) {
+    for (std::uint32_t slot = 0; slot <= degree_; ++slot) {
+      if (!revealed_present_[base + slot]) continue;
+      const Share& share = revealed_[base + slot];
+      if (members_[share.x - 1].revealed_wrong != trusted) combine_[held++] = share;
+    }
+  }
+  if (held < plan_.threshold) {
     return Status::Unavailable(kind == SecretKind::kSelfMaskSeed
                                    ? "too many devices left during unmasking: a self-mask seed "
                                      "has fewer shares than the threshold; round aborted"
                                    : "too many devices left during unmasking: a dropped device's "
                                      "mask key has fewer shares than the threshold; round aborted");
   }
-  Result<Key> combined = CombineShares({combine_.data(), count}, plan_.threshold);
-  if (!combined.ok()) return Status::DataLoss("revealed shares do not interpolate to a secret");
-  secret = combined.value();
-  return Status::Ok();
+  // Leaves out the shares at positions `a` and `b` (held: none) and combines the first t left.
+  const auto try_without = [&](std::uint32_t a, std::uint32_t b) {
+    std::uint32_t count = 0;
+    for (std::uint32_t k = 0; k < held && count < plan_.threshold; ++k) {
+      if (k != a && k != b) chosen_[count++] = combine_[k];
+    }
+    Result<Key> combined = CombineShares(chosen_.first(count), plan_.threshold);
+    Wipe(std::as_writable_bytes(chosen_.first(count)));
+    if (!combined.ok()) return false;
+    secret = combined.value();
+    if (SecretMatches(owner, kind, secret)) return true;
+    Wipe(secret);
+    return false;
+  };
+  const std::uint32_t spare = held - plan_.threshold;
+  if (try_without(held, held)) return Status::Ok();
+  for (std::uint32_t a = 0; spare >= 1 && a < held; ++a) {
+    if (try_without(a, held)) {
+      members_[combine_[a].x - 1].revealed_wrong = true;
+      return Status::Ok();
+    }
+  }
+  for (std::uint32_t a = 0; spare >= 2 && a < held; ++a) {
+    for (std::uint32_t b = a + 1; b < held; ++b) {
+      if (try_without(a, b)) {
+        // One of the two lied; without knowing which, both go last from now on.
+        members_[combine_[a].x - 1].revealed_wrong = true;
+        members_[combine_[b].x - 1].revealed_wrong = true;
+        return Status::Ok();
+      }
+    }
+  }
+  return Status::DataLoss(
+      kind == SecretKind::kSelfMaskSeed
+          ? "the revealed shares of a self-mask seed do not rebuild its commitment, with up to two "
+            "of them left out (devices revealed wrong shares); round aborted"
+          : "the revealed shares of a dropped device's mask key do not rebuild its public key, "
+            "with up to two of them left out (devices revealed wrong shares); round aborted");
 }
 
 Status Server::Finish() {
@@ -420,12 +476,7 @@ Status Server::Finish() {
   for (std::uint32_t u = 0; u < cohort_size_; ++u) {
     Key secret{};
     if (InU3(u)) {
-      Status s = Reconstruct(u, SecretKind::kSelfMaskSeed, secret);
-      if (s.ok() && !SecretsEqual(Sha256(secret), members_[u].commitment)) {
-        s = Status::DataLoss(
-            "a reconstructed self-mask seed does not match its commitment "
-            "(a device revealed a wrong share); round aborted");
-      }
+      const Status s = Reconstruct(u, SecretKind::kSelfMaskSeed, secret);
       if (!s.ok()) {
         Wipe(secret);
         return Fail(s);
@@ -437,14 +488,6 @@ Status Server::Finish() {
         continue;  // nobody masked with it
       }
       Status s = Reconstruct(u, SecretKind::kMaskKey, secret);
-      if (s.ok()) secret = PrivateKeyFromSecret(secret);
-      Key public_key;
-      if (s.ok()) s = PublicKeyOf(secret, public_key);
-      if (s.ok() && !SecretsEqual(public_key, members_[u].keys.mask_public)) {
-        s = Status::DataLoss(
-            "a reconstructed mask key does not match its public key "
-            "(a device revealed a wrong share); round aborted");
-      }
       for (std::uint32_t j : list) {
         if (!s.ok()) break;
         if (!InU3(j)) continue;

@@ -48,8 +48,9 @@ void RoundPolicy::CountExtension() {
 
 void RoundPolicy::CloseRound(TimeNs now) { session_.CloseRound(now, true); }
 
-void RoundPolicy::AbortRound(TimeNs now) {
+void RoundPolicy::AbortRound(TimeNs now, Status why) {
   session_.reported_ = 0;
+  session_.abort_reason_this_round_ = why;
   session_.CloseRound(now, false);
 }
 

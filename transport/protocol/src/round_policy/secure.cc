@@ -153,7 +153,7 @@ void SecureRoundPolicy::Abort(TimeNs now, Status why) {
   for (PeerId peer = 1; peer <= options().workers; ++peer) {
     outbox().Forgive(peer, ServerOutbox::kSecure);
   }
-  AbortRound(now);
+  AbortRound(now, why);
 }
 
 }  // namespace edgesgd::protocol

@@ -112,8 +112,9 @@ class RoundPolicy {
   std::span<const float> model() const;
   // Applies the round and starts the next one.
   void CloseRound(TimeNs now);
-  // Ends the round without changing the model, and starts the next.
-  void AbortRound(TimeNs now);
+  // Ends the round without changing the model, and starts the next; `why` (kOk for a round that
+  // merely had no update) goes to its RoundEvent.
+  void AbortRound(TimeNs now, Status why);
 
   // ---- Steps of rounds that take updates of the current round only ----
   // Clears the last round's participants and selects round(P * n) of the n live workers, or

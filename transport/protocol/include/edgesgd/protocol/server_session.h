@@ -301,6 +301,7 @@ class ServerSession final : public InlineSession<ServerSession> {
   std::uint32_t last_reported_ = 0;
   bool started_ = false;
   PrivacyLedger privacy_ledger_;
+  Status abort_reason_this_round_ = Status::Ok();  // for the round's RoundEvent
 
   ServerCounters counters_;
   EventLog<RejectEvent, kRejectLogCapacity> reject_log_;

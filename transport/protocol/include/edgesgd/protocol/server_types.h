@@ -94,6 +94,9 @@ struct RoundEvent {
   // A private run's epsilon after this round, at the run's delta (+inf without noise); 0 when
   // the run is not private.
   double epsilon = 0;
+  // Why the round was aborted with the model unchanged (a secure round's phase that fell short,
+  // with the reason), or kOk.
+  Status abort_reason = Status::Ok();
 };
 
 struct ServerCounters {

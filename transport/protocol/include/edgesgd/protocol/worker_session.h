@@ -138,6 +138,9 @@ struct WorkerCounters {
   std::uint64_t encode_errors = 0;         // the update could not be encoded (diverged)
   std::uint64_t secure_errors = 0;   // a secure aggregation message refused (the round is lost)
   std::uint64_t secure_clipped = 0;  // values clipped to the secure aggregation bound
+  // Neighbours' sealed shares that did not open (tampered or misaddressed): dropped, the round
+  // goes on without them.
+  std::uint64_t secure_shares_unopened = 0;
   std::uint64_t joins_sent = 0;
   std::uint64_t heartbeats_sent = 0;
   std::uint64_t updates_sent = 0;  // distinct updates computed and queued

@@ -66,9 +66,12 @@ class Client {
                                 std::span<SealedShares> out);
 
   // The shares its neighbours sealed for it (`device` = the sender). Each must open under the
-  // key agreed with that roster neighbour for this round.
-  // Errors: kUnauthenticated for a share that fails authentication (tampered, misaddressed or
-  // from another round); kDataLoss for an unknown or repeated sender.
+  // key agreed with that roster neighbour for this round. One that does not (tampered,
+  // misaddressed or from another round) is counted (unopened_shares()) and dropped: the device
+  // still masks with its sender, which masked with it, but has no share of the sender's to
+  // reveal. A bad neighbour or a meddling network thus costs the round at most those shares,
+  // never this device's part in it.
+  // Errors: kDataLoss for an unknown or repeated sender (the server's lists are wrong).
   Status ReceiveShares(std::span<const SealedShares> delivered);
 
   // Masks `words` in place: adds PRG(self-mask seed) and, for every neighbour whose shares
@@ -93,11 +96,14 @@ class Client {
   std::uint32_t threshold() const { return threshold_; }
   // The neighbours whose shares arrived (those the input is masked with).
   std::size_t delivered_count() const;
+  // Sealed shares that failed to open, since Init.
+  std::uint64_t unopened_shares() const { return unopened_shares_; }
 
  private:
   struct Neighbour {
     RosterEntry entry;
     bool delivered = false;
+    bool shares_held = false;  // delivered and opened
     Key opening_key{};     // opens the neighbour's sealed shares (agreed in ShareKeys)
     Share seed_share;      // this device's share of the neighbour's self-mask seed
     Share mask_key_share;  // ... and of the neighbour's mask private key
@@ -121,6 +127,7 @@ class Client {
   Share own_seed_share_;
   Phase phase_ = Phase::kIdle;
   bool initialized_ = false;
+  std::uint64_t unopened_shares_ = 0;
 };
 
 }  // namespace edgesgd::secagg

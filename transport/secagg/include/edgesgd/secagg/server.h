@@ -50,6 +50,10 @@ std::uint32_t NeighbourhoodSize(std::uint32_t cohort, std::uint32_t neighbours);
 // must be even; the cohort must have at least two devices.
 Status ValidatePlan(const RoundPlan& plan, std::uint32_t cohort);
 
+// Wrong shares of one secret that reconstruction tolerates beyond those of devices already
+// caught revealing one: each more multiplies the combinations tried by the shares held.
+inline constexpr std::uint32_t kMaxWrongShares = 2;
+
 class Server {
  public:
   enum class Phase : std::uint8_t {
@@ -119,6 +123,9 @@ class Server {
   std::size_t cohort_size() const { return cohort_size_; }
   std::size_t survivor_count() const;
   bool Survived(std::uint32_t device) const;
+  // Devices whose revealed shares did not fit the others this round: reconstruction left their
+  // shares out (a device that lies, or one whose memory of the round is damaged).
+  std::size_t wrong_revealers() const;
   // Whether the device is still expected to send in the current phase.
   bool Expects(std::uint32_t device) const;
   std::uint32_t neighbourhood_size() const { return degree_; }
@@ -133,6 +140,7 @@ class Server {
     bool masked = false;
     bool unmasked = false;
     bool active = false;  // still in the round in the current phase
+    bool revealed_wrong = false;  // a share it revealed this round did not fit the others
   };
 
   std::uint32_t IndexOf(std::uint32_t device) const;  // cohort_size_ when absent
@@ -141,7 +149,11 @@ class Server {
   std::size_t ActiveNeighbours(std::uint32_t index) const;
   Status PruneAndCheck(const char* too_few);
   Status Fail(Status status);
+  // Recovers `owner`'s secret of `kind` from the shares revealed for it and checks it against
+  // the owner's commitment (self-mask seed) or public key (mask key, returned as the private
+  // key). Uses every share received, leaving out up to kMaxWrongShares of them in turn.
   Status Reconstruct(std::uint32_t owner, SecretKind kind, Key& secret);
+  bool SecretMatches(std::uint32_t owner, SecretKind kind, Key& secret) const;
   bool InU2(std::uint32_t index) const { return members_[index].shared; }
   bool InU3(std::uint32_t index) const { return members_[index].shared && members_[index].masked; }
 
@@ -158,7 +170,8 @@ class Server {
   std::span<std::uint8_t> outgoing_present_;
   std::span<Share> revealed_;  // [owner][slot of holder; degree_ = owner itself]
   std::span<std::uint8_t> revealed_present_;
-  std::span<Share> combine_;  // scratch for reconstruction
+  std::span<Share> combine_;  // scratch for reconstruction: the shares held of one secret
+  std::span<Share> chosen_;   // ... and the t of them combined
   std::span<std::uint32_t> sum_;
   bool initialized_ = false;
 };
