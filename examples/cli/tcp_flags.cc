@@ -140,7 +140,8 @@ void AddWorkerFlags(CLI::App& command, WorkerFlags& o) {
                    "Secure aggregation: refuse to mask a round's update with fewer neighbours "
                    "than this (a server that isolates a device with few or invented neighbours "
                    "could otherwise learn its update); set it from the run's neighbourhood "
-                   "less the drop-outs this device accepts");
+                   "less the drop-outs this device accepts. The default 3 keeps the threshold "
+                   "at 3 or more: no single neighbour can help the server");
   AddSecondsOption(command, "--give-up-s", o.give_up_s,
                    "Exit with an error after this long without a connection to the server "
                    "(over TCP; on a serial line, the gateway gives up instead)",

@@ -55,7 +55,9 @@ struct WorkerFlags : RunFlags {
   double join_retry_s = 1;
   double give_up_s = 60;
   std::size_t memory_mb = 256;
-  std::uint32_t secagg_min_neighbours = 1;  // secure aggregation: the smallest roster it masks with
+  // Secure aggregation: the smallest roster it masks with. Three keeps the threshold at 3 or
+  // more, so no single neighbour, real or invented, can help the server rebuild a secret.
+  std::uint32_t secagg_min_neighbours = 3;
   NetworkFlags network;
   SerialFlags serial;  // instead of --connect: the server through a gateway on a serial line
 };

@@ -16,6 +16,7 @@
 #include "edgesgd/core/codecs/random_block.h"
 #include "edgesgd/core/codecs/sign.h"
 #include "edgesgd/core/codecs/top_k.h"
+#include "protocol/frame_factory.h"
 #include "protocol/protocol_harness.h"
 
 namespace edgesgd::protocol::testing {
@@ -292,6 +293,43 @@ TEST(PrivacyTest, AWorkerRefusesABroadcastWithoutAUsableBound) {
   const WorkerCounters& counters = cluster.worker(1).counters();
   EXPECT_EQ(counters.bad_payloads, bad + 1);
   EXPECT_EQ(cluster.problem(1).calls, calls);
+}
+
+// A device that skips clipping under central noise: the server refuses its update, whose norm
+// the noise would not hide, and the round goes on with the others (and the device's next
+// answer, clipped).
+TEST(PrivacyTest, CentralNoiseRefusesAnUpdateLongerThanTheBound) {
+  constexpr float kClip = 0.05f;
+  RunConfig config = Private(kCodecId<IdentityCodec>, PrivacyMode::kCentral, kClip, 1.0f);
+  config.rounds = 2;
+  Cluster cluster(config, Options(), Targets(kWorkers, kDim), PseudoRandom(kDim, 9, 1.0f), {},
+                  GiveNoiseKey);
+  // Worker 1's first update is held back; an unclipped one of norm 20 C goes in its place.
+  struct HoldFirstUpdate : Interceptor {
+    Verdict OnSend(PeerId from, PeerId, std::span<const std::byte> frame, TimeNs) override {
+      if (from != 1 || held) return {};
+      const Result<wire::FrameView> view = wire::DecodeFrame(frame);
+      if (!view.ok() || view.value().kind != wire::MessageKind::kUpdate) return {};
+      held = true;
+      Verdict verdict;
+      verdict.drop = true;
+      return verdict;
+    }
+    bool held = false;
+  } hold;
+  cluster.net().SetInterceptor(&hold);
+  cluster.Start();
+  ASSERT_TRUE(cluster.net().RunUntil([&] { return hold.held; }, 60 * kSecond));
+  const std::vector<float> unclipped(kDim, 20 * kClip / std::sqrt(static_cast<float>(kDim)));
+  FrameFactory factory;
+  const Frame forged =
+      factory.Update(1, 1, 0, config.codec, config.layout, unclipped, config.seed, 1000);
+  const std::uint64_t refused = cluster.server().counters().rejected_for(RejectReason::kBadPayload);
+  cluster.net().Inject(1, kServerPeer, forged.bytes());
+  ASSERT_TRUE(cluster.RunUntilFinished(600 * kSecond));
+  EXPECT_EQ(cluster.server().counters().rejected_for(RejectReason::kBadPayload), refused + 1);
+  EXPECT_EQ(cluster.server().counters().rounds_completed, 2u);
+  EXPECT_EQ(cluster.server().UpdatesAcceptedFrom(1), 2u);  // its clipped answers
 }
 
 TEST(PrivacyTest, NoiseNeedsASecretKey) {

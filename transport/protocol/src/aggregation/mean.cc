@@ -18,6 +18,7 @@ Status MeanAggregation::Add(const CodecParams& params, const PayloadView& payloa
                             const CodecContext& context, const wire::UpdateInfo& update) {
   // The session admits no update from a later version; a synchronous round's are all tau = 0.
   const std::uint32_t tau = version_ - context.round;
+  EDGESGD_TRY(privacy_.CheckBound(payload));
   EDGESGD_TRY(mean_.AddWithParams(params, payload, context, StalenessWeight(async_, tau)));
   privacy_.Count(update);
   return Status::Ok();

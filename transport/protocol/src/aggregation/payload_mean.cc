@@ -21,6 +21,7 @@ void PayloadMeanAggregation::BeginRound(std::uint32_t) {
 
 Status PayloadMeanAggregation::Add(const CodecParams&, const PayloadView& payload,
                                    const CodecContext&, const wire::UpdateInfo& update) {
+  EDGESGD_TRY(privacy_.CheckBound(payload));
   EDGESGD_TRY(sum_.Add(payload, 1.0f));
   privacy_.Count(update);
   return Status::Ok();

@@ -15,6 +15,19 @@ void ServerPrivacy::Init(const RunConfig& config, std::uint32_t workers, std::ui
   unclipped_ = 0.0;
 }
 
+Status ServerPrivacy::CheckBound(const PayloadView& payload) const {
+  if (!central_) return Status::Ok();
+  double squares = 0.0;
+  for (const float value : payload.values) {
+    squares += static_cast<double>(value) * static_cast<double>(value);
+  }
+  const double limit = static_cast<double>(bound_) * (1.0 + 1e-4);
+  if (!(squares <= limit * limit)) {
+    return Status::InvalidArgument("the update is longer than the round's clipping bound");
+  }
+  return Status::Ok();
+}
+
 void ServerPrivacy::AddNoiseToMean(std::span<float> mean, std::uint32_t updates,
                                    std::uint32_t round) const {
   if (!central_ || updates == 0) return;

@@ -64,7 +64,8 @@ enum class RejectReason : std::uint8_t {
   kDuplicate,          // a second Update from the same worker in the round
   kNotSelected,        // an Update from a worker that is not a participant of the round
   kWrongCodec,         // an Update whose codec (or qsgd levels/bucket) is not the run's
-  kBadPayload,         // the payload failed verification (sizes, indices, non-finite, starts)
+  kBadPayload,         // the payload failed verification (sizes, indices, non-finite, starts),
+                       // or under central noise was longer than the clipping bound
   kUnexpectedMessage,  // a message a server does not take (Welcome, ModelBroadcast, ...), or
                        // an Update before training started
   kIncompatible,       // a Join from a device that cannot run this configuration (it gets an

@@ -117,7 +117,9 @@ struct WorkerOptions {
   // refuses such a run.
   EntropyFunction secure_entropy = nullptr;
   // A round's roster with fewer neighbours than this and the device refuses to mask: a server
-  // that isolated it with few (or invented) neighbours could otherwise learn its update.
+  // that isolated it with few (or invented) neighbours could otherwise learn its update. 1 here
+  // trusts the server's rosters, as a simulation of the protocol may; a device facing a real
+  // server wants 3 or more (`edgesgd worker` defaults to 3), which keeps the threshold at 3.
   std::uint32_t secure_minimum_neighbours = 1;
 };
 

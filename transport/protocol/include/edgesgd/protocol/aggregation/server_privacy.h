@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <span>
 
+#include "edgesgd/core/payload.h"
 #include "edgesgd/core/privacy/differential_privacy.h"
 #include "edgesgd/core/status.h"
 #include "edgesgd/protocol/run_config.h"
@@ -27,6 +28,11 @@ class ServerPrivacy {
   void Init(const RunConfig& config, std::uint32_t workers, std::uint64_t key);
 
   void BeginRound() { unclipped_ = 0.0; }
+  // Under central noise, an update longer than the round's clipping bound (its device skipped
+  // clipping) is refused, kInvalidArgument: the noise hides only updates of norm C. The norm
+  // is the payload values' (the codecs that keep the bound place them unscaled); a relative
+  // 1e-4 covers the float rounding of the device's clipping.
+  Status CheckBound(const PayloadView& payload) const;
   // An accepted update of the round.
   void Count(const wire::UpdateInfo& update) {
     if (adaptive_) unclipped_ += static_cast<double>(update.clip_indicator);
