@@ -334,9 +334,9 @@ Status Server::CloseInputs() {
 }
 
 std::size_t Server::wrong_revealers() const {
-  return static_cast<std::size_t>(
-      std::count_if(members_.begin(), members_.begin() + cohort_size_,
-                    [](const Member& member) { return member.revealed_wrong; }));
+  const std::span<const Member> cohort = members_.first(cohort_size_);
+  return static_cast<std::size_t>(std::count_if(
+      cohort.begin(), cohort.end(), [](const Member& member) { return member.revealed_wrong; }));
 }
 
 std::size_t Server::survivor_count() const {
