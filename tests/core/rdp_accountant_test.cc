@@ -5,11 +5,14 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <numbers>
 #include <vector>
+
+#include "core/rdp_quadrature.h"
 
 namespace edgesgd {
 namespace {
+
+using testing::RdpByQuadrature;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
@@ -126,24 +129,6 @@ TEST(RdpPinnedTest, TensorFlowPrivacyConversion) {
 }
 
 // ---- Properties ---------------------------------------------------------------------------
-
-// A_alpha = integral of mu0 (mu / mu0)^alpha, by the trapezoidal rule: an independent check of
-// both series (TensorFlow Privacy checks them the same way, with multi-precision quadrature).
-// Integrates A_alpha - 1 so that small RDP keeps its digits.
-double RdpByQuadrature(double q, double z, double order) {
-  // The integrand peaks between 0 and the order, with width z.
-  const double half_width = 40 * std::max(z, 1.0) + order;
-  constexpr int kPoints = 400000;
-  const double h = 2 * half_width / kPoints;
-  double a_minus_1 = 0;
-  for (int k = 0; k <= kPoints; ++k) {
-    const double x = -half_width + k * h;
-    const double mu0 = std::exp(-x * x / (2 * z * z)) / (z * std::sqrt(2 * std::numbers::pi));
-    const double log_ratio = std::log1p(q * std::expm1((2 * x - 1) / (2 * z * z)));
-    a_minus_1 += (k == 0 || k == kPoints ? 0.5 : 1.0) * mu0 * std::expm1(order * log_ratio);
-  }
-  return std::log1p(a_minus_1 * h) / (order - 1);
-}
 
 TEST(RdpTest, MatchesNumericalIntegration) {
   const struct {

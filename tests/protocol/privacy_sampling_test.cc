@@ -10,9 +10,9 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <numbers>
 #include <vector>
 
+#include "core/rdp_quadrature.h"
 #include "protocol/protocol_harness.h"
 
 namespace edgesgd::protocol::testing {
@@ -91,23 +91,6 @@ TEST(PrivateSamplingTest, TheCohortComesFromTheServersSecret) {
   EXPECT_EQ(a, SelectionCounts(10, 10, 0.3f, 60, 0x5EC12E7));  // and is reproducible from it
 }
 
-// Sampled-Gaussian RDP by the trapezoidal rule on A_alpha - 1, independent of the accountant's
-// series (the same check as the core's accountant tests, fewer points: the orders here are
-// integers and the multipliers above 1).
-double RdpByQuadrature(double q, double z, double order) {
-  const double half_width = 40 * std::max(z, 1.0) + order;
-  constexpr int kPoints = 60000;
-  const double h = 2 * half_width / kPoints;
-  double a_minus_1 = 0;
-  for (int k = 0; k <= kPoints; ++k) {
-    const double x = -half_width + k * h;
-    const double mu0 = std::exp(-x * x / (2 * z * z)) / (z * std::sqrt(2 * std::numbers::pi));
-    const double log_ratio = std::log1p(q * std::expm1((2 * x - 1) / (2 * z * z)));
-    a_minus_1 += (k == 0 || k == kPoints ? 0.5 : 1.0) * mu0 * std::expm1(order * log_ratio);
-  }
-  return std::log1p(a_minus_1 * h) / (order - 1);
-}
-
 // Distributed noise with devices dropping out: a round's sum carries the shares of those who
 // reported, which is less noise than the expected cohort's whenever fewer report. The account
 // is rebuilt from the rounds' own events (rate P, multiplier z sqrt(reported / cohort)) by
@@ -160,7 +143,7 @@ TEST(PrivateSamplingTest, TheEpsilonIsTheAccountOfTheRoundsThatHappened) {
     double rdp = 0;
     for (const auto& [reports, rounds] : rounds_by_reports) {
       const double noise = kNoise * std::sqrt(reports / cohort);
-      rdp += rounds * RdpByQuadrature(kRate, noise, order);
+      rdp += rounds * edgesgd::testing::RdpByQuadrature(kRate, noise, order, 60000);
     }
     orders.push_back(order);
     server_rdp.push_back(ledger.rdp()[k]);
