@@ -130,6 +130,7 @@ TEST(PrivateSamplingTest, TheEpsilonIsTheAccountOfTheRoundsThatHappened) {
   ASSERT_TRUE(fewer_than_expected) << "the run never had a round short of the cohort";
 
   const double delta = static_cast<double>(config.privacy.delta);
+  const double rate = static_cast<double>(kRate);
   const PrivacyLedger& ledger = cluster.server().privacy_ledger();
   std::uint64_t charged = 0;
   for (const auto& [reports, rounds] : rounds_by_reports) charged += rounds;
@@ -143,7 +144,7 @@ TEST(PrivateSamplingTest, TheEpsilonIsTheAccountOfTheRoundsThatHappened) {
     double rdp = 0;
     for (const auto& [reports, rounds] : rounds_by_reports) {
       const double noise = kNoise * std::sqrt(reports / cohort);
-      rdp += rounds * edgesgd::testing::RdpByQuadrature(kRate, noise, order, 60000);
+      rdp += rounds * edgesgd::testing::RdpByQuadrature(rate, noise, order, 60000);
     }
     orders.push_back(order);
     server_rdp.push_back(ledger.rdp()[k]);
@@ -160,7 +161,7 @@ TEST(PrivateSamplingTest, TheEpsilonIsTheAccountOfTheRoundsThatHappened) {
   EXPECT_LE(reported, server);
   PrivacyLedger nominal;
   for (std::uint64_t round = 0; round < charged; ++round) {
-    ASSERT_TRUE(nominal.Charge(kRate, kNoise).ok());
+    ASSERT_TRUE(nominal.Charge(rate, kNoise).ok());
   }
   EXPECT_GT(reported, nominal.Epsilon(delta)->epsilon);
 }

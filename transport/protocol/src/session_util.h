@@ -68,7 +68,7 @@ inline std::span<std::uint32_t> SamplePoisson(std::span<std::uint32_t> candidate
   CounterRng rng(secret, round, 0, StreamId(RandomPurpose::kParticipation));
   std::size_t kept = 0;
   for (const std::uint32_t candidate : candidates) {
-    // One draw per candidate, kept or not, so a device's fate does not depend on the others'.
+    // A fresh draw for every candidate, kept or not: the inclusions are independent.
     if (static_cast<double>(rng.NextU32()) < static_cast<double>(participation) * 4294967296.0) {
       candidates[kept++] = candidate;
     }

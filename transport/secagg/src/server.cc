@@ -444,16 +444,18 @@ Status Server::Reconstruct(std::uint32_t owner, SecretKind kind, Key& secret) {
     Wipe(secret);
     return false;
   };
+  // Only leaving out one of the first t (or t + 1, for the second) changes the shares combined.
   const std::uint32_t spare = held - plan_.threshold;
+  const std::uint32_t t = plan_.threshold;
   if (try_without(held, held)) return Status::Ok();
-  for (std::uint32_t a = 0; spare >= 1 && a < held; ++a) {
+  for (std::uint32_t a = 0; spare >= 1 && a < t; ++a) {
     if (try_without(a, held)) {
       members_[combine_[a].x - 1].revealed_wrong = true;
       return Status::Ok();
     }
   }
-  for (std::uint32_t a = 0; spare >= 2 && a < held; ++a) {
-    for (std::uint32_t b = a + 1; b < held; ++b) {
+  for (std::uint32_t a = 0; spare >= 2 && a < t; ++a) {
+    for (std::uint32_t b = a + 1; b <= t; ++b) {
       if (try_without(a, b)) {
         // One of the two lied; without knowing which, both go last from now on.
         members_[combine_[a].x - 1].revealed_wrong = true;
