@@ -11,16 +11,7 @@ namespace edgesgd::protocol {
 using internal::AllFinite;
 using internal::PayloadBits;
 using internal::SaturatingAdd;
-
-namespace {
-
-double SquaredNorm(std::span<const float> values) {
-  double sum = 0;
-  for (const float v : values) sum += static_cast<double>(v) * static_cast<double>(v);
-  return sum;
-}
-
-}  // namespace
+using internal::SquaredNorm;
 
 Status ServerSession::Init(Arena& arena, const CodecRegistry& codecs, const RunConfig& config,
                            const ServerOptions& options, std::span<const float> initial_model) {

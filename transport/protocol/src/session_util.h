@@ -76,6 +76,13 @@ inline std::span<std::uint32_t> SamplePoisson(std::span<std::uint32_t> candidate
   return candidates.first(kept);
 }
 
+// The sum of squares of `values`, in double.
+inline double SquaredNorm(std::span<const float> values) {
+  double sum = 0;
+  for (const float v : values) sum += static_cast<double>(v) * static_cast<double>(v);
+  return sum;
+}
+
 // Bits of a payload's fields (every field element is 32 bits; the frame around it not counted).
 inline std::uint64_t PayloadBits(const PayloadView& payload) {
   return 32u * (std::uint64_t{payload.indices.size()} + payload.values.size() +

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "../session_util.h"
+
 namespace edgesgd::protocol {
 void ServerPrivacy::Init(const RunConfig& config, std::uint32_t workers, std::uint64_t key) {
   params_ = config.privacy;
@@ -17,10 +19,7 @@ void ServerPrivacy::Init(const RunConfig& config, std::uint32_t workers, std::ui
 
 Status ServerPrivacy::CheckBound(const PayloadView& payload) const {
   if (!central_) return Status::Ok();
-  double squares = 0.0;
-  for (const float value : payload.values) {
-    squares += static_cast<double>(value) * static_cast<double>(value);
-  }
+  const double squares = internal::SquaredNorm(payload.values);
   const double limit = static_cast<double>(bound_) * (1.0 + 1e-4);
   if (!(squares <= limit * limit)) {
     return Status::InvalidArgument("the update is longer than the round's clipping bound");
