@@ -1,6 +1,7 @@
 // `edgesgd keygen`: writes a key file of fresh pre-shared device keys, readable by its owner
 // only, in the format `--keys` loads (edgesgd/auth/key_file.h); with --per-device-dir, each
-// device's line alone in a file of its own too.
+// device's line alone in a file of its own too. With --signing-keys and --verifying-keys, also
+// each device's ECDSA P-256 key pair for signed secure aggregation (cli/signing_keys.h).
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -16,11 +17,13 @@
 
 #include "cli/commands.h"
 #include "cli/run_flags.h"
+#include "cli/signing_keys.h"
 #include "edgesgd/auth/key_file.h"
 #include "edgesgd/auth/key_ring.h"
 #include "edgesgd/platform/random_bytes.h"
 #include "edgesgd/platform/result.h"
 #include "edgesgd/protocol/server_types.h"
+#include "edgesgd/secagg/ecdsa.h"
 
 namespace edgesgd::cli {
 namespace {
@@ -33,6 +36,8 @@ struct KeygenFlags {
   std::uint32_t devices = 0;
   std::string out;
   std::string per_device_dir;  // empty: no per-device files
+  std::string signing_keys;    // empty: no signing keys
+  std::string verifying_keys;
   bool force = false;
 };
 
@@ -65,10 +70,10 @@ std::string NewKeyFile(std::uint32_t devices) {
   return text;
 }
 
-// Writes `text` to `path` with mode 0600: into a new temporary file beside it, synced, then
-// renamed over `path`, so a reader never sees half a file and the keys never exist with wider
-// permissions.
-HostResult<> WriteOwnerOnly(const std::string& path, std::string_view text) {
+// Writes `text` to `path` with `mode` (0600 for secrets): into a new temporary file beside it,
+// synced, then renamed over `path`, so a reader never sees half a file and secret keys never
+// exist with wider permissions.
+HostResult<> WriteFile(const std::string& path, std::string_view text, mode_t mode = 0600) {
   const std::string temporary = path + ".tmp";
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
@@ -76,7 +81,7 @@ HostResult<> WriteOwnerOnly(const std::string& path, std::string_view text) {
                      "cannot create " + temporary + ": " + std::strerror(errno));
   }
   std::size_t written = 0;
-  bool ok = ::fchmod(fd, 0600) == 0;  // whatever the umask
+  bool ok = ::fchmod(fd, mode) == 0;  // whatever the umask
   while (ok && written < text.size()) {
     const ssize_t n = ::write(fd, text.data() + written, text.size() - written);
     if (n < 0 && errno == EINTR) continue;
@@ -92,9 +97,38 @@ HostResult<> WriteOwnerOnly(const std::string& path, std::string_view text) {
   return HostError(Status::Unavailable(), "cannot write " + path + ": " + why);
 }
 
-// The file of device `id` alone under --per-device-dir.
-std::string DeviceKeyPath(const KeygenFlags& flags, std::uint32_t id) {
-  return flags.per_device_dir + "/device-" + std::to_string(id) + ".key";
+// The file of device `id` alone under --per-device-dir: its pre-shared key, or its signing key.
+std::string DeviceKeyPath(const KeygenFlags& flags, std::uint32_t id,
+                          const char* extension = ".key") {
+  return flags.per_device_dir + "/device-" + std::to_string(id) + extension;
+}
+
+// Fresh ECDSA key pairs for devices 1..devices: the signing keys as a key file (the format of
+// --keys) and the verifying keys as a verifying-key file. False when the system has no random
+// source or mbed TLS fails.
+bool NewSigningKeys(std::uint32_t devices, std::string& signing, std::string& verifying) {
+  signing = "# edgesgd signing keys: device id, 64 hex digits (ECDSA P-256). Keep secret.\n";
+  verifying =
+      "# edgesgd verifying keys: device id, 130 hex digits (uncompressed P-256 point). Public.\n";
+  secagg::Key seed{};
+  if (!platform::FillRandomBytes(seed).ok()) return false;
+  secagg::SecretRandom random(seed);
+  secagg::Wipe(seed);
+  for (std::uint32_t id = 1; id <= devices; ++id) {
+    secagg::SigningKey key;
+    secagg::VerifyingKey public_key;
+    if (!secagg::GenerateSigningKey(random, key, public_key).ok()) return false;
+    signing += std::to_string(id) + ' ';
+    for (const std::byte b : key) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      signing += kHex[std::to_integer<unsigned>(b) >> 4];
+      signing += kHex[std::to_integer<unsigned>(b) & 0xF];
+    }
+    signing += '\n';
+    secagg::Wipe(key);
+    verifying += VerifyingKeyLine(id, public_key);
+  }
+  return true;
 }
 
 // False, after saying so, when `path` exists and --force was not given.
@@ -106,9 +140,10 @@ HostResult<> MayReplace(const KeygenFlags& flags, const std::string& path) {
       path + " exists; pass --force to replace it (its devices then need the new keys)");
 }
 
-// Writes each device's line of `text` (NewKeyFile's) alone to its file under --per-device-dir,
-// creating the directory (mode 0700) if it is missing.
-HostResult<> WritePerDeviceFiles(const KeygenFlags& flags, std::string_view text) {
+// Writes each device's line of `text` (a key file) alone to its file under --per-device-dir,
+// named device-ID`extension`, creating the directory (mode 0700) if it is missing.
+HostResult<> WritePerDeviceFiles(const KeygenFlags& flags, std::string_view text,
+                                 const char* extension) {
   if (::mkdir(flags.per_device_dir.c_str(), 0700) != 0 && errno != EEXIST) {
     return HostError(Status::Unavailable(), "cannot create directory " + flags.per_device_dir +
                                                 ": " + std::strerror(errno));
@@ -116,18 +151,52 @@ HostResult<> WritePerDeviceFiles(const KeygenFlags& flags, std::string_view text
   text.remove_prefix(text.find('\n') + 1);  // the comment line
   for (std::uint32_t id = 1; !text.empty(); ++id) {
     const std::size_t line_end = text.find('\n') + 1;
-    EDGESGD_HOST_TRY(WriteOwnerOnly(DeviceKeyPath(flags, id), text.substr(0, line_end)));
+    EDGESGD_HOST_TRY(WriteFile(DeviceKeyPath(flags, id, extension), text.substr(0, line_end)));
     text.remove_prefix(line_end);
   }
   return {};
 }
 
+// --signing-keys and --verifying-keys: the signing keys (and each device's alone under
+// --per-device-dir), checked with the loaders the nodes use, and the public verifying keys.
+HostResult<> WriteSigningKeys(const KeygenFlags& flags) {
+  std::string signing;
+  std::string verifying;
+  const bool generated = NewSigningKeys(flags.devices, signing, verifying);
+  auth::FixedKeyRing<kMaxDevices> ring;
+  HostResult<> written;
+  if (!generated) {
+    written = HostError(Status::Unavailable(), "cannot generate signing keys (random source)");
+  } else if (const HostResult<std::size_t> check =
+                 auth::ParseKeyFile(signing, flags.signing_keys, ring);
+             !check.ok()) {
+    written = HostError(Status::Internal(), "generated signing keys do not load: " +
+                                                check.message());
+  } else if (const auto keys = ParseVerifyingKeys(verifying, flags.verifying_keys); !keys.ok()) {
+    written = HostError(Status::Internal(), "generated verifying keys do not load: " +
+                                                keys.message());
+  }
+  if (written.ok() && !flags.per_device_dir.empty()) {
+    written = WritePerDeviceFiles(flags, signing, ".signing");
+  }
+  if (written.ok()) written = WriteFile(flags.verifying_keys, verifying, 0644);
+  if (written.ok()) written = WriteFile(flags.signing_keys, signing);
+  Zeroize(signing);
+  return written;
+}
+
 int RunKeygen(const KeygenFlags& flags) {
   const bool per_device = !flags.per_device_dir.empty();
+  const bool signing = !flags.signing_keys.empty();
   HostResult<> replaceable = MayReplace(flags, flags.out);
   for (std::uint32_t id = 1; replaceable.ok() && per_device && id <= flags.devices; ++id) {
     replaceable = MayReplace(flags, DeviceKeyPath(flags, id));
+    if (replaceable.ok() && signing) {
+      replaceable = MayReplace(flags, DeviceKeyPath(flags, id, ".signing"));
+    }
   }
+  if (replaceable.ok() && signing) replaceable = MayReplace(flags, flags.signing_keys);
+  if (replaceable.ok() && signing) replaceable = MayReplace(flags, flags.verifying_keys);
   if (!replaceable.ok()) return Fail(kKeygen, replaceable.message(), 1);
   std::string text = NewKeyFile(flags.devices);
   if (text.empty()) {
@@ -144,14 +213,17 @@ int RunKeygen(const KeygenFlags& flags) {
                                           " keys, not " + std::to_string(flags.devices));
   }
   // The shared file last: once it exists, so does every device's own.
-  if (check.ok() && written.ok() && per_device) written = WritePerDeviceFiles(flags, text);
-  if (check.ok() && written.ok()) written = WriteOwnerOnly(flags.out, text);
+  if (check.ok() && written.ok() && per_device) {
+    written = WritePerDeviceFiles(flags, text, ".key");
+  }
+  if (check.ok() && written.ok()) written = WriteFile(flags.out, text);
   Zeroize(text);
   if (!check.ok()) {
     std::fprintf(stderr, "edgesgd %s: generated keys do not load: %s\n", kKeygen,
                  check.message().c_str());
     return 1;
   }
+  if (written.ok() && signing) written = WriteSigningKeys(flags);
   if (!written.ok()) {
     std::fprintf(stderr, "edgesgd %s: %s\n", kKeygen, written.message().c_str());
     return 1;
@@ -160,6 +232,16 @@ int RunKeygen(const KeygenFlags& flags) {
   if (per_device) files += " and each alone to " + flags.per_device_dir + "/device-ID.key";
   std::fprintf(stderr, "edgesgd %s: wrote %u keys (devices 1..%u) to %s, mode 0600\n", kKeygen,
                flags.devices, flags.devices, files.c_str());
+  if (signing) {
+    std::string signing_files = flags.signing_keys;
+    if (per_device) {
+      signing_files += " and each alone to " + flags.per_device_dir + "/device-ID.signing";
+    }
+    std::fprintf(stderr,
+                 "edgesgd %s: wrote their ECDSA P-256 signing keys to %s (mode 0600) and "
+                 "verifying keys to %s (mode 0644)\n",
+                 kKeygen, signing_files.c_str(), flags.verifying_keys.c_str());
+  }
   return 0;
 }
 
@@ -180,6 +262,17 @@ void AddKeygenCommand(CLI::App& app, int& exit_code) {
   command->add_option("--per-device-dir", flags->per_device_dir,
                       "Also write each device's line alone to DIR/device-ID.key (mode 0600; DIR "
                       "is created if missing, mode 0700); FILE is still written, for the server");
+  CLI::Option* signing_keys = command->add_option(
+      "--signing-keys", flags->signing_keys,
+      "Also write each device's ECDSA P-256 signing key for signed secure aggregation "
+      "(--secagg-signed) to FILE (mode 0600; with --per-device-dir, each alone to "
+      "DIR/device-ID.signing too): a worker's --secagg-signing-key");
+  CLI::Option* verifying_keys = command->add_option(
+      "--verifying-keys", flags->verifying_keys,
+      "... and their verifying keys to FILE (public, mode 0644): the server's and every "
+      "worker's --secagg-verifying-keys");
+  signing_keys->needs(verifying_keys);
+  verifying_keys->needs(signing_keys);
   command->add_flag("--force", flags->force,
                     "Replace FILE (and the per-device files) if they exist");
   command->callback([flags, &exit_code] { exit_code = RunKeygen(*flags); });

@@ -93,6 +93,7 @@ struct RunFlags {
   bool async_flags_given = false;  // --staleness or --max-staleness
   // Secure aggregation (parameter-server runs with the mean).
   bool secure_aggregation = false;
+  bool secagg_signed = false;  // --secagg-signed
   float secagg_threshold = 2.0f / 3.0f;
   std::uint32_t secagg_neighbours = 0;
   float secagg_bound = 4.0f;

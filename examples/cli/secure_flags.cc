@@ -31,6 +31,16 @@ void AddSecureFlags(CLI::App& command, RunFlags& o) {
                    "with every other")
       ->each(given);
   command
+      .add_flag("--secagg-signed", o.secagg_signed,
+                "Signed rounds against a server that lies (Bonawitz et al. 2017's active "
+                "variant): every device signs its keys with an ECDSA P-256 key of `edgesgd "
+                "keygen --signing-keys`, and before revealing any share it signs the survivor "
+                "set and checks that t of its neighbourhood signed the same one. Costs each "
+                "device two signatures and up to 2k verifications a round. The server then "
+                "needs --secagg-verifying-keys, each worker --secagg-signing-key and "
+                "--secagg-verifying-keys; simulate generates the keys")
+      ->each(given);
+  command
       .add_option("--secagg-bound", o.secagg_bound,
                   "Every value a device sends is clipped to [-B, B] and summed in 32-bit "
                   "fixed point, as finely as B times the worker count allows (clipped values "
@@ -79,6 +89,7 @@ protocol::SecureAggregationParams SecureParamsOf(const RunFlags& o) {
   params.threshold = o.secagg_threshold;
   params.neighbours = o.secagg_neighbours;
   params.bound = o.secagg_bound;
+  params.signed_rounds = o.secagg_signed;
   return protocol::NormalizedSecureParams(params);
 }
 
@@ -89,6 +100,7 @@ void WriteSecureSummary(SummaryWriter& summary, const protocol::RunConfig& confi
   summary.Begin("secure_aggregation");
   summary.Field("threshold", static_cast<double>(params.threshold));
   summary.Field("neighbours", params.neighbours);
+  summary.Field("signed", params.signed_rounds ? "yes" : "no");
   if (const QsgdParams* qsgd = protocol::SecureQsgdParams(config); qsgd != nullptr) {
     summary.Field("shared_scale", static_cast<double>(qsgd->shared_scale));
     summary.Field("lane_bits", protocol::SecureLevelLaneBits(qsgd->levels, workers));

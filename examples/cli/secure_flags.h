@@ -14,7 +14,8 @@
 
 namespace edgesgd::cli {
 
-// --secure-aggregation, --secagg-threshold, --secagg-neighbours, --secagg-bound.
+// --secure-aggregation, --secagg-threshold, --secagg-neighbours, --secagg-signed,
+// --secagg-bound.
 void AddSecureFlags(CLI::App& command, RunFlags& flags);
 
 // Whether any of them was given (gossip runs refuse them).

@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "cli/metrics.h"
 #include "cli/run_flags.h"
+#include "cli/signing_keys.h"
 #include "cli/task.h"
 #include "cli/tcp_flags.h"
 #include "edgesgd/platform/log.h"
@@ -53,6 +54,24 @@ int RunServer(const ServerFlags& o) {
   }
   settings.run = BuildRunConfig(o, task);
   settings.server = BuildServerOptions(o);
+  SecureSigning signing;
+  if (o.secagg_signed != !o.secagg_verifying_keys.empty()) {
+    return Fail(kServer,
+                o.secagg_signed ? "--secagg-signed needs --secagg-verifying-keys FILE (`edgesgd "
+                                  "keygen --verifying-keys`)"
+                                : "--secagg-verifying-keys is for signed rounds: add "
+                                  "--secagg-signed",
+                2);
+  }
+  if (o.secagg_signed) {
+    if (const HostResult<> loaded =
+            LoadServerSigning(o.secagg_verifying_keys, static_cast<std::uint32_t>(o.workers),
+                              "--secagg-verifying-keys", signing);
+        !loaded.ok()) {
+      return Fail(kServer, loaded.message(), 2);
+    }
+    settings.server.secure_verifier = &*signing.verifier;
+  }
   if (const int code = ValidateServerRun(kServer, settings.run, settings.server); code != 0) {
     return code;
   }
@@ -95,6 +114,12 @@ int RunServer(const ServerFlags& o) {
   server.OnRound(std::bind_front(&ServerRunOutput::OnRound, &output));
   server.OnReject(std::bind_front(&ServerRunOutput::OnReject, &output));
   WarnIfUnauthenticated(o.network, kServer);
+  if (o.secure_aggregation && !o.secagg_signed) {
+    platform::Log(platform::LogLevel::kWarning,
+                  "%s: secure aggregation without --secagg-signed: devices trust this server's "
+                  "survivor lists and key rosters (docs/security.md)",
+                  kServer);
+  }
   const tcp::DriverStop stop = server.Run();
   progress.Finish();
   if (const HostResult<> closed = metrics.Close(); !closed.ok()) {

@@ -112,6 +112,10 @@ void AddServerFlags(CLI::App& command, ServerFlags& o) {
                    "rounds on a crash, and a private run (--dp-mode) needs 1");
   command.add_flag("--resume", o.resume,
                    "Continue from --checkpoint (same flags); workers rejoin and get the model");
+  command.add_option("--secagg-verifying-keys", o.secagg_verifying_keys,
+                     "With --secagg-signed: every device's verifying key, the FILE of `edgesgd "
+                     "keygen --verifying-keys` (public); advertisements and survivor-set "
+                     "signatures that do not verify are refused");
   AddNetworkFlags(command, o.network);
   AddListenerFlags(command, o.network);
   AddOutputFlags(command, o);
@@ -142,6 +146,18 @@ void AddWorkerFlags(CLI::App& command, WorkerFlags& o) {
                    "could otherwise learn its update); set it from the run's neighbourhood "
                    "less the drop-outs this device accepts. The default 3 keeps the threshold "
                    "at 3 or more: no single neighbour can help the server");
+  CLI::Option* signing_key = command.add_option(
+      "--secagg-signing-key", o.secagg_signing_key,
+      "Sign this device's secure rounds with its key in FILE (`edgesgd keygen --signing-keys`, "
+      "the whole file or its --per-device-dir file; owner-only permissions). The worker then "
+      "joins only runs with --secagg-signed, checks its neighbours' signatures and reveals "
+      "nothing unless t of its neighbourhood signed the survivor set it was sent");
+  CLI::Option* verifying_keys = command.add_option(
+      "--secagg-verifying-keys", o.secagg_verifying_keys,
+      "Every device's verifying key (`edgesgd keygen --verifying-keys`), from a source the "
+      "server does not control; needed with --secagg-signing-key");
+  signing_key->needs(verifying_keys);
+  verifying_keys->needs(signing_key);
   AddSecondsOption(command, "--give-up-s", o.give_up_s,
                    "Exit with an error after this long without a connection to the server "
                    "(over TCP; on a serial line, the gateway gives up instead)",

@@ -44,6 +44,7 @@ struct ServerFlags : RunFlags {
   std::string checkpoint;
   std::uint32_t checkpoint_every = 1;
   bool resume = false;
+  std::string secagg_verifying_keys;  // --secagg-signed: every device's verifying key
   NetworkFlags network;
 };
 
@@ -58,6 +59,9 @@ struct WorkerFlags : RunFlags {
   // Secure aggregation: the smallest roster it masks with. Three keeps the threshold at 3 or
   // more, so no single neighbour, real or invented, can help the server rebuild a secret.
   std::uint32_t secagg_min_neighbours = 3;
+  // Signed secure rounds: this device's signing key and every device's verifying key.
+  std::string secagg_signing_key;
+  std::string secagg_verifying_keys;
   NetworkFlags network;
   SerialFlags serial;  // instead of --connect: the server through a gateway on a serial line
 };

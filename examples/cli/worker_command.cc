@@ -10,6 +10,7 @@
 
 #include "cli/commands.h"
 #include "cli/run_flags.h"
+#include "cli/signing_keys.h"
 #include "cli/task.h"
 #include "cli/tcp_flags.h"
 #include "edgesgd/tcp/worker.h"
@@ -102,6 +103,15 @@ int RunWorker(const WorkerFlags& o) {
   settings.worker.join_retry_ns = Seconds(o.join_retry_s);
   settings.worker.heartbeat_interval_ns = Seconds(o.heartbeat_s);
   settings.worker.secure_minimum_neighbours = o.secagg_min_neighbours;
+  SecureSigning signing;
+  if (!o.secagg_signing_key.empty()) {
+    if (const HostResult<> loaded = LoadWorkerSigning(o.secagg_signing_key,
+                                                      o.secagg_verifying_keys, o.id, signing);
+        !loaded.ok()) {
+      return Fail(kWorker, loaded.message(), 2);
+    }
+    settings.worker.secure_signing = signing.device();
+  }
   settings.memory_bytes = o.memory_mb << 20;
   settings.on_welcome = [&oracle](const protocol::RunConfig& config, std::uint32_t workers) {
     return oracle.Setup(config, workers);

@@ -67,7 +67,8 @@ class FrameMaker {
                                     const wire::SecureMessage& message, std::size_t neighbours,
                                     std::size_t words) {
     wire::FrameBuilder builder(
-        Buffer(wire::SecureFrameBytes(neighbours, words) + wire::kBuilderScratchBytes));
+        Buffer(wire::SecureFrameBytes(neighbours, words, neighbours + 1) +
+               wire::kBuilderScratchBytes));
     return Keep(builder.EncodeSecure(header, message));
   }
 

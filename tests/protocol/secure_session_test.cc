@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "edgesgd/protocol/secure_round.h"
+#include "edgesgd/secagg/ecdsa.h"
 #include "edgesgd/wire/frame_decoder.h"
 #include "protocol/frame_factory.h"
 #include "protocol/protocol_harness.h"
@@ -57,19 +58,77 @@ WorkerOptions SecureWorkers() {
   return options;
 }
 
-std::unique_ptr<Cluster> MakeCluster(const RunConfig& config, std::uint32_t n,
-                                     const std::vector<float>& initial) {
-  return std::make_unique<Cluster>(config, Workers(n), Targets(n, kDim, 5), initial,
-                                   SecureWorkers());
+// ECDSA keys of devices 1..8 for signed runs, generated once.
+struct TestSigningKeys {
+  TestSigningKeys() {
+    secagg::SecretRandom random(secagg::Sha256(std::array<std::byte, 1>{std::byte{42}}));
+    for (std::uint32_t device = 1; device <= 8; ++device) {
+      secagg::SigningKey key;
+      ring.push_back({device, {}});
+      EXPECT_TRUE(secagg::GenerateSigningKey(random, key, ring.back().key).ok());
+      signers.push_back(std::make_unique<secagg::EcdsaSigner>(key));
+    }
+    verifier = std::make_unique<secagg::EcdsaVerifier>(ring);
+  }
+  std::vector<secagg::DeviceVerifyingKey> ring;
+  std::vector<std::unique_ptr<secagg::EcdsaSigner>> signers;
+  std::unique_ptr<secagg::EcdsaVerifier> verifier;
+};
+
+const TestSigningKeys& SigningKeys() {
+  static const TestSigningKeys keys;
+  return keys;
 }
 
-// The phase of a device's SecureAggregation frame (0 keys .. 3 unmasking), or nullopt for any
-// other frame.
+RunConfig Signed(RunConfig config) {
+  config.secure.signed_rounds = true;
+  return config;
+}
+
+// Signed runs give the server the verifier and each worker its signer.
+std::unique_ptr<Cluster> MakeCluster(const RunConfig& config, std::uint32_t n,
+                                     const std::vector<float>& initial) {
+  ServerOptions options = Workers(n);
+  std::function<void(PeerId, WorkerOptions&)> customize;
+  if (config.secure.signed_rounds) {
+    options.secure_verifier = SigningKeys().verifier.get();
+    customize = [](PeerId peer, WorkerOptions& worker) {
+      worker.secure_signing = {SigningKeys().signers.at(peer - 1).get(),
+                               SigningKeys().verifier.get()};
+    };
+  }
+  return std::make_unique<Cluster>(config, options, Targets(n, kDim, 5), initial, SecureWorkers(),
+                                   customize);
+}
+
+// A round's phases (SecureRound::kKeys ..), the consistency check in signed runs only.
+std::vector<std::uint8_t> Phases(bool signed_rounds) {
+  std::vector<std::uint8_t> phases{SecureRound::kKeys, SecureRound::kShares, SecureRound::kInputs,
+                                   SecureRound::kUnmasking};
+  if (signed_rounds) phases.insert(phases.begin() + 3, SecureRound::kConsistency);
+  return phases;
+}
+
+// The phase of a device's SecureAggregation frame (SecureRound's), or nullopt for any other
+// frame.
 std::optional<std::uint8_t> DevicePhase(std::span<const std::byte> frame) {
   const Frame aligned(frame);
   const Result<wire::FrameView> view = wire::DecodeFrame(aligned.bytes());
   if (!view.ok() || view.value().kind != wire::MessageKind::kSecureAggregation) return {};
-  return static_cast<std::uint8_t>(static_cast<std::uint8_t>(view.value().secure.fields.phase) / 2);
+  switch (view.value().secure.fields.phase) {
+    case wire::SecurePhase::kKeys:
+      return SecureRound::kKeys;
+    case wire::SecurePhase::kShares:
+      return SecureRound::kShares;
+    case wire::SecurePhase::kMaskedInput:
+      return SecureRound::kInputs;
+    case wire::SecurePhase::kConsistency:
+      return SecureRound::kConsistency;
+    case wire::SecurePhase::kUnmasking:
+      return SecureRound::kUnmasking;
+    default:
+      return {};
+  }
 }
 
 // Drops what the `vanishing` workers send from their message of `phase` on: they vanish there.
@@ -287,9 +346,10 @@ TEST(SecureSessionTest, SecureTrainingConvergesWithSecAggPlusNeighbourhoods) {
 // A one-round identity run of five devices in which `vanishing` vanish from their message of
 // `phase` on.
 std::unique_ptr<Cluster> RunVanishing(std::vector<PeerId> vanishing, std::uint8_t phase,
-                                      const std::vector<float>& initial) {
+                                      const std::vector<float>& initial, bool signed_rounds) {
+  const RunConfig config = SecureConfig(kCodecId<IdentityCodec>, 1);
   std::unique_ptr<Cluster> cluster =
-      MakeCluster(SecureConfig(kCodecId<IdentityCodec>, 1), 5, initial);
+      MakeCluster(signed_rounds ? Signed(config) : config, 5, initial);
   Vanish vanish(std::move(vanishing), phase);
   cluster->net().SetInterceptor(&vanish);
   cluster->Start();
@@ -301,62 +361,81 @@ std::unique_ptr<Cluster> RunVanishing(std::vector<PeerId> vanishing, std::uint8_
 TEST(SecureSessionTest, ADeviceVanishingInAnyPhaseIsRecovered) {
   const std::vector<float> initial = PseudoRandom(kDim, 4, 0.5f);
   // Five devices, threshold 2/3: t = 4 of each neighbourhood of five, so one may vanish.
-  for (std::uint8_t phase = SecureRound::kKeys; phase <= SecureRound::kUnmasking; ++phase) {
-    SCOPED_TRACE(static_cast<int>(phase));
-    std::unique_ptr<Cluster> cluster = RunVanishing({3}, phase, initial);
-    EXPECT_EQ(cluster->server().counters().secure_rounds_aborted, 0u);
-    // Its input counts once it was summed, however the unmasking went.
-    const std::vector<PeerId> members = phase == SecureRound::kUnmasking
-                                            ? std::vector<PeerId>{1, 2, 3, 4, 5}
-                                            : std::vector<PeerId>{1, 2, 4, 5};
-    const std::vector<RoundEvent> rounds = cluster->DrainRounds();
-    ASSERT_EQ(rounds.size(), 1u);
-    EXPECT_EQ(rounds[0].reported, members.size());
-    const std::vector<float> expected = OneRoundOf(*cluster, members, initial);
-    for (std::size_t i = 0; i < kDim; ++i) {
-      EXPECT_NEAR(cluster->server().model()[i], expected[i], 1e-5f) << i;
+  for (const bool signed_rounds : {false, true}) {
+    for (const std::uint8_t phase : Phases(signed_rounds)) {
+      SCOPED_TRACE(::testing::Message() << (signed_rounds ? "signed" : "unsigned") << ", phase "
+                                        << static_cast<int>(phase));
+      std::unique_ptr<Cluster> cluster = RunVanishing({3}, phase, initial, signed_rounds);
+      EXPECT_EQ(cluster->server().counters().secure_rounds_aborted, 0u)
+          << cluster->server().secure_abort_reason().reason();
+      // Its input counts once it was summed, however the check and the unmasking went.
+      const std::vector<PeerId> members = phase > SecureRound::kInputs
+                                              ? std::vector<PeerId>{1, 2, 3, 4, 5}
+                                              : std::vector<PeerId>{1, 2, 4, 5};
+      const std::vector<RoundEvent> rounds = cluster->DrainRounds();
+      ASSERT_EQ(rounds.size(), 1u);
+      EXPECT_EQ(rounds[0].reported, members.size());
+      const std::vector<float> expected = OneRoundOf(*cluster, members, initial);
+      for (std::size_t i = 0; i < kDim; ++i) {
+        EXPECT_NEAR(cluster->server().model()[i], expected[i], 1e-5f) << i;
+      }
     }
   }
 }
 
 TEST(SecureSessionTest, TooManyVanishingDevicesAbortTheRoundAndLeaveTheModel) {
   const std::vector<float> initial = PseudoRandom(kDim, 5, 0.5f);
-  for (std::uint8_t phase = SecureRound::kKeys; phase <= SecureRound::kUnmasking; ++phase) {
-    SCOPED_TRACE(static_cast<int>(phase));
-    std::unique_ptr<Cluster> cluster = RunVanishing({2, 4}, phase, initial);  // below t = 4
-    EXPECT_TRUE(cluster->server().status().ok());
-    EXPECT_EQ(cluster->server().counters().secure_rounds_aborted, 1u);
-    EXPECT_EQ(cluster->server().counters().rounds_completed, 0u);
-    EXPECT_FALSE(cluster->server().secure_abort_reason().ok());
-    for (std::size_t i = 0; i < kDim; ++i) EXPECT_EQ(cluster->server().model()[i], initial[i]);
-    const std::vector<RoundEvent> rounds = cluster->DrainRounds();
-    ASSERT_EQ(rounds.size(), 1u);
-    EXPECT_EQ(rounds[0].reported, 0u);
+  for (const bool signed_rounds : {false, true}) {
+    for (const std::uint8_t phase : Phases(signed_rounds)) {
+      SCOPED_TRACE(::testing::Message() << (signed_rounds ? "signed" : "unsigned") << ", phase "
+                                        << static_cast<int>(phase));
+      std::unique_ptr<Cluster> cluster =
+          RunVanishing({2, 4}, phase, initial, signed_rounds);  // below t = 4
+      EXPECT_TRUE(cluster->server().status().ok());
+      EXPECT_EQ(cluster->server().counters().secure_rounds_aborted, 1u);
+      EXPECT_EQ(cluster->server().counters().rounds_completed, 0u);
+      EXPECT_FALSE(cluster->server().secure_abort_reason().ok());
+      for (std::size_t i = 0; i < kDim; ++i) EXPECT_EQ(cluster->server().model()[i], initial[i]);
+      const std::vector<RoundEvent> rounds = cluster->DrainRounds();
+      ASSERT_EQ(rounds.size(), 1u);
+      EXPECT_EQ(rounds[0].reported, 0u);
+    }
   }
 }
 
-// The device phase a server frame asks for (0 the model broadcast, which the keys answer; 1 the
-// roster; 2 the delivered shares; 3 the survivors), or nullopt for any other frame.
-std::optional<std::uint8_t> SolicitedPhase(std::span<const std::byte> frame) {
+// The device phase a server frame asks for (the keys answer the model broadcast, the shares the
+// roster, the masked input the delivered shares, the check or the unmasking the survivors, the
+// unmasking the signatures), or nullopt for any other frame.
+std::optional<std::uint8_t> SolicitedPhase(std::span<const std::byte> frame, bool signed_rounds) {
   const Frame aligned(frame);
   const Result<wire::FrameView> view = wire::DecodeFrame(aligned.bytes());
   if (!view.ok()) return {};
   if (view.value().kind == wire::MessageKind::kModelBroadcast) return SecureRound::kKeys;
   if (view.value().kind != wire::MessageKind::kSecureAggregation) return {};
-  return static_cast<std::uint8_t>(
-      (static_cast<std::uint8_t>(view.value().secure.fields.phase) + 1) / 2);
+  switch (view.value().secure.fields.phase) {
+    case wire::SecurePhase::kRoster:
+      return SecureRound::kShares;
+    case wire::SecurePhase::kDeliveredShares:
+      return SecureRound::kInputs;
+    case wire::SecurePhase::kSurvivors:
+      return signed_rounds ? SecureRound::kConsistency : SecureRound::kUnmasking;
+    case wire::SecurePhase::kSignatures:
+      return SecureRound::kUnmasking;
+    default:
+      return {};
+  }
 }
 
 // Loses the first frame of `phase` between worker `peer` and the server, in one direction.
 class LoseOnce final : public Interceptor {
  public:
-  LoseOnce(PeerId peer, std::uint8_t phase, bool to_server)
-      : peer_(peer), phase_(phase), to_server_(to_server) {}
+  LoseOnce(PeerId peer, std::uint8_t phase, bool to_server, bool signed_rounds)
+      : peer_(peer), phase_(phase), to_server_(to_server), signed_(signed_rounds) {}
   Verdict OnSend(PeerId from, PeerId to, std::span<const std::byte> frame, TimeNs) override {
     Verdict verdict;
     if (lost_ || (to_server_ ? from : to) != peer_) return verdict;
     const std::optional<std::uint8_t> phase =
-        to_server_ ? DevicePhase(frame) : SolicitedPhase(frame);
+        to_server_ ? DevicePhase(frame) : SolicitedPhase(frame, signed_);
     verdict.drop = lost_ = phase == phase_;
     return verdict;
   }
@@ -366,18 +445,22 @@ class LoseOnce final : public Interceptor {
   PeerId peer_;
   std::uint8_t phase_;
   bool to_server_;
+  bool signed_;
   bool lost_ = false;
 };
 
 TEST(SecureSessionTest, AFrameLostInAnyPhaseIsSentAgainAndTheDeviceStays) {
   const std::vector<float> initial = PseudoRandom(kDim, 6, 0.5f);
-  for (const bool to_server : {true, false}) {
-    for (std::uint8_t phase = SecureRound::kKeys; phase <= SecureRound::kUnmasking; ++phase) {
-      SCOPED_TRACE(::testing::Message() << (to_server ? "to the server" : "to the device")
-                                        << ", phase " << static_cast<int>(phase));
+  for (const auto& [to_server, signed_rounds] :
+       {std::pair{true, false}, {false, false}, {true, true}, {false, true}}) {
+    for (const std::uint8_t phase : Phases(signed_rounds)) {
+      SCOPED_TRACE(::testing::Message()
+                   << (to_server ? "to the server" : "to the device")
+                   << (signed_rounds ? ", signed" : "") << ", phase " << static_cast<int>(phase));
+      const RunConfig config = SecureConfig(kCodecId<IdentityCodec>, 1);
       std::unique_ptr<Cluster> cluster =
-          MakeCluster(SecureConfig(kCodecId<IdentityCodec>, 1), 5, initial);
-      LoseOnce lose(3, phase, to_server);
+          MakeCluster(signed_rounds ? Signed(config) : config, 5, initial);
+      LoseOnce lose(3, phase, to_server, signed_rounds);
       cluster->net().SetInterceptor(&lose);
       cluster->Start();
       ASSERT_TRUE(cluster->RunUntilFinished(600 * kSecond));

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "edgesgd/protocol/checkpoint.h"
+#include "edgesgd/secagg/signing.h"
 #include "protocol/protocol_harness.h"
 
 namespace edgesgd::protocol::testing {
@@ -35,6 +36,14 @@ struct ServerSettings {
   std::uint32_t workers = 4;
 };
 
+// Signed runs need a verifier; these servers never verify a signature.
+class RefusingVerifier final : public secagg::Verifier {
+ public:
+  Status Verify(std::uint32_t, const secagg::Digest&, const secagg::Signature&) const override {
+    return Status::Unauthenticated("this test's server checks no signature");
+  }
+};
+
 // A server of `settings`, initialised (not started) with a constant model.
 struct FreshServer {
   explicit FreshServer(const ServerSettings& settings)
@@ -47,6 +56,8 @@ struct FreshServer {
     ServerOptions options;
     options.workers = settings.workers;
     options.noise_key = 0x5EC2E7;  // a run with central noise needs one
+    static const RefusingVerifier verifier;
+    options.secure_verifier = &verifier;
     return options;
   }
   ArenaStorage storage;
@@ -450,6 +461,7 @@ std::optional<ServerSettings> WithOtherValue(const ServerSettings& run, std::str
     if (name == "secagg_threshold") a.threshold = a.threshold == 0.75f ? 0.9f : 0.75f;
     if (name == "secagg_neighbours") a.neighbours += 2;
     if (name == "secagg_bound") a.bound *= 2.0f;
+    if (name == "secagg_signed") a.signed_rounds = !a.signed_rounds;
   } else if (name == "aggregation_options") {
     // The lowest option's bit stands for all of them.
     if (kAggregationOptionBits == 0) return std::nullopt;
@@ -574,7 +586,8 @@ TEST(ServerCheckpointTest, AResumeWithAnySettingChangedNamesTheSetting) {
          test.config.robust.rule == RobustRule::kNone && !IsAsynchronous(test.config.async) &&
          !AdaptsClipping(test.config.privacy));
     if (!can_secure) test.fixed.push_back("secure_aggregation");
-    test.fixed = with(test.fixed, {"secagg_threshold", "secagg_neighbours", "secagg_bound"});
+    test.fixed = with(test.fixed,
+                      {"secagg_threshold", "secagg_neighbours", "secagg_bound", "secagg_signed"});
     // The workers of the other runs use momentum, and no aggregation option admits it.
     if (test.component != "fednova") test.fixed.push_back("aggregation_options");
   }
@@ -597,7 +610,7 @@ TEST(ServerCheckpointTest, AResumeWithAnySettingChangedNamesTheSetting) {
                    with(with(with({"aggregate", "downlink", "dp_mode"}, privacy_off),
                              with({"robust"}, robust_params)),
                         with(fedavg, {"scaffold", "secure_aggregation", "secagg_threshold",
-                                      "secagg_neighbours", "secagg_bound",
+                                      "secagg_neighbours", "secagg_bound", "secagg_signed",
                                       "aggregation_options"}))});
 
   // FedProx's mu shapes several local steps: a mean of one local step refuses every other value

@@ -29,7 +29,10 @@ using enum testing::Phase;
 class Link {
  public:
   Link(std::size_t neighbours, std::size_t words)
-      : storage_((wire::SecureFrameBytes(neighbours, words) + wire::kBuilderScratchBytes) / 8 + 1),
+      : storage_((wire::SecureFrameBytes(neighbours, words, neighbours + 1) +
+                  wire::kBuilderScratchBytes) /
+                     8 +
+                 1),
         builder_(std::as_writable_bytes(std::span(storage_))) {}
 
   Result<wire::SecureView> Carry(std::uint32_t sender, std::uint32_t round,

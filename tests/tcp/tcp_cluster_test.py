@@ -309,6 +309,58 @@ def secure_training(cluster):
           tcp_summary["final"]["accuracy"])
 
 
+def signed_secure_training(cluster):
+    """Signed secure aggregation over TCP (--secagg-signed): `keygen` writes each device's ECDSA
+    key; the devices sign their keys and the survivor set, and reveal only after checking their
+    neighbours' signatures. The sum is as exact as unsigned rounds', so the model is
+    bit-identical to simulate's signed run. A worker with a signing key refuses an unsigned run
+    (a server could skip the check by not asking for it), and one without a key a signed run."""
+    keygen = cluster.start("keygen", ["keygen", "--devices", "4", "--out", cluster.path("psk.txt"),
+                                      "--per-device-dir", cluster.path("devices"),
+                                      "--signing-keys", cluster.path("signing.txt"),
+                                      "--verifying-keys", cluster.path("verifying.txt")])
+    cluster.wait(keygen)
+    verifying = ["--secagg-verifying-keys", cluster.path("verifying.txt")]
+
+    def signing(w):
+        return ["--secagg-signing-key", cluster.path("devices/device-%d.signing" % w)] + verifying
+
+    common = ["--workers", "4", "--rounds", "20", "--seed", "7", "--quorum", "4", "--codec",
+              "random_block", "--block-ratio", "16", "--feedback", "def", "--lr", "0.1",
+              "--secure-aggregation", "--secagg-signed"]
+    sim_model, _ = simulate(cluster, common, "sim_signed")
+    tcp_model, summary = train_over_tcp(cluster, common + verifying, 4, name="tcp_signed",
+                                        worker_extra={w: signing(w) for w in range(1, 5)})
+    check(sim_model == tcp_model, "signed secure aggregation over TCP is not bit-identical to "
+          "simulate")
+    check(summary["secure_aggregation"]["signed"] == "yes", "the summary does not say signed")
+    check(summary["network"]["secure_rounds_aborted"] == 0,
+          "%d signed rounds aborted" % summary["network"]["secure_rounds_aborted"])
+
+    # Mismatches: each refused with one line, the server serving on.
+    unsigned = [flag for flag in common if flag != "--secagg-signed"]
+    server, port = cluster.start_server(DATA + unsigned + ["--rounds", "5"], name="unsigned")
+    refusing = cluster.start_worker(port, 1, signing(1))
+    cluster.wait(refusing, timeout=30, expect=1)
+    with open(cluster.path("worker1.log")) as f:
+        log = f.read()
+    check("does not" in log and "consistency" in log,
+          "a signing worker joined an unsigned run without saying why: %s" % log[-300:])
+    server.kill()
+    server.wait()
+    server, port = cluster.start_server(DATA + common + verifying + ["--rounds", "5"],
+                                        name="signed")
+    keyless = cluster.start_worker(port, 2)
+    cluster.wait(keyless, timeout=30, expect=1)
+    with open(cluster.path("worker2.log")) as f:
+        log = f.read()
+    check("no signing key" in log, "a keyless worker joined a signed run: %s" % log[-300:])
+    server.kill()
+    server.wait()
+    print("signed secure aggregation: bit-identical to simulate, accuracy %s; mismatched "
+          "workers refused" % summary["final"]["accuracy"])
+
+
 def slowed_workers(cluster, port, ids, slowdown):
     """Workers on a larger model with --slowdown: rounds of ~10 ms, so a run outlasts the
     events a scenario injects into it."""
@@ -1128,6 +1180,7 @@ SCENARIOS = {
     "worker_keeps_its_shard": worker_keeps_its_shard,
     "private_training": private_training,
     "secure_training": secure_training,
+    "signed_secure_training": signed_secure_training,
     "kill_worker": kill_worker,
     "server_resume": server_resume,
     "resume_refuses_changes": resume_refuses_changes,

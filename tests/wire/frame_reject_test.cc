@@ -104,9 +104,11 @@ std::vector<Sample> SampleFrames() {
   std::array<SecureRosterRecord, 3> roster{};
   std::array<SecureSealedRecord, 3> shares{};
   std::array<SecureShareRecord, 4> revealed{};
+  std::array<SecureSignatureRecord, 3> signatures{};
   for (std::uint32_t i = 0; i < 3; ++i) {
-    roster[i].device = shares[i].device = revealed[i].owner = i + 1;
+    roster[i].device = shares[i].device = revealed[i].owner = signatures[i].device = i + 1;
     roster[i].share_point = i + 2;
+    roster[i].keys_signature[i] = signatures[i].signature[i + 1] = std::byte{0x5A};
     revealed[i].kind = static_cast<std::uint8_t>(i % 2);
   }
   const std::uint32_t words[] = {0xDEADBEEFu, 7, 9};
@@ -115,8 +117,10 @@ std::vector<Sample> SampleFrames() {
                        .shares = shares,
                        .masked = words,
                        .survivors = std::span(words).first(2),
-                       .revealed = revealed};
-  for (std::uint8_t p = 0; p <= static_cast<std::uint8_t>(SecurePhase::kUnmasking); ++p) {
+                       .revealed = revealed,
+                       .signatures = signatures};
+  secure.fields.signature[3] = std::byte{0x11};
+  for (std::uint8_t p = 0; p <= static_cast<std::uint8_t>(SecurePhase::kSignatures); ++p) {
     secure.fields.phase = static_cast<SecurePhase>(p);
     add(builder.EncodeSecure(header, secure), {});
   }

@@ -574,14 +574,32 @@ SecureKey PatternKey(std::uint8_t start) {
   return key;
 }
 
+SecureSignature PatternSignature(std::uint8_t start) {
+  SecureSignature signature;
+  for (std::size_t i = 0; i < signature.size(); ++i) {
+    signature[i] = static_cast<std::byte>(start + 3 * i);
+  }
+  return signature;
+}
+
 std::vector<SecureRosterRecord> PatternRoster(std::size_t count) {
   std::vector<SecureRosterRecord> roster(count);
   for (std::size_t i = 0; i < count; ++i) {
     const auto n = static_cast<std::uint32_t>(i);
     roster[i] = {100 + n, 1 + n, PatternKey(static_cast<std::uint8_t>(3 * n)),
-                 PatternKey(static_cast<std::uint8_t>(3 * n + 101))};
+                 PatternKey(static_cast<std::uint8_t>(3 * n + 101)),
+                 PatternSignature(static_cast<std::uint8_t>(5 * n + 1))};
   }
   return roster;
+}
+
+std::vector<SecureSignatureRecord> PatternSignatures(std::size_t count) {
+  std::vector<SecureSignatureRecord> signatures(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    signatures[i] = {300 + static_cast<std::uint32_t>(i),
+                     PatternSignature(static_cast<std::uint8_t>(7 * i + 2))};
+  }
+  return signatures;
 }
 
 std::vector<SecureSealedRecord> PatternShares(std::size_t count) {
@@ -616,7 +634,8 @@ std::vector<Record> Collect(const SecureRecords<Record>& records) {
 // Every phase's message of a device with `kNeighbours` neighbours and `kWords` masked words
 // travels intact within SecureFrameBytes.
 void CheckEverySecurePhase(std::size_t neighbours, std::size_t words) {
-  const std::size_t bound = SecureFrameBytes(neighbours, words);
+  const std::size_t survivor_count = 2 * neighbours + 3;  // signed rounds: the whole set
+  const std::size_t bound = SecureFrameBytes(neighbours, words, survivor_count);
   AlignedStorage storage(bound + kBuilderScratchBytes);
   FrameBuilder builder(storage.bytes().first(bound + kBuilderScratchBytes));
   const FrameHeader header{.sender = 12, .round = 5, .sequence = 77};
@@ -627,7 +646,10 @@ void CheckEverySecurePhase(std::size_t neighbours, std::size_t words) {
   std::vector<std::uint32_t> masked(words);
   for (std::size_t i = 0; i < words; ++i) masked[i] = 0x9E3779B9u * static_cast<std::uint32_t>(i);
   std::vector<std::uint32_t> survivors;
-  for (std::size_t i = 0; i < neighbours; i += 2) survivors.push_back(roster[i].device);
+  for (std::size_t i = 0; i < survivor_count; ++i) {
+    survivors.push_back(static_cast<std::uint32_t>(5 * i + 1));
+  }
+  const std::vector<SecureSignatureRecord> signatures = PatternSignatures(neighbours);
 
   // Every message also names the lists of the other phases: only its own may travel.
   SecureMessage message;
@@ -636,14 +658,16 @@ void CheckEverySecurePhase(std::size_t neighbours, std::size_t words) {
                     .mask_public = PatternKey(50),
                     .threshold = 10,
                     .share_point = 3,
-                    .commitment = PatternKey(200)};
+                    .commitment = PatternKey(200),
+                    .signature = PatternSignature(9)};
   message.roster = roster;
+  message.signatures = signatures;
   message.shares = shares;
   message.masked = masked;
   message.survivors = survivors;
   message.revealed = revealed;
 
-  for (std::uint8_t p = 0; p <= static_cast<std::uint8_t>(SecurePhase::kUnmasking); ++p) {
+  for (std::uint8_t p = 0; p <= static_cast<std::uint8_t>(SecurePhase::kSignatures); ++p) {
     const auto phase = static_cast<SecurePhase>(p);
     message.fields.phase = phase;
     const auto frame = builder.EncodeSecure(header, message);
@@ -662,6 +686,7 @@ void CheckEverySecurePhase(std::size_t neighbours, std::size_t words) {
       case SecurePhase::kKeys:
         expected.cipher_public = message.fields.cipher_public;
         expected.mask_public = message.fields.mask_public;
+        expected.signature = message.fields.signature;
         break;
       case SecurePhase::kRoster:
         expected.threshold = 10;
@@ -690,6 +715,13 @@ void CheckEverySecurePhase(std::size_t neighbours, std::size_t words) {
         EXPECT_EQ(Collect(secure.revealed), revealed);
         list_bytes = revealed.size() * kSecureShareRecordBytes;
         break;
+      case SecurePhase::kConsistency:
+        expected.signature = message.fields.signature;
+        break;
+      case SecurePhase::kSignatures:
+        EXPECT_EQ(Collect(secure.signatures), signatures);
+        list_bytes = signatures.size() * kSecureSignatureRecordBytes;
+        break;
     }
     EXPECT_EQ(secure.fields, expected);
     // The lists of other phases stay empty.
@@ -697,12 +729,24 @@ void CheckEverySecurePhase(std::size_t neighbours, std::size_t words) {
     EXPECT_EQ(secure.masked.empty(), phase != SecurePhase::kMaskedInput);
     EXPECT_EQ(secure.survivors.empty(), phase != SecurePhase::kSurvivors);
     EXPECT_EQ(secure.revealed.empty(), phase != SecurePhase::kUnmasking);
+    EXPECT_EQ(secure.signatures.empty(), phase != SecurePhase::kSignatures);
     EXPECT_LE(frame->size() - list_bytes, kSecureFrameOverheadBytes);
     std::printf(
         "[wire] secure aggregation, %zu neighbours, phase %d: %zu bytes, %zu beside "
         "its list\n",
         neighbours, p, frame->size(), frame->size() - list_bytes);
   }
+
+  // An unsigned roster and advertisement carry no signatures and decode with zeros.
+  std::vector<SecureRosterRecord> unsigned_roster = roster;
+  for (SecureRosterRecord& entry : unsigned_roster) entry.keys_signature = {};
+  message.roster = unsigned_roster;
+  message.fields.phase = SecurePhase::kRoster;
+  const auto unsigned_frame = builder.EncodeSecure(header, message);
+  ASSERT_TRUE(unsigned_frame.ok());
+  const auto unsigned_view = DecodeFrame(*unsigned_frame);
+  ASSERT_TRUE(unsigned_view.ok());
+  EXPECT_EQ(Collect(unsigned_view->secure.roster), unsigned_roster);
 
   // Empty lists travel as absent fields and decode as empty.
   message = {};
@@ -730,7 +774,7 @@ TEST(WireRoundTrip, SecureAggregationEncoderRefusals) {
   const FrameHeader header{.sender = 1, .round = 1, .sequence = 1};
   SecureMessage message;
 
-  message.fields.phase = static_cast<SecurePhase>(7);
+  message.fields.phase = static_cast<SecurePhase>(9);
   EXPECT_EQ(builder.EncodeSecure(header, message).status().code(), StatusCode::kInvalidArgument);
 
   std::vector<SecureShareRecord> revealed = PatternReveals(2);

@@ -152,7 +152,8 @@ wire::WelcomeInfo ToWelcomeInfo(const RunConfig& config, std::uint32_t assigned_
                        privacy.count_noise};
   }
   if (wire::kSecureAggregationFrames && config.secure.enabled) {
-    welcome.secure = {config.secure.threshold, config.secure.neighbours, config.secure.bound};
+    welcome.secure = {config.secure.threshold, config.secure.neighbours, config.secure.bound,
+                      config.secure.signed_rounds};
   }
   return welcome;
 }
@@ -219,7 +220,8 @@ Status FromWelcomeInfo(const wire::WelcomeInfo& welcome, RunConfig& out) {
   // A build without secure aggregation reads none (its decoder leaves the field empty).
   if (const wire::SecureConfig& secure = welcome.secure;
       wire::kSecureAggregationFrames && secure.threshold != 0.0f) {
-    config.secure = {true, secure.threshold, secure.neighbours, secure.bound};
+    config.secure = {true, secure.threshold, secure.neighbours, secure.bound,
+                     secure.signed_rounds};
   }
   if (const Status check = ValidateRunConfig(config); !check.ok()) return check;
   EDGESGD_TRY(CheckSecureCohort(config, welcome.workers));

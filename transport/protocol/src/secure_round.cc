@@ -17,6 +17,25 @@ secagg::ServerLimits LimitsOf(const RunConfig& config, std::uint32_t workers) {
 
 bool Votes(const RunConfig& config) { return config.aggregation == AggregationKind::kMajority; }
 
+// The round's phase a device's message belongs to; SecureRound::kUnmasking + 1 for a message a
+// device never sends.
+std::uint8_t PhaseOf(wire::SecurePhase phase) {
+  switch (phase) {
+    case wire::SecurePhase::kKeys:
+      return SecureRound::kKeys;
+    case wire::SecurePhase::kShares:
+      return SecureRound::kShares;
+    case wire::SecurePhase::kMaskedInput:
+      return SecureRound::kInputs;
+    case wire::SecurePhase::kConsistency:
+      return SecureRound::kConsistency;
+    case wire::SecurePhase::kUnmasking:
+      return SecureRound::kUnmasking;
+    default:
+      return SecureRound::kUnmasking + 1;
+  }
+}
+
 }  // namespace
 
 std::size_t SecureRound::ArenaBytes(const RunConfig& config, std::uint32_t workers) {
@@ -41,8 +60,12 @@ std::size_t SecureRound::ArenaBytes(const RunConfig& config, std::uint32_t worke
 }
 
 Status SecureRound::Init(Arena& arena, const CodecRegistry& codecs, const RunConfig& config,
-                         std::uint32_t workers) {
+                         std::uint32_t workers, const secagg::Verifier* verifier) {
   if (!config.secure.enabled) return Status::InvalidArgument("secure aggregation is off");
+  if (config.secure.signed_rounds && verifier == nullptr) {
+    return Status::InvalidArgument(
+        "signed secure aggregation needs the devices' verifying keys on the server");
+  }
   if (workers < 2) {
     return Status::InvalidArgument("secure aggregation needs at least two workers");
   }
@@ -53,6 +76,7 @@ Status SecureRound::Init(Arena& arena, const CodecRegistry& codecs, const RunCon
                      arena.AllocateBytes(sizeof(secagg::ServerStage)));
   stage_ = ::new (static_cast<void*>(storage.data())) secagg::ServerStage();
   EDGESGD_TRY(stage_->Init(arena, LimitsOf(config, workers)));
+  EDGESGD_TRY(stage_->SetVerifier(config.secure.signed_rounds ? verifier : nullptr));
   EDGESGD_TRY_ASSIGN(sent_, arena.Allocate<std::uint8_t>(std::size_t{workers} + 1));
   words_ = static_cast<std::uint32_t>(SecureInputWords(config, workers));
   if (Votes(config)) {
@@ -92,11 +116,10 @@ Status SecureRound::Begin(std::uint32_t round, std::span<const std::uint32_t> co
 
 std::optional<RejectReason> SecureRound::Add(PeerId peer, const wire::SecureView& message) {
   if (!open_) return RejectReason::kUnexpectedMessage;
-  // A device's phases are the even ones of the wire's (keys, shares, masked input, unmasking).
-  const auto wire_phase = static_cast<std::uint8_t>(message.fields.phase);
-  if (wire_phase % 2 != 0 || wire_phase / 2 > kUnmasking) return RejectReason::kUnexpectedMessage;
-  if (wire_phase / 2 < phase_) return RejectReason::kLate;
-  if (wire_phase / 2 > phase_) return RejectReason::kFuture;
+  const std::uint8_t phase = PhaseOf(message.fields.phase);
+  if (phase > kUnmasking) return RejectReason::kUnexpectedMessage;
+  if (phase < phase_) return RejectReason::kLate;
+  if (phase > phase_) return RejectReason::kFuture;
   if (!stage_->server().Expects(peer)) {
     // It sent this phase already, or it is not (or no longer) in the round.
     if (peer >= sent_.size()) return RejectReason::kNotSelected;
@@ -128,6 +151,7 @@ Result<bool> SecureRound::Close() {
   }
   if (phase_ == kUnmasking) return true;
   ++phase_;
+  if (phase_ == kConsistency && !stage_->server().signs()) ++phase_;
   return false;
 }
 

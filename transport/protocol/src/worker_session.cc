@@ -34,6 +34,10 @@ Status WorkerSession::Init(Arena& arena, const WorkerOptions& options) {
         "secure aggregation's minimum neighbourhood must be at least 1: a device alone would "
         "send its update unmasked");
   }
+  if ((options.secure_signing.signer == nullptr) != (options.secure_signing.verifier == nullptr)) {
+    return Status::InvalidArgument(
+        "signed secure aggregation needs both a signer and a verifier of the other devices");
+  }
   if (arena.sealed()) return Status::FailedPrecondition("the arena is sealed");
   if (arena.remaining_bytes() < InitArenaBytes()) {
     return Status::ResourceExhausted("the arena is smaller than WorkerSession::InitArenaBytes");
@@ -193,6 +197,17 @@ void WorkerSession::HandleWelcome(const wire::FrameView& view, TimeNs now) {
     const Status keyless = Status::FailedPrecondition(
         "the run uses secure aggregation and this worker has no entropy source for its keys");
     Fail(keyless, keyless.reason(), wire::LeaveReason::kRefusedRun);
+    return;
+  }
+  if (wire::kSecureAggregationFrames && !configured_ && config.secure.enabled &&
+      config.secure.signed_rounds != (options_.secure_signing.signer != nullptr)) {
+    ++counters_.rejected_welcomes;
+    const Status mismatch = Status::FailedPrecondition(
+        config.secure.signed_rounds
+            ? "the run signs its secure rounds and this worker has no signing key"
+            : "this worker signs its secure rounds and the run does not: without the consistency "
+              "check a server could learn its update by lying about who survived");
+    Fail(mismatch, mismatch.reason(), wire::LeaveReason::kRefusedRun);
     return;
   }
   if (configured_) {

@@ -36,6 +36,7 @@ Status WorkerSession::ConfigureSecure(const RunConfig& config, std::uint32_t wor
   }
   EDGESGD_TRY(
       secure->stage.Init(arena, SecureLimits(config, workers, options_.secure_minimum_neighbours)));
+  if (config.secure.signed_rounds) EDGESGD_TRY(secure->stage.SetSigning(options_.secure_signing));
   EDGESGD_TRY_ASSIGN(std::span<std::byte> buffer,
                      arena.AllocateBytes(BuilderBytesFor(SecureUplinkFrameBytes(config, workers))));
   secure->builder.emplace(buffer);

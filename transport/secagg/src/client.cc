@@ -52,6 +52,7 @@ void Client::WipeRound() {
     WipeShare(neighbours_[i].mask_key_share);
     neighbours_[i].delivered = false;
     neighbours_[i].shares_held = false;
+    neighbours_[i].survived = false;
   }
   for (Share& share : scratch_shares_) WipeShare(share);
   neighbour_count_ = 0;
@@ -66,6 +67,21 @@ std::size_t Client::delivered_count() const {
   return static_cast<std::size_t>(std::count_if(
       neighbours_.begin(), neighbours_.begin() + static_cast<std::ptrdiff_t>(neighbour_count_),
       [](const Neighbour& n) { return n.delivered; }));
+}
+
+Status Client::SetSigning(const DeviceSigning& signing) {
+  if (signing.signer == nullptr || signing.verifier == nullptr) {
+    return Status::InvalidArgument("signed rounds need both a signer and a verifier");
+  }
+  signing_ = signing;
+  return Status::Ok();
+}
+
+Client::Neighbour* Client::FindNeighbour(std::uint32_t device) {
+  Neighbour* end = neighbours_.data() + neighbour_count_;
+  Neighbour* found = std::find_if(neighbours_.data(), end,
+                                  [&](const Neighbour& n) { return n.entry.device == device; });
+  return found == end ? nullptr : found;
 }
 
 Status Client::Start(std::uint64_t round, std::uint32_t device, const Key& entropy,
@@ -83,6 +99,12 @@ Status Client::Start(std::uint64_t round, std::uint32_t device, const Key& entro
   random.Fill(split_key_);
   advertisement.cipher_public = cipher_.public_key;
   advertisement.mask_public = mask_.public_key;
+  advertisement.signature = {};
+  if (signs()) {
+    const Status s = signing_.signer->Sign(KeysStatement(round, device, advertisement),
+                                           advertisement.signature);
+    if (!s.ok()) return Fail(s);
+  }
   phase_ = Phase::kKeysAdvertised;
   return Status::Ok();
 }
@@ -117,7 +139,17 @@ Result<std::size_t> Client::ShareKeys(std::uint32_t threshold, std::uint32_t own
         return Fail(Status::InvalidArgument("the roster names a device twice"));
       }
     }
-    neighbours_[i] = Neighbour{roster[i], false, false, {}, {}, {}};
+    if (signs()) {
+      const KeyAdvertisement keys{roster[i].cipher_public, roster[i].mask_public, {}};
+      const Status verified = signing_.verifier->Verify(
+          roster[i].device, KeysStatement(round_, roster[i].device, keys), roster[i].keys_signature);
+      if (!verified.ok()) {
+        return Fail(Status::Unauthenticated(
+            "a neighbour's keys in the roster are not signed by that neighbour (the server may "
+            "have replaced them); nothing is shared"));
+      }
+    }
+    neighbours_[i] = Neighbour{roster[i], false, false, false, {}, {}, {}};
     points_[i + 1] = roster[i].share_point;
   }
   neighbour_count_ = roster.size();
@@ -165,10 +197,8 @@ Status Client::ReceiveShares(std::span<const SealedShares> delivered) {
     return Status::FailedPrecondition("shares arrived outside the key-sharing phase");
   }
   for (const SealedShares& message : delivered) {
-    auto* sender =
-        std::find_if(neighbours_.data(), neighbours_.data() + neighbour_count_,
-                     [&](const Neighbour& n) { return n.entry.device == message.device; });
-    if (sender == neighbours_.data() + neighbour_count_) {
+    Neighbour* sender = FindNeighbour(message.device);
+    if (sender == nullptr) {
       return Fail(Status::DataLoss("shares arrived from a device that is not a neighbour"));
     }
     if (sender->delivered) return Fail(Status::DataLoss("a neighbour's shares arrived twice"));
@@ -226,22 +256,96 @@ Result<std::size_t> Client::Unmask(std::span<const std::uint32_t> survivors,
   if (phase_ != Phase::kInputMasked) {
     return Status::FailedPrecondition("unmasking was asked before this device sent its input");
   }
+  if (signs()) {
+    return Fail(Status::FailedPrecondition(
+        "this device signs its rounds: it reveals shares only after the consistency check"));
+  }
   for (std::size_t i = 0; i < survivors.size(); ++i) {
-    const auto* neighbour =
-        std::find_if(neighbours_.data(), neighbours_.data() + neighbour_count_,
-                     [&](const Neighbour& n) { return n.entry.device == survivors[i]; });
-    if (neighbour == neighbours_.data() + neighbour_count_ || !neighbour->delivered) {
+    Neighbour* neighbour = FindNeighbour(survivors[i]);
+    if (neighbour == nullptr || !neighbour->delivered) {
       return Fail(Status::DataLoss("a listed survivor never shared keys with this device"));
     }
-    if (std::find(survivors.begin(), survivors.begin() + static_cast<std::ptrdiff_t>(i),
-                  survivors[i]) != survivors.begin() + static_cast<std::ptrdiff_t>(i)) {
-      return Fail(Status::DataLoss("the survivor list names a device twice"));
-    }
+    if (neighbour->survived) return Fail(Status::DataLoss("the survivor list names a device twice"));
+    neighbour->survived = true;
   }
   if (survivors.size() + 1 < threshold_) {
     return Fail(Status::FailedPrecondition(
         "fewer neighbours survived than the threshold needs; revealing would not help the round"));
   }
+  return Reveal(out);
+}
+
+Status Client::SignSurvivors(std::span<const std::uint32_t> survivors, Signature& signature) {
+  if (phase_ != Phase::kInputMasked) {
+    return Status::FailedPrecondition("the survivor set arrived before this device sent its input");
+  }
+  if (!signs()) {
+    return Fail(Status::FailedPrecondition("an unsigned round has no consistency check"));
+  }
+  if (!StrictlyIncreasing(survivors)) {
+    return Fail(Status::DataLoss("the survivor set is not strictly increasing"));
+  }
+  if (!std::binary_search(survivors.begin(), survivors.end(), device_)) {
+    return Fail(Status::DataLoss("the survivor set leaves out this device, whose input was sent"));
+  }
+  std::size_t surviving = 0;
+  for (std::size_t i = 0; i < neighbour_count_; ++i) {
+    Neighbour& neighbour = neighbours_[i];
+    neighbour.survived =
+        std::binary_search(survivors.begin(), survivors.end(), neighbour.entry.device);
+    if (neighbour.survived && !neighbour.delivered) {
+      return Fail(Status::DataLoss("a listed survivor never shared keys with this device"));
+    }
+    surviving += neighbour.survived ? 1u : 0u;
+  }
+  if (surviving + 1 < threshold_) {
+    return Fail(Status::FailedPrecondition(
+        "fewer neighbours survived than the threshold needs; revealing would not help the round"));
+  }
+  survivors_statement_ = SurvivorsStatement(round_, survivors);
+  if (const Status s = signing_.signer->Sign(survivors_statement_, signature); !s.ok()) {
+    return Fail(s);
+  }
+  phase_ = Phase::kSurvivorsSigned;
+  return Status::Ok();
+}
+
+Result<std::size_t> Client::Unmask(std::span<const SurvivorSignature> signatures,
+                                   std::span<RevealedShare> out) {
+  if (phase_ != Phase::kSurvivorsSigned) {
+    return Status::FailedPrecondition("signatures arrived before this device signed the set");
+  }
+  // Its own signature counts: it signed the set it holds. Each other must be a distinct
+  // surviving neighbour's, over the same statement.
+  std::size_t signers = 1;
+  for (std::size_t i = 0; i < signatures.size(); ++i) {
+    const Neighbour* neighbour = FindNeighbour(signatures[i].device);
+    if (neighbour == nullptr || !neighbour->survived) {
+      return Fail(Status::DataLoss("a signature of the survivor set is not a surviving neighbour's"));
+    }
+    for (std::size_t j = 0; j < i; ++j) {
+      if (signatures[j].device == signatures[i].device) {
+        return Fail(Status::DataLoss("the survivor set's signatures name a device twice"));
+      }
+    }
+    const Status verified = signing_.verifier->Verify(signatures[i].device, survivors_statement_,
+                                                      signatures[i].signature);
+    if (!verified.ok()) {
+      return Fail(Status::Unauthenticated(
+          "a neighbour's signature is not of the survivor set this device was sent (the server "
+          "told devices different sets); nothing is revealed"));
+    }
+    ++signers;
+  }
+  if (signers < threshold_) {
+    return Fail(Status::FailedPrecondition(
+        "fewer of the neighbourhood than the threshold signed the survivor set; nothing is "
+        "revealed"));
+  }
+  return Reveal(out);
+}
+
+Result<std::size_t> Client::Reveal(std::span<RevealedShare> out) {
   const std::size_t count = delivered_count() + 1;
   if (out.size() < count) return Fail(Status::ResourceExhausted("the output is too short"));
   std::size_t written = 0;
@@ -249,10 +353,8 @@ Result<std::size_t> Client::Unmask(std::span<const std::uint32_t> survivors,
   for (std::size_t i = 0; i < neighbour_count_; ++i) {
     const Neighbour& neighbour = neighbours_[i];
     if (!neighbour.shares_held) continue;
-    const bool survived =
-        std::find(survivors.begin(), survivors.end(), neighbour.entry.device) != survivors.end();
     out[written++] =
-        survived
+        neighbour.survived
             ? RevealedShare{neighbour.entry.device, SecretKind::kSelfMaskSeed, neighbour.seed_share}
             : RevealedShare{neighbour.entry.device, SecretKind::kMaskKey, neighbour.mask_key_share};
   }

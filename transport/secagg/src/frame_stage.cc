@@ -14,6 +14,7 @@ static_assert(kSealedSharesBytes == wire::kSecureSealedBytes);
 static_assert(kShareWords == wire::kSecureShareWords);
 static_assert(static_cast<std::uint8_t>(SecretKind::kSelfMaskSeed) == wire::kSecureSeedShare);
 static_assert(static_cast<std::uint8_t>(SecretKind::kMaskKey) == wire::kSecureMaskKeyShare);
+static_assert(std::is_same_v<Signature, wire::SecureSignature>);
 
 wire::SecureMessage MessageOf(wire::SecurePhase phase) {
   wire::SecureMessage message;
@@ -72,7 +73,7 @@ std::size_t DeviceStage::ArenaBytes(const DeviceStageLimits& limits) {
   return Client::ArenaBytes(limits.client) + ArenaBytesFor<std::uint32_t>(limits.words) +
          ArenaBytesFor<RosterEntry>(k) + ArenaBytesFor<SealedShares>(k) +
          ArenaBytesFor<RevealedShare>(k + 1) + ArenaBytesFor<wire::SecureSealedRecord>(k) +
-         ArenaBytesFor<wire::SecureShareRecord>(k + 1);
+         ArenaBytesFor<wire::SecureShareRecord>(k + 1) + ArenaBytesFor<SurvivorSignature>(k);
 }
 
 Status DeviceStage::Init(Arena& arena, const DeviceStageLimits& limits) {
@@ -87,6 +88,7 @@ Status DeviceStage::Init(Arena& arena, const DeviceStageLimits& limits) {
                      internal::ConstructInArena<wire::SecureSealedRecord>(arena, k));
   EDGESGD_TRY_ASSIGN(revealed_records_,
                      internal::ConstructInArena<wire::SecureShareRecord>(arena, k + 1));
+  EDGESGD_TRY_ASSIGN(signatures_, internal::ConstructInArena<SurvivorSignature>(arena, k));
   max_neighbours_ = limits.client.max_neighbours;
   return Status::Ok();
 }
@@ -108,6 +110,7 @@ Result<wire::SecureMessage> DeviceStage::StartWithInput(std::uint64_t round, std
   wire::SecureMessage message = MessageOf(wire::SecurePhase::kKeys);
   message.fields.cipher_public = keys.cipher_public;
   message.fields.mask_public = keys.mask_public;
+  message.fields.signature = keys.signature;
   return message;
 }
 
@@ -118,7 +121,9 @@ Result<wire::SecureMessage> DeviceStage::Handle(const wire::SecureView& message)
     case wire::SecurePhase::kDeliveredShares:
       return MaskInput(message);
     case wire::SecurePhase::kSurvivors:
-      return Unmask(message);
+      return client_.signs() ? SignSurvivors(message) : Unmask(message);
+    case wire::SecurePhase::kSignatures:
+      return UnmaskSigned(message);
     default:
       return Status::InvalidArgument("a device does not receive this phase's message");
   }
@@ -128,7 +133,8 @@ Result<wire::SecureMessage> DeviceStage::ShareKeys(const wire::SecureView& messa
   EDGESGD_TRY_ASSIGN(
       const std::span<RosterEntry> roster,
       Collect(message.roster, roster_, [](const wire::SecureRosterRecord& entry) {
-        return RosterEntry{entry.device, entry.share_point, entry.cipher_public, entry.mask_public};
+        return RosterEntry{entry.device, entry.share_point, entry.cipher_public, entry.mask_public,
+                           entry.keys_signature};
       }));
   wire::SecureMessage answer = MessageOf(wire::SecurePhase::kShares);
   EDGESGD_TRY_ASSIGN(const std::size_t count,
@@ -162,14 +168,35 @@ Result<wire::SecureMessage> DeviceStage::Unmask(const wire::SecureView& message)
   return answer;
 }
 
+Result<wire::SecureMessage> DeviceStage::SignSurvivors(const wire::SecureView& message) {
+  // The whole survivor set, read in place: its length is bounded by the frame's.
+  wire::SecureMessage answer = MessageOf(wire::SecurePhase::kConsistency);
+  EDGESGD_TRY(client_.SignSurvivors(message.survivors, answer.fields.signature));
+  return answer;
+}
+
+Result<wire::SecureMessage> DeviceStage::UnmaskSigned(const wire::SecureView& message) {
+  EDGESGD_TRY_ASSIGN(const std::span<SurvivorSignature> signatures,
+                     Collect(message.signatures, signatures_,
+                             [](const wire::SecureSignatureRecord& record) {
+                               return SurvivorSignature{record.device, record.signature};
+                             }));
+  EDGESGD_TRY_ASSIGN(const std::size_t count, client_.Unmask(signatures, revealed_));
+  for (std::size_t i = 0; i < count; ++i) revealed_records_[i] = ToWire(revealed_[i]);
+  wire::SecureMessage answer = MessageOf(wire::SecurePhase::kUnmasking);
+  answer.revealed = revealed_records_.first(count);
+  return answer;
+}
+
 // ---- ServerStage ----
 
 std::size_t ServerStage::ArenaBytes(const ServerLimits& limits) {
   const std::size_t k = limits.max_neighbours;
   return Server::ArenaBytes(limits) + ArenaBytesFor<RosterEntry>(k) +
-         ArenaBytesFor<SealedShares>(k) + ArenaBytesFor<std::uint32_t>(k) +
+         ArenaBytesFor<SealedShares>(k) + ArenaBytesFor<std::uint32_t>(limits.max_devices) +
          ArenaBytesFor<RevealedShare>(k + 1) + ArenaBytesFor<wire::SecureRosterRecord>(k) +
-         ArenaBytesFor<wire::SecureSealedRecord>(k);
+         ArenaBytesFor<wire::SecureSealedRecord>(k) + ArenaBytesFor<SurvivorSignature>(k) +
+         ArenaBytesFor<wire::SecureSignatureRecord>(k);
 }
 
 Status ServerStage::Init(Arena& arena, const ServerLimits& limits) {
@@ -177,12 +204,16 @@ Status ServerStage::Init(Arena& arena, const ServerLimits& limits) {
   const std::size_t k = limits.max_neighbours;
   EDGESGD_TRY_ASSIGN(roster_, internal::ConstructInArena<RosterEntry>(arena, k));
   EDGESGD_TRY_ASSIGN(sealed_, internal::ConstructInArena<SealedShares>(arena, k));
-  EDGESGD_TRY_ASSIGN(survivors_, arena.Allocate<std::uint32_t>(k));
+  // Signed rounds send every device the whole survivor set.
+  EDGESGD_TRY_ASSIGN(survivors_, arena.Allocate<std::uint32_t>(limits.max_devices));
   EDGESGD_TRY_ASSIGN(revealed_, internal::ConstructInArena<RevealedShare>(arena, k + 1));
   EDGESGD_TRY_ASSIGN(roster_records_,
                      internal::ConstructInArena<wire::SecureRosterRecord>(arena, k));
   EDGESGD_TRY_ASSIGN(sealed_records_,
                      internal::ConstructInArena<wire::SecureSealedRecord>(arena, k));
+  EDGESGD_TRY_ASSIGN(signatures_, internal::ConstructInArena<SurvivorSignature>(arena, k));
+  EDGESGD_TRY_ASSIGN(signature_records_,
+                     internal::ConstructInArena<wire::SecureSignatureRecord>(arena, k));
   return Status::Ok();
 }
 
@@ -191,7 +222,8 @@ Status ServerStage::Add(std::uint32_t device, const wire::SecureView& message) {
   switch (server_.phase()) {
     case Server::Phase::kCollectingKeys:
       if (phase != wire::SecurePhase::kKeys) break;
-      return server_.AddKeys(device, {message.fields.cipher_public, message.fields.mask_public});
+      return server_.AddKeys(device, {message.fields.cipher_public, message.fields.mask_public,
+                                      message.fields.signature});
     case Server::Phase::kCollectingShares: {
       if (phase != wire::SecurePhase::kShares) break;
       EDGESGD_TRY_ASSIGN(
@@ -203,6 +235,9 @@ Status ServerStage::Add(std::uint32_t device, const wire::SecureView& message) {
     case Server::Phase::kCollectingInputs:
       if (phase != wire::SecurePhase::kMaskedInput) break;
       return server_.AddMaskedInput(device, message.masked);
+    case Server::Phase::kCollectingSignatures:
+      if (phase != wire::SecurePhase::kConsistency) break;
+      return server_.AddSignature(device, message.fields.signature);
     case Server::Phase::kCollectingUnmasking: {
       if (phase != wire::SecurePhase::kUnmasking) break;
       EDGESGD_TRY_ASSIGN(
@@ -225,6 +260,8 @@ Status ServerStage::Close() {
       return server_.CloseShares();
     case Server::Phase::kCollectingInputs:
       return server_.CloseInputs();
+    case Server::Phase::kCollectingSignatures:
+      return server_.CloseSignatures();
     case Server::Phase::kCollectingUnmasking:
       return server_.Finish();
     default:
@@ -241,7 +278,7 @@ Result<wire::SecureMessage> ServerStage::MessageFor(std::uint32_t device) {
       for (std::size_t i = 0; i < count; ++i) {
         const RosterEntry& entry = roster_[i];
         roster_records_[i] = {entry.device, entry.share_point, entry.cipher_public,
-                              entry.mask_public};
+                              entry.mask_public, entry.keys_signature};
       }
       message.fields.threshold = server_.plan().threshold;
       message.roster = roster_records_.first(count);
@@ -254,7 +291,18 @@ Result<wire::SecureMessage> ServerStage::MessageFor(std::uint32_t device) {
       message.shares = sealed_records_.first(count);
       return message;
     }
-    case Server::Phase::kCollectingUnmasking: {
+    case Server::Phase::kCollectingUnmasking:
+      if (server_.signs()) {
+        wire::SecureMessage message = MessageOf(wire::SecurePhase::kSignatures);
+        EDGESGD_TRY_ASSIGN(const std::size_t count, server_.SignaturesFor(device, signatures_));
+        for (std::size_t i = 0; i < count; ++i) {
+          signature_records_[i] = {signatures_[i].device, signatures_[i].signature};
+        }
+        message.signatures = signature_records_.first(count);
+        return message;
+      }
+      [[fallthrough]];
+    case Server::Phase::kCollectingSignatures: {
       wire::SecureMessage message = MessageOf(wire::SecurePhase::kSurvivors);
       EDGESGD_TRY_ASSIGN(const std::size_t count, server_.SurvivorsFor(device, survivors_));
       message.survivors = survivors_.first(count);

@@ -48,7 +48,8 @@ std::size_t Server::ArenaBytes(const ServerLimits& limits) {
          ArenaBytesFor<std::uint8_t>(devices * degree) +
          ArenaBytesFor<Share>(devices * (degree + 1)) +
          ArenaBytesFor<std::uint8_t>(devices * (degree + 1)) +
-         2 * ArenaBytesFor<Share>(degree + 1) + ArenaBytesFor<std::uint32_t>(limits.max_words);
+         2 * ArenaBytesFor<Share>(degree + 1) + ArenaBytesFor<std::uint32_t>(limits.max_words) +
+         ArenaBytesFor<std::uint32_t>(devices);
 }
 
 Status Server::Init(Arena& arena, const ServerLimits& limits) {
@@ -73,8 +74,17 @@ Status Server::Init(Arena& arena, const ServerLimits& limits) {
   EDGESGD_TRY_ASSIGN(combine_, ConstructInArena<Share>(arena, degree + 1));
   EDGESGD_TRY_ASSIGN(chosen_, ConstructInArena<Share>(arena, degree + 1));
   EDGESGD_TRY_ASSIGN(sum_, arena.Allocate<std::uint32_t>(limits.max_words));
+  EDGESGD_TRY_ASSIGN(survivor_set_, arena.Allocate<std::uint32_t>(devices));
   limits_ = limits;
   initialized_ = true;
+  return Status::Ok();
+}
+
+Status Server::SetVerifier(const Verifier* verifier) {
+  if (phase_ != Phase::kIdle && phase_ != Phase::kFinished && phase_ != Phase::kAborted) {
+    return Status::FailedPrecondition("a round is open: its signing cannot change");
+  }
+  verifier_ = verifier;
   return Status::Ok();
 }
 
@@ -196,6 +206,8 @@ bool Server::Expects(std::uint32_t device) const {
       return !m.shared;
     case Phase::kCollectingInputs:
       return !m.masked;
+    case Phase::kCollectingSignatures:
+      return !m.signed_set;
     case Phase::kCollectingUnmasking:
       return !m.unmasked;
     default:
@@ -212,6 +224,9 @@ Status Server::AddKeys(std::uint32_t device, const KeyAdvertisement& keys) {
   if (members_[i].advertised) return Status::AlreadyExists("the device advertised keys twice");
   if (SecretsEqual(keys.cipher_public, keys.mask_public)) {
     return Status::InvalidArgument("a device's two public keys must differ");
+  }
+  if (signs()) {
+    EDGESGD_TRY(verifier_->Verify(device, KeysStatement(plan_.round, device, keys), keys.signature));
   }
   members_[i].keys = keys;
   members_[i].advertised = true;
@@ -239,7 +254,7 @@ Result<std::size_t> Server::RosterFor(std::uint32_t device, std::uint32_t& share
     if (!members_[j].active) continue;
     if (written == out.size()) return Status::ResourceExhausted("the roster buffer is too short");
     out[written++] = RosterEntry{members_[j].device, j + 1, members_[j].keys.cipher_public,
-                                 members_[j].keys.mask_public};
+                                 members_[j].keys.mask_public, members_[j].keys.signature};
   }
   return written;
 }
@@ -329,8 +344,77 @@ Status Server::CloseInputs() {
         Status::Unavailable("fewer masked inputs arrived than the threshold; round aborted"));
   }
   for (std::uint32_t i = 0; i < cohort_size_; ++i) members_[i].active = InU3(i);
+  if (!signs()) {
+    phase_ = Phase::kCollectingUnmasking;
+    return Status::Ok();
+  }
+  survivor_set_size_ = 0;
+  for (std::uint32_t k = 0; k < cohort_size_; ++k) {  // by_device_ is in id order
+    if (InU3(by_device_[k].second)) survivor_set_[survivor_set_size_++] = by_device_[k].first;
+  }
+  survivors_statement_ =
+      SurvivorsStatement(plan_.round, survivor_set_.first(survivor_set_size_));
+  phase_ = Phase::kCollectingSignatures;
+  return Status::Ok();
+}
+
+Status Server::AddSignature(std::uint32_t device, const Signature& signature) {
+  if (phase_ != Phase::kCollectingSignatures) {
+    return Status::FailedPrecondition("a survivor-set signature arrived outside the check");
+  }
+  const std::uint32_t i = IndexOf(device);
+  if (i == cohort_size_ || !members_[i].active) {
+    return Status::NotFound("only devices whose input was summed sign the survivor set");
+  }
+  if (members_[i].signed_set) return Status::AlreadyExists("the device signed the set twice");
+  EDGESGD_TRY(verifier_->Verify(device, survivors_statement_, signature));
+  members_[i].set_signature = signature;
+  members_[i].signed_set = true;
+  return Status::Ok();
+}
+
+Status Server::CloseSignatures() {
+  if (phase_ != Phase::kCollectingSignatures) {
+    return Status::FailedPrecondition("not collecting survivor-set signatures");
+  }
+  for (std::uint32_t i = 0; i < cohort_size_; ++i) {
+    members_[i].active = members_[i].active && members_[i].signed_set;
+  }
+  // A device reveals only when t of its neighbourhood signed: one short of them would refuse.
+  std::size_t remaining = 0;
+  for (std::uint32_t i = 0; i < cohort_size_; ++i) {
+    if (!members_[i].active) continue;
+    const auto list = Neighbours(i);
+    const auto signers = static_cast<std::size_t>(std::count_if(
+        list.begin(), list.end(), [&](std::uint32_t j) { return members_[j].signed_set; }));
+    members_[i].active = signers + 1 >= plan_.threshold;
+    remaining += members_[i].active ? 1u : 0u;
+  }
+  if (remaining < plan_.threshold) {
+    return Fail(Status::Unavailable(
+        "fewer devices than the threshold signed the survivor set with enough of their "
+        "neighbourhood; round aborted"));
+  }
   phase_ = Phase::kCollectingUnmasking;
   return Status::Ok();
+}
+
+Result<std::size_t> Server::SignaturesFor(std::uint32_t device,
+                                          std::span<SurvivorSignature> out) const {
+  if (phase_ != Phase::kCollectingUnmasking || !signs()) {
+    return Status::FailedPrecondition("no signatures now");
+  }
+  const std::uint32_t i = IndexOf(device);
+  if (i == cohort_size_ || !members_[i].active) {
+    return Status::NotFound("the device is not in this round's unmasking");
+  }
+  std::size_t written = 0;
+  for (std::uint32_t j : Neighbours(i)) {
+    if (!members_[j].signed_set) continue;
+    if (written == out.size()) return Status::ResourceExhausted("the signature buffer is too short");
+    out[written++] = SurvivorSignature{members_[j].device, members_[j].set_signature};
+  }
+  return written;
 }
 
 std::size_t Server::wrong_revealers() const {
@@ -351,9 +435,17 @@ bool Server::Survived(std::uint32_t device) const {
 }
 
 Result<std::size_t> Server::SurvivorsFor(std::uint32_t device, std::span<std::uint32_t> out) const {
-  if (phase_ != Phase::kCollectingUnmasking) return Status::FailedPrecondition("no survivors now");
+  const Phase due = signs() ? Phase::kCollectingSignatures : Phase::kCollectingUnmasking;
+  if (phase_ != due) return Status::FailedPrecondition("no survivors now");
   const std::uint32_t i = IndexOf(device);
   if (i == cohort_size_ || !InU3(i)) return Status::NotFound("the device's input was not summed");
+  if (signs()) {
+    if (out.size() < survivor_set_size_) {
+      return Status::ResourceExhausted("the survivor buffer is too short");
+    }
+    std::copy_n(survivor_set_.begin(), survivor_set_size_, out.begin());
+    return std::size_t{survivor_set_size_};
+  }
   std::size_t written = 0;
   for (std::uint32_t j : Neighbours(i)) {
     if (!InU3(j)) continue;
@@ -368,7 +460,7 @@ Status Server::AddUnmasking(std::uint32_t device, std::span<const RevealedShare>
     return Status::FailedPrecondition("shares were revealed outside the unmasking phase");
   }
   const std::uint32_t holder = IndexOf(device);
-  if (holder == cohort_size_ || !InU3(holder)) {
+  if (holder == cohort_size_ || !InU3(holder) || !members_[holder].active) {
     return Status::NotFound("only devices whose input was summed take part in unmasking");
   }
   if (members_[holder].unmasked) return Status::AlreadyExists("the device revealed shares twice");

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <optional>
 #include <utility>
@@ -108,6 +109,11 @@ HostResult<> ServerSimulation::Init(const ServerSimulationSettings& settings) {
   if (server_options.noise_key == 0) {
     server_options.noise_key = SimulatedNoiseKey(settings.run.seed, 0);
   }
+  const bool signed_rounds = settings.run.secure.enabled && settings.run.secure.signed_rounds;
+  if (signed_rounds) {
+    EDGESGD_HOST_TRY(GenerateSigningKeys(settings.run.seed, n));
+    if (server_options.secure_verifier == nullptr) server_options.secure_verifier = verifier_.get();
+  }
   if (const Status init =
           server_.Init(server_arena_->arena, *settings.codecs, settings.run, server_options,
                        settings.initial_model);
@@ -129,6 +135,7 @@ HostResult<> ServerSimulation::Init(const ServerSimulationSettings& settings) {
     // A second secret of the device, apart from its noise key.
     bindings_[w].secret = SimulatedNoiseKey(~settings.run.seed, options.device_id);
     options.secure_entropy = &SimulatedEntropy;
+    if (signed_rounds) options.secure_signing = {signers_[w].get(), verifier_.get()};
     if (const Status init = workers_[w]->Init(worker_arenas_[w]->arena, options); !init.ok()) {
       return HostError(init).WithContext("worker " + std::to_string(w + 1));
     }
@@ -147,6 +154,25 @@ HostResult<> ServerSimulation::Init(const ServerSimulationSettings& settings) {
   });
   residuals_.resize(n);
   readout_.resize(settings.run.layout.dimension());
+  return {};
+}
+
+HostResult<> ServerSimulation::GenerateSigningKeys(std::uint64_t seed, std::size_t devices) {
+  std::array<std::byte, 16> material{};
+  for (std::size_t i = 0; i < 8; ++i) material[i] = static_cast<std::byte>(seed >> (8 * i));
+  std::memcpy(material.data() + 8, "signing", 7);
+  secagg::SecretRandom random(secagg::Sha256(material));
+  verifying_keys_.resize(devices);
+  signers_.clear();
+  for (std::size_t w = 0; w < devices; ++w) {
+    secagg::SigningKey key;
+    verifying_keys_[w].device = static_cast<std::uint32_t>(w + 1);
+    const Status generated = secagg::GenerateSigningKey(random, key, verifying_keys_[w].key);
+    if (!generated.ok()) return HostError(generated).WithContext("signing keys");
+    signers_.push_back(std::make_unique<secagg::EcdsaSigner>(key));
+    secagg::Wipe(key);
+  }
+  verifier_ = std::make_unique<secagg::EcdsaVerifier>(verifying_keys_);
   return {};
 }
 

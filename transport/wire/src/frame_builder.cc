@@ -71,6 +71,13 @@ fb::SecureKey KeyToFb(const SecureKey& key) {
   return out;
 }
 
+fb::SecureSignature SignatureToFb(const SecureSignature& signature) {
+  fb::SecureSignature out;
+  static_assert(sizeof(out) == kSecureSignatureBytes);
+  std::memcpy(&out, signature.data(), signature.size());
+  return out;
+}
+
 }  // namespace
 
 FrameBuilder::FrameBuilder(std::span<std::byte> buffer) : allocator_(MakeAllocator(buffer)) {
@@ -312,7 +319,8 @@ Result<std::span<const std::byte>> FrameBuilder::EncodeWelcome(const FrameHeader
       training.gossip_rounds, training.prox_mu, training.scaffold,
       kSecureAggregationFrames ? welcome.secure.threshold : 0.0f,
       kSecureAggregationFrames ? welcome.secure.neighbours : 0u,
-      kSecureAggregationFrames ? welcome.secure.bound : 0.0f);
+      kSecureAggregationFrames ? welcome.secure.bound : 0.0f,
+      kSecureAggregationFrames && welcome.secure.signed_rounds);
   const PrivacyConfig& privacy = welcome.privacy;
   const auto privacy_config =
       privacy.mode == 0
@@ -382,6 +390,15 @@ Result<std::span<const std::byte>> FrameBuilder::EncodeSecure(const FrameHeader&
       phase == SecurePhase::kSurvivors ? message.survivors : std::span<const std::uint32_t>();
   const std::span<const SecureShareRecord> revealed =
       phase == SecurePhase::kUnmasking ? message.revealed : std::span<const SecureShareRecord>();
+  const std::span<const SecureSignatureRecord> signers =
+      phase == SecurePhase::kSignatures ? message.signatures
+                                        : std::span<const SecureSignatureRecord>();
+  // A roster carries its neighbours' advertisement signatures when the first one is signed
+  // (a signed round signs them all).
+  const bool roster_signed =
+      !roster.empty() && std::any_of(roster.front().keys_signature.begin(),
+                                     roster.front().keys_signature.end(),
+                                     [](std::byte b) { return b != std::byte{0}; });
   for (const SecureShareRecord& share : revealed) {
     if (share.kind > kSecureMaskKeyShare) {
       return Status::InvalidArgument("a revealed share's kind is outside the schema");
@@ -390,6 +407,7 @@ Result<std::span<const std::byte>> FrameBuilder::EncodeSecure(const FrameHeader&
   const std::uint64_t list = std::uint64_t{roster.size()} * kSecureRosterRecordBytes +
                              std::uint64_t{shares.size()} * kSecureSealedRecordBytes +
                              std::uint64_t{revealed.size()} * kSecureShareRecordBytes +
+                             std::uint64_t{signers.size()} * kSecureSignatureRecordBytes +
                              4 * (std::uint64_t{masked.size()} + survivors.size());
   const std::uint64_t bound = (list + kSecureFrameOverheadBytes + (kFrameAlignment - 1)) &
                               ~std::uint64_t{kFrameAlignment - 1};
@@ -403,12 +421,14 @@ Result<std::span<const std::byte>> FrameBuilder::EncodeSecure(const FrameHeader&
 
   // At most one list is non-empty; its columns are written in a fixed order so equal inputs
   // give equal bytes.
-  const std::size_t records = roster.size() + shares.size() + survivors.size() + revealed.size();
+  const std::size_t records =
+      roster.size() + shares.size() + survivors.size() + revealed.size() + signers.size();
   const auto devices = Column<std::uint32_t>(builder_, records, [&](std::uint32_t* out) {
     for (const SecureRosterRecord& entry : roster) *out++ = entry.device;
     for (const SecureSealedRecord& pair : shares) *out++ = pair.device;
     out = std::copy(survivors.begin(), survivors.end(), out);
     for (const SecureShareRecord& share : revealed) *out++ = share.owner;
+    for (const SecureSignatureRecord& signer : signers) *out++ = signer.device;
   });
   const auto points = Column<std::uint32_t>(builder_, roster.size(), [&](std::uint32_t* out) {
     for (const SecureRosterRecord& entry : roster) *out++ = entry.share_point;
@@ -441,16 +461,36 @@ Result<std::span<const std::byte>> FrameBuilder::EncodeSecure(const FrameHeader&
         }
       });
 
+  const std::size_t signed_records = roster_signed ? roster.size() : signers.size();
+  const auto signatures = Column<std::uint8_t>(
+      builder_, kSecureSignatureBytes * signed_records, [&](std::uint8_t* out) {
+        for (std::size_t i = 0; roster_signed && i < roster.size(); ++i) {
+          std::memcpy(out, roster[i].keys_signature.data(), kSecureSignatureBytes);
+          out += kSecureSignatureBytes;
+        }
+        for (const SecureSignatureRecord& signer : signers) {
+          std::memcpy(out, signer.signature.data(), kSecureSignatureBytes);
+          out += kSecureSignatureBytes;
+        }
+      });
+
   const fb::SecureKey cipher_public = KeyToFb(fields.cipher_public);
   const fb::SecureKey mask_public = KeyToFb(fields.mask_public);
   const fb::SecureKey commitment = KeyToFb(fields.commitment);
   const bool keys_phase = phase == SecurePhase::kKeys;
   const bool roster_phase = phase == SecurePhase::kRoster;
+  const fb::SecureSignature signature = SignatureToFb(fields.signature);
+  // An unsigned advertisement (all zeros) leaves the field out.
+  const bool carries_signature =
+      (keys_phase && std::any_of(fields.signature.begin(), fields.signature.end(),
+                                 [](std::byte b) { return b != std::byte{0}; })) ||
+      phase == SecurePhase::kConsistency;
   const auto secure = fb::CreateSecureAggregation(
       builder_, internal::EnumCast<fb::SecurePhase>(phase), keys_phase ? &cipher_public : nullptr,
       keys_phase ? &mask_public : nullptr, roster_phase ? fields.threshold : 0,
       roster_phase ? fields.share_point : 0, devices, points, keys,
-      phase == SecurePhase::kShares ? &commitment : nullptr, sealed, masked_words, kinds, share_words);
+      phase == SecurePhase::kShares ? &commitment : nullptr, sealed, masked_words, kinds, share_words,
+      carries_signature ? &signature : nullptr, signatures);
   return FinishEnvelope(header, MessageKind::kSecureAggregation, secure.Union(),
                         static_cast<std::size_t>(bound));
 }

@@ -206,7 +206,7 @@ Status DecodeWelcome(const fb::Welcome* welcome, WelcomeInfo& out) {
     // A build without secure aggregation reads none (its workers then see a run without it).
     if constexpr (kSecureAggregationFrames) {
       out.secure = {training->secure_threshold(), training->secure_neighbours(),
-                    training->secure_bound()};
+                    training->secure_bound(), training->secure_signed()};
     }
   }
   out.privacy = PrivacyConfig{};
@@ -244,6 +244,12 @@ SecureKey FromFb(const fb::SecureKey& key) {
   return out;
 }
 
+SecureSignature FromFb(const fb::SecureSignature& signature) {
+  SecureSignature out;
+  std::memcpy(out.data(), signature.bytes()->Data(), out.size());
+  return out;
+}
+
 // Whether an absent or present vector holds `count` * `per_record` elements (in 64 bits: on a
 // 32-bit host the product of a long list could wrap around to a short vector's length).
 template <typename T>
@@ -275,12 +281,16 @@ const T* DataOf(const flatbuffers::Vector<T>* vector) {
       }
       fields.cipher_public = FromFb(*secure->cipher_public());
       fields.mask_public = FromFb(*secure->mask_public());
+      if (secure->signature() != nullptr) fields.signature = FromFb(*secure->signature());
       break;
     case SecurePhase::kRoster:
       if (!Holds(secure->points(), count, 1) ||
-          !Holds(secure->keys(), count, 2 * kSecureKeyBytes)) {
+          !Holds(secure->keys(), count, 2 * kSecureKeyBytes) ||
+          (secure->signatures() != nullptr &&
+           !Holds(secure->signatures(), count, kSecureSignatureBytes))) {
         return Status::DataLoss("the roster's lists disagree in length");
       }
+      columns.signatures = reinterpret_cast<const std::byte*>(DataOf(secure->signatures()));
       fields.threshold = secure->threshold();
       fields.share_point = secure->share_point();
       columns.points = DataOf(secure->points());
@@ -321,6 +331,19 @@ const T* DataOf(const flatbuffers::Vector<T>* vector) {
       columns.bytes = reinterpret_cast<const std::byte*>(DataOf(secure->kinds()));
       columns.share_words = DataOf(secure->share_words());
       out.revealed = SecureRecords<SecureShareRecord>(columns, count);
+      break;
+    case SecurePhase::kConsistency:
+      if (secure->signature() == nullptr) {
+        return Status::DataLoss("the survivor set's signature is missing");
+      }
+      fields.signature = FromFb(*secure->signature());
+      break;
+    case SecurePhase::kSignatures:
+      if (!Holds(secure->signatures(), count, kSecureSignatureBytes)) {
+        return Status::DataLoss("the signatures' lists disagree in length");
+      }
+      columns.signatures = reinterpret_cast<const std::byte*>(DataOf(secure->signatures()));
+      out.signatures = SecureRecords<SecureSignatureRecord>(columns, count);
       break;
   }
   return Status::Ok();

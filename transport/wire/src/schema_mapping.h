@@ -95,9 +95,13 @@ static_assert(EnumCast<fb::SecurePhase>(SecurePhase::kDeliveredShares) ==
 static_assert(EnumCast<fb::SecurePhase>(SecurePhase::kMaskedInput) == fb::SecurePhase::MaskedInput);
 static_assert(EnumCast<fb::SecurePhase>(SecurePhase::kSurvivors) == fb::SecurePhase::Survivors);
 static_assert(EnumCast<fb::SecurePhase>(SecurePhase::kUnmasking) == fb::SecurePhase::Unmasking);
-static_assert(fb::SecurePhase::MAX == fb::SecurePhase::Unmasking);
+static_assert(EnumCast<fb::SecurePhase>(SecurePhase::kConsistency) ==
+              fb::SecurePhase::Consistency);
+static_assert(EnumCast<fb::SecurePhase>(SecurePhase::kSignatures) == fb::SecurePhase::Signatures);
+static_assert(fb::SecurePhase::MAX == fb::SecurePhase::Signatures);
 
 static_assert(sizeof(fb::SecureKey) == kSecureKeyBytes);
+static_assert(sizeof(fb::SecureSignature) == kSecureSignatureBytes);
 
 // ---- C++ -> schema ----
 

@@ -16,11 +16,17 @@ Status SecureRoundPolicy::Check(const RunConfig& config, const ServerOptions& op
   if (options.workers < 2) {
     return Status::InvalidArgument("secure aggregation needs at least two workers");
   }
+  if (config.secure.signed_rounds && options.secure_verifier == nullptr) {
+    return Status::InvalidArgument(
+        "signed secure aggregation needs the devices' verifying keys "
+        "(ServerOptions::secure_verifier)");
+  }
   return CheckSecureCohort(config, options.workers);
 }
 
 Status SecureRoundPolicy::Init(Arena& arena, const CodecRegistry& codecs) {
-  EDGESGD_TRY(secure_.Init(arena, codecs, config(), options().workers));
+  EDGESGD_TRY(
+      secure_.Init(arena, codecs, config(), options().workers, options().secure_verifier));
   cohort_ = arena.Allocate<std::uint32_t>(options().workers).value();
   return Status::Ok();
 }

@@ -212,6 +212,7 @@ constexpr void ForEachRunConfigField(const RunConfig& config, std::uint32_t work
   f("secagg_threshold", bits(secure.threshold));
   f("secagg_neighbours", std::uint64_t{secure.neighbours});
   f("secagg_bound", bits(secure.bound));
+  f("secagg_signed", std::uint64_t{secure.signed_rounds});
   f("aggregation_options", std::uint64_t{config.aggregation_options});
 }
 
@@ -317,11 +318,13 @@ Status CheckSecureCohort(const RunConfig& config, std::uint32_t workers);
 constexpr std::size_t SecureUplinkFrameBytes(const RunConfig& config, std::uint32_t workers) {
   const std::size_t words = SecureInputWords(config, workers);
   return words == 0 ? 0
-                    : wire::SecureFrameBytes(MaxSecureNeighbours(config.secure, workers), words);
+                    : wire::SecureFrameBytes(MaxSecureNeighbours(config.secure, workers), words, 0);
 }
+// A signed round sends each device the whole survivor set.
 constexpr std::size_t SecureDownlinkFrameBytes(const RunConfig& config, std::uint32_t workers) {
   return wire::kSecureAggregationFrames && config.secure.enabled
-             ? wire::SecureFrameBytes(MaxSecureNeighbours(config.secure, workers), 0)
+             ? wire::SecureFrameBytes(MaxSecureNeighbours(config.secure, workers), 0,
+                                      config.secure.signed_rounds ? workers : 0)
              : 0;
 }
 

@@ -27,6 +27,11 @@ struct SecureAggregationParams {
   std::uint32_t neighbours = 0;
   // Every sent value is clipped to [-bound, bound] before it enters Z_2^32 in fixed point.
   float bound = 4.0f;
+  // Signed rounds (Bonawitz et al.'s active-adversary variant, secagg/signing.h): every device
+  // signs its keys and, before revealing any share, the survivor set, which the server must show
+  // to be the same for all. Against a server that lies about who survived. Needs a signing key
+  // on every device and their verifying keys on the server and the devices.
+  bool signed_rounds = false;
 
   friend constexpr bool operator==(const SecureAggregationParams&,
                                    const SecureAggregationParams&) = default;

@@ -33,21 +33,25 @@ namespace edgesgd::protocol {
 
 class SecureRound {
  public:
-  // The four phases, in order; a device's message of phase p answers the server's message of
-  // phase p - 1 (the keys answer the model broadcast).
+  // The phases, in order; a device's message of a phase answers the server's message closing
+  // the one before (the keys answer the model broadcast). Unsigned rounds skip the consistency
+  // check.
   static constexpr std::uint8_t kKeys = 0;
   static constexpr std::uint8_t kShares = 1;
   static constexpr std::uint8_t kInputs = 2;
-  static constexpr std::uint8_t kUnmasking = 3;
+  static constexpr std::uint8_t kConsistency = 3;
+  static constexpr std::uint8_t kUnmasking = 4;
 
   // Exact arena bytes Init takes for a run of `config` with `workers` workers; 0 when it cannot
   // be sized (secure aggregation off, or a configuration ValidateRunConfig refuses).
   static std::size_t ArenaBytes(const RunConfig& config, std::uint32_t workers);
 
-  // Errors: kInvalidArgument (secure aggregation off, a bound too large for the worker count);
-  // the arena's and the stage's.
+  // `verifier` checks the devices' signatures when the run signs its rounds
+  // (SecureAggregationParams::signed_rounds); it must outlive the round.
+  // Errors: kInvalidArgument (secure aggregation off, a bound too large for the worker count, a
+  // signed run without a verifier); the arena's and the stage's.
   Status Init(Arena& arena, const CodecRegistry& codecs, const RunConfig& config,
-              std::uint32_t workers);
+              std::uint32_t workers, const secagg::Verifier* verifier);
 
   // Begins round `round` with `cohort` (its participants' peer ids), the SecAgg+ ring permuted
   // by `graph_seed`. Errors: why the round cannot be secured (fewer than two devices); the round

@@ -11,6 +11,10 @@
 #include "edgesgd/protocol/event_log.h"
 #include "edgesgd/protocol/session.h"
 
+namespace edgesgd::secagg {
+class Verifier;  // edgesgd/secagg/signing.h
+}  // namespace edgesgd::secagg
+
 namespace edgesgd::protocol {
 
 // Most workers one server admits (peer ids 1..kMaxWorkers).
@@ -43,6 +47,10 @@ struct ServerOptions {
   // can subtract the noise or foresee the cohort or its neighbours; a simulator may derive it
   // from its seed.
   std::uint64_t noise_key = 0;
+  // Checks the devices' signatures when the run signs its secure rounds
+  // (SecureAggregationParams::signed_rounds): the verifying keys the devices got from the same
+  // trusted source (`edgesgd keygen`). Must outlive the session.
+  const secagg::Verifier* secure_verifier = nullptr;
   // A model whose Euclidean norm exceeds this after a round has diverged: the session finishes
   // with kDataLoss, as it does for a NaN or an infinity, instead of training on. 0: no bound.
   float max_model_norm = 1e6f;

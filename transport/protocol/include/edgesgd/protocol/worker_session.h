@@ -121,6 +121,12 @@ struct WorkerOptions {
   // trusts the server's rosters, as a simulation of the protocol may; a device facing a real
   // server wants 3 or more (`edgesgd worker` defaults to 3), which keeps the threshold at 3.
   std::uint32_t secure_minimum_neighbours = 1;
+  // Signed secure rounds (SecureAggregationParams::signed_rounds): this device's signer and the
+  // verifier of the other devices' keys, both from a source the server does not control
+  // (`edgesgd keygen`'s files). A worker with them refuses a run whose secure rounds are not
+  // signed (a lying server would simply not ask for the check); one without them refuses a
+  // signed run. Both must outlive the session.
+  secagg::DeviceSigning secure_signing;
 };
 
 struct WorkerCounters {

@@ -19,6 +19,7 @@
 #include "edgesgd/core/result.h"
 #include "edgesgd/secagg/crypto.h"
 #include "edgesgd/secagg/messages.h"
+#include "edgesgd/secagg/signing.h"
 
 namespace edgesgd::secagg {
 
@@ -38,6 +39,7 @@ class Client {
     kSharesSent,      // ShareKeys done: waits for the neighbours' shares
     kSharesReceived,  // waits to mask its input
     kInputMasked,     // waits for the survivor list
+    kSurvivorsSigned,  // signed rounds: waits for its neighbours' signatures of the set
     kAborted,
   };
 
@@ -48,6 +50,14 @@ class Client {
   // Errors: kInvalidArgument for limits that allow no neighbour; kFailedPrecondition when called
   // twice; the arena's errors (kResourceExhausted when it is smaller than ArenaBytes).
   Status Init(Arena& arena, const ClientLimits& limits);
+
+  // Makes every later round a signed one (signing.h): the advertisement is signed, the roster's
+  // keys must carry their owners' signatures, and shares are revealed only after the consistency
+  // check (SignSurvivors, then the signed Unmask). `signing`'s objects must outlive the client.
+  // A device with signing keys refuses unsigned rounds: a server could otherwise drop the check
+  // by not asking for it. Errors: kInvalidArgument when the signer or the verifier is missing.
+  Status SetSigning(const DeviceSigning& signing);
+  bool signs() const { return signing_.signer != nullptr; }
 
   // Begins `round` as `device`: fresh key pairs and self-mask seed drawn from `entropy` (32 secret
   // bytes, never reused across rounds). Fills the advertisement to send.
@@ -60,7 +70,8 @@ class Client {
   // roster order, and the commitment to the self-mask seed; returns the count.
   // Errors: kInvalidArgument / kOutOfRange for a roster or threshold the device refuses (too few
   // or too many neighbours, itself or a repeated id among them, 2t <= neighbours + 1, t greater
-  // than neighbours + 1); kResourceExhausted if `out` is too short.
+  // than neighbours + 1); kUnauthenticated, in signed rounds, for a neighbour's keys its owner did
+  // not sign (the server swapped them); kResourceExhausted if `out` is too short.
   Result<std::size_t> ShareKeys(std::uint32_t threshold, std::uint32_t own_share_point,
                                 std::span<const RosterEntry> roster, Digest& commitment,
                                 std::span<SealedShares> out);
@@ -85,8 +96,25 @@ class Client {
   // round is over for this device.
   // Errors: kDataLoss for a survivor that never shared keys with this device or a repeated one;
   // kFailedPrecondition when fewer than t - 1 neighbours survived (a server could be trying to
-  // learn one input); kResourceExhausted if `out` is too short.
+  // learn one input), or in a signed round (it needs the consistency check);
+  // kResourceExhausted if `out` is too short.
   Result<std::size_t> Unmask(std::span<const std::uint32_t> survivors,
+                             std::span<RevealedShare> out);
+
+  // Signed rounds, the consistency check. The survivor set arrived: every device whose masked
+  // input the server summed, strictly increasing. Signs it (SurvivorsStatement) and keeps it to
+  // compare the neighbours' signatures with. Errors: kDataLoss for a set out of order, without
+  // this device, or naming a neighbour that never shared keys with it; kFailedPrecondition when
+  // fewer than t - 1 neighbours survived, or in an unsigned round; the signer's.
+  Status SignSurvivors(std::span<const std::uint32_t> survivors, Signature& signature);
+
+  // Signed rounds: the neighbours' signatures of the survivor set arrived. Reveals as Unmask does
+  // once at least t of the neighbourhood (this device included) signed the very set it signed.
+  // Errors (the round is aborted, nothing is revealed): kUnauthenticated for a signature that
+  // does not verify (an honest server checks each before forwarding it: a bad one means the
+  // server lies); kDataLoss for a signer that is not a surviving neighbour, or one named twice;
+  // kFailedPrecondition when fewer than t signed; kResourceExhausted if `out` is too short.
+  Result<std::size_t> Unmask(std::span<const SurvivorSignature> signatures,
                              std::span<RevealedShare> out);
 
   // Ends the round early, wiping its secrets (the server aborted, or a deadline passed).
@@ -104,6 +132,7 @@ class Client {
     RosterEntry entry;
     bool delivered = false;
     bool shares_held = false;  // delivered and opened
+    bool survived = false;     // its masked input is in the sum (set at unmasking)
     Key opening_key{};     // opens the neighbour's sealed shares (agreed in ShareKeys)
     Share seed_share;      // this device's share of the neighbour's self-mask seed
     Share mask_key_share;  // ... and of the neighbour's mask private key
@@ -111,6 +140,10 @@ class Client {
 
   Status Fail(Status status);
   void WipeRound();
+  Neighbour* FindNeighbour(std::uint32_t device);
+  // Writes its own seed share and one share per neighbour whose shares it holds (the seed's for
+  // survivors, the mask key's for the others) and ends the round.
+  Result<std::size_t> Reveal(std::span<RevealedShare> out);
 
   ClientLimits limits_;
   std::span<Neighbour> neighbours_;  // max_neighbours, from Init
@@ -127,6 +160,8 @@ class Client {
   Share own_seed_share_;
   Phase phase_ = Phase::kIdle;
   bool initialized_ = false;
+  DeviceSigning signing_;
+  Digest survivors_statement_{};  // signed rounds: the set this device signed
   std::uint64_t unopened_shares_ = 0;
 };
 

@@ -27,6 +27,9 @@ inline constexpr std::size_t kAeadTagBytes = 16;
 // derived symmetric key or a random seed: 32 bytes each.
 using Key = std::array<std::byte, kKeyBytes>;
 using Digest = std::array<std::byte, kKeyBytes>;
+// A signature of a statement (signing.h): ECDSA P-256's r then s, big-endian.
+inline constexpr std::size_t kSignatureBytes = 64;
+using Signature = std::array<std::byte, kSignatureBytes>;
 
 // A secret random source: the ChaCha20 keystream under `key` (nonce zero). Each round a device
 // draws its keys, its self-mask seed and its Shamir coefficients from one such stream, keyed by

@@ -16,6 +16,11 @@
 //            Handle(Survivors) -> Unmask <-- MessageFor(id) = Survivors
 //                                       ---> Add(id, Unmasking) ... Close(): sum() ready
 //
+// A signed round (SetSigning / SetVerifier) answers the survivor set with a signature and
+// unmasks on the neighbours' signatures:
+//       Handle(Survivors) -> Consistency --> Add(id, Consistency) ... Close()
+//          Handle(Signatures) -> Unmask <-- MessageFor(id) = Signatures
+//
 // A message to send points into the stage's buffers (and, for the masked input, into the
 // device's masked words) until the stage's next call. Storage comes from the arena at Init;
 // after it no call allocates, except inside mbed TLS's key agreement (see crypto.h).
@@ -44,6 +49,9 @@ class DeviceStage {
   // Errors: kInvalidArgument for no words; those of Client::Init.
   Status Init(Arena& arena, const DeviceStageLimits& limits);
 
+  // Client::SetSigning: every later round is signed.
+  Status SetSigning(const DeviceSigning& signing) { return client_.SetSigning(signing); }
+
   // Begins `round` as `device` with `input` (limits.words words, copied) and fresh keys from
   // `entropy`; returns the Keys message. A round still open is abandoned.
   // Errors: kInvalidArgument for an input of another length; those of Client::Start.
@@ -58,7 +66,9 @@ class DeviceStage {
   std::span<std::uint32_t> input() { return input_; }
 
   // A server message of the open round; returns the answer: Shares to a Roster, the masked input
-  // to the delivered shares, the revealed shares to the survivors (the round is then over).
+  // to the delivered shares, the revealed shares to the survivors (the round is then over) — or,
+  // in a signed round, the signature of the survivor set to it and the revealed shares to the
+  // neighbours' signatures.
   // Errors: kInvalidArgument for a phase a device never receives; kOutOfRange for more records
   // than limits allow; the client's errors (kFailedPrecondition out of order, kUnauthenticated
   // for a tampered share, ...), after which the round is aborted.
@@ -73,6 +83,8 @@ class DeviceStage {
   Result<wire::SecureMessage> ShareKeys(const wire::SecureView& message);
   Result<wire::SecureMessage> MaskInput(const wire::SecureView& message);
   Result<wire::SecureMessage> Unmask(const wire::SecureView& message);
+  Result<wire::SecureMessage> SignSurvivors(const wire::SecureView& message);
+  Result<wire::SecureMessage> UnmaskSigned(const wire::SecureView& message);
 
   Client client_;
   std::uint32_t max_neighbours_ = 0;
@@ -82,6 +94,7 @@ class DeviceStage {
   std::span<RevealedShare> revealed_;
   std::span<wire::SecureSealedRecord> sealed_records_;
   std::span<wire::SecureShareRecord> revealed_records_;
+  std::span<SurvivorSignature> signatures_;
 };
 
 class ServerStage {
@@ -90,6 +103,9 @@ class ServerStage {
 
   // Errors: those of Server::Init.
   Status Init(Arena& arena, const ServerLimits& limits);
+
+  // Server::SetVerifier: the next rounds are signed (null: unsigned).
+  Status SetVerifier(const Verifier* verifier) { return server_.SetVerifier(verifier); }
 
   // Errors: those of Server::Start.
   Status Start(const RoundPlan& plan, std::span<const std::uint32_t> cohort) {
@@ -106,7 +122,8 @@ class ServerStage {
   // Errors: those of Server's Close* and Finish (the round is aborted).
   Status Close();
 
-  // What `device` is sent after the last Close: its Roster, its DeliveredShares or its Survivors.
+  // What `device` is sent after the last Close: its Roster, its DeliveredShares, its Survivors or,
+  // in a signed round, its neighbours' Signatures.
   // Errors: kFailedPrecondition when nothing is due (no phase closed yet, or the round is over);
   // the server's (kNotFound for a device no longer in the round).
   Result<wire::SecureMessage> MessageFor(std::uint32_t device);
@@ -122,6 +139,8 @@ class ServerStage {
   std::span<RevealedShare> revealed_;
   std::span<wire::SecureRosterRecord> roster_records_;
   std::span<wire::SecureSealedRecord> sealed_records_;
+  std::span<SurvivorSignature> signatures_;
+  std::span<wire::SecureSignatureRecord> signature_records_;
 };
 
 }  // namespace edgesgd::secagg

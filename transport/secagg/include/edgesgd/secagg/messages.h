@@ -11,6 +11,11 @@
 //   2 masked input     the masked vector (Z_2^32 words)  the neighbours whose inputs arrived
 //   3 unmasking        one RevealedShare per neighbour   (the server removes the masks)
 //                      that shared, and one for itself
+//
+// Signed rounds (signing.h) sign the advertisement (and the roster carries each neighbour's
+// signature), and add a consistency check between phases 2 and 3: the survivor list is then the
+// whole survivor set, each device answers it with its signature of the set, and the server sends
+// each device its neighbours' signatures (SurvivorSignature) before it reveals anything.
 
 #include <array>
 #include <cstddef>
@@ -25,6 +30,7 @@ namespace edgesgd::secagg {
 struct KeyAdvertisement {
   Key cipher_public{};
   Key mask_public{};
+  Signature signature{};  // of KeysStatement, in signed rounds; zeros otherwise
 };
 
 // A neighbour as the server introduces it: its id, the point at which shares for it are
@@ -34,6 +40,7 @@ struct RosterEntry {
   std::uint32_t share_point = 0;
   Key cipher_public{};
   Key mask_public{};
+  Signature keys_signature{};  // the neighbour's signature of its advertisement (signed rounds)
 };
 
 // One device's shares for another: the self-mask seed's share and the mask key's share,
@@ -53,6 +60,12 @@ struct RevealedShare {
   std::uint32_t owner = 0;
   SecretKind kind = SecretKind::kSelfMaskSeed;
   Share share;
+};
+
+// A device's signature of the round's survivor set, forwarded to its neighbours.
+struct SurvivorSignature {
+  std::uint32_t device = 0;
+  Signature signature{};
 };
 
 }  // namespace edgesgd::secagg

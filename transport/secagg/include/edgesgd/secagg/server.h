@@ -26,6 +26,7 @@
 #include "edgesgd/core/result.h"
 #include "edgesgd/secagg/crypto.h"
 #include "edgesgd/secagg/messages.h"
+#include "edgesgd/secagg/signing.h"
 
 namespace edgesgd::secagg {
 
@@ -61,6 +62,7 @@ class Server {
     kCollectingKeys,
     kCollectingShares,
     kCollectingInputs,
+    kCollectingSignatures,  // signed rounds: the consistency check
     kCollectingUnmasking,
     kFinished,  // sum() holds the survivors' exact sum
     kAborted,
@@ -75,13 +77,20 @@ class Server {
   // smaller than ArenaBytes).
   Status Init(Arena& arena, const ServerLimits& limits);
 
+  // Makes the next rounds signed (signing.h) — advertisements must carry their device's signature,
+  // and a consistency check runs before the unmasking — or, with null, unsigned. `verifier` must
+  // outlive the server. Errors: kFailedPrecondition while a round is open.
+  Status SetVerifier(const Verifier* verifier);
+  bool signs() const { return verifier_ != nullptr; }
+
   // Begins a round with the sampled `cohort` (distinct device ids).
   // Errors: kInvalidArgument for a plan ValidatePlan refuses or a repeated id; kOutOfRange for a
   // cohort, neighbourhood or vector larger than Init allowed.
   Status Start(const RoundPlan& plan, std::span<const std::uint32_t> cohort);
 
   // Phase 0. Errors (the message is ignored, the round goes on): kNotFound for a device outside
-  // the cohort, kAlreadyExists for a second advertisement, kFailedPrecondition out of phase.
+  // the cohort, kAlreadyExists for a second advertisement, kFailedPrecondition out of phase,
+  // kUnauthenticated in a signed round for a signature that does not verify.
   Status AddKeys(std::uint32_t device, const KeyAdvertisement& keys);
   // Ends phase 0. Errors: kUnavailable when fewer than t devices can go on (round aborted).
   Status CloseKeys();
@@ -101,8 +110,19 @@ class Server {
   // CloseInputs) is refused with kFailedPrecondition and never enters the sum.
   Status AddMaskedInput(std::uint32_t device, std::span<const std::uint32_t> words);
   Status CloseInputs();
-  // The neighbours of `device` whose inputs were summed.
+  // The neighbours of `device` whose inputs were summed; in a signed round, every device whose
+  // input was summed (`out` must hold the cohort), in increasing id order.
   Result<std::size_t> SurvivorsFor(std::uint32_t device, std::span<std::uint32_t> out) const;
+
+  // Signed rounds. The device's signature of the survivor set, checked before it is kept.
+  // Errors as AddKeys (kUnauthenticated for one that does not verify).
+  Status AddSignature(std::uint32_t device, const Signature& signature);
+  // Ends the consistency check: a survivor that did not sign, or whose neighbourhood has fewer
+  // than t signers (itself included), leaves the unmasking. Errors: kUnavailable when fewer than
+  // t devices remain (round aborted).
+  Status CloseSignatures();
+  // The signatures `device`'s surviving neighbours gave.
+  Result<std::size_t> SignaturesFor(std::uint32_t device, std::span<SurvivorSignature> out) const;
 
   // Phase 3: the device's revealed shares. Errors: kDataLoss when it reveals a share the server
   // did not ask for (a seed share of a device that dropped, a key share of a survivor, a device
@@ -141,6 +161,8 @@ class Server {
     bool unmasked = false;
     bool active = false;  // still in the round in the current phase
     bool revealed_wrong = false;  // a share it revealed this round did not fit the others
+    bool signed_set = false;      // signed rounds: its signature of the survivor set arrived
+    Signature set_signature{};
   };
 
   std::uint32_t IndexOf(std::uint32_t device) const;  // cohort_size_ when absent
@@ -173,6 +195,10 @@ class Server {
   std::span<Share> combine_;  // scratch for reconstruction: the shares held of one secret
   std::span<Share> chosen_;   // ... and the t of them combined
   std::span<std::uint32_t> sum_;
+  std::span<std::uint32_t> survivor_set_;  // signed rounds: U3's ids, increasing
+  std::uint32_t survivor_set_size_ = 0;
+  Digest survivors_statement_{};
+  const Verifier* verifier_ = nullptr;
   bool initialized_ = false;
 };
 

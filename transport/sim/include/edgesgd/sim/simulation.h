@@ -34,6 +34,7 @@
 #include "edgesgd/protocol/run_config.h"
 #include "edgesgd/protocol/server_session.h"
 #include "edgesgd/protocol/worker_session.h"
+#include "edgesgd/secagg/ecdsa.h"
 #include "edgesgd/sim/device_counters.h"
 #include "edgesgd/sim/device_profile.h"
 #include "edgesgd/sim/sim_config.h"
@@ -167,6 +168,9 @@ class ServerSimulation {
   // Releases worker `peer`'s idle buffers once per update it sent.
   void ReleaseIdle(protocol::PeerId peer);
   void Drain();
+  // Signed secure rounds: an ECDSA key per device, drawn from the run's seed (reproducible, as
+  // the rest of a simulation), and the verifier of all of them.
+  HostResult<> GenerateSigningKeys(std::uint64_t seed, std::size_t devices);
 
   DeviceGradient gradient_;
   std::vector<internal::DeviceBinding> bindings_;
@@ -176,6 +180,9 @@ class ServerSimulation {
   std::vector<std::unique_ptr<internal::OwnedArena>> worker_arenas_;
   protocol::ServerSession server_;
   std::vector<std::unique_ptr<protocol::WorkerSession>> workers_;
+  std::vector<secagg::DeviceVerifyingKey> verifying_keys_;
+  std::vector<std::unique_ptr<secagg::EcdsaSigner>> signers_;
+  std::unique_ptr<secagg::EcdsaVerifier> verifier_;
   // With release_idle_memory: per worker, the updates it had sent when its idle buffers were
   // last released (released again only after it has sent another).
   std::vector<std::uint64_t> released_after_;

@@ -127,6 +127,7 @@ struct SecureConfig {
   float threshold = 0.0f;
   std::uint32_t neighbours = 0;
   float bound = 0.0f;
+  bool signed_rounds = false;
 
   friend constexpr bool operator==(const SecureConfig&, const SecureConfig&) = default;
 };
@@ -260,18 +261,23 @@ enum class SecurePhase : std::uint8_t {
   kMaskedInput,      // device -> server
   kSurvivors,        // server -> device
   kUnmasking,        // device -> server
+  kConsistency,      // device -> server (signed rounds)
+  kSignatures,       // server -> device (signed rounds)
 };
 
 inline constexpr std::size_t kSecureKeyBytes = 32;      // an X25519 public key, a SHA-256 digest
 inline constexpr std::size_t kSecureSealedBytes = 80;  // two 32-byte shares and a 16-byte tag
 inline constexpr std::size_t kSecureShareWords = 8;    // two elements of GF(2^127 - 1)
+inline constexpr std::size_t kSecureSignatureBytes = 64;  // ECDSA P-256: r then s
 using SecureKey = std::array<std::byte, kSecureKeyBytes>;
+using SecureSignature = std::array<std::byte, kSecureSignatureBytes>;
 
 struct SecureRosterRecord {
   std::uint32_t device = 0;
   std::uint32_t share_point = 0;
   SecureKey cipher_public{};
   SecureKey mask_public{};
+  SecureSignature keys_signature{};  // signed rounds only; zeros otherwise
 
   friend constexpr bool operator==(const SecureRosterRecord&, const SecureRosterRecord&) = default;
 };
@@ -293,6 +299,15 @@ struct SecureShareRecord {
   friend constexpr bool operator==(const SecureShareRecord&, const SecureShareRecord&) = default;
 };
 
+// A device's signature of the survivor set, as the server forwards it to the device's neighbours.
+struct SecureSignatureRecord {
+  std::uint32_t device = 0;
+  SecureSignature signature{};
+
+  friend constexpr bool operator==(const SecureSignatureRecord&,
+                                   const SecureSignatureRecord&) = default;
+};
+
 // Where a received list of records lies in its frame: the schema sends a list as parallel
 // vectors of scalars (SecureAggregation's devices, points, keys / sealed / kinds, share_words).
 struct SecureColumns {
@@ -300,6 +315,7 @@ struct SecureColumns {
   const std::uint32_t* points = nullptr;
   const std::byte* bytes = nullptr;  // 64 key bytes, 80 sealed bytes or one kind per record
   const std::uint32_t* share_words = nullptr;
+  const std::byte* signatures = nullptr;  // 64 bytes per record, or absent (unsigned rosters)
 };
 
 // Records of one kind inside a received frame, assembled on access from the frame's parallel
@@ -327,6 +343,10 @@ inline SecureRosterRecord SecureRecords<SecureRosterRecord>::operator[](std::siz
   const std::byte* keys = columns_.bytes + 2 * kSecureKeyBytes * index;
   std::copy_n(keys, kSecureKeyBytes, out.cipher_public.begin());
   std::copy_n(keys + kSecureKeyBytes, kSecureKeyBytes, out.mask_public.begin());
+  if (columns_.signatures != nullptr) {
+    std::copy_n(columns_.signatures + kSecureSignatureBytes * index, kSecureSignatureBytes,
+                out.keys_signature.begin());
+  }
   return out;
 }
 
@@ -347,6 +367,16 @@ inline SecureShareRecord SecureRecords<SecureShareRecord>::operator[](std::size_
   return out;
 }
 
+template <>
+inline SecureSignatureRecord SecureRecords<SecureSignatureRecord>::operator[](
+    std::size_t index) const {
+  SecureSignatureRecord out;
+  out.device = columns_.devices[index];
+  std::copy_n(columns_.signatures + kSecureSignatureBytes * index, kSecureSignatureBytes,
+              out.signature.begin());
+  return out;
+}
+
 // The fields of a SecureAggregation message besides its record lists; only those of its phase
 // are meaningful.
 struct SecureFields {
@@ -356,6 +386,9 @@ struct SecureFields {
   std::uint32_t threshold = 0;    // kRoster
   std::uint32_t share_point = 0;  // kRoster
   SecureKey commitment{};         // kShares
+  // kKeys: the advertisement's signature (zeros in unsigned rounds); kConsistency: the survivor
+  // set's.
+  SecureSignature signature{};
 
   friend constexpr bool operator==(const SecureFields&, const SecureFields&) = default;
 };
@@ -369,6 +402,7 @@ struct SecureMessage {
   std::span<const std::uint32_t> masked;        // kMaskedInput
   std::span<const std::uint32_t> survivors;     // kSurvivors
   std::span<const SecureShareRecord> revealed;  // kUnmasking
+  std::span<const SecureSignatureRecord> signatures;  // kSignatures
 };
 
 // What a FrameView holds for a SecureAggregation message in a build without secure aggregation.
@@ -382,6 +416,7 @@ struct SecureView {
   std::span<const std::uint32_t> masked;
   std::span<const std::uint32_t> survivors;
   SecureRecords<SecureShareRecord> revealed;
+  SecureRecords<SecureSignatureRecord> signatures;
 };
 
 // ---- Payloads ----

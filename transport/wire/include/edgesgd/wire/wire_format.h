@@ -103,20 +103,24 @@ constexpr std::size_t ControlPayloadBytes(const PayloadShape& shape) {
 // Secure aggregation's messages: the bytes a frame adds to its record lists and masked words
 // (prefix, envelope, the message table with its inline keys, the vectors' lengths and padding;
 // the WireRoundTrip tests print them), and the most bytes a record takes on the wire.
-inline constexpr std::size_t kSecureFrameOverheadBytes = 192;
-inline constexpr std::size_t kSecureRosterRecordBytes = 72;
+inline constexpr std::size_t kSecureFrameOverheadBytes = 264;
+inline constexpr std::size_t kSecureRosterRecordBytes = 136;  // with its keys' signature
 inline constexpr std::size_t kSecureSealedRecordBytes = 84;
 inline constexpr std::size_t kSecureShareRecordBytes = 37;
+inline constexpr std::size_t kSecureSignatureRecordBytes = 68;
 
 // Upper bound on any SecureAggregation frame to or from a device with at most `neighbours`
 // neighbours and a masked input of `words` words (a multiple of kFrameAlignment); 0 above
 // kMaxFrameBytes. Every phase's message holds one list: at most `neighbours` roster entries,
-// sealed pairs or survivors, `neighbours` + 1 revealed shares (its own too), or the words.
-constexpr std::size_t SecureFrameBytes(std::size_t neighbours, std::size_t words) {
+// sealed pairs or signatures, `neighbours` + 1 revealed shares (its own too), `survivors`
+// survivors (the neighbours, or in signed rounds the cohort), or the words.
+constexpr std::size_t SecureFrameBytes(std::size_t neighbours, std::size_t words,
+                                       std::size_t survivors) {
   const std::uint64_t n = neighbours;
-  std::uint64_t list = n * kSecureSealedRecordBytes;  // the widest record
+  std::uint64_t list = n * kSecureRosterRecordBytes;  // the widest record
   if ((n + 1) * kSecureShareRecordBytes > list) list = (n + 1) * kSecureShareRecordBytes;
   if (4 * std::uint64_t{words} > list) list = 4 * std::uint64_t{words};
+  if (4 * std::uint64_t{survivors} > list) list = 4 * std::uint64_t{survivors};
   const std::uint64_t bytes = (list + kSecureFrameOverheadBytes + (kFrameAlignment - 1)) &
                               ~std::uint64_t{kFrameAlignment - 1};
   return bytes <= kMaxFrameBytes ? static_cast<std::size_t>(bytes) : 0;
