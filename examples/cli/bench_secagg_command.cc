@@ -4,14 +4,18 @@
 // state machines (edgesgd::secagg), so the figures are the protocol's own: the bytes of each
 // message's fields (ids, keys, sealed shares, revealed shares), the masked payload of the chosen
 // integer encoding beside the plain compressed payload it replaces, and the CPU time of each
-// side.
+// side. With --signed, each configuration runs unsigned and signed (ECDSA P-256 signatures of
+// the keys and the consistency check), and the table adds what signing costs.
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -22,6 +26,7 @@
 #include "edgesgd/core/random.h"
 #include "edgesgd/platform/clock.h"
 #include "edgesgd/secagg/client.h"
+#include "edgesgd/secagg/ecdsa.h"
 #include "edgesgd/secagg/fixed_point.h"
 #include "edgesgd/secagg/lanes.h"
 #include "edgesgd/secagg/qsgd_levels.h"
@@ -43,6 +48,26 @@ struct BenchSecAggOptions {
   std::uint32_t sparse_neighbours = 0;  // 0: 2 ceil(log2 n) for each cohort
   int repeats = 3;
   bool json = false;
+  bool signed_rounds = false;  // --signed
+};
+
+// Signed rounds' long-term keys for devices 1..n, made before any round is timed.
+struct SigningKit {
+  explicit SigningKit(std::uint32_t n) {
+    secagg::SecretRandom random(secagg::Sha256(std::array<std::byte, 1>{std::byte{7}}));
+    for (std::uint32_t device = 1; device <= n; ++device) {
+      secagg::SigningKey key;
+      ring.push_back({device, {}});
+      ok = ok && secagg::GenerateSigningKey(random, key, ring.back().key).ok();
+      signers.push_back(std::make_unique<secagg::EcdsaSigner>(key));
+      secagg::Wipe(key);
+    }
+    verifier = std::make_unique<secagg::EcdsaVerifier>(ring);
+  }
+  std::vector<secagg::DeviceVerifyingKey> ring;
+  std::vector<std::unique_ptr<secagg::EcdsaSigner>> signers;
+  std::unique_ptr<secagg::EcdsaVerifier> verifier;
+  bool ok = true;
 };
 
 // Field bytes of each message, as they travel.
@@ -51,6 +76,7 @@ constexpr std::size_t kAdvertisementBytes = 2 * secagg::kKeyBytes;
 constexpr std::size_t kRosterEntryBytes = 2 * kIdBytes + 2 * secagg::kKeyBytes;
 constexpr std::size_t kSealedEntryBytes = kIdBytes + secagg::kSealedSharesBytes;
 constexpr std::size_t kRevealedBytes = kIdBytes + 1 + secagg::kShareBytes;
+constexpr std::size_t kSignatureEntryBytes = kIdBytes + secagg::kSignatureBytes;
 
 // The MLP with 256 hidden units on Fashion-MNIST has 203,530 parameters. random_block 1/64
 // sends ceil(203,530 / 64) of them as values; sign and qsgd compress all of them.
@@ -131,6 +157,12 @@ struct SecaggFigures {
   bool aborted = false;
 };
 
+// One configuration: its unsigned round, and with --signed the same round signed.
+struct SecaggRow {
+  SecaggFigures plain;
+  std::optional<SecaggFigures> signed_round;
+};
+
 // The SecAgg+ neighbourhood for a cohort of n: `chosen`, or 2 ceil(log2 n); 0 (everyone) when
 // that reaches n - 1.
 std::uint32_t SparseNeighbours(std::uint32_t n, std::uint32_t chosen) {
@@ -176,10 +208,11 @@ Status Aborted(const secagg::Server& server, Status status, SecaggFigures& f) {
   return Status::Ok();
 }
 
-// One round. A round the server aborts (too many drop-outs in one neighbourhood) is a figure,
-// not an error: `aborted` says so. Any other failure is returned.
+// One round, signed with `kit`'s keys unless it is null. A round the server aborts (too many
+// drop-outs in one neighbourhood) is a figure, not an error: `aborted` says so. Any other failure
+// is returned.
 Status RunRound(std::uint32_t n, std::uint32_t neighbours, const BenchSecAggOptions& o,
-                std::uint64_t round, SecaggFigures& f) {
+                std::uint64_t round, const SigningKit* kit, SecaggFigures& f) {
   const std::uint32_t degree = secagg::NeighbourhoodSize(n, neighbours);
   const std::uint32_t threshold = Threshold(degree + 1);
   const auto dropped = static_cast<std::uint32_t>(std::floor(o.dropout * n));
@@ -204,6 +237,13 @@ Status RunRound(std::uint32_t n, std::uint32_t neighbours, const BenchSecAggOpti
     EDGESGD_TRY(clients[i].Init(arena, client_limits));
   }
   EDGESGD_TRY(server.Init(arena, server_limits));
+  if (kit != nullptr) {
+    EDGESGD_TRY(server.SetVerifier(kit->verifier.get()));
+    for (std::uint32_t i = 0; i < n; ++i) {
+      EDGESGD_TRY(clients[i].SetSigning({kit->signers[i].get(), kit->verifier.get()}));
+    }
+  }
+  const std::size_t signature_bytes = kit != nullptr ? secagg::kSignatureBytes : 0;
   const secagg::RoundPlan plan{round, threshold, neighbours, round * 7919 + n, words};
   // Each call runs on one side's clock.
   const auto on_server = [&f](auto&& call) { return Timed(f.server_seconds, call); };
@@ -218,7 +258,7 @@ Status RunRound(std::uint32_t n, std::uint32_t neighbours, const BenchSecAggOpti
     entropy[2] = static_cast<std::byte>(round);
     EDGESGD_TRY(on_device([&] { return clients[i].Start(round, ids[i], entropy, keys); }));
     EDGESGD_TRY(on_server([&] { return server.AddKeys(ids[i], keys); }));
-    f.protocol_up_bytes += kAdvertisementBytes;
+    f.protocol_up_bytes += kAdvertisementBytes + signature_bytes;
   }
   EDGESGD_TRY(on_server([&] { return server.CloseKeys(); }));
 
@@ -228,7 +268,7 @@ Status RunRound(std::uint32_t n, std::uint32_t neighbours, const BenchSecAggOpti
     std::uint32_t point = 0;
     EDGESGD_TRY_ASSIGN(const std::size_t count,
                        on_server([&] { return server.RosterFor(ids[i], point, roster); }));
-    f.protocol_down_bytes += 2 * kIdBytes + count * kRosterEntryBytes;
+    f.protocol_down_bytes += 2 * kIdBytes + count * (kRosterEntryBytes + signature_bytes);
     secagg::Digest commitment;
     EDGESGD_TRY_ASSIGN(
         const std::size_t written, on_device([&] {
@@ -258,15 +298,43 @@ Status RunRound(std::uint32_t n, std::uint32_t neighbours, const BenchSecAggOpti
     return Aborted(server, closed, f);
   }
 
-  std::vector<std::uint32_t> survivors(degree);
+  // Signed rounds: the whole survivor set, each device's signature of it, and its neighbours'.
+  std::vector<std::uint32_t> survivors(n);
+  std::vector<secagg::SurvivorSignature> signatures(degree);
+  if (kit != nullptr) {
+    for (std::uint32_t i = dropped; i < n; ++i) {
+      EDGESGD_TRY_ASSIGN(const std::size_t count,
+                         on_server([&] { return server.SurvivorsFor(ids[i], survivors); }));
+      f.protocol_down_bytes += count * kIdBytes;
+      secagg::Signature signature;
+      const Status signed_set = on_device([&] {
+        return clients[i].SignSurvivors({survivors.data(), count}, signature);
+      });
+      if (signed_set.code() == StatusCode::kFailedPrecondition) continue;  // too few survived
+      EDGESGD_TRY(signed_set);
+      f.protocol_up_bytes += signature_bytes;
+      EDGESGD_TRY(on_server([&] { return server.AddSignature(ids[i], signature); }));
+    }
+    if (Status closed = on_server([&] { return server.CloseSignatures(); }); !closed.ok()) {
+      return Aborted(server, closed, f);
+    }
+  }
   std::vector<secagg::RevealedShare> revealed(degree + 1);
   for (std::uint32_t i = dropped; i < n; ++i) {
-    EDGESGD_TRY_ASSIGN(const std::size_t count,
-                       on_server([&] { return server.SurvivorsFor(ids[i], survivors); }));
-    f.protocol_down_bytes += count * kIdBytes;
-    const Result<std::size_t> written = on_device([&] {
-      return clients[i].Unmask({survivors.data(), count}, revealed);
-    });
+    Result<std::size_t> written = Status::Internal();
+    if (kit != nullptr) {
+      if (!server.Expects(ids[i])) continue;
+      EDGESGD_TRY_ASSIGN(const std::size_t count,
+                         on_server([&] { return server.SignaturesFor(ids[i], signatures); }));
+      f.protocol_down_bytes += count * kSignatureEntryBytes;
+      written = on_device(
+          [&] { return clients[i].Unmask(std::span(signatures).first(count), revealed); });
+    } else {
+      EDGESGD_TRY_ASSIGN(const std::size_t count,
+                         on_server([&] { return server.SurvivorsFor(ids[i], survivors); }));
+      f.protocol_down_bytes += count * kIdBytes;
+      written = on_device([&] { return clients[i].Unmask({survivors.data(), count}, revealed); });
+    }
     // A device whose neighbourhood lost too many members refuses to reveal anything; the
     // server then lacks shares and aborts the round.
     if (!written.ok() && written.status().code() == StatusCode::kFailedPrecondition) continue;
@@ -295,44 +363,67 @@ int RunBenchSecAgg(const BenchSecAggOptions& o) {
                  "a device on the ring)\n");
     return 2;
   }
-  std::vector<SecaggFigures> rows;
+  std::vector<SecaggRow> rows;
   for (std::uint32_t n : o.devices) {
     if (n < 3 || n > 1000) {
       // The server keeps every pair's sealed shares: n^2 of them without a neighbour graph.
       std::fprintf(stderr, "edgesgd bench secagg: --devices takes cohorts of 3 to 1000\n");
       return 2;
     }
+    std::unique_ptr<SigningKit> kit;
+    if (o.signed_rounds) {
+      kit = std::make_unique<SigningKit>(n);
+      if (!kit->ok) {
+        std::fprintf(stderr, "edgesgd bench secagg: cannot generate signing keys\n");
+        return 1;
+      }
+    }
     for (std::uint32_t neighbours : {0u, SparseNeighbours(n, o.sparse_neighbours)}) {
-      if (neighbours == 0 && !rows.empty() && rows.back().devices == n) continue;
-      SecaggFigures best;
-      for (int r = 0; r < o.repeats; ++r) {
-        SecaggFigures f;
-        if (const Status s = RunRound(n, neighbours, o, static_cast<std::uint64_t>(r + 1), f);
-            !s.ok()) {
-          std::fprintf(stderr, "edgesgd bench secagg: a round of %u devices failed: %s\n", n,
-                       s.reason());
+      if (neighbours == 0 && !rows.empty() && rows.back().plain.devices == n) continue;
+      // The fastest of the repeats, unsigned (null) or signed with `signing`.
+      const auto best_of = [&](const SigningKit* signing) -> Result<SecaggFigures> {
+        SecaggFigures best;
+        for (int r = 0; r < o.repeats; ++r) {
+          SecaggFigures f;
+          EDGESGD_TRY(RunRound(n, neighbours, o, static_cast<std::uint64_t>(r + 1), signing, f));
+          if (r == 0 ||
+              f.device_seconds + f.server_seconds < best.device_seconds + best.server_seconds) {
+            best = f;
+          }
+        }
+        return best;
+      };
+      SecaggRow row;
+      Result<SecaggFigures> plain = best_of(nullptr);
+      Result<SecaggFigures> signed_round =
+          kit ? best_of(kit.get()) : Result<SecaggFigures>(SecaggFigures{});
+      for (const Result<SecaggFigures>* result : {&plain, &signed_round}) {
+        if (!result->ok()) {
+          std::fprintf(stderr, "edgesgd bench secagg: a %sround of %u devices failed: %s\n",
+                       result == &signed_round ? "signed " : "", n, result->status().reason());
           return 1;
         }
-        if (r == 0 ||
-            f.device_seconds + f.server_seconds < best.device_seconds + best.server_seconds) {
-          best = f;
-        }
       }
-      rows.push_back(best);
+      row.plain = plain.value();
+      if (kit) row.signed_round = signed_round.value();
+      rows.push_back(row);
     }
   }
   const char* encoding = o.encoding_name.c_str();
+  const auto verdict = [](const SecaggFigures& f) {
+    return f.aborted ? "abort" : f.exact ? "yes" : "NO";
+  };
   if (o.json) {
     std::printf("{\"encoding\": \"%s\", \"values\": %u, \"dropout\": %g, \"rows\": [", encoding,
                 o.values, o.dropout);
     for (std::size_t i = 0; i < rows.size(); ++i) {
-      const SecaggFigures& f = rows[i];
+      const SecaggFigures& f = rows[i].plain;
       std::printf(
           "%s{\"devices\": %u, \"neighbours\": %u, \"threshold\": %u, \"dropped\": %u, "
           "\"plain_payload_bytes\": %zu, \"masked_payload_bytes\": %.0f, "
           "\"protocol_up_bytes\": %.1f, \"protocol_down_bytes\": %.1f, "
           "\"secure_uplink_vs_plain\": %.4f, \"device_ms\": %.3f, \"server_ms\": %.3f, "
-          "\"exact\": %s}",
+          "\"exact\": %s",
           i == 0 ? "" : ", ", f.devices, f.neighbours, f.threshold, f.dropped,
           f.plain_payload_bytes, PayloadPerDevice(f), PerDevice(f.protocol_up_bytes, f.devices),
           PerDevice(f.protocol_down_bytes, f.devices), SecureUplinkVsPlain(f),
@@ -340,6 +431,18 @@ int RunBenchSecAgg(const BenchSecAggOptions& o) {
           f.aborted ? "\"aborted\""
           : f.exact ? "true"
                     : "false");
+      if (rows[i].signed_round) {
+        const SecaggFigures& s = *rows[i].signed_round;
+        std::printf(
+            ", \"signed\": {\"protocol_up_bytes\": %.1f, \"protocol_down_bytes\": %.1f, "
+            "\"device_ms\": %.3f, \"server_ms\": %.3f, \"exact\": %s}",
+            PerDevice(s.protocol_up_bytes, s.devices), PerDevice(s.protocol_down_bytes, s.devices),
+            s.device_seconds * 1e3 / s.devices, s.server_seconds * 1e3,
+            s.aborted ? "\"aborted\""
+            : s.exact ? "true"
+                      : "false");
+      }
+      std::printf("}");
     }
     std::printf("]}\n");
     return 0;
@@ -348,18 +451,30 @@ int RunBenchSecAgg(const BenchSecAggOptions& o) {
       "secure aggregation of %u values per device encoded as %s, %.0f %% of each cohort "
       "dropping out after sharing keys; best of %d rounds\n",
       o.values, encoding, 100 * o.dropout, o.repeats);
-  std::printf("%8s %11s %4s %8s %10s %11s %12s %13s %10s %10s %10s %6s\n", "devices", "neighbours",
+  std::printf("%8s %11s %4s %8s %10s %11s %12s %13s %10s %10s %10s %6s", "devices", "neighbours",
               "t", "dropped", "plain B", "masked B", "protocol B", "secure/plain", "down B",
               "device ms", "server ms", "exact");
-  for (const SecaggFigures& f : rows) {
-    std::printf("%8u %11u %4u %8u %10zu %11.0f %12.0f %12.1f%% %10.0f %10.2f %10.2f %6s\n",
-                f.devices, f.neighbours, f.threshold, f.dropped, f.plain_payload_bytes,
-                PayloadPerDevice(f), PerDevice(f.protocol_up_bytes, f.devices),
-                100.0 * SecureUplinkVsPlain(f), PerDevice(f.protocol_down_bytes, f.devices),
-                f.device_seconds * 1e3 / f.devices, f.server_seconds * 1e3,
-                f.aborted ? "abort"
-                : f.exact ? "yes"
-                          : "NO");
+  if (o.signed_rounds) {
+    std::printf(" | %10s %10s %11s %11s %6s", "signed +up", "+down B", "+device ms", "+server ms",
+                "exact");
+  }
+  std::printf("\n");
+  for (const SecaggRow& row : rows) {
+    const SecaggFigures& f = row.plain;
+    std::printf("%8u %11u %4u %8u %10zu %11.0f %12.0f %12.1f%% %10.0f %10.2f %10.2f %6s", f.devices,
+                f.neighbours, f.threshold, f.dropped, f.plain_payload_bytes, PayloadPerDevice(f),
+                PerDevice(f.protocol_up_bytes, f.devices), 100.0 * SecureUplinkVsPlain(f),
+                PerDevice(f.protocol_down_bytes, f.devices), f.device_seconds * 1e3 / f.devices,
+                f.server_seconds * 1e3, verdict(f));
+    if (row.signed_round) {
+      const SecaggFigures& s = *row.signed_round;
+      std::printf(" | %10.0f %10.0f %11.2f %11.2f %6s",
+                  PerDevice(s.protocol_up_bytes - f.protocol_up_bytes, f.devices),
+                  PerDevice(s.protocol_down_bytes - f.protocol_down_bytes, f.devices),
+                  (s.device_seconds - f.device_seconds) * 1e3 / f.devices,
+                  (s.server_seconds - f.server_seconds) * 1e3, verdict(s));
+    }
+    std::printf("\n");
   }
   return 0;
 }
@@ -412,6 +527,11 @@ void AddBenchSecAggCommand(CLI::App& bench, int& exit_code) {
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
   command->add_flag("--json", options->json, "Print one JSON object instead of a table");
+  command->add_flag("--signed", options->signed_rounds,
+                    "Also run each configuration signed (--secagg-signed: ECDSA P-256 "
+                    "signatures of the keys and the consistency check before unmasking) and "
+                    "report what signing adds: bytes up and down per device, device CPU per "
+                    "device, server CPU per round");
   command->callback([options, qsgd_bits, &exit_code] {
     options->encoding = options->encoding_name == "votes"  ? Encoding::kVotes
                         : options->encoding_name == "qsgd" ? Encoding::kQsgd

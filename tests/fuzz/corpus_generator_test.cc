@@ -92,7 +92,10 @@ RecordedRun Record(std::uint8_t index) {
   worker_options.secure_entropy = &ScriptEntropy;
   Cluster cluster(config, ServerOptionsFor(kDefaultServerFlags),
                   protocol::testing::Targets(kWorkers, config.layout.dimension()),
-                  InitialModel(config), worker_options);
+                  InitialModel(config), worker_options,
+                  [&config](protocol::PeerId peer, protocol::WorkerOptions& options) {
+                    if (config.secure.signed_rounds) options.secure_signing = ScriptSigning(peer);
+                  });
   cluster.net().SetLatencyAll(kLatency);
   Recorder recorder;
   cluster.net().SetInterceptor(&recorder);
@@ -289,6 +292,12 @@ void WriteSyntheticDecoderSeeds() {
   }
   const std::vector<std::uint32_t> masked(24, 0xA5A5A5A5u);
   const std::uint32_t survivors[] = {5, 7};
+  std::array<wire::SecureSignatureRecord, 2> signatures{};
+  for (std::uint32_t i = 0; i < 2; ++i) {
+    signatures[i].device = 5 + 2 * i;
+    signatures[i].signature[3 * i] = std::byte{0x5A};
+    roster[i].keys_signature[i + 1] = std::byte{0x33};
+  }
   wire::SecureMessage secure{.fields = {.phase = wire::SecurePhase::kKeys,
                                         .cipher_public = {},
                                         .mask_public = {},
@@ -299,11 +308,14 @@ void WriteSyntheticDecoderSeeds() {
                              .shares = sealed,
                              .masked = masked,
                              .survivors = survivors,
-                             .revealed = revealed};
-  const char* const phases[] = {"keys",         "roster",    "shares",   "delivered-shares",
-                                "masked-input", "survivors", "unmasking"};
+                             .revealed = revealed,
+                             .signatures = signatures};
+  const char* const phases[] = {"keys",         "roster",    "shares",    "delivered-shares",
+                                "masked-input", "survivors", "unmasking", "consistency",
+                                "signatures"};
   for (std::uint8_t p = 0; p < std::size(phases); ++p) {
     secure.fields.phase = static_cast<wire::SecurePhase>(p);
+    secure.fields.signature[p] = std::byte{0x21};
     const std::span<const std::byte> frame = maker.Secure({4, 6, 30u + p}, secure, 3, 24);
     ASSERT_FALSE(frame.empty()) << phases[p];
     WriteDecoderSeed(std::string("synthetic-secure-") + phases[p],

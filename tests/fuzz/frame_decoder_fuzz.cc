@@ -123,6 +123,7 @@ struct SecureLists {
   std::vector<wire::SecureRosterRecord> roster;
   std::vector<wire::SecureSealedRecord> shares;
   std::vector<wire::SecureShareRecord> revealed;
+  std::vector<wire::SecureSignatureRecord> signatures;
 
   template <typename Record>
   static std::vector<Record> Copy(const wire::SecureRecords<Record>& records) {
@@ -131,7 +132,10 @@ struct SecureLists {
     return out;
   }
   explicit SecureLists(const wire::SecureView& view)
-      : roster(Copy(view.roster)), shares(Copy(view.shares)), revealed(Copy(view.revealed)) {}
+      : roster(Copy(view.roster)),
+        shares(Copy(view.shares)),
+        revealed(Copy(view.revealed)),
+        signatures(Copy(view.signatures)) {}
   bool operator==(const SecureLists&) const = default;
 };
 
@@ -145,6 +149,7 @@ std::span<const std::byte> Reencode(const wire::FrameView& view,
                                    wire::kSecureRosterRecordBytes * lists.roster.size() +
                                    wire::kSecureSealedRecordBytes * lists.shares.size() +
                                    wire::kSecureShareRecordBytes * lists.revealed.size() +
+                                   wire::kSecureSignatureRecordBytes * lists.signatures.size() +
                                    wire::kSecureFrameOverheadBytes;
   storage.assign((wire::kMaxControlFrameBytes + secure_bytes + wire::kBuilderScratchBytes) / 8 + 2,
                  0);
@@ -169,7 +174,7 @@ std::span<const std::byte> Reencode(const wire::FrameView& view,
     case wire::MessageKind::kSecureAggregation:
       frame = builder.EncodeSecure(
           view.header, {view.secure.fields, lists.roster, lists.shares, view.secure.masked,
-                        view.secure.survivors, lists.revealed});
+                        view.secure.survivors, lists.revealed, lists.signatures});
       break;
     default:
       break;

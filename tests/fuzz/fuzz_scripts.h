@@ -18,6 +18,7 @@
 #include "edgesgd/protocol/server_types.h"
 #include "edgesgd/protocol/session.h"
 #include "fuzz/fuzz_util.h"
+#include "secagg/secagg_test_util.h"
 
 namespace edgesgd::fuzz {
 
@@ -116,6 +117,10 @@ inline std::vector<NamedRunConfig> RunConfigs() {
     secure.secure.enabled = true;
     secure.secure.bound = 16.0f;
     configs.push_back({"random_block_secure", secure});
+    // Signed: the keys carry signatures, and the consistency check runs before unmasking.
+    protocol::RunConfig signed_secure = secure;
+    signed_secure.secure.signed_rounds = true;
+    configs.push_back({"random_block_secure_signed", signed_secure});
     protocol::RunConfig votes =
         MeanRun(SignParams{.scale = SignScale::kUnit}, DownlinkKind::kAggregate);
     votes.aggregation = protocol::AggregationKind::kMajority;
@@ -135,6 +140,21 @@ inline Status ScriptEntropy(void*, std::uint32_t round, std::span<std::byte> out
     b = static_cast<std::byte>(state >> 24);
   }
   return Status::Ok();
+}
+
+// Signed secure rounds: the test signatures of secagg_test_util.h (fast, and every harness can
+// play any device), one signer per worker id and one verifier of them all.
+inline const secagg::testing::TestVerifier& ScriptVerifier() {
+  static const secagg::testing::TestVerifier verifier;
+  return verifier;
+}
+inline secagg::DeviceSigning ScriptSigning(std::uint32_t device) {
+  static const std::array<secagg::testing::TestSigner, 8> signers{
+      secagg::testing::TestSigner(1), secagg::testing::TestSigner(2),
+      secagg::testing::TestSigner(3), secagg::testing::TestSigner(4),
+      secagg::testing::TestSigner(5), secagg::testing::TestSigner(6),
+      secagg::testing::TestSigner(7), secagg::testing::TestSigner(8)};
+  return {&signers.at((device - 1) % signers.size()), &ScriptVerifier()};
 }
 
 inline const std::vector<NamedRunConfig>& AllRunConfigs() {
@@ -221,6 +241,7 @@ inline protocol::ServerOptions ServerOptionsFor(std::uint8_t flags) {
   options.liveness_timeout_ns = (flags & 8) != 0 ? protocol::kNever : 5000 * kMs;
   options.join_timeout_ns = (flags & 16) != 0 ? 3000 * kMs : protocol::kNever;
   options.noise_key = 0x5EC2E7;  // the privacy configurations need one
+  options.secure_verifier = &ScriptVerifier();  // the signed one a verifier
   return options;
 }
 // The options the corpus generator runs with (and records under).
@@ -231,7 +252,8 @@ inline constexpr std::uint8_t kDefaultServerFlags = 1;  // quorum 2, deadlines, 
 
 // ---- Worker session script ----
 //
-//   u8 flags (bit 0: device id unassigned, else 1; bit 1: no heartbeats), then events, each an
+//   u8 flags (bit 0: device id unassigned, else 1; bit 1: no heartbeats; bit 2: signs secure
+//   rounds), then events, each an
 //   op byte (WorkerOp, modulo kWorkerOpCount) and its operands:
 //     kFrame      u8 from (v % 3: 0 is the server), u16 length, that many bytes
 //     kWelcome    u8 configuration (RunConfigAt), u8 override mask, then per set bit:

@@ -4,15 +4,19 @@
 // every device and phase, what it does: follow the protocol, fall silent, or send whatever the
 // input says (keys, shares for any receivers, masked vectors of any length, revealed shares of
 // any owner, kind and point), once or twice. Sealed shares on their way to a device may be
-// altered. Invariants:
+// altered. Rounds may be signed (test signatures, secagg_test_util.h): hostile devices then sign
+// their own messages or send any bytes as signatures, and the server may tell one device a
+// survivor set of the input's making (a lying server). Invariants:
 //   - a plan the server accepts is one ValidatePlan accepts;
 //   - an honest device drops an altered share (counts it, holds nothing of it) and stays in the
 //     round, and reveals at most one share per owner (never both secrets of a neighbour);
 //   - a finished round whose survivors are all honest holds exactly the sum of their inputs
 //     (hostile messages can abort a round, never corrupt its sum);
 //   - a round in which every device is honest and speaks, and no share was altered, finishes;
-//   - an aborted or finished server accepts no further message of the round.
+//   - an aborted or finished server accepts no further message of the round;
+//   - in a signed round, a device told another survivor set than the others reveals nothing.
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -36,7 +40,9 @@ enum class Conduct : std::uint8_t { kHonest, kSilent, kHostile, kHonestTwice };
 constexpr std::uint8_t kConductCount = 4;
 
 struct Device {
+  explicit Device(std::uint32_t device_id = 0) : id(device_id), signer(device_id) {}
   std::uint32_t id = 0;
+  secagg::testing::TestSigner signer;
   Client client;
   std::vector<std::uint32_t> input;
   bool hostile = false;  // sent something of its own making this round
@@ -57,20 +63,27 @@ class Harness {
   void Run() {
     n_ = 2 + in_.U8() % (kMaxDevices - 1);
     const std::uint32_t choice = in_.U8();
+    signed_ = (choice & 0x80) != 0;
     neighbours_ = choice % 3 == 0 ? 0 : 2 * (choice % 3);  // everyone, 2 or 4
     words_ = 1 + in_.U8() % kMaxWords;
     const std::uint32_t degree = secagg::NeighbourhoodSize(n_, neighbours_);
     EDGESGD_FUZZ_CHECK(arenas_.Init(server_, secagg::ServerLimits{n_, degree, words_}).ok(),
                        "the server's storage is taken");
-    devices_ = std::vector<Device>(n_);
+    EDGESGD_FUZZ_CHECK(server_.SetVerifier(signed_ ? &verifier_ : nullptr).ok(),
+                       "a server between rounds takes a verifier");
+    devices_.clear();
+    devices_.reserve(n_);  // the clients keep pointers to their signers
     for (std::uint32_t i = 0; i < n_; ++i) {
-      Device& device = devices_[i];
-      device.id = 10 + 3 * i;
+      Device& device = devices_.emplace_back(10 + 3 * i);
       ids_.push_back(device.id);
       device.input.resize(words_);
       for (std::uint32_t w = 0; w < words_; ++w) device.input[w] = in_.U32();
       const secagg::ClientLimits limits{degree, 1};
       EDGESGD_FUZZ_CHECK(arenas_.Init(device.client, limits).ok(), "a device's storage is taken");
+      if (signed_) {
+        EDGESGD_FUZZ_CHECK(device.client.SetSigning({&device.signer, &verifier_}).ok(),
+                           "a device takes its signer");
+      }
     }
     const std::uint32_t rounds = 1 + in_.U8() % 2;
     for (std::uint64_t round = 1; round <= rounds && !in_.empty(); ++round) RunRound(round);
@@ -112,10 +125,15 @@ class Harness {
     if (!Close(server_.CloseShares())) return;
     for (Device& device : devices_) SendInput(device, NextConduct(device));
     if (!Close(server_.CloseInputs())) return;
+    lied_to_ = n_;
+    if (signed_) {
+      for (Device& device : devices_) SignSurvivors(device, NextConduct(device), round);
+      if (!Close(server_.CloseSignatures())) return;
+    }
     for (Device& device : devices_) Unmask(device, NextConduct(device));
     const Status finished = server_.Finish();
     bool honest_survivors = true;
-    bool everyone_honest = all_spoke && !shares_altered_;
+    bool everyone_honest = all_spoke && !shares_altered_ && (!signed_ || lied_to_ == n_);
     std::vector<std::uint32_t> expected(words_, 0);
     for (const Device& device : devices_) {
       everyone_honest = everyone_honest && !device.hostile && !device.silent;
@@ -144,8 +162,7 @@ class Harness {
 
   void CheckClosed() {
     const secagg::KeyAdvertisement keys;
-    EDGESGD_FUZZ_CHECK(!server_.AddKeys(ids_[0], keys).ok(),
-                       "an ended round takes no more keys");
+    EDGESGD_FUZZ_CHECK(!server_.AddKeys(ids_[0], keys).ok(), "an ended round takes no more keys");
     const std::vector<std::uint32_t> words(words_, 0);
     EDGESGD_FUZZ_CHECK(!server_.AddMaskedInput(ids_[0], words).ok(),
                        "an ended round takes no more inputs");
@@ -157,6 +174,11 @@ class Harness {
     if (conduct == Conduct::kHostile) {
       keys.cipher_public = RandomKey(in_);
       keys.mask_public = RandomKey(in_);
+      // A hostile device holds its own signing key: it signs keys of its making, or not.
+      if (signed_ && (in_.U8() & 1) != 0) {
+        keys.signature = secagg::testing::TestSignature(
+            device.id, secagg::KeysStatement(round, device.id, keys));
+      }
     } else {
       const secagg::Key entropy =
           secagg::testing::TestKey(device.id, round, static_cast<std::uint64_t>(in_.U8()));
@@ -246,6 +268,50 @@ class Harness {
     }
   }
 
+  // Signed rounds: the survivor set and the signatures. A lying server tells one device (at
+  // most) a set of the input's making.
+  void SignSurvivors(Device& device, Conduct conduct, std::uint64_t round) {
+    if (conduct == Conduct::kSilent) return;
+    secagg::Signature signature{};
+    if (conduct == Conduct::kHostile) {
+      const std::span<const std::byte> bytes = in_.Bytes(signature.size());
+      std::copy(bytes.begin(), bytes.end(), signature.begin());
+      if ((in_.U8() & 1) != 0) {
+        std::vector<std::uint32_t> any(in_.U8() % (n_ + 1));
+        for (std::uint32_t& id : any) id = ids_[in_.U8() % n_];
+        signature =
+            secagg::testing::TestSignature(device.id, secagg::SurvivorsStatement(round, any));
+      }
+    } else {
+      if (!server_.Expects(device.id)) return;
+      std::vector<std::uint32_t> set(n_);
+      const Result<std::size_t> listed = server_.SurvivorsFor(device.id, set);
+      if (!listed.ok()) return;
+      set.resize(listed.value());
+      if (lied_to_ == n_ && (in_.U8() & 0x7) == 0) {
+        lied_to_ = static_cast<std::uint32_t>(&device - devices_.data());
+        true_set_ = set;
+        if (!set.empty() && (in_.U8() & 1) != 0) {
+          set.erase(set.begin() + in_.U8() % set.size());
+        } else {
+          set.clear();
+          for (const std::uint32_t id : ids_) {
+            if (id == device.id || (in_.U8() & 1) != 0) set.push_back(id);
+          }
+          std::sort(set.begin(), set.end());
+        }
+        told_set_ = set;
+      }
+      if (!device.client.SignSurvivors(set, signature).ok()) {
+        device.silent = true;
+        return;
+      }
+    }
+    for (int copy = Copies(conduct); copy > 0; --copy) {
+      static_cast<void>(server_.AddSignature(Sender(device), signature));
+    }
+  }
+
   void Unmask(Device& device, Conduct conduct) {
     if (conduct == Conduct::kSilent) return;
     const std::size_t degree = server_.neighbourhood_size();
@@ -262,11 +328,26 @@ class Harness {
       }
     } else {
       if (!server_.Expects(device.id)) return;
-      std::vector<std::uint32_t> survivors(degree);
-      const Result<std::size_t> listed = server_.SurvivorsFor(device.id, survivors);
-      if (!listed.ok()) return;
-      const Result<std::size_t> written =
-          device.client.Unmask({survivors.data(), listed.value()}, revealed);
+      Result<std::size_t> written = Status::Internal();
+      if (signed_) {
+        std::vector<secagg::SurvivorSignature> signatures(degree);
+        const Result<std::size_t> listed = server_.SignaturesFor(device.id, signatures);
+        if (!listed.ok()) return;
+        signatures.resize(listed.value());
+        written = device.client.Unmask(signatures, revealed);
+        // The server's true set differs from the one it told this device (unless the lie
+        // happened to be the truth): the neighbours' signatures cannot all verify on it, and
+        // fewer than t... whichever, the device reveals nothing.
+        EDGESGD_FUZZ_CHECK(!written.ok() ||
+                               static_cast<std::size_t>(&device - devices_.data()) != lied_to_ ||
+                               TrueSetWasTold(),
+                           "a device told another survivor set reveals nothing");
+      } else {
+        std::vector<std::uint32_t> survivors(degree);
+        const Result<std::size_t> listed = server_.SurvivorsFor(device.id, survivors);
+        if (!listed.ok()) return;
+        written = device.client.Unmask({survivors.data(), listed.value()}, revealed);
+      }
       if (!written.ok()) {
         device.silent = true;
         return;
@@ -284,7 +365,11 @@ class Harness {
     }
   }
 
+  // Whether the set a lying server told one device equals the true one (the lie changed nothing).
+  bool TrueSetWasTold() const { return told_set_ == true_set_; }
+
   FuzzInput& in_;
+  secagg::testing::TestVerifier verifier_;
   secagg::testing::Arenas arenas_;
   Server server_;
   std::vector<Device> devices_;
@@ -293,6 +378,10 @@ class Harness {
   std::uint32_t neighbours_ = 0;
   std::uint32_t words_ = 0;
   bool shares_altered_ = false;  // this round, on their way to a device
+  bool signed_ = false;
+  std::uint32_t lied_to_ = 0;  // signed rounds: the device told a made-up set, or n_ for none
+  std::vector<std::uint32_t> told_set_;
+  std::vector<std::uint32_t> true_set_;
 };
 
 }  // namespace

@@ -134,6 +134,9 @@ class WorkerHarness {
     options.add_noise = &AddNoiseShare;
     options.noise_key = 0x5EC2E7;
     options.secure_entropy = &ScriptEntropy;
+    // A signing worker joins signed secure runs and refuses unsigned ones; the others, the
+    // reverse.
+    if ((flags_ & 4) != 0) options.secure_signing = ScriptSigning(1);
     const Status init = worker_->Init(*arena_, options);
     EDGESGD_FUZZ_CHECK(init.ok(), "the harness's worker initializes");
     worker_->Start(now_);

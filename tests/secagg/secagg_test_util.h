@@ -9,6 +9,7 @@
 #include "edgesgd/core/status.h"
 #include "edgesgd/secagg/crypto.h"
 #include "edgesgd/secagg/server.h"
+#include "edgesgd/secagg/signing.h"
 
 namespace edgesgd::secagg::testing {
 
@@ -38,6 +39,40 @@ inline RoundPlan Plan(std::uint64_t round, std::uint32_t threshold, std::uint32_
                       std::uint32_t neighbours = 0) {
   return RoundPlan{round, threshold, neighbours, /*graph_seed=*/99, words};
 }
+
+// A fast stand-in for ECDSA where many rounds run: a device's signature is a keyed hash only
+// it (and the tests playing colluders) computes. The verifier recomputes it.
+inline Signature TestSignature(std::uint32_t device, const Digest& statement) {
+  std::array<std::byte, 4 + kKeyBytes> material{};
+  for (std::size_t i = 0; i < 4; ++i) material[i] = static_cast<std::byte>(device >> (8 * i));
+  std::copy(statement.begin(), statement.end(), material.begin() + 4);
+  const Digest digest = Sha256(material);
+  Signature signature{};
+  std::copy(digest.begin(), digest.end(), signature.begin());
+  return signature;
+}
+
+class TestSigner final : public Signer {
+ public:
+  explicit TestSigner(std::uint32_t device) : device_(device) {}
+  Status Sign(const Digest& statement, Signature& signature) const override {
+    signature = TestSignature(device_, statement);
+    return Status::Ok();
+  }
+
+ private:
+  std::uint32_t device_;
+};
+
+class TestVerifier final : public Verifier {
+ public:
+  Status Verify(std::uint32_t signer, const Digest& statement,
+                const Signature& signature) const override {
+    return signature == TestSignature(signer, statement)
+               ? Status::Ok()
+               : Status::Unauthenticated("test signature mismatch");
+  }
+};
 
 // Arena storage for the clients and servers of a test, alive as long as this object.
 class Arenas {

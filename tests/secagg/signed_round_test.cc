@@ -25,6 +25,9 @@ using testing::Arenas;
 using testing::KeyFromHex;
 using testing::Plan;
 using testing::TestKey;
+using testing::TestSignature;
+using testing::TestSigner;
+using testing::TestVerifier;
 
 std::span<const std::byte> AsBytes(std::string_view text) {
   return {reinterpret_cast<const std::byte*>(text.data()), text.size()};
@@ -106,40 +109,6 @@ TEST(SigningStatementsTest, BindTheRoundTheDeviceTheKeysAndTheWholeSet) {
 }
 
 // ---- Rounds ----
-
-// A fast stand-in for ECDSA where many rounds run: a device's signature is a keyed hash only
-// it (and the tests playing colluders) computes. The verifier recomputes it.
-Signature TestSignature(std::uint32_t device, const Digest& statement) {
-  std::array<std::byte, 4 + kKeyBytes> material{};
-  for (std::size_t i = 0; i < 4; ++i) material[i] = static_cast<std::byte>(device >> (8 * i));
-  std::copy(statement.begin(), statement.end(), material.begin() + 4);
-  const Digest digest = Sha256(material);
-  Signature signature{};
-  std::copy(digest.begin(), digest.end(), signature.begin());
-  return signature;
-}
-
-class TestSigner final : public Signer {
- public:
-  explicit TestSigner(std::uint32_t device) : device_(device) {}
-  Status Sign(const Digest& statement, Signature& signature) const override {
-    signature = TestSignature(device_, statement);
-    return Status::Ok();
-  }
-
- private:
-  std::uint32_t device_;
-};
-
-class TestVerifier final : public Verifier {
- public:
-  Status Verify(std::uint32_t signer, const Digest& statement,
-                const Signature& signature) const override {
-    return signature == TestSignature(signer, statement)
-               ? Status::Ok()
-               : Status::Unauthenticated("test signature mismatch");
-  }
-};
 
 // A cohort of signing devices and an honest server, through the masked inputs; the tests then
 // play the consistency check and the unmasking, honestly or not.

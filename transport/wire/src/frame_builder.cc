@@ -393,12 +393,15 @@ Result<std::span<const std::byte>> FrameBuilder::EncodeSecure(const FrameHeader&
   const std::span<const SecureSignatureRecord> signers =
       phase == SecurePhase::kSignatures ? message.signatures
                                         : std::span<const SecureSignatureRecord>();
-  // A roster carries its neighbours' advertisement signatures when the first one is signed
-  // (a signed round signs them all).
-  const bool roster_signed =
-      !roster.empty() && std::any_of(roster.front().keys_signature.begin(),
-                                     roster.front().keys_signature.end(),
-                                     [](std::byte b) { return b != std::byte{0}; });
+  // A roster carries its neighbours' advertisement signatures unless all are zeros (an unsigned
+  // round's), which the decoder gives back for an absent column.
+  const auto is_zero = [](const SecureSignature& signature) {
+    return std::all_of(signature.begin(), signature.end(),
+                       [](std::byte b) { return b == std::byte{0}; });
+  };
+  const bool roster_signed = std::any_of(roster.begin(), roster.end(), [&](const auto& entry) {
+    return !is_zero(entry.keys_signature);
+  });
   for (const SecureShareRecord& share : revealed) {
     if (share.kind > kSecureMaskKeyShare) {
       return Status::InvalidArgument("a revealed share's kind is outside the schema");
@@ -482,9 +485,7 @@ Result<std::span<const std::byte>> FrameBuilder::EncodeSecure(const FrameHeader&
   const fb::SecureSignature signature = SignatureToFb(fields.signature);
   // An unsigned advertisement (all zeros) leaves the field out.
   const bool carries_signature =
-      (keys_phase && std::any_of(fields.signature.begin(), fields.signature.end(),
-                                 [](std::byte b) { return b != std::byte{0}; })) ||
-      phase == SecurePhase::kConsistency;
+      (keys_phase && !is_zero(fields.signature)) || phase == SecurePhase::kConsistency;
   const auto secure = fb::CreateSecureAggregation(
       builder_, internal::EnumCast<fb::SecurePhase>(phase), keys_phase ? &cipher_public : nullptr,
       keys_phase ? &mask_public : nullptr, roster_phase ? fields.threshold : 0,

@@ -126,7 +126,7 @@ struct WorkerOptions {
   // (`edgesgd keygen`'s files). A worker with them refuses a run whose secure rounds are not
   // signed (a lying server would simply not ask for the check); one without them refuses a
   // signed run. Both must outlive the session.
-  secagg::DeviceSigning secure_signing;
+  secagg::DeviceSigning secure_signing{};
 };
 
 struct WorkerCounters {
