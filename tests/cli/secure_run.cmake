@@ -5,6 +5,7 @@
 # rounds at 2^-24) and abort no round; every secure run pays the protocol's bytes on the uplink,
 # and the lossy one still trains. A secure majority vote (counts of +1 votes in lanes) ends with
 # the plain vote's loss exactly.
+# Signed rounds (--secagg-signed) end exactly where unsigned ones do.
 #   cmake -DEDGESGD=path -DWORK_DIR=dir -P secure_run.cmake
 include(${CMAKE_CURRENT_LIST_DIR}/summary_figures.cmake)
 file(REMOVE_RECURSE ${WORK_DIR})
@@ -15,6 +16,12 @@ set(secure --secure-aggregation --secagg-bound 8)
 edgesgd_simulate(plain ${common})
 edgesgd_simulate(secure ${common} ${secure})
 edgesgd_simulate(secure_plus ${common} ${secure} --secagg-neighbours 4)
+# Signed rounds (ECDSA keys and the consistency check): the same exact sum, so the same model.
+edgesgd_simulate(secure_signed ${common} ${secure} --secagg-signed)
+if(NOT secure_signed_loss STREQUAL secure_loss)
+  message(FATAL_ERROR "signed rounds end at loss ${secure_signed_loss}, unsigned ones at "
+                      "${secure_loss}: the sum differs")
+endif()
 edgesgd_simulate(lossy ${common} ${secure} --loss 0.05 --round-deadline-s 1)
 set(votes --task softmax --data synthetic --workers 8 --rounds 40 --codec sign --aggregate majority
     --optimizer signum --lr 0.01 --downlink aggregate --seed 5)
