@@ -456,6 +456,7 @@ void WriteServerCounters(SummaryWriter& summary, const protocol::ServerCounters&
   summary.Field("deadline_extensions", counters.deadline_extensions);
   summary.Field("secure_rounds_aborted", counters.secure_rounds_aborted);
   summary.Field("secure_messages_resent", counters.secure_messages_resent);
+  summary.Field("secure_restarts_left", counters.secure_restarts_left);
 }
 
 void WriteMemoryPlan(SummaryWriter& summary, const MemoryPlan& plan) {

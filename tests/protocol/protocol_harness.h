@@ -270,7 +270,7 @@ class TestNetwork {
 struct QuadraticProblem {
   std::vector<float> target;
   std::uint64_t calls = 0;
-  bool fail = false;  // the callback returns an error (a device fault)
+  bool fail = false;               // the callback returns an error (a device fault)
   std::vector<float> round_start;  // the point of the latest round's first step
 };
 
@@ -361,6 +361,7 @@ class Cluster {
       options_i.user = problems_.back().get();
       if (options_i.codecs == nullptr) options_i.codecs = &AllCodecs();
       if (customize) customize(static_cast<PeerId>(i + 1), options_i);
+      worker_options_.push_back(options_i);
       const Status worker_init = workers_.back()->Init(storages_.back()->arena, options_i);
       EXPECT_TRUE(worker_init.ok()) << worker_init.reason();
       pointers.push_back(workers_.back().get());
@@ -380,6 +381,21 @@ class Cluster {
   const RunConfig& config() const { return config_; }
 
   void Start() { network_->Start(); }
+
+  // Worker `id` restarts: a fresh session with the same options, changed by `change` if given
+  // (its memory of the run gone), in place of the old one, started at once.
+  void RestartWorker(PeerId id, const std::function<void(WorkerOptions&)>& change = nullptr) {
+    if (change) change(worker_options_.at(id - 1));
+    WorkerSession* worker = workers_.at(id - 1).get();
+    worker->~WorkerSession();
+    ::new (static_cast<void*>(worker)) WorkerSession();
+    storages_.at(id - 1) = std::make_unique<ArenaStorage>(
+        WorkerSession::ArenaBytes(config_, static_cast<std::uint32_t>(workers_.size())));
+    const Status init = worker->Init(storages_.at(id - 1)->arena, worker_options_.at(id - 1));
+    EXPECT_TRUE(init.ok()) << init.reason();
+    network_->StartWorker(id);
+  }
+
   bool RunUntilFinished(TimeNs limit) {
     return network_->RunUntil([&] { return server_.Finished() && network_->in_flight() == 0; },
                               limit);
@@ -419,6 +435,7 @@ class Cluster {
   std::vector<std::unique_ptr<QuadraticProblem>> problems_;
   std::vector<std::unique_ptr<ArenaStorage>> storages_;
   std::vector<std::unique_ptr<WorkerSession>> workers_;
+  std::vector<WorkerOptions> worker_options_;
   std::unique_ptr<TestNetwork> network_;
 };
 
@@ -509,8 +526,8 @@ struct InterruptedRun {
   std::vector<std::byte> checkpoint;
   std::vector<float> final_model;
 };
-inline InterruptedRun RunWithCheckpointAt(const RunConfig& config, const std::vector<float>& initial,
-                                          std::uint32_t round) {
+inline InterruptedRun RunWithCheckpointAt(const RunConfig& config,
+                                          const std::vector<float>& initial, std::uint32_t round) {
   const std::size_t d = config.layout.dimension();
   InterruptedRun run;
   Cluster cluster(config, FourWorkers(), Targets(4, d), initial);

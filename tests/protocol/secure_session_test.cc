@@ -480,6 +480,61 @@ TEST(SecureSessionTest, AFrameLostInAnyPhaseIsSentAgainAndTheDeviceStays) {
   }
 }
 
+// Notes when worker `peer` sends its message of `phase`.
+class WatchPhase final : public Interceptor {
+ public:
+  WatchPhase(PeerId peer, std::uint8_t phase) : peer_(peer), phase_(phase) {}
+  Verdict OnSend(PeerId from, PeerId, std::span<const std::byte> frame, TimeNs) override {
+    if (from == peer_ && DevicePhase(frame) == phase_) seen_ = true;
+    return {};
+  }
+  bool seen() const { return seen_; }
+
+ private:
+  PeerId peer_;
+  std::uint8_t phase_;
+  bool seen_ = false;
+};
+
+// A device that restarts after sending its shares rejoins, is sent the model again and answers
+// with fresh keys: it is left out of the round, which completes with the others.
+TEST(SecureSessionTest, ADeviceThatRestartsMidRoundIsLeftOutAndTheRoundCompletes) {
+  const std::vector<float> initial = PseudoRandom(kDim, 8, 0.5f);
+  for (const bool signed_rounds : {false, true}) {
+    SCOPED_TRACE(signed_rounds ? "signed" : "unsigned");
+    const RunConfig config = SecureConfig(kCodecId<IdentityCodec>, 1);
+    std::unique_ptr<Cluster> cluster =
+        MakeCluster(signed_rounds ? Signed(config) : config, 5, initial);
+    cluster->net().SetLatencyAll(10 * kMs);  // one step at a time
+    WatchPhase watch(3, SecureRound::kShares);
+    cluster->net().SetInterceptor(&watch);
+    cluster->Start();
+    while (!watch.seen() && cluster->net().Step(600 * kSecond)) {
+    }
+    ASSERT_TRUE(watch.seen());
+    cluster->net().SetInterceptor(nullptr);
+    // The restarted device's operating system gives it new entropy, hence new keys.
+    cluster->RestartWorker(3, [](WorkerOptions& options) {
+      options.secure_entropy = [](void* user, std::uint32_t round, std::span<std::byte> out) {
+        const Status drawn = TestEntropy(user, round, out);
+        for (std::byte& b : out) b ^= std::byte{0x5C};
+        return drawn;
+      };
+    });
+    ASSERT_TRUE(cluster->RunUntilFinished(600 * kSecond));
+    EXPECT_EQ(cluster->server().counters().secure_restarts_left, 1u);
+    EXPECT_EQ(cluster->server().counters().secure_rounds_aborted, 0u)
+        << cluster->server().secure_abort_reason().reason();
+    const std::vector<RoundEvent> rounds = cluster->DrainRounds();
+    ASSERT_EQ(rounds.size(), 1u);
+    EXPECT_EQ(rounds[0].reported, 4u);
+    const std::vector<float> expected = OneRoundOf(*cluster, {1, 2, 4, 5}, initial);
+    for (std::size_t i = 0; i < kDim; ++i) {
+      EXPECT_NEAR(cluster->server().model()[i], expected[i], 1e-5f) << i;
+    }
+  }
+}
+
 // Copies every frame of the run (duplicates), and keeps worker 1's round-0 keys to replay them.
 class DuplicateAndRecord final : public Interceptor {
  public:

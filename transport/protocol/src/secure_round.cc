@@ -118,6 +118,13 @@ std::optional<RejectReason> SecureRound::Add(PeerId peer, const wire::SecureView
   if (!open_) return RejectReason::kUnexpectedMessage;
   const std::uint8_t phase = PhaseOf(message.fields.phase);
   if (phase > kUnmasking) return RejectReason::kUnexpectedMessage;
+  if (phase == kKeys && phase_ > kKeys) {
+    // Keys of a device that already advertised other ones: it restarted and lost its secrets,
+    // so it leaves rather than spoil the round with shares of keys its neighbours never saw.
+    const Result<bool> left = stage_->LeaveIfRestarted(peer, message);
+    if (left.ok() && left.value()) ++restarts_left_;
+    return RejectReason::kLate;
+  }
   if (phase < phase_) return RejectReason::kLate;
   if (phase > phase_) return RejectReason::kFuture;
   if (!stage_->server().Expects(peer)) {

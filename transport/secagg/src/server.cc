@@ -30,6 +30,10 @@ Status ValidatePlan(const RoundPlan& plan, std::uint32_t cohort) {
 
 namespace {
 
+bool SameKeys(const KeyAdvertisement& a, const KeyAdvertisement& b) {
+  return SecretsEqual(a.cipher_public, b.cipher_public) && SecretsEqual(a.mask_public, b.mask_public);
+}
+
 // The neighbourhood the largest round can have.
 std::size_t MaxDegree(const ServerLimits& limits) {
   return std::min(limits.max_neighbours, limits.max_devices - 1);
@@ -221,7 +225,9 @@ Status Server::AddKeys(std::uint32_t device, const KeyAdvertisement& keys) {
   }
   const std::uint32_t i = IndexOf(device);
   if (i == cohort_size_) return Status::NotFound("the device is not in this round's cohort");
-  if (members_[i].advertised) return Status::AlreadyExists("the device advertised keys twice");
+  if (members_[i].advertised && SameKeys(members_[i].keys, keys)) {
+    return Status::AlreadyExists("the device advertised these keys already");
+  }
   if (SecretsEqual(keys.cipher_public, keys.mask_public)) {
     return Status::InvalidArgument("a device's two public keys must differ");
   }
@@ -231,6 +237,19 @@ Status Server::AddKeys(std::uint32_t device, const KeyAdvertisement& keys) {
   members_[i].keys = keys;
   members_[i].advertised = true;
   return Status::Ok();
+}
+
+Result<bool> Server::LeaveIfRestarted(std::uint32_t device, const KeyAdvertisement& keys) {
+  const std::uint32_t i = IndexOf(device);
+  if (i == cohort_size_ || !members_[i].active) {
+    return Status::NotFound("the device is not in this round");
+  }
+  if (SameKeys(members_[i].keys, keys)) {
+    return Status::AlreadyExists("the device advertised these keys already");
+  }
+  members_[i].left = true;
+  members_[i].active = false;
+  return true;
 }
 
 Status Server::CloseKeys() {
@@ -326,7 +345,9 @@ Status Server::AddMaskedInput(std::uint32_t device, std::span<const std::uint32_
     return Status::FailedPrecondition("masked inputs are closed for this round");
   }
   const std::uint32_t i = IndexOf(device);
-  if (i == cohort_size_ || !InU2(i)) return Status::NotFound("the device is not in this round");
+  if (i == cohort_size_ || !InU2(i) || members_[i].left) {
+    return Status::NotFound("the device is not in this round");
+  }
   if (members_[i].masked) return Status::AlreadyExists("the device sent its input twice");
   if (words.size() != plan_.words) {
     return Status::DataLoss("the masked input has the wrong length");
@@ -343,7 +364,9 @@ Status Server::CloseInputs() {
     return Fail(
         Status::Unavailable("fewer masked inputs arrived than the threshold; round aborted"));
   }
-  for (std::uint32_t i = 0; i < cohort_size_; ++i) members_[i].active = InU3(i);
+  for (std::uint32_t i = 0; i < cohort_size_; ++i) {
+    members_[i].active = InU3(i) && !members_[i].left;
+  }
   if (!signs()) {
     phase_ = Phase::kCollectingUnmasking;
     return Status::Ok();

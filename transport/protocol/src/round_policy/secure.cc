@@ -72,7 +72,9 @@ std::optional<RejectReason> SecureRoundPolicy::TakeSecureMessage(ServerWorkerSlo
   const wire::SecureView* message = internal::SecureMessageOf(view.secure);
   if (message == nullptr) return RejectReason::kUnexpectedMessage;
   const PeerId peer = PeerOf(slot);
-  if (const std::optional<RejectReason> refused = secure_.Add(peer, *message)) return refused;
+  const std::optional<RejectReason> refused = secure_.Add(peer, *message);
+  counters().secure_restarts_left = secure_.restarts_left();
+  if (refused) return refused;
   // The keys answer the broadcast: a broadcast queued by a revival is no longer needed.
   outbox().Forgive(peer, ServerOutbox::kBroadcast);
   return std::nullopt;

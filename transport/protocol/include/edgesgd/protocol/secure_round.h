@@ -62,7 +62,8 @@ class SecureRound {
   std::uint8_t phase() const { return phase_; }
 
   // A participant's message. nullopt when it was accepted; otherwise why it is refused (nothing
-  // of it is kept): kLate (it missed an earlier phase, or this one closed), kDuplicate,
+  // of it is kept): kLate (it missed an earlier phase, or this one closed; fresh keys after the
+  // keys phase also make the device leave the round: it restarted), kDuplicate,
   // kNotSelected (outside the cohort), kBadPayload (the stage refused it: tampered, replayed,
   // out of its limits), kUnexpectedMessage (no round open, or a phase a device never sends).
   std::optional<RejectReason> Add(PeerId peer, const wire::SecureView& message);
@@ -94,6 +95,8 @@ class SecureRound {
 
   // Bits of the masked inputs accepted so far this round (32 per word).
   std::uint64_t masked_bits() const { return masked_bits_; }
+  // Devices that left a round because they restarted in it, since Init.
+  std::uint64_t restarts_left() const { return restarts_left_; }
   const secagg::FixedPoint& format() const { return format_; }
 
  private:
@@ -120,6 +123,7 @@ class SecureRound {
   std::uint8_t phase_ = kKeys;
   bool open_ = false;
   std::uint64_t masked_bits_ = 0;
+  std::uint64_t restarts_left_ = 0;
 };
 
 }  // namespace edgesgd::protocol

@@ -131,6 +131,9 @@ struct ServerCounters {
   // Secure aggregation messages sent again halfway through a phase to devices that had not
   // answered (their message or its answer may have been lost on the way).
   std::uint64_t secure_messages_resent = 0;
+  // Devices that restarted during a secure round (fresh keys after its key phase) and were left
+  // out of it, as a device that vanished is.
+  std::uint64_t secure_restarts_left = 0;
 
   std::uint64_t rejected_for(RejectReason reason) const {
     return rejected[static_cast<std::size_t>(reason)];

@@ -117,6 +117,12 @@ class ServerStage {
   // than limits allow; the server's (kNotFound, kAlreadyExists, kDataLoss, ...).
   Status Add(std::uint32_t device, const wire::SecureView& message);
 
+  // A Keys message after the keys phase: Server::LeaveIfRestarted.
+  Result<bool> LeaveIfRestarted(std::uint32_t device, const wire::SecureView& keys) {
+    return server_.LeaveIfRestarted(
+        device, {keys.fields.cipher_public, keys.fields.mask_public, keys.fields.signature});
+  }
+
   // Closes the phase being collected (at the driver's quorum or deadline): keys, shares, inputs,
   // or — the unmasking — the round itself, after which sum() holds the survivors' sum.
   // Errors: those of Server's Close* and Finish (the round is aborted).

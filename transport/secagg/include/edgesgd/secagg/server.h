@@ -88,10 +88,18 @@ class Server {
   // cohort, neighbourhood or vector larger than Init allowed.
   Status Start(const RoundPlan& plan, std::span<const std::uint32_t> cohort);
 
-  // Phase 0. Errors (the message is ignored, the round goes on): kNotFound for a device outside
-  // the cohort, kAlreadyExists for a second advertisement, kFailedPrecondition out of phase,
-  // kUnauthenticated in a signed round for a signature that does not verify.
+  // Phase 0. A second advertisement with other keys replaces the first: the device restarted
+  // before anyone saw its keys. Errors (the message is ignored, the round goes on): kNotFound
+  // for a device outside the cohort, kAlreadyExists for the same advertisement again,
+  // kFailedPrecondition out of phase, kUnauthenticated in a signed round for a signature that
+  // does not verify.
   Status AddKeys(std::uint32_t device, const KeyAdvertisement& keys);
+  // After phase 0: an advertisement from a device already in the round. Other keys than it
+  // advertised mean it restarted and lost its secrets: it leaves the round from this phase on,
+  // as a device that vanished does, instead of spoiling it with shares and masks of keys its
+  // neighbours never saw. Returns true when it left. Errors: kAlreadyExists for the keys it
+  // advertised (a duplicate); kNotFound for a device no longer in the round.
+  Result<bool> LeaveIfRestarted(std::uint32_t device, const KeyAdvertisement& keys);
   // Ends phase 0. Errors: kUnavailable when fewer than t devices can go on (round aborted).
   Status CloseKeys();
   // What `device` is sent after phase 0: its share point and its neighbours that advertised keys.
@@ -161,6 +169,7 @@ class Server {
     bool unmasked = false;
     bool active = false;  // still in the round in the current phase
     bool revealed_wrong = false;  // a share it revealed this round did not fit the others
+    bool left = false;            // it restarted mid-round: out from then on
     bool signed_set = false;      // signed rounds: its signature of the survivor set arrived
     Signature set_signature{};
   };
