@@ -33,14 +33,13 @@
 // frame. `edgesgd bridge` adds each frame's time at --serial-bytes-per-s (11,520 by default,
 // 115200 baud) to its wait, which covers it.
 //
-// The link's nonce, which must differ from the previous boot's, comes from the time the first
-// byte arrives: the image stays silent until the gateway speaks (any byte; a gateway's link
-// sends kSync as it starts), then hashes the device id with the core clock count at that moment.
-// Boot takes a fixed number of cycles, but the first byte's arrival follows the gateway's timing
-// (its connect and its kSync period), so two boots practically never meet the same count. The
-// authentication's boot nonce is drawn the same way. The emulated board has no random number
-// generator; a real one would take both from its TRNG (or a boot counter kept in flash), because
-// a nonce repeated across boots would let a recorded answer from the gateway be replayed.
+// The link's nonce and the authentication's boot nonce must differ from every previous boot's:
+// a repeated one would let a recorded answer from the gateway be replayed. The emulated board has
+// no random number generator, so its launcher stands in for one: `--entropy HEX` (32 bytes, fresh
+// per boot: the launcher draws them from the host's random source) seeds both, mixed with the
+// device id and the clock when the gateway is first heard. Without it the image falls back to
+// the clock alone, which repeats under qemu -icount (every boot then runs the same instructions),
+// and says so. A real board takes the entropy from its TRNG (or a boot counter kept in flash).
 
 #include <algorithm>
 #include <array>
@@ -65,10 +64,10 @@
 #include "edgesgd/serial/session_link.h"
 #include "fashion_shard.h"
 #include "memory_usage.h"
-#include "softmax_constants.h"
 #include "semihosting.h"
-#include "verdict.h"
+#include "softmax_constants.h"
 #include "uart.h"
+#include "verdict.h"
 
 namespace edgesgd::mcu {
 namespace {
@@ -207,12 +206,15 @@ Status ShardGradient(void*, std::span<const float> point, std::uint32_t round,
   return Status::Ok();
 }
 
-// The semihosting command line: "--id N" (or "--id=N") and "--key HEX".
+// The semihosting command line: "--id N" (or "--id=N"), "--key HEX" and "--entropy HEX".
 struct CommandLine {
   std::uint32_t device_id = kDefaultDeviceId;  // 0: malformed
   bool has_key = false;
   bool key_valid = false;
   std::array<std::byte, auth::kKeyBytes> key{};
+  bool has_entropy = false;
+  bool entropy_valid = false;
+  std::array<std::byte, auth::kKeyBytes> entropy{};
 };
 
 // The text after `flag` and its separator, or null without the flag. A plain scan: strstr would
@@ -236,29 +238,42 @@ CommandLine ReadCommandLine() {
     for (; *digit >= '0' && *digit <= '9' && id < wire::kUnassignedDevice; ++digit) {
       id = id * 10 + static_cast<std::uint64_t>(*digit - '0');
     }
-    const bool valid = digit != at && (*digit == '\0' || *digit == ' ') && id >= 1 &&
-                       id < wire::kUnassignedDevice;
+    const bool valid =
+        digit != at && (*digit == '\0' || *digit == ' ') && id >= 1 && id < wire::kUnassignedDevice;
     result.device_id = valid ? static_cast<std::uint32_t>(id) : 0;
   }
-  if (const char* at = FlagValue(text, "--key"); at != nullptr) {
+  // 64 hex digits up to the next blank: a key, or the launcher's entropy.
+  const auto read_hex = [&text](std::string_view flag, bool& given,
+                                std::array<std::byte, auth::kKeyBytes>& out) {
+    const char* at = FlagValue(text, flag);
+    if (at == nullptr) return true;
     std::size_t length = 0;
     while (at[length] != '\0' && at[length] != ' ') ++length;
-    result.has_key = true;
-    result.key_valid = auth::DecodeKeyHex(std::string_view(at, length), result.key);
-  }
+    given = true;
+    return auth::DecodeKeyHex(std::string_view(at, length), out);
+  };
+  result.key_valid = read_hex("--key", result.has_key, result.key);
+  result.entropy_valid = read_hex("--entropy", result.has_entropy, result.entropy);
   return result;
 }
 
-// Nonces that differ between boots: the device id and the clock at the first received byte,
-// mixed so that neighbouring counts give unrelated nonces. The first is the link's; the
-// authentication's 16 bytes follow.
+// Nonces that differ between boots: the launcher's entropy (all zero without it), the device id
+// and the clock at the first received byte, mixed so that neighbouring counts give unrelated
+// nonces. The first is the link's; the authentication's 16 bytes follow.
 struct BootNonces {
   std::uint32_t link = 0;
   std::array<std::byte, auth::kNonceBytes> auth{};
 };
 
-BootNonces DrawBootNonces(std::uint32_t device_id, TimeNs first_byte_ns) {
+BootNonces DrawBootNonces(const std::array<std::byte, auth::kKeyBytes>& entropy,
+                          std::uint32_t device_id, TimeNs first_byte_ns) {
   std::uint64_t state = (std::uint64_t{device_id} << 32) ^ first_byte_ns;
+  for (std::size_t i = 0; i < entropy.size(); i += 8) {
+    std::uint64_t word = 0;
+    for (std::size_t b = 0; b < 8; ++b)
+      word |= std::uint64_t{std::to_integer<std::uint8_t>(entropy[i + b])} << (8 * b);
+    state = SplitMix64(state) ^ word;
+  }
   BootNonces nonces;
   nonces.link = static_cast<std::uint32_t>(SplitMix64(state));
   for (std::size_t i = 0; i < nonces.auth.size(); i += 8) {
@@ -311,8 +326,8 @@ void LogSummary(const platform::internal::CmsdkUart& uart, TimeNs elapsed_ns) {
       "%llu, abandoned %llu, unknown %llu",
       Count(s.frames_sent), Count(s.frames_received), Count(s.frames_too_large),
       Count(s.frames_misrouted), Count(s.link_restarts), Count(s.peer_restarts),
-      Count(s.auth_rejected),
-      Count(l.retransmissions), Count(l.duplicates), Count(l.abandoned), Count(l.unknown));
+      Count(s.auth_rejected), Count(l.retransmissions), Count(l.duplicates), Count(l.abandoned),
+      Count(l.unknown));
   Log(LogLevel::kInfo,
       "decoder: frames %llu, rejected %llu (crc %llu, stuffing %llu, short %llu, oversized "
       "%llu), bytes dropped %llu",
@@ -332,6 +347,15 @@ int Run() {
   if (command.has_key && !command.key_valid) {
     Log(LogLevel::kError, "EDGESGD-MCU FAIL: --key takes 64 hex digits");
     return 1;
+  }
+  if (command.has_entropy && !command.entropy_valid) {
+    Log(LogLevel::kError, "EDGESGD-MCU FAIL: --entropy takes 64 hex digits, not all zero");
+    return 1;
+  }
+  if (!command.has_entropy) {
+    Log(LogLevel::kWarning,
+        "no --entropy: boot nonces from the clock alone (they repeat under "
+        "qemu -icount)");
   }
   platform::internal::CmsdkUart uart(platform::internal::kMps2Uart0Base);
   if (!uart.Enable(kBaud)) {
@@ -366,7 +390,8 @@ int Run() {
   std::size_t count = 0;
   while ((count = uart.ReadAvailable(received)) == 0) (void)platform::MonotonicNanos();
   const TimeNs start = platform::MonotonicNanos();
-  BootNonces nonces = DrawBootNonces(device_id, start);
+  BootNonces nonces = DrawBootNonces(command.entropy, device_id, start);
+  auth::Zeroize(command.entropy);
   if (g_line_auth) {
     status = link.EnableAuthentication(*g_line_auth, g_key, device_id, nonces.auth);
     auth::Zeroize(nonces.auth);

@@ -54,7 +54,8 @@ def start_mcu(cluster, device, port, name):
          "-semihosting-config", "enable=on,target=native",
          "-serial", "tcp:127.0.0.1:%d,server=on,wait=off,nodelay=on" % port,
          "-kernel", cluster.mcu_image,
-         "-append", "--id %d --key %s" % (device, cluster.keys[device].hex())],
+         "-append", "--id %d --key %s --entropy %s" % (device, cluster.keys[device].hex(),
+                                                     os.urandom(32).hex())],
         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
     process.name = name
     cluster.processes.append(process)
