@@ -115,20 +115,9 @@ std::optional<std::uint8_t> DevicePhase(std::span<const std::byte> frame) {
   const Frame aligned(frame);
   const Result<wire::FrameView> view = wire::DecodeFrame(aligned.bytes());
   if (!view.ok() || view.value().kind != wire::MessageKind::kSecureAggregation) return {};
-  switch (view.value().secure.fields.phase) {
-    case wire::SecurePhase::kKeys:
-      return SecureRound::kKeys;
-    case wire::SecurePhase::kShares:
-      return SecureRound::kShares;
-    case wire::SecurePhase::kMaskedInput:
-      return SecureRound::kInputs;
-    case wire::SecurePhase::kConsistency:
-      return SecureRound::kConsistency;
-    case wire::SecurePhase::kUnmasking:
-      return SecureRound::kUnmasking;
-    default:
-      return {};
-  }
+  const std::uint8_t phase = SecureRound::PhaseOf(view.value().secure.fields.phase);
+  if (phase > SecureRound::kUnmasking) return {};
+  return phase;
 }
 
 // Drops what the `vanishing` workers send from their message of `phase` on: they vanish there.

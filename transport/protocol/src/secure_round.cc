@@ -17,26 +17,24 @@ secagg::ServerLimits LimitsOf(const RunConfig& config, std::uint32_t workers) {
 
 bool Votes(const RunConfig& config) { return config.aggregation == AggregationKind::kMajority; }
 
-// The round's phase a device's message belongs to; SecureRound::kUnmasking + 1 for a message a
-// device never sends.
-std::uint8_t PhaseOf(wire::SecurePhase phase) {
+}  // namespace
+
+std::uint8_t SecureRound::PhaseOf(wire::SecurePhase phase) {
   switch (phase) {
     case wire::SecurePhase::kKeys:
-      return SecureRound::kKeys;
+      return kKeys;
     case wire::SecurePhase::kShares:
-      return SecureRound::kShares;
+      return kShares;
     case wire::SecurePhase::kMaskedInput:
-      return SecureRound::kInputs;
+      return kInputs;
     case wire::SecurePhase::kConsistency:
-      return SecureRound::kConsistency;
+      return kConsistency;
     case wire::SecurePhase::kUnmasking:
-      return SecureRound::kUnmasking;
+      return kUnmasking;
     default:
-      return SecureRound::kUnmasking + 1;
+      return kUnmasking + 1;
   }
 }
-
-}  // namespace
 
 std::size_t SecureRound::ArenaBytes(const RunConfig& config, std::uint32_t workers) {
   if (!config.secure.enabled || workers < 2 || SecureInputWords(config, workers) == 0) return 0;

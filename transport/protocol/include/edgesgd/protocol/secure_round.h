@@ -42,6 +42,9 @@ class SecureRound {
   static constexpr std::uint8_t kConsistency = 3;
   static constexpr std::uint8_t kUnmasking = 4;
 
+  // The phase a device's message belongs to; kUnmasking + 1 for a message a device never sends.
+  static std::uint8_t PhaseOf(wire::SecurePhase phase);
+
   // Exact arena bytes Init takes for a run of `config` with `workers` workers; 0 when it cannot
   // be sized (secure aggregation off, or a configuration ValidateRunConfig refuses).
   static std::size_t ArenaBytes(const RunConfig& config, std::uint32_t workers);
