@@ -337,6 +337,18 @@ def signed_secure_training(cluster):
     check(summary["network"]["secure_rounds_aborted"] == 0,
           "%d signed rounds aborted" % summary["network"]["secure_rounds_aborted"])
 
+    # A signing key that is not the one the verifying keys list for the device: refused at start.
+    other = cluster.start("keygen2", ["keygen", "--devices", "4", "--out", cluster.path("psk2.txt"),
+                                      "--signing-keys", cluster.path("signing2.txt"),
+                                      "--verifying-keys", cluster.path("verifying2.txt")])
+    cluster.wait(other)
+    stranger = cluster.start("stranger", ["worker", "--connect", "127.0.0.1:1", "--id", "1",
+                                          "--secagg-signing-key", cluster.path("signing2.txt")] +
+                             verifying + DATA)
+    cluster.wait(stranger, timeout=20, expect=2)
+    with open(cluster.path("stranger.log")) as f:
+        check("is not the one" in f.read(), "a mismatched signing key was not refused")
+
     # Mismatches: each refused with one line, the server serving on.
     unsigned = [flag for flag in common if flag != "--secagg-signed"]
     server, port = cluster.start_server(DATA + unsigned + ["--rounds", "5"], name="unsigned")
