@@ -229,7 +229,8 @@ const char* FlagValue(std::string_view text, std::string_view flag) {
 
 CommandLine ReadCommandLine() {
   CommandLine result;
-  std::array<char, 192> line{};
+  // Room for the -kernel path (qemu passes it first) and every flag with its 64 hex digits.
+  std::array<char, 512> line{};
   if (platform::internal::SemihostingCommandLine(line) == 0) return result;
   const std::string_view text(line.data());
   if (const char* at = FlagValue(text, "--id"); at != nullptr) {
