@@ -133,7 +133,7 @@ TEST(DifferentialPrivacyTest, NoiseIsStandardNormalAndKeyed) {
   constexpr std::size_t kDraws = 200000;
   constexpr double kStddev = 2.5;
   std::vector<float> values(kDraws, 1.0f);
-  GaussianNoise({77, 3, 4, kNoiseOnValues}).AddTo(values, kStddev);
+  GaussianNoise({{77, 0}, 3, 4, kNoiseOnValues}).AddTo(values, kStddev);
   double sum = 0.0;
   double squares = 0.0;
   std::size_t beyond_two = 0;
@@ -150,18 +150,21 @@ TEST(DifferentialPrivacyTest, NoiseIsStandardNormalAndKeyed) {
   // P(|Z| > 2) = 0.0455 for a normal: the tails are right, not only the moments.
   EXPECT_NEAR(static_cast<double>(beyond_two) / kDraws, 0.0455, 0.003);
 
-  // Same key, round and holder: the same noise; any of them different: other noise.
-  const auto draw = [](std::uint64_t key, std::uint32_t round, std::uint32_t holder,
+  // Same key, round and holder: the same noise; any of them different, either half of the
+  // 128-bit key included: other noise.
+  const auto draw = [](SecretKey key, std::uint32_t round, std::uint32_t holder,
                        std::uint32_t part) {
     std::vector<float> noise(8, 0.0f);
     GaussianNoise({key, round, holder, part}).AddTo(noise, 1.0);
     return noise;
   };
-  EXPECT_EQ(draw(77, 3, 4, 0), draw(77, 3, 4, 0));
-  EXPECT_NE(draw(77, 3, 4, 0), draw(78, 3, 4, 0));
-  EXPECT_NE(draw(77, 3, 4, 0), draw(77, 4, 4, 0));
-  EXPECT_NE(draw(77, 3, 4, 0), draw(77, 3, 5, 0));
-  EXPECT_NE(draw(77, 3, 4, 0), draw(77, 3, 4, 1));
+  const SecretKey key{77, 0x5EC2E7};
+  EXPECT_EQ(draw(key, 3, 4, 0), draw(key, 3, 4, 0));
+  EXPECT_NE(draw(key, 3, 4, 0), draw({78, 0x5EC2E7}, 3, 4, 0));
+  EXPECT_NE(draw(key, 3, 4, 0), draw({77, 0x5EC2E8}, 3, 4, 0));
+  EXPECT_NE(draw(key, 3, 4, 0), draw(key, 4, 4, 0));
+  EXPECT_NE(draw(key, 3, 4, 0), draw(key, 3, 5, 0));
+  EXPECT_NE(draw(key, 3, 4, 0), draw(key, 3, 4, 1));
 }
 
 TEST(DifferentialPrivacyTest, ParametersAreValidatedOnlyWhenOn) {

@@ -20,6 +20,48 @@ TEST(PhiloxTest, MatchesRandom123KnownAnswers) {
             (PhiloxBlock{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}));
 }
 
+// Known-answer vectors of the Random123 distribution (kat_vectors, philox4x64_10).
+TEST(PhiloxTest, WideMatchesRandom123KnownAnswers) {
+  static_assert(Philox4x64_10({0, 0, 0, 0}, {0, 0}) ==
+                Philox64Block{0x16554d9eca36314cull, 0xdb20fe9d672d0fdcull, 0xd7e772cee186176bull,
+                              0x7e68b68aec7ba23bull});
+  constexpr std::uint64_t kOnes = ~std::uint64_t{0};
+  EXPECT_EQ(Philox4x64_10({kOnes, kOnes, kOnes, kOnes}, {kOnes, kOnes}),
+            (Philox64Block{0x87b092c3013fe90bull, 0x438c3c67be8d0224ull, 0x9cc7d7c69cd777b6ull,
+                           0xa09caebf594f0ba0ull}));
+}
+
+TEST(MultiplyWideTest, GivesBothHalvesOfTheProduct) {
+  std::uint64_t high = 0;
+  std::uint64_t low = 0;
+  MultiplyWide(~std::uint64_t{0}, ~std::uint64_t{0}, high, low);  // (2^64 - 1)^2
+  EXPECT_EQ(high, 0xfffffffffffffffeull);
+  EXPECT_EQ(low, 1u);
+  MultiplyWide(0x123456789abcdef0ull, 0x10ull, high, low);
+  EXPECT_EQ(high, 0x1u);
+  EXPECT_EQ(low, 0x23456789abcdef00ull);
+}
+
+// Each half of a 128-bit secret changes the stream; the words are the block's, low half first.
+TEST(SecretRngTest, ReadsPhilox4x64UnderBothHalvesOfTheKey) {
+  SecretRng rng({7, 9}, 3, 1, 2);
+  const Philox64Block first = Philox4x64_10({3, 1, 2, 0}, {7, 9});
+  EXPECT_EQ(rng.NextU32(), static_cast<std::uint32_t>(first[0]));
+  EXPECT_EQ(rng.NextU32(), static_cast<std::uint32_t>(first[0] >> 32));
+  for (int i = 2; i < 8; ++i) rng.NextU32();
+  const Philox64Block second = Philox4x64_10({3, 1, 2, 1}, {7, 9});
+  EXPECT_EQ(rng.NextU32(), static_cast<std::uint32_t>(second[0]));
+  const auto words = [](SecretKey key) {
+    SecretRng stream(key, 3, 1, 2);
+    return std::array<std::uint32_t, 4>{stream.NextU32(), stream.NextU32(), stream.NextU32(),
+                                        stream.NextU32()};
+  };
+  EXPECT_NE(words({7, 9}), words({7, 10}));
+  EXPECT_NE(words({7, 9}), words({8, 9}));
+  EXPECT_TRUE(SecretKey{}.empty());
+  EXPECT_FALSE((SecretKey{0, 1}.empty()));
+}
+
 TEST(SplitMix64Test, MatchesReferenceSequence) {
   // Reference values of SplitMix64 seeded with 0 (Vigna's splitmix64.c).
   std::uint64_t state = 0;

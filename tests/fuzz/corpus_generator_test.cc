@@ -88,7 +88,7 @@ RecordedRun Record(std::uint8_t index) {
   const protocol::RunConfig& config = RunConfigAt(index).config;
   protocol::WorkerOptions worker_options;
   worker_options.add_noise = &AddNoiseShare;
-  worker_options.noise_key = 0x5EC2E7;
+  worker_options.noise_key = {0x5EC2E7};
   worker_options.secure_entropy = &ScriptEntropy;
   Cluster cluster(config, ServerOptionsFor(kDefaultServerFlags),
                   protocol::testing::Targets(kWorkers, config.layout.dimension()),

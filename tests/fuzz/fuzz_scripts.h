@@ -240,8 +240,9 @@ inline protocol::ServerOptions ServerOptionsFor(std::uint8_t flags) {
   options.round_deadline_ns = (flags & 4) != 0 ? protocol::kNever : 1000 * kMs;
   options.liveness_timeout_ns = (flags & 8) != 0 ? protocol::kNever : 5000 * kMs;
   options.join_timeout_ns = (flags & 16) != 0 ? 3000 * kMs : protocol::kNever;
-  options.noise_key = 0x5EC2E7;  // the privacy configurations need one
-  options.secure_verifier = &ScriptVerifier();  // the signed one a verifier
+  // The privacy configurations need a noise key, the signed one a verifier.
+  options.noise_key = {0x5EC2E7};
+  options.secure_verifier = &ScriptVerifier();
   return options;
 }
 // The options the corpus generator runs with (and records under).

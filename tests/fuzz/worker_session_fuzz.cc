@@ -132,7 +132,7 @@ class WorkerHarness {
     options.user = this;
     options.heartbeat_interval_ns = (flags_ & 2) != 0 ? protocol::kNever : 500 * kMs;
     options.add_noise = &AddNoiseShare;
-    options.noise_key = 0x5EC2E7;
+    options.noise_key = {0x5EC2E7};
     options.secure_entropy = &ScriptEntropy;
     // A signing worker joins signed secure runs and refuses unsigned ones; the others, the
     // reverse.

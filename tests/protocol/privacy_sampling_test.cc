@@ -31,7 +31,7 @@ ServerOptions FleetOptions(std::uint32_t workers, std::uint64_t noise_key) {
   ServerOptions options;
   options.workers = workers;
   options.quorum = 1;
-  options.noise_key = noise_key;
+  options.noise_key = {noise_key};
   options.round_deadline_ns = kSecond;
   options.join_timeout_ns = kSecond;  // train without the devices that never come
   options.liveness_timeout_ns = 5 * kSecond;
@@ -40,7 +40,7 @@ ServerOptions FleetOptions(std::uint32_t workers, std::uint64_t noise_key) {
 
 void GiveNoiseKey(PeerId id, WorkerOptions& options) {
   options.add_noise = &AddNoiseShare;
-  options.noise_key = 0xB0B0 + id;
+  options.noise_key = {0xB0B0 + id};
 }
 
 // Updates each device had accepted over a private run of `rounds` rounds in which only the

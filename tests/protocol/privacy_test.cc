@@ -35,13 +35,13 @@ ServerOptions Options() {
   ServerOptions options;
   options.workers = kWorkers;
   options.quorum = kWorkers;
-  options.noise_key = 0xA11CE;
+  options.noise_key = {0xA11CE};
   return options;
 }
 
 void GiveNoiseKey(PeerId id, WorkerOptions& options) {
   options.add_noise = &AddNoiseShare;
-  options.noise_key = 0xB0B0 + id;
+  options.noise_key = {0xB0B0 + id};
 }
 
 double Norm(std::span<const float> values) {
@@ -335,7 +335,7 @@ TEST(PrivacyTest, CentralNoiseRefusesAnUpdateLongerThanTheBound) {
 TEST(PrivacyTest, NoiseNeedsASecretKey) {
   const RunConfig central = Private(kCodecId<TopKCodec>, PrivacyMode::kCentral, 1.0f, 1.0f);
   ServerOptions keyless = Options();
-  keyless.noise_key = 0;
+  keyless.noise_key = {};
   ArenaStorage server_storage(ServerSession::ArenaBytes(central, keyless));
   ServerSession server;
   const std::vector<float> model(kDim, 0.0f);

@@ -35,7 +35,7 @@ ServerOptions Workers(std::uint32_t n) {
   options.workers = n;
   options.quorum = n;
   options.round_deadline_ns = 2 * kSecond;
-  options.noise_key = 77;
+  options.noise_key = {77};
   return options;
 }
 

@@ -55,7 +55,7 @@ struct FreshServer {
   static ServerOptions Options(const ServerSettings& settings) {
     ServerOptions options;
     options.workers = settings.workers;
-    options.noise_key = 0x5EC2E7;  // a run with central noise needs one
+    options.noise_key = {0x5EC2E7};  // a run with central noise needs one
     static const RefusingVerifier verifier;
     options.secure_verifier = &verifier;
     return options;

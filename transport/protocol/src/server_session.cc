@@ -21,7 +21,7 @@ Status ServerSession::Init(Arena& arena, const CodecRegistry& codecs, const RunC
   if (const Status check = ValidateRunConfig(config); !check.ok()) return check;
   if (const Status check = ValidateServerChoices(config); !check.ok()) return check;
   if (const Status check = ValidateServerOptions(options); !check.ok()) return check;
-  if (IsPrivate(config.privacy) && options.noise_key == 0) {
+  if (IsPrivate(config.privacy) && options.noise_key.empty()) {
     return Status::InvalidArgument(
         "a private run draws its cohorts (and central noise) from a secret "
         "ServerOptions::noise_key");

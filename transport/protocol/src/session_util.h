@@ -62,10 +62,10 @@ inline std::span<std::uint32_t> SampleParticipants(std::span<std::uint32_t> cand
 // needs a cohort nobody else can predict. Keeps the sampled ones at the front of `candidates`,
 // in order, and returns them (possibly none). Does not allocate.
 inline std::span<std::uint32_t> SamplePoisson(std::span<std::uint32_t> candidates,
-                                              float participation, std::uint64_t secret,
+                                              float participation, const SecretKey& secret,
                                               std::uint32_t round) {
   if (participation >= 1.0f) return candidates;
-  CounterRng rng(secret, round, 0, StreamId(RandomPurpose::kParticipation));
+  SecretRng rng(secret, round, 0, StreamId(RandomPurpose::kParticipation));
   std::size_t kept = 0;
   for (const std::uint32_t candidate : candidates) {
     // A fresh draw for every candidate, kept or not: the inclusions are independent.

@@ -65,11 +65,14 @@ std::vector<DeviceBinding> BindDevices(const DeviceGradient& gradient, std::size
 
 // What stands in for the secret a real device draws from its operating system to key its
 // differential-privacy noise (holder 0 the server, w the worker): derived from the run's seed,
-// so that a simulated run is reproducible. Never 0, which means "no key".
-std::uint64_t SimulatedNoiseKey(std::uint64_t seed, std::uint32_t holder) {
+// so that a simulated run is reproducible. Never all zero, which means "no key".
+SecretKey SimulatedNoiseKey(std::uint64_t seed, std::uint32_t holder) {
   std::uint64_t state = seed ^ (0x6E6F697365ull << 32) ^ holder;  // "noise"
-  const std::uint64_t key = SplitMix64(state);
-  return key == 0 ? 1 : key;
+  SecretKey key;
+  key.low = SplitMix64(state);
+  key.high = SplitMix64(state);
+  if (key.empty()) key.low = 1;
+  return key;
 }
 
 // What stands in for a device's operating-system entropy for its secure aggregation keys: a
@@ -106,7 +109,7 @@ HostResult<> ServerSimulation::Init(const ServerSimulationSettings& settings) {
       protocol::WorkerSession::ArenaBytes(settings.run, static_cast<std::uint32_t>(n));
   server_arena_ = std::make_unique<OwnedArena>(memory_.server_arena_bytes);
   protocol::ServerOptions server_options = settings.server;
-  if (server_options.noise_key == 0) {
+  if (server_options.noise_key.empty()) {
     server_options.noise_key = SimulatedNoiseKey(settings.run.seed, 0);
   }
   const bool signed_rounds = settings.run.secure.enabled && settings.run.secure.signed_rounds;
@@ -133,7 +136,7 @@ HostResult<> ServerSimulation::Init(const ServerSimulationSettings& settings) {
     options.add_noise = &AddNoiseShare;
     options.noise_key = SimulatedNoiseKey(settings.run.seed, options.device_id);
     // A second secret of the device, apart from its noise key.
-    bindings_[w].secret = SimulatedNoiseKey(~settings.run.seed, options.device_id);
+    bindings_[w].secret = SimulatedNoiseKey(~settings.run.seed, options.device_id).low;
     options.secure_entropy = &SimulatedEntropy;
     if (signed_rounds) options.secure_signing = {signers_[w].get(), verifier_.get()};
     if (const Status init = workers_[w]->Init(worker_arenas_[w]->arena, options); !init.ok()) {

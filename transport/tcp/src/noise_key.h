@@ -9,20 +9,21 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "edgesgd/core/random.h"
 #include "edgesgd/platform/random_bytes.h"
 #include "edgesgd/platform/result.h"
 
 namespace edgesgd::tcp {
 
-inline HostResult<std::uint64_t> DrawNoiseKey() {
-  std::array<std::byte, sizeof(std::uint64_t)> bytes{};
-  std::uint64_t key = 0;
+inline HostResult<SecretKey> DrawNoiseKey() {
+  std::array<std::byte, sizeof(SecretKey)> bytes{};
+  SecretKey key;
   do {
     if (const Status drawn = platform::FillRandomBytes(bytes); !drawn.ok()) {
       return HostError(drawn, "no operating-system entropy for the noise key");
     }
-    key = std::bit_cast<std::uint64_t>(bytes);
-  } while (key == 0);  // 0 means "no key"
+    key = std::bit_cast<SecretKey>(bytes);
+  } while (key.empty());  // all zero means "no key"
   return key;
 }
 

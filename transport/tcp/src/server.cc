@@ -23,8 +23,8 @@ HostResult<> Server::Open(const ServerSettings& settings) {
   if (settings.codecs == nullptr) return HostError(Status::InvalidArgument("no codec registry"));
   EDGESGD_HOST_TRY(TakeMemory(protocol::ServerSession::ArenaBytes(settings.run, settings.server)));
   protocol::ServerOptions session_options = settings.server;
-  if (session_options.noise_key == 0) {
-    HostResult<std::uint64_t> key = DrawNoiseKey();
+  if (session_options.noise_key.empty()) {
+    HostResult<SecretKey> key = DrawNoiseKey();
     if (!key.ok()) return std::move(key).error();
     session_options.noise_key = *key;
   }

@@ -30,8 +30,8 @@ HostResult<> Worker::Open(const WorkerSettings& settings) {
   on_welcome_ = settings.on_welcome;
   protocol::WorkerOptions options = settings.worker;
   if (options.add_noise == nullptr) options.add_noise = &AddNoiseShare;
-  if (options.noise_key == 0) {
-    HostResult<std::uint64_t> key = DrawNoiseKey();
+  if (options.noise_key.empty()) {
+    HostResult<SecretKey> key = DrawNoiseKey();
     if (!key.ok()) return std::move(key).error();
     options.noise_key = *key;
   }

@@ -35,6 +35,61 @@ constexpr PhiloxBlock Philox4x32_10(PhiloxCounter counter, PhiloxKey key) {
   return counter;
 }
 
+// The high and low halves of the 128-bit product a * b, in 64-bit arithmetic only (32-bit
+// targets have no wider type).
+constexpr void MultiplyWide(std::uint64_t a, std::uint64_t b, std::uint64_t& high,
+                            std::uint64_t& low) {
+  const std::uint64_t a_low = a & 0xFFFFFFFFu;
+  const std::uint64_t a_high = a >> 32;
+  const std::uint64_t b_low = b & 0xFFFFFFFFu;
+  const std::uint64_t b_high = b >> 32;
+  const std::uint64_t low_low = a_low * b_low;
+  const std::uint64_t low_high = a_low * b_high;
+  const std::uint64_t high_low = a_high * b_low;
+  const std::uint64_t middle =
+      (low_low >> 32) + (low_high & 0xFFFFFFFFu) + (high_low & 0xFFFFFFFFu);
+  low = (middle << 32) | (low_low & 0xFFFFFFFFu);
+  high = a_high * b_high + (low_high >> 32) + (high_low >> 32) + (middle >> 32);
+}
+
+using Philox64Block = std::array<std::uint64_t, 4>;
+using Philox64Key = std::array<std::uint64_t, 2>;
+
+// Philox4x64 with 10 rounds (Salmon et al., SC'11), matching the Random123 reference: a 128-bit
+// key, for the draws whose secrecy rests on it.
+constexpr Philox64Block Philox4x64_10(Philox64Block counter, Philox64Key key) {
+  constexpr std::uint64_t kMul0 = 0xD2E7470EE14C6C93ull;
+  constexpr std::uint64_t kMul1 = 0xCA5A826395121157ull;
+  constexpr std::uint64_t kWeyl0 = 0x9E3779B97F4A7C15ull;
+  constexpr std::uint64_t kWeyl1 = 0xBB67AE8584CAA73Bull;
+  for (int round = 0; round < 10; ++round) {
+    if (round > 0) {
+      key[0] += kWeyl0;
+      key[1] += kWeyl1;
+    }
+    std::uint64_t hi0 = 0;
+    std::uint64_t lo0 = 0;
+    std::uint64_t hi1 = 0;
+    std::uint64_t lo1 = 0;
+    MultiplyWide(kMul0, counter[0], hi0, lo0);
+    MultiplyWide(kMul1, counter[2], hi1, lo1);
+    counter = {hi1 ^ counter[1] ^ key[0], lo1, hi0 ^ counter[3] ^ key[1], lo0};
+  }
+  return counter;
+}
+
+// A 128-bit secret of one holder: the key of the draws nobody else may foresee (differential
+// privacy's noise, a private run's cohorts, secure aggregation's neighbour graph). All zero means
+// none. 64 bits would be within reach of a search that matches candidate noise to a released
+// model.
+struct SecretKey {
+  std::uint64_t low = 0;
+  std::uint64_t high = 0;
+
+  constexpr bool empty() const { return low == 0 && high == 0; }
+  friend constexpr bool operator==(const SecretKey&, const SecretKey&) = default;
+};
+
 // SplitMix64 (Steele et al.): advances `state` and returns the next 64-bit value. Used to derive
 // independent seeds (per worker, per data shard) from one user seed.
 constexpr std::uint64_t SplitMix64(std::uint64_t& state) {
@@ -127,6 +182,44 @@ class CounterRng {
   std::uint32_t next_block_ = 0;
   std::uint32_t used_ = 4;
   PhiloxBlock block_{};
+};
+
+// A sequential reader over a Philox4x64 stream under a SecretKey: counter = (round, tensor,
+// stream, block index), as CounterRng's. Holds 56 bytes of state.
+class SecretRng {
+ public:
+  constexpr SecretRng(const SecretKey& key, std::uint32_t round, std::uint32_t tensor,
+                      std::uint32_t stream)
+      : key_{key.low, key.high}, round_(round), tensor_(tensor), stream_(stream) {}
+
+  // Next 32 random bits: the low then the high half of each 64-bit word of a block.
+  constexpr std::uint32_t NextU32() {
+    if (used_ == 8) {
+      block_ = Philox4x64_10({round_, tensor_, stream_, next_block_++}, key_);
+      used_ = 0;
+    }
+    const std::uint64_t word = block_[used_ / 2];
+    const auto bits = static_cast<std::uint32_t>(used_ % 2 == 0 ? word : word >> 32);
+    ++used_;
+    return bits;
+  }
+
+  // Uniform integer in [0, bound), bound >= 1; see UniformBelow.
+  constexpr std::uint32_t NextBelow(std::uint32_t bound) {
+    return UniformBelow(bound, [this] { return NextU32(); });
+  }
+
+  // Uniform float in [0, 1), see UniformFloat.
+  constexpr float NextFloat() { return UniformFloat(NextU32()); }
+
+ private:
+  Philox64Key key_;
+  std::uint32_t round_;
+  std::uint32_t tensor_;
+  std::uint32_t stream_;
+  std::uint64_t next_block_ = 0;
+  std::uint32_t used_ = 8;
+  Philox64Block block_{};
 };
 
 }  // namespace edgesgd

@@ -6,7 +6,7 @@
 #include "../session_util.h"
 
 namespace edgesgd::protocol {
-void ServerPrivacy::Init(const RunConfig& config, std::uint32_t workers, std::uint64_t key) {
+void ServerPrivacy::Init(const RunConfig& config, std::uint32_t workers, const SecretKey& key) {
   params_ = config.privacy;
   central_ = params_.mode == PrivacyMode::kCentral;
   adaptive_ = AdaptsClipping(params_);

@@ -9,7 +9,7 @@ namespace edgesgd::protocol {
 using internal::SaturatingAdd;
 
 Status SecureRoundPolicy::Check(const RunConfig& config, const ServerOptions& options) const {
-  if (options.noise_key == 0) {
+  if (options.noise_key.empty()) {
     return Status::InvalidArgument(
         "secure aggregation draws its neighbour graph from a secret ServerOptions::noise_key");
   }
@@ -39,8 +39,8 @@ void SecureRoundPolicy::StartRound(TimeNs now) {
     if (SlotOf(peer).selected) cohort_[count++] = peer;
   }
   // The ring's order is the server's secret: no device can foresee its neighbours.
-  CounterRng graph(options().noise_key, current_round(), 0,
-                   StreamId(RandomPurpose::kSecureAggregationGraph));
+  SecretRng graph(options().noise_key, current_round(), 0,
+                  StreamId(RandomPurpose::kSecureAggregationGraph));
   const std::uint64_t high = graph.NextU32();
   const std::uint64_t graph_seed = (high << 32) | graph.NextU32();
   // A round that cannot begin (fewer than two participants) stays closed; Advance aborts it at

@@ -126,11 +126,12 @@ float NextClipBound(float bound, double unclipped_fraction, const PrivacyParams&
 // image.
 float ClipToNorm(std::span<float> values, float bound);
 
-// Where a draw of noise comes from: a Philox stream keyed by a secret the caller holds (the
-// run's shared seed would let every participant subtract the noise), one per round, holder (0
-// the server, a worker's id) and part (what the noise is for: kNoiseOnValues, kNoiseOnCount).
+// Where a draw of noise comes from: a Philox4x64 stream keyed by a 128-bit secret the caller
+// holds (the run's shared seed would let every participant subtract the noise), one per round,
+// holder (0 the server, a worker's id) and part (what the noise is for: kNoiseOnValues,
+// kNoiseOnCount).
 struct NoiseStream {
-  std::uint64_t key = 0;
+  SecretKey key;
   std::uint32_t round = 0;
   std::uint32_t holder = 0;
   std::uint32_t part = 0;
@@ -138,7 +139,7 @@ struct NoiseStream {
 inline constexpr std::uint32_t kNoiseOnValues = 0;
 inline constexpr std::uint32_t kNoiseOnCount = 1;
 
-// A source of standard normal draws (Box-Muller over the stream's Philox words).
+// A source of standard normal draws (Box-Muller over the stream's Philox4x64 words).
 class GaussianNoise {
  public:
   explicit GaussianNoise(const NoiseStream& stream)
@@ -151,7 +152,7 @@ class GaussianNoise {
  private:
   double NextUnitOpen();  // uniform in (0, 1]
 
-  CounterRng rng_;
+  SecretRng rng_;
   double spare_ = 0.0;
   bool has_spare_ = false;
 };

@@ -148,7 +148,7 @@ struct AggregationSetup {
   const RunConfig* config = nullptr;
   std::uint32_t workers = 0;
   // The server's secret key for differential privacy's central noise (ServerOptions::noise_key).
-  std::uint64_t noise_key = 0;
+  SecretKey noise_key{};
 };
 
 // One kind of aggregation: the configurations it serves, its exact memory, and its factory.

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "edgesgd/core/random.h"
 #include "edgesgd/core/status.h"
 #include "edgesgd/protocol/event_log.h"
 #include "edgesgd/protocol/session.h"
@@ -41,12 +42,12 @@ struct ServerOptions {
   // do is stop waiting: after this long since Start, training starts as soon as at least
   // `quorum` live workers have joined. kNever (default): wait for all n.
   TimeNs join_timeout_ns = kNever;
-  // The server's secret (never 0) keying differential privacy's central noise
+  // The server's 128-bit secret (never all zero) keying differential privacy's central noise
   // (PrivacyMode::kCentral) and cohorts (any private run), and secure aggregation's neighbour
   // graph: drawn from the operating system's entropy by a real deployment, so that no worker
   // can subtract the noise or foresee the cohort or its neighbours; a simulator may derive it
   // from its seed.
-  std::uint64_t noise_key = 0;
+  SecretKey noise_key{};
   // Checks the devices' signatures when the run signs its secure rounds
   // (SecureAggregationParams::signed_rounds): the verifying keys the devices got from the same
   // trusted source (`edgesgd keygen`). Must outlive the session.

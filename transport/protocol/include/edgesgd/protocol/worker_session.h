@@ -105,12 +105,12 @@ struct WorkerOptions {
   TimeNs heartbeat_interval_ns = 10'000'000'000;
   // Differential privacy's noise on the devices (PrivacyMode::kDistributed): the function that
   // draws it (edgesgd::AddNoiseShare; nullptr leaves the noise code out of the image) and a
-  // secret of this device (never 0) that keys it, drawn from the operating system's entropy by
-  // a real deployment (a simulator may derive it from its seed). A worker without both does not
-  // advertise distributed noise in its Join and refuses such a run. Clipping and the central
-  // mode need neither.
+  // 128-bit secret of this device (never all zero) that keys it, drawn from the operating
+  // system's entropy by a real deployment (a simulator may derive it from its seed). A worker
+  // without both does not advertise distributed noise in its Join and refuses such a run.
+  // Clipping and the central mode need neither.
   NoiseShareFunction add_noise = nullptr;
-  std::uint64_t noise_key = 0;
+  SecretKey noise_key{};
   // Secure aggregation (RunConfig::secure): the source of each round's secret keys — the
   // operating system's (getrandom) or a board's TRNG on a device; a simulator may derive them
   // from its seed. Without one the worker does not advertise secure aggregation in its Join and
@@ -330,7 +330,7 @@ class WorkerSession final : public InlineSession<WorkerSession> {
   // (worker_stages/update_stage.h) into the Update frame, and queues it.
   void ComputeUpdate(std::uint32_t round, std::span<const float> model);
   bool Scaffold() const { return kScaffold && scaffold_ != nullptr; }
-  bool AddsNoise() const { return options_.add_noise != nullptr && options_.noise_key != 0; }
+  bool AddsNoise() const { return options_.add_noise != nullptr && !options_.noise_key.empty(); }
   // Secure aggregation, once the chain has masked the update: the round's keys (its first
   // message) replace the Update in the frame to send.
   Status StartSecureRound(std::uint32_t round);

@@ -25,7 +25,7 @@ namespace edgesgd::protocol {
 
 class ServerPrivacy {
  public:
-  void Init(const RunConfig& config, std::uint32_t workers, std::uint64_t key);
+  void Init(const RunConfig& config, std::uint32_t workers, const SecretKey& key);
 
   void BeginRound() { unclipped_ = 0.0; }
   // Under central noise, an update longer than the round's clipping bound (its device skipped
@@ -59,7 +59,7 @@ class ServerPrivacy {
   bool central_ = false;
   bool adaptive_ = false;
   std::uint32_t cohort_ = 1;  // devices a round samples
-  std::uint64_t key_ = 0;
+  SecretKey key_;
   float bound_ = 0.0f;
   double unclipped_ = 0.0;  // the round's sum of clip indicators
 };
