@@ -1,5 +1,8 @@
 #include "dense_products.h"
 
+#include <cstring>
+#include <type_traits>
+
 #include "edgesgd/core/eigen.h"
 
 namespace edgesgd::dense_products {
@@ -19,26 +22,47 @@ Factors FromRow(Factors factors, std::size_t first) {
 // Rows of a result block: 4 x kWidth sums, a row of b and a factor fit in 16 registers.
 constexpr std::size_t kRows = 4;
 
+// kWidth floats as one value of the compiler's generic vectors: two SSE or NEON registers, or
+// one AVX register where the function they are inlined into is compiled for AVX2.
+using Lanes = float __attribute__((vector_size(kWidth * sizeof(float))));
+
+template <std::size_t kWidth>
+using BlockRow = std::conditional_t<kWidth == 1, float, Lanes>;
+
+// By reference, not by value: passing 32-byte vectors by value would depend on AVX being on.
+template <std::size_t kWidth>
+[[gnu::always_inline]] inline void Load(BlockRow<kWidth>& value, const float* from) {
+  std::memcpy(&value, from, sizeof(value));
+}
+
+template <std::size_t kWidth>
+[[gnu::always_inline]] inline void Store(float* to, const BlockRow<kWidth>& value) {
+  std::memcpy(to, &value, sizeof(value));
+}
+
 // out[r][0..kWidth) += sum over terms t of factor(r, t) * b[t][0..kWidth), for kRows rows.
+// Always inlined, so that it compiles for the instruction set of the Combine it is part of.
 template <std::size_t kRows, std::size_t kWidth>
-void CombineBlock(float* out, std::size_t out_stride, Factors factors, const float* b,
-                  std::size_t b_stride, std::size_t terms) {
-  // Fixed-size arrays: Eigen keeps each row's sums in registers and multiplies whole packets.
-  using Row = Eigen::Array<float, static_cast<int>(kWidth), 1>;
-  Row sum[kRows];
-  for (std::size_t r = 0; r < kRows; ++r) sum[r] = Eigen::Map<const Row>(out + r * out_stride);
+[[gnu::always_inline]] inline void CombineBlock(float* out, std::size_t out_stride,
+                                                Factors factors, const float* b,
+                                                std::size_t b_stride, std::size_t terms) {
+  BlockRow<kWidth> sum[kRows];
+  for (std::size_t r = 0; r < kRows; ++r) Load<kWidth>(sum[r], out + r * out_stride);
   for (std::size_t t = 0; t < terms; ++t) {
-    const Row row = Eigen::Map<const Row>(b + t * b_stride);
+    BlockRow<kWidth> row;
+    Load<kWidth>(row, b + t * b_stride);
     for (std::size_t r = 0; r < kRows; ++r) {
       sum[r] += factors.data[r * factors.row_stride + t * factors.term_stride] * row;
     }
   }
-  for (std::size_t r = 0; r < kRows; ++r) Eigen::Map<Row>(out + r * out_stride) = sum[r];
+  for (std::size_t r = 0; r < kRows; ++r) Store<kWidth>(out + r * out_stride, sum[r]);
 }
 
 template <std::size_t kBlockRows>
-void CombineRows(float* out, std::size_t out_stride, Factors factors, const float* b,
-                 std::size_t b_stride, std::size_t terms, std::size_t width) {
+[[gnu::always_inline]] inline void CombineRows(float* out, std::size_t out_stride,
+                                               Factors factors, const float* b,
+                                               std::size_t b_stride, std::size_t terms,
+                                               std::size_t width) {
   std::size_t i = 0;
   for (; i + kWidth <= width; i += kWidth) {
     CombineBlock<kBlockRows, kWidth>(out + i, out_stride, factors, b + i, b_stride, terms);
@@ -49,8 +73,10 @@ void CombineRows(float* out, std::size_t out_stride, Factors factors, const floa
 }
 
 // CombineRows over all rows, kRows at a time.
-void Combine(float* out, std::size_t out_stride, Factors factors, const float* b,
-             std::size_t b_stride, std::size_t rows, std::size_t terms, std::size_t width) {
+[[gnu::always_inline]] inline void CombineAll(float* out, std::size_t out_stride, Factors factors,
+                                              const float* b, std::size_t b_stride,
+                                              std::size_t rows, std::size_t terms,
+                                              std::size_t width) {
   std::size_t r = 0;
   for (; r + kRows <= rows; r += kRows) {
     CombineRows<kRows>(out + r * out_stride, out_stride, FromRow(factors, r), b, b_stride, terms,
@@ -61,6 +87,32 @@ void Combine(float* out, std::size_t out_stride, Factors factors, const float* b
                    width);
   }
 }
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// The release build targets baseline x86-64 (SSE2); where the processor has AVX2 the same
+// additions run on 8-float registers. Every sum still adds its terms in the same order, each a
+// multiplication then an addition (no fused multiply-add: AVX2 does not include FMA), so both
+// give the same bits.
+[[gnu::target("avx2")]] void CombineAvx2(float* out, std::size_t out_stride, Factors factors,
+                                        const float* b, std::size_t b_stride, std::size_t rows,
+                                        std::size_t terms, std::size_t width) {
+  CombineAll(out, out_stride, factors, b, b_stride, rows, terms, width);
+}
+
+void Combine(float* out, std::size_t out_stride, Factors factors, const float* b,
+             std::size_t b_stride, std::size_t rows, std::size_t terms, std::size_t width) {
+  if (__builtin_cpu_supports("avx2")) {
+    CombineAvx2(out, out_stride, factors, b, b_stride, rows, terms, width);
+  } else {
+    CombineAll(out, out_stride, factors, b, b_stride, rows, terms, width);
+  }
+}
+#else
+void Combine(float* out, std::size_t out_stride, Factors factors, const float* b,
+             std::size_t b_stride, std::size_t rows, std::size_t terms, std::size_t width) {
+  CombineAll(out, out_stride, factors, b, b_stride, rows, terms, width);
+}
+#endif
 
 #else
 

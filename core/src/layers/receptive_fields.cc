@@ -1,6 +1,7 @@
 #include "layers/receptive_fields.h"
 
 #include <cstdint>
+#include <cstring>
 
 #include "edgesgd/core/eigen.h"
 #include "layers/window.h"
@@ -37,6 +38,21 @@ void GatherField(const LayerPlan& at, std::span<const float> in, std::size_t oy,
   }
 }
 
+// Copies a window row of `count` floats: a few (kernel x channels), so in 4-float pieces whose
+// size the compiler knows, the last one overlapping the one before, rather than a loop whose
+// length it does not (the gather was a fifth of a small network's time).
+void CopyWindowRow(float* to, const float* from, std::size_t count) {
+  constexpr std::size_t kPiece = 4;
+  if (count < kPiece) {
+    for (std::size_t j = 0; j < count; ++j) to[j] = from[j];
+    return;
+  }
+  for (std::size_t j = 0; j + kPiece < count; j += kPiece) {
+    std::memcpy(to + j, from + j, kPiece * sizeof(float));
+  }
+  std::memcpy(to + count - kPiece, from + count - kPiece, kPiece * sizeof(float));
+}
+
 }  // namespace
 
 LayerScratch FieldScratch(const LayerSpec& layer, Shape in, Shape out) {
@@ -65,9 +81,7 @@ void GatherFields(const LayerPlan& at, std::span<const float> in, ConvPixels til
     if (rows.count == k && cols.count == k) {
       const float* source = in.data() + rows.begin * in_row_floats + cols.begin * c;
       for (std::size_t ky = 0; ky < k; ++ky) {
-        const float* from = source + ky * in_row_floats;
-        float* to = target + ky * row_floats;
-        for (std::size_t j = 0; j < row_floats; ++j) to[j] = from[j];
+        CopyWindowRow(target + ky * row_floats, source + ky * in_row_floats, row_floats);
       }
     } else {
       GatherField(at, in, oy, ox, std::span<float>(target, k * row_floats));
