@@ -13,13 +13,6 @@
 namespace edgesgd::cli {
 namespace {
 
-int HexDigit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 bool ParseDeviceId(std::string_view field, std::uint32_t& out) {
   if (field.empty() || field.size() > 10) return false;
   std::uint64_t value = 0;
@@ -81,13 +74,8 @@ HostResult<std::vector<secagg::DeviceVerifyingKey>> ParseVerifyingKeys(std::stri
                                                std::to_string(2 * entry.key.size()) +
                                                " hex digits, got " + std::to_string(hex.size()));
     }
-    for (std::size_t i = 0; i < entry.key.size(); ++i) {
-      const int high = HexDigit(hex[2 * i]);
-      const int low = HexDigit(hex[2 * i + 1]);
-      if (high < 0 || low < 0) {
-        return HostError(Status::DataLoss(), where + "verifying key has a non-hex digit");
-      }
-      entry.key[i] = static_cast<std::byte>(high * 16 + low);
+    if (!auth::DecodeHex(hex, entry.key)) {
+      return HostError(Status::DataLoss(), where + "verifying key has a non-hex digit");
     }
     if (const Status point = secagg::CheckVerifyingKey(entry.key); !point.ok()) {
       return HostError(Status::DataLoss(), where + point.reason());

@@ -14,15 +14,15 @@ int HexValue(char c) {
 }
 }  // namespace
 
-bool DecodeKeyHex(std::string_view hex, std::span<std::byte, kKeyBytes> key) {
-  bool valid = hex.size() == 2 * kKeyBytes;
-  for (std::size_t i = 0; valid && i < kKeyBytes; ++i) {
+bool DecodeHex(std::string_view hex, std::span<std::byte> out) {
+  bool valid = hex.size() == 2 * out.size();
+  for (std::size_t i = 0; valid && i < out.size(); ++i) {
     const int high = HexValue(hex[2 * i]);
     const int low = HexValue(hex[2 * i + 1]);
     valid = high >= 0 && low >= 0;
-    key[i] = static_cast<std::byte>(valid ? high * 16 + low : 0);
+    out[i] = static_cast<std::byte>(valid ? high * 16 + low : 0);
   }
-  if (!valid) Zeroize(key);
+  if (!valid) Zeroize(out);
   return valid;
 }
 

@@ -52,9 +52,15 @@ class KeyRing {
   std::size_t size_ = 0;
 };
 
-// Decodes a key written as 2 * kKeyBytes hex digits of either case, as key files and a device's
-// provisioning hold it. False, with `key` zeroized, for anything else. Does not allocate.
-bool DecodeKeyHex(std::string_view hex, std::span<std::byte, kKeyBytes> key);
+// Decodes 2 * out.size() hex digits of either case into `out`. False, with `out` zeroized, for
+// anything else. Does not allocate.
+bool DecodeHex(std::string_view hex, std::span<std::byte> out);
+
+// Decodes a key written as 2 * kKeyBytes hex digits, as key files and a device's provisioning
+// hold it (DecodeHex).
+inline bool DecodeKeyHex(std::string_view hex, std::span<std::byte, kKeyBytes> key) {
+  return DecodeHex(hex, key);
+}
 
 namespace internal {
 template <std::size_t kCapacity>
