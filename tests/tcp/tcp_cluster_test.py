@@ -1049,6 +1049,9 @@ def consensus_distance(cluster, ids):
                for model in models) / len(models)
 
 
+# Below a DATA peer's largest frame (an exchange of 410 parameters), above a control frame.
+GOSSIP_ANNOUNCED_BYTES = 1500
+
 CHOCO_TOP_K = ["--gossip", "choco", "--codec", "top_k", "--k-ratio", "0.1"]
 
 
@@ -1063,6 +1066,37 @@ def gossip_ring(cluster, algorithm=()):
         check(summary["final"]["accuracy"] > 0.7, "peer %d trained to only %s" %
               (i, summary["final"]["accuracy"]))
     return [cluster.summary("peer%d.json" % i) for i in peers]
+
+
+def gossip_first_record(cluster):
+    """A gossip peer with keys holds a connection that has proved nothing to a control frame's
+    bytes, although its neighbours send models: a hello naming a real neighbour followed by a
+    record announcing an exchange-sized payload is closed at once, while the ring, whose
+    diallers open with an empty key confirmation, trains to completion."""
+    ports = free_ports(4)
+    peers = start_peers(cluster, ports, 40, 5)
+    deadline = time.time() + 20
+    while True:
+        try:
+            sock = socket.create_connection(("127.0.0.1", ports[0]), timeout=5)
+            break
+        except OSError:
+            check(time.time() < deadline, "peer 1 never listened")
+            time.sleep(0.1)
+    sock.sendall(initiator_hello(2, os.urandom(16)))
+    recv_exact(sock, 64)
+    sock.sendall(struct.pack("<IIQ", GOSSIP_ANNOUNCED_BYTES, 2, 0))
+    # Well within the 5 s a connection has to send its first frame, which would close it anyway.
+    check(closed_by_server(sock, 1), "a record of %d bytes announced before any proof was "
+          "awaited" % GOSSIP_ANNOUNCED_BYTES)
+    sock.close()
+    for peer in peers.values():
+        cluster.wait(peer)
+    for i in peers:
+        check(cluster.summary("peer%d.json" % i)["final"]["round"] == 40,
+              "peer %d did not complete" % i)
+    print("gossip first record: an unproven %d-byte record closed; the ring completed" %
+          GOSSIP_ANNOUNCED_BYTES)
 
 
 def gossip_ring_detag(cluster):
@@ -1210,6 +1244,7 @@ SCENARIOS = {
     "gossip_ring": gossip_ring,
     "gossip_peer_killed": gossip_peer_killed,
     "gossip_ring_detag": gossip_ring_detag,
+    "gossip_first_record": gossip_first_record,
     "gossip_ring_choco": gossip_ring_choco,
     "gossip_ring_beer": gossip_ring_beer,
     "gossip_peer_killed_choco": gossip_peer_killed_choco,

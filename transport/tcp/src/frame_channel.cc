@@ -146,6 +146,7 @@ void FrameChannel::Opened() {
   low_watermark_ = 1;
   heard_ = false;
   established_ = false;
+  confirmation_owed_ = false;
   received_ = 0;
   expected_ = wire::kFramePrefixBytes;
   reading_body_ = false;
@@ -240,7 +241,7 @@ bool FrameChannel::StartHandshake() {
     Close(CloseReason::kUnauthenticated);
     return false;
   }
-  WriteHello(auth::kInitiatorHelloBytes);
+  WriteHandshake(auth::kInitiatorHelloBytes);
   return true;
 }
 
@@ -248,22 +249,40 @@ bool FrameChannel::OnHello() {
   const std::span<const std::byte> hello(receive_bytes(), received_);
   if (dialled) {
     if (!auth_.AcceptResponderHello(hello).ok()) return RejectUnauthenticated("hello");
+    confirmation_owed_ = true;
   } else {
     std::array<std::byte, auth::kNonceBytes> nonce;
     if (!FreshNonce(nonce)) return false;
     if (!auth_.StartResponder(*options_.auth_keys, hello, nonce, hello_out_).ok()) {
       return RejectUnauthenticated("hello");
     }
-    WriteHello(auth::kResponderHelloBytes);
+    WriteHandshake(auth::kResponderHelloBytes);
   }
   received_ = 0;
   expected_ = auth::kRecordHeaderBytes;
   established_ = true;
-  if (queued_ > 0 && !writing_) WriteFront();
+  if ((queued_ > 0 || confirmation_owed_) && !writing_) WriteFront();
   return true;
 }
 
-void FrameChannel::WriteHello(std::size_t bytes) {
+void FrameChannel::WriteConfirmation() {
+  confirmation_owed_ = false;
+  // hello_out_ is free: the initiator's hello has been written (this runs only when no write is
+  // under way).
+  constexpr std::size_t kHeader = auth::kRecordHeaderBytes;
+  const Status sealed =
+      auth_.SealDetached({}, std::span(hello_out_).first<kHeader>(),
+                         std::span(hello_out_).subspan<kHeader, auth::kTagBytes>());
+  if (!sealed.ok()) {
+    platform::Log(platform::LogLevel::kError, "%s: cannot seal the key confirmation (%s): closing",
+                  options_.log_name, sealed.str());
+    Close(CloseReason::kUnauthenticated);
+    return;
+  }
+  WriteHandshake(kHeader + auth::kTagBytes);
+}
+
+void FrameChannel::WriteHandshake(std::size_t bytes) {
   writing_ = true;
   write_started_ = events_.ChannelNow();
   events_.OnChannelDeadline(NextDeadline());
@@ -278,7 +297,7 @@ void FrameChannel::WriteHello(std::size_t bytes) {
                  return;
                }
                counters_.bytes_sent += written;
-               if (queued_ > 0) WriteFront();
+               if (queued_ > 0 || confirmation_owed_) WriteFront();
              });
 }
 
@@ -408,6 +427,7 @@ void FrameChannel::DeliverFrame(std::span<const std::byte> frame) {
       return;
     }
     frame = payload.value();  // 8-byte aligned: the record header is 16 bytes
+    if (frame.empty()) return;  // the initiator's key confirmation: nothing for the session
   }
   events_.OnChannelFrame(*this, frame);
 }
@@ -441,7 +461,7 @@ bool FrameChannel::Send(std::span<const std::byte> frame) {
 
 bool FrameChannel::CanWriteNow() const {
   return state_ == State::kOpen && established_ && !writing_ && queued_ == 0 &&
-         tls_context_ == nullptr && (!authenticating() || auth_.established());
+         !confirmation_owed_ && tls_context_ == nullptr && (!authenticating() || auth_.established());
 }
 
 bool FrameChannel::Seal(SendSlot& slot, std::span<const std::byte> frame) {
@@ -528,6 +548,10 @@ FrameChannel::~FrameChannel() { DropQueue(); }
 
 void FrameChannel::WriteFront() {
   if (tls_pending()) return;  // written once the TLS handshake is done
+  if (confirmation_owed_) {
+    WriteConfirmation();
+    return;
+  }
   SendSlot& slot = slots_[head_];
   const std::span<const std::byte> frame = slot.frame->bytes();
   std::array<asio::const_buffer, 3> record{asio::const_buffer(),

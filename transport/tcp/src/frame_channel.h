@@ -214,7 +214,8 @@ class FrameChannel {
   void OnRead(const asio::error_code& error, std::size_t bytes);
   void DeliverFrame(std::span<const std::byte> frame);
   // The largest frame the next length prefix may announce: DriverOptions::max_frame_bytes, or
-  // max_first_frame_bytes before an accepted connection's first frame.
+  // max_first_frame_bytes before an accepted connection's first frame (with authentication,
+  // its first record: the dialler's key confirmation).
   std::size_t FrameLimit() const;
   // Back to the initial receive buffer (not while a frame in it is being delivered).
   void ReleaseReceiveBuffer();
@@ -227,7 +228,12 @@ class FrameChannel {
   // has no random bytes.
   bool FreshNonce(std::span<std::byte, auth::kNonceBytes> nonce);
   bool OnHello();
-  void WriteHello(std::size_t bytes);
+  // Writes the first `bytes` of hello_out_: a hello, or the key confirmation.
+  void WriteHandshake(std::size_t bytes);
+  // The initiator's first record is empty: it proves the key before any frame, so a responder
+  // holds a connection that has proved nothing to its first-frame limit (FrameLimit), however
+  // large the frames that follow. A responder delivers no empty record to its session.
+  void WriteConfirmation();
   bool RejectUnauthenticated(const char* what);
   void WriteFront();
   void OnWritten(const asio::error_code& error, std::size_t bytes);
@@ -255,6 +261,7 @@ class FrameChannel {
   bool heard_ = false;  // a frame has arrived (the hello deadline no longer applies)
   bool delivering_ = false;  // inside DeliverFrame: the frame lives in the receive buffer
   bool established_ = false;
+  bool confirmation_owed_ = false;  // an initiator's key confirmation is still to be written
 
   auth::ConnectionAuth auth_;
   std::array<std::byte, auth::kResponderHelloBytes> hello_out_{};

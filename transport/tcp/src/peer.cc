@@ -25,6 +25,10 @@ HostResult<> Peer::Open(const PeerSettings& settings) {
     return HostError(init);
   }
   options.max_frame_bytes = protocol::GossipPeerSession::MaxFrameBytes(settings.config);
+  // Neighbours open with a model-sized exchange, but an authenticating dialler's first record
+  // is its empty key confirmation: until that proves the key, a connection holds a control
+  // frame's bytes. Without keys nothing can be proved, and the exchange is the first frame.
+  if (options.auth_keys != nullptr) options.max_first_frame_bytes = wire::kMaxControlFrameBytes;
   options.auth_device = settings.config.mixing.peer;
   EDGESGD_HOST_TRY(driver_.Open(options));
   const char* log_name = options.log_name;

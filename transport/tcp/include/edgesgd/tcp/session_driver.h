@@ -112,9 +112,10 @@ struct DriverOptions {
   std::size_t max_frame_bytes = wire::kMaxFrameBytes;
   // An accepted connection's first frame may be at most this long (and at most max_frame_bytes):
   // until then its peer has proved nothing (no record verified, or under plain frames no valid
-  // frame), so it cannot make this endpoint size a buffer beyond this. A server sets the
-  // control-frame bound (workers open with a Join); gossip peers open with a model-sized frame
-  // and keep the default.
+  // frame), so it cannot make this endpoint size a buffer beyond this. With authentication a
+  // dialler's first record is an empty key confirmation, so any endpoint may set the
+  // control-frame bound: a server does (workers open with a Join), and so does a gossip peer
+  // with keys. A plain gossip peer keeps the default: its neighbours open with a model.
   std::size_t max_first_frame_bytes = wire::kMaxFrameBytes;
   // Accepted connections still waiting for their first frame (TLS and authentication hellos
   // included): one more than this closes the oldest of them. Identified connections are at
