@@ -149,9 +149,25 @@ constexpr std::uint32_t UniformBelow(std::uint32_t bound, NextU32&& next) {
   return static_cast<std::uint32_t>(product >> 32);
 }
 
+// The draws of a reader whose NextU32 gives uniform 32-bit words (CRTP: no state, no virtual).
+template <typename Reader>
+class UniformDraws {
+ public:
+  // Uniform integer in [0, bound), bound >= 1; see UniformBelow.
+  constexpr std::uint32_t NextBelow(std::uint32_t bound) {
+    return UniformBelow(bound, [this] { return reader().NextU32(); });
+  }
+
+  // Uniform float in [0, 1), see UniformFloat.
+  constexpr float NextFloat() { return UniformFloat(reader().NextU32()); }
+
+ private:
+  constexpr Reader& reader() { return static_cast<Reader&>(*this); }
+};
+
 // A sequential reader over one Philox stream: counter = (round, tensor, stream, block index).
 // Cheap to construct; holds 28 bytes of state.
-class CounterRng {
+class CounterRng : public UniformDraws<CounterRng> {
  public:
   constexpr CounterRng(std::uint64_t seed, std::uint32_t round, std::uint32_t tensor,
                        std::uint32_t stream)
@@ -166,14 +182,6 @@ class CounterRng {
     return block_[used_++];
   }
 
-  // Uniform integer in [0, bound), bound >= 1; see UniformBelow.
-  constexpr std::uint32_t NextBelow(std::uint32_t bound) {
-    return UniformBelow(bound, [this] { return NextU32(); });
-  }
-
-  // Uniform float in [0, 1), see UniformFloat.
-  constexpr float NextFloat() { return UniformFloat(NextU32()); }
-
  private:
   PhiloxKey key_;
   std::uint32_t round_;
@@ -186,7 +194,7 @@ class CounterRng {
 
 // A sequential reader over a Philox4x64 stream under a SecretKey: counter = (round, tensor,
 // stream, block index), as CounterRng's. Holds 56 bytes of state.
-class SecretRng {
+class SecretRng : public UniformDraws<SecretRng> {
  public:
   constexpr SecretRng(const SecretKey& key, std::uint32_t round, std::uint32_t tensor,
                       std::uint32_t stream)
@@ -203,14 +211,6 @@ class SecretRng {
     ++used_;
     return bits;
   }
-
-  // Uniform integer in [0, bound), bound >= 1; see UniformBelow.
-  constexpr std::uint32_t NextBelow(std::uint32_t bound) {
-    return UniformBelow(bound, [this] { return NextU32(); });
-  }
-
-  // Uniform float in [0, 1), see UniformFloat.
-  constexpr float NextFloat() { return UniformFloat(NextU32()); }
 
  private:
   Philox64Key key_;
