@@ -1072,24 +1072,40 @@ def gossip_first_record(cluster):
     """A gossip peer with keys holds a connection that has proved nothing to a control frame's
     bytes, although its neighbours send models: a hello naming a real neighbour followed by a
     record announcing an exchange-sized payload is closed at once, while the ring, whose
-    diallers open with an empty key confirmation, trains to completion."""
+    diallers open with an empty key confirmation, trains to completion. A key holder's
+    confirmation is not a first frame: a connection that sends nothing after it is still closed
+    at the hello deadline."""
     ports = free_ports(4)
-    peers = start_peers(cluster, ports, 40, 5)
+    peers = start_peers(cluster, ports, 40, 5, ["--hello-timeout-s", "2"])
     deadline = time.time() + 20
     while True:
         try:
-            sock = socket.create_connection(("127.0.0.1", ports[0]), timeout=5)
+            probe = socket.create_connection(("127.0.0.1", ports[0]), timeout=5)
+            probe.close()
             break
         except OSError:
             check(time.time() < deadline, "peer 1 never listened")
             time.sleep(0.1)
-    sock.sendall(initiator_hello(2, os.urandom(16)))
-    recv_exact(sock, 64)
-    sock.sendall(struct.pack("<IIQ", GOSSIP_ANNOUNCED_BYTES, 2, 0))
-    # Well within the 5 s a connection has to send its first frame, which would close it anyway.
-    check(closed_by_server(sock, 1), "a record of %d bytes announced before any proof was "
+
+    def hello(nonce):
+        sock = socket.create_connection(("127.0.0.1", ports[0]), timeout=5)
+        sock.sendall(initiator_hello(2, nonce))
+        return sock, recv_exact(sock, 64)
+
+    unproven, _ = hello(os.urandom(16))
+    unproven.sendall(struct.pack("<IIQ", GOSSIP_ANNOUNCED_BYTES, 2, 0))
+    # Well within the hello deadline, which would close it anyway.
+    check(closed_by_server(unproven, 1), "a record of %d bytes announced before any proof was "
           "awaited" % GOSSIP_ANNOUNCED_BYTES)
-    sock.close()
+    unproven.close()
+    nonce = os.urandom(16)
+    confirmed, reply = hello(nonce)
+    record_key = auth_key(cluster.keys[2], 1, 2, nonce, reply[16:32])
+    header = struct.pack("<IIQ", 0, 2, 0)
+    confirmed.sendall(header + hmac.new(record_key, header, hashlib.sha256).digest())
+    check(closed_by_server(confirmed, 4),
+          "a connection that confirmed its key and sent no frame outlived the hello deadline")
+    confirmed.close()
     for peer in peers.values():
         cluster.wait(peer)
     for i in peers:

@@ -144,6 +144,7 @@ void FrameChannel::Opened() {
   waiting_at_idle_check_ = 0;
   low_watermark_ = 1;
   heard_ = false;
+  proved_ = false;
   established_ = false;
   confirmation_owed_ = false;
   received_ = 0;
@@ -319,7 +320,6 @@ void FrameChannel::OnRead(const asio::error_code& error, std::size_t bytes) {
   received_ = 0;
   expected_ = authenticating() ? auth::kRecordHeaderBytes : wire::kFramePrefixBytes;
   reading_body_ = false;
-  heard_ = true;
   ++counters_.frames_received;
   delivering_ = true;
   DeliverFrame(std::span<const std::byte>(receive_bytes(), length));
@@ -333,7 +333,7 @@ void FrameChannel::OnRead(const asio::error_code& error, std::size_t bytes) {
 }
 
 std::size_t FrameChannel::FrameLimit() const {
-  if (dialled || heard_) return options_.max_frame_bytes;
+  if (dialled || heard_ || proved_) return options_.max_frame_bytes;
   return std::min(options_.max_frame_bytes, options_.max_first_frame_bytes);
 }
 
@@ -351,8 +351,15 @@ void FrameChannel::DeliverFrame(std::span<const std::byte> frame) {
       return;
     }
     frame = payload.value();  // 8-byte aligned: the record header is 16 bytes
-    if (frame.empty()) return;  // the initiator's key confirmation: nothing for the session
+    if (frame.empty()) {
+      // The initiator's key confirmation: nothing for the session, and not the first frame (a
+      // connection that sends no frame is still held to the hello deadline and counted among
+      // the unidentified).
+      proved_ = true;
+      return;
+    }
   }
+  heard_ = true;
   events_.OnChannelFrame(*this, frame);
 }
 

@@ -259,6 +259,7 @@ class FrameChannel {
   std::size_t waiting_at_idle_check_ = 0;  // bytes the socket held at the last idle check
   TimeNs last_read_ = 0;
   bool heard_ = false;  // a frame has arrived (the hello deadline no longer applies)
+  bool proved_ = false;  // the peer's key confirmation has arrived (frames may be large)
   bool delivering_ = false;  // inside DeliverFrame: the frame lives in the receive buffer
   bool established_ = false;
   bool confirmation_owed_ = false;  // an initiator's key confirmation is still to be written
