@@ -352,9 +352,8 @@ void FrameChannel::DeliverFrame(std::span<const std::byte> frame) {
     }
     frame = payload.value();  // 8-byte aligned: the record header is 16 bytes
     if (frame.empty()) {
-      // The initiator's key confirmation: nothing for the session, and not the first frame (a
-      // connection that sends no frame is still held to the hello deadline and counted among
-      // the unidentified).
+      // The initiator's key confirmation: nothing for the session, and not a first frame (the
+      // hello deadline and the unidentified count still apply).
       proved_ = true;
       return;
     }
