@@ -352,8 +352,7 @@ void FrameChannel::DeliverFrame(std::span<const std::byte> frame) {
     }
     frame = payload.value();  // 8-byte aligned: the record header is 16 bytes
     if (frame.empty()) {
-      // The initiator's key confirmation: nothing for the session, and not a first frame (the
-      // hello deadline and the unidentified count still apply).
+      // The initiator's key confirmation: not a first frame (the hello deadline still applies).
       proved_ = true;
       return;
     }
@@ -391,7 +390,8 @@ bool FrameChannel::Send(std::span<const std::byte> frame) {
 
 bool FrameChannel::CanWriteNow() const {
   return state_ == State::kOpen && established_ && !writing_ && queued_ == 0 &&
-         !confirmation_owed_ && tls_context_ == nullptr && (!authenticating() || auth_.established());
+         !confirmation_owed_ && tls_context_ == nullptr &&
+         (!authenticating() || auth_.established());
 }
 
 void FrameChannel::WriteNow(SendSlot& slot, std::span<const std::byte> frame) {
