@@ -23,6 +23,7 @@ namespace edgesgd::secagg {
 namespace {
 
 using testing::KeyFromHex;
+using testing::SharableKey;
 using testing::TestKey;
 
 TEST(X25519Test, MatchesRfc7748FirstVector) {
@@ -135,13 +136,6 @@ TEST(SecretRandomTest, SameKeySameStreamWhateverTheReadSizes) {
   b.Fill(std::span(pieces).subspan(3, 64));
   b.Fill(std::span(pieces).subspan(67));
   EXPECT_EQ(whole, pieces);
-}
-
-// A 252-bit secret, as Shamir shares them.
-Key SharableKey(std::uint32_t label, std::uint64_t a) {
-  Key key = TestKey(label, a);
-  key[kKeyBytes - 1] &= std::byte{0x0F};
-  return key;
 }
 
 TEST(ShamirTest, AnyThresholdSharesReconstructAndFewerDoNot) {

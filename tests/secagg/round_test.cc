@@ -329,6 +329,39 @@ TEST(SecureAggregationRoundTest, WrongRevealedSharesAreLeftOutWhileTGoodOnesRema
   }
 }
 
+// With more spare shares, reconstruction decodes: among 16 devices (t = 9, so 7 spare shares of
+// each secret) three liars are corrected and named, more than leaving out two shares could
+// explain. Four are beyond what 16 shares correct, and the round aborts rather than sum wrongly.
+TEST(SecureAggregationRoundTest, DecodingCorrectsUpToHalfTheSpareSharesAndNamesTheLiars) {
+  for (const std::uint32_t liars : {3u, 4u}) {
+    SCOPED_TRACE(liars);
+    Fleet fleet(16, 4, 0);
+    fleet.stop_before_unmasking = true;
+    ASSERT_TRUE(fleet.Run(Plan(13, 9, 4)).ok());
+    for (std::uint32_t i = 0; i < 16; ++i) {
+      const bool lies = i % 5 == 1 && i / 5 < liars;  // 1, 6, 11, then 16 is past the fleet
+      if (!lies && !(liars == 4 && i == 15)) {
+        ASSERT_TRUE(fleet.UnmaskDevice(i).ok());
+        continue;
+      }
+      std::vector<std::uint32_t> survivors(16);
+      const std::size_t count = fleet.server.SurvivorsFor(fleet.ids[i], survivors).value();
+      std::vector<RevealedShare> revealed(16);
+      const std::size_t written =
+          fleet.clients[i].Unmask({survivors.data(), count}, revealed).value();
+      for (std::size_t r = 0; r < written; ++r) revealed[r].share.y[5] ^= 0x01000000u;
+      ASSERT_TRUE(fleet.server.AddUnmasking(fleet.ids[i], {revealed.data(), written}).ok());
+    }
+    if (liars == 3) {
+      ASSERT_TRUE(fleet.server.Finish().ok());
+      EXPECT_EQ(fleet.Sum(), fleet.ExpectedSum());
+      EXPECT_EQ(fleet.server.wrong_revealers(), 3u);
+    } else {
+      EXPECT_EQ(fleet.server.Finish().code(), StatusCode::kDataLoss);
+    }
+  }
+}
+
 TEST(SecureAggregationRoundTest, SparseNeighbourGraphSumsExactlyWithDropOuts) {
   // SecAgg+: 30 devices, 8 neighbours each (t = 6 of 9 holders).
   Fleet fleet(30, 64, 8);

@@ -31,6 +31,13 @@ inline Key TestKey(std::uint32_t label, std::uint64_t a, std::uint64_t b = 0) {
   return Sha256(key);
 }
 
+// A 252-bit secret, as Shamir shares them.
+inline Key SharableKey(std::uint32_t label, std::uint64_t a) {
+  Key key = TestKey(label, a);
+  key[kKeyBytes - 1] &= std::byte{0x0F};
+  return key;
+}
+
 // The phase from which a test's device falls silent.
 enum Phase { kKeys = 0, kShares = 1, kInputs = 2, kUnmasking = 3 };
 

@@ -31,7 +31,8 @@ Status ValidatePlan(const RoundPlan& plan, std::uint32_t cohort) {
 namespace {
 
 bool SameKeys(const KeyAdvertisement& a, const KeyAdvertisement& b) {
-  return SecretsEqual(a.cipher_public, b.cipher_public) && SecretsEqual(a.mask_public, b.mask_public);
+  return SecretsEqual(a.cipher_public, b.cipher_public) &&
+         SecretsEqual(a.mask_public, b.mask_public);
 }
 
 // The neighbourhood the largest round can have.
@@ -52,7 +53,9 @@ std::size_t Server::ArenaBytes(const ServerLimits& limits) {
          ArenaBytesFor<std::uint8_t>(devices * degree) +
          ArenaBytesFor<Share>(devices * (degree + 1)) +
          ArenaBytesFor<std::uint8_t>(devices * (degree + 1)) +
-         2 * ArenaBytesFor<Share>(degree + 1) + ArenaBytesFor<std::uint32_t>(limits.max_words) +
+         2 * ArenaBytesFor<Share>(degree + 1) +
+         ArenaBytesFor<FieldElement>(DecodeScratchElements(degree + 1)) +
+         ArenaBytesFor<std::uint8_t>(degree + 1) + ArenaBytesFor<std::uint32_t>(limits.max_words) +
          ArenaBytesFor<std::uint32_t>(devices);
 }
 
@@ -77,6 +80,9 @@ Status Server::Init(Arena& arena, const ServerLimits& limits) {
   EDGESGD_TRY_ASSIGN(revealed_present_, arena.Allocate<std::uint8_t>(devices * (degree + 1)));
   EDGESGD_TRY_ASSIGN(combine_, ConstructInArena<Share>(arena, degree + 1));
   EDGESGD_TRY_ASSIGN(chosen_, ConstructInArena<Share>(arena, degree + 1));
+  EDGESGD_TRY_ASSIGN(decode_scratch_,
+                     arena.Allocate<FieldElement>(DecodeScratchElements(degree + 1)));
+  EDGESGD_TRY_ASSIGN(decode_wrong_, arena.Allocate<std::uint8_t>(degree + 1));
   EDGESGD_TRY_ASSIGN(sum_, arena.Allocate<std::uint32_t>(limits.max_words));
   EDGESGD_TRY_ASSIGN(survivor_set_, arena.Allocate<std::uint32_t>(devices));
   limits_ = limits;
@@ -144,8 +150,8 @@ Status Server::Start(const RoundPlan& plan, std::span<const std::uint32_t> cohor
 
 std::uint32_t Server::IndexOf(std::uint32_t device) const {
   const auto end = by_device_.begin() + static_cast<std::ptrdiff_t>(cohort_size_);
-  const auto found = std::lower_bound(
-      by_device_.begin(), end, std::pair<std::uint32_t, std::uint32_t>{device, 0});
+  const auto found =
+      std::lower_bound(by_device_.begin(), end, std::pair<std::uint32_t, std::uint32_t>{device, 0});
   return found != end && found->first == device ? found->second : cohort_size_;
 }
 
@@ -224,7 +230,8 @@ Status Server::AddKeys(std::uint32_t device, const KeyAdvertisement& keys) {
     return Status::InvalidArgument("a device's two public keys must differ");
   }
   if (signs()) {
-    EDGESGD_TRY(verifier_->Verify(device, KeysStatement(plan_.round, device, keys), keys.signature));
+    EDGESGD_TRY(
+        verifier_->Verify(device, KeysStatement(plan_.round, device, keys), keys.signature));
   }
   members_[i].keys = keys;
   members_[i].advertised = true;
@@ -367,8 +374,7 @@ Status Server::CloseInputs() {
   for (std::uint32_t k = 0; k < cohort_size_; ++k) {  // by_device_ is in id order
     if (InU3(by_device_[k].second)) survivor_set_[survivor_set_size_++] = by_device_[k].first;
   }
-  survivors_statement_ =
-      SurvivorsStatement(plan_.round, survivor_set_.first(survivor_set_size_));
+  survivors_statement_ = SurvivorsStatement(plan_.round, survivor_set_.first(survivor_set_size_));
   phase_ = Phase::kCollectingSignatures;
   return Status::Ok();
 }
@@ -496,6 +502,21 @@ Status Server::Reconstruct(std::uint32_t owner, SecretKind kind, Key& secret) {
   const std::uint32_t spare = held - plan_.threshold;
   const std::uint32_t t = plan_.threshold;
   if (try_without(held, held)) return Status::Ok();
+  if (spare >= 2) {  // decoding corrects up to spare / 2 wrong shares, and names them
+    const std::span<std::uint8_t> wrong = decode_wrong_.first(held);
+    Result<Key> decoded = DecodeShares(combine_.first(held), t, decode_scratch_, wrong);
+    if (decoded.ok()) {
+      secret = decoded.value();
+      if (SecretMatches(owner, kind, secret)) {
+        for (std::uint32_t k = 0; k < held; ++k) {
+          if (wrong[k] != 0) members_[combine_[k].x - 1].revealed_wrong = true;
+        }
+        return Status::Ok();
+      }
+      Wipe(secret);
+    }
+  }
+  // Fewer spare shares than decoding needs: leave out one, then two, in turn.
   for (std::uint32_t a = 0; spare >= 1 && a < t; ++a) {
     if (try_without(a, held)) {
       members_[combine_[a].x - 1].revealed_wrong = true;
@@ -514,10 +535,11 @@ Status Server::Reconstruct(std::uint32_t owner, SecretKind kind, Key& secret) {
   }
   return Status::DataLoss(
       kind == SecretKind::kSelfMaskSeed
-          ? "the revealed shares of a self-mask seed do not rebuild its commitment, with up to two "
-            "of them left out (devices revealed wrong shares); round aborted"
-          : "the revealed shares of a dropped device's mask key do not rebuild its public key, "
-            "with up to two of them left out (devices revealed wrong shares); round aborted");
+          ? "the revealed shares of a self-mask seed do not rebuild its commitment: more of them "
+            "are wrong than decoding corrects or two left out explain; round aborted"
+          : "the revealed shares of a dropped device's mask key do not rebuild its public key: "
+            "more of them are wrong than decoding corrects or two left out explain; round "
+            "aborted");
 }
 
 Status Server::Finish() {

@@ -6,8 +6,8 @@ namespace edgesgd::secagg {
 namespace {
 
 // An element of GF(p), p = 2^127 - 1, as four little-endian words; canonical below p.
-using Element = std::array<std::uint32_t, kElementWords>;
-constexpr std::uint32_t kTopMask = 0x7FFFFFFFu;  // bits 96..126 of the top word
+using Element = FieldElement;
+constexpr std::uint32_t kTopMask = 0x7FFFFFFFu;                  // bits 96..126 of the top word
 constexpr std::size_t kHalfBits = kSecretBits / kShareElements;  // 126
 
 constexpr bool IsPrime(const Element& e) {
@@ -134,6 +134,28 @@ void WipeValue(T& value) {
   Wipe(std::as_writable_bytes(std::span(&value, 1)));
 }
 
+// The secret whose halves are `halves`, which it wipes. Each half must lie below 2^126; anything
+// else is not a secret that was shared.
+Result<Key> SecretFromHalves(std::array<Element, kShareElements>& halves) {
+  const bool fits = std::all_of(halves.begin(), halves.end(),
+                                [](const Element& half) { return (half[3] >> 30) == 0; });
+  Key secret{};
+  if (fits) {
+    for (std::size_t bit = 0; bit < kSecretBits; ++bit) {
+      const std::size_t at = bit % kHalfBits;
+      if (((halves[bit / kHalfBits][at / 32] >> (at % 32)) & 1u) != 0) {
+        secret[bit / 8] |= static_cast<std::byte>(1u << (bit % 8));
+      }
+    }
+  }
+  WipeValue(halves);
+  if (!fits) {
+    return Status::DataLoss(
+        "the shares do not interpolate to a secret (they do not belong together)");
+  }
+  return secret;
+}
+
 }  // namespace
 
 Status SplitSecret(const Key& secret, std::uint32_t threshold, std::span<const std::uint32_t> xs,
@@ -207,29 +229,162 @@ Result<Key> CombineShares(std::span<const Share> shares, std::uint32_t threshold
   std::array<Element, kShareElements> halves{};
   for (std::size_t e = 0; e < kShareElements; ++e) halves[e] = Mul(numerators[e], scale);
   WipeValue(numerators);
-  // Each half must lie below 2^126; anything else is not a secret that was shared.
-  const bool fits = std::all_of(halves.begin(), halves.end(),
-                                [](const Element& half) { return (half[3] >> 30) == 0; });
-  Key secret{};
-  if (fits) {
-    for (std::size_t bit = 0; bit < kSecretBits; ++bit) {
-      const std::size_t at = bit % kHalfBits;
-      if (((halves[bit / kHalfBits][at / 32] >> (at % 32)) & 1u) != 0) {
-        secret[bit / 8] |= static_cast<std::byte>(1u << (bit % 8));
+  return SecretFromHalves(halves);
+}
+
+namespace {
+
+// A polynomial over GF(p) in scratch: coefficients lowest degree first, and its degree (-1 for
+// the zero polynomial). Its span is long enough for every degree the decoder reaches.
+struct Polynomial {
+  std::span<Element> c;
+  int degree = -1;
+
+  void Trim() {
+    while (degree >= 0 && c[static_cast<std::size_t>(degree)] == Element{}) --degree;
+  }
+  void Set(int to_degree) {
+    std::fill(c.begin(), c.end(), Element{});
+    degree = to_degree;
+  }
+  const Element& Lead() const { return c[static_cast<std::size_t>(degree)]; }
+};
+
+// this -= factor * X^shift * other, for other's degree + shift within this one's span.
+void SubtractScaled(Polynomial& into, const Element& factor, std::size_t shift,
+                    const Polynomial& other) {
+  for (int k = 0; k <= other.degree; ++k) {
+    Element& target = into.c[static_cast<std::size_t>(k) + shift];
+    target = Sub(target, Mul(factor, other.c[static_cast<std::size_t>(k)]));
+  }
+  into.degree = std::max(into.degree, other.degree + static_cast<int>(shift));
+  into.Trim();
+}
+
+// Divides `dividend` by `divisor` (nonzero), leaving the remainder in `dividend` and the quotient
+// in `quotient` (cleared first).
+void Divide(Polynomial& dividend, const Polynomial& divisor, Polynomial& quotient) {
+  quotient.Set(-1);
+  const Element lead_inverse = Inverse(divisor.Lead());
+  while (dividend.degree >= divisor.degree) {
+    const auto shift = static_cast<std::size_t>(dividend.degree - divisor.degree);
+    const Element factor = Mul(dividend.Lead(), lead_inverse);
+    quotient.c[shift] = factor;
+    quotient.degree = std::max(quotient.degree, static_cast<int>(shift));
+    SubtractScaled(dividend, factor, shift, divisor);  // cancels the leading term exactly
+  }
+}
+
+Element Evaluate(const Polynomial& poly, const Element& x) {
+  Element value{};
+  for (int k = poly.degree; k >= 0; --k)
+    value = Add(Mul(value, x), poly.c[static_cast<std::size_t>(k)]);
+  return value;
+}
+
+// Half `half` of the polynomial of degree below `threshold` within (m - threshold) / 2 of the m
+// shares (Gao 2003): the interpolant g1 of all shares is reduced against g0 = prod (X - x_i) by the
+// extended Euclidean algorithm until the remainder's degree falls below (m + threshold) / 2; the
+// remainder divided by its cofactor v is the polynomial, and v vanishes on the wrong shares.
+// Marks the shares the result disagrees with in `wrong`.
+Result<Element> DecodeHalf(std::span<const Share> shares, std::uint32_t threshold, std::size_t half,
+                           std::span<Element> scratch, std::span<std::uint8_t> wrong) {
+  const std::size_t m = shares.size();
+  const std::size_t length = m + 1;
+  Polynomial r0{scratch.subspan(0, length)}, r1{scratch.subspan(length, length)};
+  Polynomial v0{scratch.subspan(2 * length, length)}, v1{scratch.subspan(3 * length, length)};
+  Polynomial work{scratch.subspan(4 * length, length)};
+  r0.Set(0);
+  r0.c[0] = FromWord(1);
+  for (const Share& share : shares) {  // r0 *= (X - x)
+    const Element x = FromWord(share.x);
+    for (std::size_t k = static_cast<std::size_t>(r0.degree) + 1; k > 0; --k) {
+      r0.c[k] = Sub(r0.c[k - 1], Mul(x, r0.c[k]));
+    }
+    r0.c[0] = Sub(Element{}, Mul(x, r0.c[0]));
+    ++r0.degree;
+  }
+  // r1 = sum_i y_i g0 / ((X - x_i) g0'(x_i)), and g0'(x_i) is the quotient's value at x_i.
+  r1.Set(-1);
+  for (const Share& share : shares) {
+    const Element x = FromWord(share.x);
+    work.Set(static_cast<int>(m) - 1);
+    work.c[m - 1] = r0.c[m];
+    for (std::size_t k = m - 1; k > 0; --k) work.c[k - 1] = Add(r0.c[k], Mul(x, work.c[k]));
+    const Element scale = Mul(ElementOf(share, half), Inverse(Evaluate(work, x)));
+    for (std::size_t k = 0; k < m; ++k) r1.c[k] = Add(r1.c[k], Mul(scale, work.c[k]));
+  }
+  r1.degree = static_cast<int>(m) - 1;
+  r1.Trim();
+  v0.Set(-1);
+  v1.Set(0);
+  v1.c[0] = FromWord(1);
+  const int stop = static_cast<int>(m + threshold);  // while 2 deg r1 >= m + t
+  while (r1.degree >= 0 && 2 * r1.degree >= stop) {
+    const Element lead_inverse = Inverse(r1.Lead());
+    while (r0.degree >= r1.degree) {
+      const auto shift = static_cast<std::size_t>(r0.degree - r1.degree);
+      const Element factor = Mul(r0.Lead(), lead_inverse);
+      SubtractScaled(r0, factor, shift, r1);
+      SubtractScaled(v0, factor, shift, v1);
+    }
+    std::swap(r0, r1);
+    std::swap(v0, v1);
+  }
+  if (v1.degree < 0 || 2 * v1.degree > static_cast<int>(m - threshold)) {
+    return Status::DataLoss("more shares are wrong than decoding can correct");
+  }
+  Divide(r1, v1, work);
+  if (r1.degree >= 0 || work.degree >= static_cast<int>(threshold)) {
+    return Status::DataLoss("more shares are wrong than decoding can correct");
+  }
+  for (std::size_t i = 0; i < m; ++i) {
+    if (Evaluate(work, FromWord(shares[i].x)) != ElementOf(shares[i], half)) wrong[i] = 1;
+  }
+  return work.degree < 0 ? Element{} : work.c[0];
+}
+
+}  // namespace
+
+Result<Key> DecodeShares(std::span<const Share> shares, std::uint32_t threshold,
+                         std::span<FieldElement> scratch, std::span<std::uint8_t> wrong) {
+  if (threshold == 0 || shares.size() < threshold) {
+    return Status::InvalidArgument("fewer shares than the threshold");
+  }
+  if (wrong.size() != shares.size() || scratch.size() < DecodeScratchElements(shares.size())) {
+    return Status::InvalidArgument("decoding needs a flag per share and its scratch");
+  }
+  for (std::size_t i = 0; i < shares.size(); ++i) {
+    if (shares[i].x == 0) return Status::InvalidArgument("a share's evaluation point is 0");
+    for (std::size_t j = 0; j < i; ++j) {
+      if (shares[j].x == shares[i].x) {
+        return Status::InvalidArgument("two shares have the same evaluation point");
       }
     }
   }
-  WipeValue(halves);
-  if (!fits) {
-    return Status::DataLoss(
-        "the shares do not interpolate to a secret (they do not belong together)");
+  std::fill(wrong.begin(), wrong.end(), std::uint8_t{0});
+  std::array<Element, kShareElements> halves{};
+  Status status = Status::Ok();
+  for (std::size_t half = 0; half < kShareElements && status.ok(); ++half) {
+    Result<Element> decoded = DecodeHalf(shares, threshold, half, scratch, wrong);
+    if (decoded.ok()) {
+      halves[half] = decoded.value();
+    } else {
+      status = decoded.status();
+    }
   }
-  return secret;
+  Wipe(std::as_writable_bytes(scratch));
+  if (!status.ok()) {
+    WipeValue(halves);
+    return status;
+  }
+  return SecretFromHalves(halves);
 }
 
 void WriteShare(const Share& share, std::span<std::byte, kShareBytes> out) {
   for (std::size_t w = 0; w < kShareWords; ++w) {
-    for (std::size_t b = 0; b < 4; ++b) out[4 * w + b] = static_cast<std::byte>(share.y[w] >> (8 * b));
+    for (std::size_t b = 0; b < 4; ++b)
+      out[4 * w + b] = static_cast<std::byte>(share.y[w] >> (8 * b));
   }
 }
 

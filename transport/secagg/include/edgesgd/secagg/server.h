@@ -51,8 +51,9 @@ std::uint32_t NeighbourhoodSize(std::uint32_t cohort, std::uint32_t neighbours);
 // must be even; the cohort must have at least two devices.
 Status ValidatePlan(const RoundPlan& plan, std::uint32_t cohort);
 
-// Wrong shares of one secret that reconstruction tolerates beyond those of devices already
-// caught revealing one: each more multiplies the combinations tried by the shares held.
+// Wrong shares of one secret that reconstruction corrects by leaving shares out in turn when
+// there are too few spare shares to decode: each more multiplies the combinations tried. With s
+// shares beyond the threshold, decoding corrects s / 2 wrong ones whatever their number.
 inline constexpr std::uint32_t kMaxWrongShares = 2;
 
 class Server {
@@ -167,7 +168,7 @@ class Server {
     bool shared = false;  // in U2 once CloseShares ran
     bool masked = false;
     bool unmasked = false;
-    bool active = false;  // still in the round in the current phase
+    bool active = false;          // still in the round in the current phase
     bool revealed_wrong = false;  // a share it revealed this round did not fit the others
     bool left = false;            // it restarted mid-round: out from then on
     bool signed_set = false;      // signed rounds: its signature of the survivor set arrived
@@ -182,7 +183,9 @@ class Server {
   Status Fail(Status status);
   // Recovers `owner`'s secret of `kind` from the shares revealed for it and checks it against
   // the owner's commitment (self-mask seed) or public key (mask key, returned as the private
-  // key). Uses every share received, leaving out up to kMaxWrongShares of them in turn.
+  // key). Uses every share received: decodes them (correcting up to half the spare shares), or
+  // leaves out up to kMaxWrongShares of them in turn. The holders of shares found wrong are
+  // marked, and their shares go last from then on.
   Status Reconstruct(std::uint32_t owner, SecretKind kind, Key& secret);
   bool SecretMatches(std::uint32_t owner, SecretKind kind, Key& secret) const;
   bool InU2(std::uint32_t index) const { return members_[index].shared; }
@@ -203,6 +206,8 @@ class Server {
   std::span<std::uint8_t> revealed_present_;
   std::span<Share> combine_;  // scratch for reconstruction: the shares held of one secret
   std::span<Share> chosen_;   // ... and the t of them combined
+  std::span<FieldElement> decode_scratch_;  // DecodeShares' polynomials
+  std::span<std::uint8_t> decode_wrong_;    // ... and its verdict on each share held
   std::span<std::uint32_t> sum_;
   std::span<std::uint32_t> survivor_set_;  // signed rounds: U3's ids, increasing
   std::uint32_t survivor_set_size_ = 0;

@@ -46,6 +46,24 @@ Status SplitSecret(const Key& secret, std::uint32_t threshold, std::span<const s
 // words that are not a canonical element (at least p) are read modulo p.
 Result<Key> CombineShares(std::span<const Share> shares, std::uint32_t threshold);
 
+// An element of GF(2^127 - 1): four little-endian words.
+using FieldElement = std::array<std::uint32_t, kElementWords>;
+
+// Scratch elements DecodeShares needs for `count` shares: five polynomials of degree `count`.
+constexpr std::size_t DecodeScratchElements(std::size_t count) { return 5 * (count + 1); }
+
+// The secret from all of `shares` when up to (shares.size() - threshold) / 2 of them are wrong
+// (Gao's Reed-Solomon decoder, run on each half). wrong[i] becomes 1 for each share that
+// disagrees with the decoded polynomials, else 0. Beyond that bound the result may be an error or
+// a different secret, so a caller checks it against what it knows of the secret. `scratch` is
+// wiped before returning.
+// Errors: kInvalidArgument for fewer than `threshold` shares, threshold 0, repeated or zero points,
+// `wrong` not one per share or `scratch` shorter than DecodeScratchElements; kDataLoss when no
+// polynomial of degree below `threshold` lies within that distance of the shares, or the decoded
+// halves do not form a 252-bit secret.
+Result<Key> DecodeShares(std::span<const Share> shares, std::uint32_t threshold,
+                         std::span<FieldElement> scratch, std::span<std::uint8_t> wrong);
+
 // Little-endian encoding of a share's words, kShareBytes long, and its decoding as the share at
 // point `x`.
 void WriteShare(const Share& share, std::span<std::byte, kShareBytes> out);
