@@ -2,66 +2,18 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <chrono>
-#include <csignal>
-#include <deque>
-#include <optional>
 #include <string>
 
 #include "edgesgd/platform/log.h"
 #include "edgesgd/tcp/asio.h"
 #include "edgesgd/wire/frame_decoder.h"
-#include "frame_channel.h"
 #include "resolve.h"
+#include "session_driver_impl.h"
 
 namespace edgesgd::tcp {
 
-using internal::ChannelEvents;
-using internal::CloseReason;
-using internal::DeadlineAfter;
-using internal::FrameChannel;
 using internal::Resolve;
-using internal::SharedFrame;
-using internal::SharedFramePool;
-using internal::TlsContext;
-using platform::Log;
-using platform::LogLevel;
-
-HostResult<Endpoint> ParseEndpoint(std::string_view text) {
-  const std::size_t colon = text.rfind(':');
-  if (colon == std::string_view::npos || colon == 0 || colon + 1 == text.size()) {
-    return HostError(Status::InvalidArgument("an address is not HOST:PORT"),
-                     "'" + std::string(text) + "' is not HOST:PORT");
-  }
-  std::string_view host = text.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  const std::string_view port_text = text.substr(colon + 1);
-  unsigned port = 0;
-  const auto [end, parse_error] =
-      std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-  if (parse_error != std::errc() || end != port_text.data() + port_text.size() || port > 65535) {
-    return HostError(Status::InvalidArgument("a port is not a number in 0..65535"),
-                     "'" + std::string(text) + "': the port must be a number in 0..65535");
-  }
-  return Endpoint{std::string(host), static_cast<std::uint16_t>(port)};
-}
-
-HostResult<std::vector<Endpoint>> ParseEndpointList(std::string_view text) {
-  std::vector<Endpoint> endpoints;
-  while (!text.empty()) {
-    const std::size_t comma = text.find(',');
-    HostResult<Endpoint> endpoint = ParseEndpoint(text.substr(0, comma));
-    if (!endpoint.ok()) return std::move(endpoint).error();
-    endpoints.push_back(std::move(endpoint).value());
-    if (comma == std::string_view::npos) break;
-    text.remove_prefix(comma + 1);
-  }
-  if (endpoints.empty()) return HostError(Status::InvalidArgument("an empty address list"));
-  return endpoints;
-}
 
 const char* DriverStopName(DriverStop stop) {
   switch (stop) {
@@ -71,20 +23,6 @@ const char* DriverStopName(DriverStop stop) {
     case DriverStop::kStopped: return "stopped";
   }
   return "?";
-}
-
-HostResult<asio::ip::tcp::endpoint> internal::Resolve(asio::io_context& io,
-                                                      const Endpoint& endpoint) {
-  asio::error_code code;
-  const asio::ip::address address = asio::ip::make_address(endpoint.host, code);
-  if (!code) return asio::ip::tcp::endpoint(address, endpoint.port);
-  asio::ip::tcp::resolver resolver(io);
-  const auto results = resolver.resolve(endpoint.host, std::to_string(endpoint.port), code);
-  if (code || results.empty()) {
-    return HostError(Status::NotFound("a host name does not resolve"),
-                     "cannot resolve '" + endpoint.host + "': " + code.message());
-  }
-  return results.begin()->endpoint();
 }
 
 namespace {
@@ -98,140 +36,6 @@ std::uint64_t NextRandom(std::uint64_t& state) {
 }
 
 }  // namespace
-
-class SessionDriver::Impl final : public ChannelEvents {
- public:
-  // On `external` (the caller's loop), or on a loop of its own when null.
-  explicit Impl(asio::io_context* external)
-      : owned_io_(external == nullptr ? std::make_unique<asio::io_context>(1) : nullptr),
-        io_(external == nullptr ? *owned_io_ : *external),
-        acceptor_(io_),
-        session_timer_(io_),
-        deadline_timer_(io_) {}
-
-  HostResult<> Open(const DriverOptions& options);
-  void Start(protocol::Session& session, DoneCallback on_done);
-  DriverStop Run(protocol::Session& session);
-  void RequestStop() {
-    if (session_ != nullptr) Stop(DriverStop::kStopped);
-  }
-  asio::io_context& io() { return io_; }
-  void SessionChanged() {
-    if (session_ == nullptr || stopped_ || draining_ || in_session_) return;
-    AfterSessionCall();
-    Settle();
-  }
-  TimeNs Now() const {
-    const auto elapsed = std::chrono::steady_clock::now() - start_;
-    // +1: a session may treat time 0 as "never happened".
-    return static_cast<TimeNs>(
-               std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count()) +
-           1;
-  }
-
-  // ---- ChannelEvents ----
-  void OnChannelFrame(FrameChannel& channel, std::span<const std::byte> frame) override;
-  void OnChannelClosed(FrameChannel& channel, CloseReason reason) override;
-  void OnChannelConnected(FrameChannel& channel) override;
-  void OnChannelDeadline(TimeNs deadline) override { ArmDeadline(deadline); }
-  void OnChannelHandled(FrameChannel& channel) override;
-  TimeNs ChannelNow() const override { return Now(); }
-
-  DriverOptions options_;
-  DriverCounters counters_;
-  std::function<void()> after_call_;
-  std::uint16_t listen_port_ = 0;
-
- private:
-  struct Dial {
-    asio::ip::tcp::endpoint endpoint;
-    FrameChannel* channel = nullptr;
-    TimeNs next_attempt = 0;
-    std::uint32_t failures = 0;
-  };
-
-  // Loads DriverOptions::tls into the context every channel shares. Errors as Open's.
-  HostResult<> OpenTls(const TlsFiles& files);
-  FrameChannel& NewChannel();
-  void Accept();
-  std::size_t CountUnidentified() const;
-  // Closes the accepted connection that has waited longest for its first frame, if any.
-  void EvictOldestUnidentified();
-  void ScheduleReconnect(Dial& dial);
-  // Identifies an accepted connection by its first frame. False if it was closed instead.
-  bool Bind(FrameChannel& channel, std::span<const std::byte> frame);
-  FrameChannel* SendChannel(PeerId peer);
-  // Sends `frame` to `to`: the session's bytes (written at once, or copied), or a shared frame.
-  template <typename Frame>
-  void Route(protocol::PeerId to, Frame& frame);
-  // One peer's share of a frame for several: written at once from the session's bytes when its
-  // channel can, else queued as `shared`, the copy made for the first channel that queues it.
-  void RouteShared(protocol::PeerId to, std::span<const std::byte> bytes, SharedFrame*& shared);
-
-  // After any call into the session: the hook, then the session's frames, then its timer.
-  void AfterSessionCall();
-  // Delivers lost links noticed while the session could not be called, then checks whether the
-  // run is over. Called at the end of every handler (the driver's and, through
-  // OnChannelHandled, the channels').
-  void Settle();
-  void ArmSessionTimer();
-  std::chrono::steady_clock::time_point TimePoint(TimeNs time) const {
-    return start_ + std::chrono::nanoseconds(time - 1);
-  }
-  // The deadline timer serves every deadline that is not the session's: connections' hello,
-  // idle, write and connect deadlines, reconnects, the linger and give-up times. ArmDeadline
-  // moves it earlier when `deadline` comes before the armed one; when it fires, OnDeadline acts
-  // on what is due and re-arms it for the next deadline there is (none: it stays idle).
-  void ArmDeadline(TimeNs deadline);
-  void OnDeadline();
-  TimeNs NextDeadline() const;
-  bool DialUp() const;
-  bool QueuesEmpty() const;
-  // Finished and flushed: half-close every link, stop once all peers closed theirs.
-  void Drain();
-  // Closes every connection and timer; Complete follows once their handlers ran.
-  void Stop(DriverStop reason);
-  // One of the driver's own pending operations (accept, timer or signal wait) finished.
-  void OperationDone() {
-    --pending_;
-    if (stopped_) Complete();
-  }
-  // Once stopped with nothing pending: posts the DoneCallback (posted, so that it may destroy
-  // the driver: no handler of the driver runs after it).
-  void Complete();
-
-  // Declared first, destroyed last: handlers still queued in an owned loop are destroyed with it.
-  std::unique_ptr<asio::io_context> owned_io_;
-  asio::io_context& io_;
-  asio::ip::tcp::acceptor acceptor_;
-  asio::steady_timer session_timer_;
-  asio::steady_timer deadline_timer_;
-  std::optional<asio::signal_set> signals_;  // only with DriverOptions::handle_signals
-  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
-  std::optional<TlsContext> tls_context_;
-
-  protocol::Session* session_ = nullptr;
-  DoneCallback on_done_;
-  bool in_session_ = false;
-  SharedFramePool frames_;  // declared before the channels that hold its frames
-  std::deque<std::unique_ptr<FrameChannel>> channels_;
-  std::vector<Dial> dials_;
-  std::vector<PeerId> lost_;  // peers whose link dropped, for Settle
-  TimeNs armed_wakeup_ = kNever;
-  TimeNs armed_deadline_ = kNever;
-  TimeNs last_dial_up_ = 0;  // last time a dialled connection was up (or Start)
-  // Accepting paused until then, after the process ran out of descriptors (kNever: not paused).
-  TimeNs accept_retry_at_ = kNever;
-  static constexpr TimeNs kAcceptBackoffNs = 100 * kNsPerMs;
-  bool finishing_ = false;
-  bool draining_ = false;  // finished and flushed: waiting for peers to close their ends
-  TimeNs finish_deadline_ = kNever;
-  bool stopped_ = false;
-  bool completed_ = false;
-  std::uint32_t pending_ = 0;  // the driver's own operations whose handler has not run yet
-  DriverStop stop_reason_ = DriverStop::kFinished;
-  std::uint64_t jitter_state_ = 0;
-};
 
 HostResult<> SessionDriver::Impl::Open(const DriverOptions& options) {
   options_ = options;
@@ -320,54 +124,6 @@ FrameChannel& SessionDriver::Impl::NewChannel() {
   channels_.push_back(std::make_unique<FrameChannel>(
       io_, *this, options_, counters_, tls_context_ ? &*tls_context_ : nullptr, frames_));
   return *channels_.back();
-}
-
-void SessionDriver::Impl::Start(protocol::Session& session, DoneCallback on_done) {
-  session_ = &session;
-  on_done_ = std::move(on_done);
-  if (options_.handle_signals) {
-    asio::error_code ignored;
-    signals_.emplace(io_);
-    signals_->add(SIGINT, ignored);
-    signals_->add(SIGTERM, ignored);
-    ++pending_;
-    signals_->async_wait([this](const asio::error_code& error, int signal_number) {
-      if (!error && !stopped_) {
-        Log(LogLevel::kInfo, "%s: signal %d: shutting down", options_.log_name, signal_number);
-        Stop(DriverStop::kSignal);
-      }
-      OperationDone();
-    });
-  }
-  if (acceptor_.is_open()) Accept();
-  last_dial_up_ = Now();
-  for (Dial& dial : dials_) {
-    dial.channel->Connect(dial.endpoint);
-  }
-  if (!dials_.empty()) ArmDeadline(DeadlineAfter(last_dial_up_, options_.give_up_ns));
-  in_session_ = true;
-  session.Start(Now());
-  in_session_ = false;
-  AfterSessionCall();
-  Settle();
-}
-
-DriverStop SessionDriver::Impl::Run(protocol::Session& session) {
-  bool done = false;
-  DriverStop result = DriverStop::kStopped;
-  Start(session, [this, &done, &result](DriverStop stop) {
-    result = stop;
-    done = true;
-    io_.stop();  // a caller's loop may carry other work
-  });
-  // run(), not a run_one() loop: Asio recycles handler memory per run() call, so steady state
-  // stays free of allocations.
-  if (io_.stopped()) io_.restart();
-  while (!done) {
-    io_.run();
-    if (!done) io_.restart();  // stopped from outside: the driver's work is still queued
-  }
-  return result;
 }
 
 void SessionDriver::Impl::Accept() {
@@ -609,167 +365,6 @@ void SessionDriver::Impl::AfterSessionCall() {
     ArmDeadline(finish_deadline_);
   }
   ArmSessionTimer();
-}
-
-void SessionDriver::Impl::Settle() {
-  if (in_session_) return;
-  if (draining_) lost_.clear();
-  while (!lost_.empty() && !stopped_) {
-    const PeerId peer = lost_.back();
-    lost_.pop_back();
-    in_session_ = true;
-    session_->OnPeerLost(peer, Now());
-    in_session_ = false;
-    AfterSessionCall();
-  }
-  if (finishing_ && !stopped_ && QueuesEmpty()) Drain();
-}
-
-void SessionDriver::Impl::Drain() {
-  if (!draining_) {
-    // Everything is written; half-close so each peer reads its last frames and then the end of
-    // the stream (a full close with unread input would reset the connection instead).
-    draining_ = true;
-    for (const std::unique_ptr<FrameChannel>& channel : channels_) {
-      if (channel->connected() && channel->bound) {
-        channel->ShutdownSend();
-      } else {
-        channel->Close(CloseReason::kShutdown, /*silent=*/true);
-      }
-    }
-  }
-  for (const std::unique_ptr<FrameChannel>& channel : channels_) {
-    if (channel->connected()) return;  // the linger deadline ends the wait
-  }
-  Stop(DriverStop::kFinished);
-}
-
-void SessionDriver::Impl::ArmSessionTimer() {
-  const TimeNs wakeup = session_->NextWakeup();
-  if (wakeup == armed_wakeup_ || stopped_) return;
-  armed_wakeup_ = wakeup;
-  if (wakeup == kNever) {
-    session_timer_.cancel();
-    return;
-  }
-  session_timer_.expires_at(TimePoint(wakeup));
-  ++pending_;
-  session_timer_.async_wait([this](const asio::error_code& error) {
-    if (!error && !stopped_) {  // else re-armed or cancelled
-      armed_wakeup_ = kNever;
-      const TimeNs now = Now();
-      if (now >= session_->NextWakeup()) {
-        in_session_ = true;
-        session_->OnTimer(now);
-        in_session_ = false;
-        AfterSessionCall();
-      } else {
-        ArmSessionTimer();
-      }
-      Settle();
-    }
-    OperationDone();
-  });
-}
-
-void SessionDriver::Impl::ArmDeadline(TimeNs deadline) {
-  if (deadline >= armed_deadline_ || stopped_ || session_ == nullptr) return;
-  armed_deadline_ = deadline;
-  deadline_timer_.expires_at(TimePoint(deadline));  // a pending wait ends as operation_aborted
-  ++pending_;
-  deadline_timer_.async_wait([this](const asio::error_code& error) {
-    if (!error && !stopped_) {  // else moved earlier or cancelled
-      armed_deadline_ = kNever;
-      OnDeadline();
-    }
-    OperationDone();
-  });
-}
-
-void SessionDriver::Impl::OnDeadline() {
-  const TimeNs now = Now();
-  for (const std::unique_ptr<FrameChannel>& channel : channels_) channel->CheckDeadlines(now);
-  if (now >= accept_retry_at_ && !stopped_) {
-    accept_retry_at_ = kNever;
-    Accept();
-  }
-  for (Dial& dial : dials_) {
-    if (!finishing_ && dial.channel->reusable() && now >= dial.next_attempt) {
-      dial.channel->Connect(dial.endpoint);
-    }
-  }
-  if (DialUp()) last_dial_up_ = now;
-  Settle();
-  if (stopped_) return;
-  if (finishing_ && now >= finish_deadline_) {
-    Stop(DriverStop::kFinished);
-  } else if (options_.give_up_ns != kNever && now - last_dial_up_ > options_.give_up_ns) {
-    Log(LogLevel::kError, "%s: no connection for %.1f s: giving up", options_.log_name,
-        static_cast<double>(options_.give_up_ns) * 1e-9);
-    Stop(DriverStop::kGaveUp);
-  } else {
-    ArmDeadline(NextDeadline());
-  }
-}
-
-TimeNs SessionDriver::Impl::NextDeadline() const {
-  TimeNs next = std::min(finishing_ ? finish_deadline_ : kNever, accept_retry_at_);
-  for (const std::unique_ptr<FrameChannel>& channel : channels_) {
-    next = std::min(next, channel->NextDeadline());
-  }
-  for (const Dial& dial : dials_) {
-    // A channel with operations still pending is offered again by OnChannelHandled.
-    if (!finishing_ && dial.channel->reusable()) next = std::min(next, dial.next_attempt);
-  }
-  if (!DialUp()) next = std::min(next, DeadlineAfter(last_dial_up_, options_.give_up_ns));
-  return next;
-}
-
-bool SessionDriver::Impl::DialUp() const {
-  if (dials_.empty()) return true;  // nothing to give up on
-  for (const Dial& dial : dials_) {
-    // Connections the other end refuses (a TLS or authentication mismatch) do not count.
-    if (dial.channel->connected() && dial.channel->established()) return true;
-  }
-  return false;
-}
-
-bool SessionDriver::Impl::QueuesEmpty() const {
-  for (const std::unique_ptr<FrameChannel>& channel : channels_) {
-    if (channel->connected() && channel->queued_frames() > 0) return false;
-  }
-  return true;
-}
-
-void SessionDriver::Impl::Stop(DriverStop reason) {
-  if (stopped_) return;
-  stopped_ = true;
-  stop_reason_ = reason;
-  for (const std::unique_ptr<FrameChannel>& channel : channels_) {
-    channel->Close(CloseReason::kShutdown, /*silent=*/true);
-  }
-  asio::error_code ignored;
-  acceptor_.close(ignored);
-  session_timer_.cancel();
-  deadline_timer_.cancel();
-  if (signals_) {
-    signals_->clear(ignored);  // the process's default handling is back
-    signals_->cancel(ignored);
-  }
-  Complete();
-}
-
-void SessionDriver::Impl::Complete() {
-  if (!stopped_ || completed_ || pending_ != 0) return;
-  for (const std::unique_ptr<FrameChannel>& channel : channels_) {
-    if (channel->pending_operations() != 0) return;  // its last handler calls back
-  }
-  completed_ = true;
-  asio::post(io_, [this] {
-    // Moved out first: the callback may destroy the driver.
-    const DoneCallback done = std::move(on_done_);
-    if (done) done(stop_reason_);
-  });
 }
 
 // ---- SessionDriver ----
