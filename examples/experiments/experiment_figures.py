@@ -23,6 +23,26 @@ def with_model(name, model, description):
     return title, claim, base.RUNS, base.PLOTS, base.evaluate
 
 
+def comparison_grid(settings, methods, seeds, label, y, ylabel, plotted=None):
+    """RUNS and PLOTS of experiments that compare methods in several settings.
+
+    `settings` and `methods` are lists of (name, flags). RUNS holds every method in every setting,
+    settings outermost, named `label(setting, method)` with the setting's flags then the method's.
+    PLOTS has one plot of `y` against rounds per setting named in `plotted` (default: all), the
+    methods side by side, its axis titled `ylabel(setting)`."""
+    runs = [(label(setting, method), setting_flags + method_flags, seeds)
+            for setting, setting_flags in settings for method, method_flags in methods]
+    names = [setting for setting, _ in settings] if plotted is None else plotted
+    plots = [{"x": "round", "y": y, "ylabel": ylabel(setting), "logy": False,
+              "runs": [label(setting, method) for method, _ in methods]} for setting in names]
+    return runs, plots
+
+
+def final_mean(results, label, column):
+    """The mean over seeds of run `label`'s final `column` (None when no seed has it)."""
+    return mean(final(results, label, column))
+
+
 def mean(values):
     """Mean of the values that are not None; None when there are none."""
     present = [value for value in values if value is not None]

@@ -5,7 +5,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from experiment_figures import final, fmt, mean  # noqa: E402
+from experiment_figures import comparison_grid, final_mean, fmt  # noqa: E402
 
 TITLE = "k_robust: median, trimmed mean, multi-Krum and centered clipping against 20 % attackers"
 CLAIM = (
@@ -63,14 +63,10 @@ def _label(rule, attack):
     return f"{rule}, {attack}"
 
 
-RUNS = [(_label(rule, attack), rule_flags + attack_flags, SEEDS)
-        for attack, attack_flags in ATTACKS for rule, rule_flags in RULES]
-
-PLOTS = [
-    {"x": "round", "y": "accuracy", "ylabel": f"test accuracy under {attack} (mean over seeds)",
-     "logy": False, "runs": [_label(rule, attack) for rule, _ in RULES]}
-    for attack in ("sign flip s=10", "ALIE z=3", "ALIE z=100")
-]
+RUNS, PLOTS = comparison_grid(
+    ATTACKS, RULES, SEEDS, lambda attack, rule: _label(rule, attack), "accuracy",
+    lambda attack: f"test accuracy under {attack} (mean over seeds)",
+    plotted=["sign flip s=10", "ALIE z=3", "ALIE z=100"])
 
 NO_ATTACK_GAP = 0.01
 BROKEN = 0.50
@@ -78,7 +74,7 @@ KEPT = 0.75
 
 
 def evaluate(results):
-    accuracy = {label: mean(final(results, label, "accuracy")) for label, _, _ in RUNS}
+    accuracy = {label: final_mean(results, label, "accuracy") for label, _, _ in RUNS}
     rules = [rule for rule, _ in RULES]
     robust = rules[1:]
 

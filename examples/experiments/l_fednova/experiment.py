@@ -4,7 +4,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from experiment_figures import final, fmt, mean  # noqa: E402
+from experiment_figures import comparison_grid, final_mean, fmt  # noqa: E402
 
 TITLE = "l_fednova: FedNova against FedAvg with unequal local steps"
 CLAIM = (
@@ -32,24 +32,15 @@ def _label(setting, method):
     return f"{method}, {setting}"
 
 
-RUNS = [(_label(setting, method), flags + extra, SEEDS)
-        for setting, flags in SETTINGS for method, extra in METHODS]
-
-PLOTS = [
-    {"x": "round", "y": "accuracy", "ylabel": f"test accuracy, {setting} (mean over seeds)",
-     "logy": False, "runs": [_label(setting, method) for method, _ in METHODS]}
-    for setting, _ in SETTINGS
-]
+RUNS, PLOTS = comparison_grid(SETTINGS, METHODS, SEEDS, _label, "accuracy",
+                              lambda setting: f"test accuracy, {setting} (mean over seeds)")
 
 
 def evaluate(results):
-    def figure(label, column):
-        return mean(final(results, label, column))
-
     claims = []
     for setting, _ in SETTINGS:
-        fedavg = [figure(_label(setting, "FedAvg"), column) for column in ("accuracy", "loss")]
-        fednova = [figure(_label(setting, "FedNova"), column) for column in ("accuracy", "loss")]
+        fedavg = [final_mean(results, _label(setting, "FedAvg"), column) for column in ("accuracy", "loss")]
+        fednova = [final_mean(results, _label(setting, "FedNova"), column) for column in ("accuracy", "loss")]
         claims.append((
             f"{setting}: FedNova ends with a higher test accuracy and a lower test loss than FedAvg",
             None not in fedavg + fednova and fednova[0] > fedavg[0] and fednova[1] < fedavg[1],

@@ -5,7 +5,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from experiment_figures import final, fmt, mean  # noqa: E402
+from experiment_figures import comparison_grid, final_mean, fmt  # noqa: E402
 
 TITLE = "l_fedprox: FedProx's proximal term against plain local SGD on non-iid data"
 CLAIM = (
@@ -34,18 +34,13 @@ def _label(setting, mu):
     return f"{setting}, mu {mu}"
 
 
-RUNS = [(_label(setting, mu), flags + ([] if mu == "0" else ["--prox-mu", mu]), SEEDS)
-        for setting, flags in SETTINGS for mu in MUS]
-
-PLOTS = [
-    {"x": "round", "y": "loss", "ylabel": f"test loss, {setting} (mean over seeds)",
-     "logy": False, "runs": [_label(setting, mu) for mu in MUS]}
-    for setting, _ in SETTINGS
-]
+RUNS, PLOTS = comparison_grid(
+    SETTINGS, [(mu, [] if mu == "0" else ["--prox-mu", mu]) for mu in MUS], SEEDS, _label, "loss",
+    lambda setting: f"test loss, {setting} (mean over seeds)")
 
 
 def evaluate(results):
-    figure = {label: (mean(final(results, label, "loss")), mean(final(results, label, "accuracy")))
+    figure = {label: (final_mean(results, label, "loss"), final_mean(results, label, "accuracy"))
               for label, _, _ in RUNS}
 
     def row(setting):

@@ -5,7 +5,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from experiment_figures import final, fmt, mean  # noqa: E402
+from experiment_figures import comparison_grid, final_mean, fmt  # noqa: E402
 
 TITLE = "l_scaffold: SCAFFOLD's control variates against FedAvg on non-iid data"
 CLAIM = (
@@ -39,19 +39,13 @@ def _label(setting, method):
     return f"{method}, {setting}"
 
 
-RUNS = [(_label(setting, method), flags + extra, SEEDS)
-        for setting, flags in SETTINGS for method, extra in METHODS]
-
-PLOTS = [
-    {"x": "round", "y": "accuracy", "ylabel": f"test accuracy, {setting} (mean over seeds)",
-     "logy": False, "runs": [_label(setting, method) for method, _ in METHODS]}
-    for setting, _ in SETTINGS
-]
+RUNS, PLOTS = comparison_grid(SETTINGS, METHODS, SEEDS, _label, "accuracy",
+                              lambda setting: f"test accuracy, {setting} (mean over seeds)")
 
 
 def evaluate(results):
     def figure(label, column):
-        return mean(final(results, label, column))
+        return final_mean(results, label, column)
 
     claims = []
     for setting, _ in SETTINGS:

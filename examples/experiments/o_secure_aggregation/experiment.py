@@ -6,7 +6,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from experiment_figures import final, fmt, mean  # noqa: E402
+from experiment_figures import final_mean, fmt  # noqa: E402
 
 TITLE = "o_secure_aggregation: SecAgg and SecAgg+ of compressed updates and of majority votes"
 CLAIM = (
@@ -71,12 +71,9 @@ UPLINK_BUDGET = 1.10
 
 
 def evaluate(results):
-    def figure(label, column):
-        return mean(final(results, label, column))
-
-    accuracy = {label: figure(label, "accuracy") for label, _, _ in RUNS}
-    uplink = {label: figure(label, "bytes_up") for label, _, _ in RUNS}
-    bits = {label: figure(label, "bits_per_coord") for label, _, _ in RUNS}
+    accuracy = {label: final_mean(results, label, "accuracy") for label, _, _ in RUNS}
+    uplink = {label: final_mean(results, label, "bytes_up") for label, _, _ in RUNS}
+    bits = {label: final_mean(results, label, "bits_per_coord") for label, _, _ in RUNS}
     claims = []
     for label, reference in ((SECAGG, PLAIN), (SECAGG_PLUS, PLAIN), (QSGD_SECAGG, QSGD_PLAIN),
                              (VOTE_SECAGG, VOTE_PLAIN)):
