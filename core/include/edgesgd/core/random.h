@@ -13,30 +13,15 @@ using PhiloxCounter = std::array<std::uint32_t, 4>;
 using PhiloxKey = std::array<std::uint32_t, 2>;
 using PhiloxBlock = std::array<std::uint32_t, 4>;
 
-// Philox4x32 with 10 rounds (Salmon et al., SC'11), matching the Random123 reference.
-constexpr PhiloxBlock Philox4x32_10(PhiloxCounter counter, PhiloxKey key) {
-  constexpr std::uint32_t kMul0 = 0xD2511F53u;
-  constexpr std::uint32_t kMul1 = 0xCD9E8D57u;
-  constexpr std::uint32_t kWeyl0 = 0x9E3779B9u;
-  constexpr std::uint32_t kWeyl1 = 0xBB67AE85u;
-  for (int round = 0; round < 10; ++round) {
-    if (round > 0) {
-      key[0] += kWeyl0;
-      key[1] += kWeyl1;
-    }
-    const std::uint64_t product0 = std::uint64_t{kMul0} * counter[0];
-    const std::uint64_t product1 = std::uint64_t{kMul1} * counter[2];
-    const auto hi0 = static_cast<std::uint32_t>(product0 >> 32);
-    const auto lo0 = static_cast<std::uint32_t>(product0);
-    const auto hi1 = static_cast<std::uint32_t>(product1 >> 32);
-    const auto lo1 = static_cast<std::uint32_t>(product1);
-    counter = {hi1 ^ counter[1] ^ key[0], lo1, hi0 ^ counter[3] ^ key[1], lo0};
-  }
-  return counter;
+// The high and low halves of the product a * b at Philox's word width.
+constexpr void MultiplyWide(std::uint32_t a, std::uint32_t b, std::uint32_t& high,
+                            std::uint32_t& low) {
+  const std::uint64_t product = std::uint64_t{a} * b;
+  high = static_cast<std::uint32_t>(product >> 32);
+  low = static_cast<std::uint32_t>(product);
 }
 
-// The high and low halves of the 128-bit product a * b, in 64-bit arithmetic only (32-bit
-// targets have no wider type).
+// The 64-bit halves in 64-bit arithmetic only (32-bit targets have no wider type).
 constexpr void MultiplyWide(std::uint64_t a, std::uint64_t b, std::uint64_t& high,
                             std::uint64_t& low) {
   const std::uint64_t a_low = a & 0xFFFFFFFFu;
@@ -52,30 +37,55 @@ constexpr void MultiplyWide(std::uint64_t a, std::uint64_t b, std::uint64_t& hig
   high = a_high * b_high + (low_high >> 32) + (high_low >> 32) + (middle >> 32);
 }
 
-using Philox64Block = std::array<std::uint64_t, 4>;
-using Philox64Key = std::array<std::uint64_t, 2>;
+// Philox's multipliers and key increments (Weyl constants) at each word width.
+template <typename Word>
+struct PhiloxConstants;
+template <>
+struct PhiloxConstants<std::uint32_t> {
+  static constexpr std::uint32_t kMul0 = 0xD2511F53u;
+  static constexpr std::uint32_t kMul1 = 0xCD9E8D57u;
+  static constexpr std::uint32_t kWeyl0 = 0x9E3779B9u;
+  static constexpr std::uint32_t kWeyl1 = 0xBB67AE85u;
+};
+template <>
+struct PhiloxConstants<std::uint64_t> {
+  static constexpr std::uint64_t kMul0 = 0xD2E7470EE14C6C93ull;
+  static constexpr std::uint64_t kMul1 = 0xCA5A826395121157ull;
+  static constexpr std::uint64_t kWeyl0 = 0x9E3779B97F4A7C15ull;
+  static constexpr std::uint64_t kWeyl1 = 0xBB67AE8584CAA73Bull;
+};
 
-// Philox4x64 with 10 rounds (Salmon et al., SC'11), matching the Random123 reference: a 128-bit
-// key, for the draws whose secrecy rests on it.
-constexpr Philox64Block Philox4x64_10(Philox64Block counter, Philox64Key key) {
-  constexpr std::uint64_t kMul0 = 0xD2E7470EE14C6C93ull;
-  constexpr std::uint64_t kMul1 = 0xCA5A826395121157ull;
-  constexpr std::uint64_t kWeyl0 = 0x9E3779B97F4A7C15ull;
-  constexpr std::uint64_t kWeyl1 = 0xBB67AE8584CAA73Bull;
+// Philox4xW with 10 rounds (Salmon et al., SC'11), matching the Random123 reference.
+template <typename Word>
+constexpr std::array<Word, 4> Philox4_10(std::array<Word, 4> counter, std::array<Word, 2> key) {
+  using C = PhiloxConstants<Word>;
   for (int round = 0; round < 10; ++round) {
     if (round > 0) {
-      key[0] += kWeyl0;
-      key[1] += kWeyl1;
+      key[0] += C::kWeyl0;
+      key[1] += C::kWeyl1;
     }
-    std::uint64_t hi0 = 0;
-    std::uint64_t lo0 = 0;
-    std::uint64_t hi1 = 0;
-    std::uint64_t lo1 = 0;
-    MultiplyWide(kMul0, counter[0], hi0, lo0);
-    MultiplyWide(kMul1, counter[2], hi1, lo1);
+    Word hi0 = 0;
+    Word lo0 = 0;
+    Word hi1 = 0;
+    Word lo1 = 0;
+    MultiplyWide(C::kMul0, counter[0], hi0, lo0);
+    MultiplyWide(C::kMul1, counter[2], hi1, lo1);
     counter = {hi1 ^ counter[1] ^ key[0], lo1, hi0 ^ counter[3] ^ key[1], lo0};
   }
   return counter;
+}
+
+// Philox4x32-10: the shared draws, under a 64-bit key.
+constexpr PhiloxBlock Philox4x32_10(PhiloxCounter counter, PhiloxKey key) {
+  return Philox4_10<std::uint32_t>(counter, key);
+}
+
+using Philox64Block = std::array<std::uint64_t, 4>;
+using Philox64Key = std::array<std::uint64_t, 2>;
+
+// Philox4x64-10: a 128-bit key, for the draws whose secrecy rests on it.
+constexpr Philox64Block Philox4x64_10(Philox64Block counter, Philox64Key key) {
+  return Philox4_10<std::uint64_t>(counter, key);
 }
 
 // A 128-bit secret of one holder: the key of the draws nobody else may foresee (differential
