@@ -12,17 +12,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-jobs="${EDGESGD_JOBS:-2}"
 out="${EDGESGD_DEMO_OUT:-build/demo}"
 rounds=()
 [[ -n "${EDGESGD_DEMO_ROUNDS:-}" ]] && rounds=(--rounds "$EDGESGD_DEMO_ROUNDS")
-cmake/install-debian-deps.sh host
-edgesgd="${EDGESGD_DEMO_BINARY:-}"
-if [[ -z "$edgesgd" ]]; then
-  cmake --preset release >/dev/null
-  cmake --build --preset release -j "$jobs" --target edgesgd
-  edgesgd=build/release/examples/edgesgd
-fi
+source examples/demo/binary.sh
 mkdir -p "$out"
 
 # The fleet (examples/demo/simulate.toml) and the three runs (examples/demo/runs.txt).

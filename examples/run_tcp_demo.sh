@@ -14,17 +14,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-jobs="${EDGESGD_JOBS:-2}"
 rounds="${EDGESGD_DEMO_ROUNDS:-3000}"
 workers="${EDGESGD_DEMO_WORKERS:-8}"
 out="${EDGESGD_DEMO_OUT:-build/tcp_demo}"
-cmake/install-debian-deps.sh host
-edgesgd="${EDGESGD_DEMO_BINARY:-}"
-if [[ -z "$edgesgd" ]]; then
-  cmake --preset release >/dev/null
-  cmake --build --preset release -j "$jobs" --target edgesgd
-  edgesgd=build/release/examples/edgesgd
-fi
+source examples/demo/binary.sh
 mkdir -p "$out"
 # Every frame is authenticated with the devices' pre-shared keys, as in a real deployment.
 keys="$out/keys"
