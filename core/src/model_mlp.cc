@@ -1,6 +1,7 @@
 #include "edgesgd/core/eigen.h"
 #include "edgesgd/core/model/loss_functions.h"
 #include "edgesgd/core/model/mlp.h"
+#include "model_calls.h"
 
 namespace edgesgd {
 namespace {
@@ -83,22 +84,21 @@ void Accumulate(const ModelSpec& spec, std::span<const float> params, const Data
 Result<float> Mlp::LossAndGradient(const ModelSpec& spec, std::span<const float> params,
                                    const DatasetView& batch, std::span<float> gradient,
                                    std::span<float> scratch) {
-  EDGESGD_TRY(internal::CheckModelCall(spec, ModelKind::kMlp, params, batch, gradient, true,
-                                       scratch, ScratchFloats(spec)));
-  for (float& value : gradient) value = 0.0f;
-  EvaluationSums totals;
-  Accumulate(spec, params, batch, gradient, scratch, totals);
-  return static_cast<float>(totals.loss / static_cast<double>(batch.num_samples));
+  return internal::MeanLossAndGradient(
+      ModelKind::kMlp, spec, params, batch, gradient, scratch, ScratchFloats(spec),
+      [&](const DatasetView& data, std::span<float> out, EvaluationSums& totals) {
+        Accumulate(spec, params, data, out, scratch, totals);
+      });
 }
 
 Status Mlp::AddToEvaluation(const ModelSpec& spec, std::span<const float> params,
                             const DatasetView& data, std::span<float> scratch,
                             EvaluationSums& sums) {
-  EDGESGD_TRY(internal::CheckModelCall(spec, ModelKind::kMlp, params, data, {}, false, scratch,
-                                       ScratchFloats(spec)));
-  Accumulate(spec, params, data, {}, scratch, sums);
-  sums.samples += data.num_samples;
-  return Status::Ok();
+  return internal::AddEvaluation(
+      ModelKind::kMlp, spec, params, data, scratch, ScratchFloats(spec), sums,
+      [&](const DatasetView& rows, std::span<float> out, EvaluationSums& totals) {
+        Accumulate(spec, params, rows, out, scratch, totals);
+      });
 }
 
 }  // namespace edgesgd

@@ -1,6 +1,7 @@
 #include "edgesgd/core/eigen.h"
 #include "edgesgd/core/model/loss_functions.h"
 #include "edgesgd/core/model/softmax_regression.h"
+#include "model_calls.h"
 
 namespace edgesgd {
 namespace {
@@ -47,22 +48,21 @@ Result<float> SoftmaxRegression::LossAndGradient(const ModelSpec& spec,
                                                  const DatasetView& batch,
                                                  std::span<float> gradient,
                                                  std::span<float> scratch) {
-  EDGESGD_TRY(internal::CheckModelCall(spec, ModelKind::kSoftmaxRegression, params, batch, gradient,
-                                       true, scratch, ScratchFloats(spec)));
-  for (float& value : gradient) value = 0.0f;
-  EvaluationSums totals;
-  Accumulate(spec, params, batch, gradient, scratch, totals);
-  return static_cast<float>(totals.loss / static_cast<double>(batch.num_samples));
+  return internal::MeanLossAndGradient(
+      ModelKind::kSoftmaxRegression, spec, params, batch, gradient, scratch, ScratchFloats(spec),
+      [&](const DatasetView& data, std::span<float> out, EvaluationSums& totals) {
+        Accumulate(spec, params, data, out, scratch, totals);
+      });
 }
 
 Status SoftmaxRegression::AddToEvaluation(const ModelSpec& spec, std::span<const float> params,
                                           const DatasetView& data, std::span<float> scratch,
                                           EvaluationSums& sums) {
-  EDGESGD_TRY(internal::CheckModelCall(spec, ModelKind::kSoftmaxRegression, params, data, {}, false,
-                                       scratch, ScratchFloats(spec)));
-  Accumulate(spec, params, data, {}, scratch, sums);
-  sums.samples += data.num_samples;
-  return Status::Ok();
+  return internal::AddEvaluation(
+      ModelKind::kSoftmaxRegression, spec, params, data, scratch, ScratchFloats(spec), sums,
+      [&](const DatasetView& rows, std::span<float> out, EvaluationSums& totals) {
+        Accumulate(spec, params, rows, out, scratch, totals);
+      });
 }
 
 }  // namespace edgesgd

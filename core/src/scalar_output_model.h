@@ -44,29 +44,4 @@ void AccumulateScalarOutput(const ModelSpec& spec, std::span<const float> params
   if (want_gradient && spec.bias) gradient[spec.features] = bias_gradient;
 }
 
-// LossAndGradient of a model of `kind` scored by `rule`: the batch's mean loss.
-template <typename Rule>
-Result<float> ScalarOutputLossAndGradient(ModelKind kind, const ModelSpec& spec,
-                                          std::span<const float> params, const DatasetView& batch,
-                                          std::span<float> gradient, std::span<float> scratch,
-                                          std::size_t scratch_floats, Rule rule) {
-  EDGESGD_TRY(CheckModelCall(spec, kind, params, batch, gradient, true, scratch, scratch_floats));
-  for (float& value : gradient) value = 0.0f;
-  EvaluationSums totals;
-  AccumulateScalarOutput(spec, params, batch, gradient, totals, rule);
-  return static_cast<float>(totals.loss / static_cast<double>(batch.num_samples));
-}
-
-// AddToEvaluation of a model of `kind` scored by `rule`.
-template <typename Rule>
-Status AddScalarOutputEvaluation(ModelKind kind, const ModelSpec& spec,
-                                 std::span<const float> params, const DatasetView& data,
-                                 std::span<float> scratch, std::size_t scratch_floats,
-                                 EvaluationSums& sums, Rule rule) {
-  EDGESGD_TRY(CheckModelCall(spec, kind, params, data, {}, false, scratch, scratch_floats));
-  AccumulateScalarOutput(spec, params, data, {}, sums, rule);
-  sums.samples += data.num_samples;
-  return Status::Ok();
-}
-
 }  // namespace edgesgd::internal

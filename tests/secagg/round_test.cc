@@ -24,6 +24,7 @@ using testing::Arenas;
 using testing::Phase;
 using enum testing::Phase;
 using testing::Plan;
+using testing::ShareKeys;
 using testing::TestKey;
 
 // A cohort, its inputs, and which devices stay silent from which phase on.
@@ -81,13 +82,8 @@ struct Fleet {
     std::vector<SealedShares> sealed(degree);
     for (std::uint32_t i = 0; i < n; ++i) {
       if (!Speaks(i, kShares) || !server.Expects(ids[i])) continue;
-      std::uint32_t point = 0;
-      EDGESGD_TRY_ASSIGN(const std::size_t count, server.RosterFor(ids[i], point, roster));
-      Digest commitment;
-      EDGESGD_TRY_ASSIGN(
-          const std::size_t written,
-          clients[i].ShareKeys(plan.threshold, point, {roster.data(), count}, commitment, sealed));
-      EDGESGD_TRY(server.AddShares(ids[i], commitment, {sealed.data(), written}));
+      EDGESGD_TRY(ShareKeys(server, clients[i], ids[i], plan.threshold, roster, sealed,
+                            [](std::span<RosterEntry>) {}));
     }
     EDGESGD_TRY(server.CloseShares());
     for (std::uint32_t i = 0; i < n; ++i) {

@@ -2,11 +2,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string_view>
 #include <vector>
 
 #include "edgesgd/core/arena.h"
 #include "edgesgd/core/status.h"
+#include "edgesgd/secagg/client.h"
 #include "edgesgd/secagg/crypto.h"
 #include "edgesgd/secagg/server.h"
 #include "edgesgd/secagg/signing.h"
@@ -45,6 +47,21 @@ enum Phase { kKeys = 0, kShares = 1, kInputs = 2, kUnmasking = 3 };
 inline RoundPlan Plan(std::uint64_t round, std::uint32_t threshold, std::uint32_t words,
                       std::uint32_t neighbours = 0) {
   return RoundPlan{round, threshold, neighbours, /*graph_seed=*/99, words};
+}
+
+// Device `id`'s turn in the sharing phase: its roster from the server, `edit` (a test's
+// meddling, if any) applied to it, then its shares and commitment handed back to the server.
+template <typename Edit>
+Status ShareKeys(Server& server, Client& client, std::uint32_t id, std::uint32_t threshold,
+                 std::vector<RosterEntry>& roster, std::vector<SealedShares>& sealed, Edit edit) {
+  std::uint32_t point = 0;
+  EDGESGD_TRY_ASSIGN(const std::size_t count, server.RosterFor(id, point, roster));
+  edit(std::span(roster).first(count));
+  Digest commitment;
+  EDGESGD_TRY_ASSIGN(
+      const std::size_t written,
+      client.ShareKeys(threshold, point, {roster.data(), count}, commitment, sealed));
+  return server.AddShares(id, commitment, {sealed.data(), written});
 }
 
 // A fast stand-in for ECDSA where many rounds run: a device's signature is a keyed hash only

@@ -24,6 +24,7 @@ namespace {
 using testing::Arenas;
 using testing::KeyFromHex;
 using testing::Plan;
+using testing::ShareKeys;
 using testing::TestKey;
 using testing::TestSignature;
 using testing::TestSigner;
@@ -157,14 +158,11 @@ struct SignedFleet {
     std::vector<RosterEntry> roster(n);
     std::vector<SealedShares> sealed(n);
     for (std::size_t i = 0; i < n; ++i) {
-      std::uint32_t point = 0;
-      EDGESGD_TRY_ASSIGN(const std::size_t count, server.RosterFor(ids[i], point, roster));
-      if (swap_keys_of_first && i == 1) roster[0].mask_public = TestKey(9, 9);
-      Digest commitment;
-      EDGESGD_TRY_ASSIGN(
-          const std::size_t written,
-          clients[i].ShareKeys(plan.threshold, point, {roster.data(), count}, commitment, sealed));
-      EDGESGD_TRY(server.AddShares(ids[i], commitment, {sealed.data(), written}));
+      EDGESGD_TRY(ShareKeys(server, clients[i], ids[i], plan.threshold, roster, sealed,
+                            [&](std::span<RosterEntry> listed) {
+                              if (swap_keys_of_first && i == 1)
+                                listed[0].mask_public = TestKey(9, 9);
+                            }));
     }
     EDGESGD_TRY(server.CloseShares());
     for (std::size_t i = 0; i < n; ++i) {
