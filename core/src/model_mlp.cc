@@ -1,7 +1,6 @@
 #include "edgesgd/core/eigen.h"
 #include "edgesgd/core/model/loss_functions.h"
 #include "edgesgd/core/model/mlp.h"
-#include "model_calls.h"
 
 namespace edgesgd {
 namespace {
@@ -22,10 +21,12 @@ MlpOffsets Offsets(const ModelSpec& spec) {
   return offsets;
 }
 
+}  // namespace
+
 // Adds the cross-entropy and correct predictions of `data` to `totals`; when `gradient` is
 // non-empty also accumulates the batch-mean gradient into it by per-sample backpropagation.
-void Accumulate(const ModelSpec& spec, std::span<const float> params, const DatasetView& data,
-                std::span<float> gradient, std::span<float> scratch, EvaluationSums& totals) {
+void Mlp::Accumulate(const ModelSpec& spec, std::span<const float> params, const DatasetView& data,
+                     std::span<float> gradient, std::span<float> scratch, EvaluationSums& totals) {
   const std::size_t hidden_size = spec.hidden;
   const std::size_t classes = spec.classes;
   const auto h = static_cast<Eigen::Index>(hidden_size);
@@ -77,28 +78,6 @@ void Accumulate(const ModelSpec& spec, std::span<const float> params, const Data
       if (spec.bias) gradient[at.b1 + j] += slope;
     }
   }
-}
-
-}  // namespace
-
-Result<float> Mlp::LossAndGradient(const ModelSpec& spec, std::span<const float> params,
-                                   const DatasetView& batch, std::span<float> gradient,
-                                   std::span<float> scratch) {
-  return internal::MeanLossAndGradient(
-      ModelKind::kMlp, spec, params, batch, gradient, scratch, ScratchFloats(spec),
-      [&](const DatasetView& data, std::span<float> out, EvaluationSums& totals) {
-        Accumulate(spec, params, data, out, scratch, totals);
-      });
-}
-
-Status Mlp::AddToEvaluation(const ModelSpec& spec, std::span<const float> params,
-                            const DatasetView& data, std::span<float> scratch,
-                            EvaluationSums& sums) {
-  return internal::AddEvaluation(
-      ModelKind::kMlp, spec, params, data, scratch, ScratchFloats(spec), sums,
-      [&](const DatasetView& rows, std::span<float> out, EvaluationSums& totals) {
-        Accumulate(spec, params, rows, out, scratch, totals);
-      });
 }
 
 }  // namespace edgesgd

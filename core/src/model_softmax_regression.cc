@@ -1,15 +1,14 @@
 #include "edgesgd/core/eigen.h"
 #include "edgesgd/core/model/loss_functions.h"
 #include "edgesgd/core/model/softmax_regression.h"
-#include "model_calls.h"
 
 namespace edgesgd {
-namespace {
 
 // Adds the cross-entropy and correct predictions of `data` to `totals`; when `gradient` is
 // non-empty also accumulates (1 / B) * sum_i (softmax(z_i) - onehot(y_i)) [x_i^T, 1] into it.
-void Accumulate(const ModelSpec& spec, std::span<const float> params, const DatasetView& data,
-                std::span<float> gradient, std::span<float> scratch, EvaluationSums& totals) {
+void SoftmaxRegression::Accumulate(const ModelSpec& spec, std::span<const float> params,
+                                   const DatasetView& data, std::span<float> gradient,
+                                   std::span<float> scratch, EvaluationSums& totals) {
   const std::size_t classes = spec.classes;
   const auto c = static_cast<Eigen::Index>(classes);
   const auto d = static_cast<Eigen::Index>(spec.features);
@@ -39,30 +38,6 @@ void Accumulate(const ModelSpec& spec, std::span<const float> params, const Data
       if (spec.bias) gradient[weight_count + k] += slope;
     }
   }
-}
-
-}  // namespace
-
-Result<float> SoftmaxRegression::LossAndGradient(const ModelSpec& spec,
-                                                 std::span<const float> params,
-                                                 const DatasetView& batch,
-                                                 std::span<float> gradient,
-                                                 std::span<float> scratch) {
-  return internal::MeanLossAndGradient(
-      ModelKind::kSoftmaxRegression, spec, params, batch, gradient, scratch, ScratchFloats(spec),
-      [&](const DatasetView& data, std::span<float> out, EvaluationSums& totals) {
-        Accumulate(spec, params, data, out, scratch, totals);
-      });
-}
-
-Status SoftmaxRegression::AddToEvaluation(const ModelSpec& spec, std::span<const float> params,
-                                          const DatasetView& data, std::span<float> scratch,
-                                          EvaluationSums& sums) {
-  return internal::AddEvaluation(
-      ModelKind::kSoftmaxRegression, spec, params, data, scratch, ScratchFloats(spec), sums,
-      [&](const DatasetView& rows, std::span<float> out, EvaluationSums& totals) {
-        Accumulate(spec, params, rows, out, scratch, totals);
-      });
 }
 
 }  // namespace edgesgd

@@ -8,13 +8,12 @@ namespace edgesgd {
 
 // One-hidden-layer perceptron with ReLU and a softmax output (ModelKind::kMlp); its evaluation
 // counts argmax z == label as correct.
-struct Mlp {
+struct Mlp : FixedModelCalls<Mlp, ModelKind::kMlp> {
   // Hidden activations, their gradient, the logits.
   static constexpr std::size_t ScratchFloats(const ModelSpec& spec) {
     return 2 * spec.hidden + spec.classes;
   }
-  static FixedModelLossAndGradient LossAndGradient;
-  static FixedModelEvaluation AddToEvaluation;
+  static FixedModelAccumulate Accumulate;
 };
 
 }  // namespace edgesgd

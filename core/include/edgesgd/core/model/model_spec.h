@@ -69,8 +69,8 @@ Status ValidateModelSpec(const ModelSpec& spec);
 std::size_t ParameterCount(const ModelSpec& spec);
 
 // The tensors of the model in order: linear/logistic {w, b}, softmax {W, b}, MLP {W1, b1, W2,
-// b2}, bias tensors absent when spec.bias is false; a sequential network's SequentialLayout. Errors: kInvalidArgument for an invalid
-// spec. Does not allocate.
+// b2}, bias tensors absent when spec.bias is false; a sequential network's SequentialLayout.
+// Errors: kInvalidArgument for an invalid spec. Does not allocate.
 Result<TensorLayout> ModelLayout(const ModelSpec& spec);
 
 namespace internal {

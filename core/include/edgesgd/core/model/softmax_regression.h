@@ -8,11 +8,10 @@ namespace edgesgd {
 
 // Multinomial logistic (softmax) regression (ModelKind::kSoftmaxRegression); its evaluation
 // counts argmax z == label as correct.
-struct SoftmaxRegression {
+struct SoftmaxRegression : FixedModelCalls<SoftmaxRegression, ModelKind::kSoftmaxRegression> {
   // One logit per class.
   static constexpr std::size_t ScratchFloats(const ModelSpec& spec) { return spec.classes; }
-  static FixedModelLossAndGradient LossAndGradient;
-  static FixedModelEvaluation AddToEvaluation;
+  static FixedModelAccumulate Accumulate;
 };
 
 }  // namespace edgesgd
