@@ -186,24 +186,12 @@ void SimNetwork::Process(const Event& event) {
   switch (event.kind) {
     case EventKind::kStart:
       node.started = true;
-      ++session_calls_;
-      trace_.AddU64(static_cast<std::uint64_t>(SimEventKind::kStart));
-      trace_.AddU64(now_);
-      trace_.AddU64(event.peer);
-      node.session->Start(now_);
-      AfterSessionCall(event.peer);
-      Notify(SimEventKind::kStart, event.peer, 0, 0);
+      CallSession(SimEventKind::kStart, event.peer);
       break;
     case EventKind::kTimer:
       node.wake = kNever;  // consumed: asking for the same time again schedules a new wake-up
       ++node.counters.timer_calls;
-      ++session_calls_;
-      trace_.AddU64(static_cast<std::uint64_t>(SimEventKind::kTimer));
-      trace_.AddU64(now_);
-      trace_.AddU64(event.peer);
-      node.session->OnTimer(now_);
-      AfterSessionCall(event.peer);
-      Notify(SimEventKind::kTimer, event.peer, 0, 0);
+      CallSession(SimEventKind::kTimer, event.peer);
       break;
     case EventKind::kReachDownlink:
       ReachDownlink(event);
@@ -230,6 +218,20 @@ void SimNetwork::Process(const Event& event) {
       break;
     }
   }
+}
+
+void SimNetwork::CallSession(SimEventKind kind, PeerId id) {
+  ++session_calls_;
+  trace_.AddU64(static_cast<std::uint64_t>(kind));
+  trace_.AddU64(now_);
+  trace_.AddU64(id);
+  if (kind == SimEventKind::kStart) {
+    nodes_[id].session->Start(now_);
+  } else {
+    nodes_[id].session->OnTimer(now_);
+  }
+  AfterSessionCall(id);
+  Notify(kind, id, 0, 0);
 }
 
 void SimNetwork::AfterSessionCall(PeerId id) {

@@ -224,6 +224,8 @@ class SimNetwork {
   // After any call into node `id`'s session: schedules its frames, its wake-up and notes
   // whether it finished.
   void AfterSessionCall(protocol::PeerId id);
+  // Starts the session of `id` (kStart) or calls its timer (kTimer), traced and notified.
+  void CallSession(SimEventKind kind, protocol::PeerId id);
   void ScheduleFrame(protocol::PeerId from, const protocol::OutgoingFrame& frame);
   void Deliver(const Event& event);
   // The counters and trace of delivering slot `slot_index` to `peer` (reachable).
