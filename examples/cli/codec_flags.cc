@@ -11,9 +11,7 @@
 #include "cli/flag_error.h"
 
 namespace edgesgd::cli {
-namespace {
 
-// A parameter word as the user writes it.
 std::string FormatWord(ParamKind kind, std::span<const std::string_view> choices,
                        std::uint32_t word) {
   char text[32];
@@ -32,7 +30,6 @@ std::string FormatWord(ParamKind kind, std::span<const std::string_view> choices
   return std::to_string(word);
 }
 
-// The word for what the user wrote. Errors: text that is not such a value.
 HostResult<std::uint32_t> ParseWord(const CodecFieldValue& field, const std::string& text) {
   const std::string flag = FlagOf(field.name);
   // A value from a --config file is reported at its line there.
@@ -68,8 +65,6 @@ HostResult<std::uint32_t> ParseWord(const CodecFieldValue& field, const std::str
   }
   return HostError(Status::Internal());
 }
-
-}  // namespace
 
 std::string FlagOf(std::string_view name) {
   std::string flag = "--" + std::string(name);

@@ -54,6 +54,14 @@ class CodecFlags {
 // "k_ratio" -> "--k-ratio".
 std::string FlagOf(std::string_view name);
 
+// A parameter's 32-bit word as the user writes it ("0.1", "8", "trimmed_mean").
+std::string FormatWord(ParamKind kind, std::span<const std::string_view> choices,
+                       std::uint32_t word);
+
+// The word of `field` for what the user wrote. Errors: a one-line message naming the flag (and
+// its --config line) for text that is not such a value.
+HostResult<std::uint32_t> ParseWord(const CodecFieldValue& field, const std::string& text);
+
 // The known codecs whose traits satisfy `has`, comma-separated in id order ("top_k, sign").
 std::string CodecNamesWith(bool (*has)(const CodecTraits&));
 

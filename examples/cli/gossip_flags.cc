@@ -7,10 +7,10 @@
 #include "cli/async_flags.h"
 #include "cli/bounded_option.h"
 #include "cli/flag_error.h"
-#include "cli/robust_flags.h"
 #include "cli/secure_flags.h"
 #include "cli/server_optimizer_flags.h"
 #include "edgesgd/core/codec_registry.h"
+#include "edgesgd/protocol/run_feature.h"
 
 namespace edgesgd::cli {
 
@@ -124,7 +124,7 @@ HostResult<> CheckGossipConsistency(const RunFlags& o) {
         "differential privacy clips and noises the updates a server averages: gossip has "
         "no server (drop the --dp-* flags)");
   }
-  if (RobustFlagsGiven(o)) {
+  if (o.features.AnyGiven(protocol::kRobustFeature)) {
     return FlagError(
         "robust aggregation replaces a server's mean: gossip has no server (drop the "
         "--robust* flags)");

@@ -1,31 +1,20 @@
 #pragma once
 
-// The --robust* flags of `simulate` and `server` (docs/algorithms.md, robust aggregation): their
-// registration, their rules against the rest of a run, the RobustParams they give and the
-// summary's "robust" section.
+// What `simulate` and `server` add to the robust rule's own flags (which the robust feature
+// declares, transport/protocol/src/features/robust.cc): the check of f against the cohort the
+// worker count gives, and the summary's "robust" section.
 
-#include <CLI/CLI.hpp>
-#include <string>
+#include <cstdint>
 
 #include "cli/metrics.h"
-#include "cli/run_flags.h"
 #include "edgesgd/core/robust_aggregator.h"
 #include "edgesgd/platform/result.h"
 
 namespace edgesgd::cli {
 
-// --robust, --robust-f, --robust-clip-radius, --robust-clip-iterations.
-void AddRobustFlags(CLI::App& command, RunFlags& flags);
-
-// Whether any --robust* flag was given (gossip runs refuse them).
-bool RobustFlagsGiven(const RunFlags& flags);
-
-// Ok, or a one-line reason the --robust* flags do not fit the rule or the cohort (the run
-// checks which features combine).
-HostResult<> CheckRobustFlags(const RunFlags& flags);
-
-// The rule and parameters of the flags (CheckRobustFlags has accepted them).
-RobustParams RobustParamsOf(const RunFlags& flags);
+// Ok, or a one-line reason `robust`'s rule cannot tell f faulty updates apart in a round that
+// samples `cohort` workers.
+HostResult<> CheckRobustCohort(const RobustParams& robust, std::uint32_t cohort);
 
 // The "robust" section of a summary: the rule and the parameters it reads; nothing for kNone.
 void WriteRobustSummary(SummaryWriter& summary, const RobustParams& robust);

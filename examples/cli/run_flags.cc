@@ -19,9 +19,11 @@
 #include "cli/robust_flags.h"
 #include "cli/secure_flags.h"
 #include "cli/server_optimizer_flags.h"
+#include "edgesgd/core/check.h"
 #include "edgesgd/core/codec_registry.h"
 #include "edgesgd/core/error_feedback.h"
 #include "edgesgd/protocol/aggregation_registry.h"
+#include "edgesgd/protocol/run_feature.h"
 #include "edgesgd/protocol/worker_session.h"
 
 namespace edgesgd::cli {
@@ -166,7 +168,9 @@ void AddTrainingFlags(CLI::App& command, RunFlags& o, const char* deadline_help)
       ->capture_default_str()
       ->check(NonNegativeFloat())
       ->each(dp_flag_given);
-  AddRobustFlags(command, o);
+  for (const auto registry : {protocol::SharedRunFeatures(), protocol::ServerRunFeatures()}) {
+    o.features.Add(command, registry);
+  }
   AddServerOptimizerFlags(command, o);
   AddAsyncFlags(command, o);
   AddSecureFlags(command, o);
@@ -176,6 +180,7 @@ void AddTrainingFlags(CLI::App& command, RunFlags& o, const char* deadline_help)
     if (option == nullptr) continue;
     command.add_flag_callback(
         option->flag, [&o, bit = option->bit] { o.aggregation_options |= bit; }, option->help);
+    o.features.Add(command, std::span(&option->feature, 1));
   }
   command.add_option("--quorum", o.quorum,
                      "Updates a round needs once its deadline passed (0 = 1)")
@@ -253,7 +258,12 @@ HostResult<> CheckRunConsistency(const RunFlags& o) {
         "--dp-clip-lr and --dp-count-noise tune adaptive clipping: they need "
         "--dp-target-quantile");
   }
-  EDGESGD_HOST_TRY(CheckRobustFlags(o));
+  // The features' own flags, each judged with its feature's other flags.
+  protocol::RunConfig features;
+  EDGESGD_HOST_TRY(o.features.Apply(features));
+  EDGESGD_HOST_TRY(CheckRobustCohort(
+      features.robust,
+      protocol::SampledCount(o.participation, static_cast<std::uint32_t>(o.workers))));
   EDGESGD_HOST_TRY(CheckServerOptimizerFlags(o));
   EDGESGD_HOST_TRY(CheckAsyncFlags(o));
   EDGESGD_HOST_TRY(CheckSecureFlags(o));
@@ -409,7 +419,8 @@ protocol::RunConfig BuildRunConfig(const RunFlags& o, const Task& task) {
                   o.participation, static_cast<std::uint32_t>(o.workers))) /
                   20.0f;
   }
-  config.robust = RobustParamsOf(o);
+  const HostResult<> features = o.features.Apply(config, /*strict=*/false);
+  EDGESGD_CHECK(features.ok());  // CheckRunConsistency has accepted them
   config.server_optimizer = ServerOptimizerParamsOf(o);
   config.async = AsyncParamsOf(o);
   config.secure = SecureParamsOf(o);

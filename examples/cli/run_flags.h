@@ -12,6 +12,7 @@
 #include <string>
 
 #include "cli/codec_flags.h"
+#include "cli/feature_flags.h"
 #include "cli/gossip_topology.h"
 #include "cli/metrics.h"
 #include "cli/model_flags.h"
@@ -69,13 +70,8 @@ struct RunFlags {
   float dp_clip_lr = 0.2f;
   float dp_count_noise = 0.0f;  // 0: the expected cohort / 20
   bool dp_flags_given = false;  // a --dp-* flag other than --dp-mode was given
-  // Byzantine-robust aggregation (parameter-server runs with the mean).
-  std::string robust = "none";
-  std::uint32_t robust_f = 1;
-  float robust_clip_radius = 1.0f;
-  std::uint32_t robust_clip_iterations = 1;
-  bool robust_f_given = false;
-  bool robust_clip_given = false;  // --robust-clip-radius or --robust-clip-iterations
+  // The flags the run features declare for their parameters (--robust*).
+  FeatureFlags features;
   // The server optimizer (parameter-server runs with the mean and the model downlink).
   std::string server_optimizer = "fedavg";
   float server_lr = 1.0f;  // read only when given: the default depends on the optimizer

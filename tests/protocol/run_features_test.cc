@@ -9,8 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "edgesgd/core/codec_registry.h"
 #include "edgesgd/protocol/aggregation_registry.h"
-#include "features/run_feature.h"
+#include "edgesgd/protocol/run_feature.h"
 #include "protocol/protocol_harness.h"
 
 namespace edgesgd::protocol::testing {
@@ -21,30 +22,30 @@ namespace {
 const std::map<const RunFeature*, std::function<void(RunConfig&)>>& Enablers() {
   static const std::map<const RunFeature*, std::function<void(RunConfig&)>> enablers = [] {
     std::map<const RunFeature*, std::function<void(RunConfig&)>> listed = {
-      {&kMajorityVoteFeature,
-       [](RunConfig& c) {
-         c.aggregation = AggregationKind::kMajority;
-         c.codec = SignParams{.scale = SignScale::kUnit};
-         c.optimizer = OptimizerParams{OptimizerKind::kSignum, 0.01f, 0.5f, 0.0f};
-         c.feedback.local_steps = 1;
-       }},
-      {&kAggregateDownlinkFeature, [](RunConfig& c) { c.downlink = DownlinkKind::kAggregate; }},
-      {&kProximalFeature,
-       [](RunConfig& c) {
-         c.feedback.prox_mu = 0.1f;
-         c.feedback.local_steps = 3;
-       }},
-      {&kScaffoldFeature,
-       [](RunConfig& c) {
-         c.scaffold = true;
-         c.feedback.local_steps = 3;
-       }},
-      {&kPrivacyFeature, [](RunConfig& c) { c.privacy.mode = PrivacyMode::kCentral; }},
-      {&kSecureAggregationFeature, [](RunConfig& c) { c.secure.enabled = true; }},
-      {&kRobustFeature, [](RunConfig& c) { c.robust.rule = RobustRule::kMedian; }},
-      {&kServerOptimizerFeature,
-       [](RunConfig& c) { c.server_optimizer.kind = ServerOptimizerKind::kFedAdam; }},
-      {&kAsyncFeature, [](RunConfig& c) { c.async.buffer = 2; }},
+        {&kMajorityVoteFeature,
+         [](RunConfig& c) {
+           c.aggregation = AggregationKind::kMajority;
+           c.codec = SignParams{.scale = SignScale::kUnit};
+           c.optimizer = OptimizerParams{OptimizerKind::kSignum, 0.01f, 0.5f, 0.0f};
+           c.feedback.local_steps = 1;
+         }},
+        {&kAggregateDownlinkFeature, [](RunConfig& c) { c.downlink = DownlinkKind::kAggregate; }},
+        {&kProximalFeature,
+         [](RunConfig& c) {
+           c.feedback.prox_mu = 0.1f;
+           c.feedback.local_steps = 3;
+         }},
+        {&kScaffoldFeature,
+         [](RunConfig& c) {
+           c.scaffold = true;
+           c.feedback.local_steps = 3;
+         }},
+        {&kPrivacyFeature, [](RunConfig& c) { c.privacy.mode = PrivacyMode::kCentral; }},
+        {&kSecureAggregationFeature, [](RunConfig& c) { c.secure.enabled = true; }},
+        {&kRobustFeature, [](RunConfig& c) { c.robust.rule = RobustRule::kMedian; }},
+        {&kServerOptimizerFeature,
+         [](RunConfig& c) { c.server_optimizer.kind = ServerOptimizerKind::kFedAdam; }},
+        {&kAsyncFeature, [](RunConfig& c) { c.async.buffer = 2; }},
     };
     for (const AggregationDescriptor& aggregation : kAggregations) {
       if (aggregation.option == nullptr) continue;
@@ -135,6 +136,67 @@ TEST(RunFeaturesTest, ExclusionsPointBackwards) {
     }
     seen.push_back(&feature);
   });
+}
+
+// The fields a feature declares make the command line's flags: each name is taken once (by no
+// other feature's field and no codec parameter), each writes and reads back its own word and
+// nothing else, a choice's default is one of its choices, and a reason a field goes unread
+// names the flags that would read it.
+TEST(RunFeaturesTest, DeclaredFieldsAreWellFormed) {
+  std::vector<std::string> names;
+  ForEachCodec([&names](auto codec) {
+    using Codec = typename decltype(codec)::type;
+    for (const auto& field : Codec::kFields) names.emplace_back(field.name);
+  });
+  std::size_t fields = 0;
+  ForEachFeature([&](const RunFeature& feature, bool) {
+    for (const FeatureField& field : feature.fields) {
+      ++fields;
+      const std::string name(field.name);
+      EXPECT_EQ(std::count(names.begin(), names.end(), name), 0) << name << " is taken";
+      names.push_back(name);
+      const RunConfig defaults;
+      const std::uint32_t word = field.get(defaults);
+      if (field.kind == ParamKind::kChoice) {
+        EXPECT_LT(word, field.choices.size()) << name;
+      }
+      RunConfig changed = defaults;
+      const std::uint32_t other = field.kind == ParamKind::kChoice ? (word + 1) % 2 : word + 1;
+      field.set(changed, other);
+      EXPECT_EQ(field.get(changed), other) << name;
+      field.set(changed, word);
+      EXPECT_EQ(changed, defaults) << name << " writes beyond its own word";
+      if (field.unused_because != nullptr) {
+        const char* reason = field.unused_because(defaults);
+        if (reason != nullptr) {
+          EXPECT_NE(std::string(reason).find("--"), std::string::npos) << name;
+        }
+      }
+    }
+  });
+  EXPECT_GE(fields, 4u);  // the robust rule's, at least
+}
+
+// The robust rule's fields go unread exactly where its parameters do.
+TEST(RunFeaturesTest, RobustFieldsAreReadByTheRulesThatUseThem) {
+  const auto unused = [](std::string_view name, RobustRule rule) {
+    RunConfig config;
+    config.robust.rule = rule;
+    for (const FeatureField& field : kRobustFeature.fields) {
+      if (field.name == name) {
+        return field.unused_because != nullptr && field.unused_because(config) != nullptr;
+      }
+    }
+    ADD_FAILURE() << name << " is not a field of the robust rule";
+    return false;
+  };
+  EXPECT_FALSE(unused("robust", RobustRule::kNone));
+  EXPECT_TRUE(unused("robust_f", RobustRule::kMedian));
+  EXPECT_FALSE(unused("robust_f", RobustRule::kTrimmedMean));
+  EXPECT_FALSE(unused("robust_f", RobustRule::kMultiKrum));
+  EXPECT_TRUE(unused("robust_clip_radius", RobustRule::kMultiKrum));
+  EXPECT_FALSE(unused("robust_clip_radius", RobustRule::kCenteredClipping));
+  EXPECT_FALSE(unused("robust_clip_iterations", RobustRule::kCenteredClipping));
 }
 
 }  // namespace

@@ -2,7 +2,7 @@
 
 #include "edgesgd/core/aggregator.h"
 #include "edgesgd/protocol/server_types.h"
-#include "features/run_feature.h"
+#include "edgesgd/protocol/run_feature.h"
 
 namespace edgesgd::protocol {
 namespace {

@@ -116,6 +116,19 @@ struct MemberOf<Value Owner::*> {
   using Type = Value;
 };
 
+// The kind of a field holding a `Value`: a float is kReal, an enum kChoice, a u32 kInteger.
+template <typename Value>
+constexpr ParamKind KindOf() {
+  if constexpr (std::is_same_v<Value, float>) {
+    return ParamKind::kReal;
+  } else if constexpr (std::is_enum_v<Value>) {
+    return ParamKind::kChoice;
+  } else {
+    static_assert(std::is_same_v<Value, std::uint32_t>, "fields are float, u32 or enums");
+    return ParamKind::kInteger;
+  }
+}
+
 template <typename Value>
 constexpr std::uint32_t ToWord(Value value) {
   if constexpr (std::is_same_v<Value, float>) {
@@ -144,14 +157,7 @@ constexpr ParamField<typename internal::MemberOf<decltype(Member)>::Class> Field
   ParamField<Params> field;
   field.name = name;
   field.help = help;
-  if constexpr (std::is_same_v<Value, float>) {
-    field.kind = ParamKind::kReal;
-  } else if constexpr (std::is_enum_v<Value>) {
-    field.kind = ParamKind::kChoice;
-  } else {
-    static_assert(std::is_same_v<Value, std::uint32_t>, "fields are float, u32 or enums");
-    field.kind = ParamKind::kInteger;
-  }
+  field.kind = internal::KindOf<Value>();
   field.choices = choices;
   field.get = [](const Params& params) { return internal::ToWord(params.*Member); };
   field.set = [](Params& params, std::uint32_t word) {

@@ -1,6 +1,6 @@
 #include "edgesgd/protocol/aggregation/fednova.h"
 
-#include "../features/run_feature.h"
+#include "edgesgd/protocol/run_feature.h"
 
 namespace edgesgd::protocol {
 namespace {

@@ -1,6 +1,6 @@
 // The aggregate downlink: a worker that holds the previous round's model receives only that
 // round's aggregate and applies it itself.
-#include "run_feature.h"
+#include "edgesgd/protocol/run_feature.h"
 
 namespace edgesgd::protocol {
 namespace {

@@ -1,7 +1,7 @@
 // Buffered asynchronous aggregation (FedBuff, buffered_async.h) instead of synchronous rounds.
 // The server's choice alone: a worker runs unchanged.
 #include "edgesgd/protocol/buffered_async.h"
-#include "run_feature.h"
+#include "edgesgd/protocol/run_feature.h"
 
 namespace edgesgd::protocol {
 namespace {

@@ -1,6 +1,6 @@
 // Majority vote (signSGD, docs/algorithms.md): workers send plain signs of Signum's momentum and
 // the server broadcasts the vote.
-#include "run_feature.h"
+#include "edgesgd/protocol/run_feature.h"
 
 namespace edgesgd::protocol {
 namespace {

@@ -2,7 +2,7 @@
 // workers add Gaussian noise.
 #include "edgesgd/core/privacy/differential_privacy.h"
 #include "edgesgd/protocol/aggregation_registry.h"
-#include "run_feature.h"
+#include "edgesgd/protocol/run_feature.h"
 
 namespace edgesgd::protocol {
 namespace {

@@ -1,5 +1,5 @@
 // FedProx's proximal term (docs/algorithms.md): local steps pulled towards the round's model.
-#include "run_feature.h"
+#include "edgesgd/protocol/run_feature.h"
 
 namespace edgesgd::protocol {
 namespace {

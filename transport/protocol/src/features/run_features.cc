@@ -1,4 +1,4 @@
-#include "run_feature.h"
+#include "edgesgd/protocol/run_feature.h"
 
 #include "edgesgd/protocol/aggregation_registry.h"
 

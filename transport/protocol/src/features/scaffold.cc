@@ -2,7 +2,7 @@
 // and send the compressed change of c_i beside their update.
 #include "edgesgd/core/scaffold.h"
 
-#include "run_feature.h"
+#include "edgesgd/protocol/run_feature.h"
 
 namespace edgesgd::protocol {
 namespace {

@@ -1,7 +1,7 @@
 // Secure aggregation (secure_aggregation.h): the server sees only the sum of a round's updates,
 // or each coordinate's count of +1 votes.
 #include "edgesgd/core/privacy/differential_privacy.h"
-#include "run_feature.h"
+#include "edgesgd/protocol/run_feature.h"
 
 namespace edgesgd::protocol {
 namespace {

@@ -2,7 +2,7 @@
 // model by the round's mean update. The server's choice alone.
 #include "edgesgd/core/server_optimizer.h"
 
-#include "run_feature.h"
+#include "edgesgd/protocol/run_feature.h"
 
 namespace edgesgd::protocol {
 namespace {

@@ -129,7 +129,7 @@ class Aggregation {
   Status Apply(const PayloadView& broadcast, const CodecContext& context, std::span<float> model) \
       override
 
-struct RunFeature;  // a run feature's rules (src/features/run_feature.h)
+struct RunFeature;  // a run feature's rules (run_feature.h)
 
 // A component a server switches on by a flag: the flag and its help (read by the CLI, which adds
 // the flag, and so by its TOML keys), the component's bit in RunConfig::aggregation_options, and

@@ -7,7 +7,9 @@
 // one line in a registry of run_features.cc.
 
 #include <span>
+#include <string_view>
 
+#include "edgesgd/core/codec.h"
 #include "edgesgd/core/status.h"
 #include "edgesgd/protocol/run_config.h"
 
@@ -37,13 +39,47 @@ struct FeatureExclusion {
   const char* reason;
 };
 
+// A feature's parameter as a field of the RunConfig, like a codec's (ParamField in codec.h):
+// its name (the flag --name with '-' for '_', and its TOML key), help text, kind and choices,
+// its word in the RunConfig, and, when the run's other settings make it unread, why (a flag for
+// it given explicitly is then an error rather than silently ignored). The command line makes
+// its flags from these declarations.
+using FeatureField = ParamField<RunConfig>;
+
+// The field of `Member` within the RunConfig's parameter group `Group` (&RunConfig::robust,
+// &RobustParams::byzantine), of the kind its type gives (see Field in codec.h).
+template <auto Group, auto Member>
+constexpr FeatureField GroupField(std::string_view name, std::string_view help,
+                                  const char* (*unused_because)(const RunConfig&) = nullptr,
+                                  std::span<const std::string_view> choices = {}) {
+  using Value = typename edgesgd::internal::MemberOf<decltype(Member)>::Type;
+  FeatureField field;
+  field.name = name;
+  field.help = help;
+  field.kind = edgesgd::internal::KindOf<Value>();
+  field.choices = choices;
+  field.get = [](const RunConfig& config) {
+    return edgesgd::internal::ToWord((config.*Group).*Member);
+  };
+  field.set = [](RunConfig& config, std::uint32_t word) {
+    (config.*Group).*Member = edgesgd::internal::FromWord<Value>(word);
+  };
+  field.unused_because = unused_because;
+  return field;
+}
+
 struct RunFeature {
   using Predicate = bool (*)(const RunConfig& config);
   using Check = Status (*)(const RunConfig& config);
 
   constexpr RunFeature(const char* flag, Predicate on, Check check,
-                       std::span<const FeatureExclusion> excluded)
-      : name(KeptReason(flag)), enabled(on), validate(check), excludes(excluded) {}
+                       std::span<const FeatureExclusion> excluded,
+                       std::span<const FeatureField> parameters = {})
+      : name(KeptReason(flag)),
+        enabled(on),
+        validate(check),
+        excludes(excluded),
+        fields(parameters) {}
 
   const char* name;  // the --flag that turns it on (kept like a Status text)
   Predicate enabled;
@@ -53,6 +89,9 @@ struct RunFeature {
   // Only features listed before it in the same registry, or in the shared one when this is a
   // server feature: a worker image then links only the features its Welcome can name.
   std::span<const FeatureExclusion> excludes;
+  // Its parameters, whose flags the command line makes from them. A feature whose flags are
+  // still written by hand in the CLI declares none.
+  std::span<const FeatureField> fields;
 };
 
 // Features a worker learns from its Welcome.
