@@ -103,7 +103,7 @@ HostResult<> CheckGossipConsistency(const RunFlags& o) {
         "out): drop --feedback");
   }
   if (o.local_steps != defaults.local_steps || o.participation != defaults.participation ||
-      o.prox_mu != defaults.prox_mu || o.scaffold) {
+      o.features.AnyGiven(protocol::kProximalFeature) || o.scaffold) {
     return FlagError(
         "gossip takes one gradient step per round with every peer: drop --local-steps, "
         "--prox-mu, --scaffold and --participation");

@@ -78,10 +78,6 @@ void AddTrainingFlags(CLI::App& command, RunFlags& o, const char* deadline_help)
   AddBoundedOption(command, "--local-steps", o.local_steps, 1u, protocol::kMaxLocalSteps,
                    "H local steps per round; the model delta is then sent (H = 1 sends "
                    "gradients)");
-  AddBoundedOption(command, "--prox-mu", o.prox_mu, 0.0f, 1e6f,
-                   "FedProx's mu: the local steps of a round minimise the loss plus "
-                   "(mu / 2) ||y - x||^2, keeping the local model y near the round's model x "
-                   "on heterogeneous data (needs --local-steps > 1; 0 = plain local SGD)");
   command.add_flag("--scaffold", o.scaffold,
                    "SCAFFOLD (Karimireddy et al. 2020): control variates correct each local step "
                    "for the drift between a device's data and the federation's, at the price of "
@@ -383,7 +379,6 @@ protocol::RunConfig BuildRunConfig(const RunFlags& o, const Task& task) {
       o.downlink == "aggregate" ? protocol::DownlinkKind::kAggregate : protocol::DownlinkKind::kModel;
   // Given whatever the aggregation, so that the run's own check refuses what it cannot use.
   config.feedback.local_steps = o.local_steps;
-  config.feedback.prox_mu = o.prox_mu;
   config.scaffold = o.scaffold;
   config.aggregation_options = o.aggregation_options;
   if (o.aggregate == "majority") {

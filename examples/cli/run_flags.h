@@ -41,7 +41,6 @@ struct RunFlags {
   std::uint32_t rounds = 200;
   std::size_t batch = 32;
   std::uint32_t local_steps = 1;
-  float prox_mu = 0.0f;  // FedProx's mu (mean aggregation, H > 1)
   std::uint32_t aggregation_options = 0;  // the aggregations' own flags (AggregationOption)
   bool scaffold = false;  // SCAFFOLD's control variates (mean aggregation, H > 1)
   std::uint32_t eval_every = 1;
@@ -70,7 +69,7 @@ struct RunFlags {
   float dp_clip_lr = 0.2f;
   float dp_count_noise = 0.0f;  // 0: the expected cohort / 20
   bool dp_flags_given = false;  // a --dp-* flag other than --dp-mode was given
-  // The flags the run features declare for their parameters (--robust*).
+  // The flags the run features declare for their parameters (--prox-mu, --robust*).
   FeatureFlags features;
   // The server optimizer (parameter-server runs with the mean and the model downlink).
   std::string server_optimizer = "fedavg";

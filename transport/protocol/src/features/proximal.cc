@@ -22,8 +22,16 @@ constexpr FeatureExclusion kExcludes[] = {
      "proximal term (use --aggregate mean)"},
 };
 
+constexpr FeatureField kFields[] = {
+    GroupField<&RunConfig::feedback, &FeedbackParams::prox_mu>(
+        "prox_mu",
+        "FedProx's mu: the local steps of a round minimise the loss plus (mu / 2) ||y - x||^2, "
+        "keeping the local model y near the round's model x on heterogeneous data (needs "
+        "--local-steps > 1; 0 = plain local SGD)"),
+};
+
 }  // namespace
 
-constinit const RunFeature kProximalFeature{"--prox-mu", Enabled, Validate, kExcludes};
+constinit const RunFeature kProximalFeature{"--prox-mu", Enabled, Validate, kExcludes, kFields};
 
 }  // namespace edgesgd::protocol

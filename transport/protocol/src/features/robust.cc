@@ -32,15 +32,17 @@ const char* UnlessSizedByF(const RunConfig& config) {
   const RobustRule rule = config.robust.rule;
   return rule == RobustRule::kTrimmedMean || rule == RobustRule::kMultiKrum
              ? nullptr
-             : "it sizes the trimmed mean and multi_krum: it needs --robust trimmed_mean or "
-               "--robust multi_krum";
+             : KeptReason(
+                   "it sizes the trimmed mean and multi_krum: it needs --robust trimmed_mean or "
+                   "--robust multi_krum");
 }
 
 const char* UnlessClipping(const RunConfig& config) {
   return config.robust.rule == RobustRule::kCenteredClipping
              ? nullptr
-             : "--robust-clip-radius and --robust-clip-iterations tune centered clipping: they "
-               "need --robust centered_clipping";
+             : KeptReason(
+                   "--robust-clip-radius and --robust-clip-iterations tune centered clipping: "
+                   "they need --robust centered_clipping");
 }
 
 constexpr FeatureField kFields[] = {

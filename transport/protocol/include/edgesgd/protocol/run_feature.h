@@ -28,6 +28,16 @@ constexpr const char* KeptReason(const char* text) {
 #endif
 }
 
+// `text`, or empty where Status texts are dropped: help text of a field, kept like KeptReason.
+constexpr std::string_view KeptText(std::string_view text) {
+#if defined(EDGESGD_STATUS_REASONS) && !EDGESGD_STATUS_REASONS
+  (void)text;
+  return {};
+#else
+  return text;
+#endif
+}
+
 // A feature this one cannot run with. The reason names both by their flags and says why. Like
 // every Status text it is kept only where Status texts are (KeptReason): a build short of flash
 // stores none of it.
@@ -43,7 +53,8 @@ struct FeatureExclusion {
 // its name (the flag --name with '-' for '_', and its TOML key), help text, kind and choices,
 // its word in the RunConfig, and, when the run's other settings make it unread, why (a flag for
 // it given explicitly is then an error rather than silently ignored). The command line makes
-// its flags from these declarations.
+// its flags from these declarations. Help and reasons are kept like Status texts (KeptText,
+// KeptReason), so an image short of flash stores none of them.
 using FeatureField = ParamField<RunConfig>;
 
 // The field of `Member` within the RunConfig's parameter group `Group` (&RunConfig::robust,
@@ -55,7 +66,7 @@ constexpr FeatureField GroupField(std::string_view name, std::string_view help,
   using Value = typename edgesgd::internal::MemberOf<decltype(Member)>::Type;
   FeatureField field;
   field.name = name;
-  field.help = help;
+  field.help = KeptText(help);
   field.kind = edgesgd::internal::KindOf<Value>();
   field.choices = choices;
   field.get = [](const RunConfig& config) {
