@@ -8,10 +8,10 @@
 
 namespace edgesgd::cli {
 
-void FeatureFlags::Add(CLI::App& command, std::span<const protocol::RunFeature* const> features) {
+void FeatureFlags::Add(CLI::App& command, std::span<const protocol::FeatureFields* const> tables) {
   const protocol::RunConfig defaults;
-  for (const protocol::RunFeature* feature : features) {
-    for (const protocol::FeatureField& field : feature->fields) {
+  for (const protocol::FeatureFields* table : tables) {
+    for (const protocol::FeatureField& field : table->fields) {
       std::string help(field.help);
       if (field.kind == ParamKind::kChoice) {
         help += ". One of:";
@@ -21,7 +21,7 @@ void FeatureFlags::Add(CLI::App& command, std::span<const protocol::RunFeature* 
         }
       }
       Flag& flag = flags_.emplace_back();
-      flag.feature = feature;
+      flag.feature = table->feature;
       flag.field = &field;
       flag.option = command.add_option(FlagOf(field.name), flag.value, help)
                         ->default_str(FormatWord(field.kind, field.choices, field.get(defaults)));

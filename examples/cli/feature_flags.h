@@ -1,7 +1,7 @@
 #pragma once
 
-// The flags of the run features' parameters, made from the features' declarations
-// (RunFeature::fields in run_feature.h), as CodecFlags makes the codecs' flags: one flag per
+// The flags of the run features' parameters, made from the features' field tables
+// (FeatureFieldTables in run_feature.h), as CodecFlags makes the codecs' flags: one flag per
 // field, with the field's help text, its choices and the RunConfig's default, and the same TOML
 // key in a --config file. A flag given while the run's other settings leave its field unread is
 // an error with the field's reason. Adding a feature's parameter adds its flag here without a
@@ -19,9 +19,9 @@ namespace edgesgd::cli {
 
 class FeatureFlags {
  public:
-  // Registers the flags of every field of `features` on `command`. The object must outlive the
+  // Registers the flags of every field of `tables` on `command`. The object must outlive the
   // parse.
-  void Add(CLI::App& command, std::span<const protocol::RunFeature* const> features);
+  void Add(CLI::App& command, std::span<const protocol::FeatureFields* const> tables);
 
   // Writes every given flag's value into its field of `config`. Then, with `strict`, refuses a
   // flag given on the command line whose field `config` leaves unread. Errors: a one-line

@@ -164,9 +164,7 @@ void AddTrainingFlags(CLI::App& command, RunFlags& o, const char* deadline_help)
       ->capture_default_str()
       ->check(NonNegativeFloat())
       ->each(dp_flag_given);
-  for (const auto registry : {protocol::SharedRunFeatures(), protocol::ServerRunFeatures()}) {
-    o.features.Add(command, registry);
-  }
+  o.features.Add(command, protocol::FeatureFieldTables());
   AddServerOptimizerFlags(command, o);
   AddAsyncFlags(command, o);
   AddSecureFlags(command, o);
@@ -176,7 +174,6 @@ void AddTrainingFlags(CLI::App& command, RunFlags& o, const char* deadline_help)
     if (option == nullptr) continue;
     command.add_flag_callback(
         option->flag, [&o, bit = option->bit] { o.aggregation_options |= bit; }, option->help);
-    o.features.Add(command, std::span(&option->feature, 1));
   }
   command.add_option("--quorum", o.quorum,
                      "Updates a round needs once its deadline passed (0 = 1)")

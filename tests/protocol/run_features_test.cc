@@ -148,9 +148,13 @@ TEST(RunFeaturesTest, DeclaredFieldsAreWellFormed) {
     using Codec = typename decltype(codec)::type;
     for (const auto& field : Codec::kFields) names.emplace_back(field.name);
   });
+  std::vector<const RunFeature*> features;
+  ForEachFeature([&features](const RunFeature& feature, bool) { features.push_back(&feature); });
   std::size_t fields = 0;
-  ForEachFeature([&](const RunFeature& feature, bool) {
-    for (const FeatureField& field : feature.fields) {
+  for (const FeatureFields* table : FeatureFieldTables()) {
+    EXPECT_NE(std::find(features.begin(), features.end(), table->feature), features.end())
+        << "a field table of an unregistered feature";
+    for (const FeatureField& field : table->fields) {
       ++fields;
       const std::string name(field.name);
       EXPECT_EQ(std::count(names.begin(), names.end(), name), 0) << name << " is taken";
@@ -173,8 +177,8 @@ TEST(RunFeaturesTest, DeclaredFieldsAreWellFormed) {
         }
       }
     }
-  });
-  EXPECT_GE(fields, 4u);  // the robust rule's, at least
+  }
+  EXPECT_GE(fields, 5u);  // FedProx's and the robust rule's, at least
 }
 
 // The robust rule's fields go unread exactly where its parameters do.
@@ -182,7 +186,7 @@ TEST(RunFeaturesTest, RobustFieldsAreReadByTheRulesThatUseThem) {
   const auto unused = [](std::string_view name, RobustRule rule) {
     RunConfig config;
     config.robust.rule = rule;
-    for (const FeatureField& field : kRobustFeature.fields) {
+    for (const FeatureField& field : kRobustFields.fields) {
       if (field.name == name) {
         return field.unused_because != nullptr && field.unused_because(config) != nullptr;
       }

@@ -32,6 +32,7 @@ constexpr FeatureField kFields[] = {
 
 }  // namespace
 
-constinit const RunFeature kProximalFeature{"--prox-mu", Enabled, Validate, kExcludes, kFields};
+constinit const RunFeature kProximalFeature{"--prox-mu", Enabled, Validate, kExcludes};
+constinit const FeatureFields kProximalFields{&kProximalFeature, kFields};
 
 }  // namespace edgesgd::protocol

@@ -32,17 +32,15 @@ const char* UnlessSizedByF(const RunConfig& config) {
   const RobustRule rule = config.robust.rule;
   return rule == RobustRule::kTrimmedMean || rule == RobustRule::kMultiKrum
              ? nullptr
-             : KeptReason(
-                   "it sizes the trimmed mean and multi_krum: it needs --robust trimmed_mean or "
-                   "--robust multi_krum");
+             : "it sizes the trimmed mean and multi_krum: it needs --robust trimmed_mean or "
+               "--robust multi_krum";
 }
 
 const char* UnlessClipping(const RunConfig& config) {
   return config.robust.rule == RobustRule::kCenteredClipping
              ? nullptr
-             : KeptReason(
-                   "--robust-clip-radius and --robust-clip-iterations tune centered clipping: "
-                   "they need --robust centered_clipping");
+             : "--robust-clip-radius and --robust-clip-iterations tune centered clipping: they "
+               "need --robust centered_clipping";
 }
 
 constexpr FeatureField kFields[] = {
@@ -86,6 +84,7 @@ constexpr FeatureExclusion kExcludes[] = {
 
 }  // namespace
 
-constinit const RunFeature kRobustFeature{"--robust", Enabled, Validate, kExcludes, kFields};
+constinit const RunFeature kRobustFeature{"--robust", Enabled, Validate, kExcludes};
+constinit const FeatureFields kRobustFields{&kRobustFeature, kFields};
 
 }  // namespace edgesgd::protocol

@@ -1,6 +1,5 @@
-#include "edgesgd/protocol/run_feature.h"
-
 #include "edgesgd/protocol/aggregation_registry.h"
+#include "edgesgd/protocol/run_feature.h"
 
 namespace edgesgd::protocol {
 
@@ -44,6 +43,11 @@ std::span<const RunFeature* const> ServerRunFeatures() {
       &kAsyncFeature,
   };
   return kFeatures;
+}
+
+std::span<const FeatureFields* const> FeatureFieldTables() {
+  static constexpr const FeatureFields* kTables[] = {&kProximalFields, &kRobustFields};
+  return kTables;
 }
 
 }  // namespace edgesgd::protocol

@@ -28,16 +28,6 @@ constexpr const char* KeptReason(const char* text) {
 #endif
 }
 
-// `text`, or empty where Status texts are dropped: help text of a field, kept like KeptReason.
-constexpr std::string_view KeptText(std::string_view text) {
-#if defined(EDGESGD_STATUS_REASONS) && !EDGESGD_STATUS_REASONS
-  (void)text;
-  return {};
-#else
-  return text;
-#endif
-}
-
 // A feature this one cannot run with. The reason names both by their flags and says why. Like
 // every Status text it is kept only where Status texts are (KeptReason): a build short of flash
 // stores none of it.
@@ -53,8 +43,9 @@ struct FeatureExclusion {
 // its name (the flag --name with '-' for '_', and its TOML key), help text, kind and choices,
 // its word in the RunConfig, and, when the run's other settings make it unread, why (a flag for
 // it given explicitly is then an error rather than silently ignored). The command line makes
-// its flags from these declarations. Help and reasons are kept like Status texts (KeptText,
-// KeptReason), so an image short of flash stores none of them.
+// its flags from these declarations. The fields are tables apart from the RunFeature
+// (FeatureFields), reached only through FeatureFieldTables: a device image, which never parses
+// flags, links none of them.
 using FeatureField = ParamField<RunConfig>;
 
 // The field of `Member` within the RunConfig's parameter group `Group` (&RunConfig::robust,
@@ -66,7 +57,7 @@ constexpr FeatureField GroupField(std::string_view name, std::string_view help,
   using Value = typename edgesgd::internal::MemberOf<decltype(Member)>::Type;
   FeatureField field;
   field.name = name;
-  field.help = KeptText(help);
+  field.help = help;
   field.kind = edgesgd::internal::KindOf<Value>();
   field.choices = choices;
   field.get = [](const RunConfig& config) {
@@ -84,13 +75,8 @@ struct RunFeature {
   using Check = Status (*)(const RunConfig& config);
 
   constexpr RunFeature(const char* flag, Predicate on, Check check,
-                       std::span<const FeatureExclusion> excluded,
-                       std::span<const FeatureField> parameters = {})
-      : name(KeptReason(flag)),
-        enabled(on),
-        validate(check),
-        excludes(excluded),
-        fields(parameters) {}
+                       std::span<const FeatureExclusion> excluded)
+      : name(KeptReason(flag)), enabled(on), validate(check), excludes(excluded) {}
 
   const char* name;  // the --flag that turns it on (kept like a Status text)
   Predicate enabled;
@@ -100,8 +86,11 @@ struct RunFeature {
   // Only features listed before it in the same registry, or in the shared one when this is a
   // server feature: a worker image then links only the features its Welcome can name.
   std::span<const FeatureExclusion> excludes;
-  // Its parameters, whose flags the command line makes from them. A feature whose flags are
-  // still written by hand in the CLI declares none.
+};
+
+// A feature's parameters as fields, declared in the feature's file beside its RunFeature.
+struct FeatureFields {
+  const RunFeature* feature;
   std::span<const FeatureField> fields;
 };
 
@@ -117,6 +106,10 @@ extern const RunFeature kRobustFeature;
 extern const RunFeature kServerOptimizerFeature;
 extern const RunFeature kAsyncFeature;
 
+// Field tables of the features whose flags the command line makes from them.
+extern const FeatureFields kProximalFields;
+extern const FeatureFields kRobustFields;
+
 // For each feature of `features` that `config` turns on, in order: kInvalidArgument with the
 // reason of the first excluded feature that is on too, else the feature's own validation.
 Status CheckRunFeatures(const RunConfig& config, std::span<const RunFeature* const> features);
@@ -128,5 +121,9 @@ Status CheckAggregationOptions(const RunConfig& config);
 // The registries: the features of the Welcome, and those of the server alone.
 std::span<const RunFeature* const> SharedRunFeatures();
 std::span<const RunFeature* const> ServerRunFeatures();
+
+// Every feature's field table (the features whose flags are still written by hand in the CLI
+// have none here).
+std::span<const FeatureFields* const> FeatureFieldTables();
 
 }  // namespace edgesgd::protocol
