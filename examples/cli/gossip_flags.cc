@@ -119,7 +119,7 @@ HostResult<> CheckGossipConsistency(const RunFlags& o) {
         "--quorum, --downlink, --tie and --join-timeout-s shape a server's rounds: gossip has "
         "no server");
   }
-  if (o.dp_mode != defaults.dp_mode || o.dp_flags_given) {
+  if (o.features.AnyGiven(protocol::kPrivacyFeature)) {
     return FlagError(
         "differential privacy clips and noises the updates a server averages: gossip has "
         "no server (drop the --dp-* flags)");

@@ -28,16 +28,18 @@
 
 namespace edgesgd::cli {
 void AddDataFlags(CLI::App& command, RunFlags& o) {
-  command.add_option("--task", o.task,
-                     "linreg (experiment A), logreg-toy (B), quadratic-noise (C), softmax, mlp")
+  command
+      .add_option("--task", o.task,
+                  "linreg (experiment A), logreg-toy (B), quadratic-noise (C), softmax, mlp")
       ->capture_default_str()
       ->check(CLI::IsMember({"linreg", "logreg-toy", "quadratic-noise", "softmax", "mlp"}));
   command.add_option("--data", o.data, DataHelp())->capture_default_str()->check(DataValidator());
   command.add_option("--test-data", o.test_data, TestDataHelp());
   AddCsvLabelFlag(command, o.csv_label);
-  command.add_option("--split", o.split,
-                     "How softmax/mlp data is split: iid, sorted (by label, unshuffled) or "
-                     "dirichlet:ALPHA")
+  command
+      .add_option("--split", o.split,
+                  "How softmax/mlp data is split: iid, sorted (by label, unshuffled) or "
+                  "dirichlet:ALPHA")
       ->capture_default_str();
   AddBoundedOption(command, "--dim", o.dim, std::size_t{1}, std::size_t{10000000},
                    "Synthetic tasks: model dimension / features");
@@ -46,8 +48,9 @@ void AddDataFlags(CLI::App& command, RunFlags& o) {
   AddBoundedOption(command, "--hidden", o.hidden, std::size_t{1}, std::size_t{65536},
                    "MLP hidden units");
   AddModelFlags(command, o.network);
-  command.add_option("--train-limit", o.train_limit,
-                     "Fashion-MNIST or a data file: the first N training samples (0 = all)")
+  command
+      .add_option("--train-limit", o.train_limit,
+                  "Fashion-MNIST or a data file: the first N training samples (0 = all)")
       ->capture_default_str();
 }
 
@@ -69,8 +72,9 @@ void AddTrainingFlags(CLI::App& command, RunFlags& o, const char* deadline_help)
       ->each([flags](const std::string&) { flags->workers_given = true; });
   AddBoundedOption(command, "--rounds", o.rounds, 1u, 100000000u, "Training rounds");
   command.add_option("--lr", o.lr, "Learning rate (workers' step size)")->capture_default_str();
-  command.add_option("--momentum", o.momentum,
-                     "Momentum beta of --optimizer momentum and signum, in [0, 1)")
+  command
+      .add_option("--momentum", o.momentum,
+                  "Momentum beta of --optimizer momentum and signum, in [0, 1)")
       ->capture_default_str();
   command.add_option("--weight-decay", o.weight_decay, "L2 weight decay")->capture_default_str();
   command.add_option("--batch", o.batch, "Samples per local step (0 = the whole local shard)")
@@ -87,83 +91,44 @@ void AddTrainingFlags(CLI::App& command, RunFlags& o, const char* deadline_help)
   AddBoundedOption(command, "--participation", o.participation, 1e-6f, 1.0f,
                    "Fraction of live workers sampled each round, in (0, 1]");
   o.codec.Add(command, "identity", "Uplink compressor:");
-  command.add_option("--feedback", o.feedback,
-                     "Error feedback of --aggregate mean: none, ef, def (see --detach), saef, "
-                     "or defa (DEF training, de-averaged x - mean e read-out)")
+  command
+      .add_option("--feedback", o.feedback,
+                  "Error feedback of --aggregate mean: none, ef, def (see --detach), saef, "
+                  "or defa (DEF training, de-averaged x - mean e read-out)")
       ->capture_default_str()
       ->check(CLI::IsMember({"none", "ef", "def", "saef", "defa"}))
       ->each([flags](const std::string&) { flags->feedback_given = true; });
   command.add_option("--detach", o.detach, "DEF detach coefficient c in [0, 1]")
       ->capture_default_str();
-  command.add_option("--optimizer", o.optimizer,
-                     "sgd or momentum (heavy ball on the workers, with error feedback), or "
-                     "signum (with --aggregate majority)")
+  command
+      .add_option("--optimizer", o.optimizer,
+                  "sgd or momentum (heavy ball on the workers, with error feedback), or "
+                  "signum (with --aggregate majority)")
       ->capture_default_str()
       ->check(CLI::IsMember({"sgd", "momentum", "signum"}));
-  command.add_option("--aggregate", o.aggregate,
-                     "Server aggregation: mean of decoded updates, or majority vote of signs")
+  command
+      .add_option("--aggregate", o.aggregate,
+                  "Server aggregation: mean of decoded updates, or majority vote of signs")
       ->capture_default_str()
       ->check(CLI::IsMember({"mean", "majority"}));
   const std::string payload_sum =
       CodecNamesWith([](const CodecTraits& traits) { return traits.payload_sum; });
-  const std::string recompress = CodecNamesWith([](const CodecTraits& traits) {
-    return !traits.payload_sum && traits.downlink_recompress;
-  });
-  command.add_option("--downlink", o.downlink,
-                     "What the server broadcasts: the model, or the compressed aggregate: the "
-                     "payload mean (" + payload_sum + "), the majority vote, or the mean "
-                     "compressed again with the uplink codec and the rest kept in a server "
-                     "residual (" + recompress + ": two-way error feedback)")
+  const std::string recompress = CodecNamesWith(
+      [](const CodecTraits& traits) { return !traits.payload_sum && traits.downlink_recompress; });
+  command
+      .add_option("--downlink", o.downlink,
+                  "What the server broadcasts: the model, or the compressed aggregate: the "
+                  "payload mean (" +
+                      payload_sum +
+                      "), the majority vote, or the mean "
+                      "compressed again with the uplink codec and the rest kept in a server "
+                      "residual (" +
+                      recompress + ": two-way error feedback)")
       ->capture_default_str()
       ->check(CLI::IsMember({"model", "aggregate"}));
   command.add_option("--tie", o.tie, "Majority vote: how a tie (even workers) resolves")
       ->capture_default_str()
       ->check(CLI::IsMember({"positive", "negative"}));
-  const auto dp_flag_given = [flags](const std::string&) { flags->dp_flags_given = true; };
-  command.add_option("--dp-mode", o.dp_mode,
-                     "Differential privacy (DP-FedAvg): off; central (the server adds Gaussian "
-                     "noise to each round's sum: devices trust the server); or distributed "
-                     "(each sampled device adds its share of the noise to what it sends). "
-                     "Workers clip their updates to --dp-clip either way")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"off", "central", "distributed"}));
-  command
-      .add_option("--dp-clip", o.dp_clip,
-                  "L2 norm C every worker clips the update it compresses to")
-      ->capture_default_str()
-      ->check(PositiveFloat())
-      ->each(dp_flag_given);
-  command
-      .add_option("--dp-noise-multiplier", o.dp_noise_multiplier,
-                  "z: the noise on a round's sum has standard deviation z * C "
-                  "(edgesgd privacy-budget finds the z of a target epsilon)")
-      ->capture_default_str()
-      ->check(NonNegativeFloat())
-      ->each(dp_flag_given);
-  AddBoundedOption(command, "--dp-delta", o.dp_delta, 1e-30f, 0.5f,
-                   "delta of the (epsilon, delta) guarantee the metrics report; keep it below "
-                   "1 / (number of devices)")
-      ->each(dp_flag_given);
-  AddBoundedOption(command, "--dp-target-quantile", o.dp_target_quantile, 0.0f, 0.999f,
-                   "Adaptive clipping (Andrew et al. 2021): the fraction of updates in (0, 1) "
-                   "the bound should leave unclipped, learnt from a noised count each round "
-                   "starting at --dp-clip; 0 keeps --dp-clip fixed")
-      ->each(dp_flag_given);
-  command
-      .add_option("--dp-clip-lr", o.dp_clip_lr,
-                  "Adaptive clipping's step: C <- C * exp(-lr * (unclipped fraction - "
-                  "target))")
-      ->capture_default_str()
-      ->check(PositiveFloat())
-      ->each(dp_flag_given);
-  command
-      .add_option("--dp-count-noise", o.dp_count_noise,
-                  "Adaptive clipping: standard deviation of the noise on the count of "
-                  "unclipped updates (0 = the sampled devices / 20); must exceed half of "
-                  "--dp-noise-multiplier, whose budget it shares")
-      ->capture_default_str()
-      ->check(NonNegativeFloat())
-      ->each(dp_flag_given);
   o.features.Add(command, protocol::FeatureFieldTables());
   AddServerOptimizerFlags(command, o);
   AddAsyncFlags(command, o);
@@ -175,8 +140,8 @@ void AddTrainingFlags(CLI::App& command, RunFlags& o, const char* deadline_help)
     command.add_flag_callback(
         option->flag, [&o, bit = option->bit] { o.aggregation_options |= bit; }, option->help);
   }
-  command.add_option("--quorum", o.quorum,
-                     "Updates a round needs once its deadline passed (0 = 1)")
+  command
+      .add_option("--quorum", o.quorum, "Updates a round needs once its deadline passed (0 = 1)")
       ->capture_default_str();
   AddBoundedOption(command, "--round-deadline-s", o.round_deadline_s, 1e-6, 1e9, deadline_help);
   AddBoundedOption(command, "--max-model-norm", o.max_model_norm, 0.0, 3e38,
@@ -241,15 +206,6 @@ HostResult<> CheckRunConsistency(const RunFlags& o) {
     return FlagError(
         "--aggregate majority has no error feedback (the vote is the update): drop "
         "--feedback or use --feedback none");
-  }
-  if (o.dp_mode == "off" && o.dp_flags_given) {
-    return FlagError("the --dp-* flags need --dp-mode central or distributed");
-  }
-  if (o.dp_target_quantile == 0.0f && (o.dp_clip_lr != RunFlags{}.dp_clip_lr ||
-                                       o.dp_count_noise != RunFlags{}.dp_count_noise)) {
-    return FlagError(
-        "--dp-clip-lr and --dp-count-noise tune adaptive clipping: they need "
-        "--dp-target-quantile");
   }
   // The features' own flags, each judged with its feature's other flags.
   protocol::RunConfig features;
@@ -316,7 +272,8 @@ HostResult<TaskOptions> BuildTaskOptions(const RunFlags& o, std::size_t workers,
         "--model replaces softmax regression: it needs --task softmax (an MLP is "
         "--model dense:H,relu,dense:CLASSES)");
   }
-  if (Shape shape; !o.network.input_shape.empty() && !ParseInputShape(o.network.input_shape, shape)) {
+  if (Shape shape;
+      !o.network.input_shape.empty() && !ParseInputShape(o.network.input_shape, shape)) {
     return FlagError("--input-shape " + o.network.input_shape +
                      ": expected HxWxC, three positive integers");
   }
@@ -351,8 +308,7 @@ int ValidateServerRun(const char* command, const protocol::RunConfig& config,
   for (const Status check :
        {protocol::ValidateServerChoices(config), protocol::ValidateRunConfig(config)}) {
     if (!check.ok()) {
-      std::fprintf(stderr, "edgesgd %s: inconsistent configuration: %s\n", command,
-                   check.reason());
+      std::fprintf(stderr, "edgesgd %s: inconsistent configuration: %s\n", command, check.reason());
       return 2;
     }
   }
@@ -372,8 +328,8 @@ protocol::RunConfig BuildRunConfig(const RunFlags& o, const Task& task) {
   config.participation = o.participation;
   config.rounds = o.rounds;
   config.seed = o.seed;
-  config.downlink =
-      o.downlink == "aggregate" ? protocol::DownlinkKind::kAggregate : protocol::DownlinkKind::kModel;
+  config.downlink = o.downlink == "aggregate" ? protocol::DownlinkKind::kAggregate
+                                              : protocol::DownlinkKind::kModel;
   // Given whatever the aggregation, so that the run's own check refuses what it cannot use.
   config.feedback.local_steps = o.local_steps;
   config.scaffold = o.scaffold;
@@ -395,24 +351,14 @@ protocol::RunConfig BuildRunConfig(const RunFlags& o, const Task& task) {
     feedback.momentum = o.optimizer == "sgd" ? 0.0f : o.momentum;
     feedback.weight_decay = o.weight_decay;
   }
-  if (o.dp_mode != "off") {
-    config.privacy.mode =
-        o.dp_mode == "central" ? PrivacyMode::kCentral : PrivacyMode::kDistributed;
-    config.privacy.clip = o.dp_clip;
-    config.privacy.noise_multiplier = o.dp_noise_multiplier;
-    config.privacy.delta = o.dp_delta;
-    config.privacy.target_quantile = o.dp_target_quantile;
-    config.privacy.clip_learning_rate = o.dp_clip_lr;
-    // Andrew et al.'s recommendation: a twentieth of the devices a round samples.
-    config.privacy.count_noise =
-        o.dp_count_noise != 0.0f
-            ? o.dp_count_noise
-            : static_cast<float>(protocol::SampledCount(
-                  o.participation, static_cast<std::uint32_t>(o.workers))) /
-                  20.0f;
-  }
   const HostResult<> features = o.features.Apply(config, /*strict=*/false);
   EDGESGD_CHECK(features.ok());  // CheckRunConsistency has accepted them
+  if (config.privacy.mode != PrivacyMode::kOff && config.privacy.count_noise == 0.0f) {
+    // Andrew et al.'s recommendation: a twentieth of the devices a round samples.
+    config.privacy.count_noise = static_cast<float>(protocol::SampledCount(
+                                     o.participation, static_cast<std::uint32_t>(o.workers))) /
+                                 20.0f;
+  }
   config.server_optimizer = ServerOptimizerParamsOf(o);
   config.async = AsyncParamsOf(o);
   config.secure = SecureParamsOf(o);

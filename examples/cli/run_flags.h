@@ -60,16 +60,7 @@ struct RunFlags {
   double round_deadline_s = 60;
   double max_model_norm = 1e6;  // 0: no bound
   double join_timeout_s = 0;  // 0: training starts once every worker joined
-  // Differential privacy (parameter-server runs): off, central or distributed.
-  std::string dp_mode = "off";
-  float dp_clip = 1.0f;
-  float dp_noise_multiplier = 1.0f;
-  float dp_delta = 1e-5f;
-  float dp_target_quantile = 0.0f;  // adaptive clipping; 0 keeps --dp-clip fixed
-  float dp_clip_lr = 0.2f;
-  float dp_count_noise = 0.0f;  // 0: the expected cohort / 20
-  bool dp_flags_given = false;  // a --dp-* flag other than --dp-mode was given
-  // The flags the run features declare for their parameters (--prox-mu, --robust*).
+  // The flags the run features declare for their parameters (--prox-mu, --dp-*, --robust*).
   FeatureFlags features;
   // The server optimizer (parameter-server runs with the mean and the model downlink).
   std::string server_optimizer = "fedavg";

@@ -88,11 +88,11 @@ void ServerRunOutput::OnRound(const protocol::RoundEvent& event, std::span<const
   row.time_s = static_cast<double>(event.time_closed) * 1e-9;
   row.bytes_up = event.bytes_up;
   row.bytes_down = event.bytes_down;
-  row.bits_per_coord = event.reported == 0
-                           ? bits_per_coord_
-                           : static_cast<double>(event.payload_bits) /
-                                 (static_cast<double>(event.reported) *
-                                  static_cast<double>(task_.dimension()));
+  row.bits_per_coord =
+      event.reported == 0
+          ? bits_per_coord_
+          : static_cast<double>(event.payload_bits) /
+                (static_cast<double>(event.reported) * static_cast<double>(task_.dimension()));
   row.epsilon = private_ ? event.epsilon : kNotApplicable;
   if (!event.abort_reason.ok()) {
     progress_.Note(
@@ -174,7 +174,9 @@ void WriteRunSummary(SummaryWriter& summary, const RunFlags& o, const protocol::
   if (config.privacy.mode != PrivacyMode::kOff) {
     // The final row's epsilon is the guarantee of the whole run.
     summary.Begin("privacy");
-    summary.Field("mode", o.dp_mode);
+    summary.Field(
+        "mode",
+        std::string(config.privacy.mode == PrivacyMode::kCentral ? "central" : "distributed"));
     summary.Field("clip", static_cast<double>(config.privacy.clip));
     summary.Field("noise_multiplier", static_cast<double>(config.privacy.noise_multiplier));
     summary.Field("delta", static_cast<double>(config.privacy.delta));

@@ -46,7 +46,8 @@ std::span<const RunFeature* const> ServerRunFeatures() {
 }
 
 std::span<const FeatureFields* const> FeatureFieldTables() {
-  static constexpr const FeatureFields* kTables[] = {&kProximalFields, &kRobustFields};
+  static constexpr const FeatureFields* kTables[] = {&kProximalFields, &kPrivacyFields,
+                                                     &kRobustFields};
   return kTables;
 }
 

@@ -108,6 +108,7 @@ extern const RunFeature kAsyncFeature;
 
 // Field tables of the features whose flags the command line makes from them.
 extern const FeatureFields kProximalFields;
+extern const FeatureFields kPrivacyFields;
 extern const FeatureFields kRobustFields;
 
 // For each feature of `features` that `config` turns on, in order: kInvalidArgument with the
