@@ -21,6 +21,18 @@ enum class StatusCode : std::uint8_t {
   kInternal,
 };
 
+// `text`, or nullptr where Status texts are dropped (EDGESGD_STATUS_REASONS=0, below). Status
+// keeps its reason through it, and so does a table that holds a literal until it becomes a
+// Status: the text is then not stored in flash either.
+constexpr const char* KeptReason(const char* text) {
+#if defined(EDGESGD_STATUS_REASONS) && !EDGESGD_STATUS_REASONS
+  (void)text;
+  return nullptr;
+#else
+  return text;
+#endif
+}
+
 // Outcome of an operation: kOk, or the reason it failed as a code and a one-line static text
 // ("k ratio must be in (0, 1]"). The text is a string literal (never freed, never copied), so a
 // Status stays two words, needs no heap and is returned in registers. Every layer — core, wire,
@@ -33,7 +45,7 @@ class [[nodiscard]] Status {
  public:
   constexpr Status() = default;
   constexpr explicit Status(StatusCode code, const char* reason = nullptr)
-      : reason_(KeepReason(reason)), code_(code) {}
+      : reason_(KeptReason(reason)), code_(code) {}
 
   static constexpr Status Ok() { return Status(); }
   static constexpr Status Cancelled(const char* why = nullptr) {
@@ -90,15 +102,6 @@ class [[nodiscard]] Status {
   friend constexpr bool operator==(Status a, Status b) { return a.code_ == b.code_; }
 
  private:
-  static constexpr const char* KeepReason(const char* reason) {
-#if defined(EDGESGD_STATUS_REASONS) && !EDGESGD_STATUS_REASONS
-    (void)reason;
-    return nullptr;
-#else
-    return reason;
-#endif
-  }
-
   const char* reason_ = nullptr;
   StatusCode code_ = StatusCode::kOk;
 };

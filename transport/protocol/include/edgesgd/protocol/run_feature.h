@@ -17,17 +17,6 @@ namespace edgesgd::protocol {
 
 struct RunFeature;
 
-// `text`, or nullptr where Status texts are dropped (EDGESGD_STATUS_REASONS=0, see status.h): a
-// literal kept in a table until it becomes a Status is then not stored in flash either.
-constexpr const char* KeptReason(const char* text) {
-#if defined(EDGESGD_STATUS_REASONS) && !EDGESGD_STATUS_REASONS
-  (void)text;
-  return nullptr;
-#else
-  return text;
-#endif
-}
-
 // A feature this one cannot run with. The reason names both by their flags and says why. Like
 // every Status text it is kept only where Status texts are (KeptReason): a build short of flash
 // stores none of it.
